@@ -1,0 +1,79 @@
+//! Command-line interface (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "playdeck",
+    version,
+    about = "A terminal operator console for runs of AI coding agents"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a play (the built-in demo when PLAY is omitted).
+    Run(RunArgs),
+    /// Validate a play file: exit 0 with a summary, or 2 with every problem.
+    Validate {
+        /// The play file.
+        play: PathBuf,
+    },
+    /// The built-in demo play.
+    Demo {
+        /// Print the demo play's TOML.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+#[derive(Debug, clap::Args, Default)]
+pub struct RunArgs {
+    /// The play file; the built-in demo when omitted.
+    pub play: Option<PathBuf>,
+    /// No terminal UI: signals as JSON lines on stdout, control lines on stdin.
+    #[arg(long)]
+    pub headless: bool,
+    /// Sim time factor (2 plays twice as fast); overrides [play] speed.
+    #[arg(long, value_parser = parse_speed)]
+    pub speed: Option<f64>,
+    /// Start paused, before the first operation.
+    #[arg(long)]
+    pub paused: bool,
+    /// Decide every approval gate up front.
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveArg>,
+    /// The run directory (default .playdeck/runs/<run-id>).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Headless output: json (NDJSON) or human.
+    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ApproveArg {
+    All,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum FormatArg {
+    #[default]
+    Json,
+    Human,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 1000.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a speed; allowed: a number greater than 0 and at most 1000"
+        )),
+    }
+}

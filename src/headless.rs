@@ -1,0 +1,363 @@
+//! Headless runs: every signal as one JSON object per line, then the result
+//! envelope; control lines on stdin drive the run, so scripts and CI can do
+//! everything the keyboard can.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::agents::AgentRegistry;
+use crate::kernel::{
+    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, NodeBuilder, Outcome, Run,
+    RunHandle, Signal, SignalKind,
+};
+use crate::play::Play;
+use crate::store::{ChannelSink, RunDir};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// NDJSON: one signal per line, then `{"type":"result", ...}`.
+    Json,
+    /// A line per lifecycle event for people, then a summary.
+    Human,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApproveAll {
+    All,
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeadlessOptions {
+    pub speed: Option<f64>,
+    pub paused: bool,
+    pub approve: Option<ApproveAll>,
+    pub run_dir: Option<PathBuf>,
+    pub format: Format,
+}
+
+impl Default for HeadlessOptions {
+    fn default() -> Self {
+        HeadlessOptions {
+            speed: None,
+            paused: false,
+            approve: None,
+            run_dir: None,
+            format: Format::Json,
+        }
+    }
+}
+
+/// Exit codes: 0 every operation succeeded, 1 something failed, was denied,
+/// escalated or the run was cancelled, 2 invalid input.
+pub fn exit_code(outcome: Outcome) -> i32 {
+    match outcome {
+        Outcome::Succeeded => 0,
+        Outcome::Failed | Outcome::Cancelled => 1,
+    }
+}
+
+pub type Out = Box<dyn Write + Send>;
+
+/// What a finished headless run leaves behind.
+pub struct Finished {
+    pub envelope: Envelope,
+    pub run_dir: RunDir,
+    pub exit_code: i32,
+}
+
+/// Runs `play` headless. `control` yields stdin lines and closes at EOF;
+/// `shutdown` resolves when the process is asked to stop (SIGINT/SIGTERM).
+pub async fn run(
+    play: &Play,
+    opts: &HeadlessOptions,
+    mut control: mpsc::UnboundedReceiver<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    mut out: Out,
+    mut err: Out,
+) -> std::io::Result<Finished> {
+    let speed = opts.speed.unwrap_or(play.speed);
+    let run_dir = RunDir::create(opts.run_dir.as_deref(), &play.source)?;
+    let built = play.build();
+    let mut cfg = play.run_config(&run_dir.run_id);
+    cfg.start_paused = opts.paused;
+    cfg.approvals = match opts.approve {
+        Some(ApproveAll::All) => ApprovalPolicy::ApproveAll,
+        Some(ApproveAll::None) => ApprovalPolicy::DenyAll {
+            reason: Arc::from("--approve none"),
+        },
+        None => ApprovalPolicy::Ask,
+    };
+    let agents = Arc::new(AgentRegistry::builtin(speed));
+    let builder: Arc<dyn NodeBuilder> = Arc::new(built.routes);
+    let (mut run, handle) =
+        Run::new(built.graph, cfg, agents, builder).map_err(std::io::Error::other)?;
+    run.add_sink(Box::new(run_dir.event_log()?));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
+    run.add_sink(Box::new(ChannelSink(tx)));
+
+    let format = opts.format;
+    let printer = tokio::task::spawn_blocking(move || {
+        let mut human = HumanPrinter;
+        while let Some(sig) = rx.blocking_recv() {
+            let line = match format {
+                Format::Json => serde_json::to_string(&*sig).ok(),
+                Format::Human => human.line(&sig),
+            };
+            if let Some(line) = line {
+                let _ = writeln!(out, "{line}");
+            }
+            if rx.is_empty() {
+                let _ = out.flush();
+            }
+        }
+        out
+    });
+
+    let h = handle.clone();
+    let asks_operator = opts.approve.is_none();
+    let stdin_task = tokio::spawn(async move {
+        while let Some(line) = control.recv().await {
+            if let Err(msg) = apply_control_line(&h, &line).await {
+                eprintln_to(&msg);
+            }
+        }
+        // No operator is left to decide: approvals must not hang the run.
+        if asks_operator {
+            let _ = h
+                .set_approval_policy(ApprovalPolicy::DenyAll {
+                    reason: Arc::from("no operator"),
+                })
+                .await;
+        }
+    });
+    let h = handle.clone();
+    let shutdown_task = tokio::spawn(async move {
+        shutdown.await;
+        let _ = h.cancel().await;
+    });
+
+    let envelope = run.run().await;
+    stdin_task.abort();
+    shutdown_task.abort();
+    let mut out = printer.await.map_err(std::io::Error::other)?;
+    run_dir.write_result(&envelope)?;
+
+    let code = exit_code(envelope.outcome);
+    match opts.format {
+        Format::Json => {
+            let mut v = serde_json::to_value(&envelope).map_err(std::io::Error::other)?;
+            if let Value::Object(m) = &mut v {
+                m.shift_insert(0, "type".into(), Value::String("result".into()));
+            }
+            writeln!(out, "{v}")?;
+            out.flush()?;
+            write!(err, "{}", summary(play, &run_dir, &envelope, &handle).await)?;
+        }
+        Format::Human => {
+            write!(out, "{}", summary(play, &run_dir, &envelope, &handle).await)?;
+            out.flush()?;
+        }
+    }
+    err.flush()?;
+    Ok(Finished {
+        envelope,
+        run_dir,
+        exit_code: code,
+    })
+}
+
+fn eprintln_to(msg: &str) {
+    eprintln!("playdeck: {msg}");
+}
+
+pub const CONTROL_HELP: &str =
+    "pause | resume | step | approve ID | deny ID [reason] | hold ID | unhold ID | cancel";
+
+/// Applies one control line. Errors say what was wrong and what is allowed.
+pub async fn apply_control_line<'a>(h: &RunHandle, line: &'a str) -> Result<(), String> {
+    let mut words = line.split_whitespace();
+    let Some(cmd) = words.next() else {
+        return Ok(());
+    };
+    let arg = words.next();
+    let rest: Vec<&str> = words.collect();
+    let need = |arg: Option<&'a str>| {
+        arg.ok_or_else(move || format!("{cmd} needs an operation id (allowed: {CONTROL_HELP})"))
+    };
+    let r = match cmd {
+        "pause" => h.pause().await,
+        "resume" => h.resume().await,
+        "step" => h.step().await,
+        "cancel" => h.cancel().await,
+        "approve" => h.approve(need(arg)?, "operator").await,
+        "deny" => {
+            let reason = if rest.is_empty() {
+                "denied by the operator".to_string()
+            } else {
+                rest.join(" ")
+            };
+            h.deny(need(arg)?, "operator", &reason).await
+        }
+        "hold" => h.hold(need(arg)?).await,
+        "unhold" => h.unhold(need(arg)?).await,
+        other => {
+            return Err(format!(
+                "unknown control line {other:?}; allowed: {CONTROL_HELP}"
+            ));
+        }
+    };
+    r.map_err(|e| format!("{cmd}: {e}"))
+}
+
+/// Formats lifecycle signals for people.
+#[derive(Default)]
+pub struct HumanPrinter;
+
+impl HumanPrinter {
+    pub fn line(&mut self, s: &Signal) -> Option<String> {
+        let t = format!("{:>7.2}s", s.elapsed);
+        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        Some(match &s.kind {
+            SignalKind::RunStarted {
+                play,
+                run_id,
+                operations,
+                ..
+            } => {
+                format!("{t}  run {run_id} started: \"{play}\", {operations} operations")
+            }
+            SignalKind::Queued { .. } | SignalKind::Resumed { .. } => return None,
+            SignalKind::Started { node: n, role, .. } => {
+                node("▶ started", &n.name, &role_suffix(role))
+            }
+            SignalKind::Completed { node: n, .. } => node("✓ succeeded", &n.name, ""),
+            SignalKind::Failed { node: n, error, .. } => {
+                node("✗ failed", &n.name, &format!(" — {error}"))
+            }
+            SignalKind::Skipped { node: n, reason } => {
+                node("↷ skipped", &n.name, &format!(" — {}", reason.describe()))
+            }
+            SignalKind::Paused { node: n, .. } => node("‖ paused", &n.name, ""),
+            SignalKind::AwaitingApproval { node: n } => node(
+                "? awaiting approval",
+                &n.name,
+                &format!(" — type `approve {0}` or `deny {0}`", n.name),
+            ),
+            SignalKind::Approved { node: n, by } => {
+                node("✓ approved", &n.name, &format!(" by {by}"))
+            }
+            SignalKind::Denied {
+                node: n,
+                by,
+                reason,
+            } => node("✗ denied", &n.name, &format!(" by {by}: {reason}")),
+            SignalKind::Escalated {
+                node: n, reason, ..
+            } => node("! escalated", &n.name, &format!(" — {reason}")),
+            SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
+            SignalKind::Unheld { node: n } => node("▷ unheld", &n.name, ""),
+            SignalKind::Spawned { name, assignee, .. } => {
+                node("+ spawned", name, &role_suffix(assignee))
+            }
+            SignalKind::SpawnDropped {
+                reason, assignee, ..
+            } => node(
+                "- spawn dropped",
+                reason.as_str(),
+                &assignee
+                    .as_ref()
+                    .map(|a| format!(" (assignee {a})"))
+                    .unwrap_or_default(),
+            ),
+            SignalKind::RunPaused => format!("{t}  run paused"),
+            SignalKind::RunResumed => format!("{t}  run resumed"),
+            SignalKind::Stepped { .. } => format!("{t}  step"),
+            SignalKind::RoundEnded { round } => format!("{t}  round {round} drained"),
+            SignalKind::Warning { message, .. } => format!("{t}  warning: {message}"),
+            SignalKind::RunFinished { outcome, .. } => {
+                format!("{t}  run finished: {}", outcome.as_str())
+            }
+        })
+    }
+}
+
+fn role_suffix(role: &Option<Arc<str>>) -> String {
+    role.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+}
+
+/// The readable end-of-run summary: lanes, spawns and where the files are.
+pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -> String {
+    let mut s = String::new();
+    let snap = h.snapshot().await;
+    let _ = writeln!(s, "\nplaydeck · \"{}\" · run {}", play.name, dir.run_id);
+    let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
+    let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
+    if let Some(snap) = &snap {
+        let mut lanes: BTreeMap<Lane, usize> = BTreeMap::new();
+        let mut skipped = 0;
+        for n in &snap.nodes {
+            if n.status == crate::kernel::NodeStatus::Skipped {
+                skipped += 1;
+            } else {
+                *lanes.entry(n.lane).or_default() += 1;
+            }
+        }
+        let mut parts: Vec<String> = Lane::ALL
+            .iter()
+            .filter_map(|l| lanes.get(l).map(|n| format!("{} {n}", l.title())))
+            .collect();
+        if skipped > 0 {
+            parts.push(format!("skipped {skipped}"));
+        }
+        let _ = writeln!(s, "lanes: {}", parts.join(" · "));
+        let accepted = snap
+            .ledger
+            .iter()
+            .filter(|e| matches!(e.outcome, LedgerOutcome::Accepted { .. }))
+            .count();
+        let dropped: Vec<_> = snap
+            .ledger
+            .iter()
+            .filter_map(|e| match &e.outcome {
+                LedgerOutcome::Dropped { reason, detail, .. } => Some((e, *reason, detail)),
+                _ => None,
+            })
+            .collect();
+        let _ = writeln!(s, "spawns: {accepted} accepted, {} dropped", dropped.len());
+        let mut by_reason: BTreeMap<DropReason, usize> = BTreeMap::new();
+        for (_, r, _) in &dropped {
+            *by_reason.entry(*r).or_default() += 1;
+        }
+        if !by_reason.is_empty() {
+            let parts: Vec<String> = by_reason
+                .iter()
+                .map(|(r, n)| format!("{} {n}", r.as_str()))
+                .collect();
+            let _ = writeln!(s, "  by reason: {}", parts.join(", "));
+        }
+        for (e, reason, detail) in &dropped {
+            let _ = writeln!(
+                s,
+                "  dropped  {:<22} {} → {}: {}",
+                reason.as_str(),
+                e.emitter_name.as_deref().unwrap_or("-"),
+                e.assignee.as_deref().unwrap_or("(emitter's role)"),
+                detail
+            );
+        }
+    }
+    if let Some(esc) = &env.escalated_operations {
+        for id in esc {
+            let _ = writeln!(s, "  escalated {}", env.name_of(id).unwrap_or("?"));
+        }
+    }
+    let _ = writeln!(s, "run directory: {}", dir.path.display());
+    s
+}

@@ -1,0 +1,119 @@
+//! The seam between the kernel and whatever performs an operation. The
+//! kernel knows agents only through this trait: an operation is invoked,
+//! it returns a result, and meanwhile it may emit requests on its stream.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use super::graph::OpId;
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Why an invocation failed. `category` is a short machine word
+/// (`simulated`, `nonzero_exit`, `cancelled`, ...), `message` is for people.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFailure {
+    pub category: Arc<str>,
+    pub message: String,
+}
+
+impl AgentFailure {
+    pub fn new(category: &str, message: impl Into<String>) -> Self {
+        AgentFailure {
+            category: Arc::from(category),
+            message: message.into(),
+        }
+    }
+}
+
+pub type AgentOutcome = Result<Value, AgentFailure>;
+
+/// What an agent reports while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// A value seen on the agent's stream (the signal bus of the spec); the
+    /// kernel extracts spawn and escalation requests from it, deduplicated
+    /// against the final result.
+    Emitted(Value),
+}
+
+#[derive(Debug)]
+pub(crate) struct AgentMsg {
+    pub(crate) node: u32,
+    pub(crate) attempt: u32,
+    pub(crate) event: AgentEvent,
+}
+
+/// The sending side of an invocation's stream. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AgentEvents {
+    node: u32,
+    attempt: u32,
+    tx: Option<mpsc::UnboundedSender<AgentMsg>>,
+}
+
+impl AgentEvents {
+    pub(crate) fn new(node: u32, attempt: u32, tx: mpsc::UnboundedSender<AgentMsg>) -> Self {
+        AgentEvents {
+            node,
+            attempt,
+            tx: Some(tx),
+        }
+    }
+
+    /// A stream nobody listens to, for invoking an agent outside a run.
+    pub fn detached() -> Self {
+        AgentEvents {
+            node: 0,
+            attempt: 0,
+            tx: None,
+        }
+    }
+
+    pub fn emit(&self, event: AgentEvent) {
+        if let Some(tx) = &self.tx {
+            // A closed channel means the run is over; nothing to tell.
+            let _ = tx.send(AgentMsg {
+                node: self.node,
+                attempt: self.attempt,
+                event,
+            });
+        }
+    }
+}
+
+/// Everything an agent gets to perform one attempt of an operation.
+#[derive(Debug)]
+pub struct Invocation {
+    pub op_id: OpId,
+    pub name: Arc<str>,
+    pub role: Option<Arc<str>>,
+    pub instruction: Arc<str>,
+    pub params: Arc<Value>,
+    /// `<pred_op_id>_result` for every predecessor with a result, then the
+    /// flow context merged in (ADR-0033 D4).
+    pub context: Map<String, Value>,
+    pub attempt: u32,
+    pub events: AgentEvents,
+}
+
+pub trait Agent: Send + Sync {
+    /// Performs one attempt. Dropping the future cancels it; an agent that
+    /// owns processes must kill them on drop.
+    fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome>;
+
+    /// Whether the agent reads `Invocation::context`; when false the kernel
+    /// does not build it.
+    fn wants_context(&self) -> bool {
+        true
+    }
+}
+
+/// Resolves an agent name from an operation to an agent.
+pub trait AgentResolver: Send + Sync {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn Agent>>;
+}

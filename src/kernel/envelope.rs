@@ -1,0 +1,62 @@
+//! The result envelope (ADR-0033 D5).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::graph::OpId;
+use super::ledger::DroppedSpawn;
+use super::signal::Outcome;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub outcome: Outcome,
+    pub completed_operations: Vec<OpId>,
+    pub failed_operations: Vec<OpId>,
+    pub skipped_operations: Vec<OpId>,
+    /// Completed results, and `{"error": ...}` for failed invocations;
+    /// skipped operations have none.
+    pub operation_results: Map<String, Value>,
+    pub final_context: Map<String, Value>,
+    /// op_id -> presentation name, so a reader need not keep the graph.
+    pub operation_names: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub spawned_operations: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub escalated_operations: Option<Vec<OpId>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dropped_spawns: Option<Vec<DroppedSpawn>>,
+}
+
+impl Envelope {
+    /// Completed, failed and skipped ids are pairwise disjoint (D5).
+    pub fn check_disjoint(&self) -> Result<(), OpId> {
+        let mut seen = std::collections::HashSet::new();
+        for id in self
+            .completed_operations
+            .iter()
+            .chain(&self.failed_operations)
+            .chain(&self.skipped_operations)
+        {
+            if !seen.insert(*id) {
+                return Err(*id);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn name_of(&self, id: &OpId) -> Option<&str> {
+        self.operation_names
+            .get(&id.to_string())
+            .and_then(Value::as_str)
+    }
+
+    pub fn result_of(&self, id: &OpId) -> Option<&Value> {
+        self.operation_results.get(&id.to_string())
+    }
+}
+
+pub(crate) fn result_value(v: &Arc<Value>) -> Value {
+    Value::clone(v)
+}

@@ -1,0 +1,1542 @@
+//! The executor (ADR-0033 D1, D3, D4): one task owns the graph and every
+//! piece of run state; agents, routers and operators talk to it through
+//! channels. Because there is a single owner there is no graph lock to
+//! nest with the palette lock, and admission is atomic by construction.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use futures_util::FutureExt;
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
+use petgraph::Direction;
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use super::agent::{
+    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, AgentResolver, BoxFuture,
+    Invocation,
+};
+use super::builder::{Emitter, NodeBuilder, RouteResult};
+use super::control::{ApprovalPolicy, Command, ControlError, NewOperation, RunHandle};
+use super::envelope::{Envelope, result_value};
+use super::graph::{Condition, Edge, Graph, GraphError, OpId, OpMetadata, Operation, new_op_id};
+use super::lane::{Lane, lane_for};
+use super::ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
+use super::request::{self, SpawnRequest};
+use super::signal::{
+    DROP_DETAIL_MAX, LaneCounts, NodeHeader, Outcome, PauseReason, SPAWNED_INSTRUCTION_MAX, Signal,
+    SignalKind, SignalSink, SkipReason, truncate_chars,
+};
+use super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
+
+/// How a run is configured (the `[play]` table, translated).
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub run_id: Arc<str>,
+    pub play: Arc<str>,
+    pub max_concurrent: usize,
+    pub reactive: bool,
+    pub max_spawn: usize,
+    pub context: Map<String, Value>,
+    pub approvals: ApprovalPolicy,
+    pub start_paused: bool,
+    /// Signals kept for slow observers before they are told they lagged.
+    pub signal_buffer: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            run_id: Arc::from("run"),
+            play: Arc::from("play"),
+            max_concurrent: 5,
+            reactive: true,
+            max_spawn: 50,
+            context: Map::new(),
+            approvals: ApprovalPolicy::Ask,
+            start_paused: false,
+            signal_buffer: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Approval {
+    NotRequired,
+    Undecided,
+    Approved,
+    Denied,
+}
+
+struct Node {
+    op: Operation,
+    depends_on: Arc<[OpId]>,
+    status: NodeStatus,
+    lane: Lane,
+    lane_since: f64,
+    /// Incoming edges whose head has not settled yet.
+    waiting: u32,
+    has_preds: bool,
+    /// At least one settled incoming edge was valid.
+    any_valid: bool,
+    approval: Approval,
+    held: bool,
+    parked: bool,
+    attempt: u32,
+    queued_at: f64,
+    started_at: Option<f64>,
+    finished_at: Option<f64>,
+    result: Option<Arc<Value>>,
+    error: Option<Arc<str>>,
+    /// Identities of requests already seen from this emitter (dedup).
+    seen: HashSet<u64>,
+    /// Escalations seen on the stream before the result arrived.
+    escalations: Vec<Arc<str>>,
+}
+
+/// An agent future tagged with the node and attempt it belongs to.
+struct Tagged {
+    ix: NodeIndex,
+    attempt: u32,
+    fut: BoxFuture<AgentOutcome>,
+}
+
+impl Future for Tagged {
+    type Output = (NodeIndex, u32, AgentOutcome);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (ix, attempt) = (self.ix, self.attempt);
+        self.fut.as_mut().poll(cx).map(|o| (ix, attempt, o))
+    }
+}
+
+/// What admission needs to know about a request besides the routed result.
+#[derive(Clone)]
+struct RequestMeta {
+    assignee: Option<Arc<str>>,
+    independent: bool,
+    reason: Option<Arc<str>>,
+}
+
+struct RoutedBatch {
+    emitter: NodeIndex,
+    items: Vec<(RequestMeta, RouteResult)>,
+}
+
+struct Bus {
+    seq: u64,
+    t0: Instant,
+    tx: broadcast::Sender<Arc<Signal>>,
+    sinks: Vec<Box<dyn SignalSink>>,
+}
+
+impl Bus {
+    fn elapsed(&self) -> f64 {
+        // Microsecond resolution keeps the stream readable and exact under
+        // the paused clock.
+        (self.t0.elapsed().as_micros() as f64) / 1e6
+    }
+
+    fn emit(&mut self, kind: SignalKind) -> (u64, f64) {
+        self.seq += 1;
+        let elapsed = self.elapsed();
+        let sig = Arc::new(Signal {
+            v: super::signal::SIGNAL_SCHEMA_VERSION,
+            seq: self.seq,
+            elapsed,
+            kind,
+        });
+        for sink in &mut self.sinks {
+            sink.write(&sig);
+        }
+        if self.tx.receiver_count() > 0 {
+            let _ = self.tx.send(sig);
+        }
+        (self.seq, elapsed)
+    }
+
+    fn flush(&mut self) {
+        for sink in &mut self.sinks {
+            sink.flush();
+        }
+    }
+}
+
+/// A run that has been set up but not started. Subscribe through the handle
+/// before starting it to see every signal from `run_started` on.
+pub struct Run {
+    ex: Executor,
+}
+
+impl Run {
+    /// Validates the graph (acyclic, well-formed conditions) and prepares
+    /// the run. Nothing is invoked until [`Run::run`].
+    pub fn new(
+        graph: Graph,
+        cfg: RunConfig,
+        agents: Arc<dyn AgentResolver>,
+        builder: Arc<dyn NodeBuilder>,
+    ) -> Result<(Run, RunHandle), GraphError> {
+        graph.validate()?;
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        let (sig_tx, _) = broadcast::channel(cfg.signal_buffer.max(16));
+        let (agent_tx, agent_rx) = mpsc::unbounded_channel();
+        let final_snapshot = Arc::new(OnceLock::new());
+        let handle = RunHandle {
+            tx: ctl_tx,
+            signals: sig_tx.clone(),
+            final_snapshot: final_snapshot.clone(),
+            run_id: cfg.run_id.clone(),
+        };
+        let Graph { inner, index } = graph;
+        let g = inner.map(|_, op| Node::new(op.clone()), |_, e| e.clone());
+        let mut names = HashMap::with_capacity(index.len());
+        for ix in g.node_indices() {
+            names.entry(g[ix].op.reference_id.clone()).or_insert(ix);
+        }
+        let paused = cfg.start_paused;
+        let ex = Executor {
+            g,
+            index,
+            names,
+            ready: VecDeque::new(),
+            parked: VecDeque::new(),
+            worklist: VecDeque::new(),
+            scratch: Vec::new(),
+            paused,
+            step_credits: 0,
+            running: 0,
+            terminal: 0,
+            inflight: FuturesUnordered::new(),
+            routing: FuturesUnordered::new(),
+            agent_tx,
+            agent_rx,
+            control_rx: ctl_rx,
+            control_open: true,
+            bus: Bus {
+                seq: 0,
+                t0: Instant::now(),
+                tx: sig_tx,
+                sinks: Vec::new(),
+            },
+            flow_context: cfg.context.clone(),
+            spawn_seq: 0,
+            spawn_accepted: 0,
+            ledger: Vec::new(),
+            round: 1,
+            round_active: false,
+            agents,
+            builder,
+            cancelled: false,
+            finished: None,
+            final_snapshot,
+            cfg,
+        };
+        Ok((Run { ex }, handle))
+    }
+
+    /// Adds a sink that sees every signal, in order (the event log).
+    pub fn add_sink(&mut self, sink: Box<dyn SignalSink>) {
+        self.ex.bus.sinks.push(sink);
+    }
+
+    /// Runs to the end and returns the result envelope.
+    pub async fn run(self) -> Envelope {
+        self.ex.run().await
+    }
+
+    pub fn spawn(self) -> tokio::task::JoinHandle<Envelope> {
+        tokio::spawn(self.run())
+    }
+}
+
+impl Node {
+    fn new(op: Operation) -> Self {
+        let approval = if op.metadata.approval {
+            Approval::Undecided
+        } else {
+            Approval::NotRequired
+        };
+        Node {
+            op,
+            depends_on: Arc::from(Vec::new()),
+            status: NodeStatus::Pending,
+            lane: Lane::Queued,
+            lane_since: 0.0,
+            waiting: 0,
+            has_preds: false,
+            any_valid: false,
+            approval,
+            held: false,
+            parked: false,
+            attempt: 0,
+            queued_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            result: None,
+            error: None,
+            seen: HashSet::new(),
+            escalations: Vec::new(),
+        }
+    }
+}
+
+struct Executor {
+    cfg: RunConfig,
+    g: StableDiGraph<Node, Edge>,
+    index: HashMap<OpId, NodeIndex>,
+    names: HashMap<Arc<str>, NodeIndex>,
+    /// Ready and allowed to start, waiting for a concurrency slot (FIFO).
+    ready: VecDeque<NodeIndex>,
+    /// Ready but held back by a pause or an operator hold (FIFO).
+    parked: VecDeque<NodeIndex>,
+    /// Nodes whose dependencies just settled.
+    worklist: VecDeque<NodeIndex>,
+    scratch: Vec<NodeIndex>,
+    paused: bool,
+    step_credits: u32,
+    running: usize,
+    terminal: usize,
+    inflight: FuturesUnordered<Tagged>,
+    routing: FuturesUnordered<BoxFuture<RoutedBatch>>,
+    agent_tx: mpsc::UnboundedSender<AgentMsg>,
+    agent_rx: mpsc::UnboundedReceiver<AgentMsg>,
+    control_rx: mpsc::UnboundedReceiver<Command>,
+    control_open: bool,
+    bus: Bus,
+    flow_context: Map<String, Value>,
+    spawn_seq: u64,
+    spawn_accepted: usize,
+    ledger: Vec<LedgerEntry>,
+    round: u32,
+    round_active: bool,
+    agents: Arc<dyn AgentResolver>,
+    builder: Arc<dyn NodeBuilder>,
+    cancelled: bool,
+    finished: Option<Outcome>,
+    final_snapshot: Arc<OnceLock<Snapshot>>,
+}
+
+fn edge_valid(cond: &Condition, status: NodeStatus, result: Option<&Value>) -> bool {
+    if !matches!(
+        status,
+        NodeStatus::Succeeded | NodeStatus::Escalated | NodeStatus::Failed
+    ) {
+        return false;
+    }
+    match cond {
+        Condition::Succeeded => status != NodeStatus::Failed,
+        Condition::Failed => status == NodeStatus::Failed,
+        Condition::Always => true,
+        Condition::Pointer { pointer, equals } => {
+            result.and_then(|r| r.pointer(pointer)) == Some(equals)
+        }
+    }
+}
+
+/// Deep-merges `src` into `dst`: objects merge key by key, anything else
+/// replaces (ADR-0033 D4, a result's `context` flowing back).
+pub fn deep_merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
+    for (k, v) in src {
+        match (dst.get_mut(k), v) {
+            (Some(Value::Object(d)), Value::Object(s)) => deep_merge(d, s),
+            _ => {
+                dst.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+impl Executor {
+    async fn run(mut self) -> Envelope {
+        self.bus.emit(SignalKind::RunStarted {
+            run_id: self.cfg.run_id.clone(),
+            play: self.cfg.play.clone(),
+            operations: self.g.node_count(),
+            max_concurrent: self.cfg.max_concurrent,
+            reactive: self.cfg.reactive,
+            max_spawn: self.cfg.max_spawn,
+            paused: self.paused,
+        });
+        if self.paused {
+            self.bus.emit(SignalKind::RunPaused);
+        }
+        let seeds: Vec<NodeIndex> = self.g.node_indices().collect();
+        for ix in seeds {
+            self.node_added(ix);
+        }
+
+        loop {
+            self.advance();
+            self.check_round();
+            self.bus.flush();
+            if self.is_finished() {
+                break;
+            }
+            tokio::select! {
+                biased;
+                cmd = self.control_rx.recv(), if self.control_open => match cmd {
+                    Some(cmd) => self.command(cmd),
+                    None => self.control_open = false,
+                },
+                Some((ix, attempt, outcome)) = self.inflight.next(), if !self.inflight.is_empty() => {
+                    self.complete(ix, attempt, outcome);
+                }
+                Some(msg) = self.agent_rx.recv() => self.agent_event(msg),
+                Some(batch) = self.routing.next(), if !self.routing.is_empty() => {
+                    self.admit_batch(batch);
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn is_finished(&self) -> bool {
+        self.running == 0 && self.routing.is_empty() && self.terminal == self.g.node_count()
+    }
+
+    fn now(&self) -> f64 {
+        self.bus.elapsed()
+    }
+
+    fn header(&self, ix: NodeIndex) -> NodeHeader {
+        let n = &self.g[ix];
+        NodeHeader {
+            op_id: n.op.op_id,
+            name: n.op.reference_id.clone(),
+            parent_id: n.op.metadata.spawned_from,
+            depends_on: n.depends_on.clone(),
+        }
+    }
+
+    /// Emits a signal about one node and moves its lane.
+    fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) {
+        let lane = lane_for(self.g[ix].lane, &kind);
+        let (_, at) = self.bus.emit(kind);
+        let n = &mut self.g[ix];
+        if lane != n.lane {
+            n.lane = lane;
+            n.lane_since = at;
+        }
+    }
+
+    // ----- graph growth and readiness -------------------------------------
+
+    /// Announces a node that is now part of the graph and works out how many
+    /// of its dependencies are still outstanding.
+    fn node_added(&mut self, ix: NodeIndex) {
+        let mut waiting = 0;
+        let mut any_valid = false;
+        let mut has_preds = false;
+        let mut preds = Vec::new();
+        for e in self.g.edges_directed(ix, Direction::Incoming) {
+            use petgraph::visit::EdgeRef;
+            has_preds = true;
+            let head = &self.g[e.source()];
+            preds.push(head.op.op_id);
+            if head.status.is_terminal() {
+                any_valid |= edge_valid(&e.weight().condition, head.status, head.result.as_deref());
+            } else {
+                waiting += 1;
+            }
+        }
+        preds.reverse();
+        let now = self.now();
+        {
+            let n = &mut self.g[ix];
+            n.waiting = waiting;
+            n.any_valid = any_valid;
+            n.has_preds = has_preds;
+            n.depends_on = Arc::from(preds);
+            n.queued_at = now;
+            n.lane_since = now;
+        }
+        let node = self.header(ix);
+        let n = &self.g[ix];
+        let kind = SignalKind::Queued {
+            node,
+            role: n.op.assignee.clone(),
+            instruction: n.op.instruction.clone(),
+            approval: n.op.metadata.approval,
+        };
+        self.emit_node(ix, kind);
+        if waiting == 0 {
+            self.worklist.push_back(ix);
+        }
+    }
+
+    fn drain_worklist(&mut self) {
+        while let Some(ix) = self.worklist.pop_front() {
+            self.deps_settled(ix);
+        }
+    }
+
+    /// Every dependency has settled: skip, ask for approval, or get ready.
+    fn deps_settled(&mut self, ix: NodeIndex) {
+        let n = &self.g[ix];
+        if n.status != NodeStatus::Pending {
+            return;
+        }
+        if n.has_preds && !n.any_valid {
+            self.skip(ix, SkipReason::NoValidPath, true);
+            return;
+        }
+        if n.approval == Approval::Undecided {
+            match self.cfg.approvals.clone() {
+                ApprovalPolicy::Ask => {
+                    self.g[ix].status = NodeStatus::AwaitingApproval;
+                    let node = self.header(ix);
+                    self.emit_node(ix, SignalKind::AwaitingApproval { node });
+                    return;
+                }
+                ApprovalPolicy::ApproveAll => {
+                    self.g[ix].approval = Approval::Approved;
+                    let node = self.header(ix);
+                    self.emit_node(
+                        ix,
+                        SignalKind::Approved {
+                            node,
+                            by: Arc::from("policy"),
+                        },
+                    );
+                }
+                ApprovalPolicy::DenyAll { reason } => {
+                    self.deny_node(ix, Arc::from("policy"), reason);
+                    return;
+                }
+            }
+        }
+        self.enqueue(ix);
+    }
+
+    fn enqueue(&mut self, ix: NodeIndex) {
+        self.g[ix].status = NodeStatus::Ready;
+        if self.g[ix].held {
+            self.park(ix, PauseReason::Held);
+        } else if self.paused {
+            if self.step_credits > 0 {
+                self.step_credits -= 1;
+                let op_id = Some(self.g[ix].op.op_id);
+                self.bus.emit(SignalKind::Stepped { op_id });
+                self.ready.push_back(ix);
+            } else {
+                self.park(ix, PauseReason::RunPaused);
+            }
+        } else {
+            self.ready.push_back(ix);
+        }
+    }
+
+    fn park(&mut self, ix: NodeIndex, reason: PauseReason) {
+        self.g[ix].parked = true;
+        self.parked.push_back(ix);
+        let node = self.header(ix);
+        self.emit_node(ix, SignalKind::Paused { node, reason });
+    }
+
+    fn unpark(&mut self, ix: NodeIndex) {
+        self.g[ix].parked = false;
+        self.parked.retain(|&p| p != ix);
+        let node = self.header(ix);
+        self.emit_node(ix, SignalKind::Resumed { node });
+        self.ready.push_back(ix);
+    }
+
+    /// Settles released nodes, then starts ready operations while slots are
+    /// free. Waiting on dependencies, a pause or an approval never holds a
+    /// slot: a slot is taken only here, at the moment an operation starts.
+    /// Everything that releases nodes only queues them, and this loop drains
+    /// the queue, so a long chain of skips never recurses.
+    fn advance(&mut self) {
+        loop {
+            self.drain_worklist();
+            if self.cancelled || self.running >= self.cfg.max_concurrent {
+                break;
+            }
+            let Some(ix) = self.ready.pop_front() else {
+                break;
+            };
+            self.start(ix);
+        }
+    }
+
+    fn start(&mut self, ix: NodeIndex) {
+        let now = self.now();
+        let attempt = {
+            let n = &mut self.g[ix];
+            n.status = NodeStatus::Running;
+            n.attempt += 1;
+            n.started_at = Some(now);
+            n.attempt
+        };
+        self.running += 1;
+        self.round_active = true;
+        let node = self.header(ix);
+        let role = self.g[ix].op.assignee.clone();
+        self.emit_node(
+            ix,
+            SignalKind::Started {
+                node,
+                attempt,
+                role,
+            },
+        );
+
+        let agent_name = self.g[ix].op.metadata.agent.clone();
+        let Some(agent) = self.agents.resolve(&agent_name) else {
+            self.running -= 1;
+            let f = AgentFailure::new("agent_not_found", format!("no agent named {agent_name:?}"));
+            self.fail(ix, f);
+            return;
+        };
+        let context = if agent.wants_context() {
+            self.context_for(ix)
+        } else {
+            Map::new()
+        };
+        let n = &self.g[ix];
+        let inv = Invocation {
+            op_id: n.op.op_id,
+            name: n.op.reference_id.clone(),
+            role: n.op.assignee.clone(),
+            instruction: n.op.instruction.clone(),
+            params: n.op.metadata.params.clone(),
+            context,
+            attempt,
+            events: AgentEvents::new(ix.index() as u32, attempt, self.agent_tx.clone()),
+        };
+        let fut = agent.invoke(inv);
+        self.inflight.push(Tagged { ix, attempt, fut });
+    }
+
+    /// `<pred_op_id>_result` for each predecessor with a result, then the flow
+    /// context merged in.
+    fn context_for(&self, ix: NodeIndex) -> Map<String, Value> {
+        let mut ctx = Map::new();
+        for pred in self.g.neighbors_directed(ix, Direction::Incoming) {
+            let p = &self.g[pred];
+            if let Some(r) = &p.result {
+                ctx.insert(format!("{}_result", p.op.op_id), result_value(r));
+            }
+        }
+        for (k, v) in &self.flow_context {
+            ctx.insert(k.clone(), v.clone());
+        }
+        ctx
+    }
+
+    // ----- settling -------------------------------------------------------
+
+    fn complete(&mut self, ix: NodeIndex, attempt: u32, outcome: AgentOutcome) {
+        // Requests the agent put on its stream before finishing come first,
+        // so a repeat of them in the result is recognised as a duplicate.
+        while let Ok(msg) = self.agent_rx.try_recv() {
+            self.agent_event(msg);
+        }
+        if self.g[ix].status != NodeStatus::Running || self.g[ix].attempt != attempt {
+            return;
+        }
+        self.running -= 1;
+        match outcome {
+            Ok(value) => self.succeed(ix, value),
+            Err(f) => self.fail(ix, f),
+        }
+    }
+
+    fn succeed(&mut self, ix: NodeIndex, value: Value) {
+        if let Value::Object(m) = &value
+            && let Some(Value::Object(ctx)) = m.get("context")
+        {
+            deep_merge(&mut self.flow_context, ctx);
+        }
+        let result = Arc::new(value);
+        let mut spawns = Vec::new();
+        let mut escalations = std::mem::take(&mut self.g[ix].escalations);
+        if self.cfg.reactive {
+            let found = request::extract(&result);
+            for esc in &found.escalations {
+                if self.first_sighting(ix, esc, b'e') {
+                    escalations.push(Arc::from(request::escalation_reason(esc)));
+                }
+            }
+            spawns = found.spawns;
+        }
+        let now = self.now();
+        {
+            let n = &mut self.g[ix];
+            n.result = Some(result.clone());
+            n.finished_at = Some(now);
+            n.status = if escalations.is_empty() {
+                NodeStatus::Succeeded
+            } else {
+                NodeStatus::Escalated
+            };
+        }
+        self.terminal += 1;
+        let node = self.header(ix);
+        let kind = if escalations.is_empty() {
+            SignalKind::Completed { node, result }
+        } else {
+            let reason: Vec<&str> = escalations.iter().map(|s| &**s).collect();
+            SignalKind::Escalated {
+                node,
+                reason: Arc::from(reason.join("; ")),
+                result,
+            }
+        };
+        self.emit_node(ix, kind);
+        if !spawns.is_empty() {
+            self.route_spawns(ix, spawns);
+        }
+        self.settle(ix);
+    }
+
+    fn fail(&mut self, ix: NodeIndex, f: AgentFailure) {
+        self.mark_failed(ix, f);
+        self.settle(ix);
+    }
+
+    fn mark_failed(&mut self, ix: NodeIndex, f: AgentFailure) {
+        let now = self.now();
+        let error: Arc<str> = Arc::from(f.message);
+        {
+            let n = &mut self.g[ix];
+            n.status = NodeStatus::Failed;
+            n.finished_at = Some(now);
+            n.result = Some(Arc::new(json!({ "error": &*error })));
+            n.error = Some(error.clone());
+        }
+        self.terminal += 1;
+        let node = self.header(ix);
+        self.emit_node(
+            ix,
+            SignalKind::Failed {
+                node,
+                error,
+                category: f.category,
+            },
+        );
+    }
+
+    fn skip(&mut self, ix: NodeIndex, reason: SkipReason, propagate: bool) {
+        let now = self.now();
+        {
+            let n = &mut self.g[ix];
+            n.status = NodeStatus::Skipped;
+            n.finished_at = Some(now);
+            n.parked = false;
+        }
+        self.terminal += 1;
+        let node = self.header(ix);
+        self.emit_node(ix, SignalKind::Skipped { node, reason });
+        if propagate {
+            self.settle(ix);
+        }
+    }
+
+    /// Evaluates the settled node's outgoing edges and releases successors
+    /// whose last dependency this was.
+    fn settle(&mut self, ix: NodeIndex) {
+        let status = self.g[ix].status;
+        let result = self.g[ix].result.clone();
+        let mut walk = self.g.neighbors_directed(ix, Direction::Outgoing).detach();
+        let mut released = std::mem::take(&mut self.scratch);
+        while let Some((e, t)) = walk.next(&self.g) {
+            let valid = edge_valid(&self.g[e].condition, status, result.as_deref());
+            let n = &mut self.g[t];
+            n.waiting = n.waiting.saturating_sub(1);
+            n.any_valid |= valid;
+            if n.waiting == 0 && n.status == NodeStatus::Pending {
+                released.push(t);
+            }
+        }
+        // petgraph walks newest edges first; release in authored order.
+        self.worklist.extend(released.drain(..).rev());
+        self.scratch = released;
+    }
+
+    fn deny_node(&mut self, ix: NodeIndex, by: Arc<str>, reason: Arc<str>) {
+        self.g[ix].approval = Approval::Denied;
+        let node = self.header(ix);
+        self.emit_node(
+            ix,
+            SignalKind::Denied {
+                node,
+                by: by.clone(),
+                reason: reason.clone(),
+            },
+        );
+        self.fail(
+            ix,
+            AgentFailure::new("denied", format!("denied by {by}: {reason}")),
+        );
+    }
+
+    // ----- requests, routing, admission -----------------------------------
+
+    /// True the first time this emitter shows this request.
+    fn first_sighting(&mut self, ix: NodeIndex, v: &Value, kind: u8) -> bool {
+        let id = request::identity(v) ^ u64::from(kind);
+        self.g[ix].seen.insert(id)
+    }
+
+    fn agent_event(&mut self, msg: AgentMsg) {
+        let ix = NodeIndex::new(msg.node as usize);
+        let Some(n) = self.g.node_weight(ix) else {
+            return;
+        };
+        // Events from an earlier attempt or a finished node are stale.
+        if n.status != NodeStatus::Running || n.attempt != msg.attempt || !self.cfg.reactive {
+            return;
+        }
+        match msg.event {
+            AgentEvent::Emitted(v) => {
+                let found = request::extract(&v);
+                for esc in &found.escalations {
+                    if self.first_sighting(ix, esc, b'e') {
+                        let reason = Arc::from(request::escalation_reason(esc));
+                        self.g[ix].escalations.push(reason);
+                    }
+                }
+                if !found.spawns.is_empty() {
+                    self.route_spawns(ix, found.spawns);
+                }
+            }
+        }
+    }
+
+    fn route_spawns(&mut self, ix: NodeIndex, raws: Vec<Value>) {
+        let n = &self.g[ix];
+        let emitter = Emitter {
+            op_id: n.op.op_id,
+            name: n.op.reference_id.clone(),
+            role: n.op.assignee.clone(),
+            requester_role: n.op.metadata.requester_role.clone(),
+            agent: n.op.metadata.agent.clone(),
+        };
+        let mut pending: Vec<(RequestMeta, BoxFuture<RouteResult>)> = Vec::new();
+        for raw in raws {
+            let assignee = raw
+                .get("assignee")
+                .and_then(Value::as_str)
+                .map(|s| Arc::from(s.trim()));
+            if !self.first_sighting(ix, &raw, b's') {
+                self.drop_spawn(
+                    Some(ix),
+                    assignee,
+                    DropReason::Duplicate,
+                    "the same request was already seen from this emitter".into(),
+                    None,
+                );
+                continue;
+            }
+            let (req, warning) = match SpawnRequest::from_value(&raw) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.drop_spawn(Some(ix), assignee, DropReason::BuilderError, e, None);
+                    continue;
+                }
+            };
+            if let Some(w) = warning {
+                tracing::warn!(emitter = %emitter.name, "{w}");
+                let op_id = Some(emitter.op_id);
+                self.bus.emit(SignalKind::Warning {
+                    message: Arc::from(w),
+                    op_id,
+                });
+            }
+            let meta = RequestMeta {
+                assignee: req.assignee.as_deref().map(Arc::from),
+                independent: req.independent,
+                reason: req.reason.as_deref().map(Arc::from),
+            };
+            let mut fut = self.builder.build(&req, &emitter);
+            if pending.is_empty()
+                && let Some(routed) = (&mut fut).now_or_never()
+            {
+                // Routed without waiting (the static map, existing roles):
+                // admit now, in request order.
+                self.admit(Some(ix), meta, routed);
+                continue;
+            }
+            pending.push((meta, fut));
+        }
+        if !pending.is_empty() {
+            // Route the rest concurrently, admit in request order.
+            self.routing.push(Box::pin(async move {
+                let (metas, futs): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
+                let results = join_all(futs).await;
+                RoutedBatch {
+                    emitter: ix,
+                    items: metas.into_iter().zip(results).collect(),
+                }
+            }));
+        }
+    }
+
+    fn admit_batch(&mut self, batch: RoutedBatch) {
+        if self.cancelled {
+            return;
+        }
+        for (meta, routed) in batch.items {
+            self.admit(Some(batch.emitter), meta, routed);
+        }
+    }
+
+    fn drop_spawn(
+        &mut self,
+        emitter: Option<NodeIndex>,
+        assignee: Option<Arc<str>>,
+        reason: DropReason,
+        detail: String,
+        op_id: Option<OpId>,
+    ) {
+        let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
+        let emitter_id = emitter.map(|e| self.g[e].op.op_id);
+        let emitter_name = emitter.map(|e| self.g[e].op.reference_id.clone());
+        let (seq, elapsed) = self.bus.emit(SignalKind::SpawnDropped {
+            reason,
+            assignee: assignee.clone(),
+            emitter_id,
+            detail: detail.clone(),
+            op_id,
+        });
+        self.ledger.push(LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id,
+            emitter_name,
+            assignee,
+            outcome: LedgerOutcome::Dropped {
+                reason,
+                detail,
+                op_id,
+            },
+        });
+    }
+
+    /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
+    fn admit(&mut self, emitter: Option<NodeIndex>, meta: RequestMeta, routed: RouteResult) {
+        let candidate = match routed {
+            Err(rej) => {
+                self.drop_spawn(emitter, meta.assignee, rej.reason, rej.detail, None);
+                return;
+            }
+            Ok(None) => {
+                self.drop_spawn(
+                    emitter,
+                    meta.assignee,
+                    DropReason::NullChild,
+                    "the node builder made no operation of the request".into(),
+                    None,
+                );
+                return;
+            }
+            Ok(Some(c)) => c,
+        };
+        // Identity is allocated after routing, before the cap: a refused
+        // candidate leaves a gap in the spawn-N sequence, as the spec allows.
+        self.spawn_seq += 1;
+        let name: Arc<str> = Arc::from(format!("spawn-{}", self.spawn_seq));
+        let assignee = candidate.assignee.clone().or(meta.assignee);
+        if self.spawn_accepted >= self.cfg.max_spawn {
+            let detail = format!(
+                "{name} refused: {} of max_spawn {} already accepted",
+                self.spawn_accepted, self.cfg.max_spawn
+            );
+            self.drop_spawn(
+                emitter,
+                assignee,
+                DropReason::MaxSpawnExceeded,
+                detail,
+                None,
+            );
+            return;
+        }
+        let op = Operation {
+            op_id: new_op_id(),
+            reference_id: name,
+            instruction: candidate.instruction,
+            assignee: candidate.assignee,
+            operation: candidate.operation,
+            metadata: OpMetadata {
+                requester_role: candidate.requester_role,
+                spawned_from: emitter.map(|e| self.g[e].op.op_id),
+                approval: false,
+                agent: candidate.agent,
+                params: candidate.params,
+                spawn_reason: meta.reason,
+            },
+        };
+        let deps: Vec<(NodeIndex, Edge)> = match emitter {
+            Some(e) if !meta.independent => vec![(e, Edge::spawn())],
+            _ => Vec::new(),
+        };
+        self.accept_new(emitter, op, deps, meta.independent);
+    }
+
+    /// Inserts a brand-new node. It has only incoming edges, so it cannot
+    /// close a cycle and no reachability check is needed: admission costs
+    /// the same however large the graph is.
+    fn accept_new(
+        &mut self,
+        emitter: Option<NodeIndex>,
+        op: Operation,
+        deps: Vec<(NodeIndex, Edge)>,
+        independent: bool,
+    ) -> NodeIndex {
+        let op_id = op.op_id;
+        let name = op.reference_id.clone();
+        let assignee = op.assignee.clone();
+        let instruction: Arc<str> =
+            Arc::from(truncate_chars(&op.instruction, SPAWNED_INSTRUCTION_MAX));
+        let ix = self.g.add_node(Node::new(op));
+        self.index.insert(op_id, ix);
+        self.names.entry(name.clone()).or_insert(ix);
+        for (from, edge) in deps {
+            self.g.add_edge(from, ix, edge);
+        }
+        self.spawn_accepted += 1;
+        let emitter_id = emitter.map(|e| self.g[e].op.op_id);
+        let emitter_name = emitter.map(|e| self.g[e].op.reference_id.clone());
+        let (seq, elapsed) = self.bus.emit(SignalKind::Spawned {
+            op_id,
+            name: name.clone(),
+            parent_id: emitter_id,
+            independent,
+            assignee: assignee.clone(),
+            instruction,
+        });
+        self.ledger.push(LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id,
+            emitter_name,
+            assignee,
+            outcome: LedgerOutcome::Accepted { op_id, name },
+        });
+        self.node_added(ix);
+        ix
+    }
+
+    /// Trusted injection: no builder, same admission.
+    fn inject(&mut self, new: NewOperation) -> bool {
+        if self.cancelled || self.finished.is_some() {
+            return false;
+        }
+        let NewOperation {
+            mut op,
+            depends_on,
+            parent,
+            independent,
+        } = new;
+        let emitter = parent.and_then(|p| self.index.get(&p).copied());
+        let assignee = op.assignee.clone();
+        if parent.is_some() && emitter.is_none() {
+            self.drop_spawn(
+                None,
+                assignee,
+                DropReason::BuilderError,
+                "the parent is not in this run".into(),
+                None,
+            );
+            return true;
+        }
+        let mut deps = Vec::new();
+        for (dep, cond) in depends_on {
+            match self.index.get(&dep) {
+                Some(&d) => deps.push((d, Edge::dependency(cond))),
+                None => {
+                    let detail = format!("dependency {dep} is not in this run");
+                    self.drop_spawn(emitter, assignee, DropReason::BuilderError, detail, None);
+                    return true;
+                }
+            }
+        }
+        if let Some(e) = emitter
+            && !independent
+        {
+            deps.push((e, Edge::spawn()));
+        }
+        if self.spawn_accepted >= self.cfg.max_spawn {
+            let detail = format!(
+                "injected {} refused: {} of max_spawn {} already accepted",
+                op.reference_id, self.spawn_accepted, self.cfg.max_spawn
+            );
+            self.drop_spawn(
+                emitter,
+                assignee,
+                DropReason::MaxSpawnExceeded,
+                detail,
+                None,
+            );
+            return true;
+        }
+        if let Some(&existing) = self.index.get(&op.op_id) {
+            // The child is already in the graph: new edges into it may close
+            // a cycle, so this is the one case that checks reachability.
+            for (from, _) in &deps {
+                if *from == existing
+                    || petgraph::algo::has_path_connecting(&self.g, existing, *from, None)
+                {
+                    let detail = format!(
+                        "an edge {} -> {} would close a cycle",
+                        self.g[*from].op.reference_id, self.g[existing].op.reference_id
+                    );
+                    self.drop_spawn(emitter, assignee, DropReason::Cycle, detail, Some(op.op_id));
+                    return true;
+                }
+            }
+            for (from, edge) in deps {
+                let settled = self.g[from].status.is_terminal();
+                let valid = settled
+                    && edge_valid(
+                        &edge.condition,
+                        self.g[from].status,
+                        self.g[from].result.as_deref(),
+                    );
+                self.g.add_edge(from, existing, edge);
+                let n = &mut self.g[existing];
+                n.has_preds = true;
+                if settled {
+                    n.any_valid |= valid;
+                } else if n.status == NodeStatus::Pending {
+                    n.waiting += 1;
+                }
+            }
+            self.spawn_accepted += 1;
+            return true;
+        }
+        if op.reference_id.is_empty() {
+            self.spawn_seq += 1;
+            op.reference_id = Arc::from(format!("spawn-{}", self.spawn_seq));
+        }
+        op.metadata.spawned_from = emitter.map(|e| self.g[e].op.op_id);
+        self.accept_new(emitter, op, deps, independent);
+        true
+    }
+
+    // ----- operator commands ----------------------------------------------
+
+    fn resolve(&self, name: &str) -> Result<NodeIndex, ControlError> {
+        if let Some(&ix) = self.names.get(name) {
+            return Ok(ix);
+        }
+        if let Ok(id) = name.parse::<OpId>()
+            && let Some(&ix) = self.index.get(&id)
+        {
+            return Ok(ix);
+        }
+        Err(ControlError::UnknownOperation(name.to_string()))
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Pause(reply) => {
+                let _ = reply.send(self.pause());
+            }
+            Command::Resume(reply) => {
+                let _ = reply.send(self.resume());
+            }
+            Command::Step(reply) => {
+                let _ = reply.send(self.step());
+            }
+            Command::Approve { op, by, reply } => {
+                let _ = reply.send(self.approve(&op, by));
+            }
+            Command::Deny {
+                op,
+                by,
+                reason,
+                reply,
+            } => {
+                let _ = reply.send(self.deny(&op, by, reason));
+            }
+            Command::Hold { op, reply } => {
+                let _ = reply.send(self.hold(&op));
+            }
+            Command::Unhold { op, reply } => {
+                let _ = reply.send(self.unhold(&op));
+            }
+            Command::SetApprovalPolicy(policy, reply) => {
+                self.set_approval_policy(policy);
+                let _ = reply.send(Ok(()));
+            }
+            Command::Cancel(reply) => {
+                self.cancel();
+                let _ = reply.send(Ok(()));
+            }
+            Command::Inject { op, reply } => {
+                let _ = reply.send(self.inject(*op));
+            }
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+        }
+        // The answer goes out after the signals it caused are durable.
+        self.bus.flush();
+    }
+
+    fn pause(&mut self) -> Result<(), ControlError> {
+        if self.paused {
+            return Ok(());
+        }
+        self.paused = true;
+        self.step_credits = 0;
+        self.bus.emit(SignalKind::RunPaused);
+        // Operations waiting for a slot were about to start: they wait here.
+        let waiting: Vec<NodeIndex> = self.ready.drain(..).collect();
+        for ix in waiting {
+            self.park(ix, PauseReason::RunPaused);
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self) -> Result<(), ControlError> {
+        if !self.paused {
+            return Ok(());
+        }
+        self.paused = false;
+        self.step_credits = 0;
+        self.bus.emit(SignalKind::RunResumed);
+        let parked: Vec<NodeIndex> = self
+            .parked
+            .iter()
+            .copied()
+            .filter(|&ix| !self.g[ix].held)
+            .collect();
+        for ix in parked {
+            self.unpark(ix);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<(), ControlError> {
+        if !self.paused {
+            return Err(ControlError::NotPaused);
+        }
+        match self.parked.iter().copied().find(|&ix| !self.g[ix].held) {
+            Some(ix) => {
+                let op_id = Some(self.g[ix].op.op_id);
+                self.bus.emit(SignalKind::Stepped { op_id });
+                self.unpark(ix);
+            }
+            None => {
+                self.step_credits += 1;
+                self.bus.emit(SignalKind::Stepped { op_id: None });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_gate(&self, ix: NodeIndex) -> Result<(), ControlError> {
+        let n = &self.g[ix];
+        let name = n.op.reference_id.to_string();
+        if !n.op.metadata.approval {
+            return Err(ControlError::NoApprovalGate { name });
+        }
+        match n.approval {
+            Approval::Approved => Err(ControlError::AlreadyDecided {
+                name,
+                decision: "approved",
+            }),
+            Approval::Denied => Err(ControlError::AlreadyDecided {
+                name,
+                decision: "denied",
+            }),
+            _ if n.status.is_terminal() => Err(ControlError::AlreadyDecided {
+                name,
+                decision: "settled",
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn approve(&mut self, op: &str, by: Arc<str>) -> Result<(), ControlError> {
+        let ix = self.resolve(op)?;
+        self.check_gate(ix)?;
+        self.g[ix].approval = Approval::Approved;
+        let node = self.header(ix);
+        self.emit_node(ix, SignalKind::Approved { node, by });
+        if self.g[ix].status == NodeStatus::AwaitingApproval {
+            self.g[ix].status = NodeStatus::Pending;
+            self.enqueue(ix);
+        }
+        Ok(())
+    }
+
+    fn deny(&mut self, op: &str, by: Arc<str>, reason: Arc<str>) -> Result<(), ControlError> {
+        let ix = self.resolve(op)?;
+        self.check_gate(ix)?;
+        self.deny_node(ix, by, reason);
+        Ok(())
+    }
+
+    fn hold(&mut self, op: &str) -> Result<(), ControlError> {
+        let ix = self.resolve(op)?;
+        let n = &self.g[ix];
+        let state = match n.status {
+            NodeStatus::Running => Some("running"),
+            s if s.is_terminal() => Some("settled"),
+            _ => None,
+        };
+        if let Some(state) = state {
+            return Err(ControlError::CannotHold {
+                name: n.op.reference_id.to_string(),
+                state,
+            });
+        }
+        if n.held {
+            return Ok(());
+        }
+        self.g[ix].held = true;
+        let node = self.header(ix);
+        self.bus.emit(SignalKind::Held { node });
+        if self.g[ix].status == NodeStatus::Ready && !self.g[ix].parked {
+            self.ready.retain(|&r| r != ix);
+            self.park(ix, PauseReason::Held);
+        }
+        Ok(())
+    }
+
+    fn unhold(&mut self, op: &str) -> Result<(), ControlError> {
+        let ix = self.resolve(op)?;
+        if !self.g[ix].held {
+            return Err(ControlError::NotHeld {
+                name: self.g[ix].op.reference_id.to_string(),
+            });
+        }
+        self.g[ix].held = false;
+        let node = self.header(ix);
+        self.bus.emit(SignalKind::Unheld { node });
+        if self.g[ix].parked && !self.paused {
+            self.unpark(ix);
+        }
+        Ok(())
+    }
+
+    fn set_approval_policy(&mut self, policy: ApprovalPolicy) {
+        self.cfg.approvals = policy.clone();
+        if let ApprovalPolicy::DenyAll { reason } = policy {
+            let waiting: Vec<NodeIndex> = self
+                .g
+                .node_indices()
+                .filter(|&ix| self.g[ix].status == NodeStatus::AwaitingApproval)
+                .collect();
+            for ix in waiting {
+                self.deny_node(ix, Arc::from("policy"), reason.clone());
+            }
+        }
+    }
+
+    fn cancel(&mut self) {
+        if self.cancelled {
+            return;
+        }
+        self.cancelled = true;
+        // Dropping the futures cancels the agents (and kills their processes).
+        self.inflight = FuturesUnordered::new();
+        self.routing = FuturesUnordered::new();
+        self.ready.clear();
+        self.parked.clear();
+        let all: Vec<NodeIndex> = self.g.node_indices().collect();
+        for &ix in &all {
+            if self.g[ix].status == NodeStatus::Running {
+                self.running -= 1;
+                self.mark_failed(ix, AgentFailure::new("cancelled", "cancelled"));
+            }
+        }
+        for ix in all {
+            if !self.g[ix].status.is_terminal() {
+                self.skip(ix, SkipReason::Cancelled, false);
+            }
+        }
+    }
+
+    fn check_round(&mut self) {
+        if self.round_active
+            && self.running == 0
+            && self.ready.is_empty()
+            && self.routing.is_empty()
+        {
+            self.bus.emit(SignalKind::RoundEnded { round: self.round });
+            self.round += 1;
+            self.round_active = false;
+        }
+    }
+
+    // ----- views ----------------------------------------------------------
+
+    fn waiting_for(&self, ix: NodeIndex) -> Option<String> {
+        let n = &self.g[ix];
+        match n.status {
+            NodeStatus::Pending => {
+                let dep = self
+                    .g
+                    .neighbors_directed(ix, Direction::Incoming)
+                    .filter(|&p| !self.g[p].status.is_terminal())
+                    .last()?;
+                Some(format!("dependency {}", self.g[dep].op.reference_id))
+            }
+            NodeStatus::AwaitingApproval => Some("approval".into()),
+            NodeStatus::Ready if n.held => Some("held by the operator".into()),
+            NodeStatus::Ready if n.parked => Some("paused".into()),
+            NodeStatus::Ready => Some(format!(
+                "concurrency limit ({} of {} running)",
+                self.running, self.cfg.max_concurrent
+            )),
+            _ => None,
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let nodes = self
+            .g
+            .node_indices()
+            .map(|ix| {
+                let n = &self.g[ix];
+                NodeSnapshot {
+                    op_id: n.op.op_id,
+                    name: n.op.reference_id.clone(),
+                    role: n.op.assignee.clone(),
+                    instruction: n.op.instruction.clone(),
+                    lane: n.lane,
+                    status: n.status,
+                    held: n.held,
+                    approval: n.op.metadata.approval,
+                    parent_id: n.op.metadata.spawned_from,
+                    depends_on: n.depends_on.clone(),
+                    attempt: n.attempt,
+                    lane_since: n.lane_since,
+                    queued_at: n.queued_at,
+                    started_at: n.started_at,
+                    finished_at: n.finished_at,
+                    result: n.result.clone(),
+                    error: n.error.clone(),
+                    waiting_for: self.waiting_for(ix),
+                }
+            })
+            .collect();
+        Snapshot {
+            seq: self.bus.seq,
+            elapsed: self.now(),
+            run: RunState {
+                run_id: self.cfg.run_id.clone(),
+                play: self.cfg.play.clone(),
+                paused: self.paused,
+                step_credits: self.step_credits,
+                round: self.round,
+                running: self.running,
+                max_concurrent: self.cfg.max_concurrent,
+                reactive: self.cfg.reactive,
+                max_spawn: self.cfg.max_spawn,
+                spawn_accepted: self.spawn_accepted,
+                finished: self.finished,
+            },
+            nodes,
+            ledger: self.ledger.clone(),
+        }
+    }
+
+    fn counts(&self) -> LaneCounts {
+        let mut c = LaneCounts::default();
+        for n in self.g.node_weights() {
+            match n.lane {
+                Lane::Queued => c.queued += 1,
+                Lane::Running => c.running += 1,
+                Lane::AwaitingApproval => c.awaiting_approval += 1,
+                Lane::Paused => c.paused += 1,
+                Lane::Succeeded => c.succeeded += 1,
+                Lane::Failed if n.status == NodeStatus::Skipped => c.skipped += 1,
+                Lane::Failed => c.failed += 1,
+                Lane::Escalated => c.escalated += 1,
+            }
+        }
+        c
+    }
+
+    fn finish(mut self) -> Envelope {
+        let any_failed = self
+            .g
+            .node_weights()
+            .any(|n| matches!(n.status, NodeStatus::Failed | NodeStatus::Escalated));
+        let outcome = if self.cancelled {
+            Outcome::Cancelled
+        } else if any_failed {
+            Outcome::Failed
+        } else {
+            Outcome::Succeeded
+        };
+        self.finished = Some(outcome);
+        let counts = self.counts();
+        self.bus.emit(SignalKind::RunFinished { outcome, counts });
+        self.bus.flush();
+        let _ = self.final_snapshot.set(self.snapshot());
+
+        let mut env = Envelope {
+            outcome,
+            completed_operations: Vec::new(),
+            failed_operations: Vec::new(),
+            skipped_operations: Vec::new(),
+            operation_results: Map::new(),
+            final_context: std::mem::take(&mut self.flow_context),
+            operation_names: Map::new(),
+            spawned_operations: None,
+            escalated_operations: None,
+            dropped_spawns: None,
+        };
+        let mut escalated = Vec::new();
+        for n in self.g.node_weights() {
+            let id = n.op.op_id;
+            let key = id.to_string();
+            env.operation_names
+                .insert(key.clone(), Value::String(n.op.reference_id.to_string()));
+            match n.status {
+                NodeStatus::Succeeded | NodeStatus::Escalated => {
+                    env.completed_operations.push(id);
+                    if n.status == NodeStatus::Escalated {
+                        escalated.push(id);
+                    }
+                }
+                NodeStatus::Failed => env.failed_operations.push(id),
+                _ => env.skipped_operations.push(id),
+            }
+            if n.status != NodeStatus::Skipped
+                && let Some(r) = &n.result
+            {
+                env.operation_results.insert(key, result_value(r));
+            }
+        }
+        if self.cfg.reactive {
+            env.spawned_operations = Some(self.spawn_accepted);
+            env.escalated_operations = Some(escalated);
+            env.dropped_spawns = Some(
+                self.ledger
+                    .iter()
+                    .filter_map(|e| match &e.outcome {
+                        LedgerOutcome::Dropped {
+                            reason,
+                            detail,
+                            op_id,
+                        } => Some(DroppedSpawn {
+                            reason: *reason,
+                            assignee: e.assignee.clone(),
+                            emitter_id: e.emitter_id,
+                            detail: detail.clone(),
+                            op_id: *op_id,
+                        }),
+                        LedgerOutcome::Accepted { .. } => None,
+                    })
+                    .collect(),
+            );
+        }
+        debug_assert!(env.check_disjoint().is_ok());
+        env
+    }
+}

@@ -1,0 +1,631 @@
+//! The operation graph: operations (nodes), conditioned edges, and the
+//! builder that makes the three ways of placing an operation explicit
+//! (ADR-0033 D2 / P3: "after the current heads", "after these", and
+//! "independent root" are distinct calls, so fan-out is never serialised by
+//! accident).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use petgraph::Direction;
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use petgraph::visit::{EdgeRef, IntoEdgeReferences, NodeIndexable};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Canonical lifecycle identity of an operation (ADR-0033 D5).
+pub type OpId = Uuid;
+
+pub fn new_op_id() -> OpId {
+    Uuid::new_v4()
+}
+
+/// The condition on an edge, evaluated when the edge's head settles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// The head completed (succeeded, possibly with an escalation).
+    Succeeded,
+    /// The head failed (including denied and cancelled).
+    Failed,
+    /// The head settled with any outcome except skipped.
+    Always,
+    /// The head's result has `equals` at the JSON pointer `pointer`.
+    Pointer { pointer: String, equals: Value },
+}
+
+impl Condition {
+    /// Checks what can be checked before the run: the pointer's syntax.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Condition::Pointer { pointer, .. } => validate_json_pointer(pointer),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// RFC 6901: empty, or `/`-separated tokens where `~` is only `~0` or `~1`.
+pub fn validate_json_pointer(p: &str) -> Result<(), String> {
+    if !p.is_empty() && !p.starts_with('/') {
+        return Err(format!(
+            "JSON pointer {p:?} must be empty or start with '/' (for example \"/verdict\")"
+        ));
+    }
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!(
+                "JSON pointer {p:?} has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/')"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Authored or builder-made dependency.
+    Dependency,
+    /// From an emitter to the child it spawned.
+    Spawn,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Edge {
+    pub condition: Condition,
+    pub kind: EdgeKind,
+}
+
+impl Edge {
+    pub fn dependency(condition: Condition) -> Self {
+        Edge {
+            condition,
+            kind: EdgeKind::Dependency,
+        }
+    }
+    pub fn spawn() -> Self {
+        Edge {
+            condition: Condition::Succeeded,
+            kind: EdgeKind::Spawn,
+        }
+    }
+}
+
+/// The operations a spawn request may ask for (ADR-0033 D3). Anything else
+/// falls back to `operate`, so model output cannot reach custom operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OperationKind {
+    #[default]
+    #[serde(rename = "operate")]
+    Operate,
+    #[serde(rename = "chat")]
+    Chat,
+    #[serde(rename = "communicate")]
+    Communicate,
+    #[serde(rename = "ReAct")]
+    ReAct,
+}
+
+impl OperationKind {
+    pub const ALLOWED: [&'static str; 4] = ["operate", "chat", "communicate", "ReAct"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "operate" => Some(Self::Operate),
+            "chat" => Some(Self::Chat),
+            "communicate" => Some(Self::Communicate),
+            "ReAct" => Some(Self::ReAct),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operate => "operate",
+            Self::Chat => "chat",
+            Self::Communicate => "communicate",
+            Self::ReAct => "ReAct",
+        }
+    }
+}
+
+/// Trusted metadata, written by graph builders and routers, never copied
+/// from model output.
+#[derive(Debug, Clone)]
+pub struct OpMetadata {
+    /// The canonical role this operation acts as when it emits requests
+    /// (ADR-0036 D4). `None` is unauthorised for palette expansion.
+    pub requester_role: Option<Arc<str>>,
+    /// The emitter this operation was spawned from, if any.
+    pub spawned_from: Option<OpId>,
+    /// Waits for an operator's approve/deny before it may start.
+    pub approval: bool,
+    /// Name of the agent that runs it (`sim`, `noop`, ...).
+    pub agent: Arc<str>,
+    /// Agent-specific parameters (the sim behaviour, ...), opaque here.
+    pub params: Arc<Value>,
+    /// The reason a spawn request gave, kept for the inspector.
+    pub spawn_reason: Option<Arc<str>>,
+}
+
+impl Default for OpMetadata {
+    fn default() -> Self {
+        OpMetadata {
+            requester_role: None,
+            spawned_from: None,
+            approval: false,
+            agent: Arc::from("sim"),
+            params: Arc::new(Value::Null),
+            spawn_reason: None,
+        }
+    }
+}
+
+/// A node of the graph.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub op_id: OpId,
+    /// Presentation name: the authored id, or `spawn-N` for spawned work.
+    pub reference_id: Arc<str>,
+    pub instruction: Arc<str>,
+    /// The role (assignee) the operation is routed to.
+    pub assignee: Option<Arc<str>>,
+    pub operation: OperationKind,
+    pub metadata: OpMetadata,
+}
+
+impl Operation {
+    pub fn new(reference_id: impl Into<Arc<str>>, instruction: impl Into<Arc<str>>) -> Self {
+        Operation {
+            op_id: new_op_id(),
+            reference_id: reference_id.into(),
+            instruction: instruction.into(),
+            assignee: None,
+            operation: OperationKind::Operate,
+            metadata: OpMetadata::default(),
+        }
+    }
+
+    /// Assigns the role and stamps it as the trusted requester role, which is
+    /// what a graph builder does for the routes it creates.
+    pub fn with_role(mut self, role: impl Into<Arc<str>>) -> Self {
+        let role = role.into();
+        self.metadata.requester_role = Some(role.clone());
+        self.assignee = Some(role);
+        self
+    }
+
+    pub fn with_agent(mut self, agent: impl Into<Arc<str>>, params: Value) -> Self {
+        self.metadata.agent = agent.into();
+        self.metadata.params = Arc::new(params);
+        self
+    }
+
+    pub fn with_approval(mut self, approval: bool) -> Self {
+        self.metadata.approval = approval;
+        self
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GraphError {
+    #[error("Graph must be acyclic for flow execution: cycle {}", CyclePath(.path))]
+    Cycle { path: Vec<(OpId, Arc<str>)> },
+    #[error("edge {from} -> {to} names an operation that is not in the graph")]
+    UnknownOperation { from: OpId, to: OpId },
+    #[error("invalid condition on edge {from_name} -> {to_name}: {message}")]
+    InvalidCondition {
+        from_name: Arc<str>,
+        to_name: Arc<str>,
+        message: String,
+    },
+    #[error("operation {0} was added twice")]
+    DuplicateOperation(OpId),
+    #[error("operation {0} depends on itself")]
+    SelfDependency(Arc<str>),
+}
+
+struct CyclePath<'a>(&'a [(OpId, Arc<str>)]);
+
+impl fmt::Display for CyclePath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (_, name)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" -> ")?;
+            }
+            f.write_str(name)?;
+        }
+        if let Some((_, first)) = self.0.first() {
+            write!(f, " -> {first}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A validated, acyclic graph ready for the executor.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    pub(crate) inner: StableDiGraph<Operation, Edge>,
+    pub(crate) index: HashMap<OpId, NodeIndex>,
+}
+
+impl Graph {
+    pub fn len(&self) -> usize {
+        self.inner.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.node_count() == 0
+    }
+
+    /// Operations in insertion order.
+    pub fn operations(&self) -> impl Iterator<Item = &Operation> {
+        self.inner.node_indices().map(move |ix| &self.inner[ix])
+    }
+
+    pub fn get(&self, op_id: OpId) -> Option<&Operation> {
+        self.index.get(&op_id).map(|&ix| &self.inner[ix])
+    }
+
+    /// Predecessors of an operation with the condition on each edge.
+    pub fn predecessors(&self, op_id: OpId) -> Vec<(OpId, &Edge)> {
+        let Some(&ix) = self.index.get(&op_id) else {
+            return Vec::new();
+        };
+        let mut preds: Vec<_> = self
+            .inner
+            .edges_directed(ix, Direction::Incoming)
+            .map(|e| (self.inner[e.source()].op_id, e.weight()))
+            .collect();
+        // petgraph lists the newest edge first; callers want authored order.
+        preds.reverse();
+        preds
+    }
+
+    /// Edges as (from, to, edge).
+    pub fn edges(&self) -> impl Iterator<Item = (OpId, OpId, &Edge)> {
+        self.inner.edge_references().map(move |e| {
+            (
+                self.inner[e.source()].op_id,
+                self.inner[e.target()].op_id,
+                e.weight(),
+            )
+        })
+    }
+
+    /// Rejects cycles and invalid conditions (ADR-0033 D1: both checked before
+    /// work begins).
+    pub fn validate(&self) -> Result<(), GraphError> {
+        for e in self.inner.edge_references() {
+            if let Err(message) = e.weight().condition.validate() {
+                return Err(GraphError::InvalidCondition {
+                    from_name: self.inner[e.source()].reference_id.clone(),
+                    to_name: self.inner[e.target()].reference_id.clone(),
+                    message,
+                });
+            }
+        }
+        if let Some(cycle) = find_cycle(&self.inner) {
+            return Err(GraphError::Cycle {
+                path: cycle
+                    .into_iter()
+                    .map(|ix| {
+                        let op = &self.inner[ix];
+                        (op.op_id, op.reference_id.clone())
+                    })
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Finds one cycle and returns it as a path (first node not repeated), or
+/// `None` when the graph is acyclic. Iterative, so a 100 000-long chain does
+/// not exhaust the stack; deterministic, starting from the earliest node.
+pub(crate) fn find_cycle<N, E>(g: &StableDiGraph<N, E>) -> Option<Vec<NodeIndex>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Color {
+        White,
+        Gray,
+        Black,
+    }
+    let bound = g.node_bound();
+    let mut color = vec![Color::White; bound];
+    for start in g.node_indices() {
+        if color[start.index()] != Color::White {
+            continue;
+        }
+        // Stack of (node, remaining successors); `path` mirrors the gray nodes.
+        let mut stack: Vec<(NodeIndex, Vec<NodeIndex>)> = Vec::new();
+        let succs = |n: NodeIndex| {
+            let mut v: Vec<NodeIndex> = g.neighbors_directed(n, Direction::Outgoing).collect();
+            v.reverse();
+            v
+        };
+        color[start.index()] = Color::Gray;
+        stack.push((start, succs(start)));
+        while let Some((node, rest)) = stack.last_mut() {
+            let node = *node;
+            if let Some(next) = rest.pop() {
+                match color[next.index()] {
+                    Color::White => {
+                        color[next.index()] = Color::Gray;
+                        stack.push((next, succs(next)));
+                    }
+                    Color::Gray => {
+                        let pos = stack.iter().position(|(n, _)| *n == next)?;
+                        return Some(stack[pos..].iter().map(|(n, _)| *n).collect());
+                    }
+                    Color::Black => {}
+                }
+            } else {
+                color[node.index()] = Color::Black;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+/// Builds a [`Graph`]. Dependencies may name operations added later (they
+/// are resolved by [`GraphBuilder::build`]), so a file can list operations in
+/// any order.
+#[derive(Default)]
+pub struct GraphBuilder {
+    ops: Vec<Operation>,
+    index: HashMap<OpId, usize>,
+    edges: Vec<(OpId, OpId, Edge)>,
+    /// Operations (by position) that have at least one outgoing edge.
+    has_out: Vec<bool>,
+    /// Sources of edges whose source has not been added yet.
+    pending_sources: HashSet<OpId>,
+    duplicate: Option<OpId>,
+}
+
+impl GraphBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        GraphBuilder {
+            ops: Vec::with_capacity(n),
+            index: HashMap::with_capacity(n),
+            edges: Vec::with_capacity(n),
+            has_out: Vec::with_capacity(n),
+            ..Default::default()
+        }
+    }
+
+    fn push(&mut self, op: Operation) -> OpId {
+        let id = op.op_id;
+        if self.index.contains_key(&id) {
+            self.duplicate.get_or_insert(id);
+            return id;
+        }
+        self.index.insert(id, self.ops.len());
+        self.has_out.push(self.pending_sources.remove(&id));
+        self.ops.push(op);
+        id
+    }
+
+    fn mark_source(&mut self, from: OpId) {
+        match self.index.get(&from) {
+            Some(&pos) => self.has_out[pos] = true,
+            None => {
+                self.pending_sources.insert(from);
+            }
+        }
+    }
+
+    /// The current heads: operations added so far with no outgoing edge.
+    pub fn heads(&self) -> Vec<OpId> {
+        self.ops
+            .iter()
+            .zip(&self.has_out)
+            .filter(|(_, out)| !**out)
+            .map(|(op, _)| op.op_id)
+            .collect()
+    }
+
+    /// Adds `op` after every current head (sequential authoring). The first
+    /// operation of an empty builder is a root.
+    pub fn add_after_heads(&mut self, op: Operation) -> OpId {
+        let heads = self.heads();
+        let id = self.push(op);
+        for head in heads {
+            self.add_edge(head, id, Edge::dependency(Condition::Succeeded));
+        }
+        id
+    }
+
+    /// Adds `op` after exactly these operations, each edge with its condition.
+    pub fn add_after(
+        &mut self,
+        op: Operation,
+        deps: impl IntoIterator<Item = (OpId, Condition)>,
+    ) -> OpId {
+        let id = self.push(op);
+        for (dep, cond) in deps {
+            self.add_edge(dep, id, Edge::dependency(cond));
+        }
+        id
+    }
+
+    /// Adds `op` as an independent root, whatever the current heads are.
+    pub fn add_root(&mut self, op: Operation) -> OpId {
+        self.push(op)
+    }
+
+    pub fn add_edge(&mut self, from: OpId, to: OpId, edge: Edge) {
+        self.mark_source(from);
+        self.edges.push((from, to, edge));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Resolves edges and validates: every endpoint exists, no self edge, the
+    /// conditions are well formed, and the graph is acyclic.
+    pub fn build(self) -> Result<Graph, GraphError> {
+        if let Some(dup) = self.duplicate {
+            return Err(GraphError::DuplicateOperation(dup));
+        }
+        let mut inner = StableDiGraph::with_capacity(self.ops.len(), self.edges.len());
+        let mut index = HashMap::with_capacity(self.ops.len());
+        for op in self.ops {
+            let id = op.op_id;
+            let ix = inner.add_node(op);
+            index.insert(id, ix);
+        }
+        for (from, to, edge) in self.edges {
+            let (Some(&a), Some(&b)) = (index.get(&from), index.get(&to)) else {
+                return Err(GraphError::UnknownOperation { from, to });
+            };
+            if a == b {
+                return Err(GraphError::SelfDependency(inner[a].reference_id.clone()));
+            }
+            inner.add_edge(a, b, edge);
+        }
+        let graph = Graph { inner, index };
+        graph.validate()?;
+        Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(name: &str) -> Operation {
+        Operation::new(name, format!("do {name}"))
+    }
+
+    fn names_of_preds(g: &Graph, id: OpId) -> Vec<String> {
+        g.predecessors(id)
+            .into_iter()
+            .map(|(p, _)| g.get(p).unwrap().reference_id.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn after_heads_chains_but_roots_stay_independent() {
+        let mut b = GraphBuilder::new();
+        let a = b.add_after_heads(op("a"));
+        let r1 = b.add_root(op("r1"));
+        let r2 = b.add_root(op("r2"));
+        let c = b.add_after_heads(op("c"));
+        let g = b.build().unwrap();
+        assert!(g.predecessors(a).is_empty());
+        assert!(g.predecessors(r1).is_empty());
+        assert!(g.predecessors(r2).is_empty());
+        assert_eq!(names_of_preds(&g, c), vec!["a", "r1", "r2"]);
+    }
+
+    #[test]
+    fn after_these_takes_exactly_the_named_dependencies() {
+        let mut b = GraphBuilder::new();
+        let a = b.add_root(op("a"));
+        let _x = b.add_root(op("x"));
+        let c = b.add_after(op("c"), [(a, Condition::Failed)]);
+        let g = b.build().unwrap();
+        let preds = g.predecessors(c);
+        assert_eq!(preds.len(), 1);
+        assert_eq!(preds[0].1.condition, Condition::Failed);
+    }
+
+    #[test]
+    fn forward_references_resolve_at_build() {
+        let mut b = GraphBuilder::new();
+        let later = new_op_id();
+        let a = b.add_after(op("a"), [(later, Condition::Succeeded)]);
+        let mut l = op("later");
+        l.op_id = later;
+        // `later` has an outgoing edge already, so it is not a head.
+        b.add_root(l);
+        assert_eq!(b.heads(), vec![a]);
+        let g = b.build().unwrap();
+        assert_eq!(names_of_preds(&g, a), vec!["later"]);
+    }
+
+    #[test]
+    fn cycle_is_rejected_with_its_path() {
+        let mut b = GraphBuilder::new();
+        let (ia, ib, ic) = (new_op_id(), new_op_id(), new_op_id());
+        let mut a = op("a");
+        a.op_id = ia;
+        let mut bb = op("b");
+        bb.op_id = ib;
+        let mut c = op("c");
+        c.op_id = ic;
+        b.add_after(a, [(ic, Condition::Succeeded)]);
+        b.add_after(bb, [(ia, Condition::Succeeded)]);
+        b.add_after(c, [(ib, Condition::Succeeded)]);
+        let err = b.build().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Graph must be acyclic for flow execution: cycle a -> b -> c -> a"
+        );
+    }
+
+    #[test]
+    fn self_edge_and_unknown_endpoint_are_rejected() {
+        let mut b = GraphBuilder::new();
+        let a = b.add_root(op("a"));
+        b.add_edge(a, a, Edge::dependency(Condition::Always));
+        assert!(matches!(b.build(), Err(GraphError::SelfDependency(_))));
+
+        let mut b = GraphBuilder::new();
+        let a = b.add_root(op("a"));
+        b.add_edge(new_op_id(), a, Edge::dependency(Condition::Always));
+        assert!(matches!(
+            b.build(),
+            Err(GraphError::UnknownOperation { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_pointer_condition_is_rejected_before_work() {
+        let mut b = GraphBuilder::new();
+        let a = b.add_root(op("a"));
+        b.add_after(
+            op("b"),
+            [(
+                a,
+                Condition::Pointer {
+                    pointer: "verdict".into(),
+                    equals: Value::Bool(true),
+                },
+            )],
+        );
+        let err = b.build().unwrap_err();
+        assert!(err.to_string().contains("must be empty or start with '/'"));
+    }
+
+    #[test]
+    fn json_pointer_escapes() {
+        assert!(validate_json_pointer("").is_ok());
+        assert!(validate_json_pointer("/a~0b/c~1d/0").is_ok());
+        assert!(validate_json_pointer("/a~2").is_err());
+        assert!(validate_json_pointer("/a~").is_err());
+    }
+
+    #[test]
+    fn long_chain_cycle_check_does_not_recurse() {
+        let mut b = GraphBuilder::with_capacity(200_000);
+        let mut prev = b.add_root(op("0"));
+        for i in 1..200_000 {
+            prev = b.add_after(op(&i.to_string()), [(prev, Condition::Succeeded)]);
+        }
+        assert_eq!(b.build().unwrap().len(), 200_000);
+    }
+}

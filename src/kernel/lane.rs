@@ -1,0 +1,227 @@
+//! Lifecycle lanes and `lane_for` (ADR-0033 D5): the pure fold from a
+//! signal to the lane an operation is in. The executor and every observer
+//! use this one function, so they cannot disagree about where a node is.
+
+use serde::{Deserialize, Serialize};
+
+use super::signal::SignalKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    Queued,
+    Running,
+    AwaitingApproval,
+    Paused,
+    Succeeded,
+    Failed,
+    Escalated,
+}
+
+impl Lane {
+    pub const ALL: [Lane; 7] = [
+        Lane::Queued,
+        Lane::Running,
+        Lane::AwaitingApproval,
+        Lane::Paused,
+        Lane::Succeeded,
+        Lane::Failed,
+        Lane::Escalated,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Lane::Succeeded | Lane::Failed | Lane::Escalated)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Queued => "queued",
+            Lane::Running => "running",
+            Lane::AwaitingApproval => "awaiting_approval",
+            Lane::Paused => "paused",
+            Lane::Succeeded => "succeeded",
+            Lane::Failed => "failed",
+            Lane::Escalated => "escalated",
+        }
+    }
+
+    /// Human title, as the console and summaries print it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Lane::Queued => "queued",
+            Lane::Running => "running",
+            Lane::AwaitingApproval => "awaiting approval",
+            Lane::Paused => "paused",
+            Lane::Succeeded => "succeeded",
+            Lane::Failed => "failed",
+            Lane::Escalated => "escalated",
+        }
+    }
+}
+
+/// The lane after `signal`, given the lane before it. Lanes start at
+/// `queued`; terminal lanes are sticky until a `queued` or `started` signal
+/// explicitly begins another attempt. Signals that are not about a lane
+/// (held, spawned, run-level ones) leave it unchanged.
+pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
+    let next = match signal {
+        SignalKind::Queued { .. } | SignalKind::Resumed { .. } | SignalKind::Approved { .. } => {
+            Lane::Queued
+        }
+        SignalKind::Started { .. } => Lane::Running,
+        SignalKind::AwaitingApproval { .. } => Lane::AwaitingApproval,
+        SignalKind::Paused { .. } => Lane::Paused,
+        SignalKind::Completed { .. } => Lane::Succeeded,
+        SignalKind::Failed { .. } | SignalKind::Skipped { .. } | SignalKind::Denied { .. } => {
+            Lane::Failed
+        }
+        SignalKind::Escalated { .. } => Lane::Escalated,
+        _ => return prev,
+    };
+    let new_attempt = matches!(
+        signal,
+        SignalKind::Queued { .. } | SignalKind::Started { .. }
+    );
+    if prev.is_terminal() && !new_attempt {
+        prev
+    } else {
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::signal::{NodeHeader, PauseReason};
+    use std::sync::Arc;
+
+    fn header() -> NodeHeader {
+        NodeHeader {
+            op_id: uuid::Uuid::nil(),
+            name: "n".into(),
+            parent_id: None,
+            depends_on: Arc::from(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn lifecycle_moves_through_lanes() {
+        let mut lane = Lane::Queued;
+        lane = lane_for(lane, &SignalKind::AwaitingApproval { node: header() });
+        assert_eq!(lane, Lane::AwaitingApproval);
+        lane = lane_for(
+            lane,
+            &SignalKind::Approved {
+                node: header(),
+                by: "op".into(),
+            },
+        );
+        assert_eq!(lane, Lane::Queued);
+        lane = lane_for(
+            lane,
+            &SignalKind::Paused {
+                node: header(),
+                reason: PauseReason::RunPaused,
+            },
+        );
+        assert_eq!(lane, Lane::Paused);
+        lane = lane_for(lane, &SignalKind::Resumed { node: header() });
+        assert_eq!(lane, Lane::Queued);
+        lane = lane_for(
+            lane,
+            &SignalKind::Started {
+                node: header(),
+                attempt: 1,
+                role: None,
+            },
+        );
+        assert_eq!(lane, Lane::Running);
+        lane = lane_for(
+            lane,
+            &SignalKind::Completed {
+                node: header(),
+                result: Arc::new(serde_json::Value::Null),
+            },
+        );
+        assert_eq!(lane, Lane::Succeeded);
+    }
+
+    #[test]
+    fn terminal_lanes_are_sticky_until_a_new_attempt() {
+        let done = Lane::Failed;
+        assert_eq!(
+            lane_for(
+                done,
+                &SignalKind::Paused {
+                    node: header(),
+                    reason: PauseReason::Held
+                }
+            ),
+            Lane::Failed
+        );
+        assert_eq!(
+            lane_for(done, &SignalKind::Resumed { node: header() }),
+            Lane::Failed
+        );
+        assert_eq!(
+            lane_for(
+                Lane::Succeeded,
+                &SignalKind::Escalated {
+                    node: header(),
+                    reason: "x".into(),
+                    result: Arc::new(serde_json::Value::Null)
+                }
+            ),
+            Lane::Succeeded
+        );
+        assert_eq!(
+            lane_for(
+                done,
+                &SignalKind::Queued {
+                    node: header(),
+                    role: None,
+                    instruction: "i".into(),
+                    approval: false
+                }
+            ),
+            Lane::Queued
+        );
+        assert_eq!(
+            lane_for(
+                done,
+                &SignalKind::Started {
+                    node: header(),
+                    attempt: 2,
+                    role: None
+                }
+            ),
+            Lane::Running
+        );
+    }
+
+    #[test]
+    fn skipped_and_denied_land_in_failed() {
+        use crate::kernel::signal::SkipReason;
+        assert_eq!(
+            lane_for(
+                Lane::Queued,
+                &SignalKind::Skipped {
+                    node: header(),
+                    reason: SkipReason::NoValidPath
+                }
+            ),
+            Lane::Failed
+        );
+        assert_eq!(
+            lane_for(
+                Lane::AwaitingApproval,
+                &SignalKind::Denied {
+                    node: header(),
+                    by: "op".into(),
+                    reason: "no".into()
+                }
+            ),
+            Lane::Failed
+        );
+    }
+}

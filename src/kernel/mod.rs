@@ -1,0 +1,36 @@
+//! ADR-0033: the operation-graph kernel. One executor for every surface:
+//! dependency waits, edge conditions, the concurrency limit, soft pause at
+//! operation boundaries, live admission, lifecycle signals and the result
+//! envelope. Nothing here knows about the console.
+
+pub mod agent;
+pub mod builder;
+pub mod control;
+pub mod envelope;
+pub mod executor;
+pub mod graph;
+pub mod lane;
+pub mod ledger;
+pub mod request;
+pub mod signal;
+pub mod snapshot;
+
+pub use agent::{
+    Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver, BoxFuture,
+    Invocation,
+};
+pub use builder::{
+    Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,
+};
+pub use control::{ApprovalPolicy, ControlError, NewOperation, Observed, RunHandle, Subscription};
+pub use envelope::Envelope;
+pub use executor::{Run, RunConfig, deep_merge};
+pub use graph::{
+    Condition, Edge, EdgeKind, Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation,
+    OperationKind,
+};
+pub use lane::{Lane, lane_for};
+pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
+pub use request::SpawnRequest;
+pub use signal::{NodeHeader, Outcome, Signal, SignalKind, SignalSink};
+pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

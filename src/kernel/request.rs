@@ -1,0 +1,310 @@
+//! Live requests an operation may emit (ADR-0033 D3): `SpawnRequest` and
+//! `EscalationRequest`, extracted recursively from results and from an
+//! agent's stream. A request is a request, not authority: routing and
+//! admission decide what becomes of it.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use serde_json::{Map, Value};
+
+use super::graph::OperationKind;
+
+/// How deep extraction looks (the result itself is depth 0). Inherited from
+/// the spec as a defensive recursion cap.
+pub const EXTRACT_MAX_DEPTH: usize = 4;
+
+pub const SPAWN_KEY: &str = "spawn_request";
+pub const ESCALATION_KEY: &str = "escalation";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnRequest {
+    pub instruction: String,
+    pub assignee: Option<String>,
+    pub operation: OperationKind,
+    pub independent: bool,
+    pub reason: Option<String>,
+}
+
+impl SpawnRequest {
+    pub fn new(instruction: impl Into<String>) -> Self {
+        SpawnRequest {
+            instruction: instruction.into(),
+            assignee: None,
+            operation: OperationKind::Operate,
+            independent: false,
+            reason: None,
+        }
+    }
+
+    pub fn to(mut self, assignee: impl Into<String>) -> Self {
+        self.assignee = Some(assignee.into());
+        self
+    }
+
+    /// Parses the object found under `spawn_request`. Returns the request
+    /// and, when `operation` was outside the allowlist, the warning that the
+    /// fallback to `operate` must log.
+    pub fn from_value(v: &Value) -> Result<(SpawnRequest, Option<String>), String> {
+        let Value::Object(m) = v else {
+            return Err(format!(
+                "invalid spawn request: expected an object, found {}",
+                type_name(v)
+            ));
+        };
+        let instruction = match m.get("instruction") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "invalid spawn request: instruction must be a string, found {}",
+                    type_name(other)
+                ));
+            }
+            None => return Err("invalid spawn request: missing instruction".into()),
+        };
+        let assignee = opt_string(m, "assignee")?.map(|s| s.trim().to_string());
+        let assignee = assignee.filter(|s| !s.is_empty());
+        let reason = opt_string(m, "reason")?;
+        let independent = match m.get("independent") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(format!(
+                    "invalid spawn request: independent must be a boolean, found {}",
+                    type_name(other)
+                ));
+            }
+        };
+        let mut warning = None;
+        let operation = match opt_string(m, "operation")? {
+            None => OperationKind::Operate,
+            Some(op) => match OperationKind::parse(&op) {
+                Some(k) => k,
+                None => {
+                    warning = Some(format!(
+                        "spawn request asked for operation {op:?}, which is not allowed; using \"operate\" (allowed: {})",
+                        OperationKind::ALLOWED.join(", ")
+                    ));
+                    OperationKind::Operate
+                }
+            },
+        };
+        Ok((
+            SpawnRequest {
+                instruction,
+                assignee,
+                operation,
+                independent,
+                reason,
+            },
+            warning,
+        ))
+    }
+}
+
+fn opt_string(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!(
+            "invalid spawn request: {key} must be a string, found {}",
+            type_name(other)
+        )),
+    }
+}
+
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The reason of an escalation: `{ reason = "..." }` or a bare string.
+pub fn escalation_reason(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => match m.get("reason") {
+            Some(Value::String(s)) => s.clone(),
+            _ => "escalated".into(),
+        },
+        _ => "escalated".into(),
+    }
+}
+
+/// Raw requests found in a value, in document order.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Extracted {
+    pub spawns: Vec<Value>,
+    pub escalations: Vec<Value>,
+}
+
+impl Extracted {
+    pub fn is_empty(&self) -> bool {
+        self.spawns.is_empty() && self.escalations.is_empty()
+    }
+}
+
+/// Extracts requests from `v`: an object holding `spawn_request` (an object
+/// or an array of them) or `escalation` contributes them; any other value
+/// in an object or array is searched, down to [`EXTRACT_MAX_DEPTH`].
+pub fn extract(v: &Value) -> Extracted {
+    let mut out = Extracted::default();
+    extract_into(v, 0, &mut out);
+    out
+}
+
+fn extract_into(v: &Value, depth: usize, out: &mut Extracted) {
+    if depth > EXTRACT_MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                match k.as_str() {
+                    SPAWN_KEY => push_requests(val, &mut out.spawns),
+                    ESCALATION_KEY => push_requests(val, &mut out.escalations),
+                    _ => extract_into(val, depth + 1, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                extract_into(item, depth + 1, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn push_requests(v: &Value, into: &mut Vec<Value>) {
+    match v {
+        Value::Array(items) => into.extend(items.iter().cloned()),
+        Value::Null => {}
+        other => into.push(other.clone()),
+    }
+}
+
+/// The identity of a request for deduplication. JSON has no object
+/// identity, so two sightings are "the same request" when their content is
+/// equal, key order aside.
+pub fn identity(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    hash_canonical(v, &mut h);
+    h.finish()
+}
+
+fn hash_canonical(v: &Value, h: &mut DefaultHasher) {
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(n) => (2u8, n.to_string()).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(h);
+            for item in items {
+                hash_canonical(item, h);
+            }
+        }
+        Value::Object(m) => {
+            (5u8, m.len()).hash(h);
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            for k in keys {
+                k.hash(h);
+                hash_canonical(&m[k], h);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nest(depth: usize, leaf: Value) -> Value {
+        (0..depth).fold(leaf, |acc, i| json!({ format!("k{i}"): acc }))
+    }
+
+    #[test]
+    fn finds_requests_down_to_depth_four_and_no_deeper() {
+        let req = json!({"spawn_request": {"instruction": "x"}});
+        for depth in 0..=EXTRACT_MAX_DEPTH {
+            assert_eq!(
+                extract(&nest(depth, req.clone())).spawns.len(),
+                1,
+                "depth {depth}"
+            );
+        }
+        assert!(extract(&nest(EXTRACT_MAX_DEPTH + 1, req)).spawns.is_empty());
+    }
+
+    #[test]
+    fn arrays_count_as_a_level() {
+        let req = json!({"spawn_request": {"instruction": "x"}});
+        // [[[[req]]]] puts the request object at depth 4.
+        let v = json!([[[[req]]]]);
+        assert_eq!(extract(&v).spawns.len(), 1);
+        let v = json!([[[[[req]]]]]);
+        assert!(extract(&v).spawns.is_empty());
+    }
+
+    #[test]
+    fn arrays_of_requests_and_escalations() {
+        let v = json!({
+            "summary": "ok",
+            "spawn_request": [{"instruction": "a"}, {"instruction": "b"}],
+            "nested": {"escalation": {"reason": "need a human"}}
+        });
+        let e = extract(&v);
+        assert_eq!(e.spawns.len(), 2);
+        assert_eq!(e.escalations.len(), 1);
+        assert_eq!(escalation_reason(&e.escalations[0]), "need a human");
+    }
+
+    #[test]
+    fn operation_outside_allowlist_falls_back_with_warning() {
+        let (req, warn) =
+            SpawnRequest::from_value(&json!({"instruction": "x", "operation": "rm_rf"})).unwrap();
+        assert_eq!(req.operation, OperationKind::Operate);
+        assert!(warn.unwrap().contains("\"rm_rf\""));
+        for ok in OperationKind::ALLOWED {
+            let (req, warn) =
+                SpawnRequest::from_value(&json!({"instruction": "x", "operation": ok})).unwrap();
+            assert_eq!(req.operation.as_str(), ok);
+            assert!(warn.is_none());
+        }
+    }
+
+    #[test]
+    fn malformed_requests_are_errors() {
+        assert!(SpawnRequest::from_value(&json!("x")).is_err());
+        assert!(
+            SpawnRequest::from_value(&json!({}))
+                .unwrap_err()
+                .contains("missing instruction")
+        );
+        assert!(SpawnRequest::from_value(&json!({"instruction": 3})).is_err());
+        assert!(
+            SpawnRequest::from_value(&json!({"instruction": "x", "independent": "yes"})).is_err()
+        );
+    }
+
+    #[test]
+    fn identity_ignores_key_order() {
+        let a = json!({"instruction": "x", "assignee": "tester"});
+        let mut m = Map::new();
+        m.insert("assignee".into(), json!("tester"));
+        m.insert("instruction".into(), json!("x"));
+        assert_eq!(identity(&a), identity(&Value::Object(m)));
+        assert_ne!(
+            identity(&a),
+            identity(&json!({"instruction": "y", "assignee": "tester"}))
+        );
+    }
+}

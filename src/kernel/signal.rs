@@ -1,0 +1,324 @@
+//! Lifecycle signals (ADR-0033 D5, schema version 1). One stream feeds the
+//! console, the event log, the headless printer and replay, so every field a
+//! view needs is carried here, shared through `Arc`s so a signal is cheap to
+//! build and to fan out.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::graph::OpId;
+use super::ledger::DropReason;
+
+pub const SIGNAL_SCHEMA_VERSION: u32 = 1;
+
+/// Longest instruction carried by a `spawned` signal (ADR-0033 D5).
+pub const SPAWNED_INSTRUCTION_MAX: usize = 512;
+/// Longest `detail` of a dropped spawn (ADR-0033 D5).
+pub const DROP_DETAIL_MAX: usize = 500;
+
+/// Cuts `s` to at most `max` characters, on a character boundary.
+pub fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Signal {
+    /// Schema version, on every line so a single line is self-describing.
+    pub v: u32,
+    /// Position in the run's stream, from 1, without gaps.
+    pub seq: u64,
+    /// Seconds since the run started.
+    pub elapsed: f64,
+    #[serde(flatten)]
+    pub kind: SignalKind,
+}
+
+/// The fields every node signal carries (D5: op_id, name, parent_id,
+/// depends_on; `elapsed` is on the enclosing [`Signal`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeHeader {
+    pub op_id: OpId,
+    pub name: Arc<str>,
+    pub parent_id: Option<OpId>,
+    pub depends_on: Arc<[OpId]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Every incoming path failed its condition or came from a skipped node.
+    NoValidPath,
+    /// The run was cancelled before the operation started.
+    Cancelled,
+}
+
+impl SkipReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::NoValidPath => "no incoming path is valid",
+            SkipReason::Cancelled => "the run was cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseReason {
+    RunPaused,
+    Held,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LaneCounts {
+    pub queued: usize,
+    pub running: usize,
+    pub awaiting_approval: usize,
+    pub paused: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub escalated: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SignalKind {
+    RunStarted {
+        run_id: Arc<str>,
+        play: Arc<str>,
+        operations: usize,
+        max_concurrent: usize,
+        reactive: bool,
+        max_spawn: usize,
+        paused: bool,
+    },
+    Queued {
+        #[serde(flatten)]
+        node: NodeHeader,
+        role: Option<Arc<str>>,
+        instruction: Arc<str>,
+        approval: bool,
+    },
+    Started {
+        #[serde(flatten)]
+        node: NodeHeader,
+        attempt: u32,
+        role: Option<Arc<str>>,
+    },
+    Completed {
+        #[serde(flatten)]
+        node: NodeHeader,
+        result: Arc<Value>,
+    },
+    Failed {
+        #[serde(flatten)]
+        node: NodeHeader,
+        error: Arc<str>,
+        category: Arc<str>,
+    },
+    Skipped {
+        #[serde(flatten)]
+        node: NodeHeader,
+        reason: SkipReason,
+    },
+    Paused {
+        #[serde(flatten)]
+        node: NodeHeader,
+        reason: PauseReason,
+    },
+    Resumed {
+        #[serde(flatten)]
+        node: NodeHeader,
+    },
+    AwaitingApproval {
+        #[serde(flatten)]
+        node: NodeHeader,
+    },
+    Approved {
+        #[serde(flatten)]
+        node: NodeHeader,
+        by: Arc<str>,
+    },
+    Denied {
+        #[serde(flatten)]
+        node: NodeHeader,
+        by: Arc<str>,
+        reason: Arc<str>,
+    },
+    Escalated {
+        #[serde(flatten)]
+        node: NodeHeader,
+        reason: Arc<str>,
+        result: Arc<Value>,
+    },
+    /// An operator hold was placed on an operation that has not started.
+    Held {
+        #[serde(flatten)]
+        node: NodeHeader,
+    },
+    Unheld {
+        #[serde(flatten)]
+        node: NodeHeader,
+    },
+    Spawned {
+        op_id: OpId,
+        name: Arc<str>,
+        parent_id: Option<OpId>,
+        independent: bool,
+        assignee: Option<Arc<str>>,
+        instruction: Arc<str>,
+    },
+    SpawnDropped {
+        reason: DropReason,
+        assignee: Option<Arc<str>>,
+        emitter_id: Option<OpId>,
+        detail: Arc<str>,
+        op_id: Option<OpId>,
+    },
+    RunPaused,
+    RunResumed,
+    /// While paused, the operator let one waiting operation start.
+    Stepped {
+        op_id: Option<OpId>,
+    },
+    /// The run drained: nothing runnable or running (DESIGN: a round ends).
+    RoundEnded {
+        round: u32,
+    },
+    Warning {
+        message: Arc<str>,
+        op_id: Option<OpId>,
+    },
+    RunFinished {
+        outcome: Outcome,
+        counts: LaneCounts,
+    },
+}
+
+impl SignalKind {
+    /// The `type` string as serialised.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            SignalKind::RunStarted { .. } => "run_started",
+            SignalKind::Queued { .. } => "queued",
+            SignalKind::Started { .. } => "started",
+            SignalKind::Completed { .. } => "completed",
+            SignalKind::Failed { .. } => "failed",
+            SignalKind::Skipped { .. } => "skipped",
+            SignalKind::Paused { .. } => "paused",
+            SignalKind::Resumed { .. } => "resumed",
+            SignalKind::AwaitingApproval { .. } => "awaiting_approval",
+            SignalKind::Approved { .. } => "approved",
+            SignalKind::Denied { .. } => "denied",
+            SignalKind::Escalated { .. } => "escalated",
+            SignalKind::Held { .. } => "held",
+            SignalKind::Unheld { .. } => "unheld",
+            SignalKind::Spawned { .. } => "spawned",
+            SignalKind::SpawnDropped { .. } => "spawn_dropped",
+            SignalKind::RunPaused => "run_paused",
+            SignalKind::RunResumed => "run_resumed",
+            SignalKind::Stepped { .. } => "stepped",
+            SignalKind::RoundEnded { .. } => "round_ended",
+            SignalKind::Warning { .. } => "warning",
+            SignalKind::RunFinished { .. } => "run_finished",
+        }
+    }
+
+    /// The node header of a lifecycle signal about one operation.
+    pub fn node(&self) -> Option<&NodeHeader> {
+        match self {
+            SignalKind::Queued { node, .. }
+            | SignalKind::Started { node, .. }
+            | SignalKind::Completed { node, .. }
+            | SignalKind::Failed { node, .. }
+            | SignalKind::Skipped { node, .. }
+            | SignalKind::Paused { node, .. }
+            | SignalKind::Resumed { node }
+            | SignalKind::AwaitingApproval { node }
+            | SignalKind::Approved { node, .. }
+            | SignalKind::Denied { node, .. }
+            | SignalKind::Escalated { node, .. }
+            | SignalKind::Held { node }
+            | SignalKind::Unheld { node } => Some(node),
+            _ => None,
+        }
+    }
+}
+
+/// Something the kernel writes every signal to, synchronously and in order
+/// (the event log). Unlike broadcast observers a sink never misses a signal,
+/// so it must be cheap: buffer, and do the slow part in `flush`.
+pub trait SignalSink: Send {
+    fn write(&mut self, signal: &Arc<Signal>);
+    /// Called at commit points: before the kernel acts on what it wrote
+    /// (starts an operation, answers a command) and when the run ends.
+    fn flush(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate_chars("héllo", 2), "hé");
+        assert_eq!(truncate_chars("abc", 10), "abc");
+        let long = "ü".repeat(600);
+        assert_eq!(
+            truncate_chars(&long, SPAWNED_INSTRUCTION_MAX)
+                .chars()
+                .count(),
+            512
+        );
+    }
+
+    #[test]
+    fn node_signal_serialises_flat_with_type_tag() {
+        let id = uuid::Uuid::nil();
+        let s = Signal {
+            v: 1,
+            seq: 3,
+            elapsed: 1.5,
+            kind: SignalKind::Started {
+                node: NodeHeader {
+                    op_id: id,
+                    name: "build".into(),
+                    parent_id: None,
+                    depends_on: Arc::from(vec![id]),
+                },
+                attempt: 1,
+                role: Some("implementer".into()),
+            },
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            json,
+            r#"{"v":1,"seq":3,"elapsed":1.5,"type":"started","op_id":"00000000-0000-0000-0000-000000000000","name":"build","parent_id":null,"depends_on":["00000000-0000-0000-0000-000000000000"],"attempt":1,"role":"implementer"}"#
+        );
+        let back: Signal = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
+    }
+}

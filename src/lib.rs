@@ -1,0 +1,12 @@
+//! playdeck: a terminal operator console for runs of AI coding agents.
+//!
+//! The library holds everything the binary embeds, so tests and benchmarks
+//! drive the same code: `kernel` (ADR-0033), `play` (the play file),
+//! `agents` (the agent registry and built-in agents), `store` (the run
+//! directory) and `headless` (the NDJSON surface).
+
+pub mod agents;
+pub mod headless;
+pub mod kernel;
+pub mod play;
+pub mod store;

@@ -1,0 +1,122 @@
+mod cli;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio::sync::mpsc;
+
+use cli::{ApproveArg, Cli, Command, FormatArg, RunArgs};
+use playdeck::headless::{self, ApproveAll, Format, HeadlessOptions};
+use playdeck::play::{LoadError, Play, demo};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        None => run(RunArgs {
+            headless: true,
+            format: FormatArg::Human,
+            ..RunArgs::default()
+        }),
+        Some(Command::Run(args)) => run(args),
+        Some(Command::Validate { play }) => match Play::load(&play) {
+            Ok(p) => {
+                println!("{}", p.summary());
+                0
+            }
+            Err(e) => report_load_error(&e),
+        },
+        Some(Command::Demo { print }) => {
+            if print {
+                print!("{}", demo::DEMO_PLAY);
+            } else {
+                println!("the demo play: `playdeck demo --print` shows it, `playdeck run` runs it");
+            }
+            0
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+fn report_load_error(e: &LoadError) -> i32 {
+    match e {
+        LoadError::Invalid(d) => eprint!("{}", d.render(std::io::stderr().is_terminal())),
+        LoadError::Io { .. } => eprintln!("playdeck: {e}"),
+    }
+    2
+}
+
+fn run(args: RunArgs) -> i32 {
+    let play = match &args.play {
+        Some(p) => match Play::load(p) {
+            Ok(p) => p,
+            Err(e) => return report_load_error(&e),
+        },
+        None => Play::demo(),
+    };
+    let opts = HeadlessOptions {
+        speed: args.speed,
+        paused: args.paused,
+        approve: args.approve.map(|a| match a {
+            ApproveArg::All => ApproveAll::All,
+            ApproveArg::None => ApproveAll::None,
+        }),
+        run_dir: args.run_dir.clone(),
+        format: match args.format {
+            FormatArg::Json => Format::Json,
+            FormatArg::Human => Format::Human,
+        },
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("playdeck: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    // stdin is read on its own thread: a blocking read must never keep the
+    // runtime from shutting down when the run ends.
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let result = rt.block_on(async {
+        headless::run(
+            &play,
+            &opts,
+            rx,
+            shutdown_signal(),
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+        )
+        .await
+    });
+    rt.shutdown_background();
+    match result {
+        Ok(done) => done.exit_code,
+        Err(e) => {
+            eprintln!("playdeck: {e}");
+            2
+        }
+    }
+}
+
+/// Resolves on SIGINT, SIGTERM or SIGHUP.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        Some(_) = async { term.as_mut()?.recv().await } => {}
+        Some(_) = async { hup.as_mut()?.recv().await } => {}
+    }
+}

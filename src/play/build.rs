@@ -1,0 +1,150 @@
+//! From a validated play to what the kernel runs: the graph (built with the
+//! explicit placement calls), the static role map and the run settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::diag::Diagnostic;
+use super::{Placement, Play};
+use crate::kernel::{
+    Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation, OperationKind, RoleRoute,
+    RunConfig, StaticRoleBuilder,
+};
+
+/// A play turned into kernel inputs. Each build makes fresh op_ids.
+pub struct BuiltPlay {
+    pub graph: Graph,
+    pub routes: StaticRoleBuilder,
+    /// op_id of each operation, in file order.
+    pub op_ids: Vec<OpId>,
+}
+
+impl Play {
+    /// Builds the graph. The play was validated, so this cannot fail.
+    pub fn build(&self) -> BuiltPlay {
+        let (graph, op_ids) = self
+            .graph()
+            .expect("a validated play builds an acyclic graph");
+        let mut routes: Vec<RoleRoute> = Vec::new();
+        for op in &self.operations {
+            if !routes.iter().any(|r| *r.role == *op.role) {
+                routes.push(RoleRoute {
+                    role: Arc::from(op.role.as_str()),
+                    agent: Arc::from(op.agent.as_str()),
+                    params: Arc::new(Value::Null),
+                });
+            }
+        }
+        BuiltPlay {
+            graph,
+            routes: StaticRoleBuilder::new(routes),
+            op_ids,
+        }
+    }
+
+    fn graph(&self) -> Result<(Graph, Vec<OpId>), GraphError> {
+        let op_ids: Vec<OpId> = self
+            .operations
+            .iter()
+            .map(|_| crate::kernel::graph::new_op_id())
+            .collect();
+        let by_name: HashMap<&str, OpId> = self
+            .operations
+            .iter()
+            .zip(&op_ids)
+            .map(|(o, id)| (o.id.as_str(), *id))
+            .collect();
+        let mut b = GraphBuilder::with_capacity(self.operations.len());
+        for (def, &op_id) in self.operations.iter().zip(&op_ids) {
+            let role: Arc<str> = Arc::from(def.role.as_str());
+            let params = match &def.sim {
+                Some(spec) => serde_json::to_value(spec).expect("a sim spec serialises"),
+                None => Value::Null,
+            };
+            let op = Operation {
+                op_id,
+                reference_id: Arc::from(def.id.as_str()),
+                instruction: Arc::from(def.instruction.as_str()),
+                assignee: Some(role.clone()),
+                operation: OperationKind::Operate,
+                metadata: OpMetadata {
+                    requester_role: Some(role),
+                    spawned_from: None,
+                    approval: def.approval,
+                    agent: Arc::from(def.agent.as_str()),
+                    params: Arc::new(params),
+                    spawn_reason: None,
+                },
+            };
+            match &def.placement {
+                Placement::AfterHeads => {
+                    b.add_after_heads(op);
+                }
+                Placement::Root => {
+                    b.add_root(op);
+                }
+                Placement::After(deps) => {
+                    let deps: Vec<_> = deps
+                        .iter()
+                        .filter_map(|(d, _)| {
+                            by_name.get(d.as_str()).map(|id| (*id, def.when.clone()))
+                        })
+                        .collect();
+                    b.add_after(op, deps);
+                }
+            }
+        }
+        Ok((b.build()?, op_ids))
+    }
+
+    /// Run settings from `[play]`.
+    pub fn run_config(&self, run_id: &str) -> RunConfig {
+        RunConfig {
+            run_id: Arc::from(run_id),
+            play: Arc::from(self.name.as_str()),
+            max_concurrent: self.max_concurrent,
+            reactive: self.reactive,
+            max_spawn: self.max_spawn,
+            context: self.context.clone(),
+            ..RunConfig::default()
+        }
+    }
+}
+
+/// Reports a dependency cycle with its path, at the first operation in it.
+pub(crate) fn check_acyclic(play: &Play) -> Result<(), Diagnostic> {
+    let Err(GraphError::Cycle { path }) = play.graph() else {
+        return Ok(());
+    };
+    let names: Vec<&str> = path.iter().map(|(_, n)| &**n).collect();
+    let def = |name: &str| play.operations.iter().find(|o| o.id == name);
+    let mut shown = String::new();
+    let mut implicit = false;
+    for (i, name) in names.iter().enumerate() {
+        let next = names[(i + 1) % names.len()];
+        shown.push_str(name);
+        shown.push_str(" -> ");
+        if def(next).is_some_and(|d| d.placement == Placement::AfterHeads) {
+            shown.push_str("(after heads) ");
+            implicit = true;
+        }
+    }
+    shown.push_str(names[0]);
+    let first = def(names[0]).expect("cycle names come from the play");
+    let mut help = String::from(
+        "an operation cannot wait, directly or not, for itself; remove one of these dependencies",
+    );
+    if implicit {
+        help.push_str(
+            "; \"(after heads)\" marks an operation without depends_on, which runs after the operations above it that nothing depends on yet",
+        );
+    }
+    Err(Diagnostic::new(
+        first.id_span.clone(),
+        format!("dependency cycle: {shown}"),
+        "this operation waits for itself",
+    )
+    .help(help))
+}

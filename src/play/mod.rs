@@ -1,0 +1,161 @@
+//! The play file: one TOML file with the initial graph and its settings.
+//! Loading validates everything and reports all problems at once, with
+//! positions; a rejected play creates nothing.
+
+pub mod build;
+pub mod demo;
+pub mod diag;
+pub mod parse;
+pub mod reader;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::agents::SimSpec;
+use crate::kernel::Condition;
+
+pub use build::BuiltPlay;
+pub use diag::{Diagnostic, Diagnostics, Span};
+
+/// Defaults from ADR-0033 D1 (inherited compatibility values).
+pub const DEFAULT_MAX_CONCURRENT: usize = 5;
+pub const DEFAULT_MAX_SPAWN: usize = 50;
+
+/// A validated play.
+#[derive(Debug, Clone)]
+pub struct Play {
+    /// The path as the user gave it (or `<demo>`), for messages.
+    pub file: Arc<str>,
+    pub source: Arc<str>,
+    pub name: String,
+    pub objective: Option<String>,
+    /// Already 1 when `parallel = false`.
+    pub max_concurrent: usize,
+    pub reactive: bool,
+    pub max_spawn: usize,
+    pub speed: f64,
+    pub context: Map<String, Value>,
+    pub operations: Vec<OpDef>,
+}
+
+/// How an operation is placed in the graph (ADR-0033 D2: three explicit
+/// forms).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// No `depends_on`: after the operations that are heads at this point
+    /// of the file (sequential authoring).
+    AfterHeads,
+    /// `depends_on = [...]`: after exactly these, each edge with `when`.
+    After(Vec<(String, Span)>),
+    /// `independent_root = true`.
+    Root,
+}
+
+#[derive(Debug, Clone)]
+pub struct OpDef {
+    pub id: String,
+    pub id_span: Span,
+    pub role: String,
+    pub role_span: Span,
+    pub instruction: String,
+    pub placement: Placement,
+    pub when: Condition,
+    pub approval: bool,
+    pub agent: String,
+    pub sim: Option<SimSpec>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read play file {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+impl Play {
+    /// Reads and validates a play file.
+    pub fn load(path: &Path) -> Result<Play, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Play::from_str(&path.display().to_string(), &text).map_err(LoadError::Invalid)
+    }
+
+    /// Validates play text; `file` names it in diagnostics.
+    pub fn from_str(file: &str, text: &str) -> Result<Play, Diagnostics> {
+        parse::parse(file, text)
+    }
+
+    /// The built-in demo play.
+    pub fn demo() -> Play {
+        Play::from_str(demo::DEMO_FILE, demo::DEMO_PLAY).expect("the embedded demo play is valid")
+    }
+
+    pub fn op(&self, id: &str) -> Option<&OpDef> {
+        self.operations.iter().find(|o| o.id == id)
+    }
+
+    /// One line for `playdeck validate`.
+    pub fn summary(&self) -> String {
+        let approvals = self.operations.iter().filter(|o| o.approval).count();
+        let roles: std::collections::BTreeSet<&str> =
+            self.operations.iter().map(|o| o.role.as_str()).collect();
+        format!(
+            "{}: ok — play \"{}\", {} operations, {} roles, {} approval gate{}, max_concurrent {}, max_spawn {}{}",
+            self.file,
+            self.name,
+            self.operations.len(),
+            roles.len(),
+            approvals,
+            if approvals == 1 { "" } else { "s" },
+            self.max_concurrent,
+            self.max_spawn,
+            if self.reactive { "" } else { ", not reactive" },
+        )
+    }
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`, the shape of ids and profile names.
+pub fn is_valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `spawn-<digits>` names belong to spawned operations.
+pub fn is_spawn_name(s: &str) -> bool {
+    s.strip_prefix("spawn-")
+        .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_pattern() {
+        for ok in ["a", "A1", "build-api", "v1.2_x", "0"] {
+            assert!(is_valid_name(ok), "{ok}");
+        }
+        for bad in ["", "-a", ".a", "_a", "a b", "a/b", "é"] {
+            assert!(!is_valid_name(bad), "{bad}");
+        }
+        assert!(is_spawn_name("spawn-12"));
+        assert!(!is_spawn_name("spawn-x"));
+        assert!(!is_spawn_name("spawner"));
+    }
+
+    #[test]
+    fn demo_play_is_valid() {
+        let demo = Play::demo();
+        assert!(demo.operations.len() >= 20 && demo.operations.len() <= 30);
+    }
+}

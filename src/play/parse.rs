@@ -1,0 +1,479 @@
+//! Reads a play document into [`Play`], collecting every problem.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use toml::de::DeValue;
+
+use super::diag::{Diagnostic, Diagnostics, Span, did_you_mean, list};
+use super::reader::{Reader, Table, parse_document};
+use super::{
+    DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, OpDef, Placement, Play, is_spawn_name, is_valid_name,
+};
+use crate::agents::{BUILTIN_AGENTS, SimEmit, SimOutcome, SimSpec};
+use crate::kernel::Condition;
+use crate::kernel::graph::validate_json_pointer;
+
+const ROOT_KEYS: &[&str] = &["play", "operations"];
+const PLAY_KEYS: &[&str] = &[
+    "name",
+    "objective",
+    "max_concurrent",
+    "parallel",
+    "reactive",
+    "max_spawn",
+    "speed",
+    "context",
+];
+const OP_KEYS: &[&str] = &[
+    "id",
+    "role",
+    "instruction",
+    "depends_on",
+    "when",
+    "approval",
+    "independent_root",
+    "agent",
+    "sim",
+];
+const SIM_KEYS: &[&str] = &[
+    "duration_ms",
+    "outcome",
+    "result",
+    "context",
+    "emits",
+    "error",
+    "escalation",
+];
+const EMIT_KEYS: &[&str] = &["at_ms", "spawn_request", "escalation"];
+const REQUEST_KEYS: &[&str] = &[
+    "instruction",
+    "assignee",
+    "operation",
+    "independent",
+    "reason",
+];
+const WHEN_WORDS: &[&str] = &["succeeded", "failed", "always"];
+const MAX_SIM_MS: i64 = 86_400_000;
+
+pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
+    let fail = |items: Vec<Diagnostic>| Diagnostics {
+        file: Arc::from(file),
+        source: Arc::from(source),
+        items,
+    };
+    let doc = parse_document(source).map_err(fail)?;
+    let mut r = Reader::default();
+    let root = Table {
+        t: doc.get_ref(),
+        span: 0..0,
+        name: "the play file".into(),
+    };
+    root.deny_unknown(&mut r, ROOT_KEYS);
+
+    let mut play = Play {
+        file: Arc::from(file),
+        source: Arc::from(source),
+        name: String::new(),
+        objective: None,
+        max_concurrent: DEFAULT_MAX_CONCURRENT,
+        reactive: true,
+        max_spawn: DEFAULT_MAX_SPAWN,
+        speed: 1.0,
+        context: Map::new(),
+        operations: Vec::new(),
+    };
+    if let Some(v) = root.require(&mut r, "play", "{ name = \"...\" } (a [play] table)")
+        && let Some(t) = r.table(v, "[play]")
+    {
+        read_play(&mut r, &t, &mut play);
+    }
+    if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
+        read_operations(&mut r, v, &mut play.operations);
+    }
+    if !r.has_errors() {
+        check_graph(&mut r, &play);
+    }
+    if r.has_errors() {
+        return Err(fail(r.diags));
+    }
+    // The graph builder catches cycles; report them with positions.
+    if let Err(d) = super::build::check_acyclic(&play) {
+        return Err(fail(vec![d]));
+    }
+    Ok(play)
+}
+
+fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
+    t.deny_unknown(r, PLAY_KEYS);
+    if t.require(r, "name", "\"my play\"").is_some()
+        && let Some((name, span)) = t.string(r, "name")
+    {
+        if name.trim().is_empty() {
+            r.error(span, "`name` in [play] is empty", "write a name");
+        }
+        play.name = name;
+    }
+    play.objective = t.string(r, "objective").map(|(s, _)| s);
+    if let Some((n, _)) = t.int(r, "max_concurrent", 1, 100_000) {
+        play.max_concurrent = n as usize;
+    }
+    if let Some((false, _)) = t.bool(r, "parallel") {
+        play.max_concurrent = 1;
+    }
+    if let Some((b, _)) = t.bool(r, "reactive") {
+        play.reactive = b;
+    }
+    if let Some((n, _)) = t.int(r, "max_spawn", 0, 1_000_000) {
+        play.max_spawn = n as usize;
+    }
+    if let Some((x, _)) = t.number(
+        r,
+        "speed",
+        |x| x > 0.0 && x <= 1000.0,
+        "a number greater than 0 and at most 1000",
+    ) {
+        play.speed = x;
+    }
+    if let Some((ctx, _)) = t.json_object(r, "context") {
+        play.context = ctx;
+    }
+}
+
+fn read_operations(r: &mut Reader, v: &super::reader::Val<'_>, out: &mut Vec<OpDef>) {
+    let DeValue::Array(items) = v.get_ref() else {
+        r.push(
+            Diagnostic::new(
+                v.span(),
+                "`operations` must be an array of tables",
+                "expected [[operations]]",
+            )
+            .help("write each operation as an [[operations]] table"),
+        );
+        return;
+    };
+    if items.is_empty() {
+        r.push(
+            Diagnostic::new(v.span(), "a play needs at least one operation", "empty")
+                .help("add an [[operations]] table"),
+        );
+    }
+    for (i, item) in items.iter().enumerate() {
+        let name = format!("operations[{i}]");
+        if let Some(t) = r.table(item, &name)
+            && let Some(op) = read_operation(r, &t)
+        {
+            out.push(op);
+        }
+    }
+}
+
+fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
+    t.deny_unknown(r, OP_KEYS);
+    let before = r.diags.len();
+    let id = t
+        .require(r, "id", "\"build-api\"")
+        .and_then(|_| t.string(r, "id"));
+    let name = match &id {
+        Some((id, _)) => format!("operation \"{id}\""),
+        None => t.name.clone(),
+    };
+    let t = Table {
+        t: t.t,
+        span: t.span.clone(),
+        name,
+    };
+    if let Some((id, span)) = &id {
+        if !is_valid_name(id) {
+            r.push(
+                Diagnostic::new(span.clone(), format!("operation id {id:?} is not a valid name"), "invalid id")
+                    .help("ids match ^[A-Za-z0-9][A-Za-z0-9._-]*$ (a letter or digit, then letters, digits, '.', '_' or '-')"),
+            );
+        } else if is_spawn_name(id) {
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!("operation id {id:?} is reserved"),
+                    "reserved",
+                )
+                .help("spawn-<number> names are given to spawned operations; choose another id"),
+            );
+        }
+    }
+    let role = t
+        .require(r, "role", "\"implementer\"")
+        .and_then(|_| t.string(r, "role"));
+    if let Some((role, span)) = &role
+        && role.trim().is_empty()
+    {
+        r.error(
+            span.clone(),
+            format!("`role` of {} is empty", t.name),
+            "empty role",
+        );
+    }
+    let instruction = t
+        .require(r, "instruction", "\"what to do\"")
+        .and_then(|_| t.string(r, "instruction"));
+
+    let deps = t.strings(r, "depends_on");
+    let independent = t.bool(r, "independent_root");
+    let placement = match (deps, independent) {
+        (Some(deps), Some((true, ispan))) => {
+            r.push(
+                Diagnostic::new(
+                    ispan,
+                    format!("{} is an independent root but has depends_on", t.name),
+                    "conflicts with depends_on",
+                )
+                .help("remove depends_on, or set independent_root = false"),
+            );
+            Placement::After(deps)
+        }
+        (Some(deps), _) if deps.is_empty() => {
+            r.push(
+                Diagnostic::new(t.get("depends_on").map_or(t.span.clone(), |v| v.span()), format!("depends_on of {} is empty", t.name), "empty list")
+                    .help("use independent_root = true for a root, or omit depends_on to run after the operations before it"),
+            );
+            Placement::Root
+        }
+        (Some(deps), _) => Placement::After(deps),
+        (None, Some((true, _))) => Placement::Root,
+        (None, _) => Placement::AfterHeads,
+    };
+
+    let mut when = Condition::Succeeded;
+    if let Some(v) = t.get("when") {
+        if !matches!(placement, Placement::After(_)) {
+            r.push(
+                Diagnostic::new(
+                    t.key_span("when"),
+                    format!("`when` of {} has no effect without depends_on", t.name),
+                    "no incoming edges to condition",
+                )
+                .help("when conditions the edges from depends_on; add depends_on or remove when"),
+            );
+        }
+        if let Some(c) = read_when(r, &t, v) {
+            when = c;
+        }
+    }
+    let approval = t.bool(r, "approval").is_some_and(|(b, _)| b);
+    let agent = match t.get("agent") {
+        Some(_) => t.choice(r, "agent", &BUILTIN_AGENTS).map(|(s, _)| s),
+        None => Some("sim".to_string()),
+    };
+    let sim = t.get("sim").and_then(|v| {
+        if agent.as_deref().is_some_and(|a| a != "sim") {
+            r.push(
+                Diagnostic::new(
+                    t.key_span("sim"),
+                    format!("`sim` of {} applies only to agent = \"sim\"", t.name),
+                    "ignored by this agent",
+                )
+                .help("remove sim, or set agent = \"sim\""),
+            );
+        }
+        r.table(v, &format!("`sim` of {}", t.name))
+            .and_then(|s| read_sim(r, &s))
+    });
+    if r.diags.len() > before {
+        return None;
+    }
+    let (id, id_span) = id?;
+    let (role, role_span) = role?;
+    Some(OpDef {
+        id,
+        id_span,
+        role: role.trim().to_string(),
+        role_span,
+        instruction: instruction?.0,
+        placement,
+        when,
+        approval,
+        agent: agent?,
+        sim,
+    })
+}
+
+fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> Option<Condition> {
+    match v.get_ref() {
+        DeValue::String(_) => {
+            let (w, _) = t.choice(r, "when", &["succeeded", "failed", "always"])?;
+            Some(match w.as_str() {
+                "succeeded" => Condition::Succeeded,
+                "failed" => Condition::Failed,
+                _ => Condition::Always,
+            })
+        }
+        DeValue::Table(_) => {
+            let c = r.table(v, &format!("`when` of {}", t.name))?;
+            c.deny_unknown(r, &["pointer", "equals"]);
+            let pointer = c
+                .require(r, "pointer", "\"/verdict\"")
+                .and_then(|_| c.string(r, "pointer"));
+            let equals = c
+                .require(r, "equals", "\"ship\"")
+                .and_then(|_| c.json(r, "equals"));
+            let (pointer, pspan) = pointer?;
+            if let Err(msg) = validate_json_pointer(&pointer) {
+                r.push(
+                    Diagnostic::new(
+                        pspan,
+                        format!("invalid JSON pointer in {}", c.name),
+                        "invalid pointer",
+                    )
+                    .help(msg),
+                );
+                return None;
+            }
+            Some(Condition::Pointer {
+                pointer,
+                equals: equals?.0,
+            })
+        }
+        _ => {
+            r.push(
+                Diagnostic::new(
+                    v.span(),
+                    format!("`when` of {} must be a string or a table", t.name),
+                    "expected a condition",
+                )
+                .help(format!(
+                    "allowed: {}, or {{ pointer = \"/json/pointer\", equals = <value> }}",
+                    WHEN_WORDS.join(", ")
+                )),
+            );
+            None
+        }
+    }
+}
+
+fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
+    t.deny_unknown(r, SIM_KEYS);
+    let before = r.diags.len();
+    let mut spec = SimSpec::default_for("");
+    spec.duration_ms = 1000;
+    if let Some((ms, _)) = t.int(r, "duration_ms", 0, MAX_SIM_MS) {
+        spec.duration_ms = ms as u64;
+    }
+    if let Some((o, _)) = t.choice(r, "outcome", &SimOutcome::ALLOWED) {
+        spec.outcome = match o.as_str() {
+            "fail" => SimOutcome::Fail,
+            "escalate" => SimOutcome::Escalate,
+            _ => SimOutcome::Succeed,
+        };
+    }
+    spec.result = t.json(r, "result").map(|(v, _)| v);
+    spec.context = t.json_object(r, "context").map(|(m, _)| m);
+    spec.error = t.string(r, "error").map(|(s, _)| s);
+    spec.escalation = t.string(r, "escalation").map(|(s, _)| s);
+    if let Some(v) = t.get("emits") {
+        match v.get_ref() {
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let what = format!("{} emits[{i}]", t.name);
+                    if let Some(e) = r.table(item, &what)
+                        && let Some(emit) = read_emit(r, &e)
+                    {
+                        spec.emits.push(emit);
+                    }
+                }
+            }
+            _ => r.push(
+                Diagnostic::new(v.span(), format!("`emits` in {} must be an array of tables", t.name), "expected an array")
+                    .help("emits = [ { spawn_request = { instruction = \"...\", assignee = \"tester\" } } ]"),
+            ),
+        }
+    }
+    (r.diags.len() == before).then_some(spec)
+}
+
+fn read_emit(r: &mut Reader, e: &Table<'_, '_>) -> Option<SimEmit> {
+    e.deny_unknown(r, EMIT_KEYS);
+    let at_ms = e.int(r, "at_ms", 0, MAX_SIM_MS).map(|(n, _)| n as u64);
+    let has_spawn = e.contains("spawn_request");
+    let has_esc = e.contains("escalation");
+    if has_spawn == has_esc {
+        r.push(
+            Diagnostic::new(e.span.clone(), format!("{} must hold exactly one of spawn_request or escalation", e.name), "one request per emit")
+                .help("{ spawn_request = { instruction = \"...\" } } or { escalation = { reason = \"...\" } }"),
+        );
+        return None;
+    }
+    if has_spawn {
+        let req = e.table(r, "spawn_request")?;
+        req.deny_unknown(r, REQUEST_KEYS);
+        req.require(r, "instruction", "\"what the child should do\"")?;
+        req.string(r, "instruction")?;
+        req.string(r, "assignee");
+        req.string(r, "operation");
+        req.string(r, "reason");
+        req.bool(r, "independent");
+    }
+    let mut value = Map::new();
+    for key in ["spawn_request", "escalation"] {
+        if let Some((v, _)) = e.json(r, key) {
+            value.insert(key.to_string(), v);
+        }
+    }
+    Some(SimEmit {
+        at_ms,
+        value: Value::Object(value),
+    })
+}
+
+/// Duplicate ids, unknown and self dependencies.
+fn check_graph(r: &mut Reader, play: &Play) {
+    let mut first: HashMap<&str, &Span> = HashMap::new();
+    for op in &play.operations {
+        if let Some(prev) = first.get(op.id.as_str()) {
+            let (line, _) = super::diag::line_col(&play.source, prev.start);
+            r.push(
+                Diagnostic::new(
+                    op.id_span.clone(),
+                    format!("duplicate operation id {:?}", op.id),
+                    "defined again here",
+                )
+                .help(format!(
+                    "ids must be unique; {:?} is first defined on line {line}",
+                    op.id
+                )),
+            );
+        } else {
+            first.insert(&op.id, &op.id_span);
+        }
+    }
+    let ids: Vec<&str> = play.operations.iter().map(|o| o.id.as_str()).collect();
+    for op in &play.operations {
+        let Placement::After(deps) = &op.placement else {
+            continue;
+        };
+        for (dep, span) in deps {
+            if dep == &op.id {
+                r.push(
+                    Diagnostic::new(
+                        span.clone(),
+                        format!("operation {:?} depends on itself", op.id),
+                        "self dependency",
+                    )
+                    .help("remove it from depends_on"),
+                );
+            } else if !first.contains_key(dep.as_str()) {
+                let mut help = format!("known ids: {}", list(&ids, 12));
+                if let Some(s) = did_you_mean(dep, ids.iter().copied()) {
+                    help = format!("did you mean {s:?}? {help}");
+                }
+                r.push(
+                    Diagnostic::new(
+                        span.clone(),
+                        format!("operation {:?} depends on unknown operation {dep:?}", op.id),
+                        "no operation has this id",
+                    )
+                    .help(help),
+                );
+            }
+        }
+    }
+}
