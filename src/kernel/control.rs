@@ -90,7 +90,8 @@ pub(crate) enum Command {
 #[derive(Clone)]
 pub struct RunHandle {
     pub(crate) tx: mpsc::UnboundedSender<Command>,
-    pub(crate) signals: broadcast::Sender<Arc<Signal>>,
+    /// Weak, so observers see the stream close when the run ends.
+    pub(crate) signals: broadcast::WeakSender<Arc<Signal>>,
     pub(crate) final_snapshot: Arc<OnceLock<Snapshot>>,
     pub run_id: Arc<str>,
 }
@@ -135,10 +136,14 @@ impl Subscription {
 }
 
 impl RunHandle {
+    /// Signals from now on. After the run has ended the subscription is
+    /// closed at once.
     pub fn subscribe(&self) -> Subscription {
-        Subscription {
-            rx: self.signals.subscribe(),
-        }
+        let rx = match self.signals.upgrade() {
+            Some(tx) => tx.subscribe(),
+            None => broadcast::channel(1).1,
+        };
+        Subscription { rx }
     }
 
     async fn ask(&self, make: impl FnOnce(Reply) -> Command) -> Result<(), ControlError> {

@@ -190,7 +190,7 @@ impl Run {
         let final_snapshot = Arc::new(OnceLock::new());
         let handle = RunHandle {
             tx: ctl_tx,
-            signals: sig_tx.clone(),
+            signals: sig_tx.downgrade(),
             final_snapshot: final_snapshot.clone(),
             run_id: cfg.run_id.clone(),
         };

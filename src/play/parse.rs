@@ -89,13 +89,14 @@ pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
     {
         read_play(&mut r, &t, &mut play);
     }
+    let mut shapes = Vec::new();
     if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
-        read_operations(&mut r, v, &mut play.operations);
+        read_operations(&mut r, v, &mut play.operations, &mut shapes);
     }
-    if !r.has_errors() {
-        check_graph(&mut r, &play);
-    }
+    check_graph(&mut r, &play.source, &shapes);
     if r.has_errors() {
+        // Report in file order, whatever order the checks ran in.
+        r.diags.sort_by_key(|d| d.span.start);
         return Err(fail(r.diags));
     }
     // The graph builder catches cycles; report them with positions.
@@ -141,7 +142,20 @@ fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
     }
 }
 
-fn read_operations(r: &mut Reader, v: &super::reader::Val<'_>, out: &mut Vec<OpDef>) {
+/// The id and dependencies of an operation, read even when the rest of it
+/// has errors, so graph problems are reported in the same pass.
+struct Shape {
+    id: String,
+    id_span: Span,
+    deps: Vec<(String, Span)>,
+}
+
+fn read_operations(
+    r: &mut Reader,
+    v: &super::reader::Val<'_>,
+    out: &mut Vec<OpDef>,
+    shapes: &mut Vec<Shape>,
+) {
     let DeValue::Array(items) = v.get_ref() else {
         r.push(
             Diagnostic::new(
@@ -161,10 +175,16 @@ fn read_operations(r: &mut Reader, v: &super::reader::Val<'_>, out: &mut Vec<OpD
     }
     for (i, item) in items.iter().enumerate() {
         let name = format!("operations[{i}]");
-        if let Some(t) = r.table(item, &name)
-            && let Some(op) = read_operation(r, &t)
-        {
+        let Some(t) = r.table(item, &name) else {
+            continue;
+        };
+        if let Some(op) = read_operation(r, &t) {
             out.push(op);
+        }
+        let quiet = &mut Reader::default();
+        if let Some((id, id_span)) = t.string(quiet, "id") {
+            let deps = t.strings(quiet, "depends_on").unwrap_or_default();
+            shapes.push(Shape { id, id_span, deps });
         }
     }
 }
@@ -425,11 +445,11 @@ fn read_emit(r: &mut Reader, e: &Table<'_, '_>) -> Option<SimEmit> {
 }
 
 /// Duplicate ids, unknown and self dependencies.
-fn check_graph(r: &mut Reader, play: &Play) {
+fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
     let mut first: HashMap<&str, &Span> = HashMap::new();
-    for op in &play.operations {
+    for op in ops {
         if let Some(prev) = first.get(op.id.as_str()) {
-            let (line, _) = super::diag::line_col(&play.source, prev.start);
+            let (line, _) = super::diag::line_col(source, prev.start);
             r.push(
                 Diagnostic::new(
                     op.id_span.clone(),
@@ -445,12 +465,9 @@ fn check_graph(r: &mut Reader, play: &Play) {
             first.insert(&op.id, &op.id_span);
         }
     }
-    let ids: Vec<&str> = play.operations.iter().map(|o| o.id.as_str()).collect();
-    for op in &play.operations {
-        let Placement::After(deps) = &op.placement else {
-            continue;
-        };
-        for (dep, span) in deps {
+    let ids: Vec<&str> = ops.iter().map(|o| o.id.as_str()).collect();
+    for op in ops {
+        for (dep, span) in &op.deps {
             if dep == &op.id {
                 r.push(
                     Diagnostic::new(

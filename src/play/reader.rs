@@ -314,13 +314,7 @@ impl<'a, 'i> Table<'a, 'i> {
     /// A sub-table.
     pub fn table(&self, r: &mut Reader, key: &str) -> Option<Table<'a, 'i>> {
         let v = self.get(key)?;
-        r.table(
-            v,
-            &format!(
-                "[{}.{key}]",
-                self.name.trim_matches(|c| c == '[' || c == ']')
-            ),
-        )
+        r.table(v, &format!("`{key}` in {}", self.name))
     }
 
     /// An arbitrary value as JSON.

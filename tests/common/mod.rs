@@ -1,0 +1,242 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use playdeck::agents::{AgentRegistry, SimAgent};
+use playdeck::kernel::{
+    Agent, AgentOutcome, AgentResolver, BoxFuture, Envelope, Graph, Invocation, NodeBuilder, OpId,
+    Operation, Run, RunConfig, RunHandle, Signal, SignalKind, SignalSink, StaticRoleBuilder,
+};
+use serde_json::{Map, Value, json};
+
+/// Sim parameters: `sim(300)` runs 300 ms and succeeds.
+pub fn sim(ms: u64) -> Value {
+    json!({"duration_ms": ms, "outcome": "succeed", "result": null, "context": null, "emits": [], "error": null, "escalation": null})
+}
+
+pub fn sim_with(ms: u64, extra: Value) -> Value {
+    let mut v = sim(ms);
+    for (k, val) in extra.as_object().unwrap() {
+        v[k] = val.clone();
+    }
+    v
+}
+
+pub fn op(name: &str, role: &str, params: Value) -> Operation {
+    Operation::new(name, format!("do {name}"))
+        .with_role(role)
+        .with_agent("rec", params)
+}
+
+/// What the recording agent saw of one invocation.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub name: String,
+    pub context: Map<String, Value>,
+    pub at: tokio::time::Instant,
+}
+
+#[derive(Default)]
+pub struct Record {
+    pub seen: Vec<Seen>,
+    pub running: usize,
+    pub max_running: usize,
+}
+
+/// Wraps the sim agent, recording every invocation and the highest number
+/// running at once.
+#[derive(Clone)]
+pub struct RecordingAgent {
+    pub sim: SimAgent,
+    pub record: Arc<Mutex<Record>>,
+}
+
+impl RecordingAgent {
+    pub fn new() -> Self {
+        RecordingAgent {
+            sim: SimAgent::new(1.0),
+            record: Arc::default(),
+        }
+    }
+
+    pub fn invocations(&self, name: &str) -> usize {
+        self.record
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|s| s.name == name)
+            .count()
+    }
+
+    pub fn context_of(&self, name: &str) -> Map<String, Value> {
+        let r = self.record.lock().unwrap();
+        r.seen
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .context
+            .clone()
+    }
+}
+
+struct Dec(Arc<Mutex<Record>>);
+impl Drop for Dec {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().running -= 1;
+    }
+}
+
+impl Agent for RecordingAgent {
+    fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome> {
+        {
+            let mut r = self.record.lock().unwrap();
+            r.seen.push(Seen {
+                name: inv.name.to_string(),
+                context: inv.context.clone(),
+                at: tokio::time::Instant::now(),
+            });
+            r.running += 1;
+            r.max_running = r.max_running.max(r.running);
+        }
+        let dec = Dec(self.record.clone());
+        let fut = self.sim.invoke(inv);
+        Box::pin(async move {
+            let out = fut.await;
+            drop(dec);
+            out
+        })
+    }
+}
+
+pub struct Agents {
+    pub rec: RecordingAgent,
+    base: AgentRegistry,
+}
+
+impl AgentResolver for Agents {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn Agent>> {
+        if name == "rec" {
+            Some(Arc::new(self.rec.clone()))
+        } else {
+            self.base.resolve(name)
+        }
+    }
+}
+
+/// Collects every signal, in order.
+#[derive(Clone, Default)]
+pub struct Collect(pub Arc<Mutex<Vec<Arc<Signal>>>>);
+
+impl SignalSink for Collect {
+    fn write(&mut self, s: &Arc<Signal>) {
+        self.0.lock().unwrap().push(s.clone());
+    }
+}
+
+impl Collect {
+    pub fn all(&self) -> Vec<Arc<Signal>> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn types_for(&self, name: &str) -> Vec<&'static str> {
+        self.all()
+            .iter()
+            .filter(|s| s.kind.node().is_some_and(|n| &*n.name == name))
+            .map(|s| s.kind.type_name())
+            .collect()
+    }
+
+    pub fn count(&self, ty: &str) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| s.kind.type_name() == ty)
+            .count()
+    }
+
+    pub fn started_order(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter_map(|s| match &s.kind {
+                SignalKind::Started { node, .. } => Some(node.name.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+pub struct Harness {
+    pub run: Option<Run>,
+    pub handle: RunHandle,
+    pub signals: Collect,
+    pub agents: Arc<Agents>,
+}
+
+pub fn routes(roles: &[&str]) -> StaticRoleBuilder {
+    StaticRoleBuilder::new(roles.iter().map(|r| playdeck::kernel::RoleRoute {
+        role: Arc::from(*r),
+        agent: Arc::from("rec"),
+        params: Arc::new(sim(100)),
+    }))
+}
+
+pub fn harness(graph: Graph, cfg: RunConfig) -> Harness {
+    harness_with(
+        graph,
+        cfg,
+        Arc::new(routes(&["worker", "tester", "orchestrator"])),
+    )
+}
+
+pub fn harness_with(graph: Graph, cfg: RunConfig, builder: Arc<dyn NodeBuilder>) -> Harness {
+    let agents = Arc::new(Agents {
+        rec: RecordingAgent::new(),
+        base: AgentRegistry::builtin(1.0),
+    });
+    let (mut run, handle) = Run::new(graph, cfg, agents.clone(), builder).unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    Harness {
+        run: Some(run),
+        handle,
+        signals,
+        agents,
+    }
+}
+
+impl Harness {
+    pub async fn run(mut self) -> (Envelope, Collect, Arc<Agents>) {
+        let env = self.run.take().unwrap().run().await;
+        (env, self.signals, self.agents)
+    }
+
+    pub fn spawn(&mut self) -> tokio::task::JoinHandle<Envelope> {
+        self.run.take().unwrap().spawn()
+    }
+}
+
+/// name -> op_id of an envelope.
+pub fn ids_by_name(env: &Envelope) -> HashMap<String, OpId> {
+    env.operation_names
+        .iter()
+        .map(|(id, n)| (n.as_str().unwrap().to_string(), id.parse().unwrap()))
+        .collect()
+}
+
+pub fn names(env: &Envelope, ids: &[OpId]) -> Vec<String> {
+    let mut v: Vec<String> = ids
+        .iter()
+        .map(|i| env.name_of(i).unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Lets spawned tasks run without moving the paused clock.
+pub async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}

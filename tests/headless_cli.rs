@@ -1,0 +1,480 @@
+//! The binary as a script uses it: validate, headless runs, exit codes,
+//! NDJSON output, the event log and control lines on stdin.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_playdeck"));
+    c.env_remove("NO_COLOR");
+    c
+}
+
+fn write_play(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn types(v: &[Value]) -> Vec<String> {
+    v.iter()
+        .map(|l| l["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const PIPELINE: &str = r#"
+[play]
+name = "pipeline"
+[[operations]]
+id = "a"
+role = "worker"
+instruction = "first"
+sim = { duration_ms = 20 }
+[[operations]]
+id = "b"
+role = "worker"
+instruction = "second"
+sim = { duration_ms = 20 }
+"#;
+
+const GATED: &str = r#"
+[play]
+name = "gated"
+[[operations]]
+id = "a"
+role = "worker"
+instruction = "first"
+sim = { duration_ms = 20 }
+[[operations]]
+id = "gate"
+role = "worker"
+instruction = "needs a yes"
+approval = true
+sim = { duration_ms = 20 }
+"#;
+
+#[test]
+fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_play(dir.path(), "good.toml", PIPELINE);
+    let out = bin()
+        .arg("validate")
+        .arg(&good)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ok — play \"pipeline\", 2 operations"),
+        "{stdout}"
+    );
+
+    let bad = write_play(
+        dir.path(),
+        "bad.toml",
+        &PIPELINE.replace("id = \"b\"", "id = \"a\""),
+    );
+    let out = bin()
+        .arg("validate")
+        .arg(&bad)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.toml:10:6"), "{stderr}");
+    assert!(stderr.contains("duplicate operation id \"a\""), "{stderr}");
+    assert!(!dir.path().join(".playdeck").exists());
+}
+
+#[test]
+fn a_rejected_play_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write_play(dir.path(), "bad.toml", "[play]\nname = 1\n");
+    let out = bin()
+        .args(["run", "--headless"])
+        .arg(&bad)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(!dir.path().join(".playdeck").exists());
+    let missing = bin()
+        .args(["run", "--headless", "nope.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read play file nope.toml"));
+}
+
+#[test]
+fn a_headless_run_prints_ndjson_and_writes_the_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "p.toml", PIPELINE);
+    let out = bin()
+        .args(["run", "--headless"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = lines(&out);
+    assert_eq!(
+        types(&v),
+        [
+            "run_started",
+            "queued",
+            "queued",
+            "started",
+            "completed",
+            "started",
+            "completed",
+            "round_ended",
+            "run_finished",
+            "result"
+        ]
+    );
+    let result = v.last().unwrap();
+    assert_eq!(result["outcome"], "succeeded");
+    assert_eq!(result["completed_operations"].as_array().unwrap().len(), 2);
+
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".playdeck/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let run_dir = runs[0].as_ref().unwrap().path();
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("play.toml")).unwrap(),
+        PIPELINE
+    );
+    // The event log is the same stream the printer printed.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let printed: Vec<&str> = stdout.lines().collect();
+    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        printed[..printed.len() - 1]
+    );
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("result.json")).unwrap())
+            .unwrap();
+    let mut expected = result.clone();
+    expected.as_object_mut().unwrap().remove("type");
+    assert_eq!(saved, expected);
+    // The readable summary goes to stderr.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outcome: succeeded"));
+}
+
+#[test]
+fn exit_codes_follow_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = write_play(
+        dir.path(),
+        "f.toml",
+        &PIPELINE.replace(
+            "sim = { duration_ms = 20 }\n[[operations]]",
+            "sim = { duration_ms = 20, outcome = \"fail\" }\n[[operations]]",
+        ),
+    );
+    let out = bin()
+        .args(["run", "--headless"])
+        .arg(&failing)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = lines(&out);
+    assert_eq!(v.last().unwrap()["outcome"], "failed");
+    assert_eq!(
+        v.last().unwrap()["skipped_operations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn an_approval_with_no_operator_is_denied_when_stdin_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "g.toml", GATED);
+    let out = bin()
+        .args(["run", "--headless"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = lines(&out);
+    let denied = v
+        .iter()
+        .find(|l| l["type"] == "denied")
+        .expect("a denied signal");
+    assert_eq!(
+        (denied["name"].as_str(), denied["reason"].as_str()),
+        (Some("gate"), Some("no operator"))
+    );
+
+    for (flag, code) in [("all", 0), ("none", 1)] {
+        let out = bin()
+            .args(["run", "--headless", "--approve", flag])
+            .arg(&play)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "--approve {flag}");
+    }
+}
+
+/// A running child whose stdout lines arrive on a channel.
+struct Live {
+    child: Child,
+    rx: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Live {
+    fn start(args: &[&str], dir: &Path) -> Live {
+        let mut child = bin()
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        Live {
+            child,
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads until a line matches, returning it.
+    fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let v = self
+                .rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("timed out waiting for a line");
+            self.seen.push(v.clone());
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn started(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .filter(|v| v["type"] == "started")
+            .map(|v| v["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+#[test]
+fn stdin_control_steps_through_a_paused_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "p.toml", PIPELINE);
+    let mut live = Live::start(
+        &["run", "--headless", "--paused", play.to_str().unwrap()],
+        dir.path(),
+    );
+    live.until(|v| v["type"] == "paused" && v["name"] == "a");
+    live.send("step");
+    live.until(|v| v["type"] == "completed" && v["name"] == "a");
+    live.until(|v| v["type"] == "paused" && v["name"] == "b");
+    assert_eq!(live.started(), ["a"]);
+    live.send("step");
+    live.until(|v| v["type"] == "completed" && v["name"] == "b");
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(live.child.stdin.take());
+    assert_eq!(live.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn stdin_control_approves_and_reports_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "g.toml", GATED);
+    let mut live = Live::start(&["run", "--headless", play.to_str().unwrap()], dir.path());
+    live.until(|v| v["type"] == "awaiting_approval");
+    live.send("approve nothing-here");
+    live.send("launch");
+    live.send("approve gate");
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(live.child.stdin.take());
+    let out = live.child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("approve: no operation named \"nothing-here\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unknown control line \"launch\"; allowed: pause | resume"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_cancel_line_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = PIPELINE.replace("duration_ms = 20", "duration_ms = 60000");
+    let play = write_play(dir.path(), "s.toml", &slow);
+    let mut live = Live::start(&["run", "--headless", play.to_str().unwrap()], dir.path());
+    live.until(|v| v["type"] == "started");
+    live.send("cancel");
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "cancelled");
+    assert_eq!(live.child.wait().unwrap().code(), Some(1));
+}
+
+#[test]
+fn sigint_cancels_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = PIPELINE.replace("duration_ms = 20", "duration_ms = 60000");
+    let play = write_play(dir.path(), "s.toml", &slow);
+    let mut live = Live::start(&["run", "--headless", play.to_str().unwrap()], dir.path());
+    live.until(|v| v["type"] == "started");
+    let pid = live.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "cancelled");
+    assert_eq!(live.child.wait().unwrap().code(), Some(1));
+}
+
+#[test]
+fn the_demo_play_shows_every_kind_of_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["run", "--headless", "--speed", "40", "--approve", "all"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the demo fails and escalates on purpose"
+    );
+    let v = lines(&out);
+    let t = types(&v);
+    for ty in [
+        "spawned",
+        "spawn_dropped",
+        "failed",
+        "skipped",
+        "escalated",
+        "approved",
+        "round_ended",
+    ] {
+        assert!(t.iter().any(|x| x == ty), "no {ty} in the demo");
+    }
+    let result = v.last().unwrap();
+    let reasons: Vec<&str> = result["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["builder_error", "duplicate", "max_spawn_exceeded"]
+    );
+    assert_eq!(result["spawned_operations"], 3);
+    // Completed, failed and skipped are disjoint and cover every operation.
+    let mut all: Vec<&str> = [
+        "completed_operations",
+        "failed_operations",
+        "skipped_operations",
+    ]
+    .iter()
+    .flat_map(|k| {
+        result[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+    })
+    .collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n);
+    assert_eq!(n, result["operation_names"].as_object().unwrap().len());
+    let duration = v
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "run_finished")
+        .unwrap()["elapsed"]
+        .as_f64()
+        .unwrap();
+    // 30–60 s at speed 1.
+    assert!((30.0..=60.0).contains(&(duration * 40.0)), "{duration}");
+}
+
+#[test]
+fn demo_print_shows_the_embedded_play() {
+    let out = bin().args(["demo", "--print"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let file = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/plays/demo.toml"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), file);
+}
+
+#[test]
+fn bad_flags_are_rejected_with_what_is_allowed() {
+    let out = bin()
+        .args(["run", "--headless", "--speed", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: a number greater than 0"));
+}

@@ -1,0 +1,866 @@
+//! The kernel's rules (ADR-0033), under tokio's paused clock.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use playdeck::kernel::{
+    ApprovalPolicy, Condition, ControlError, DropReason, GraphBuilder, Lane, NewOperation,
+    Observed, Operation, OperationKind, Outcome, RunConfig, SignalKind, lane_for,
+};
+use serde_json::{Value, json};
+use tokio::time::{Instant, sleep};
+
+fn cfg() -> RunConfig {
+    RunConfig::default()
+}
+
+fn fail(ms: u64, error: &str) -> Value {
+    sim_with(ms, json!({"outcome": "fail", "error": error}))
+}
+
+fn result(ms: u64, result: Value) -> Value {
+    sim_with(ms, json!({ "result": result }))
+}
+
+fn drops(env: &playdeck::kernel::Envelope) -> Vec<DropReason> {
+    env.dropped_spawns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|d| d.reason)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn edge_conditions_and_skip_propagation() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", fail(100, "boom")));
+    let on_ok = b.add_after(
+        op("on-success", "worker", sim(100)),
+        [(a, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("on-failure", "worker", sim(100)),
+        [(a, Condition::Failed)],
+    );
+    b.add_after(op("always", "worker", sim(100)), [(a, Condition::Always)]);
+    let s2 = b.add_after(
+        op("after-skip", "worker", sim(100)),
+        [(on_ok, Condition::Always)],
+    );
+    b.add_after(
+        op("after-skip-2", "worker", sim(100)),
+        [(s2, Condition::Failed)],
+    );
+    let (env, sig, agents) = harness(b.build().unwrap(), cfg()).run().await;
+
+    assert_eq!(names(&env, &env.failed_operations), ["a"]);
+    assert_eq!(
+        names(&env, &env.skipped_operations),
+        ["after-skip", "after-skip-2", "on-success"]
+    );
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["always", "on-failure"]
+    );
+    let ids = ids_by_name(&env);
+    assert_eq!(env.result_of(&ids["a"]), Some(&json!({"error": "boom"})));
+    // Skips are recorded and reported, and never produce a result.
+    assert!(env.result_of(&ids["on-success"]).is_none());
+    assert_eq!(sig.types_for("on-success"), ["queued", "skipped"]);
+    assert_eq!(agents.rec.invocations("on-success"), 0);
+    assert_eq!(env.outcome, Outcome::Failed);
+    env.check_disjoint().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_runs_when_any_incoming_edge_is_valid() {
+    let mut b = GraphBuilder::new();
+    let ok = b.add_root(op("ok", "worker", sim(100)));
+    let bad = b.add_root(op("bad", "worker", fail(100, "x")));
+    let skipped = b.add_after(
+        op("skipped", "worker", sim(100)),
+        [(bad, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("one-valid", "worker", sim(100)),
+        [(ok, Condition::Succeeded), (bad, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("none-valid", "worker", sim(100)),
+        [(bad, Condition::Succeeded), (skipped, Condition::Always)],
+    );
+    b.add_after(
+        op("skipped-and-valid", "worker", sim(100)),
+        [(skipped, Condition::Always), (ok, Condition::Always)],
+    );
+    let (env, _, _) = harness(b.build().unwrap(), cfg()).run().await;
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["ok", "one-valid", "skipped-and-valid"]
+    );
+    assert_eq!(
+        names(&env, &env.skipped_operations),
+        ["none-valid", "skipped"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pointer_conditions_pick_a_branch() {
+    let mut b = GraphBuilder::new();
+    let t = b.add_root(op(
+        "triage",
+        "worker",
+        result(100, json!({"verdict": "ship", "n": {"k": [1, 2]}})),
+    ));
+    let when = |p: &str, v: Value| Condition::Pointer {
+        pointer: p.into(),
+        equals: v,
+    };
+    b.add_after(
+        op("ship", "worker", sim(100)),
+        [(t, when("/verdict", json!("ship")))],
+    );
+    b.add_after(
+        op("hold", "worker", sim(100)),
+        [(t, when("/verdict", json!("hold")))],
+    );
+    b.add_after(
+        op("nested", "worker", sim(100)),
+        [(t, when("/n/k/1", json!(2)))],
+    );
+    b.add_after(
+        op("missing", "worker", sim(100)),
+        [(t, when("/nope", json!(null)))],
+    );
+    let (env, _, _) = harness(b.build().unwrap(), cfg()).run().await;
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["nested", "ship", "triage"]
+    );
+    assert_eq!(names(&env, &env.skipped_operations), ["hold", "missing"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn context_flows_from_predecessors_and_back_into_the_flow() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op(
+        "a",
+        "worker",
+        result(100, json!({"n": 1, "context": {"team": {"lead": "ana"}}})),
+    ));
+    let c = b.add_root(op("c", "worker", result(50, json!({"m": 2}))));
+    b.add_after(
+        op("b", "worker", sim(100)),
+        [(a, Condition::Succeeded), (c, Condition::Succeeded)],
+    );
+    let graph = b.build().unwrap();
+    let mut config = cfg();
+    config.context = json!({"repo": "x", "team": {"size": 3}})
+        .as_object()
+        .unwrap()
+        .clone();
+    let (env, _, agents) = harness(graph, config).run().await;
+
+    let ctx = agents.rec.context_of("b");
+    let a_result = env.result_of(&a).unwrap();
+    assert_eq!(ctx[&format!("{a}_result")], *a_result);
+    assert_eq!(ctx[&format!("{c}_result")], json!({"m": 2}));
+    // The flow context is merged in, including what `a` merged back.
+    assert_eq!(ctx["repo"], json!("x"));
+    assert_eq!(ctx["team"], json!({"size": 3, "lead": "ana"}));
+    assert_eq!(
+        Value::Object(env.final_context.clone()),
+        json!({"repo": "x", "team": {"size": 3, "lead": "ana"}})
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_concurrency_limit_holds_and_waiting_on_approval_holds_no_slot() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("gate", "worker", sim(100)).with_approval(true));
+    for i in 0..6 {
+        b.add_root(op(&format!("w{i}"), "worker", sim(100)));
+    }
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            max_concurrent: 2,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    let t0 = Instant::now();
+    // Six 100 ms operations, two at a time, while the gate waits unapproved.
+    sleep(Duration::from_millis(350)).await;
+    assert_eq!(h.signals.count("completed"), 6);
+    assert_eq!(h.signals.types_for("gate"), ["queued", "awaiting_approval"]);
+    h.handle.approve("gate", "test").await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    assert_eq!(h.agents.rec.record.lock().unwrap().max_running, 2);
+    assert_eq!(t0.elapsed(), Duration::from_millis(450));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_step_and_resume_act_at_operation_boundaries() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(100)));
+    b.add_root(op("d", "worker", sim(100)));
+    b.add_after(op("b", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            start_paused: true,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    settle().await;
+    assert!(h.signals.started_order().is_empty());
+    assert_eq!(h.signals.types_for("a"), ["queued", "paused"]);
+
+    h.handle.step().await.unwrap();
+    settle().await;
+    assert_eq!(h.signals.started_order(), ["a"]);
+    sleep(Duration::from_millis(150)).await;
+    // a finished; b became ready and waits; nothing else started.
+    assert_eq!(h.signals.started_order(), ["a"]);
+    assert_eq!(h.signals.types_for("b"), ["queued", "paused"]);
+
+    h.handle.step().await.unwrap();
+    settle().await;
+    assert_eq!(h.signals.started_order(), ["a", "d"]);
+
+    // Still paused: d runs to its end, b keeps waiting.
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.signals.started_order(), ["a", "d"]);
+    assert_eq!(
+        h.signals.types_for("d"),
+        ["queued", "paused", "resumed", "started", "completed"]
+    );
+    h.handle.resume().await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(h.signals.started_order(), ["a", "d", "b"]);
+    assert_eq!(env.completed_operations.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_soft_pause_lets_running_work_finish_and_parks_what_would_start() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(200)));
+    b.add_after(op("b", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    sleep(Duration::from_millis(50)).await;
+    h.handle.pause().await.unwrap();
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.signals.types_for("a"), ["queued", "started", "completed"]);
+    assert_eq!(h.signals.types_for("b"), ["queued", "paused"]);
+    assert_eq!(
+        h.handle.snapshot().await.unwrap().nodes[1]
+            .waiting_for
+            .as_deref(),
+        Some("paused")
+    );
+    h.handle.resume().await.unwrap();
+    run.await.unwrap();
+    assert_eq!(
+        h.signals.types_for("b"),
+        ["queued", "paused", "resumed", "started", "completed"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_with_nothing_waiting_starts_the_next_ready_operation() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(100)));
+    b.add_after(op("b", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    b.add_after(op("c", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            start_paused: true,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    settle().await;
+    h.handle.step().await.unwrap(); // a
+    settle().await;
+    h.handle.step().await.unwrap(); // nothing waits: a credit
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.signals.started_order(), ["a", "b"]);
+    assert_eq!(h.signals.types_for("c"), ["queued", "paused"]);
+    h.handle.resume().await.unwrap();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn step_requires_a_pause() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(100)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    assert_eq!(h.handle.step().await, Err(ControlError::NotPaused));
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn approval_gates_wait_for_a_decision() {
+    let mut b = GraphBuilder::new();
+    let g1 = b.add_root(op("approved", "worker", sim(100)).with_approval(true));
+    let g2 = b.add_root(op("denied", "worker", sim(100)).with_approval(true));
+    b.add_after(
+        op("after-approved", "worker", sim(100)),
+        [(g1, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("after-denied", "worker", sim(100)),
+        [(g2, Condition::Succeeded)],
+    );
+    b.add_root(op("plain", "worker", sim(100)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    sleep(Duration::from_millis(500)).await;
+    let h2 = &h.handle;
+    assert!(matches!(
+        h2.approve("ghost", "t").await,
+        Err(ControlError::UnknownOperation(_))
+    ));
+    assert!(matches!(
+        h2.approve("plain", "t").await,
+        Err(ControlError::NoApprovalGate { .. })
+    ));
+    h2.approve("approved", "alice").await.unwrap();
+    assert!(matches!(
+        h2.approve("approved", "t").await,
+        Err(ControlError::AlreadyDecided { .. })
+    ));
+    h2.deny("denied", "bob", "not today").await.unwrap();
+    let env = run.await.unwrap();
+
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["after-approved", "approved", "plain"]
+    );
+    assert_eq!(names(&env, &env.failed_operations), ["denied"]);
+    assert_eq!(names(&env, &env.skipped_operations), ["after-denied"]);
+    assert_eq!(
+        env.result_of(&g2),
+        Some(&json!({"error": "denied by bob: not today"}))
+    );
+    assert_eq!(
+        h.signals.types_for("denied"),
+        ["queued", "awaiting_approval", "denied", "failed"]
+    );
+    assert_eq!(
+        h.signals.types_for("approved"),
+        [
+            "queued",
+            "awaiting_approval",
+            "approved",
+            "started",
+            "completed"
+        ]
+    );
+    assert_eq!(env.outcome, Outcome::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn approvals_can_be_decided_before_the_gate_is_reached_or_by_policy() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(100)));
+    b.add_after(
+        op("gate", "worker", sim(100)).with_approval(true),
+        [(a, Condition::Succeeded)],
+    );
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    h.handle.approve("gate", "early").await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    assert_eq!(
+        h.signals.types_for("gate"),
+        ["queued", "approved", "started", "completed"]
+    );
+
+    for (policy, outcome) in [
+        (ApprovalPolicy::ApproveAll, Outcome::Succeeded),
+        (
+            ApprovalPolicy::DenyAll {
+                reason: Arc::from("no operator"),
+            },
+            Outcome::Failed,
+        ),
+    ] {
+        let mut b = GraphBuilder::new();
+        b.add_root(op("gate", "worker", sim(100)).with_approval(true));
+        let (env, _, _) = harness(
+            b.build().unwrap(),
+            RunConfig {
+                approvals: policy,
+                ..cfg()
+            },
+        )
+        .run()
+        .await;
+        assert_eq!(env.outcome, outcome);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn denying_what_waits_when_the_operator_leaves() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("gate", "worker", sim(100)).with_approval(true));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    settle().await;
+    h.handle
+        .set_approval_policy(ApprovalPolicy::DenyAll {
+            reason: Arc::from("no operator"),
+        })
+        .await
+        .unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(
+        env.result_of(&env.failed_operations[0]),
+        Some(&json!({"error": "denied by policy: no operator"}))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn hold_keeps_one_queued_operation_back_without_a_slot() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(100)));
+    b.add_after(op("held", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    b.add_after(op("free", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            max_concurrent: 1,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    h.handle.hold("held").await.unwrap();
+    settle().await;
+    assert!(matches!(
+        h.handle.hold("a").await,
+        Err(ControlError::CannotHold {
+            state: "running",
+            ..
+        })
+    ));
+    sleep(Duration::from_millis(500)).await;
+    // With one slot, `free` ran although `held` was ready first.
+    assert_eq!(h.signals.started_order(), ["a", "free"]);
+    assert_eq!(h.signals.types_for("held"), ["queued", "held", "paused"]);
+    let snap = h.handle.snapshot().await.unwrap();
+    let held = snap.nodes.iter().find(|n| &*n.name == "held").unwrap();
+    assert_eq!(
+        (held.lane, held.waiting_for.as_deref()),
+        (Lane::Paused, Some("held by the operator"))
+    );
+    h.handle.unhold("held").await.unwrap();
+    assert!(matches!(
+        h.handle.unhold("held").await,
+        Err(ControlError::NotHeld { .. })
+    ));
+    let env = run.await.unwrap();
+    assert_eq!(env.completed_operations.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spawn_requests_are_admitted_under_the_emitter() {
+    let mut b = GraphBuilder::new();
+    let root = b.add_root(op(
+        "root",
+        "orchestrator",
+        result(
+            100,
+            json!({"spawn_request": [
+                {"instruction": "write tests", "assignee": "tester", "reason": "coverage"},
+                {"instruction": "free work", "assignee": "worker", "independent": true}
+            ]}),
+        ),
+    ));
+    let graph = b.build().unwrap();
+    let (env, sig, _) = harness(graph, cfg()).run().await;
+    assert_eq!(env.spawned_operations, Some(2));
+    let spawned: Vec<_> = sig
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Spawned {
+                name,
+                parent_id,
+                independent,
+                assignee,
+                ..
+            } => Some((
+                name.to_string(),
+                *parent_id,
+                *independent,
+                assignee.as_deref().map(str::to_string),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        spawned,
+        [
+            ("spawn-1".into(), Some(root), false, Some("tester".into())),
+            ("spawn-2".into(), Some(root), true, Some("worker".into())),
+        ]
+    );
+    // The dependent child waits on its emitter; the independent one has no edge.
+    let queued_deps: Vec<usize> = sig
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Queued { node, .. } if node.name.starts_with("spawn-") => {
+                Some(node.depends_on.len())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(queued_deps, [1, 0]);
+    assert_eq!(env.completed_operations.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_drop_reason_reaches_the_ledger() {
+    let long_name = "g".repeat(600);
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "root",
+        "orchestrator",
+        sim_with(
+            300,
+            json!({
+                "result": {"spawn_request": [
+                    {"instruction": "ok", "assignee": "worker"},
+                    {"instruction": "ok", "assignee": "worker"},
+                    {"instruction": "x", "assignee": long_name},
+                    {"assignee": "worker"},
+                    {"instruction": "   "},
+                    {"instruction": "second", "assignee": "worker"},
+                    {"instruction": "third", "assignee": "worker"}
+                ]},
+                "emits": [{"at_ms": 100, "value": {"spawn_request": {"instruction": "early", "assignee": "tester"}}},
+                          {"at_ms": 200, "value": {"spawn_request": {"instruction": "early", "assignee": "tester"}}}]
+            }),
+        ),
+    ));
+    let (env, sig, _) = harness(
+        b.build().unwrap(),
+        RunConfig {
+            max_spawn: 3,
+            ..cfg()
+        },
+    )
+    .run()
+    .await;
+    assert_eq!(
+        drops(&env),
+        [
+            DropReason::Duplicate,        // the bus repeats itself
+            DropReason::Duplicate,        // the result repeats a request
+            DropReason::BuilderError,     // unknown assignee
+            DropReason::BuilderError,     // no instruction
+            DropReason::NullChild,        // blank instruction
+            DropReason::MaxSpawnExceeded, // third accepted would exceed 3
+        ]
+    );
+    let d = env.dropped_spawns.as_ref().unwrap();
+    assert!(
+        d.iter()
+            .all(|d| d.emitter_id == Some(env.completed_operations[0])
+                && d.detail.chars().count() <= 500)
+    );
+    assert_eq!(d[2].detail.chars().count(), 500);
+    assert!(d[3].detail.contains("missing instruction"));
+    // spawn-N is allocated after routing: early, ok, second accepted; third got spawn-4 and was refused.
+    assert!(
+        d[5].detail.starts_with("spawn-4 refused"),
+        "{}",
+        d[5].detail
+    );
+    assert_eq!(env.spawned_operations, Some(3));
+    assert_eq!(sig.count("spawn_dropped"), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_spawned_signal_cuts_the_instruction_but_the_operation_keeps_it() {
+    let long = "é".repeat(700);
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "root",
+        "worker",
+        result(100, json!({"spawn_request": {"instruction": long.clone()}})),
+    ));
+    let (env, sig, _) = harness(b.build().unwrap(), cfg()).run().await;
+    let (cut, queued) = sig.all().iter().fold((None, None), |acc, s| match &s.kind {
+        SignalKind::Spawned { instruction, .. } => (Some(instruction.chars().count()), acc.1),
+        SignalKind::Queued {
+            node, instruction, ..
+        } if &*node.name == "spawn-1" => (acc.0, Some(instruction.chars().count())),
+        _ => acc,
+    });
+    assert_eq!((cut, queued), (Some(512), Some(700)));
+    assert_eq!(env.spawned_operations, Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn extraction_stops_below_depth_four_and_the_allowlist_holds() {
+    let nested = |depth: usize| {
+        (0..depth).fold(
+            json!({"spawn_request": {"instruction": format!("d{depth}"), "operation": "shell"}}),
+            |acc, i| json!({ format!("k{i}"): acc }),
+        )
+    };
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "root",
+        "worker",
+        result(100, json!({"deep": [nested(2)], "deeper": [[nested(2)]]})),
+    ));
+    let (env, sig, _) = harness(b.build().unwrap(), cfg()).run().await;
+    // deep: object(0) -> array(1) -> k1(2) -> k0(3) -> request object(4).
+    // deeper adds one array level: depth 5, not found.
+    assert_eq!(env.spawned_operations, Some(1));
+    let warnings: Vec<String> = sig
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Warning { message, .. } => Some(message.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].contains("\"shell\"") && warnings[0].contains("operate"));
+    let _ = OperationKind::Operate;
+}
+
+#[tokio::test(start_paused = true)]
+async fn escalation_completes_the_operation_and_flags_the_run() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op(
+        "a",
+        "worker",
+        sim_with(
+            100,
+            json!({"outcome": "escalate", "escalation": "need a human"}),
+        ),
+    ));
+    b.add_after(op("next", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let (env, sig, _) = harness(b.build().unwrap(), cfg()).run().await;
+    assert_eq!(env.escalated_operations, Some(vec![a]));
+    assert!(env.completed_operations.contains(&a));
+    assert_eq!(names(&env, &env.completed_operations), ["a", "next"]);
+    assert_eq!(env.outcome, Outcome::Failed);
+    assert_eq!(sig.types_for("a"), ["queued", "started", "escalated"]);
+    let lane = sig
+        .all()
+        .iter()
+        .filter(|s| s.kind.node().is_some_and(|n| &*n.name == "a"))
+        .fold(Lane::Queued, |l, s| lane_for(l, &s.kind));
+    assert_eq!(lane, Lane::Escalated);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_reactive_run_extracts_nothing() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "a",
+        "worker",
+        result(100, json!({"spawn_request": {"instruction": "x"}})),
+    ));
+    let (env, sig, _) = harness(
+        b.build().unwrap(),
+        RunConfig {
+            reactive: false,
+            ..cfg()
+        },
+    )
+    .run()
+    .await;
+    assert_eq!(env.spawned_operations, None);
+    assert_eq!(env.dropped_spawns, None);
+    assert_eq!(sig.count("spawned"), 0);
+    let json = serde_json::to_value(&env).unwrap();
+    assert!(json.get("spawned_operations").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn inject_goes_through_admission_and_fails_outside_a_run() {
+    let mut b = GraphBuilder::new();
+    let a_op = op("a", "worker", sim(300));
+    let a_clone = a_op.clone();
+    let a = b.add_root(a_op);
+    let bb = b.add_after(op("b", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            max_spawn: 2,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    settle().await;
+    let new = |o: Operation, parent| NewOperation {
+        op: o,
+        depends_on: vec![],
+        parent,
+        independent: false,
+    };
+    // Accepted: a fresh operation under `a`.
+    assert!(
+        h.handle
+            .inject(new(op("", "worker", sim(100)), Some(a)))
+            .await
+    );
+    // Cycle: `a` again, now under `b` (b -> a closes a -> b -> a).
+    assert!(h.handle.inject(new(a_clone, Some(bb))).await);
+    // Cap: max_spawn 2 counts accepted spawns only; one more is fine, then refused.
+    assert!(
+        h.handle
+            .inject(new(op("extra", "worker", sim(100)), None))
+            .await
+    );
+    assert!(
+        h.handle
+            .inject(new(op("over", "worker", sim(100)), None))
+            .await
+    );
+    let env = run.await.unwrap();
+    assert_eq!(
+        drops(&env),
+        [DropReason::Cycle, DropReason::MaxSpawnExceeded]
+    );
+    assert_eq!(env.dropped_spawns.as_ref().unwrap()[0].op_id, Some(a));
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["a", "b", "extra", "spawn-1"]
+    );
+    assert!(
+        !h.handle
+            .inject(new(op("late", "worker", sim(100)), None))
+            .await
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_stops_running_work_and_skips_the_rest() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("long", "worker", sim(10_000)));
+    b.add_after(op("next", "worker", sim(100)), [(a, Condition::Succeeded)]);
+    b.add_root(op("gate", "worker", sim(100)).with_approval(true));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    let t0 = Instant::now();
+    sleep(Duration::from_millis(1000)).await;
+    h.handle.cancel().await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(1000));
+    assert_eq!(env.outcome, Outcome::Cancelled);
+    assert_eq!(names(&env, &env.failed_operations), ["long"]);
+    assert_eq!(env.result_of(&a), Some(&json!({"error": "cancelled"})));
+    assert_eq!(names(&env, &env.skipped_operations), ["gate", "next"]);
+    assert_eq!(
+        h.agents.rec.record.lock().unwrap().running,
+        0,
+        "the agent future was dropped"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_operations_are_never_invoked_again_and_signals_have_no_gaps() {
+    let mut b = GraphBuilder::new();
+    let mut prev = b.add_root(op("n0", "worker", sim(10)));
+    for i in 1..20 {
+        let o = op(
+            &format!("n{i}"),
+            "worker",
+            if i % 7 == 0 { fail(10, "x") } else { sim(10) },
+        );
+        prev = b.add_after(o, [(prev, Condition::Always)]);
+    }
+    for i in 0..10 {
+        b.add_root(op(&format!("r{i}"), "worker", sim(5)));
+    }
+    let (env, sig, agents) = harness(b.build().unwrap(), cfg()).run().await;
+    for name in ids_by_name(&env).keys() {
+        assert_eq!(agents.rec.invocations(name), 1, "{name}");
+    }
+    let seqs: Vec<u64> = sig.all().iter().map(|s| s.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(sig.all().last().unwrap().kind.type_name(), "run_finished");
+    assert_eq!(sig.all()[0].kind.type_name(), "run_started");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lagging_observer_is_told_and_resynchronises_from_a_snapshot() {
+    let mut b = GraphBuilder::new();
+    for i in 0..200 {
+        b.add_root(op(&format!("n{i}"), "worker", json!(null)).with_agent("noop", json!(null)));
+    }
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            signal_buffer: 16,
+            max_concurrent: 50,
+            ..cfg()
+        },
+    );
+    let mut sub = h.handle.subscribe();
+    let env = h.spawn().await.unwrap();
+    assert_eq!(env.completed_operations.len(), 200);
+    let Observed::Lagged { missed } = sub.next().await else {
+        panic!("expected a lag");
+    };
+    assert!(missed > 0);
+    let snap = h.handle.snapshot().await.unwrap();
+    let last_seq = h.signals.all().last().unwrap().seq;
+    assert_eq!(snap.seq, last_seq);
+    assert!(snap.nodes.iter().all(|n| n.lane == Lane::Succeeded));
+    // What remains in the buffer is the tail, then the stream closes.
+    let mut tail = Vec::new();
+    loop {
+        match sub.next().await {
+            Observed::Signal(s) => tail.push(s.seq),
+            Observed::Closed => break,
+            Observed::Lagged { .. } => {}
+        }
+    }
+    assert_eq!(tail.last(), Some(&last_seq));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_ends_each_time_the_run_drains() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(100)));
+    b.add_after(
+        op("gate", "worker", sim(100)).with_approval(true),
+        [(a, Condition::Succeeded)],
+    );
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    sleep(Duration::from_millis(500)).await;
+    h.handle.approve("gate", "t").await.unwrap();
+    run.await.unwrap();
+    let rounds: Vec<u32> = h
+        .signals
+        .all()
+        .iter()
+        .filter_map(|s| match s.kind {
+            SignalKind::RoundEnded { round } => Some(round),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rounds, [1, 2]);
+}

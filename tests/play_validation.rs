@@ -1,0 +1,327 @@
+//! Play validation: every problem reported at once, each with its position.
+
+use playdeck::kernel::Condition;
+use playdeck::play::{Placement, Play};
+
+/// (line:col, message) of every problem.
+fn errors(src: &str) -> Vec<(String, String)> {
+    let d = Play::from_str("p.toml", src).expect_err("the play should be rejected");
+    d.items
+        .iter()
+        .map(|i| {
+            let (l, c) = d.line_col(i.span.start);
+            (format!("{l}:{c}"), i.message.clone())
+        })
+        .collect()
+}
+
+fn helps(src: &str) -> Vec<String> {
+    let d = Play::from_str("p.toml", src).unwrap_err();
+    d.items
+        .iter()
+        .map(|i| i.help.clone().unwrap_or_default())
+        .collect()
+}
+
+const HEAD: &str = "[play]\nname = \"t\"\n";
+
+fn play(ops: &str) -> String {
+    format!("{HEAD}{ops}")
+}
+
+#[test]
+fn a_minimal_play_loads_with_defaults() {
+    let p = Play::from_str(
+        "p.toml",
+        &play("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        (p.max_concurrent, p.max_spawn, p.reactive, p.speed),
+        (5, 50, true, 1.0)
+    );
+    assert_eq!(p.operations[0].placement, Placement::AfterHeads);
+    assert_eq!(p.operations[0].agent, "sim");
+}
+
+#[test]
+fn parallel_false_forces_one_at_a_time() {
+    let src = "[play]\nname = \"t\"\nmax_concurrent = 8\nparallel = false\n[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n";
+    assert_eq!(Play::from_str("p.toml", src).unwrap().max_concurrent, 1);
+}
+
+#[test]
+fn duplicate_ids_point_at_the_second_and_name_the_first() {
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"y\"\n",
+    );
+    assert_eq!(
+        errors(&src),
+        [("8:6".into(), "duplicate operation id \"a\"".into())]
+    );
+    assert!(helps(&src)[0].contains("first defined on line 4"));
+}
+
+#[test]
+fn unknown_and_self_dependencies() {
+    let src = play(
+        "[[operations]]\nid = \"design\"\nrole = \"r\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"y\"\ndepends_on = [\"desgin\", \"b\"]\n",
+    );
+    assert_eq!(
+        errors(&src),
+        [
+            (
+                "11:15".into(),
+                "operation \"b\" depends on unknown operation \"desgin\"".into()
+            ),
+            ("11:25".into(), "operation \"b\" depends on itself".into()),
+        ]
+    );
+    assert!(helps(&src)[0].starts_with("did you mean \"design\"?"));
+}
+
+#[test]
+fn cycles_are_reported_with_their_path() {
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
+         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\n\
+         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n",
+    );
+    assert_eq!(
+        errors(&src),
+        [("4:6".into(), "dependency cycle: a -> b -> c -> a".into())]
+    );
+}
+
+#[test]
+fn a_cycle_through_an_implicit_after_heads_edge_is_marked() {
+    // a waits for c; b (no depends_on) runs after the heads above it (a);
+    // c (no depends_on) runs after b: c -> a -> b -> c.
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
+         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\n",
+    );
+    let e = errors(&src);
+    assert_eq!(e.len(), 1);
+    assert_eq!(
+        e[0].1,
+        "dependency cycle: a -> (after heads) b -> (after heads) c -> a"
+    );
+}
+
+#[test]
+fn bad_ids_and_reserved_names() {
+    let src = play(
+        "[[operations]]\nid = \"-bad\"\nrole = \"r\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"spawn-3\"\nrole = \"r\"\ninstruction = \"x\"\n",
+    );
+    assert_eq!(
+        errors(&src),
+        [
+            (
+                "4:6".into(),
+                "operation id \"-bad\" is not a valid name".into()
+            ),
+            ("8:6".into(), "operation id \"spawn-3\" is reserved".into()),
+        ]
+    );
+    assert!(helps(&src)[0].contains("^[A-Za-z0-9][A-Za-z0-9._-]*$"));
+}
+
+#[test]
+fn numbers_out_of_range_and_type_errors() {
+    let src = "[play]\nname = 7\nmax_concurrent = 0\nmax_spawn = -1\nspeed = 0\nreactive = \"yes\"\n\
+               [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\nsim = { duration_ms = -5 }\n";
+    assert_eq!(
+        errors(src),
+        [
+            (
+                "2:8".into(),
+                "`name` in [play] must be a string, found an integer".into()
+            ),
+            (
+                "3:18".into(),
+                "`max_concurrent` in [play] is out of range".into()
+            ),
+            (
+                "4:13".into(),
+                "`max_spawn` in [play] is out of range".into()
+            ),
+            ("5:9".into(), "`speed` in [play] is out of range".into()),
+            (
+                "6:12".into(),
+                "`reactive` in [play] must be a boolean (true or false), found a string".into()
+            ),
+            (
+                "11:23".into(),
+                "`duration_ms` in `sim` of operation \"a\" is out of range".into()
+            ),
+        ]
+    );
+    let h = helps(src);
+    assert_eq!(h[1], "allowed: an integer from 1 to 100000");
+    assert_eq!(h[3], "allowed: a number greater than 0 and at most 1000");
+}
+
+#[test]
+fn unknown_keys_everywhere_with_suggestions() {
+    let src = "nmae = 1\n[play]\nname = \"t\"\nmax_concurent = 3\n\
+               [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepend_on = []\nsim = { duraton_ms = 5 }\n";
+    let e = errors(src);
+    assert_eq!(
+        e,
+        [
+            ("1:1".into(), "unknown key `nmae` in the play file".into()),
+            ("4:1".into(), "unknown key `max_concurent` in [play]".into()),
+            (
+                "9:1".into(),
+                "unknown key `depend_on` in operations[0]".into()
+            ),
+            (
+                "10:9".into(),
+                "unknown key `duraton_ms` in `sim` of operation \"a\"".into()
+            ),
+        ]
+    );
+    let h = helps(src);
+    assert!(
+        h[1].starts_with("did you mean `max_concurrent`?"),
+        "{}",
+        h[1]
+    );
+    assert!(h[2].starts_with("did you mean `depends_on`?"), "{}", h[2]);
+}
+
+#[test]
+fn missing_required_keys() {
+    let src = "[play]\nobjective = \"x\"\n[[operations]]\nrole = \"r\"\n";
+    let e: Vec<String> = errors(src).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(
+        e,
+        [
+            "[play] is missing `name`",
+            "operations[0] is missing `id`",
+            "operations[0] is missing `instruction`",
+        ]
+    );
+    assert_eq!(
+        errors("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n")[0].1,
+        "the play file is missing `play`"
+    );
+}
+
+#[test]
+fn when_conditions_are_checked() {
+    let base = "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n";
+    let dep = |when: &str| {
+        play(&format!(
+            "{base}[[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nwhen = {when}\n"
+        ))
+    };
+    let ok = Play::from_str(
+        "p.toml",
+        &dep("{ pointer = \"/verdict\", equals = \"ship\" }"),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.operations[1].when,
+        Condition::Pointer {
+            pointer: "/verdict".into(),
+            equals: serde_json::json!("ship")
+        }
+    );
+    assert_eq!(
+        Play::from_str("p.toml", &dep("\"failed\""))
+            .unwrap()
+            .operations[1]
+            .when,
+        Condition::Failed
+    );
+    assert_eq!(
+        errors(&dep("\"sometimes\""))[0].1,
+        "`when` in operation \"b\" has an unknown value \"sometimes\""
+    );
+    assert_eq!(
+        errors(&dep("{ pointer = \"verdict\", equals = 1 }"))[0],
+        (
+            "12:20".into(),
+            "invalid JSON pointer in `when` of operation \"b\"".into()
+        )
+    );
+    assert_eq!(
+        errors(&dep("3"))[0].1,
+        "`when` of operation \"b\" must be a string or a table"
+    );
+    let no_deps = play(&format!("{base}when = \"failed\"\n"));
+    assert_eq!(
+        errors(&no_deps)[0].1,
+        "`when` of operation \"a\" has no effect without depends_on"
+    );
+}
+
+#[test]
+fn placement_conflicts() {
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n[[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nindependent_root = true\n[[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = []\n",
+    );
+    let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(
+        e,
+        [
+            "operation \"b\" is an independent root but has depends_on",
+            "depends_on of operation \"c\" is empty"
+        ]
+    );
+}
+
+#[test]
+fn agents_and_sim_behaviour_are_checked() {
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\nagent = \"claude\"\n\
+         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\nagent = \"noop\"\nsim = { duration_ms = 5 }\n\
+         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\nsim = { outcome = \"explode\", emits = [ { at_ms = 1 }, { spawn_request = { assignee = \"t\" } } ] }\n",
+    );
+    let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(
+        e,
+        [
+            "`agent` in operation \"a\" has an unknown value \"claude\"",
+            "`sim` of operation \"b\" applies only to agent = \"sim\"",
+            "`outcome` in `sim` of operation \"c\" has an unknown value \"explode\"",
+            "`sim` of operation \"c\" emits[0] must hold exactly one of spawn_request or escalation",
+            "`spawn_request` in `sim` of operation \"c\" emits[1] is missing `instruction`",
+        ]
+    );
+    assert!(helps(&src)[2].contains("succeed, fail, escalate"));
+}
+
+#[test]
+fn syntax_errors_have_positions_too() {
+    let e = errors("[play]\nname = \"t\nmax = 1\n");
+    assert!(!e.is_empty());
+    assert!(e[0].0.starts_with("2:"), "{e:?}");
+    assert!(e[0].1.starts_with("TOML syntax error"));
+}
+
+#[test]
+fn every_problem_is_reported_in_one_go() {
+    let src = "[play]\nname = \"t\"\nspeed = -2\n\
+               [[operations]]\nid = \"a a\"\nrole = \"r\"\ninstruction = 1\n\
+               [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\nbogus = true\n";
+    assert_eq!(errors(src).len(), 4);
+}
+
+#[test]
+fn the_rendered_report_has_file_line_col_and_a_caret() {
+    let d = Play::from_str("plays/x.toml", &play("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"zz\"]\n")).unwrap_err();
+    let out = d.render(false);
+    assert!(out.contains("--> plays/x.toml:7:15"), "{out}");
+    assert!(out.contains("^^^^ no operation has this id"), "{out}");
+    assert!(
+        out.contains("1 problem found; nothing was created"),
+        "{out}"
+    );
+}
