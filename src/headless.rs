@@ -73,12 +73,13 @@ pub struct Finished {
 }
 
 /// Runs `play` headless. `control` yields stdin lines and closes at EOF;
-/// `shutdown` resolves when the process is asked to stop (SIGINT/SIGTERM).
+/// `shutdown` yields once per stop request (SIGINT, SIGTERM, SIGHUP): the
+/// first cancels the run cleanly, a second one exits at once.
 pub async fn run(
     play: &Play,
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    mut shutdown: mpsc::UnboundedReceiver<()>,
     mut out: Out,
     mut err: Out,
 ) -> std::io::Result<Finished> {
@@ -139,8 +140,13 @@ pub async fn run(
     });
     let h = handle.clone();
     let shutdown_task = tokio::spawn(async move {
-        shutdown.await;
-        let _ = h.cancel().await;
+        if shutdown.recv().await.is_some() {
+            let _ = h.cancel().await;
+        }
+        if shutdown.recv().await.is_some() {
+            eprintln_to("stopped at once on a second signal");
+            std::process::exit(130);
+        }
     });
 
     let envelope = run.run().await;

@@ -93,7 +93,7 @@ fn run(args: RunArgs) -> i32 {
             &play,
             &opts,
             rx,
-            shutdown_signal(),
+            stop_requests(),
             Box::new(std::io::stdout()),
             Box::new(std::io::stderr()),
         )
@@ -109,14 +109,29 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
-/// Resolves on SIGINT, SIGTERM or SIGHUP.
-async fn shutdown_signal() {
+/// One message per SIGINT, SIGTERM or SIGHUP. Must be called inside the
+/// runtime.
+fn stop_requests() -> mpsc::UnboundedReceiver<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).ok();
-    let mut hup = signal(SignalKind::hangup()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        Some(_) = async { term.as_mut()?.recv().await } => {}
-        Some(_) = async { hup.as_mut()?.recv().await } => {}
+    let (tx, rx) = mpsc::unbounded_channel();
+    for kind in [
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+    ] {
+        let tx = tx.clone();
+        match signal(kind) {
+            Ok(mut s) => {
+                tokio::spawn(async move {
+                    while s.recv().await.is_some() {
+                        if tx.send(()).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            Err(e) => eprintln!("playdeck: cannot listen for signal {kind:?}: {e}"),
+        }
     }
+    rx
 }

@@ -116,10 +116,7 @@ async fn pointer_conditions_pick_a_branch() {
         "worker",
         result(100, json!({"verdict": "ship", "n": {"k": [1, 2]}})),
     ));
-    let when = |p: &str, v: Value| Condition::Pointer {
-        pointer: p.into(),
-        equals: v,
-    };
+    let when = |p: &str, v: Value| Condition::pointer(p, v);
     b.add_after(
         op("ship", "worker", sim(100)),
         [(t, when("/verdict", json!("ship")))],

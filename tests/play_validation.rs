@@ -228,10 +228,7 @@ fn when_conditions_are_checked() {
     .unwrap();
     assert_eq!(
         ok.operations[1].when,
-        Condition::Pointer {
-            pointer: "/verdict".into(),
-            equals: serde_json::json!("ship")
-        }
+        Condition::pointer("/verdict", serde_json::json!("ship"))
     );
     assert_eq!(
         Play::from_str("p.toml", &dep("\"failed\""))

@@ -56,6 +56,13 @@ pub type RouteResult = Result<Option<Candidate>, Rejection>;
 
 pub trait NodeBuilder: Send + Sync {
     fn build(&self, request: &SpawnRequest, emitter: &Emitter) -> BoxFuture<RouteResult>;
+
+    /// Decides without waiting when it can (an existing route, a static
+    /// map); `None` sends the request through [`NodeBuilder::build`]. Both
+    /// must decide the same way.
+    fn route_now(&self, _request: &SpawnRequest, _emitter: &Emitter) -> Option<RouteResult> {
+        None
+    }
 }
 
 /// A role the static map can route to.
@@ -116,7 +123,7 @@ impl StaticRoleBuilder {
         };
         let role = (!route.role.is_empty()).then(|| route.role.clone());
         Ok(Some(Candidate {
-            instruction: Arc::from(request.instruction.as_str()),
+            instruction: request.instruction.clone(),
             assignee: role.clone(),
             requester_role: role,
             agent: route.agent,
@@ -130,6 +137,10 @@ impl NodeBuilder for StaticRoleBuilder {
     fn build(&self, request: &SpawnRequest, emitter: &Emitter) -> BoxFuture<RouteResult> {
         let out = self.route(request, emitter);
         Box::pin(std::future::ready(out))
+    }
+
+    fn route_now(&self, request: &SpawnRequest, emitter: &Emitter) -> Option<RouteResult> {
+        Some(self.route(request, emitter))
     }
 }
 

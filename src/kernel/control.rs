@@ -86,13 +86,19 @@ pub(crate) enum Command {
     Snapshot(oneshot::Sender<Snapshot>),
 }
 
+pub(crate) trait FinalState: Send + Sync {
+    fn snapshot(&self) -> Snapshot;
+}
+
 /// A clonable handle on one run.
 #[derive(Clone)]
 pub struct RunHandle {
     pub(crate) tx: mpsc::UnboundedSender<Command>,
     /// Weak, so observers see the stream close when the run ends.
     pub(crate) signals: broadcast::WeakSender<Arc<Signal>>,
-    pub(crate) final_snapshot: Arc<OnceLock<Snapshot>>,
+    /// The run's state once it has ended; snapshots are built from it on
+    /// demand, so ending a run does not pay for a snapshot nobody asks for.
+    pub(crate) final_state: Arc<OnceLock<Box<dyn FinalState>>>,
     pub run_id: Arc<str>,
 }
 
@@ -233,6 +239,6 @@ impl RunHandle {
         {
             return Some(s);
         }
-        self.final_snapshot.get().cloned()
+        self.final_state.get().map(|f| f.snapshot())
     }
 }

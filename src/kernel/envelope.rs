@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -17,10 +19,10 @@ pub struct Envelope {
     pub skipped_operations: Vec<OpId>,
     /// Completed results, and `{"error": ...}` for failed invocations;
     /// skipped operations have none.
-    pub operation_results: Map<String, Value>,
+    pub operation_results: IndexMap<OpId, Arc<Value>, FxBuildHasher>,
     pub final_context: Map<String, Value>,
     /// op_id -> presentation name, so a reader need not keep the graph.
-    pub operation_names: Map<String, Value>,
+    pub operation_names: IndexMap<OpId, Arc<str>, FxBuildHasher>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub spawned_operations: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -47,16 +49,10 @@ impl Envelope {
     }
 
     pub fn name_of(&self, id: &OpId) -> Option<&str> {
-        self.operation_names
-            .get(&id.to_string())
-            .and_then(Value::as_str)
+        self.operation_names.get(id).map(|n| &**n)
     }
 
     pub fn result_of(&self, id: &OpId) -> Option<&Value> {
-        self.operation_results.get(&id.to_string())
+        self.operation_results.get(id).map(|v| &**v)
     }
-}
-
-pub(crate) fn result_value(v: &Arc<Value>) -> Value {
-    Value::clone(v)
 }

@@ -3,16 +3,21 @@
 //! channels. Because there is a single owner there is no graph lock to
 //! nest with the palette lock, and admission is atomic by construction.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
+
+// Keys here are op ids, node indices and names the kernel made or the play
+// authored: a fast hasher is safe and measurably cheaper per admission.
+use rustc_hash::FxHashMap as HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
+use indexmap::IndexMap;
 use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use serde_json::{Map, Value, json};
@@ -24,8 +29,8 @@ use super::agent::{
     Invocation,
 };
 use super::builder::{Emitter, NodeBuilder, RouteResult};
-use super::control::{ApprovalPolicy, Command, ControlError, NewOperation, RunHandle};
-use super::envelope::{Envelope, result_value};
+use super::control::{ApprovalPolicy, Command, ControlError, FinalState, NewOperation, RunHandle};
+use super::envelope::Envelope;
 use super::graph::{Condition, Edge, Graph, GraphError, OpId, OpMetadata, Operation, new_op_id};
 use super::lane::{Lane, lane_for};
 use super::ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
@@ -80,7 +85,7 @@ struct Node {
     depends_on: Arc<[OpId]>,
     status: NodeStatus,
     lane: Lane,
-    lane_since: f64,
+    lane_since: Ms,
     /// Incoming edges whose head has not settled yet.
     waiting: u32,
     has_preds: bool,
@@ -90,11 +95,34 @@ struct Node {
     held: bool,
     parked: bool,
     attempt: u32,
-    queued_at: f64,
-    started_at: Option<f64>,
-    finished_at: Option<f64>,
+    queued_at: Ms,
+    started_at: Ms,
+    finished_at: Ms,
     result: Option<Arc<Value>>,
-    error: Option<Arc<str>>,
+}
+
+/// A moment of the run in whole milliseconds (`u32::MAX` for "not yet"):
+/// nodes keep four of them, and a quarter of the bytes keeps a 100 000-node
+/// graph in cache.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ms(u32);
+
+impl Ms {
+    const NONE: Ms = Ms(u32::MAX);
+
+    fn at(secs: f64) -> Ms {
+        Ms((secs * 1000.0).round().min(f64::from(u32::MAX - 1)) as u32)
+    }
+
+    fn secs(self) -> Option<f64> {
+        (self != Ms::NONE).then(|| f64::from(self.0) / 1000.0)
+    }
+}
+
+/// What an operation has emitted so far. Kept beside the graph, for the few
+/// operations that emit anything, so nodes stay small.
+#[derive(Default)]
+struct Emissions {
     /// Identities of requests already seen from this emitter (dedup).
     seen: HashSet<u64>,
     /// Escalations seen on the stream before the result arrived.
@@ -124,6 +152,30 @@ struct RequestMeta {
     reason: Option<Arc<str>>,
 }
 
+/// A `fmt::Write` into a fixed buffer (names are short).
+struct ArrayWriter<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl std::fmt::Write for ArrayWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// What woke the event loop.
+enum Wake {
+    Command(Option<Command>),
+    Done((NodeIndex, u32, AgentOutcome)),
+    Agent(AgentMsg),
+    Routed(RoutedBatch),
+}
+
 struct RoutedBatch {
     emitter: NodeIndex,
     items: Vec<(RequestMeta, RouteResult)>,
@@ -132,20 +184,24 @@ struct RoutedBatch {
 struct Bus {
     seq: u64,
     t0: Instant,
+    /// The time of the step being processed: every signal of one step of
+    /// the event loop carries the same `elapsed`, read once.
+    clock: f64,
     tx: broadcast::Sender<Arc<Signal>>,
     sinks: Vec<Box<dyn SignalSink>>,
 }
 
 impl Bus {
-    fn elapsed(&self) -> f64 {
-        // Microsecond resolution keeps the stream readable and exact under
-        // the paused clock.
-        (self.t0.elapsed().as_micros() as f64) / 1e6
+    /// Reads the clock; microsecond resolution keeps the stream readable
+    /// and exact under the paused clock.
+    fn tick(&mut self) -> f64 {
+        self.clock = (self.t0.elapsed().as_micros() as f64) / 1e6;
+        self.clock
     }
 
     fn emit(&mut self, kind: SignalKind) -> (u64, f64) {
         self.seq += 1;
-        let elapsed = self.elapsed();
+        let elapsed = self.clock;
         let sig = Arc::new(Signal {
             v: super::signal::SIGNAL_SCHEMA_VERSION,
             seq: self.seq,
@@ -187,16 +243,17 @@ impl Run {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let (sig_tx, _) = broadcast::channel(cfg.signal_buffer.max(16));
         let (agent_tx, agent_rx) = mpsc::unbounded_channel();
-        let final_snapshot = Arc::new(OnceLock::new());
+        let final_state = Arc::new(OnceLock::new());
         let handle = RunHandle {
             tx: ctl_tx,
             signals: sig_tx.downgrade(),
-            final_snapshot: final_snapshot.clone(),
+            final_state: final_state.clone(),
             run_id: cfg.run_id.clone(),
         };
         let Graph { inner, index } = graph;
-        let g = inner.map(|_, op| Node::new(op.clone()), |_, e| e.clone());
-        let mut names = HashMap::with_capacity(index.len());
+        let empty: Arc<[OpId]> = Arc::from(Vec::new());
+        let g = inner.map_owned(|_, op| Node::new(op, empty.clone()), |_, e| e);
+        let mut names = HashMap::with_capacity_and_hasher(index.len(), Default::default());
         for ix in g.node_indices() {
             names.entry(g[ix].op.reference_id.clone()).or_insert(ix);
         }
@@ -209,6 +266,7 @@ impl Run {
             parked: VecDeque::new(),
             worklist: VecDeque::new(),
             scratch: Vec::new(),
+            pred_buf: Vec::new(),
             paused,
             step_credits: 0,
             running: 0,
@@ -222,6 +280,7 @@ impl Run {
             bus: Bus {
                 seq: 0,
                 t0: Instant::now(),
+                clock: 0.0,
                 tx: sig_tx,
                 sinks: Vec::new(),
             },
@@ -229,13 +288,17 @@ impl Run {
             spawn_seq: 0,
             spawn_accepted: 0,
             ledger: Vec::new(),
+            emissions: HashMap::default(),
             round: 1,
             round_active: false,
             agents,
             builder,
             cancelled: false,
             finished: None,
-            final_snapshot,
+            finished_at: None,
+            final_state,
+            empty_deps: empty,
+            null_result: Arc::new(Value::Null),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -257,7 +320,7 @@ impl Run {
 }
 
 impl Node {
-    fn new(op: Operation) -> Self {
+    fn new(op: Operation, no_deps: Arc<[OpId]>) -> Self {
         let approval = if op.metadata.approval {
             Approval::Undecided
         } else {
@@ -265,10 +328,10 @@ impl Node {
         };
         Node {
             op,
-            depends_on: Arc::from(Vec::new()),
+            depends_on: no_deps,
             status: NodeStatus::Pending,
             lane: Lane::Queued,
-            lane_since: 0.0,
+            lane_since: Ms(0),
             waiting: 0,
             has_preds: false,
             any_valid: false,
@@ -276,13 +339,10 @@ impl Node {
             held: false,
             parked: false,
             attempt: 0,
-            queued_at: 0.0,
-            started_at: None,
-            finished_at: None,
+            queued_at: Ms(0),
+            started_at: Ms::NONE,
+            finished_at: Ms::NONE,
             result: None,
-            error: None,
-            seen: HashSet::new(),
-            escalations: Vec::new(),
         }
     }
 }
@@ -299,6 +359,7 @@ struct Executor {
     /// Nodes whose dependencies just settled.
     worklist: VecDeque<NodeIndex>,
     scratch: Vec<NodeIndex>,
+    pred_buf: Vec<OpId>,
     paused: bool,
     step_credits: u32,
     running: usize,
@@ -314,13 +375,24 @@ struct Executor {
     spawn_seq: u64,
     spawn_accepted: usize,
     ledger: Vec<LedgerEntry>,
+    emissions: HashMap<NodeIndex, Emissions>,
     round: u32,
     round_active: bool,
     agents: Arc<dyn AgentResolver>,
     builder: Arc<dyn NodeBuilder>,
     cancelled: bool,
     finished: Option<Outcome>,
-    final_snapshot: Arc<OnceLock<Snapshot>>,
+    finished_at: Option<f64>,
+    final_state: Arc<OnceLock<Box<dyn FinalState>>>,
+    /// Shared values for the common cases, so they cost no allocation.
+    empty_deps: Arc<[OpId]>,
+    null_result: Arc<Value>,
+}
+
+impl FinalState for Mutex<Executor> {
+    fn snapshot(&self) -> Snapshot {
+        self.lock().unwrap_or_else(|e| e.into_inner()).snapshot()
+    }
 }
 
 fn edge_valid(cond: &Condition, status: NodeStatus, result: Option<&Value>) -> bool {
@@ -334,9 +406,7 @@ fn edge_valid(cond: &Condition, status: NodeStatus, result: Option<&Value>) -> b
         Condition::Succeeded => status != NodeStatus::Failed,
         Condition::Failed => status == NodeStatus::Failed,
         Condition::Always => true,
-        Condition::Pointer { pointer, equals } => {
-            result.and_then(|r| r.pointer(pointer)) == Some(equals)
-        }
+        Condition::Pointer(p) => result.and_then(|r| r.pointer(&p.pointer)) == Some(&p.equals),
     }
 }
 
@@ -355,6 +425,7 @@ pub fn deep_merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
 
 impl Executor {
     async fn run(mut self) -> Envelope {
+        self.bus.t0 = Instant::now();
         self.bus.emit(SignalKind::RunStarted {
             run_id: self.cfg.run_id.clone(),
             play: self.cfg.play.clone(),
@@ -379,21 +450,23 @@ impl Executor {
             if self.is_finished() {
                 break;
             }
-            tokio::select! {
+            let wake = tokio::select! {
                 biased;
-                cmd = self.control_rx.recv(), if self.control_open => match cmd {
-                    Some(cmd) => self.command(cmd),
-                    None => self.control_open = false,
-                },
-                Some((ix, attempt, outcome)) = self.inflight.next(), if !self.inflight.is_empty() => {
-                    self.complete(ix, attempt, outcome);
-                }
-                Some(msg) = self.agent_rx.recv() => self.agent_event(msg),
-                Some(batch) = self.routing.next(), if !self.routing.is_empty() => {
-                    self.admit_batch(batch);
-                }
+                cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
+                Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
+                Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
+                Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
+            };
+            self.bus.tick();
+            match wake {
+                Wake::Command(Some(cmd)) => self.command(cmd),
+                Wake::Command(None) => self.control_open = false,
+                Wake::Done((ix, attempt, outcome)) => self.complete(ix, attempt, outcome),
+                Wake::Agent(msg) => self.agent_event(msg),
+                Wake::Routed(batch) => self.admit_batch(batch),
             }
         }
+        self.bus.tick();
         self.finish()
     }
 
@@ -402,7 +475,7 @@ impl Executor {
     }
 
     fn now(&self) -> f64 {
-        self.bus.elapsed()
+        self.bus.clock
     }
 
     fn header(&self, ix: NodeIndex) -> NodeHeader {
@@ -422,7 +495,7 @@ impl Executor {
         let n = &mut self.g[ix];
         if lane != n.lane {
             n.lane = lane;
-            n.lane_since = at;
+            n.lane_since = Ms::at(at);
         }
     }
 
@@ -434,7 +507,10 @@ impl Executor {
         let mut waiting = 0;
         let mut any_valid = false;
         let mut has_preds = false;
-        let mut preds = Vec::new();
+        // Reused buffer: most nodes have one or two predecessors, and the
+        // only allocation should be the shared slice itself.
+        let mut preds = std::mem::take(&mut self.pred_buf);
+        preds.clear();
         for e in self.g.edges_directed(ix, Direction::Incoming) {
             use petgraph::visit::EdgeRef;
             has_preds = true;
@@ -453,10 +529,13 @@ impl Executor {
             n.waiting = waiting;
             n.any_valid = any_valid;
             n.has_preds = has_preds;
-            n.depends_on = Arc::from(preds);
-            n.queued_at = now;
-            n.lane_since = now;
+            if !preds.is_empty() {
+                n.depends_on = Arc::from(&preds[..]);
+            }
+            n.queued_at = Ms::at(now);
+            n.lane_since = Ms::at(now);
         }
+        self.pred_buf = preds;
         let node = self.header(ix);
         let n = &self.g[ix];
         let kind = SignalKind::Queued {
@@ -572,7 +651,7 @@ impl Executor {
             let n = &mut self.g[ix];
             n.status = NodeStatus::Running;
             n.attempt += 1;
-            n.started_at = Some(now);
+            n.started_at = Ms::at(now);
             n.attempt
         };
         self.running += 1;
@@ -622,7 +701,7 @@ impl Executor {
         for pred in self.g.neighbors_directed(ix, Direction::Incoming) {
             let p = &self.g[pred];
             if let Some(r) = &p.result {
-                ctx.insert(format!("{}_result", p.op.op_id), result_value(r));
+                ctx.insert(format!("{}_result", p.op.op_id), Value::clone(r));
             }
         }
         for (k, v) in &self.flow_context {
@@ -655,23 +734,31 @@ impl Executor {
         {
             deep_merge(&mut self.flow_context, ctx);
         }
-        let result = Arc::new(value);
-        let mut spawns = Vec::new();
-        let mut escalations = std::mem::take(&mut self.g[ix].escalations);
-        if self.cfg.reactive {
-            let found = request::extract(&result);
-            for esc in &found.escalations {
-                if self.first_sighting(ix, esc, b'e') {
-                    escalations.push(Arc::from(request::escalation_reason(esc)));
-                }
+        let result = if value.is_null() {
+            self.null_result.clone()
+        } else {
+            Arc::new(value)
+        };
+        let mut escalations = self
+            .emissions
+            .get_mut(&ix)
+            .map(|e| std::mem::take(&mut e.escalations))
+            .unwrap_or_default();
+        let found = if self.cfg.reactive {
+            request::extract(&result)
+        } else {
+            request::Extracted::default()
+        };
+        for esc in &found.escalations {
+            if self.first_sighting(ix, esc, b'e') {
+                escalations.push(Arc::from(request::escalation_reason(esc)));
             }
-            spawns = found.spawns;
         }
         let now = self.now();
         {
             let n = &mut self.g[ix];
             n.result = Some(result.clone());
-            n.finished_at = Some(now);
+            n.finished_at = Ms::at(now);
             n.status = if escalations.is_empty() {
                 NodeStatus::Succeeded
             } else {
@@ -681,18 +768,21 @@ impl Executor {
         self.terminal += 1;
         let node = self.header(ix);
         let kind = if escalations.is_empty() {
-            SignalKind::Completed { node, result }
+            SignalKind::Completed {
+                node,
+                result: result.clone(),
+            }
         } else {
             let reason: Vec<&str> = escalations.iter().map(|s| &**s).collect();
             SignalKind::Escalated {
                 node,
                 reason: Arc::from(reason.join("; ")),
-                result,
+                result: result.clone(),
             }
         };
         self.emit_node(ix, kind);
-        if !spawns.is_empty() {
-            self.route_spawns(ix, spawns);
+        if !found.spawns.is_empty() {
+            self.route_spawns(ix, &found.spawns);
         }
         self.settle(ix);
     }
@@ -708,9 +798,8 @@ impl Executor {
         {
             let n = &mut self.g[ix];
             n.status = NodeStatus::Failed;
-            n.finished_at = Some(now);
+            n.finished_at = Ms::at(now);
             n.result = Some(Arc::new(json!({ "error": &*error })));
-            n.error = Some(error.clone());
         }
         self.terminal += 1;
         let node = self.header(ix);
@@ -729,7 +818,7 @@ impl Executor {
         {
             let n = &mut self.g[ix];
             n.status = NodeStatus::Skipped;
-            n.finished_at = Some(now);
+            n.finished_at = Ms::at(now);
             n.parked = false;
         }
         self.terminal += 1;
@@ -783,7 +872,7 @@ impl Executor {
     /// True the first time this emitter shows this request.
     fn first_sighting(&mut self, ix: NodeIndex, v: &Value, kind: u8) -> bool {
         let id = request::identity(v) ^ u64::from(kind);
-        self.g[ix].seen.insert(id)
+        self.emissions.entry(ix).or_default().seen.insert(id)
     }
 
     fn agent_event(&mut self, msg: AgentMsg) {
@@ -801,17 +890,32 @@ impl Executor {
                 for esc in &found.escalations {
                     if self.first_sighting(ix, esc, b'e') {
                         let reason = Arc::from(request::escalation_reason(esc));
-                        self.g[ix].escalations.push(reason);
+                        self.emissions
+                            .entry(ix)
+                            .or_default()
+                            .escalations
+                            .push(reason);
                     }
                 }
                 if !found.spawns.is_empty() {
-                    self.route_spawns(ix, found.spawns);
+                    self.route_spawns(ix, &found.spawns);
                 }
             }
         }
     }
 
-    fn route_spawns(&mut self, ix: NodeIndex, raws: Vec<Value>) {
+    /// Makes room for `k` more operations at once, so a burst of admissions
+    /// does not grow every table step by step.
+    fn reserve(&mut self, k: usize) {
+        self.g.reserve_nodes(k);
+        self.g.reserve_edges(k);
+        self.index.reserve(k);
+        self.names.reserve(k);
+        self.ledger.reserve(k);
+    }
+
+    fn route_spawns(&mut self, ix: NodeIndex, raws: &[&Value]) {
+        self.reserve(raws.len());
         let n = &self.g[ix];
         let emitter = Emitter {
             op_id: n.op.op_id,
@@ -821,12 +925,14 @@ impl Executor {
             agent: n.op.metadata.agent.clone(),
         };
         let mut pending: Vec<(RequestMeta, BoxFuture<RouteResult>)> = Vec::new();
-        for raw in raws {
-            let assignee = raw
-                .get("assignee")
+        let assignee_of = |raw: &Value| {
+            raw.get("assignee")
                 .and_then(Value::as_str)
-                .map(|s| Arc::from(s.trim()));
-            if !self.first_sighting(ix, &raw, b's') {
+                .map(|s| Arc::from(s.trim()))
+        };
+        for &raw in raws {
+            if !self.first_sighting(ix, raw, b's') {
+                let assignee = assignee_of(raw);
                 self.drop_spawn(
                     Some(ix),
                     assignee,
@@ -836,9 +942,10 @@ impl Executor {
                 );
                 continue;
             }
-            let (req, warning) = match SpawnRequest::from_value(&raw) {
+            let (req, warning) = match SpawnRequest::from_value(raw) {
                 Ok(r) => r,
                 Err(e) => {
+                    let assignee = assignee_of(raw);
                     self.drop_spawn(Some(ix), assignee, DropReason::BuilderError, e, None);
                     continue;
                 }
@@ -856,16 +963,22 @@ impl Executor {
                 independent: req.independent,
                 reason: req.reason.as_deref().map(Arc::from),
             };
-            let mut fut = self.builder.build(&req, &emitter);
-            if pending.is_empty()
-                && let Some(routed) = (&mut fut).now_or_never()
-            {
-                // Routed without waiting (the static map, existing roles):
-                // admit now, in request order.
-                self.admit(Some(ix), meta, routed);
-                continue;
+            if pending.is_empty() {
+                // Decided without waiting (the static map, an existing
+                // role): admit now, in request order.
+                if let Some(routed) = self.builder.route_now(&req, &emitter) {
+                    self.admit(Some(ix), meta, routed);
+                    continue;
+                }
+                let mut fut = self.builder.build(&req, &emitter);
+                if let Some(routed) = (&mut fut).now_or_never() {
+                    self.admit(Some(ix), meta, routed);
+                    continue;
+                }
+                pending.push((meta, fut));
+            } else {
+                pending.push((meta, self.builder.build(&req, &emitter)));
             }
-            pending.push((meta, fut));
         }
         if !pending.is_empty() {
             // Route the rest concurrently, admit in request order.
@@ -921,6 +1034,19 @@ impl Executor {
         });
     }
 
+    /// `spawn-N` for the current sequence number, in one allocation.
+    fn spawn_name(&self) -> Arc<str> {
+        use std::fmt::Write;
+        let mut buf = [0u8; 32];
+        let mut w = ArrayWriter {
+            buf: &mut buf,
+            len: 0,
+        };
+        let _ = write!(w, "spawn-{}", self.spawn_seq);
+        let len = w.len;
+        Arc::from(std::str::from_utf8(&buf[..len]).expect("ascii"))
+    }
+
     /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
     fn admit(&mut self, emitter: Option<NodeIndex>, meta: RequestMeta, routed: RouteResult) {
         let candidate = match routed {
@@ -943,7 +1069,7 @@ impl Executor {
         // Identity is allocated after routing, before the cap: a refused
         // candidate leaves a gap in the spawn-N sequence, as the spec allows.
         self.spawn_seq += 1;
-        let name: Arc<str> = Arc::from(format!("spawn-{}", self.spawn_seq));
+        let name = self.spawn_name();
         let assignee = candidate.assignee.clone().or(meta.assignee);
         if self.spawn_accepted >= self.cfg.max_spawn {
             let detail = format!(
@@ -994,9 +1120,13 @@ impl Executor {
         let op_id = op.op_id;
         let name = op.reference_id.clone();
         let assignee = op.assignee.clone();
-        let instruction: Arc<str> =
-            Arc::from(truncate_chars(&op.instruction, SPAWNED_INSTRUCTION_MAX));
-        let ix = self.g.add_node(Node::new(op));
+        let cut = truncate_chars(&op.instruction, SPAWNED_INSTRUCTION_MAX);
+        let instruction: Arc<str> = if cut.len() == op.instruction.len() {
+            op.instruction.clone()
+        } else {
+            Arc::from(cut)
+        };
+        let ix = self.g.add_node(Node::new(op, self.empty_deps.clone()));
         self.index.insert(op_id, ix);
         self.names.entry(name.clone()).or_insert(ix);
         for (from, edge) in deps {
@@ -1022,6 +1152,9 @@ impl Executor {
             outcome: LedgerOutcome::Accepted { op_id, name },
         });
         self.node_added(ix);
+        // Settle it while it is still in cache: a burst of admissions
+        // otherwise walks every new node twice.
+        self.drain_worklist();
         ix
     }
 
@@ -1115,7 +1248,7 @@ impl Executor {
         }
         if op.reference_id.is_empty() {
             self.spawn_seq += 1;
-            op.reference_id = Arc::from(format!("spawn-{}", self.spawn_seq));
+            op.reference_id = self.spawn_name();
         }
         op.metadata.spawned_from = emitter.map(|e| self.g[e].op.op_id);
         self.accept_new(emitter, op, deps, independent);
@@ -1181,6 +1314,30 @@ impl Executor {
         }
         // The answer goes out after the signals it caused are durable.
         self.bus.flush();
+    }
+
+    /// Answers a command that arrived after the run ended.
+    fn refuse(&self, cmd: Command) {
+        let done = Err(ControlError::RunFinished);
+        match cmd {
+            Command::Pause(r)
+            | Command::Resume(r)
+            | Command::Step(r)
+            | Command::Cancel(r)
+            | Command::SetApprovalPolicy(_, r)
+            | Command::Approve { reply: r, .. }
+            | Command::Deny { reply: r, .. }
+            | Command::Hold { reply: r, .. }
+            | Command::Unhold { reply: r, .. } => {
+                let _ = r.send(done);
+            }
+            Command::Inject { reply, .. } => {
+                let _ = reply.send(false);
+            }
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+        }
     }
 
     fn pause(&mut self) -> Result<(), ControlError> {
@@ -1413,19 +1570,24 @@ impl Executor {
                     parent_id: n.op.metadata.spawned_from,
                     depends_on: n.depends_on.clone(),
                     attempt: n.attempt,
-                    lane_since: n.lane_since,
-                    queued_at: n.queued_at,
-                    started_at: n.started_at,
-                    finished_at: n.finished_at,
+                    lane_since: n.lane_since.secs().unwrap_or(0.0),
+                    queued_at: n.queued_at.secs().unwrap_or(0.0),
+                    started_at: n.started_at.secs(),
+                    finished_at: n.finished_at.secs(),
                     result: n.result.clone(),
-                    error: n.error.clone(),
+                    error: match (n.status, n.result.as_deref()) {
+                        (NodeStatus::Failed, Some(Value::Object(m))) => {
+                            m.get("error").and_then(Value::as_str).map(Arc::from)
+                        }
+                        _ => None,
+                    },
                     waiting_for: self.waiting_for(ix),
                 }
             })
             .collect();
         Snapshot {
             seq: self.bus.seq,
-            elapsed: self.now(),
+            elapsed: self.finished_at.unwrap_or_else(|| self.now()),
             run: RunState {
                 run_id: self.cfg.run_id.clone(),
                 play: self.cfg.play.clone(),
@@ -1475,18 +1637,19 @@ impl Executor {
         };
         self.finished = Some(outcome);
         let counts = self.counts();
-        self.bus.emit(SignalKind::RunFinished { outcome, counts });
+        let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
+        self.finished_at = Some(at);
         self.bus.flush();
-        let _ = self.final_snapshot.set(self.snapshot());
 
+        let n = self.g.node_count();
         let mut env = Envelope {
             outcome,
             completed_operations: Vec::new(),
             failed_operations: Vec::new(),
             skipped_operations: Vec::new(),
-            operation_results: Map::new(),
+            operation_results: IndexMap::with_capacity_and_hasher(n, Default::default()),
             final_context: std::mem::take(&mut self.flow_context),
-            operation_names: Map::new(),
+            operation_names: IndexMap::with_capacity_and_hasher(n, Default::default()),
             spawned_operations: None,
             escalated_operations: None,
             dropped_spawns: None,
@@ -1494,9 +1657,7 @@ impl Executor {
         let mut escalated = Vec::new();
         for n in self.g.node_weights() {
             let id = n.op.op_id;
-            let key = id.to_string();
-            env.operation_names
-                .insert(key.clone(), Value::String(n.op.reference_id.to_string()));
+            env.operation_names.insert(id, n.op.reference_id.clone());
             match n.status {
                 NodeStatus::Succeeded | NodeStatus::Escalated => {
                     env.completed_operations.push(id);
@@ -1510,7 +1671,7 @@ impl Executor {
             if n.status != NodeStatus::Skipped
                 && let Some(r) = &n.result
             {
-                env.operation_results.insert(key, result_value(r));
+                env.operation_results.insert(id, r.clone());
             }
         }
         if self.cfg.reactive {
@@ -1537,6 +1698,19 @@ impl Executor {
             );
         }
         debug_assert!(env.check_disjoint().is_ok());
+
+        // Close the streams: sinks are dropped (the headless printer sees
+        // its channel end) and broadcast observers are told the run is over.
+        self.bus.sinks.clear();
+        self.bus.tx = broadcast::channel(1).0;
+        // Commands sent from now on fail at once, and handles fall back to
+        // the final state; commands already queued are answered "finished".
+        self.control_rx.close();
+        while let Ok(cmd) = self.control_rx.try_recv() {
+            self.refuse(cmd);
+        }
+        let state = self.final_state.clone();
+        let _ = state.set(Box::new(Mutex::new(self)));
         env
     }
 }

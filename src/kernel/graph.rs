@@ -4,7 +4,9 @@
 //! "independent root" are distinct calls, so fan-out is never serialised by
 //! accident).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -33,14 +35,28 @@ pub enum Condition {
     /// The head settled with any outcome except skipped.
     Always,
     /// The head's result has `equals` at the JSON pointer `pointer`.
-    Pointer { pointer: String, equals: Value },
+    Pointer(Box<PointerCondition>),
+}
+
+/// Boxed inside [`Condition`] so an ordinary edge stays small.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointerCondition {
+    pub pointer: String,
+    pub equals: Value,
 }
 
 impl Condition {
+    pub fn pointer(pointer: impl Into<String>, equals: Value) -> Self {
+        Condition::Pointer(Box::new(PointerCondition {
+            pointer: pointer.into(),
+            equals,
+        }))
+    }
+
     /// Checks what can be checked before the run: the pointer's syntax.
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            Condition::Pointer { pointer, .. } => validate_json_pointer(pointer),
+            Condition::Pointer(p) => validate_json_pointer(&p.pointer),
             _ => Ok(()),
         }
     }
@@ -394,7 +410,7 @@ impl GraphBuilder {
     pub fn with_capacity(n: usize) -> Self {
         GraphBuilder {
             ops: Vec::with_capacity(n),
-            index: HashMap::with_capacity(n),
+            index: HashMap::with_capacity_and_hasher(n, Default::default()),
             edges: Vec::with_capacity(n),
             has_out: Vec::with_capacity(n),
             ..Default::default()
@@ -481,7 +497,7 @@ impl GraphBuilder {
             return Err(GraphError::DuplicateOperation(dup));
         }
         let mut inner = StableDiGraph::with_capacity(self.ops.len(), self.edges.len());
-        let mut index = HashMap::with_capacity(self.ops.len());
+        let mut index = HashMap::with_capacity_and_hasher(self.ops.len(), Default::default());
         for op in self.ops {
             let id = op.op_id;
             let ix = inner.add_node(op);
@@ -599,13 +615,7 @@ mod tests {
         let a = b.add_root(op("a"));
         b.add_after(
             op("b"),
-            [(
-                a,
-                Condition::Pointer {
-                    pointer: "verdict".into(),
-                    equals: Value::Bool(true),
-                },
-            )],
+            [(a, Condition::pointer("verdict", Value::Bool(true)))],
         );
         let err = b.build().unwrap_err();
         assert!(err.to_string().contains("must be empty or start with '/'"));

@@ -6,7 +6,9 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use serde_json::Value;
 
 use super::graph::OperationKind;
 
@@ -19,7 +21,8 @@ pub const ESCALATION_KEY: &str = "escalation";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpawnRequest {
-    pub instruction: String,
+    /// Shared, so the operation built from it needs no copy.
+    pub instruction: Arc<str>,
     pub assignee: Option<String>,
     pub operation: OperationKind,
     pub independent: bool,
@@ -27,7 +30,7 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-    pub fn new(instruction: impl Into<String>) -> Self {
+    pub fn new(instruction: impl Into<Arc<str>>) -> Self {
         SpawnRequest {
             instruction: instruction.into(),
             assignee: None,
@@ -52,31 +55,43 @@ impl SpawnRequest {
                 type_name(v)
             ));
         };
-        let instruction = match m.get("instruction") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => {
-                return Err(format!(
-                    "invalid spawn request: instruction must be a string, found {}",
-                    type_name(other)
-                ));
+        // One pass over the fields: a request is read once per sighting, and
+        // there may be a hundred thousand of them.
+        let (mut instruction, mut assignee, mut reason, mut operation) = (None, None, None, None);
+        let mut independent = false;
+        for (k, val) in m {
+            match k.as_str() {
+                "instruction" => match val {
+                    Value::String(s) => instruction = Some(Arc::from(s.as_str())),
+                    other => {
+                        return Err(format!(
+                            "invalid spawn request: instruction must be a string, found {}",
+                            type_name(other)
+                        ));
+                    }
+                },
+                "assignee" => assignee = opt_string("assignee", val)?,
+                "reason" => reason = opt_string("reason", val)?,
+                "operation" => operation = opt_string("operation", val)?,
+                "independent" => match val {
+                    Value::Null => {}
+                    Value::Bool(b) => independent = *b,
+                    other => {
+                        return Err(format!(
+                            "invalid spawn request: independent must be a boolean, found {}",
+                            type_name(other)
+                        ));
+                    }
+                },
+                _ => {}
             }
-            None => return Err("invalid spawn request: missing instruction".into()),
-        };
-        let assignee = opt_string(m, "assignee")?.map(|s| s.trim().to_string());
-        let assignee = assignee.filter(|s| !s.is_empty());
-        let reason = opt_string(m, "reason")?;
-        let independent = match m.get("independent") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(format!(
-                    "invalid spawn request: independent must be a boolean, found {}",
-                    type_name(other)
-                ));
-            }
-        };
+        }
+        let instruction = instruction.ok_or("invalid spawn request: missing instruction")?;
+        let assignee = assignee
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
         let mut warning = None;
-        let operation = match opt_string(m, "operation")? {
+        let operation = match operation {
             None => OperationKind::Operate,
             Some(op) => match OperationKind::parse(&op) {
                 Some(k) => k,
@@ -102,11 +117,11 @@ impl SpawnRequest {
     }
 }
 
-fn opt_string(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match m.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!(
+fn opt_string(key: &str, v: &Value) -> Result<Option<String>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        other => Err(format!(
             "invalid spawn request: {key} must be a string, found {}",
             type_name(other)
         )),
@@ -136,14 +151,14 @@ pub fn escalation_reason(v: &Value) -> String {
     }
 }
 
-/// Raw requests found in a value, in document order.
+/// Raw requests found in a value, in document order, borrowed from it.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Extracted {
-    pub spawns: Vec<Value>,
-    pub escalations: Vec<Value>,
+pub struct Extracted<'a> {
+    pub spawns: Vec<&'a Value>,
+    pub escalations: Vec<&'a Value>,
 }
 
-impl Extracted {
+impl Extracted<'_> {
     pub fn is_empty(&self) -> bool {
         self.spawns.is_empty() && self.escalations.is_empty()
     }
@@ -152,13 +167,13 @@ impl Extracted {
 /// Extracts requests from `v`: an object holding `spawn_request` (an object
 /// or an array of them) or `escalation` contributes them; any other value
 /// in an object or array is searched, down to [`EXTRACT_MAX_DEPTH`].
-pub fn extract(v: &Value) -> Extracted {
+pub fn extract(v: &Value) -> Extracted<'_> {
     let mut out = Extracted::default();
     extract_into(v, 0, &mut out);
     out
 }
 
-fn extract_into(v: &Value, depth: usize, out: &mut Extracted) {
+fn extract_into<'a>(v: &'a Value, depth: usize, out: &mut Extracted<'a>) {
     if depth > EXTRACT_MAX_DEPTH {
         return;
     }
@@ -181,11 +196,11 @@ fn extract_into(v: &Value, depth: usize, out: &mut Extracted) {
     }
 }
 
-fn push_requests(v: &Value, into: &mut Vec<Value>) {
+fn push_requests<'a>(v: &'a Value, into: &mut Vec<&'a Value>) {
     match v {
-        Value::Array(items) => into.extend(items.iter().cloned()),
+        Value::Array(items) => into.extend(items.iter()),
         Value::Null => {}
-        other => into.push(other.clone()),
+        other => into.push(other),
     }
 }
 
@@ -212,11 +227,25 @@ fn hash_canonical(v: &Value, h: &mut DefaultHasher) {
         }
         Value::Object(m) => {
             (5u8, m.len()).hash(h);
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            for k in keys {
-                k.hash(h);
-                hash_canonical(&m[k], h);
+            // Requests have a handful of keys: sort them on the stack.
+            let mut small: [(&str, &Value); 8] = [("", &Value::Null); 8];
+            if m.len() <= small.len() {
+                for (slot, (k, v)) in small.iter_mut().zip(m) {
+                    *slot = (k.as_str(), v);
+                }
+                let entries = &mut small[..m.len()];
+                entries.sort_unstable_by_key(|(k, _)| *k);
+                for (k, v) in entries.iter() {
+                    k.hash(h);
+                    hash_canonical(v, h);
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+                entries.sort_unstable_by_key(|(k, _)| *k);
+                for (k, v) in entries {
+                    k.hash(h);
+                    hash_canonical(v, h);
+                }
             }
         }
     }
@@ -297,6 +326,7 @@ mod tests {
 
     #[test]
     fn identity_ignores_key_order() {
+        use serde_json::Map;
         let a = json!({"instruction": "x", "assignee": "tester"});
         let mut m = Map::new();
         m.insert("assignee".into(), json!("tester"));

@@ -348,10 +348,7 @@ fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> O
                 );
                 return None;
             }
-            Some(Condition::Pointer {
-                pointer,
-                equals: equals?.0,
-            })
+            Some(Condition::pointer(pointer, equals?.0))
         }
         _ => {
             r.push(

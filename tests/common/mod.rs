@@ -221,7 +221,7 @@ impl Harness {
 pub fn ids_by_name(env: &Envelope) -> HashMap<String, OpId> {
     env.operation_names
         .iter()
-        .map(|(id, n)| (n.as_str().unwrap().to_string(), id.parse().unwrap()))
+        .map(|(id, n)| (n.to_string(), *id))
         .collect()
 }
 
