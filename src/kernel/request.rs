@@ -293,7 +293,7 @@ mod tests {
         let e = extract(&v);
         assert_eq!(e.spawns.len(), 2);
         assert_eq!(e.escalations.len(), 1);
-        assert_eq!(escalation_reason(&e.escalations[0]), "need a human");
+        assert_eq!(escalation_reason(e.escalations[0]), "need a human");
     }
 
     #[test]
