@@ -144,6 +144,18 @@ impl<'a, 'i> Table<'a, 'i> {
             .map_or(self.span.clone(), |(k, _)| k.span())
     }
 
+    fn out_of_range<T>(&self, r: &mut Reader, v: &Val<'_>, key: &str, allowed: &str) -> Option<T> {
+        r.push(
+            Diagnostic::new(
+                v.span(),
+                format!("{} is out of range", self.what(key)),
+                "out of range",
+            )
+            .help(format!("allowed: {allowed}")),
+        );
+        None
+    }
+
     fn what(&self, key: &str) -> String {
         format!("`{key}` in {}", self.name)
     }
@@ -215,17 +227,7 @@ impl<'a, 'i> Table<'a, 'i> {
         };
         match i64::from_str_radix(i.as_str(), i.radix()) {
             Ok(n) if (min..=max).contains(&n) => Some((n, v.span())),
-            _ => {
-                r.push(
-                    Diagnostic::new(
-                        v.span(),
-                        format!("{} is out of range", self.what(key)),
-                        "out of range",
-                    )
-                    .help(format!("allowed: an integer from {min} to {max}")),
-                );
-                None
-            }
+            _ => self.out_of_range(r, v, key, &format!("an integer from {min} to {max}")),
         }
     }
 
@@ -251,17 +253,7 @@ impl<'a, 'i> Table<'a, 'i> {
         };
         match x {
             Some(x) if x.is_finite() && ok(x) => Some((x, v.span())),
-            _ => {
-                r.push(
-                    Diagnostic::new(
-                        v.span(),
-                        format!("{} is out of range", self.what(key)),
-                        "out of range",
-                    )
-                    .help(format!("allowed: {allowed}")),
-                );
-                None
-            }
+            _ => self.out_of_range(r, v, key, allowed),
         }
     }
 
