@@ -96,12 +96,17 @@ pub async fn run(
         None => ApprovalPolicy::Ask,
     };
     let agents = Arc::new(AgentRegistry::builtin(speed));
-    let builder: Arc<dyn NodeBuilder> = Arc::new(built.routes);
+    let router = play.palette_router(Some(&run_dir.path), speed);
+    let builder: Arc<dyn NodeBuilder> = Arc::new(router.clone());
+    let op_roles = play.op_roles(&built);
     let (mut run, handle) =
         Run::new(built.graph, cfg, agents, builder).map_err(std::io::Error::other)?;
     run.add_sink(Box::new(run_dir.event_log()?));
     let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
     run.add_sink(Box::new(ChannelSink(tx)));
+    crate::palette::prepare(&router, &op_roles, &mut run)
+        .await
+        .map_err(std::io::Error::other)?;
 
     let format = opts.format;
     let printer = tokio::task::spawn_blocking(move || {
@@ -282,6 +287,23 @@ impl HumanPrinter {
                     .map(|a| format!(" (assignee {a})"))
                     .unwrap_or_default(),
             ),
+            SignalKind::RoleProvisioned {
+                role, origin, by, ..
+            } => match origin {
+                crate::kernel::RoleOrigin::Initial => return None,
+                crate::kernel::RoleOrigin::Expanded => node(
+                    "+ role expanded",
+                    role,
+                    &by.as_ref()
+                        .map(|b| format!(" (recruited by {b})"))
+                        .unwrap_or_default(),
+                ),
+            },
+            SignalKind::RoleReserved { role, .. } => node("… role reserved", role, ""),
+            SignalKind::ExpansionRejected { role, reason, .. } => {
+                node("- role refused", role, &format!(" ({})", reason.as_str()))
+            }
+            SignalKind::Budget { .. } => return None,
             SignalKind::RunPaused => format!("{t}  run paused"),
             SignalKind::RunResumed => format!("{t}  run resumed"),
             SignalKind::Stepped { .. } => format!("{t}  step"),
@@ -351,7 +373,7 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
         for (e, reason, detail) in &dropped {
             let _ = writeln!(
                 s,
-                "  dropped  {:<22} {} → {}: {}",
+                "  dropped  {:<24} {} → {}: {}",
                 reason.as_str(),
                 e.emitter_name.as_deref().unwrap_or("-"),
                 e.assignee.as_deref().unwrap_or("(emitter's role)"),

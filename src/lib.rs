@@ -8,5 +8,6 @@
 pub mod agents;
 pub mod headless;
 pub mod kernel;
+pub mod palette;
 pub mod play;
 pub mod store;

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(args),
         Some(Command::Validate { play }) => match Play::load(&play) {
             Ok(p) => {
+                print_warnings(&p);
                 println!("{}", p.summary());
                 0
             }
@@ -36,6 +37,13 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code as u8)
+}
+
+/// Load-time warnings (the legacy palette fallback), printed once.
+fn print_warnings(play: &Play) {
+    for w in &play.warnings {
+        eprintln!("playdeck: warning: {}: {w}", play.file);
+    }
 }
 
 fn report_load_error(e: &LoadError) -> i32 {
@@ -54,6 +62,7 @@ fn run(args: RunArgs) -> i32 {
         },
         None => Play::demo(),
     };
+    print_warnings(&play);
     let opts = HeadlessOptions {
         speed: args.speed,
         paused: args.paused,

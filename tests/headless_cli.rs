@@ -34,17 +34,27 @@ fn types(v: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Types of the lifecycle signals, without the palette's bookkeeping.
+fn lifecycle(v: &[Value]) -> Vec<String> {
+    types(v)
+        .into_iter()
+        .filter(|t| !matches!(t.as_str(), "role_provisioned" | "budget"))
+        .collect()
+}
+
 const PIPELINE: &str = r#"
 [play]
 name = "pipeline"
+[palette]
+roles = [{ role = "tester" }]
 [[operations]]
 id = "a"
-role = "worker"
+role = "tester"
 instruction = "first"
 sim = { duration_ms = 20 }
 [[operations]]
 id = "b"
-role = "worker"
+role = "tester"
 instruction = "second"
 sim = { duration_ms = 20 }
 "#;
@@ -52,14 +62,16 @@ sim = { duration_ms = 20 }
 const GATED: &str = r#"
 [play]
 name = "gated"
+[palette]
+roles = [{ role = "tester" }]
 [[operations]]
 id = "a"
-role = "worker"
+role = "tester"
 instruction = "first"
 sim = { duration_ms = 20 }
 [[operations]]
 id = "gate"
-role = "worker"
+role = "tester"
 instruction = "needs a yes"
 approval = true
 sim = { duration_ms = 20 }
@@ -95,7 +107,7 @@ fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.toml:10:6"), "{stderr}");
+    assert!(stderr.contains("bad.toml:12:6"), "{stderr}");
     assert!(stderr.contains("duplicate operation id \"a\""), "{stderr}");
     assert!(!dir.path().join(".playdeck").exists());
 }
@@ -139,8 +151,10 @@ fn a_headless_run_prints_ndjson_and_writes_the_run_directory() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v = lines(&out);
+    // The palette's one role is provisioned before anything runs.
+    assert_eq!(types(&v)[1..3], ["role_provisioned", "budget"]);
     assert_eq!(
-        types(&v),
+        lifecycle(&v),
         [
             "run_started",
             "queued",
@@ -415,17 +429,40 @@ fn the_demo_play_shows_every_kind_of_outcome() {
         assert!(t.iter().any(|x| x == ty), "no {ty} in the demo");
     }
     let result = v.last().unwrap();
-    let reasons: Vec<&str> = result["dropped_spawns"]
+    let mut reasons: Vec<&str> = result["dropped_spawns"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["reason"].as_str().unwrap())
         .collect();
+    reasons.sort();
     assert_eq!(
         reasons,
-        ["builder_error", "duplicate", "max_spawn_exceeded"]
+        [
+            "duplicate",
+            "max_spawn_exceeded",
+            "palette_budget_exhausted",
+            "requester_not_authorized",
+            "role_provision_failed",
+            "unknown_catalog_role"
+        ]
     );
-    assert_eq!(result["spawned_operations"], 3);
+    assert_eq!(result["spawned_operations"], 5);
+    // One expansion, and its reuse cost nothing.
+    let expanded: Vec<&Value> = v
+        .iter()
+        .filter(|l| l["type"] == "role_provisioned" && l["origin"] == "expanded")
+        .collect();
+    assert_eq!(expanded.len(), 1);
+    assert_eq!(expanded[0]["role"], "performance_engineer");
+    let last_budget = v.iter().rev().find(|l| l["type"] == "budget").unwrap();
+    assert_eq!(last_budget["consumed_new_roles"], 1);
+    assert_eq!(last_budget["spawns_accepted"], 5);
+    let perf_spawns = v
+        .iter()
+        .filter(|l| l["type"] == "spawned" && l["assignee"] == "performance_engineer")
+        .count();
+    assert_eq!(perf_spawns, 2);
     // Completed, failed and skipped are disjoint and cover every operation.
     let mut all: Vec<&str> = [
         "completed_operations",
@@ -455,6 +492,35 @@ fn the_demo_play_shows_every_kind_of_outcome() {
         .unwrap();
     // 30–60 s at speed 1.
     assert!((30.0..=60.0).contains(&(duration * 40.0)), "{duration}");
+}
+
+#[test]
+fn a_play_without_a_palette_falls_back_with_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = PIPELINE.replace("[palette]\nroles = [{ role = \"tester\" }]\n", "");
+    assert!(!legacy.contains("[palette]"));
+    let play = write_play(dir.path(), "l.toml", &legacy);
+    let out = bin()
+        .args(["run", "--headless"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("legacy roster").count(), 1, "{stderr}");
+    let v = lines(&out);
+    let warnings: Vec<&Value> = v.iter().filter(|l| l["type"] == "warning").collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deprecated")
+    );
+    // The full active roster was provisioned.
+    let initial = v.iter().filter(|l| l["type"] == "role_provisioned").count();
+    assert!(initial >= 15, "{initial}");
 }
 
 #[test]

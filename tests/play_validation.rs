@@ -33,7 +33,7 @@ fn play(ops: &str) -> String {
 fn a_minimal_play_loads_with_defaults() {
     let p = Play::from_str(
         "p.toml",
-        &play("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n"),
+        &play("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n"),
     )
     .unwrap();
     assert_eq!(
@@ -46,15 +46,15 @@ fn a_minimal_play_loads_with_defaults() {
 
 #[test]
 fn parallel_false_forces_one_at_a_time() {
-    let src = "[play]\nname = \"t\"\nmax_concurrent = 8\nparallel = false\n[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n";
+    let src = "[play]\nname = \"t\"\nmax_concurrent = 8\nparallel = false\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n";
     assert_eq!(Play::from_str("p.toml", src).unwrap().max_concurrent, 1);
 }
 
 #[test]
 fn duplicate_ids_point_at_the_second_and_name_the_first() {
     let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"y\"\n",
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"y\"\n",
     );
     assert_eq!(
         errors(&src),
@@ -66,8 +66,8 @@ fn duplicate_ids_point_at_the_second_and_name_the_first() {
 #[test]
 fn unknown_and_self_dependencies() {
     let src = play(
-        "[[operations]]\nid = \"design\"\nrole = \"r\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"y\"\ndepends_on = [\"desgin\", \"b\"]\n",
+        "[[operations]]\nid = \"design\"\nrole = \"tester\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"desgin\", \"b\"]\n",
     );
     assert_eq!(
         errors(&src),
@@ -85,9 +85,9 @@ fn unknown_and_self_dependencies() {
 #[test]
 fn cycles_are_reported_with_their_path() {
     let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
-         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\n\
-         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n",
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
+         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\n\
+         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n",
     );
     assert_eq!(
         errors(&src),
@@ -100,9 +100,9 @@ fn a_cycle_through_an_implicit_after_heads_edge_is_marked() {
     // a waits for c; b (no depends_on) runs after the heads above it (a);
     // c (no depends_on) runs after b: c -> a -> b -> c.
     let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
-         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\n",
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
+         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\n",
     );
     let e = errors(&src);
     assert_eq!(e.len(), 1);
@@ -115,8 +115,8 @@ fn a_cycle_through_an_implicit_after_heads_edge_is_marked() {
 #[test]
 fn bad_ids_and_reserved_names() {
     let src = play(
-        "[[operations]]\nid = \"-bad\"\nrole = \"r\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"spawn-3\"\nrole = \"r\"\ninstruction = \"x\"\n",
+        "[[operations]]\nid = \"-bad\"\nrole = \"tester\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"spawn-3\"\nrole = \"tester\"\ninstruction = \"x\"\n",
     );
     assert_eq!(
         errors(&src),
@@ -134,7 +134,7 @@ fn bad_ids_and_reserved_names() {
 #[test]
 fn numbers_out_of_range_and_type_errors() {
     let src = "[play]\nname = 7\nmax_concurrent = 0\nmax_spawn = -1\nspeed = 0\nreactive = \"yes\"\n\
-               [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\nsim = { duration_ms = -5 }\n";
+               [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { duration_ms = -5 }\n";
     assert_eq!(
         errors(src),
         [
@@ -169,7 +169,7 @@ fn numbers_out_of_range_and_type_errors() {
 #[test]
 fn unknown_keys_everywhere_with_suggestions() {
     let src = "nmae = 1\n[play]\nname = \"t\"\nmax_concurent = 3\n\
-               [[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepend_on = []\nsim = { duraton_ms = 5 }\n";
+               [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepend_on = []\nsim = { duraton_ms = 5 }\n";
     let e = errors(src);
     assert_eq!(
         e,
@@ -197,7 +197,7 @@ fn unknown_keys_everywhere_with_suggestions() {
 
 #[test]
 fn missing_required_keys() {
-    let src = "[play]\nobjective = \"x\"\n[[operations]]\nrole = \"r\"\n";
+    let src = "[play]\nobjective = \"x\"\n[[operations]]\nrole = \"tester\"\n";
     let e: Vec<String> = errors(src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
         e,
@@ -208,17 +208,17 @@ fn missing_required_keys() {
         ]
     );
     assert_eq!(
-        errors("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n")[0].1,
+        errors("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n")[0].1,
         "the play file is missing `play`"
     );
 }
 
 #[test]
 fn when_conditions_are_checked() {
-    let base = "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n";
+    let base = "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n";
     let dep = |when: &str| {
         play(&format!(
-            "{base}[[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nwhen = {when}\n"
+            "{base}[[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nwhen = {when}\n"
         ))
     };
     let ok = Play::from_str(
@@ -262,7 +262,7 @@ fn when_conditions_are_checked() {
 #[test]
 fn placement_conflicts() {
     let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\n[[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nindependent_root = true\n[[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = []\n",
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n[[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nindependent_root = true\n[[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = []\n",
     );
     let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
@@ -277,9 +277,9 @@ fn placement_conflicts() {
 #[test]
 fn agents_and_sim_behaviour_are_checked() {
     let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\nagent = \"claude\"\n\
-         [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\nagent = \"noop\"\nsim = { duration_ms = 5 }\n\
-         [[operations]]\nid = \"c\"\nrole = \"r\"\ninstruction = \"x\"\nsim = { outcome = \"explode\", emits = [ { at_ms = 1 }, { spawn_request = { assignee = \"t\" } } ] }\n",
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nagent = \"claude\"\n\
+         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\nagent = \"noop\"\nsim = { duration_ms = 5 }\n\
+         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { outcome = \"explode\", emits = [ { at_ms = 1 }, { spawn_request = { assignee = \"t\" } } ] }\n",
     );
     let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
@@ -306,14 +306,14 @@ fn syntax_errors_have_positions_too() {
 #[test]
 fn every_problem_is_reported_in_one_go() {
     let src = "[play]\nname = \"t\"\nspeed = -2\n\
-               [[operations]]\nid = \"a a\"\nrole = \"r\"\ninstruction = 1\n\
-               [[operations]]\nid = \"b\"\nrole = \"r\"\ninstruction = \"x\"\nbogus = true\n";
+               [[operations]]\nid = \"a a\"\nrole = \"tester\"\ninstruction = 1\n\
+               [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\nbogus = true\n";
     assert_eq!(errors(src).len(), 4);
 }
 
 #[test]
 fn the_rendered_report_has_file_line_col_and_a_caret() {
-    let d = Play::from_str("plays/x.toml", &play("[[operations]]\nid = \"a\"\nrole = \"r\"\ninstruction = \"x\"\ndepends_on = [\"zz\"]\n")).unwrap_err();
+    let d = Play::from_str("plays/x.toml", &play("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"zz\"]\n")).unwrap_err();
     let out = d.render(false);
     assert!(out.contains("--> plays/x.toml:7:15"), "{out}");
     assert!(out.contains("^^^^ no operation has this id"), "{out}");

@@ -117,3 +117,19 @@ pub trait Agent: Send + Sync {
 pub trait AgentResolver: Send + Sync {
     fn resolve(&self, name: &str) -> Option<Arc<dyn Agent>>;
 }
+
+/// Where spawn budgets stand when an operation starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpawnBudget {
+    pub accepted: usize,
+    pub max: usize,
+}
+
+/// Rewrites the instruction an agent receives when an operation starts
+/// (the palette installs its delegation clause here). The kernel stores
+/// instructions as authored; decoration happens per attempt, so the clause
+/// states the budgets at the moment the turn is built.
+pub trait InstructionDecorator: Send + Sync {
+    fn decorate(&self, role: Option<&str>, instruction: &Arc<str>, spawns: SpawnBudget)
+    -> Arc<str>;
+}

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::agent::{
     AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, AgentResolver, BoxFuture,
-    Invocation,
+    InstructionDecorator, Invocation, SpawnBudget,
 };
 use super::builder::{Emitter, NodeBuilder, RouteResult};
 use super::control::{ApprovalPolicy, Command, ControlError, FinalState, NewOperation, RunHandle};
@@ -168,9 +168,30 @@ impl std::fmt::Write for ArrayWriter<'_> {
     }
 }
 
+/// Role-palette counters as the router last reported them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PaletteCounts {
+    pub initial: Arc<[Arc<str>]>,
+    pub expanded: Arc<[Arc<str>]>,
+    pub reserved: Arc<[Arc<str>]>,
+    pub consumed: u32,
+    pub max_new_roles: u32,
+}
+
+/// What components outside the kernel (the palette router) report into the
+/// run: their signals join the run's one ordered stream.
+#[derive(Debug, Clone)]
+pub enum External {
+    Signal(SignalKind),
+    Palette(PaletteCounts),
+}
+
+pub type ExternalSender = mpsc::UnboundedSender<External>;
+
 /// What woke the event loop.
 enum Wake {
     Command(Option<Command>),
+    External(External),
     Done((NodeIndex, u32, AgentOutcome)),
     Agent(AgentMsg),
     Routed(RoutedBatch),
@@ -243,6 +264,7 @@ impl Run {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let (sig_tx, _) = broadcast::channel(cfg.signal_buffer.max(16));
         let (agent_tx, agent_rx) = mpsc::unbounded_channel();
+        let (external_tx, external_rx) = mpsc::unbounded_channel();
         let final_state = Arc::new(OnceLock::new());
         let handle = RunHandle {
             tx: ctl_tx,
@@ -277,6 +299,11 @@ impl Run {
             agent_rx,
             control_rx: ctl_rx,
             control_open: true,
+            external_tx,
+            external_rx,
+            decorator: None,
+            preset: Vec::new(),
+            palette: None,
             bus: Bus {
                 seq: 0,
                 t0: Instant::now(),
@@ -307,6 +334,28 @@ impl Run {
     /// Adds a sink that sees every signal, in order (the event log).
     pub fn add_sink(&mut self, sink: Box<dyn SignalSink>) {
         self.ex.bus.sinks.push(sink);
+    }
+
+    /// A sender for components that report into this run (the palette
+    /// router). What is sent before the run starts is emitted right after
+    /// `run_started`.
+    pub fn external(&self) -> ExternalSender {
+        self.ex.external_tx.clone()
+    }
+
+    /// Installs the instruction decorator (the delegation clause).
+    pub fn set_decorator(&mut self, d: Arc<dyn InstructionDecorator>) {
+        self.ex.decorator = Some(d);
+    }
+
+    /// Marks an initial operation failed before anything runs: routing
+    /// refused its role (ADR-0036 D2). Its dependents settle as usual.
+    pub fn fail_before_start(&mut self, op_id: OpId, failure: AgentFailure) -> bool {
+        let Some(&ix) = self.ex.index.get(&op_id) else {
+            return false;
+        };
+        self.ex.preset.push((ix, failure));
+        true
     }
 
     /// Runs to the end and returns the result envelope.
@@ -370,6 +419,14 @@ struct Executor {
     agent_rx: mpsc::UnboundedReceiver<AgentMsg>,
     control_rx: mpsc::UnboundedReceiver<Command>,
     control_open: bool,
+    /// Kept so the receiver never closes; senders are handed out.
+    external_tx: ExternalSender,
+    external_rx: mpsc::UnboundedReceiver<External>,
+    decorator: Option<Arc<dyn InstructionDecorator>>,
+    preset: Vec<(NodeIndex, AgentFailure)>,
+    /// The palette's counters, once a router reports them; budgets are
+    /// signalled only for runs that have a palette.
+    palette: Option<PaletteCounts>,
     bus: Bus,
     flow_context: Map<String, Value>,
     spawn_seq: u64,
@@ -438,9 +495,16 @@ impl Executor {
         if self.paused {
             self.bus.emit(SignalKind::RunPaused);
         }
+        // What was reported before the start (initial provisioning).
+        self.drain_external();
         let seeds: Vec<NodeIndex> = self.g.node_indices().collect();
         for ix in seeds {
             self.node_added(ix);
+        }
+        for (ix, failure) in std::mem::take(&mut self.preset) {
+            if self.g[ix].status == NodeStatus::Pending {
+                self.fail(ix, failure);
+            }
         }
 
         loop {
@@ -453,6 +517,7 @@ impl Executor {
             let wake = tokio::select! {
                 biased;
                 cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
+                Some(ext) = self.external_rx.recv() => Wake::External(ext),
                 Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
                 Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
                 Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
@@ -461,6 +526,7 @@ impl Executor {
             match wake {
                 Wake::Command(Some(cmd)) => self.command(cmd),
                 Wake::Command(None) => self.control_open = false,
+                Wake::External(ext) => self.external(ext),
                 Wake::Done((ix, attempt, outcome)) => self.complete(ix, attempt, outcome),
                 Wake::Agent(msg) => self.agent_event(msg),
                 Wake::Routed(batch) => self.admit_batch(batch),
@@ -680,11 +746,22 @@ impl Executor {
             Map::new()
         };
         let n = &self.g[ix];
+        let instruction = match &self.decorator {
+            Some(d) => d.decorate(
+                n.op.assignee.as_deref(),
+                &n.op.instruction,
+                SpawnBudget {
+                    accepted: self.spawn_accepted,
+                    max: self.cfg.max_spawn,
+                },
+            ),
+            None => n.op.instruction.clone(),
+        };
         let inv = Invocation {
             op_id: n.op.op_id,
             name: n.op.reference_id.clone(),
             role: n.op.assignee.clone(),
-            instruction: n.op.instruction.clone(),
+            instruction,
             params: n.op.metadata.params.clone(),
             context,
             attempt,
@@ -904,6 +981,41 @@ impl Executor {
         }
     }
 
+    fn drain_external(&mut self) {
+        while let Ok(ext) = self.external_rx.try_recv() {
+            self.external(ext);
+        }
+    }
+
+    fn external(&mut self, ext: External) {
+        match ext {
+            External::Signal(kind) => {
+                self.bus.emit(kind);
+            }
+            External::Palette(counts) => {
+                self.palette = Some(counts);
+                self.emit_budget();
+            }
+        }
+    }
+
+    /// Both budgets, for runs with a palette (ADR-0036 D4).
+    fn emit_budget(&mut self) {
+        let Some(p) = &self.palette else {
+            return;
+        };
+        let kind = SignalKind::Budget {
+            initial_roles: p.initial.clone(),
+            expanded_roles: p.expanded.clone(),
+            reserved_roles: p.reserved.clone(),
+            consumed_new_roles: p.consumed,
+            max_new_roles: p.max_new_roles,
+            spawns_accepted: self.spawn_accepted,
+            max_spawn: self.cfg.max_spawn,
+        };
+        self.bus.emit(kind);
+    }
+
     /// Makes room for `k` more operations at once, so a burst of admissions
     /// does not grow every table step by step.
     fn reserve(&mut self, k: usize) {
@@ -994,6 +1106,9 @@ impl Executor {
     }
 
     fn admit_batch(&mut self, batch: RoutedBatch) {
+        // The router's own signals (reserved, provisioned) come before the
+        // admission they led to.
+        self.drain_external();
         if self.cancelled {
             return;
         }
@@ -1049,6 +1164,8 @@ impl Executor {
 
     /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
     fn admit(&mut self, emitter: Option<NodeIndex>, meta: RequestMeta, routed: RouteResult) {
+        // The router's signals about this request come before its outcome.
+        self.drain_external();
         let candidate = match routed {
             Err(rej) => {
                 self.drop_spawn(emitter, meta.assignee, rej.reason, rej.detail, None);
@@ -1133,6 +1250,7 @@ impl Executor {
             self.g.add_edge(from, ix, edge);
         }
         self.spawn_accepted += 1;
+        self.emit_budget();
         let emitter_id = emitter.map(|e| self.g[e].op.op_id);
         let emitter_name = emitter.map(|e| self.g[e].op.reference_id.clone());
         let (seq, elapsed) = self.bus.emit(SignalKind::Spawned {
@@ -1244,6 +1362,7 @@ impl Executor {
                 }
             }
             self.spawn_accepted += 1;
+            self.emit_budget();
             return true;
         }
         if op.reference_id.is_empty() {

@@ -17,14 +17,14 @@ pub mod snapshot;
 
 pub use agent::{
     Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver, BoxFuture,
-    Invocation,
+    InstructionDecorator, Invocation, SpawnBudget,
 };
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,
 };
 pub use control::{ApprovalPolicy, ControlError, NewOperation, Observed, RunHandle, Subscription};
 pub use envelope::Envelope;
-pub use executor::{Run, RunConfig, deep_merge};
+pub use executor::{External, ExternalSender, PaletteCounts, Run, RunConfig, deep_merge};
 pub use graph::{
     Condition, Edge, EdgeKind, Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation,
     OperationKind,
@@ -32,5 +32,5 @@ pub use graph::{
 pub use lane::{Lane, lane_for};
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 pub use request::SpawnRequest;
-pub use signal::{NodeHeader, Outcome, Signal, SignalKind, SignalSink};
+pub use signal::{NodeHeader, Outcome, RoleOrigin, Signal, SignalKind, SignalSink};
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

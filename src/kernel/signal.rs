@@ -86,6 +86,13 @@ impl SkipReason {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+pub enum RoleOrigin {
+    Initial,
+    Expanded,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PauseReason {
     RunPaused,
     Held,
@@ -198,6 +205,40 @@ pub enum SignalKind {
         detail: Arc<str>,
         op_id: Option<OpId>,
     },
+    /// A role route was published: an initial palette role before the run,
+    /// or an expansion (ADR-0036 D2, D3).
+    RoleProvisioned {
+        role: Arc<str>,
+        origin: RoleOrigin,
+        /// The operation whose request recruited it (expansions).
+        by: Option<Arc<str>>,
+        disposition: Arc<str>,
+        model: Option<Arc<str>>,
+        effort: Option<Arc<str>>,
+        modes: Arc<[Arc<str>]>,
+    },
+    /// A new-role unit was reserved and provisioning began.
+    RoleReserved {
+        role: Arc<str>,
+        by: Option<Arc<str>>,
+    },
+    /// A request for a role outside the palette was refused.
+    ExpansionRejected {
+        role: Arc<str>,
+        reason: DropReason,
+        detail: Arc<str>,
+        by: Option<Arc<str>>,
+    },
+    /// Both budgets, whenever either changes (ADR-0036 D4).
+    Budget {
+        initial_roles: Arc<[Arc<str>]>,
+        expanded_roles: Arc<[Arc<str>]>,
+        reserved_roles: Arc<[Arc<str>]>,
+        consumed_new_roles: u32,
+        max_new_roles: u32,
+        spawns_accepted: usize,
+        max_spawn: usize,
+    },
     RunPaused,
     RunResumed,
     /// While paused, the operator let one waiting operation start.
@@ -238,6 +279,10 @@ impl SignalKind {
             SignalKind::Unheld { .. } => "unheld",
             SignalKind::Spawned { .. } => "spawned",
             SignalKind::SpawnDropped { .. } => "spawn_dropped",
+            SignalKind::RoleProvisioned { .. } => "role_provisioned",
+            SignalKind::RoleReserved { .. } => "role_reserved",
+            SignalKind::ExpansionRejected { .. } => "expansion_rejected",
+            SignalKind::Budget { .. } => "budget",
             SignalKind::RunPaused => "run_paused",
             SignalKind::RunResumed => "run_resumed",
             SignalKind::Stepped { .. } => "stepped",

@@ -1,5 +1,5 @@
 //! From a validated play to what the kernel runs: the graph (built with the
-//! explicit placement calls), the static role map and the run settings.
+//! explicit placement calls), the palette router and the run settings.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,14 +9,13 @@ use serde_json::Value;
 use super::diag::Diagnostic;
 use super::{Placement, Play};
 use crate::kernel::{
-    Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation, OperationKind, RoleRoute,
-    RunConfig, StaticRoleBuilder,
+    Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation, OperationKind, RunConfig,
 };
+use crate::palette::{PaletteRouter, RunProvisioner};
 
 /// A play turned into kernel inputs. Each build makes fresh op_ids.
 pub struct BuiltPlay {
     pub graph: Graph,
-    pub routes: StaticRoleBuilder,
     /// op_id of each operation, in file order.
     pub op_ids: Vec<OpId>,
 }
@@ -27,21 +26,45 @@ impl Play {
         let (graph, op_ids) = self
             .graph()
             .expect("a validated play builds an acyclic graph");
-        let mut routes: Vec<RoleRoute> = Vec::new();
+        BuiltPlay { graph, op_ids }
+    }
+
+    /// The agent each role's spawned work runs on: the agent of the first
+    /// operation of that role.
+    pub fn role_agents(&self) -> HashMap<String, Arc<str>> {
+        let mut m = HashMap::new();
         for op in &self.operations {
-            if !routes.iter().any(|r| *r.role == *op.role) {
-                routes.push(RoleRoute {
-                    role: Arc::from(op.role.as_str()),
-                    agent: Arc::from(op.agent.as_str()),
-                    params: Arc::new(Value::Null),
-                });
-            }
+            m.entry(op.role.clone())
+                .or_insert_with(|| Arc::from(op.agent.as_str()));
         }
-        BuiltPlay {
-            graph,
-            routes: StaticRoleBuilder::new(routes),
-            op_ids,
-        }
+        m
+    }
+
+    /// The palette router for a run of this play; role artifact directories
+    /// go under `run_dir` (none for previews).
+    pub fn palette_router(
+        &self,
+        run_dir: Option<&std::path::Path>,
+        speed: f64,
+    ) -> Arc<PaletteRouter> {
+        let provisioner = RunProvisioner {
+            run_dir: run_dir.map(|p| p.to_path_buf()),
+            simulate: self.palette.simulate.clone(),
+            speed,
+            agents: self.role_agents(),
+            default_agent: Arc::from("sim"),
+        };
+        PaletteRouter::new(Arc::new(self.palette.clone()), Arc::new(provisioner))
+    }
+
+    /// (op_id, role) of each initial operation, for palette preparation.
+    pub fn op_roles(&self, built: &BuiltPlay) -> Vec<(OpId, String)> {
+        built
+            .op_ids
+            .iter()
+            .zip(&self.operations)
+            .map(|(id, o)| (*id, o.role.clone()))
+            .collect()
     }
 
     fn graph(&self) -> Result<(Graph, Vec<OpId>), GraphError> {

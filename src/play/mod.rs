@@ -5,6 +5,7 @@
 pub mod build;
 pub mod demo;
 pub mod diag;
+mod palette_section;
 pub mod parse;
 pub mod reader;
 
@@ -38,6 +39,10 @@ pub struct Play {
     pub speed: f64,
     pub context: Map<String, Value>,
     pub operations: Vec<OpDef>,
+    /// ADR-0036: the palette, pack and profiles.
+    pub palette: crate::palette::PaletteConfig,
+    /// Printed once when the play is loaded (the legacy palette fallback).
+    pub warnings: Vec<String>,
 }
 
 /// How an operation is placed in the graph (ADR-0033 D2: three explicit

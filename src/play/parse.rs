@@ -15,7 +15,7 @@ use crate::agents::{BUILTIN_AGENTS, SimEmit, SimOutcome, SimSpec};
 use crate::kernel::Condition;
 use crate::kernel::graph::validate_json_pointer;
 
-const ROOT_KEYS: &[&str] = &["play", "operations"];
+const ROOT_KEYS: &[&str] = &["play", "operations", "palette", "pack", "profiles"];
 const PLAY_KEYS: &[&str] = &[
     "name",
     "objective",
@@ -83,6 +83,11 @@ pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
         speed: 1.0,
         context: Map::new(),
         operations: Vec::new(),
+        palette: crate::palette::PaletteConfig::legacy(
+            crate::palette::PaletteConfig::builtin_pack(),
+            Default::default(),
+        ),
+        warnings: Vec::new(),
     };
     if let Some(v) = root.require(&mut r, "play", "{ name = \"...\" } (a [play] table)")
         && let Some(t) = r.table(v, "[play]")
@@ -94,6 +99,12 @@ pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
         read_operations(&mut r, v, &mut play.operations, &mut shapes);
     }
     check_graph(&mut r, &play.source, &shapes);
+    play.palette = super::palette_section::read(&mut r, &root);
+    super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
+    if play.palette.legacy {
+        play.warnings
+            .push(crate::palette::model::LEGACY_WARNING.to_string());
+    }
     if r.has_errors() {
         // Report in file order, whatever order the checks ran in.
         r.diags.sort_by_key(|d| d.span.start);
@@ -306,7 +317,7 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
     Some(OpDef {
         id,
         id_span,
-        role: role.trim().to_string(),
+        role: crate::palette::canonical(&role),
         role_span,
         instruction: instruction?.0,
         placement,

@@ -1,0 +1,592 @@
+//! ADR-0036 D3/D4: the awaitable, race-safe role router behind the kernel's
+//! node-builder seam.
+//!
+//! The palette lock is a plain mutex held only for short, synchronous
+//! critical sections: never across provisioning, never while the kernel is
+//! touched (the kernel has no graph lock; it owns its state and receives
+//! this router's decisions as messages).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::catalog::{Catalog, Effort, RoleConfig, canonical};
+use super::clause::{install_clause, render_delegation_clause};
+use super::model::{Disposition, PaletteConfig, PaletteSnapshot, UserProfile};
+use crate::kernel::signal::{DROP_DETAIL_MAX, truncate_chars};
+use crate::kernel::{
+    BoxFuture, Candidate, DropReason, Emitter, External, ExternalSender, InstructionDecorator,
+    NodeBuilder, PaletteCounts, Rejection, RoleOrigin, RouteResult, SignalKind, SpawnBudget,
+    SpawnRequest,
+};
+
+/// A published role route: everything an operation of this role runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteEntry {
+    pub role: Arc<str>,
+    pub disposition: Disposition,
+    pub modes: Arc<[Arc<str>]>,
+    pub model: Option<Arc<str>>,
+    pub effort: Option<Effort>,
+    /// The agent that runs operations of this role.
+    pub agent: Arc<str>,
+    /// Agent parameters for operations spawned onto this route.
+    pub params: Arc<Value>,
+    pub origin: RoleOrigin,
+    /// The operation whose request recruited it (expansions).
+    pub by: Option<Arc<str>>,
+    pub artifact_dir: Option<PathBuf>,
+}
+
+/// What a provisioner is asked to set up.
+#[derive(Debug, Clone)]
+pub struct ProvisionRequest {
+    pub role: Arc<str>,
+    pub disposition: Disposition,
+    pub modes: Vec<String>,
+    pub config: RoleConfig,
+    pub profile: Option<UserProfile>,
+    pub origin: RoleOrigin,
+    pub by: Option<Arc<str>>,
+}
+
+/// Resolves model, tools, modes and artifacts for a role. Runs outside the
+/// palette lock; may be slow or fail.
+pub trait Provisioner: Send + Sync + 'static {
+    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, String>>;
+}
+
+/// `None` while provisioning, then its outcome for every waiter.
+type Shared = Option<Result<Arc<RouteEntry>, Arc<str>>>;
+
+#[derive(Default)]
+struct State {
+    routes: FxHashMap<Arc<str>, Arc<RouteEntry>>,
+    initial: Vec<Arc<str>>,
+    expanded: Vec<Arc<str>>,
+    reserved: Vec<Arc<str>>,
+    consumed: u32,
+    in_flight: FxHashMap<Arc<str>, watch::Receiver<Shared>>,
+}
+
+pub struct PaletteRouter {
+    cfg: Arc<PaletteConfig>,
+    state: Mutex<State>,
+    provisioner: Arc<dyn Provisioner>,
+    events: OnceLock<ExternalSender>,
+    attempts: AtomicUsize,
+}
+
+fn bounded(s: &str) -> String {
+    truncate_chars(s, DROP_DETAIL_MAX).to_string()
+}
+
+impl PaletteRouter {
+    pub fn new(cfg: Arc<PaletteConfig>, provisioner: Arc<dyn Provisioner>) -> Arc<Self> {
+        Arc::new(PaletteRouter {
+            cfg,
+            state: Mutex::default(),
+            provisioner,
+            events: OnceLock::new(),
+            attempts: AtomicUsize::new(0),
+        })
+    }
+
+    /// Connects the router's signals to a run's stream.
+    pub fn attach(&self, events: ExternalSender) {
+        let _ = self.events.set(events);
+    }
+
+    pub fn config(&self) -> &PaletteConfig {
+        &self.cfg
+    }
+
+    /// How many provisioning attempts have started (initial ones included).
+    pub fn provision_attempts(&self) -> usize {
+        self.attempts.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic inside a critical section cannot leave half-applied state
+        // (each section is a few assignments), so a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn snapshot(&self) -> PaletteSnapshot {
+        let st = self.lock();
+        let names = |v: &[Arc<str>]| v.iter().map(|s| s.to_string()).collect();
+        PaletteSnapshot {
+            initial_roles: names(&st.initial),
+            expanded_roles: names(&st.expanded),
+            reserved_roles: names(&st.reserved),
+            max_new_roles: self.cfg.palette.expansion.max_new_roles,
+            consumed_new_roles: st.consumed,
+        }
+    }
+
+    pub fn route(&self, role: &str) -> Option<Arc<RouteEntry>> {
+        self.lock().routes.get(role).cloned()
+    }
+
+    fn emit(&self, kind: SignalKind) {
+        if let Some(tx) = self.events.get() {
+            let _ = tx.send(External::Signal(kind));
+        }
+    }
+
+    fn emit_counts(&self) {
+        let Some(tx) = self.events.get() else { return };
+        let st = self.lock();
+        let counts = PaletteCounts {
+            initial: st.initial.iter().cloned().collect(),
+            expanded: st.expanded.iter().cloned().collect(),
+            reserved: st.reserved.iter().cloned().collect(),
+            consumed: st.consumed,
+            max_new_roles: self.cfg.palette.expansion.max_new_roles,
+        };
+        drop(st);
+        let _ = tx.send(External::Palette(counts));
+    }
+
+    fn emit_provisioned(&self, e: &RouteEntry) {
+        self.emit(SignalKind::RoleProvisioned {
+            role: e.role.clone(),
+            origin: e.origin,
+            by: e.by.clone(),
+            disposition: Arc::from(e.disposition.as_str()),
+            model: e.model.clone(),
+            effort: e.effort.map(|x| Arc::from(x.as_str())),
+            modes: e.modes.clone(),
+        });
+    }
+
+    fn reject(
+        &self,
+        role: &str,
+        reason: DropReason,
+        detail: String,
+        by: &Option<Arc<str>>,
+    ) -> Rejection {
+        let detail = bounded(&detail);
+        self.emit(SignalKind::ExpansionRejected {
+            role: Arc::from(role),
+            reason,
+            detail: Arc::from(detail.as_str()),
+            by: by.clone(),
+        });
+        Rejection::new(reason, detail)
+    }
+
+    fn provision_request(
+        &self,
+        role: &Arc<str>,
+        origin: RoleOrigin,
+        by: Option<Arc<str>>,
+    ) -> ProvisionRequest {
+        let initial = self.cfg.initial(role);
+        let profile = self.cfg.profiles.get(&**role).cloned();
+        let config = match (&profile, self.cfg.pack.get(&**role)) {
+            (_, Some(c)) => c.clone(),
+            (Some(p), None) => RoleConfig {
+                model: p.model.clone(),
+                effort: None,
+                default_modes: p.modes.clone(),
+                modes_allow: Vec::new(),
+                active: true,
+            },
+            (None, None) => RoleConfig {
+                model: None,
+                effort: None,
+                default_modes: Vec::new(),
+                modes_allow: Vec::new(),
+                active: true,
+            },
+        };
+        let modes = match initial {
+            Some(pr) if !pr.modes.is_empty() => pr.modes.clone(),
+            _ => config.default_modes.clone(),
+        };
+        ProvisionRequest {
+            role: role.clone(),
+            disposition: initial.map(|pr| pr.disposition).unwrap_or_default(),
+            modes,
+            config,
+            profile,
+            origin,
+            by,
+        }
+    }
+
+    /// Provisions every initial palette role, once, before execution (D2),
+    /// in declaration order. An error names the role that failed.
+    pub async fn provision_initial(&self) -> Result<(), String> {
+        if !self.lock().initial.is_empty() {
+            return Ok(());
+        }
+        for pr in &self.cfg.palette.roles {
+            let role: Arc<str> = Arc::from(pr.role.as_str());
+            let req = self.provision_request(&role, RoleOrigin::Initial, None);
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            let entry = Arc::new(
+                self.provisioner
+                    .provision(req)
+                    .await
+                    .map_err(|e| format!("initial palette role {role}: {e}"))?,
+            );
+            {
+                let mut st = self.lock();
+                st.routes.insert(role.clone(), entry.clone());
+                st.initial.push(role);
+            }
+            self.emit_provisioned(&entry);
+        }
+        self.emit_counts();
+        Ok(())
+    }
+
+    /// D2: a role named by planning (an initial operation) that is outside
+    /// the palette goes through the same resolver as a live request, as the
+    /// orchestrator.
+    pub async fn resolve_planned(
+        self: &Arc<Self>,
+        role: &str,
+    ) -> Result<Arc<RouteEntry>, Rejection> {
+        self.route_role(
+            Arc::from(canonical(role)),
+            Some(Arc::from("orchestrator")),
+            Some(Arc::from("plan")),
+        )
+        .await
+    }
+
+    /// D3 steps 2–10 for one target role.
+    pub async fn route_role(
+        self: &Arc<Self>,
+        role: Arc<str>,
+        requester: Option<Arc<str>>,
+        by: Option<Arc<str>>,
+    ) -> Result<Arc<RouteEntry>, Rejection> {
+        enum Next {
+            Wait(watch::Receiver<Shared>),
+            Provision(watch::Sender<Shared>),
+        }
+        let next = {
+            let mut st = self.lock();
+            match self.decide(&mut st, &role, requester.as_deref(), &by) {
+                Decision::Route(r) => return Ok(r),
+                Decision::Reject(rej) => return Err(rej),
+                Decision::Wait(rx) => Next::Wait(rx),
+                Decision::Provision => {
+                    // 7: reserve one unit and publish the in-flight marker.
+                    st.reserved.push(role.clone());
+                    let (tx, rx) = watch::channel(None);
+                    st.in_flight.insert(role.clone(), rx);
+                    Next::Provision(tx)
+                }
+            }
+        };
+        match next {
+            Next::Wait(mut rx) => {
+                // 5: share the attempt already running; reserve nothing.
+                let outcome = rx.wait_for(Option::is_some).await.map(|v| v.clone());
+                match outcome {
+                    Ok(Some(Ok(entry))) => Ok(entry),
+                    Ok(Some(Err(msg))) => Err(Rejection::new(
+                        DropReason::RoleProvisionFailed,
+                        msg.to_string(),
+                    )),
+                    _ => Err(Rejection::new(
+                        DropReason::RoleProvisionFailed,
+                        "provisioning ended without an answer",
+                    )),
+                }
+            }
+            Next::Provision(tx) => {
+                self.emit(SignalKind::RoleReserved {
+                    role: role.clone(),
+                    by: by.clone(),
+                });
+                self.emit_counts();
+                let guard = Provisioning {
+                    router: self.clone(),
+                    role: role.clone(),
+                    by: by.clone(),
+                    tx: Some(tx),
+                };
+                let req = self.provision_request(&role, RoleOrigin::Expanded, by);
+                self.attempts.fetch_add(1, Ordering::Relaxed);
+                // 8: outside the lock.
+                let result = self.provisioner.provision(req).await;
+                guard.finish(result)
+            }
+        }
+    }
+
+    /// Steps 2–6, under the lock.
+    fn decide(
+        &self,
+        st: &mut State,
+        role: &Arc<str>,
+        requester: Option<&str>,
+        by: &Option<Arc<str>>,
+    ) -> Decision {
+        if let Some(r) = st.routes.get(role) {
+            return Decision::Route(r.clone());
+        }
+        let catalog = Catalog::builtin();
+        if catalog.role(role).is_none() {
+            let detail = if self.cfg.profiles.contains_key(&**role) {
+                format!(
+                    "{role:?} is a user profile; profiles are usable only when named in the initial palette"
+                )
+            } else {
+                format!(
+                    "no catalog role {role:?}; catalog roles: {}",
+                    catalog.role_names().join(", ")
+                )
+            };
+            return Decision::Reject(self.reject(role, DropReason::UnknownCatalogRole, detail, by));
+        }
+        let policy = &self.cfg.palette.expansion;
+        if requester != Some("orchestrator") || !policy.orchestrator_may_expand {
+            let detail = match requester {
+                None => format!(
+                    "{role:?} is outside the palette and the request has no trusted requester role"
+                ),
+                Some("orchestrator") => {
+                    format!("{role:?} is outside the palette and orchestrator_may_expand is false")
+                }
+                Some(r) => format!(
+                    "{role:?} is outside the palette; only the orchestrator may expand it, not {r:?}"
+                ),
+            };
+            return Decision::Reject(self.reject(
+                role,
+                DropReason::RequesterNotAuthorized,
+                detail,
+                by,
+            ));
+        }
+        if let Some(rx) = st.in_flight.get(role) {
+            return Decision::Wait(rx.clone());
+        }
+        let used = st.consumed + st.reserved.len() as u32;
+        if used >= policy.max_new_roles {
+            let detail = format!(
+                "{role:?} needs a new-role unit: {} consumed and {} reserved of max_new_roles {}",
+                st.consumed,
+                st.reserved.len(),
+                policy.max_new_roles
+            );
+            return Decision::Reject(self.reject(
+                role,
+                DropReason::PaletteBudgetExhausted,
+                detail,
+                by,
+            ));
+        }
+        Decision::Provision
+    }
+
+    /// The requester may emit spawn requests only from an emission-capable
+    /// route (D1); identity is the trusted metadata, never the payload (D4).
+    fn authorise(&self, emitter: &Emitter) -> Result<Arc<RouteEntry>, Rejection> {
+        let Some(role) = &emitter.requester_role else {
+            return Err(Rejection::new(
+                DropReason::RequesterNotAuthorized,
+                "the emitter has no trusted requester role",
+            ));
+        };
+        match self.lock().routes.get(role) {
+            Some(r) if r.disposition == Disposition::EmissionCapable => Ok(r.clone()),
+            Some(_) => Err(Rejection::new(
+                DropReason::RequesterNotAuthorized,
+                format!("{role} is terminal in this palette: it cannot create graph work"),
+            )),
+            None => Err(Rejection::new(
+                DropReason::RequesterNotAuthorized,
+                format!("{role} has no route in this palette"),
+            )),
+        }
+    }
+
+    /// Step 11: the child, built through the ordinary allowlisted builder
+    /// (the request's operation was checked against the allowlist when it
+    /// was read).
+    fn candidate(request: &SpawnRequest, target: &RouteEntry) -> Candidate {
+        Candidate {
+            instruction: request.instruction.clone(),
+            assignee: Some(target.role.clone()),
+            requester_role: Some(target.role.clone()),
+            agent: target.agent.clone(),
+            params: target.params.clone(),
+            operation: request.operation,
+        }
+    }
+
+    /// The whole algorithm for one request.
+    pub async fn route_request(
+        self: Arc<Self>,
+        request: SpawnRequest,
+        emitter: Emitter,
+    ) -> RouteResult {
+        let own = self.authorise(&emitter)?;
+        if request.instruction.trim().is_empty() {
+            return Ok(None);
+        }
+        let target = match &request.assignee {
+            None => own,
+            Some(a) => {
+                self.route_role(
+                    Arc::from(canonical(a)),
+                    emitter.requester_role.clone(),
+                    Some(emitter.name.clone()),
+                )
+                .await?
+            }
+        };
+        Ok(Some(Self::candidate(&request, &target)))
+    }
+}
+
+enum Decision {
+    Route(Arc<RouteEntry>),
+    Reject(Rejection),
+    Wait(watch::Receiver<Shared>),
+    Provision,
+}
+
+/// One provisioning attempt in flight. Finishing it publishes or rolls
+/// back; dropping it unfinished (cancellation) rolls back and tells every
+/// waiter (D3 step 10).
+struct Provisioning {
+    router: Arc<PaletteRouter>,
+    role: Arc<str>,
+    by: Option<Arc<str>>,
+    tx: Option<watch::Sender<Shared>>,
+}
+
+impl Provisioning {
+    fn finish(mut self, result: Result<RouteEntry, String>) -> Result<Arc<RouteEntry>, Rejection> {
+        let tx = self.tx.take().expect("finished once");
+        let router = self.router.clone();
+        match result {
+            Ok(entry) => {
+                let entry = Arc::new(entry);
+                {
+                    // 9: publish, move reserved -> expanded, charge one unit.
+                    let mut st = router.lock();
+                    st.reserved.retain(|r| *r != self.role);
+                    st.in_flight.remove(&self.role);
+                    st.routes.insert(self.role.clone(), entry.clone());
+                    st.expanded.push(self.role.clone());
+                    st.consumed += 1;
+                }
+                tx.send_replace(Some(Ok(entry.clone())));
+                router.emit_provisioned(&entry);
+                router.emit_counts();
+                Ok(entry)
+            }
+            Err(msg) => {
+                let msg = bounded(&msg);
+                rollback(&router, &self.role);
+                tx.send_replace(Some(Err(Arc::from(msg.as_str()))));
+                let rej = router.reject(&self.role, DropReason::RoleProvisionFailed, msg, &self.by);
+                router.emit_counts();
+                Err(rej)
+            }
+        }
+    }
+}
+
+fn rollback(router: &PaletteRouter, role: &Arc<str>) {
+    let mut st = router.lock();
+    st.reserved.retain(|r| r != role);
+    st.in_flight.remove(role);
+}
+
+impl Drop for Provisioning {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            rollback(&self.router, &self.role);
+            let msg = "provisioning was cancelled";
+            tx.send_replace(Some(Err(Arc::from(msg))));
+            self.router.reject(
+                &self.role,
+                DropReason::RoleProvisionFailed,
+                msg.into(),
+                &self.by,
+            );
+            self.router.emit_counts();
+        }
+    }
+}
+
+impl NodeBuilder for Arc<PaletteRouter> {
+    fn build(&self, request: &SpawnRequest, emitter: &Emitter) -> BoxFuture<RouteResult> {
+        let (router, request, emitter) = (self.clone(), request.clone(), emitter.clone());
+        Box::pin(router.route_request(request, emitter))
+    }
+
+    /// Existing routes and every refusal that needs no waiting are decided
+    /// here, synchronously; only provisioning (or waiting on it) is async.
+    fn route_now(&self, request: &SpawnRequest, emitter: &Emitter) -> Option<RouteResult> {
+        let own = match self.authorise(emitter) {
+            Ok(r) => r,
+            Err(rej) => return Some(Err(rej)),
+        };
+        if request.instruction.trim().is_empty() {
+            return Some(Ok(None));
+        }
+        let Some(a) = &request.assignee else {
+            return Some(Ok(Some(PaletteRouter::candidate(request, &own))));
+        };
+        let role: Arc<str> = Arc::from(canonical(a));
+        let by = Some(emitter.name.clone());
+        let mut st = self.lock();
+        match self.decide(&mut st, &role, emitter.requester_role.as_deref(), &by) {
+            Decision::Route(r) => Some(Ok(Some(PaletteRouter::candidate(request, &r)))),
+            Decision::Reject(rej) => Some(Err(rej)),
+            Decision::Wait(_) | Decision::Provision => None,
+        }
+    }
+}
+
+impl InstructionDecorator for PaletteRouter {
+    fn decorate(
+        &self,
+        role: Option<&str>,
+        instruction: &Arc<str>,
+        spawns: SpawnBudget,
+    ) -> Arc<str> {
+        let st = self.lock();
+        let Some(entry) = role.and_then(|r| st.routes.get(r)) else {
+            return instruction.clone();
+        };
+        let allowed: Vec<&str> = st
+            .initial
+            .iter()
+            .chain(&st.expanded)
+            .map(|s| &**s)
+            .collect();
+        let policy = &self.cfg.palette.expansion;
+        let remaining_new = policy
+            .max_new_roles
+            .saturating_sub(st.consumed + st.reserved.len() as u32);
+        let may_expand =
+            &*entry.role == "orchestrator" && policy.orchestrator_may_expand && remaining_new > 0;
+        let clause = render_delegation_clause(
+            &entry.role,
+            entry.disposition,
+            &allowed,
+            may_expand,
+            remaining_new,
+            spawns.max.saturating_sub(spawns.accepted),
+        );
+        Arc::from(install_clause(instruction, &clause))
+    }
+}

@@ -1,0 +1,460 @@
+//! `[palette]`, `[pack.roles.<name>]` and `[profiles.<name>]`: read and
+//! validated with ADR-0036 D1's rules, every problem with its position,
+//! before any operation, route, artifact directory or reservation exists.
+
+use std::collections::HashSet;
+
+use indexmap::IndexMap;
+use toml::de::DeValue;
+
+use super::diag::{Diagnostic, did_you_mean, list};
+use super::reader::{Reader, Table};
+use super::{OpDef, is_valid_name};
+use crate::palette::{
+    CATALOG_NAME, Catalog, Disposition, Effort, PaletteConfig, PaletteExpansionPolicy, PaletteRole,
+    PaletteSimulate, PlayRolePalette, UserProfile, canonical,
+};
+
+const PALETTE_KEYS: &[&str] = &["roles", "expansion", "simulate"];
+const ROLE_KEYS: &[&str] = &["role", "disposition", "modes"];
+const EXPANSION_KEYS: &[&str] = &["max_new_roles", "orchestrator_may_expand", "catalog"];
+const SIMULATE_KEYS: &[&str] = &["provision_delay_ms", "fail_roles"];
+const PACK_KEYS: &[&str] = &["roles"];
+const PACK_ROLE_KEYS: &[&str] = &["model", "effort", "default_modes", "modes_allow", "active"];
+const PROFILE_KEYS: &[&str] = &["description", "model", "modes"];
+
+fn unknown_mode(r: &mut Reader, mode: &str, span: super::Span, what: &str) {
+    let catalog = Catalog::builtin();
+    let names = catalog.mode_names();
+    let mut help = format!("catalog modes: {}", names.join(", "));
+    if let Some(m) = did_you_mean(mode, names.iter().copied()) {
+        help = format!("did you mean \"{m}\"? {help}");
+    }
+    r.push(
+        Diagnostic::new(
+            span,
+            format!("unknown mode {mode:?} in {what}"),
+            "not a catalog mode",
+        )
+        .help(help),
+    );
+}
+
+fn unknown_role_help(role: &str, known: &[&str]) -> String {
+    let mut help = format!("catalog roles: {}", known.join(", "));
+    if let Some(m) = did_you_mean(role, known.iter().copied()) {
+        help = format!("did you mean \"{m}\"? {help}");
+    }
+    help
+}
+
+pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
+    let catalog = Catalog::builtin();
+    let pack = read_pack(r, root);
+    let profiles = read_profiles(r, root);
+    let Some(pv) = root.get("palette") else {
+        return PaletteConfig::legacy(pack, profiles);
+    };
+    let mut cfg = PaletteConfig {
+        palette: PlayRolePalette {
+            roles: Vec::new(),
+            expansion: PaletteExpansionPolicy::default(),
+        },
+        legacy: false,
+        profiles,
+        pack,
+        simulate: PaletteSimulate::default(),
+    };
+    let Some(t) = r.table(pv, "[palette]") else {
+        return cfg;
+    };
+    t.deny_unknown(r, PALETTE_KEYS);
+
+    // Rule 1: at least one role.
+    match t.get("roles") {
+        None => r.push(
+            Diagnostic::new(
+                t.span.start..t.span.start,
+                "[palette] is missing `roles`",
+                "a palette needs roles",
+            )
+            .help("roles = [ { role = \"orchestrator\", disposition = \"emission_capable\" } ]"),
+        ),
+        Some(v) => match v.get_ref() {
+            DeValue::Array(items) if items.is_empty() => r.push(
+                Diagnostic::new(v.span(), "the palette has no roles", "empty")
+                    .help("a palette needs at least one role"),
+            ),
+            DeValue::Array(items) => {
+                let mut seen: IndexMap<String, super::Span> = IndexMap::new();
+                for (i, item) in items.iter().enumerate() {
+                    let what = format!("[palette] roles[{i}]");
+                    if let Some(rt) = r.table(item, &what)
+                        && let Some(pr) = read_palette_role(r, &rt, &cfg, &mut seen)
+                    {
+                        cfg.palette.roles.push(pr);
+                    }
+                }
+            }
+            _ => r.push(
+                Diagnostic::new(
+                    v.span(),
+                    "`roles` in [palette] must be an array of tables",
+                    "expected an array",
+                )
+                .help(
+                    "roles = [ { role = \"orchestrator\", disposition = \"emission_capable\" } ]",
+                ),
+            ),
+        },
+    }
+
+    if let Some(e) = t.table(r, "expansion") {
+        e.deny_unknown(r, EXPANSION_KEYS);
+        // Rule 6: non-negative.
+        if let Some((n, _)) = e.int(r, "max_new_roles", 0, 1000) {
+            cfg.palette.expansion.max_new_roles = n as u32;
+        }
+        if let Some((b, _)) = e.bool(r, "orchestrator_may_expand") {
+            cfg.palette.expansion.orchestrator_may_expand = b;
+        }
+        // Rule 7: the closed catalog only.
+        if let Some((c, span)) = e.string(r, "catalog") {
+            if c != CATALOG_NAME {
+                r.push(
+                    Diagnostic::new(span, format!("expansion catalog {c:?} is not allowed"), "not the closed catalog")
+                        .help(format!("the only expansion source is \"{CATALOG_NAME}\"; no path, module or provider is accepted")),
+                );
+            }
+            cfg.palette.expansion.catalog = c;
+        }
+    }
+
+    if let Some(s) = t.table(r, "simulate") {
+        s.deny_unknown(r, SIMULATE_KEYS);
+        if let Some((ms, _)) = s.int(r, "provision_delay_ms", 0, 600_000) {
+            cfg.simulate.provision_delay_ms = ms as u64;
+        }
+        for (role, span) in s.strings(r, "fail_roles").unwrap_or_default() {
+            let canon = canonical(&role);
+            if catalog.role(&canon).is_none() {
+                let help = unknown_role_help(&canon, &catalog.role_names());
+                r.push(
+                    Diagnostic::new(
+                        span,
+                        format!("fail_roles names unknown catalog role {role:?}"),
+                        "unknown role",
+                    )
+                    .help(help),
+                );
+            } else if cfg.initial(&canon).is_some() {
+                r.push(
+                    Diagnostic::new(span, format!("fail_roles names {role:?}, an initial palette role"), "initial role")
+                        .help("simulated failures apply to expansions; initial roles are provisioned before the run"),
+                );
+            } else {
+                cfg.simulate.fail_roles.push(canon);
+            }
+        }
+    }
+    cfg
+}
+
+fn read_palette_role(
+    r: &mut Reader,
+    t: &Table<'_, '_>,
+    cfg: &PaletteConfig,
+    seen: &mut IndexMap<String, super::Span>,
+) -> Option<PaletteRole> {
+    t.deny_unknown(r, ROLE_KEYS);
+    let catalog = Catalog::builtin();
+    let (name, span) = t
+        .require(r, "role", "\"implementer\"")
+        .and_then(|_| t.string(r, "role"))?;
+    // Rule 2: non-empty after stripping, unique by canonical name.
+    if name.trim().is_empty() {
+        r.error(
+            span,
+            format!("`role` in {} is empty", t.name),
+            "empty role name",
+        );
+        return None;
+    }
+    let canon = canonical(&name);
+    if seen.contains_key(&canon) {
+        r.push(
+            Diagnostic::new(span, format!("palette role {name:?} appears twice"), "duplicate role")
+                .help(format!("each role is listed once; {canon:?} is already in the palette (names are compared in canonical form)")),
+        );
+        return None;
+    }
+    seen.insert(canon.clone(), span.clone());
+    // Rule 3: a catalog role or a configured user profile.
+    let profile = cfg.profiles.get(&canon);
+    if catalog.role(&canon).is_none() && profile.is_none() {
+        let mut known = catalog.role_names();
+        known.extend(cfg.profiles.keys().map(String::as_str));
+        r.push(
+            Diagnostic::new(
+                span,
+                format!("unknown role {name:?} in the palette"),
+                "not a catalog role or profile",
+            )
+            .help(unknown_role_help(&canon, &known)),
+        );
+        return None;
+    }
+    let disposition = match t.get("disposition") {
+        None => Disposition::Terminal,
+        Some(_) => match t
+            .choice(r, "disposition", &Disposition::ALLOWED)?
+            .0
+            .as_str()
+        {
+            "emission_capable" => Disposition::EmissionCapable,
+            _ => Disposition::Terminal,
+        },
+    };
+    let mut modes = Vec::new();
+    let mut ok = true;
+    let mut dup = HashSet::new();
+    for (mode, mspan) in t.strings(r, "modes").unwrap_or_default() {
+        let m = canonical(&mode);
+        // Rule 5: no duplicates, rejected rather than deduplicated.
+        if !dup.insert(m.clone()) {
+            r.push(
+                Diagnostic::new(
+                    mspan,
+                    format!("mode {mode:?} is listed twice for {canon}"),
+                    "duplicate mode",
+                )
+                .help("list each mode once"),
+            );
+            ok = false;
+            continue;
+        }
+        // Rule 4: a catalog mode the role's pack allows.
+        if !catalog.has_mode(&m) {
+            unknown_mode(r, &mode, mspan, &format!("palette role {canon}"));
+            ok = false;
+        } else if let Some(pack) = cfg.pack.get(&canon)
+            && !pack.allows(&m)
+        {
+            r.push(
+                Diagnostic::new(
+                    mspan,
+                    format!("mode {mode:?} is not allowed for {canon}"),
+                    "not in modes_allow",
+                )
+                .help(format!("{canon} allows: {}", pack.modes_allow.join(", "))),
+            );
+            ok = false;
+        } else {
+            modes.push(m);
+        }
+    }
+    ok.then_some(PaletteRole {
+        role: canon,
+        disposition,
+        modes,
+    })
+}
+
+fn read_pack(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, crate::palette::RoleConfig> {
+    let catalog = Catalog::builtin();
+    let mut pack = PaletteConfig::builtin_pack();
+    let Some(t) = root.table(r, "pack") else {
+        return pack;
+    };
+    t.deny_unknown(r, PACK_KEYS);
+    let Some(roles) = t.table(r, "roles") else {
+        return pack;
+    };
+    for (name, span, v) in roles.entries() {
+        let canon = canonical(name);
+        let Some(cfg) = pack.get_mut(&canon) else {
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("[pack.roles.{name}] names no catalog role"),
+                    "unknown role",
+                )
+                .help(unknown_role_help(&canon, &catalog.role_names())),
+            );
+            continue;
+        };
+        let Some(rt) = r.table(v, &format!("[pack.roles.{name}]")) else {
+            continue;
+        };
+        rt.deny_unknown(r, PACK_ROLE_KEYS);
+        if let Some((m, _)) = rt.string(r, "model") {
+            cfg.model = Some(m);
+        }
+        if let Some((e, _)) = rt.choice(r, "effort", &Effort::ALLOWED) {
+            cfg.effort = Effort::parse(&e);
+        }
+        if let Some((b, _)) = rt.bool(r, "active") {
+            cfg.active = b;
+        }
+        if let Some(allow) = rt.strings(r, "modes_allow") {
+            let mut modes = Vec::new();
+            for (mode, mspan) in allow {
+                let m = canonical(&mode);
+                if catalog.has_mode(&m) {
+                    modes.push(m);
+                } else {
+                    unknown_mode(r, &mode, mspan, &format!("[pack.roles.{name}] modes_allow"));
+                }
+            }
+            cfg.modes_allow = modes;
+        }
+        if let Some(defaults) = rt.strings(r, "default_modes") {
+            let mut modes = Vec::new();
+            for (mode, mspan) in defaults {
+                let m = canonical(&mode);
+                if !catalog.has_mode(&m) {
+                    unknown_mode(
+                        r,
+                        &mode,
+                        mspan,
+                        &format!("[pack.roles.{name}] default_modes"),
+                    );
+                } else if !cfg.allows(&m) {
+                    r.push(
+                        Diagnostic::new(
+                            mspan,
+                            format!("default mode {mode:?} is not in {canon}'s modes_allow"),
+                            "not allowed",
+                        )
+                        .help(format!("{canon} allows: {}", cfg.modes_allow.join(", "))),
+                    );
+                } else {
+                    modes.push(m);
+                }
+            }
+            cfg.default_modes = modes;
+        }
+    }
+    pack
+}
+
+fn read_profiles(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, UserProfile> {
+    let catalog = Catalog::builtin();
+    let mut out = IndexMap::new();
+    let Some(t) = root.table(r, "profiles") else {
+        return out;
+    };
+    for (name, span, v) in t.entries() {
+        if !is_valid_name(name) {
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("profile name {name:?} is not a valid name"),
+                    "invalid name",
+                )
+                .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+            );
+            continue;
+        }
+        let canon = canonical(name);
+        if catalog.role(&canon).is_some() {
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("profile {name:?} has the name of a catalog role"),
+                    "ambiguous",
+                )
+                .help("choose another name; use [pack.roles.<name>] to change a catalog role"),
+            );
+            continue;
+        }
+        let Some(pt) = r.table(v, &format!("[profiles.{name}]")) else {
+            continue;
+        };
+        pt.deny_unknown(r, PROFILE_KEYS);
+        let mut modes = Vec::new();
+        for (mode, mspan) in pt.strings(r, "modes").unwrap_or_default() {
+            let m = canonical(&mode);
+            if catalog.has_mode(&m) {
+                modes.push(m);
+            } else {
+                unknown_mode(r, &mode, mspan, &format!("[profiles.{name}]"));
+            }
+        }
+        out.insert(
+            canon,
+            UserProfile {
+                description: pt.string(r, "description").map(|(s, _)| s),
+                model: pt.string(r, "model").map(|(s, _)| s),
+                modes,
+            },
+        );
+    }
+    out
+}
+
+/// Every operation's role must be assignable (in the palette) or, with a
+/// declared palette, an expansion-only catalog role the orchestrator may
+/// recruit within `max_new_roles` (D2). Unknown roles are
+/// `unknown_catalog_role`, never reinterpreted.
+pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef]) {
+    let catalog = Catalog::builtin();
+    let assignable: Vec<&str> = cfg.palette.roles.iter().map(|p| p.role.as_str()).collect();
+    let mut expansions: Vec<(&str, &OpDef)> = Vec::new();
+    for op in ops {
+        let role = op.role.as_str();
+        if cfg.initial(role).is_some() {
+            continue;
+        }
+        let span = op.role_span.clone();
+        if cfg.profiles.contains_key(role) {
+            r.push(
+                Diagnostic::new(span, format!("operation {:?} uses profile {role:?}, which is not in the palette", op.id), "not in the palette")
+                    .help("profiles are usable only when named in the initial palette; add it to [palette] roles"),
+            );
+        } else if catalog.role(role).is_some() {
+            if cfg.legacy {
+                r.push(
+                    Diagnostic::new(span, format!("operation {:?} uses {role:?}, which the pack marks inactive", op.id), "inactive role")
+                        .help("without [palette] only active roles are in the roster; declare a [palette] or set [pack.roles.<role>] active = true"),
+                );
+            } else if !cfg.palette.expansion.orchestrator_may_expand {
+                r.push(
+                    Diagnostic::new(span, format!("operation {:?} needs {role:?}, outside the palette, but orchestrator_may_expand is false", op.id), "requester_not_authorized")
+                        .help(format!("add {role:?} to [palette] roles, or allow expansion")),
+                );
+            } else if !expansions.iter().any(|(r, _)| *r == role) {
+                expansions.push((role, op));
+            }
+        } else {
+            let mut known = assignable.clone();
+            for name in catalog.role_names() {
+                if !known.contains(&name) {
+                    known.push(name);
+                }
+            }
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("operation {:?} has unknown role {role:?}", op.id),
+                    "unknown_catalog_role",
+                )
+                .help(format!(
+                    "palette roles: {}; {}",
+                    list(&assignable, 20),
+                    unknown_role_help(role, &catalog.role_names())
+                )),
+            );
+        }
+    }
+    let max = cfg.palette.expansion.max_new_roles as usize;
+    if expansions.len() > max {
+        let names: Vec<&str> = expansions.iter().map(|(r, _)| *r).collect();
+        for (role, op) in &expansions[max..] {
+            r.push(
+                Diagnostic::new(op.role_span.clone(), format!("operation {:?} needs a new-role unit for {role:?}, but max_new_roles is {max}", op.id), "palette_budget_exhausted")
+                    .help(format!("roles outside the palette used by operations: {}; add them to [palette] roles or raise [palette.expansion] max_new_roles", names.join(", "))),
+            );
+        }
+    }
+}
