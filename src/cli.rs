@@ -24,6 +24,28 @@ pub enum Command {
         /// The play file.
         play: PathBuf,
     },
+    /// The closed catalog of roles and modes, with their pack defaults.
+    Catalog {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A play's palette: the planning context and the provisioned plan.
+    Palette {
+        /// The play file; the built-in demo when omitted.
+        play: Option<PathBuf>,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The full instruction an operation would receive (with its clause).
+    Prompt {
+        /// The play file; the built-in demo when omitted.
+        play: Option<PathBuf>,
+        /// The operation's id.
+        #[arg(long)]
+        op: String,
+    },
     /// The built-in demo play.
     Demo {
         /// Print the demo play's TOML.

@@ -109,7 +109,11 @@ pub async fn run(
         .map_err(std::io::Error::other)?;
 
     let format = opts.format;
-    let printer = tokio::task::spawn_blocking(move || {
+    // Writing to stdout may block on a slow reader: a thread of its own keeps
+    // that away from the runtime (and, unlike spawn_blocking, does not hold
+    // a paused test clock still).
+    let (printer_tx, printer) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
         let mut human = HumanPrinter;
         while let Some(sig) = rx.blocking_recv() {
             let line = match format {
@@ -123,7 +127,7 @@ pub async fn run(
                 let _ = out.flush();
             }
         }
-        out
+        let _ = printer_tx.send(out);
     });
 
     let h = handle.clone();

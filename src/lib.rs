@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod headless;
+pub mod inspect;
 pub mod kernel;
 pub mod palette;
 pub mod play;

@@ -27,6 +27,30 @@ fn main() -> ExitCode {
             }
             Err(e) => report_load_error(&e),
         },
+        Some(Command::Catalog { json }) => {
+            if json {
+                println!("{:#}", playdeck::inspect::catalog_json());
+            } else {
+                print!("{}", playdeck::inspect::catalog_text());
+            }
+            0
+        }
+        Some(Command::Palette { play, json }) => with_play(play.as_deref(), |p| {
+            let out = block_on(async {
+                if json {
+                    playdeck::inspect::palette_json(p)
+                        .await
+                        .map(|v| format!("{v:#}\n"))
+                } else {
+                    playdeck::inspect::palette_text(p).await
+                }
+            });
+            finish_text(out)
+        }),
+        Some(Command::Prompt { play, op }) => with_play(play.as_deref(), |p| {
+            let out = block_on(playdeck::inspect::prompt(p, &op)).map(|s| format!("{s}\n"));
+            finish_text(out)
+        }),
         Some(Command::Demo { print }) => {
             if print {
                 print!("{}", demo::DEMO_PLAY);
@@ -37,6 +61,44 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code as u8)
+}
+
+fn load(path: Option<&std::path::Path>) -> Result<Play, i32> {
+    let play = match path {
+        Some(p) => Play::load(p).map_err(|e| report_load_error(&e))?,
+        None => Play::demo(),
+    };
+    print_warnings(&play);
+    Ok(play)
+}
+
+fn with_play(path: Option<&std::path::Path>, f: impl FnOnce(&Play) -> i32) -> i32 {
+    match load(path) {
+        Ok(p) => f(&p),
+        Err(code) => code,
+    }
+}
+
+/// Runs a short future on a small runtime (inspection commands).
+fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+        .block_on(fut)
+}
+
+fn finish_text(out: Result<String, String>) -> i32 {
+    match out {
+        Ok(s) => {
+            print!("{s}");
+            0
+        }
+        Err(e) => {
+            eprintln!("playdeck: {e}");
+            2
+        }
+    }
 }
 
 /// Load-time warnings (the legacy palette fallback), printed once.
@@ -55,14 +117,10 @@ fn report_load_error(e: &LoadError) -> i32 {
 }
 
 fn run(args: RunArgs) -> i32 {
-    let play = match &args.play {
-        Some(p) => match Play::load(p) {
-            Ok(p) => p,
-            Err(e) => return report_load_error(&e),
-        },
-        None => Play::demo(),
+    let play = match load(args.play.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    print_warnings(&play);
     let opts = HeadlessOptions {
         speed: args.speed,
         paused: args.paused,

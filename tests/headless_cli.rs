@@ -544,3 +544,39 @@ fn bad_flags_are_rejected_with_what_is_allowed() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: a number greater than 0"));
 }
+
+#[test]
+fn catalog_palette_and_prompt_views() {
+    let out = bin().args(["catalog", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["roles"].as_array().unwrap().len() >= 15);
+    assert!(v["modes"].as_array().unwrap().len() >= 8);
+    assert_eq!(v["roles"][0]["name"], "orchestrator");
+    assert!(v["roles"][0]["pack"]["model"].is_string());
+
+    let out = bin().args(["palette", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["planning_context"]["max_new_roles"], 1);
+    assert_eq!(v["initial"].as_array().unwrap().len(), 10);
+    assert!(
+        v["planning_context"]["expansion_only_roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "performance_engineer")
+    );
+    assert_eq!(v["snapshot"]["consumed_new_roles"], 0);
+
+    let out = bin().args(["prompt", "--op", "kickoff"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Break the 2.4 release"));
+    assert!(text.contains("<!-- playdeck:delegation:begin -->"));
+    assert!(text.contains("Palette expansion is available"));
+
+    let out = bin().args(["prompt", "--op", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ids: kickoff, scope"));
+}

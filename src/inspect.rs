@@ -1,0 +1,247 @@
+//! Read-only views for the command line: the catalog, a play's palette
+//! plan, and the exact instruction an operation would receive.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::kernel::{InstructionDecorator, SpawnBudget};
+use crate::palette::{Catalog, PaletteRouter, RunProvisioner};
+use crate::play::Play;
+
+/// `playdeck catalog --json`.
+pub fn catalog_json() -> Value {
+    let c = Catalog::builtin();
+    json!({
+        "catalog": crate::palette::CATALOG_NAME,
+        "roles": c.roles.iter().map(|(name, r)| json!({
+            "name": name,
+            "description": r.description,
+            "emits": r.emits,
+            "pack": r.pack,
+        })).collect::<Vec<_>>(),
+        "modes": c.modes.iter().map(|(name, m)| json!({"name": name, "description": m.description})).collect::<Vec<_>>(),
+    })
+}
+
+/// `playdeck catalog`.
+pub fn catalog_text() -> String {
+    let c = Catalog::builtin();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "roles ({}), catalog \"{}\":",
+        c.roles.len(),
+        crate::palette::CATALOG_NAME
+    );
+    for (name, r) in &c.roles {
+        let p = &r.pack;
+        let _ = writeln!(s, "  {name:<22} {}", r.description);
+        let _ = writeln!(
+            s,
+            "  {:<22} emits {} · model {} · effort {} · default modes {} · allows {}{}",
+            "",
+            r.emits.join(", "),
+            p.model.as_deref().unwrap_or("-"),
+            p.effort.map_or("-", |e| e.as_str()),
+            if p.default_modes.is_empty() {
+                "-".into()
+            } else {
+                p.default_modes.join(", ")
+            },
+            if p.modes_allow.is_empty() {
+                "any mode".into()
+            } else {
+                p.modes_allow.join(", ")
+            },
+            if p.active { "" } else { " · inactive" },
+        );
+    }
+    let _ = writeln!(s, "\nmodes ({}):", c.modes.len());
+    for (name, m) in &c.modes {
+        let _ = writeln!(s, "  {name:<14} {}", m.description);
+    }
+    s
+}
+
+/// A router for previews: no run directory, no simulated delay or failure.
+fn preview_router(play: &Play) -> Arc<PaletteRouter> {
+    let provisioner = RunProvisioner {
+        run_dir: None,
+        simulate: Default::default(),
+        speed: 1.0,
+        agents: play.role_agents(),
+        default_agent: Arc::from("sim"),
+    };
+    PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(provisioner))
+}
+
+/// Provisions the initial palette and the planned expansions the way a run
+/// would, without creating anything on disk.
+async fn provisioned(
+    play: &Play,
+) -> Result<(Arc<PaletteRouter>, Vec<(String, Result<(), String>)>), String> {
+    let router = preview_router(play);
+    router.provision_initial().await?;
+    let mut outside: Vec<&str> = Vec::new();
+    for op in &play.operations {
+        if router.route(&op.role).is_none() && !outside.contains(&op.role.as_str()) {
+            outside.push(&op.role);
+        }
+    }
+    let mut planned = Vec::new();
+    for role in outside {
+        let outcome = router
+            .resolve_planned(role)
+            .await
+            .map(|_| ())
+            .map_err(|rej| format!("{}: {}", rej.reason.as_str(), rej.detail));
+        planned.push((role.to_string(), outcome));
+    }
+    Ok((router, planned))
+}
+
+/// `playdeck palette PLAY --json`.
+pub async fn palette_json(play: &Play) -> Result<Value, String> {
+    let (router, planned) = provisioned(play).await?;
+    let cfg = &play.palette;
+    let roles: Vec<Value> = cfg
+        .palette
+        .roles
+        .iter()
+        .filter_map(|pr| router.route(&pr.role))
+        .map(|r| {
+            json!({
+                "role": r.role,
+                "disposition": r.disposition.as_str(),
+                "modes": r.modes.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+                "model": r.model,
+                "effort": r.effort.map(|e| e.as_str()),
+                "agent": r.agent,
+                "profile": cfg.profiles.contains_key(&*r.role),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "play": play.name,
+        "legacy": cfg.legacy,
+        "planning_context": cfg.planning_context(),
+        "initial": roles,
+        "planned_expansions": planned.iter().map(|(role, outcome)| json!({
+            "role": role,
+            "outcome": match outcome { Ok(()) => "provisioned".to_string(), Err(e) => e.clone() },
+        })).collect::<Vec<_>>(),
+        "snapshot": router.snapshot(),
+        "max_spawn": play.max_spawn,
+        "simulate": cfg.simulate,
+    }))
+}
+
+/// `playdeck palette PLAY`.
+pub async fn palette_text(play: &Play) -> Result<String, String> {
+    let v = palette_json(play).await?;
+    let mut s = String::new();
+    let ctx = &v["planning_context"];
+    let _ = writeln!(
+        s,
+        "palette of \"{}\"{}",
+        play.name,
+        if play.palette.legacy {
+            " (legacy roster: no [palette])"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(s, "\ninitial roles, provisioned before the run:");
+    for r in v["initial"].as_array().into_iter().flatten() {
+        let modes: Vec<&str> = r["modes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:<22} {:<17} model {:<7} effort {:<7} modes {}{}",
+            r["role"].as_str().unwrap_or(""),
+            r["disposition"].as_str().unwrap_or(""),
+            r["model"].as_str().unwrap_or("-"),
+            r["effort"].as_str().unwrap_or("-"),
+            if modes.is_empty() {
+                "-".into()
+            } else {
+                modes.join(", ")
+            },
+            if r["profile"] == true {
+                "  (user profile)"
+            } else {
+                ""
+            },
+        );
+    }
+    let exp: Vec<&str> = ctx["expansion_only_roles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nexpansion-only roles: {}",
+        if exp.is_empty() {
+            "-".into()
+        } else {
+            exp.join(", ")
+        }
+    );
+    let _ = writeln!(
+        s,
+        "budgets: max_new_roles {} (orchestrator may expand: {}), max_spawn {}",
+        ctx["max_new_roles"], ctx["orchestrator_may_expand"], v["max_spawn"]
+    );
+    let planned = v["planned_expansions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !planned.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nroles outside the palette named by operations (recruited at the start, as the orchestrator):"
+        );
+        for p in planned {
+            let _ = writeln!(
+                s,
+                "  {:<22} {}",
+                p["role"].as_str().unwrap_or(""),
+                p["outcome"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(s)
+}
+
+/// `playdeck prompt PLAY --op ID`: the instruction with the delegation
+/// clause, as the operation's agent would receive it at the start of a run.
+pub async fn prompt(play: &Play, op: &str) -> Result<String, String> {
+    let Some(def) = play.op(op) else {
+        let ids: Vec<&str> = play.operations.iter().map(|o| o.id.as_str()).collect();
+        return Err(format!(
+            "no operation {op:?} in {}; ids: {}",
+            play.file,
+            ids.join(", ")
+        ));
+    };
+    let (router, _) = provisioned(play).await?;
+    let instruction: Arc<str> = Arc::from(def.instruction.as_str());
+    Ok(router
+        .decorate(
+            Some(&def.role),
+            &instruction,
+            SpawnBudget {
+                accepted: 0,
+                max: play.max_spawn,
+            },
+        )
+        .to_string())
+}

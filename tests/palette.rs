@@ -1,0 +1,649 @@
+//! ADR-0036: palette validation, the router's races, trusted identity, the
+//! two budgets and the delegation clause.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use playdeck::kernel::{
+    DropReason, Emitter, InstructionDecorator, NodeBuilder, SpawnBudget, SpawnRequest,
+};
+use playdeck::palette::{
+    CLAUSE_BEGIN, Disposition, PaletteConfig, PaletteExpansionPolicy, PaletteRole, PaletteRouter,
+    PaletteSimulate, PlayRolePalette, RunProvisioner,
+};
+use playdeck::play::Play;
+
+// ----- validation: one table row per rule --------------------------------
+
+const OP: &str = "[[operations]]\nid = \"a\"\nrole = \"orchestrator\"\ninstruction = \"x\"\n";
+
+fn first_error(src: &str) -> (String, String) {
+    let d = Play::from_str("p.toml", src).expect_err("rejected");
+    let i = &d.items[0];
+    let (l, c) = d.line_col(i.span.start);
+    (format!("{l}:{c}"), i.message.clone())
+}
+
+#[test]
+fn each_palette_rule_is_enforced_with_a_position() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "1: at least one role",
+            "[palette]\nroles = []\n",
+            "4:9",
+            "the palette has no roles",
+        ),
+        (
+            "2: a non-empty name",
+            "[palette]\nroles = [{ role = \"  \" }]\n",
+            "4:19",
+            "`role` in [palette] roles[0] is empty",
+        ),
+        (
+            "2: unique by canonical name",
+            "[palette]\nroles = [{ role = \"orchestrator\" }, { role = \"Orchestrator\" }]\n",
+            "4:46",
+            "palette role \"Orchestrator\" appears twice",
+        ),
+        (
+            "3: a catalog role or a configured profile",
+            "[palette]\nroles = [{ role = \"orchestrator\" }, { role = \"wizard\" }]\n",
+            "4:46",
+            "unknown role \"wizard\" in the palette",
+        ),
+        (
+            "4: modes exist",
+            "[palette]\nroles = [{ role = \"orchestrator\", modes = [\"loud\"] }]\n",
+            "4:44",
+            "unknown mode \"loud\" in palette role orchestrator",
+        ),
+        (
+            "4: modes pass the pack's modes_allow",
+            "[palette]\nroles = [{ role = \"orchestrator\" }, { role = \"critic\", modes = [\"teaching\"] }]\n",
+            "4:65",
+            "mode \"teaching\" is not allowed for critic",
+        ),
+        (
+            "5: duplicate modes are rejected",
+            "[palette]\nroles = [{ role = \"orchestrator\", modes = [\"concise\", \"concise\"] }]\n",
+            "4:55",
+            "mode \"concise\" is listed twice for orchestrator",
+        ),
+        (
+            "6: max_new_roles is non-negative",
+            "[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = -1\n",
+            "6:17",
+            "`max_new_roles` in `expansion` in [palette] is out of range",
+        ),
+        (
+            "7: the expansion source is exactly casts",
+            "[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\ncatalog = \"./my_roles.py\"\n",
+            "6:11",
+            "expansion catalog \"./my_roles.py\" is not allowed",
+        ),
+    ];
+    for (rule, palette, pos, msg) in cases {
+        let src = format!("[play]\nname = \"t\"\n{palette}{OP}");
+        assert_eq!(
+            first_error(&src),
+            (pos.to_string(), msg.to_string()),
+            "rule {rule}"
+        );
+    }
+}
+
+#[test]
+fn unknown_roles_list_the_available_names() {
+    let d = Play::from_str(
+        "p.toml",
+        &format!(
+            "[play]\nname = \"t\"\n[palette]\nroles = [{{ role = \"tester\" }}]\n{}",
+            OP.replace("orchestrator", "astrologer")
+        ),
+    )
+    .unwrap_err();
+    let item = &d.items[0];
+    assert_eq!(
+        item.message,
+        "operation \"a\" has unknown role \"astrologer\""
+    );
+    assert_eq!(item.label, "unknown_catalog_role");
+    assert!(item.help.as_ref().unwrap().contains("security_auditor"));
+}
+
+#[test]
+fn profiles_are_usable_only_in_the_initial_palette() {
+    let base = "[play]\nname = \"t\"\n[profiles.house_style]\ndescription = \"our reviewer\"\nmodes = [\"concise\"]\n";
+    let ok = format!(
+        "{base}[palette]\nroles = [{{ role = \"house_style\" }}, {{ role = \"orchestrator\" }}]\n{OP}"
+    );
+    let play = Play::from_str("p.toml", &ok).unwrap();
+    assert!(play.palette.initial("house_style").is_some());
+    let not_in_palette = format!(
+        "{base}[palette]\nroles = [{{ role = \"orchestrator\" }}]\n{OP}[[operations]]\nid = \"b\"\nrole = \"house_style\"\ninstruction = \"y\"\n"
+    );
+    let d = Play::from_str("p.toml", &not_in_palette).unwrap_err();
+    assert!(
+        d.items[0]
+            .message
+            .contains("uses profile \"house_style\", which is not in the palette")
+    );
+    // Never an expansion source.
+    assert!(
+        !play
+            .palette
+            .expansion_only_roles()
+            .contains(&"house_style".to_string())
+    );
+}
+
+#[test]
+fn initial_operations_outside_the_palette_need_budget_and_authority() {
+    let palette = |max: u32, may: bool| {
+        format!(
+            "[play]\nname = \"t\"\n[palette]\nroles = [{{ role = \"orchestrator\" }}]\n[palette.expansion]\nmax_new_roles = {max}\norchestrator_may_expand = {may}\n{OP}[[operations]]\nid = \"b\"\nrole = \"critic\"\ninstruction = \"y\"\n[[operations]]\nid = \"c\"\nrole = \"debugger\"\ninstruction = \"z\"\n"
+        )
+    };
+    assert!(Play::from_str("p.toml", &palette(2, true)).is_ok());
+    let d = Play::from_str("p.toml", &palette(1, true)).unwrap_err();
+    assert_eq!(d.items.len(), 1);
+    assert_eq!(d.items[0].label, "palette_budget_exhausted");
+    assert!(d.items[0].message.contains("\"debugger\""));
+    let d = Play::from_str("p.toml", &palette(2, false)).unwrap_err();
+    assert_eq!(d.items[0].label, "requester_not_authorized");
+}
+
+#[test]
+fn pack_overrides_are_validated_and_applied() {
+    let src = format!(
+        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
+    );
+    let p = Play::from_str("p.toml", &src).unwrap();
+    assert_eq!(p.palette.pack["critic"].model.as_deref(), Some("haiku"));
+    let bad = "[play]\nname = \"t\"\n[pack.roles.wizard]\nmodel = \"x\"\n[pack.roles.critic]\neffort = \"max\"\n";
+    let d = Play::from_str("p.toml", &format!("{bad}{OP}")).unwrap_err();
+    let msgs: Vec<&str> = d.items.iter().map(|i| i.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "[pack.roles.wizard] names no catalog role",
+            "`effort` in [pack.roles.critic] has an unknown value \"max\""
+        ]
+    );
+}
+
+// ----- the router ----------------------------------------------------------
+
+fn config(
+    roles: &[(&str, Disposition)],
+    max_new_roles: u32,
+    simulate: PaletteSimulate,
+) -> Arc<PaletteConfig> {
+    let mut cfg = PaletteConfig::legacy(PaletteConfig::builtin_pack(), Default::default());
+    cfg.legacy = false;
+    cfg.palette = PlayRolePalette {
+        roles: roles
+            .iter()
+            .map(|(r, d)| PaletteRole {
+                role: r.to_string(),
+                disposition: *d,
+                modes: vec![],
+            })
+            .collect(),
+        expansion: PaletteExpansionPolicy {
+            max_new_roles,
+            ..Default::default()
+        },
+    };
+    cfg.simulate = simulate;
+    Arc::new(cfg)
+}
+
+fn router(cfg: Arc<PaletteConfig>, run_dir: Option<std::path::PathBuf>) -> Arc<PaletteRouter> {
+    let p = RunProvisioner {
+        run_dir,
+        simulate: cfg.simulate.clone(),
+        speed: 1.0,
+        agents: HashMap::new(),
+        default_agent: Arc::from("sim"),
+    };
+    PaletteRouter::new(cfg, Arc::new(p))
+}
+
+fn slow(ms: u64) -> PaletteSimulate {
+    PaletteSimulate {
+        provision_delay_ms: ms,
+        fail_roles: vec![],
+    }
+}
+
+fn emitter(role: &str) -> Emitter {
+    Emitter {
+        op_id: uuid::Uuid::new_v4(),
+        name: Arc::from("emitter"),
+        role: Some(Arc::from(role)),
+        requester_role: Some(Arc::from(role)),
+        agent: Arc::from("sim"),
+    }
+}
+
+async fn ready(cfg: Arc<PaletteConfig>) -> Arc<PaletteRouter> {
+    let r = router(cfg, None);
+    r.provision_initial().await.unwrap();
+    r
+}
+
+const ORCH: (&str, Disposition) = ("orchestrator", Disposition::EmissionCapable);
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_concurrent_requests_for_one_new_role_provision_once() {
+    let r = ready(config(&[ORCH], 1, slow(50))).await;
+    let before = r.provision_attempts();
+    let tasks: Vec<_> = (0..1000)
+        .map(|i| {
+            let r = r.clone();
+            tokio::spawn(async move {
+                r.route_request(
+                    SpawnRequest::new(format!("task {i}")).to("critic"),
+                    emitter("orchestrator"),
+                )
+                .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let c = t.await.unwrap().unwrap().unwrap();
+        assert_eq!(c.assignee.as_deref(), Some("critic"));
+    }
+    assert_eq!(r.provision_attempts() - before, 1);
+    let s = r.snapshot();
+    assert_eq!(
+        (
+            s.consumed_new_roles,
+            s.expanded_roles.clone(),
+            s.reserved_roles.len()
+        ),
+        (1, vec!["critic".to_string()], 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn different_new_roles_provision_concurrently_within_the_budget() {
+    const ROLES: [&str; 6] = [
+        "critic",
+        "debugger",
+        "data_analyst",
+        "refactorer",
+        "ux_designer",
+        "devops_engineer",
+    ];
+    let roles = ROLES;
+    for budget in [0u32, 1, 3, 6, 10] {
+        let r = ready(config(&[ORCH], budget, slow(100))).await;
+        let t0 = tokio::time::Instant::now();
+        let tasks: Vec<_> = roles
+            .into_iter()
+            .map(|role| {
+                let r = r.clone();
+                tokio::spawn(async move {
+                    r.route_request(SpawnRequest::new("x").to(role), emitter("orchestrator"))
+                        .await
+                })
+            })
+            .collect();
+        let mut ok = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(Some(_)) => ok += 1,
+                Err(rej) => assert_eq!(rej.reason, DropReason::PaletteBudgetExhausted),
+                Ok(None) => unreachable!(),
+            }
+        }
+        let expect = roles.len().min(budget as usize);
+        assert_eq!(ok, expect, "budget {budget}");
+        assert_eq!(r.snapshot().consumed_new_roles as usize, expect);
+        if expect > 0 {
+            // Concurrent: the provisions overlap instead of queuing.
+            assert_eq!(t0.elapsed(), Duration::from_millis(100), "budget {budget}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_provision_leaves_nothing_and_every_waiter_gets_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = PaletteSimulate {
+        provision_delay_ms: 50,
+        fail_roles: vec!["critic".into()],
+    };
+    let r = router(config(&[ORCH], 1, sim), Some(dir.path().to_path_buf()));
+    r.provision_initial().await.unwrap();
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let r = r.clone();
+            tokio::spawn(async move {
+                r.route_request(SpawnRequest::new("x").to("critic"), emitter("orchestrator"))
+                    .await
+            })
+        })
+        .collect();
+    let mut details = Vec::new();
+    for t in tasks {
+        let rej = t.await.unwrap().unwrap_err();
+        assert_eq!(rej.reason, DropReason::RoleProvisionFailed);
+        details.push(rej.detail);
+    }
+    details.dedup();
+    assert_eq!(
+        details.len(),
+        1,
+        "the same failure for everyone: {details:?}"
+    );
+    let s = r.snapshot();
+    assert_eq!(
+        (
+            s.consumed_new_roles,
+            s.reserved_roles.len(),
+            s.expanded_roles.len()
+        ),
+        (0, 0, 0)
+    );
+    assert!(r.route("critic").is_none());
+    assert!(
+        !dir.path().join("roles/critic").exists(),
+        "no partial artifacts"
+    );
+    assert!(dir.path().join("roles/orchestrator").is_dir());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_provision_rolls_back_and_can_be_retried() {
+    let r = ready(config(&[ORCH], 1, slow(1000))).await;
+    let leader = {
+        let r = r.clone();
+        tokio::spawn(async move {
+            r.route_request(SpawnRequest::new("x").to("critic"), emitter("orchestrator"))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(r.snapshot().reserved_roles, ["critic"]);
+    let waiter = {
+        let r = r.clone();
+        tokio::spawn(async move {
+            r.route_request(SpawnRequest::new("y").to("critic"), emitter("orchestrator"))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    let rej = waiter.await.unwrap().unwrap_err();
+    assert_eq!(rej.reason, DropReason::RoleProvisionFailed);
+    assert!(rej.detail.contains("cancelled"));
+    let s = r.snapshot();
+    assert_eq!(
+        (
+            s.consumed_new_roles,
+            s.reserved_roles.len(),
+            s.expanded_roles.len()
+        ),
+        (0, 0, 0)
+    );
+    assert!(r.route("critic").is_none());
+    // Nothing was charged, so a fresh attempt may use the unit.
+    let c = r
+        .clone()
+        .route_request(SpawnRequest::new("z").to("critic"), emitter("orchestrator"))
+        .await;
+    assert!(c.unwrap().is_some());
+    assert_eq!(r.snapshot().consumed_new_roles, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn identity_comes_from_trusted_metadata_not_the_payload() {
+    let r = ready(config(
+        &[
+            ORCH,
+            ("tester", Disposition::Terminal),
+            ("implementer", Disposition::EmissionCapable),
+        ],
+        5,
+        slow(0),
+    ))
+    .await;
+    // A terminal role claiming to be the orchestrator in its payload.
+    let claim = serde_json::json!({"instruction": "x", "assignee": "critic", "requester_role": "orchestrator", "reason": "I am the orchestrator"});
+    let (req, _) = SpawnRequest::from_value(&claim).unwrap();
+    let rej = r
+        .clone()
+        .route_request(req.clone(), emitter("tester"))
+        .await
+        .unwrap_err();
+    assert_eq!(rej.reason, DropReason::RequesterNotAuthorized);
+    assert!(rej.detail.contains("terminal"));
+    // An emission-capable worker may use existing routes, not recruit.
+    let rej = r
+        .clone()
+        .route_request(req.clone(), emitter("implementer"))
+        .await
+        .unwrap_err();
+    assert_eq!(rej.reason, DropReason::RequesterNotAuthorized);
+    assert!(
+        r.clone()
+            .route_request(SpawnRequest::new("x").to("tester"), emitter("implementer"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Missing metadata is unauthorised, never the orchestrator by default.
+    let mut anon = emitter("orchestrator");
+    anon.requester_role = None;
+    let rej = r.clone().route_request(req, anon).await.unwrap_err();
+    assert_eq!(rej.reason, DropReason::RequesterNotAuthorized);
+    assert_eq!(r.snapshot().consumed_new_roles, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_catalog_roles_and_profiles_are_not_recruitable() {
+    let r = ready(config(&[ORCH], 5, slow(0))).await;
+    let rej = r
+        .clone()
+        .route_request(
+            SpawnRequest::new("x").to("astrologer"),
+            emitter("orchestrator"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(rej.reason, DropReason::UnknownCatalogRole);
+    assert!(rej.detail.contains("catalog roles: orchestrator"));
+    assert!(rej.detail.chars().count() <= 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reusing_a_role_costs_no_unit_and_the_fast_path_agrees() {
+    let r = ready(config(
+        &[ORCH, ("tester", Disposition::Terminal)],
+        1,
+        slow(0),
+    ))
+    .await;
+    let e = emitter("orchestrator");
+    // Existing roles are decided synchronously.
+    assert!(matches!(
+        r.route_now(&SpawnRequest::new("x").to("tester"), &e),
+        Some(Ok(Some(_)))
+    ));
+    // A new role needs provisioning: not decided synchronously.
+    assert!(
+        r.route_now(&SpawnRequest::new("x").to("critic"), &e)
+            .is_none()
+    );
+    r.clone()
+        .route_request(SpawnRequest::new("x").to("critic"), e.clone())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(matches!(
+            r.route_now(&SpawnRequest::new("again").to("critic"), &e),
+            Some(Ok(Some(_)))
+        ));
+    }
+    assert_eq!(r.snapshot().consumed_new_roles, 1);
+    // Budget spent: another new role is refused without waiting.
+    let out = r
+        .route_now(&SpawnRequest::new("x").to("debugger"), &e)
+        .unwrap();
+    assert_eq!(out.unwrap_err().reason, DropReason::PaletteBudgetExhausted);
+}
+
+// ----- the budgets, in a run ---------------------------------------------------
+
+fn play_with(max_spawn: usize, max_new_roles: u32, kickoff_result: &str) -> Play {
+    let src = format!(
+        "[play]\nname = \"b\"\nmax_spawn = {max_spawn}\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"tester\" }}]\n[palette.expansion]\nmax_new_roles = {max_new_roles}\n[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\ninstruction = \"go\"\nsim = {{ duration_ms = 100, result = {kickoff_result} }}\n"
+    );
+    Play::from_str("b.toml", &src).unwrap()
+}
+
+async fn run_play(play: &Play) -> (playdeck::kernel::Envelope, Vec<playdeck::kernel::Signal>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = playdeck::headless::HeadlessOptions {
+        run_dir: Some(dir.path().join("run")),
+        approve: Some(playdeck::headless::ApproveAll::All),
+        ..Default::default()
+    };
+    let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
+    let (_stop, stop) = tokio::sync::mpsc::unbounded_channel();
+    // No timeout here: the printer is a plain thread, and a paused clock
+    // with a pending timer would jump ahead while waiting for it.
+    let done = playdeck::headless::run(
+        play,
+        &opts,
+        control,
+        stop,
+        Box::new(std::io::sink()),
+        Box::new(std::io::sink()),
+    )
+    .await
+    .unwrap();
+    let events = playdeck::store::read_events(&done.run_dir.events_path()).unwrap();
+    (done.envelope, events)
+}
+
+fn reasons(env: &playdeck::kernel::Envelope) -> Vec<DropReason> {
+    env.dropped_spawns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|d| d.reason)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_role_can_spend_a_unit_and_still_lose_admission() {
+    // max_spawn 0: the expansion succeeds (one unit), the operation is refused at the cap.
+    let play = play_with(
+        0,
+        1,
+        "{ spawn_request = { instruction = \"critique\", assignee = \"critic\" } }",
+    );
+    let (env, events) = run_play(&play).await;
+    assert_eq!(reasons(&env), [DropReason::MaxSpawnExceeded]);
+    let last = events.iter().rev().find_map(|s| match &s.kind {
+        playdeck::kernel::SignalKind::Budget {
+            consumed_new_roles,
+            expanded_roles,
+            spawns_accepted,
+            ..
+        } => Some((*consumed_new_roles, expanded_roles.len(), *spawns_accepted)),
+        _ => None,
+    });
+    assert_eq!(
+        last,
+        Some((1, 1, 0)),
+        "the role stays available; no spawn was accepted"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_existing_role_costs_a_spawn_but_no_unit() {
+    let play = play_with(
+        2,
+        0,
+        "{ spawn_request = [{ instruction = \"t1\", assignee = \"tester\" }, { instruction = \"t2\", assignee = \"tester\" }, { instruction = \"t3\", assignee = \"tester\" }] }",
+    );
+    let (env, events) = run_play(&play).await;
+    assert_eq!(env.spawned_operations, Some(2));
+    assert_eq!(reasons(&env), [DropReason::MaxSpawnExceeded]);
+    let consumed: Vec<u32> = events
+        .iter()
+        .filter_map(|s| match &s.kind {
+            playdeck::kernel::SignalKind::Budget {
+                consumed_new_roles, ..
+            } => Some(*consumed_new_roles),
+            _ => None,
+        })
+        .collect();
+    assert!(consumed.iter().all(|c| *c == 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_agent_receives_its_roles_clause() {
+    let r = ready(config(
+        &[ORCH, ("tester", Disposition::Terminal)],
+        2,
+        slow(0),
+    ))
+    .await;
+    let i: Arc<str> = Arc::from("Plan the release.");
+    let orch = r.decorate(
+        Some("orchestrator"),
+        &i,
+        SpawnBudget {
+            accepted: 3,
+            max: 10,
+        },
+    );
+    assert!(orch.starts_with("Plan the release.\n\n"));
+    assert_eq!(orch.matches(CLAUSE_BEGIN).count(), 1);
+    assert!(orch.contains("Allowed assignees now: orchestrator, tester"));
+    assert!(orch.contains("2 new role(s) and 7 spawn(s) remain"));
+    let tester = r.decorate(
+        Some("tester"),
+        &i,
+        SpawnBudget {
+            accepted: 0,
+            max: 10,
+        },
+    );
+    assert!(tester.contains("cannot create graph work"));
+    // Decorating again replaces, never appends.
+    let again = r.decorate(
+        Some("orchestrator"),
+        &orch,
+        SpawnBudget {
+            accepted: 4,
+            max: 10,
+        },
+    );
+    assert_eq!(again.matches(CLAUSE_BEGIN).count(), 1);
+    assert!(again.contains("6 spawn(s) remain"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_initial_operation_outside_the_palette_is_recruited_or_failed_before_the_run() {
+    let src = "[play]\nname = \"p\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 2\n[palette.simulate]\nfail_roles = [\"debugger\"]\n[[operations]]\nid = \"crit\"\nrole = \"critic\"\ninstruction = \"x\"\nsim = { duration_ms = 10 }\n[[operations]]\nid = \"dbg\"\nrole = \"debugger\"\ninstruction = \"y\"\nindependent_root = true\nsim = { duration_ms = 10 }\n";
+    let play = Play::from_str("p.toml", src).unwrap();
+    let (env, _) = run_play(&play).await;
+    assert_eq!(env.completed_operations.len(), 1);
+    let failed = &env.failed_operations[0];
+    assert_eq!(env.name_of(failed), Some("dbg"));
+    assert!(
+        env.result_of(failed).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated provisioning failure")
+    );
+}
