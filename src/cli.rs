@@ -46,6 +46,21 @@ pub enum Command {
         #[arg(long)]
         op: String,
     },
+    /// Drive a live run through its control socket.
+    Ctl {
+        /// A run directory, a run id, or `latest`.
+        run: String,
+        #[command(subcommand)]
+        action: CtlAction,
+        /// JSON answers (and errors).
+        #[arg(long, global = true)]
+        json: bool,
+    },
+    /// Capacity of a run: ensure, status, release.
+    Capacity {
+        #[command(subcommand)]
+        action: CapacityAction,
+    },
     /// The built-in demo play.
     Demo {
         /// Print the demo play's TOML.
@@ -98,4 +113,78 @@ fn parse_speed(s: &str) -> Result<f64, String> {
             "{s:?} is not a speed; allowed: a number greater than 0 and at most 1000"
         )),
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CtlAction {
+    Pause,
+    Resume,
+    /// While paused, let one waiting operation start.
+    Step,
+    Approve {
+        op: String,
+    },
+    Deny {
+        op: String,
+        /// Why (shown in the run).
+        reason: Vec<String>,
+    },
+    Hold {
+        op: String,
+    },
+    Unhold {
+        op: String,
+    },
+    /// Release idle capacity; busy instances are retained with reasons.
+    Release {
+        /// Idle-only (the only mode: busy instances are never unloaded).
+        #[arg(long)]
+        idle_only: bool,
+    },
+    Status,
+    Cancel,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CapacityAction {
+    /// Ensure profiles have at least this many instances (live runs).
+    Ensure {
+        /// A run directory, a run id, or `latest`.
+        #[arg(long)]
+        run: String,
+        /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
+        #[arg(long = "profile", required = true)]
+        profiles: Vec<String>,
+        /// Lifetime of instances this creates.
+        #[arg(long, value_parser = parse_lifetime)]
+        lifetime: Option<playdeck::capacity::Lifetime>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Instances, waiting work and what blocks release.
+    Status {
+        #[arg(long)]
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Release idle instances (a finished run's file is updated directly).
+    Release {
+        #[arg(long)]
+        run: String,
+        /// Idle-only (the only mode).
+        #[arg(long)]
+        idle_only: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_lifetime(s: &str) -> Result<playdeck::capacity::Lifetime, String> {
+    playdeck::capacity::Lifetime::parse(s).ok_or_else(|| {
+        format!(
+            "{s:?} is not a lifetime; allowed: {}",
+            playdeck::capacity::Lifetime::ALLOWED.join(", ")
+        )
+    })
 }

@@ -104,6 +104,29 @@ pub async fn run(
     run.add_sink(Box::new(run_dir.event_log()?));
     let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
     run.add_sink(Box::new(ChannelSink(tx)));
+    let reconciler = play.capacity.as_ref().filter(|c| c.enabled).map(|c| {
+        crate::capacity::Reconciler::new(Arc::new(c.clone()), &run_dir.run_id, run_dir.path.clone())
+    });
+    if let Some(r) = &reconciler {
+        r.attach(run.external());
+        run.set_leases(r.clone());
+    }
+    // Scripts drive the run through its control socket; a run without one
+    // (a path too long for a socket, say) still runs.
+    let _control = match crate::control::ControlServer::start(
+        &run_dir.path,
+        handle.clone(),
+        reconciler.clone(),
+    ) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "playdeck: warning: no control socket for this run: {e}"
+            );
+            None
+        }
+    };
     crate::palette::prepare(&router, &op_roles, &mut run)
         .await
         .map_err(std::io::Error::other)?;
@@ -161,6 +184,9 @@ pub async fn run(
     let envelope = run.run().await;
     stdin_task.abort();
     shutdown_task.abort();
+    if let Some(r) = &reconciler {
+        r.close().await;
+    }
     let mut out = printer.await.map_err(std::io::Error::other)?;
     run_dir.write_result(&envelope)?;
 
@@ -308,6 +334,28 @@ impl HumanPrinter {
                 node("- role refused", role, &format!(" ({})", reason.as_str()))
             }
             SignalKind::Budget { .. } => return None,
+            SignalKind::CapacityWait { node: n, reason } => {
+                node("… waits", &n.name, &format!(" — {reason}"))
+            }
+            SignalKind::Instance {
+                name, state, op, ..
+            } => node(
+                "◆ instance",
+                name,
+                &format!(
+                    " {state}{}",
+                    op.as_ref().map(|o| format!(" ({o})")).unwrap_or_default()
+                ),
+            ),
+            SignalKind::CapacityReleased {
+                trigger,
+                released,
+                retained,
+            } => format!(
+                "{t}  capacity released ({trigger}): {} released, {} retained",
+                released.len(),
+                retained.len()
+            ),
             SignalKind::RunPaused => format!("{t}  run paused"),
             SignalKind::RunResumed => format!("{t}  run resumed"),
             SignalKind::Stepped { .. } => format!("{t}  step"),

@@ -6,9 +6,12 @@
 //! directory) and `headless` (the NDJSON surface).
 
 pub mod agents;
+pub mod capacity;
+pub mod control;
 pub mod headless;
 pub mod inspect;
 pub mod kernel;
 pub mod palette;
 pub mod play;
+pub mod remote;
 pub mod store;

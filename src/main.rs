@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use tokio::sync::mpsc;
 
-use cli::{ApproveArg, Cli, Command, FormatArg, RunArgs};
+use cli::{ApproveArg, CapacityAction, Cli, Command, CtlAction, FormatArg, RunArgs};
+use playdeck::control::Request;
 use playdeck::headless::{self, ApproveAll, Format, HeadlessOptions};
 use playdeck::play::{LoadError, Play, demo};
+use playdeck::remote;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,6 +53,34 @@ fn main() -> ExitCode {
             let out = block_on(playdeck::inspect::prompt(p, &op)).map(|s| format!("{s}\n"));
             finish_text(out)
         }),
+        Some(Command::Ctl { run, action, json }) => {
+            let req = match action {
+                CtlAction::Pause => Request::Pause,
+                CtlAction::Resume => Request::Resume,
+                CtlAction::Step => Request::Step,
+                CtlAction::Cancel => Request::Cancel,
+                CtlAction::Status => Request::Status,
+                CtlAction::Approve { op } => Request::Approve { op },
+                CtlAction::Deny { op, reason } => Request::Deny {
+                    op,
+                    reason: (!reason.is_empty()).then(|| reason.join(" ")),
+                },
+                CtlAction::Hold { op } => Request::Hold { op },
+                CtlAction::Unhold { op } => Request::Unhold { op },
+                CtlAction::Release { idle_only: _ } => Request::Release,
+            };
+            emit(remote::ctl(&run, req, json))
+        }
+        Some(Command::Capacity { action }) => emit(match action {
+            CapacityAction::Ensure {
+                run,
+                profiles,
+                lifetime,
+                json,
+            } => remote::capacity_ensure(&run, &profiles, lifetime, json),
+            CapacityAction::Status { run, json } => remote::capacity_status(&run, json),
+            CapacityAction::Release { run, json, .. } => remote::capacity_release(&run, json),
+        }),
         Some(Command::Demo { print }) => {
             if print {
                 print!("{}", demo::DEMO_PLAY);
@@ -77,6 +107,12 @@ fn with_play(path: Option<&std::path::Path>, f: impl FnOnce(&Play) -> i32) -> i3
         Ok(p) => f(&p),
         Err(code) => code,
     }
+}
+
+fn emit(out: remote::Output) -> i32 {
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    out.code
 }
 
 /// Runs a short future on a small runtime (inspection commands).

@@ -172,6 +172,8 @@ mod tests {
             context: Map::new(),
             attempt: 1,
             events: AgentEvents::detached(),
+            instance: None,
+            workspace: None,
         }
     }
 

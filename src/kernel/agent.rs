@@ -99,6 +99,10 @@ pub struct Invocation {
     pub context: Map<String, Value>,
     pub attempt: u32,
     pub events: AgentEvents,
+    /// The capacity instance the operation runs on, if any.
+    pub instance: Option<Arc<str>>,
+    /// Its working directory (the instance's workspace), if any.
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 pub trait Agent: Send + Sync {

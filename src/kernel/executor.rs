@@ -33,6 +33,7 @@ use super::control::{ApprovalPolicy, Command, ControlError, FinalState, NewOpera
 use super::envelope::Envelope;
 use super::graph::{Condition, Edge, Graph, GraphError, OpId, OpMetadata, Operation, new_op_id};
 use super::lane::{Lane, lane_for};
+use super::lease::{Lease, LeaseAnswer, LeaseProvider, LeaseRequest};
 use super::ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 use super::request::{self, SpawnRequest};
 use super::signal::{
@@ -184,9 +185,20 @@ pub struct PaletteCounts {
 pub enum External {
     Signal(SignalKind),
     Palette(PaletteCounts),
+    /// Capacity changed (an instance became ready or was released):
+    /// operations waiting for it are asked again.
+    CapacityChanged,
 }
 
 pub type ExternalSender = mpsc::UnboundedSender<External>;
+
+/// Ready operations that wait for the same capacity.
+struct CapQueue {
+    name: Arc<str>,
+    ops: VecDeque<NodeIndex>,
+    /// Capacity changed since the head last had to wait: ask again.
+    dirty: bool,
+}
 
 /// What woke the event loop.
 enum Wake {
@@ -304,6 +316,10 @@ impl Run {
             decorator: None,
             preset: Vec::new(),
             palette: None,
+            leases: None,
+            held_leases: HashMap::default(),
+            cap_queues: Vec::new(),
+            cap_reason: HashMap::default(),
             bus: Bus {
                 seq: 0,
                 t0: Instant::now(),
@@ -341,6 +357,11 @@ impl Run {
     /// `run_started`.
     pub fn external(&self) -> ExternalSender {
         self.ex.external_tx.clone()
+    }
+
+    /// Installs the capacity seam: operations it manages need a lease.
+    pub fn set_leases(&mut self, provider: Arc<dyn LeaseProvider>) {
+        self.ex.leases = Some(provider);
     }
 
     /// Installs the instruction decorator (the delegation clause).
@@ -427,6 +448,14 @@ struct Executor {
     /// The palette's counters, once a router reports them; budgets are
     /// signalled only for runs that have a palette.
     palette: Option<PaletteCounts>,
+    /// The capacity seam, when the play has capacity.
+    leases: Option<Arc<dyn LeaseProvider>>,
+    /// Leases held by running operations.
+    held_leases: HashMap<NodeIndex, Lease>,
+    /// Ready operations waiting for capacity, per provider queue (profile).
+    cap_queues: Vec<CapQueue>,
+    /// What each of them waits for.
+    cap_reason: HashMap<NodeIndex, Arc<str>>,
     bus: Bus,
     flow_context: Map<String, Value>,
     spawn_seq: u64,
@@ -704,14 +733,125 @@ impl Executor {
             if self.cancelled || self.running >= self.cfg.max_concurrent {
                 break;
             }
+            // Operations that waited for capacity go first, when it changed.
+            if let Some(q) = self
+                .cap_queues
+                .iter()
+                .position(|q| q.dirty && !q.ops.is_empty())
+            {
+                let ix = self.cap_queues[q].ops[0];
+                match self.ask_lease(ix, true) {
+                    Ok(lease) => {
+                        self.cap_queues[q].ops.pop_front();
+                        self.report_depth(q);
+                        self.cap_reason.remove(&ix);
+                        self.start(ix, lease);
+                    }
+                    Err((_, reason)) => {
+                        self.cap_queues[q].dirty = false;
+                        self.note_capacity_wait(ix, reason);
+                    }
+                }
+                continue;
+            }
             let Some(ix) = self.ready.pop_front() else {
                 break;
             };
-            self.start(ix);
+            match self.ask_lease(ix, false) {
+                Ok(lease) => self.start(ix, lease),
+                Err((queue, reason)) => self.wait_for_capacity(ix, queue, reason),
+            }
         }
     }
 
-    fn start(&mut self, ix: NodeIndex) {
+    /// Asks the capacity seam for a lease; `Err` carries the queue and the
+    /// reason to wait.
+    fn ask_lease(
+        &mut self,
+        ix: NodeIndex,
+        queued: bool,
+    ) -> Result<Option<Lease>, (Arc<str>, Arc<str>)> {
+        let Some(provider) = &self.leases else {
+            return Ok(None);
+        };
+        let n = &self.g[ix];
+        let req = LeaseRequest {
+            op_id: n.op.op_id,
+            name: &n.op.reference_id,
+            role: n.op.assignee.as_deref(),
+            profile: n.op.metadata.profile.as_deref(),
+            queued,
+        };
+        match provider.acquire(&req) {
+            LeaseAnswer::NotManaged => Ok(None),
+            LeaseAnswer::Granted(lease) => Ok(Some(lease)),
+            LeaseAnswer::Wait { queue, reason } => Err((queue, reason)),
+        }
+    }
+
+    fn wait_for_capacity(&mut self, ix: NodeIndex, queue: Arc<str>, reason: Arc<str>) {
+        let q = match self.cap_queues.iter().position(|q| q.name == queue) {
+            Some(q) => q,
+            None => {
+                self.cap_queues.push(CapQueue {
+                    name: queue,
+                    ops: VecDeque::new(),
+                    dirty: false,
+                });
+                self.cap_queues.len() - 1
+            }
+        };
+        self.cap_queues[q].ops.push_back(ix);
+        self.report_depth(q);
+        self.note_capacity_wait(ix, reason);
+    }
+
+    /// Records (and signals, when it changed) what an operation waits for.
+    fn note_capacity_wait(&mut self, ix: NodeIndex, reason: Arc<str>) {
+        if self.cap_reason.get(&ix) == Some(&reason) {
+            return;
+        }
+        self.cap_reason.insert(ix, reason.clone());
+        let node = self.header(ix);
+        self.bus.emit(SignalKind::CapacityWait { node, reason });
+    }
+
+    fn report_depth(&self, q: usize) {
+        if let Some(p) = &self.leases {
+            let queue = &self.cap_queues[q];
+            p.queue_depth(&queue.name, queue.ops.len());
+        }
+    }
+
+    fn capacity_changed(&mut self) {
+        for q in &mut self.cap_queues {
+            q.dirty = true;
+        }
+    }
+
+    /// Takes an operation out of whichever capacity queue holds it.
+    fn leave_capacity_queue(&mut self, ix: NodeIndex) -> bool {
+        for q in 0..self.cap_queues.len() {
+            if let Some(pos) = self.cap_queues[q].ops.iter().position(|&o| o == ix) {
+                self.cap_queues[q].ops.remove(pos);
+                self.report_depth(q);
+                self.cap_reason.remove(&ix);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn release_lease(&mut self, ix: NodeIndex) {
+        if let Some(lease) = self.held_leases.remove(&ix)
+            && let Some(p) = &self.leases
+        {
+            p.release(lease.id);
+            self.capacity_changed();
+        }
+    }
+
+    fn start(&mut self, ix: NodeIndex, lease: Option<Lease>) {
         let now = self.now();
         let attempt = {
             let n = &mut self.g[ix];
@@ -724,18 +864,26 @@ impl Executor {
         self.round_active = true;
         let node = self.header(ix);
         let role = self.g[ix].op.assignee.clone();
+        let instance = lease.as_ref().map(|l| l.instance.clone());
+        let workspace = lease.as_ref().and_then(|l| l.workspace.clone());
+        let leased_agent = lease.as_ref().and_then(|l| l.agent.clone());
+        if let Some(lease) = lease {
+            self.held_leases.insert(ix, lease);
+        }
         self.emit_node(
             ix,
             SignalKind::Started {
                 node,
                 attempt,
                 role,
+                instance: instance.clone(),
             },
         );
 
-        let agent_name = self.g[ix].op.metadata.agent.clone();
+        let agent_name = leased_agent.unwrap_or_else(|| self.g[ix].op.metadata.agent.clone());
         let Some(agent) = self.agents.resolve(&agent_name) else {
             self.running -= 1;
+            self.release_lease(ix);
             let f = AgentFailure::new("agent_not_found", format!("no agent named {agent_name:?}"));
             self.fail(ix, f);
             return;
@@ -766,6 +914,8 @@ impl Executor {
             context,
             attempt,
             events: AgentEvents::new(ix.index() as u32, attempt, self.agent_tx.clone()),
+            instance,
+            workspace,
         };
         let fut = agent.invoke(inv);
         self.inflight.push(Tagged { ix, attempt, fut });
@@ -799,6 +949,7 @@ impl Executor {
             return;
         }
         self.running -= 1;
+        self.release_lease(ix);
         match outcome {
             Ok(value) => self.succeed(ix, value),
             Err(f) => self.fail(ix, f),
@@ -996,6 +1147,7 @@ impl Executor {
                 self.palette = Some(counts);
                 self.emit_budget();
             }
+            External::CapacityChanged => self.capacity_changed(),
         }
     }
 
@@ -1215,6 +1367,7 @@ impl Executor {
                 agent: candidate.agent,
                 params: candidate.params,
                 spawn_reason: meta.reason,
+                profile: None,
             },
         };
         let deps: Vec<(NodeIndex, Edge)> = match emitter {
@@ -1466,9 +1619,15 @@ impl Executor {
         self.paused = true;
         self.step_credits = 0;
         self.bus.emit(SignalKind::RunPaused);
-        // Operations waiting for a slot were about to start: they wait here.
-        let waiting: Vec<NodeIndex> = self.ready.drain(..).collect();
+        // Operations waiting for a slot or for capacity were about to start:
+        // they wait here.
+        let mut waiting: Vec<NodeIndex> = self.ready.drain(..).collect();
+        for q in 0..self.cap_queues.len() {
+            waiting.extend(self.cap_queues[q].ops.drain(..));
+            self.report_depth(q);
+        }
         for ix in waiting {
+            self.cap_reason.remove(&ix);
             self.park(ix, PauseReason::RunPaused);
         }
         Ok(())
@@ -1576,6 +1735,7 @@ impl Executor {
         self.bus.emit(SignalKind::Held { node });
         if self.g[ix].status == NodeStatus::Ready && !self.g[ix].parked {
             self.ready.retain(|&r| r != ix);
+            self.leave_capacity_queue(ix);
             self.park(ix, PauseReason::Held);
         }
         Ok(())
@@ -1621,10 +1781,16 @@ impl Executor {
         self.routing = FuturesUnordered::new();
         self.ready.clear();
         self.parked.clear();
+        for q in 0..self.cap_queues.len() {
+            self.cap_queues[q].ops.clear();
+            self.report_depth(q);
+        }
+        self.cap_reason.clear();
         let all: Vec<NodeIndex> = self.g.node_indices().collect();
         for &ix in &all {
             if self.g[ix].status == NodeStatus::Running {
                 self.running -= 1;
+                self.release_lease(ix);
                 self.mark_failed(ix, AgentFailure::new("cancelled", "cancelled"));
             }
         }
@@ -1640,8 +1806,13 @@ impl Executor {
             && self.running == 0
             && self.ready.is_empty()
             && self.routing.is_empty()
+            && !self.leases.as_ref().is_some_and(|p| p.pending())
         {
             self.bus.emit(SignalKind::RoundEnded { round: self.round });
+            if let Some(p) = &self.leases {
+                p.round_ended(self.round);
+                self.capacity_changed();
+            }
             self.round += 1;
             self.round_active = false;
         }
@@ -1661,6 +1832,9 @@ impl Executor {
                 Some(format!("dependency {}", self.g[dep].op.reference_id))
             }
             NodeStatus::AwaitingApproval => Some("approval".into()),
+            NodeStatus::Ready if self.cap_reason.contains_key(&ix) => {
+                self.cap_reason.get(&ix).map(|r| r.to_string())
+            }
             NodeStatus::Ready if n.held => Some("held by the operator".into()),
             NodeStatus::Ready if n.parked => Some("paused".into()),
             NodeStatus::Ready => Some(format!(
@@ -1755,6 +1929,11 @@ impl Executor {
             Outcome::Succeeded
         };
         self.finished = Some(outcome);
+        if let Some(p) = &self.leases {
+            p.run_finished();
+        }
+        // What the capacity seam reported as it wound down comes first.
+        self.drain_external();
         let counts = self.counts();
         let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
         self.finished_at = Some(at);

@@ -165,6 +165,9 @@ pub struct OpMetadata {
     pub params: Arc<Value>,
     /// The reason a spawn request gave, kept for the inspector.
     pub spawn_reason: Option<Arc<str>>,
+    /// A role profile named explicitly (capacity); otherwise the profile
+    /// whose role matches.
+    pub profile: Option<Arc<str>>,
 }
 
 impl Default for OpMetadata {
@@ -176,6 +179,7 @@ impl Default for OpMetadata {
             agent: Arc::from("sim"),
             params: Arc::new(Value::Null),
             spawn_reason: None,
+            profile: None,
         }
     }
 }

@@ -133,6 +133,7 @@ mod tests {
                 node: header(),
                 attempt: 1,
                 role: None,
+                instance: None,
             },
         );
         assert_eq!(lane, Lane::Running);
@@ -192,7 +193,8 @@ mod tests {
                 &SignalKind::Started {
                     node: header(),
                     attempt: 2,
-                    role: None
+                    role: None,
+                    instance: None,
                 }
             ),
             Lane::Running

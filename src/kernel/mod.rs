@@ -10,6 +10,7 @@ pub mod envelope;
 pub mod executor;
 pub mod graph;
 pub mod lane;
+pub mod lease;
 pub mod ledger;
 pub mod request;
 pub mod signal;
@@ -30,6 +31,7 @@ pub use graph::{
     OperationKind,
 };
 pub use lane::{Lane, lane_for};
+pub use lease::{Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained};
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 pub use request::SpawnRequest;
 pub use signal::{NodeHeader, Outcome, RoleOrigin, Signal, SignalKind, SignalSink};

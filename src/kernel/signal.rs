@@ -134,6 +134,9 @@ pub enum SignalKind {
         node: NodeHeader,
         attempt: u32,
         role: Option<Arc<str>>,
+        /// The capacity instance it runs on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance: Option<Arc<str>>,
     },
     Completed {
         #[serde(flatten)]
@@ -239,6 +242,31 @@ pub enum SignalKind {
         spawns_accepted: usize,
         max_spawn: usize,
     },
+    /// An operation is ready but waits for capacity (holding no slot).
+    CapacityWait {
+        #[serde(flatten)]
+        node: NodeHeader,
+        reason: Arc<str>,
+    },
+    /// A capacity instance changed state.
+    Instance {
+        name: Arc<str>,
+        profile: Arc<str>,
+        role: Arc<str>,
+        state: Arc<str>,
+        lifetime: Arc<str>,
+        source: Arc<str>,
+        node_id: Arc<str>,
+        /// The operation it runs, when busy.
+        op: Option<Arc<str>>,
+    },
+    /// A release of capacity: what went, what stayed and why.
+    CapacityReleased {
+        /// `round_end`, `run_end` or `operator`.
+        trigger: Arc<str>,
+        released: Arc<[Arc<str>]>,
+        retained: Arc<[super::lease::Retained]>,
+    },
     RunPaused,
     RunResumed,
     /// While paused, the operator let one waiting operation start.
@@ -283,6 +311,9 @@ impl SignalKind {
             SignalKind::RoleReserved { .. } => "role_reserved",
             SignalKind::ExpansionRejected { .. } => "expansion_rejected",
             SignalKind::Budget { .. } => "budget",
+            SignalKind::CapacityWait { .. } => "capacity_wait",
+            SignalKind::Instance { .. } => "instance",
+            SignalKind::CapacityReleased { .. } => "capacity_released",
             SignalKind::RunPaused => "run_paused",
             SignalKind::RunResumed => "run_resumed",
             SignalKind::Stepped { .. } => "stepped",
@@ -356,6 +387,7 @@ mod tests {
                 },
                 attempt: 1,
                 role: Some("implementer".into()),
+                instance: None,
             },
         };
         let json = serde_json::to_string(&s).unwrap();

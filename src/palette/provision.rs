@@ -28,9 +28,15 @@ pub struct RunProvisioner {
 
 impl Provisioner for RunProvisioner {
     fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, String>> {
-        let delay = Duration::from_micros(
-            ((self.simulate.provision_delay_ms as f64) * 1000.0 / self.speed).round() as u64,
-        );
+        // The simulated delay is for watching expansions; initial roles are
+        // provisioned before the run, where a delay would only hold it up.
+        let delay = if req.origin == RoleOrigin::Expanded {
+            Duration::from_micros(
+                ((self.simulate.provision_delay_ms as f64) * 1000.0 / self.speed).round() as u64,
+            )
+        } else {
+            Duration::ZERO
+        };
         let fail = self.simulate.fail_roles.iter().any(|r| **r == *req.role);
         let dir = self
             .run_dir

@@ -99,6 +99,7 @@ impl Play {
                     agent: Arc::from(def.agent.as_str()),
                     params: Arc::new(params),
                     spawn_reason: None,
+                    profile: def.profile.as_deref().map(Arc::from),
                 },
             };
             match &def.placement {

@@ -3,6 +3,7 @@
 //! positions; a rejected play creates nothing.
 
 pub mod build;
+mod capacity_section;
 pub mod demo;
 pub mod diag;
 mod palette_section;
@@ -43,6 +44,10 @@ pub struct Play {
     pub palette: crate::palette::PaletteConfig,
     /// Printed once when the play is loaded (the legacy palette fallback).
     pub warnings: Vec<String>,
+    /// `[capacity]` and `[role_profiles]`, when present.
+    pub capacity: Option<crate::capacity::CapacityConfig>,
+    /// The play's directory: the run's shared workspace.
+    pub dir: std::path::PathBuf,
 }
 
 /// How an operation is placed in the graph (ADR-0033 D2: three explicit
@@ -70,6 +75,9 @@ pub struct OpDef {
     pub approval: bool,
     pub agent: String,
     pub sim: Option<SimSpec>,
+    /// A role profile named explicitly (`profile = "coder"`).
+    pub profile: Option<String>,
+    pub profile_span: Option<Span>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,12 +99,22 @@ impl Play {
             path: path.display().to_string(),
             source,
         })?;
-        Play::from_str(&path.display().to_string(), &text).map_err(LoadError::Invalid)
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        Play::from_str_in(&path.display().to_string(), &text, &dir).map_err(LoadError::Invalid)
     }
 
-    /// Validates play text; `file` names it in diagnostics.
+    /// Validates play text; `file` names it in diagnostics. The play's
+    /// directory is the current one.
     pub fn from_str(file: &str, text: &str) -> Result<Play, Diagnostics> {
-        parse::parse(file, text)
+        Play::from_str_in(file, text, std::path::Path::new("."))
+    }
+
+    /// Validates play text that lives in `dir`.
+    pub fn from_str_in(file: &str, text: &str, dir: &std::path::Path) -> Result<Play, Diagnostics> {
+        parse::parse(file, text, dir)
     }
 
     /// The built-in demo play.

@@ -15,7 +15,15 @@ use crate::agents::{BUILTIN_AGENTS, SimEmit, SimOutcome, SimSpec};
 use crate::kernel::Condition;
 use crate::kernel::graph::validate_json_pointer;
 
-const ROOT_KEYS: &[&str] = &["play", "operations", "palette", "pack", "profiles"];
+const ROOT_KEYS: &[&str] = &[
+    "play",
+    "operations",
+    "palette",
+    "pack",
+    "profiles",
+    "capacity",
+    "role_profiles",
+];
 const PLAY_KEYS: &[&str] = &[
     "name",
     "objective",
@@ -36,6 +44,7 @@ const OP_KEYS: &[&str] = &[
     "independent_root",
     "agent",
     "sim",
+    "profile",
 ];
 const SIM_KEYS: &[&str] = &[
     "duration_ms",
@@ -57,7 +66,7 @@ const REQUEST_KEYS: &[&str] = &[
 const WHEN_WORDS: &[&str] = &["succeeded", "failed", "always"];
 const MAX_SIM_MS: i64 = 86_400_000;
 
-pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
+pub fn parse(file: &str, source: &str, dir: &std::path::Path) -> Result<Play, Diagnostics> {
     let fail = |items: Vec<Diagnostic>| Diagnostics {
         file: Arc::from(file),
         source: Arc::from(source),
@@ -88,6 +97,8 @@ pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
             Default::default(),
         ),
         warnings: Vec::new(),
+        capacity: None,
+        dir: dir.to_path_buf(),
     };
     if let Some(v) = root.require(&mut r, "play", "{ name = \"...\" } (a [play] table)")
         && let Some(t) = r.table(v, "[play]")
@@ -101,6 +112,8 @@ pub fn parse(file: &str, source: &str) -> Result<Play, Diagnostics> {
     check_graph(&mut r, &play.source, &shapes);
     play.palette = super::palette_section::read(&mut r, &root);
     super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
+    play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir);
+    super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     if play.palette.legacy {
         play.warnings
             .push(crate::palette::model::LEGACY_WARNING.to_string());
@@ -309,6 +322,7 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
         r.table(v, &format!("`sim` of {}", t.name))
             .and_then(|s| read_sim(r, &s))
     });
+    let profile = t.string(r, "profile");
     if r.diags.len() > before {
         return None;
     }
@@ -325,6 +339,8 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
         approval,
         agent: agent?,
         sim,
+        profile_span: profile.as_ref().map(|(_, s)| s.clone()),
+        profile: profile.map(|(p, _)| p),
     })
 }
 

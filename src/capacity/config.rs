@@ -1,0 +1,167 @@
+//! `[capacity]` and `[role_profiles.<name>]`: which role/provider/model
+//! combinations may run, and how many concrete instances of each.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+macro_rules! word_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALLOWED: &'static [&'static str] = &[$($text),+];
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+
+word_enum!(
+    /// When a generated instance is released.
+    Lifetime { CurrentRound = "current_round", CurrentLoop = "current_loop", ManualRelease = "manual_release" }
+);
+word_enum!(
+    /// How an operation finds an instance.
+    Reuse { PreferIdle = "prefer_idle", AlwaysNew = "always_new", Pinned = "pinned" }
+);
+word_enum!(
+    /// Provider-neutral reasoning intensity.
+    Thinking { Low = "low", Medium = "medium", High = "high" }
+);
+word_enum!(
+    WorkspaceMode { Inplace = "inplace", GitWorktree = "git-worktree" }
+);
+
+pub const DEFAULT_NAME_TEMPLATE: &str = "loop-{loop_id}-{profile}-{index}";
+pub const DEFAULT_MAX_NODES: u32 = 4;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleProfile {
+    pub name: String,
+    /// A catalog role or a user profile (canonical).
+    pub role: String,
+    /// The agent that runs it.
+    pub provider: String,
+    pub model: Option<String>,
+    pub thinking: Option<Thinking>,
+    pub workspace_mode: WorkspaceMode,
+    pub workspace_group: Option<String>,
+    pub startup_args: Vec<String>,
+    pub provider_profile: Option<String>,
+    pub max_instances: u32,
+    pub reuse: Option<Reuse>,
+    /// playdeck's addition: a lifetime per profile (default from
+    /// `[capacity] default_lifetime`).
+    pub lifetime: Option<Lifetime>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityConfig {
+    pub enabled: bool,
+    pub max_nodes: u32,
+    pub default_lifetime: Lifetime,
+    pub name_template: String,
+    pub reuse: Reuse,
+    pub profiles: IndexMap<String, RoleProfile>,
+    /// The git repository the play lives in, for git-worktree profiles.
+    pub repo_root: Option<PathBuf>,
+    /// The run's shared workspace (the play's directory): where `inplace`
+    /// instances work.
+    pub workspace: PathBuf,
+}
+
+impl CapacityConfig {
+    /// The profile an operation runs on: the one it names, else the first
+    /// whose role matches.
+    pub fn profile_for(&self, role: Option<&str>, named: Option<&str>) -> Option<&RoleProfile> {
+        if !self.enabled {
+            return None;
+        }
+        match named {
+            Some(n) => self.profiles.get(n),
+            None => {
+                let role = role?;
+                self.profiles.values().find(|p| p.role == role)
+            }
+        }
+    }
+
+    pub fn lifetime_of(&self, p: &RoleProfile) -> Lifetime {
+        p.lifetime.unwrap_or(self.default_lifetime)
+    }
+
+    pub fn reuse_of(&self, p: &RoleProfile) -> Reuse {
+        p.reuse.unwrap_or(self.reuse)
+    }
+
+    /// Renders an instance name from the template.
+    pub fn instance_name(&self, loop_id: &str, profile: &str, index: u32) -> String {
+        render_name(&self.name_template, loop_id, profile, index)
+    }
+}
+
+pub fn render_name(template: &str, loop_id: &str, profile: &str, index: u32) -> String {
+    template
+        .replace("{loop_id}", loop_id)
+        .replace("{profile}", profile)
+        .replace("{index}", &index.to_string())
+}
+
+/// Walks up from `dir` to the directory that holds `.git`.
+pub fn find_repo_root(dir: &std::path::Path) -> Option<PathBuf> {
+    let dir = dir.canonicalize().ok()?;
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(|d| d.to_path_buf())
+}
+
+/// Flags in `startup_args` that would set what `model` and `thinking` own.
+pub fn sets_model_or_thinking(arg: &str) -> Option<&'static str> {
+    let flag = arg.split('=').next().unwrap_or(arg);
+    match flag {
+        "--model" | "-m" => Some("the model"),
+        "--thinking" | "--effort" | "--reasoning-effort" | "--reasoning" | "--think" => {
+            Some("thinking")
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_render_and_enums_round_trip() {
+        assert_eq!(
+            render_name(DEFAULT_NAME_TEMPLATE, "r1", "coder", 2),
+            "loop-r1-coder-2"
+        );
+        for w in Lifetime::ALLOWED {
+            assert_eq!(Lifetime::parse(w).unwrap().as_str(), *w);
+        }
+        assert_eq!(
+            WorkspaceMode::parse("git-worktree"),
+            Some(WorkspaceMode::GitWorktree)
+        );
+        assert_eq!(sets_model_or_thinking("--model=opus"), Some("the model"));
+        assert_eq!(sets_model_or_thinking("--verbose"), None);
+    }
+}

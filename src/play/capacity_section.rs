@@ -1,0 +1,333 @@
+//! `[capacity]` and `[role_profiles.<name>]`, validated with positions, all
+//! problems at once.
+
+use std::path::Path;
+
+use indexmap::IndexMap;
+
+use super::diag::{Diagnostic, did_you_mean};
+use super::reader::{Reader, Table};
+use super::{OpDef, is_valid_name};
+use crate::agents::BUILTIN_AGENTS;
+use crate::capacity::config::{
+    CapacityConfig, DEFAULT_MAX_NODES, DEFAULT_NAME_TEMPLATE, Lifetime, Reuse, RoleProfile,
+    Thinking, WorkspaceMode, find_repo_root, render_name, sets_model_or_thinking,
+};
+use crate::palette::{Catalog, PaletteConfig, canonical};
+
+const CAPACITY_KEYS: &[&str] = &[
+    "enabled",
+    "max_nodes",
+    "default_lifetime",
+    "name_template",
+    "reuse",
+];
+const PROFILE_KEYS: &[&str] = &[
+    "role",
+    "provider",
+    "model",
+    "thinking",
+    "workspace_mode",
+    "workspace_group",
+    "startup_args",
+    "provider_profile",
+    "max_instances",
+    "reuse",
+    "lifetime",
+];
+
+pub(super) fn read(
+    r: &mut Reader,
+    root: &Table<'_, '_>,
+    palette: &PaletteConfig,
+    dir: &Path,
+) -> Option<CapacityConfig> {
+    let cap = root.get("capacity");
+    let profiles_v = root.get("role_profiles");
+    if cap.is_none() && profiles_v.is_none() {
+        return None;
+    }
+    let mut cfg = CapacityConfig {
+        enabled: true,
+        max_nodes: DEFAULT_MAX_NODES,
+        default_lifetime: Lifetime::CurrentRound,
+        name_template: DEFAULT_NAME_TEMPLATE.to_string(),
+        reuse: Reuse::PreferIdle,
+        profiles: IndexMap::new(),
+        repo_root: find_repo_root(dir),
+        workspace: dir.to_path_buf(),
+    };
+    let mut explicit_max = None;
+    let cap_table = cap.and_then(|v| r.table(v, "[capacity]"));
+    match &cap_table {
+        Some(t) => {
+            t.deny_unknown(r, CAPACITY_KEYS);
+            if let Some((b, _)) = t.bool(r, "enabled") {
+                cfg.enabled = b;
+            }
+            if let Some((n, span)) = t.int(r, "max_nodes", 1, 1000) {
+                cfg.max_nodes = n as u32;
+                explicit_max = Some(span);
+            }
+            if let Some((l, _)) = t.choice(r, "default_lifetime", Lifetime::ALLOWED) {
+                cfg.default_lifetime = Lifetime::parse(&l).expect("checked");
+            }
+            if let Some((reuse, _)) = t.choice(r, "reuse", Reuse::ALLOWED) {
+                cfg.reuse = Reuse::parse(&reuse).expect("checked");
+            }
+            if let Some((tpl, span)) = t.string(r, "name_template") {
+                check_template(r, &tpl, span);
+                cfg.name_template = tpl;
+            }
+        }
+        None if cap.is_none() => {
+            let span = root.key_span("role_profiles");
+            r.push(
+                Diagnostic::new(
+                    span,
+                    "[role_profiles] needs a [capacity] table",
+                    "no [capacity]",
+                )
+                .help("add [capacity] with enabled = true (and max_nodes) to use role profiles"),
+            );
+        }
+        None => {}
+    }
+
+    if let Some(v) = profiles_v
+        && let Some(t) = r.table(v, "[role_profiles]")
+    {
+        for (name, span, pv) in t.entries() {
+            if !is_valid_name(name) {
+                r.push(
+                    Diagnostic::new(
+                        span,
+                        format!("role profile name {name:?} is not a valid name"),
+                        "invalid name",
+                    )
+                    .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+                );
+                continue;
+            }
+            if let Some(pt) = r.table(pv, &format!("[role_profiles.{name}]"))
+                && let Some(p) = read_profile(r, &pt, name, palette, &cfg)
+            {
+                cfg.profiles.insert(name.to_string(), p);
+            }
+        }
+    }
+
+    let cap_span = cap_table
+        .as_ref()
+        .map_or(0..0, |t| t.span.start..t.span.start);
+    if cfg.enabled && cfg.profiles.is_empty() && profiles_v.is_none() {
+        r.push(
+            Diagnostic::new(cap_span, "[capacity] is enabled but no role profile is configured", "no profiles")
+                .help("add [role_profiles.<name>] with role, provider and max_instances, or set enabled = false"),
+        );
+    }
+    let total: u32 = cfg.profiles.values().map(|p| p.max_instances).sum();
+    match explicit_max {
+        Some(span) if !cfg.profiles.is_empty() && cfg.max_nodes > total => r.push(
+            Diagnostic::new(
+                span,
+                format!(
+                    "max_nodes {} is greater than the sum of max_instances ({total})",
+                    cfg.max_nodes
+                ),
+                "more nodes than profiles allow",
+            )
+            .help(format!(
+                "set max_nodes to at most {total}, or raise max_instances"
+            )),
+        ),
+        None if total > 0 => cfg.max_nodes = cfg.max_nodes.min(total),
+        _ => {}
+    }
+    Some(cfg)
+}
+
+fn check_template(r: &mut Reader, tpl: &str, span: super::Span) {
+    let missing: Vec<&str> = ["{loop_id}", "{profile}", "{index}"]
+        .into_iter()
+        .filter(|p| !tpl.contains(p))
+        .collect();
+    if !missing.is_empty() {
+        r.push(
+            Diagnostic::new(span, format!("name_template is missing {}", missing.join(", ")), "incomplete template")
+                .help("the template must contain {loop_id}, {profile} and {index}, so names are deterministic and never collide"),
+        );
+        return;
+    }
+    let sample = render_name(tpl, "20261129-120000-ab12", "coder", 1);
+    if !is_valid_name(&sample) {
+        r.push(
+            Diagnostic::new(
+                span,
+                format!("name_template renders to an invalid name ({sample:?})"),
+                "invalid names",
+            )
+            .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        );
+    }
+}
+
+fn read_profile(
+    r: &mut Reader,
+    t: &Table<'_, '_>,
+    name: &str,
+    palette: &PaletteConfig,
+    cfg: &CapacityConfig,
+) -> Option<RoleProfile> {
+    t.deny_unknown(r, PROFILE_KEYS);
+    let before = r.diags.len();
+    let catalog = Catalog::builtin();
+    let role = t
+        .require(r, "role", "\"implementer\"")
+        .and_then(|_| t.string(r, "role"));
+    if let Some((role, span)) = &role {
+        let canon = canonical(role);
+        if catalog.role(&canon).is_none() && !palette.profiles.contains_key(&canon) {
+            let mut known = catalog.role_names();
+            known.extend(palette.profiles.keys().map(String::as_str));
+            let mut help = format!("available roles: {}", known.join(", "));
+            if let Some(m) = did_you_mean(&canon, known.iter().copied()) {
+                help = format!("did you mean \"{m}\"? {help}");
+            }
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!("role profile {name} names unknown role {role:?}"),
+                    "unknown role",
+                )
+                .help(help),
+            );
+        }
+    }
+    let provider = t
+        .require(r, "provider", "\"sim\"")
+        .and_then(|_| t.choice(r, "provider", &BUILTIN_AGENTS));
+    let max = t
+        .require(r, "max_instances", "2")
+        .and_then(|_| t.int(r, "max_instances", 1, 1000));
+    let model = t.string(r, "model");
+    let thinking = t.choice(r, "thinking", Thinking::ALLOWED);
+    let mode = match t.choice(r, "workspace_mode", WorkspaceMode::ALLOWED) {
+        Some((m, span)) => {
+            let mode = WorkspaceMode::parse(&m).expect("checked");
+            if mode == WorkspaceMode::GitWorktree && cfg.repo_root.is_none() {
+                r.push(
+                    Diagnostic::new(span, format!("role profile {name} uses git-worktree, but the play is not in a git repository"), "no git repository")
+                        .help(format!("move the play into a git repository, or use workspace_mode = \"inplace\" (looked from {})", cfg.workspace.display())),
+                );
+            }
+            mode
+        }
+        None => WorkspaceMode::Inplace,
+    };
+    let group = t.string(r, "workspace_group");
+    if let Some((_, span)) = &group
+        && mode != WorkspaceMode::GitWorktree
+    {
+        r.push(
+            Diagnostic::new(
+                span.clone(),
+                format!("workspace_group of {name} applies only to git-worktree"),
+                "conflicts with workspace_mode",
+            )
+            .help("set workspace_mode = \"git-worktree\", or remove workspace_group"),
+        );
+    }
+    let mut startup_args = Vec::new();
+    for (arg, span) in t.strings(r, "startup_args").unwrap_or_default() {
+        if let Some(what) = sets_model_or_thinking(&arg) {
+            r.push(
+                Diagnostic::new(span, format!("startup_args of {name} sets {what} ({arg})"), "conflicts with the profile")
+                    .help("use the profile's `model` and `thinking` fields; startup_args may not set them"),
+            );
+        } else {
+            startup_args.push(arg);
+        }
+    }
+    let provider_profile = t.string(r, "provider_profile");
+    if let Some((pp, span)) = &provider_profile
+        && !is_valid_name(pp)
+    {
+        r.push(
+            Diagnostic::new(
+                span.clone(),
+                format!("provider_profile {pp:?} of {name} is not a valid name"),
+                "invalid name",
+            )
+            .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        );
+    }
+    let reuse = t.choice(r, "reuse", Reuse::ALLOWED);
+    let lifetime = t.choice(r, "lifetime", Lifetime::ALLOWED);
+    if r.diags.len() > before {
+        return None;
+    }
+    Some(RoleProfile {
+        name: name.to_string(),
+        role: canonical(&role?.0),
+        provider: provider?.0,
+        model: model.map(|(m, _)| m),
+        thinking: thinking.and_then(|(t, _)| Thinking::parse(&t)),
+        workspace_mode: mode,
+        workspace_group: group.map(|(g, _)| g),
+        startup_args,
+        provider_profile: provider_profile.map(|(p, _)| p),
+        max_instances: max?.0 as u32,
+        reuse: reuse.and_then(|(x, _)| Reuse::parse(&x)),
+        lifetime: lifetime.and_then(|(x, _)| Lifetime::parse(&x)),
+    })
+}
+
+/// An operation's explicit `profile` must exist, be for its role, and
+/// needs capacity.
+pub(super) fn check_op_profiles(r: &mut Reader, cfg: Option<&CapacityConfig>, ops: &[OpDef]) {
+    for op in ops {
+        let (Some(p), Some(span)) = (&op.profile, &op.profile_span) else {
+            continue;
+        };
+        let Some(cfg) = cfg else {
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!(
+                        "operation {:?} names profile {p:?}, but the play has no [capacity]",
+                        op.id
+                    ),
+                    "no capacity",
+                )
+                .help("add [capacity] and [role_profiles.<name>], or remove profile"),
+            );
+            continue;
+        };
+        match cfg.profiles.get(p) {
+            None => {
+                let names: Vec<&str> = cfg.profiles.keys().map(String::as_str).collect();
+                r.push(
+                    Diagnostic::new(
+                        span.clone(),
+                        format!("operation {:?} names unknown profile {p:?}", op.id),
+                        "unknown profile",
+                    )
+                    .help(format!("configured profiles: {}", names.join(", "))),
+                );
+            }
+            Some(prof) if prof.role != op.role => r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!("profile {p:?} is for role {}, not {}", prof.role, op.role),
+                    "role mismatch",
+                )
+                .help(format!(
+                    "operation {:?} has role {}; name a profile for that role",
+                    op.id, op.role
+                )),
+            ),
+            Some(_) => {}
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `playdeck ctl` and `playdeck capacity` against a live headless run, then
+//! against the same run once it has finished.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+}
+
+const PLAY: &str = r#"
+[play]
+name = "ctl"
+[palette]
+roles = [{ role = "implementer" }, { role = "tester" }]
+[capacity]
+max_nodes = 3
+[role_profiles.coder]
+role = "implementer"
+provider = "sim"
+max_instances = 2
+[role_profiles.checker]
+role = "tester"
+provider = "sim"
+max_instances = 1
+lifetime = "manual_release"
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "build"
+sim = { duration_ms = 200 }
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+independent_root = true
+sim = { duration_ms = 200 }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "ship"
+depends_on = ["build", "check"]
+approval = true
+sim = { duration_ms = 100 }
+"#;
+
+/// Runs a command; returns (exit code, stdout as JSON or text, stderr).
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).current_dir(dir).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+#[test]
+fn scripts_drive_a_live_run_and_inspect_it_after() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.toml"), PLAY).unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--paused",
+            "--run-dir",
+            ".playdeck/runs/r1",
+            "p.toml",
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(20)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    until(&|v| v["type"] == "paused" && v["name"] == "check");
+    let d = dir.path();
+
+    // The socket is the owner's only.
+    let sock_dir = d.join(".playdeck/runs/r1/ctl");
+    assert_eq!(
+        std::fs::metadata(&sock_dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(sock_dir.join("control.sock"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+
+    let (code, out, _) = run(d, &["ctl", ".playdeck/runs/r1", "status", "--json"]);
+    assert_eq!(code, 0);
+    let s = json(&out);
+    assert_eq!(s["state"], "paused");
+    assert_eq!(s["lanes"]["paused"], 2);
+
+    // Ensure, and every kind of refusal.
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "ensure",
+            "--run",
+            "r1",
+            "--profile",
+            "checker",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let e = json(&out);
+    assert_eq!(e["agents"].as_array().unwrap().len(), 1);
+    assert_eq!(e["agents"][0]["source"], "created");
+    for (args, code_, err) in [
+        (vec!["--profile", "coder=3"], 2, "over_max_instances"),
+        (vec!["--profile", "nope"], 2, "unknown_profile"),
+        (
+            vec!["--profile", "coder", "--profile", "coder"],
+            2,
+            "duplicate_profile",
+        ),
+        (
+            vec![
+                "--profile",
+                "coder=2",
+                "--profile",
+                "checker=1",
+                "--profile",
+                "coder=1",
+            ],
+            2,
+            "duplicate_profile",
+        ),
+        (vec!["--profile", "coder=x"], 2, "bad_profile"),
+    ] {
+        let mut a = vec!["capacity", "ensure", "--run", "r1", "--json"];
+        a.extend(args.iter());
+        let (code, out, _) = run(d, &a);
+        assert_eq!(code, code_, "{a:?}: {out}");
+        assert_eq!(json(&out)["error"]["code"], err, "{a:?}");
+    }
+    let (code, _, err) = run(
+        d,
+        &["capacity", "ensure", "--run", "r1", "--profile", "nope"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("configured profiles: coder, checker"), "{err}");
+
+    // Step once: build starts and takes a coder instance.
+    let (code, out, _) = run(d, &["ctl", "r1", "step"]);
+    assert_eq!((code, out.as_str()), (0, "ok: step\n"));
+    until(&|v| v["type"] == "started" && v["name"] == "build");
+    let (code, out, _) = run(d, &["ctl", "r1", "release", "--idle-only", "--json"]);
+    assert_eq!(code, 0);
+    let r = json(&out);
+    // The idle checker goes; the busy coder stays, with its reason.
+    assert_eq!(r["released_count"], 1);
+    assert_eq!(r["retained"][0]["reason"], "runtime_state=busy");
+
+    // Refusals from the kernel are exit 1 with the reason.
+    let (code, _, err) = run(d, &["ctl", "r1", "approve", "build"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("build has no approval gate"), "{err}");
+
+    let (code, _, _) = run(d, &["ctl", "latest", "resume"]);
+    assert_eq!(code, 0);
+    until(&|v| v["type"] == "awaiting_approval");
+    let (code, _, _) = run(d, &["ctl", "r1", "approve", "ship"]);
+    assert_eq!(code, 0);
+    let result = until(&|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(
+        !d.join(".playdeck/runs/r1/ctl/control.sock").exists(),
+        "the socket goes with the run"
+    );
+
+    // After the run: not live, but capacity reads and updates the file.
+    let (code, _, err) = run(d, &["ctl", "r1", "status"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not live"), "{err}");
+    let (code, out, _) = run(d, &["capacity", "status", "--run", "r1", "--json"]);
+    assert_eq!(code, 0);
+    let s = json(&out);
+    assert_eq!(s["live"], false);
+    let manual: Vec<&Value> = s["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "ready")
+        .collect();
+    assert_eq!(
+        manual.len(),
+        1,
+        "the manual_release checker is still there: {s:#}"
+    );
+    let (code, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["released_count"], 1);
+    let (_, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
+    assert_eq!(
+        json(&out)["released_count"],
+        0,
+        "releasing twice is idempotent"
+    );
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "ensure",
+            "--run",
+            "r1",
+            "--profile",
+            "coder",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        (code, json(&out)["error"]["code"].as_str()),
+        (1, Some("not_live"))
+    );
+
+    let (code, _, err) = run(d, &["ctl", "nope", "status"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no run \"nope\""), "{err}");
+}
