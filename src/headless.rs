@@ -11,12 +11,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::agents::AgentRegistry;
 use crate::kernel::{
-    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, NodeBuilder, Outcome, Run,
-    RunHandle, Signal, SignalKind,
+    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, Outcome, RunHandle, Signal,
+    SignalKind,
 };
 use crate::play::Play;
+use crate::session::{Session, SessionOptions};
 use crate::store::{ChannelSink, RunDir};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,53 +83,28 @@ pub async fn run(
     mut out: Out,
     mut err: Out,
 ) -> std::io::Result<Finished> {
-    let speed = opts.speed.unwrap_or(play.speed);
-    let run_dir = RunDir::create(opts.run_dir.as_deref(), &play.source)?;
-    let built = play.build();
-    let mut cfg = play.run_config(&run_dir.run_id);
-    cfg.start_paused = opts.paused;
-    cfg.approvals = match opts.approve {
-        Some(ApproveAll::All) => ApprovalPolicy::ApproveAll,
-        Some(ApproveAll::None) => ApprovalPolicy::DenyAll {
-            reason: Arc::from("--approve none"),
-        },
-        None => ApprovalPolicy::Ask,
-    };
-    let agents = Arc::new(AgentRegistry::builtin(speed));
-    let router = play.palette_router(Some(&run_dir.path), speed);
-    let builder: Arc<dyn NodeBuilder> = Arc::new(router.clone());
-    let op_roles = play.op_roles(&built);
-    let (mut run, handle) =
-        Run::new(built.graph, cfg, agents, builder).map_err(std::io::Error::other)?;
-    run.add_sink(Box::new(run_dir.event_log()?));
     let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
-    run.add_sink(Box::new(ChannelSink(tx)));
-    let reconciler = play.capacity.as_ref().filter(|c| c.enabled).map(|c| {
-        crate::capacity::Reconciler::new(Arc::new(c.clone()), &run_dir.run_id, run_dir.path.clone())
-    });
-    if let Some(r) = &reconciler {
-        r.attach(run.external());
-        run.set_leases(r.clone());
-    }
-    // Scripts drive the run through its control socket; a run without one
-    // (a path too long for a socket, say) still runs.
-    let _control = match crate::control::ControlServer::start(
-        &run_dir.path,
-        handle.clone(),
-        reconciler.clone(),
-    ) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            let _ = writeln!(
-                err,
-                "playdeck: warning: no control socket for this run: {e}"
-            );
-            None
-        }
+    let session_opts = SessionOptions {
+        speed: opts.speed,
+        paused: opts.paused,
+        approvals: match opts.approve {
+            Some(ApproveAll::All) => ApprovalPolicy::ApproveAll,
+            Some(ApproveAll::None) => ApprovalPolicy::DenyAll {
+                reason: Arc::from("--approve none"),
+            },
+            None => ApprovalPolicy::Ask,
+        },
+        run_dir: opts.run_dir.clone(),
+        run_id: None,
+        control: true,
     };
-    crate::palette::prepare(&router, &op_roles, &mut run)
-        .await
-        .map_err(std::io::Error::other)?;
+    let mut session = Session::open(play, &session_opts, vec![Box::new(ChannelSink(tx))]).await?;
+    if let Some(e) = &session.control_error {
+        let _ = writeln!(err, "playdeck: warning: {e}");
+    }
+    let run = session.take_run().expect("a fresh session");
+    let handle = session.handle.clone();
+    let run_dir = session.run_dir.clone();
 
     let format = opts.format;
     // Writing to stdout may block on a slow reader: a thread of its own keeps
@@ -184,9 +159,7 @@ pub async fn run(
     let envelope = run.run().await;
     stdin_task.abort();
     shutdown_task.abort();
-    if let Some(r) = &reconciler {
-        r.close().await;
-    }
+    session.close().await;
     let mut out = printer.await.map_err(std::io::Error::other)?;
     run_dir.write_result(&envelope)?;
 

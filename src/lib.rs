@@ -14,4 +14,5 @@ pub mod kernel;
 pub mod palette;
 pub mod play;
 pub mod remote;
+pub mod session;
 pub mod store;
