@@ -61,6 +61,26 @@ pub enum Command {
         #[command(subcommand)]
         action: CapacityAction,
     },
+    /// Render the console at a moment of a run to SVG, deterministically.
+    Screenshot {
+        /// The play file; the built-in demo when omitted.
+        play: Option<PathBuf>,
+        /// The moment, in seconds of (virtual) run time.
+        #[arg(long)]
+        at: f64,
+        /// WIDTHxHEIGHT in cells.
+        #[arg(long, default_value = "160x48", value_parser = parse_size)]
+        size: (u16, u16),
+        /// A built-in theme.
+        #[arg(long)]
+        theme: Option<String>,
+        /// Keys pressed at that moment, space-separated ("p i", "x").
+        #[arg(long, default_value = "")]
+        keys: String,
+        /// Where to write the SVG.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// The built-in demo play.
     Demo {
         /// Print the demo play's TOML.
@@ -91,6 +111,9 @@ pub struct RunArgs {
     /// Headless output: json (NDJSON) or human.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     pub format: FormatArg,
+    /// Console theme (default, light, high-contrast, mono, or a user theme).
+    #[arg(long)]
+    pub theme: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -187,4 +210,8 @@ fn parse_lifetime(s: &str) -> Result<playdeck::capacity::Lifetime, String> {
             playdeck::capacity::Lifetime::ALLOWED.join(", ")
         )
     })
+}
+
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    playdeck::console::screenshot::parse_size(s)
 }

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod capacity;
+pub mod console;
 pub mod control;
 pub mod headless;
 pub mod inspect;

@@ -15,11 +15,7 @@ use playdeck::remote;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
-        None => run(RunArgs {
-            headless: true,
-            format: FormatArg::Human,
-            ..RunArgs::default()
-        }),
+        None => run(RunArgs::default()),
         Some(Command::Run(args)) => run(args),
         Some(Command::Validate { play }) => match Play::load(&play) {
             Ok(p) => {
@@ -80,6 +76,41 @@ fn main() -> ExitCode {
             } => remote::capacity_ensure(&run, &profiles, lifetime, json),
             CapacityAction::Status { run, json } => remote::capacity_status(&run, json),
             CapacityAction::Release { run, json, .. } => remote::capacity_release(&run, json),
+        }),
+        Some(Command::Screenshot {
+            play,
+            at,
+            size,
+            theme,
+            keys,
+            out,
+        }) => with_play(play.as_deref(), |p| {
+            let keys = match playdeck::console::screenshot::parse_keys(&keys) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("playdeck: --keys: {e}");
+                    return 2;
+                }
+            };
+            if !(at.is_finite() && at >= 0.0) {
+                eprintln!("playdeck: --at {at} is not a moment; allowed: seconds from 0");
+                return 2;
+            }
+            let opts = playdeck::console::screenshot::ShotOptions {
+                at,
+                width: size.0,
+                height: size.1,
+                theme,
+                keys,
+                out: out.clone(),
+            };
+            match playdeck::console::screenshot::screenshot(p, &opts) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("playdeck: screenshot: {e}");
+                    2
+                }
+            }
         }),
         Some(Command::Demo { print }) => {
             if print {
@@ -157,6 +188,9 @@ fn run(args: RunArgs) -> i32 {
         Ok(p) => p,
         Err(code) => return code,
     };
+    if !args.headless {
+        return console(&play, &args);
+    }
     let opts = HeadlessOptions {
         speed: args.speed,
         paused: args.paused,
@@ -210,6 +244,67 @@ fn run(args: RunArgs) -> i32 {
             2
         }
     }
+}
+
+/// The console on `play`: logs go to `.playdeck/logs/`, never the screen.
+fn console(play: &Play, args: &RunArgs) -> i32 {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        eprintln!("playdeck: the console needs a terminal; use --headless for scripts and pipes");
+        return 2;
+    }
+    let _log = start_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("playdeck: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let opts = playdeck::console::run::ConsoleOptions {
+        session: playdeck::session::SessionOptions {
+            speed: args.speed,
+            paused: args.paused,
+            approvals: match args.approve {
+                Some(ApproveArg::All) => playdeck::kernel::ApprovalPolicy::ApproveAll,
+                Some(ApproveArg::None) => playdeck::kernel::ApprovalPolicy::DenyAll {
+                    reason: std::sync::Arc::from("--approve none"),
+                },
+                None => playdeck::kernel::ApprovalPolicy::Ask,
+            },
+            run_dir: args.run_dir.clone(),
+            ..Default::default()
+        },
+        theme: args.theme.clone(),
+    };
+    let result =
+        rt.block_on(async { playdeck::console::run::run(play, opts, stop_requests()).await });
+    rt.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("playdeck: {e}");
+            2
+        }
+    }
+}
+
+/// Logs to a daily file under `.playdeck/logs/` through a non-blocking
+/// writer; the guard must live until the end of the process.
+fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::EnvFilter;
+    let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(false)
+        .try_init()
+        .ok()?;
+    Some(guard)
 }
 
 /// One message per SIGINT, SIGTERM or SIGHUP. Must be called inside the

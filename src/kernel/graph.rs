@@ -20,8 +20,28 @@ use uuid::Uuid;
 /// Canonical lifecycle identity of an operation (ADR-0033 D5).
 pub type OpId = Uuid;
 
+static SEQUENTIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A fresh op_id: random, or sequential after [`use_sequential_ids`].
 pub fn new_op_id() -> OpId {
-    Uuid::new_v4()
+    let n = SEQUENTIAL.load(std::sync::atomic::Ordering::Relaxed);
+    if n == 0 {
+        Uuid::new_v4()
+    } else {
+        let n = SEQUENTIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Uuid::from_u128((0x0000_5eed_u128 << 96) | u128::from(n))
+    }
+}
+
+/// Makes op_ids sequential for the rest of the process, so a rendering of
+/// a run (a screenshot) is the same every time. Never used for real runs.
+pub fn use_sequential_ids() {
+    let _ = SEQUENTIAL.compare_exchange(
+        0,
+        1,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 /// The condition on an edge, evaluated when the edge's head settles.

@@ -34,5 +34,7 @@ pub use lane::{Lane, lane_for};
 pub use lease::{Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained};
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 pub use request::SpawnRequest;
-pub use signal::{NodeHeader, Outcome, RoleOrigin, Signal, SignalKind, SignalSink};
+pub use signal::{
+    NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink, SkipReason,
+};
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

@@ -1,0 +1,100 @@
+//! The user's console config: `<config dir>/config.toml` (the config dir is
+//! `$PLAYDECK_CONFIG_DIR`, else `$XDG_CONFIG_HOME/playdeck`, else
+//! `~/.config/playdeck`) and themes in `<config dir>/themes/`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::keymap::Keymap;
+use super::theme::{self, Theme};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    theme: Option<String>,
+    bell: Option<bool>,
+    #[serde(default)]
+    keys: HashMap<String, KeyList>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum KeyList {
+    One(String),
+    Many(Vec<String>),
+}
+
+pub struct ConsoleConfig {
+    pub themes: Vec<Theme>,
+    pub theme: usize,
+    pub keymap: Keymap,
+    /// Ring the terminal bell when an operation starts waiting for approval.
+    pub bell: bool,
+}
+
+pub fn config_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("PLAYDECK_CONFIG_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("playdeck"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("playdeck"))
+}
+
+/// `NO_COLOR` (set and not empty) asks for no colour.
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+impl ConsoleConfig {
+    /// Loads themes and config; `theme` (from `--theme`) wins over the file,
+    /// and `NO_COLOR` over both unless a theme was asked for explicitly.
+    pub fn load(theme_flag: Option<&str>) -> Result<ConsoleConfig, String> {
+        let dir = config_dir();
+        let themes = theme::load_all(dir.as_ref().map(|d| d.join("themes")).as_deref())?;
+        let file = match dir.as_ref().map(|d| d.join("config.toml")) {
+            Some(path) if path.is_file() => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                toml::from_str::<ConfigFile>(&text)
+                    .map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            _ => ConfigFile::default(),
+        };
+        let overrides: HashMap<String, Vec<String>> = file
+            .keys
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k,
+                    match v {
+                        KeyList::One(s) => vec![s],
+                        KeyList::Many(v) => v,
+                    },
+                )
+            })
+            .collect();
+        let keymap = Keymap::with(&overrides)?;
+        let wanted = match theme_flag {
+            Some(t) => Some(t.to_string()),
+            None if no_color() => Some("mono".to_string()),
+            None => file.theme,
+        };
+        let theme = match wanted {
+            None => 0,
+            Some(name) => themes.iter().position(|t| t.name == name).ok_or_else(|| {
+                let names: Vec<&str> = themes.iter().map(|t| t.name.as_str()).collect();
+                format!("no theme {name:?}; themes: {}", names.join(", "))
+            })?,
+        };
+        Ok(ConsoleConfig {
+            themes,
+            theme,
+            keymap,
+            bell: file.bell.unwrap_or(true),
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! The console's event loop: terminal input, the run's signals, status
+//! messages and a clock tick in one `select!`. Signals are folded in
+//! bounded batches so keys stay responsive under a flood; frames are drawn
+//! only when something changed, at most 30 a second, inside synchronized
+//! updates.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{Event, EventStream, KeyEventKind};
+use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::app::{App, ControlCmd, Effect, Hooks, Level};
+use super::config::ConsoleConfig;
+use super::model::{PlayFacts, ProfileView};
+use super::terminal;
+use crate::kernel::{Observed, RunHandle, Subscription};
+use crate::play::Play;
+use crate::session::{Session, SessionOptions};
+
+const FRAME: Duration = Duration::from_millis(33);
+/// Signals folded before input is looked at again.
+const FOLD_BATCH: usize = 20_000;
+const FOLD_BUDGET: Duration = Duration::from_millis(8);
+
+pub struct ConsoleOptions {
+    pub session: SessionOptions,
+    pub theme: Option<String>,
+}
+
+/// What the view model needs from the play that signals do not carry.
+pub fn facts(play: &Play) -> PlayFacts {
+    let cfg = &play.palette;
+    PlayFacts {
+        expansion_only: cfg
+            .expansion_only_roles()
+            .into_iter()
+            .map(Arc::from)
+            .collect(),
+        orchestrator_may_expand: cfg.palette.expansion.orchestrator_may_expand,
+        capacity: play.capacity.as_ref().is_some_and(|c| c.enabled),
+        max_nodes: play.capacity.as_ref().map_or(0, |c| c.max_nodes),
+        profiles: play
+            .capacity
+            .as_ref()
+            .map(|c| {
+                c.profiles
+                    .values()
+                    .map(|p| ProfileView {
+                        name: Arc::from(p.name.as_str()),
+                        role: Arc::from(p.role.as_str()),
+                        max_instances: p.max_instances,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+pub fn hooks(session: &Session) -> Hooks {
+    Hooks {
+        decorate: Some(session.router.clone()),
+        release_preview: session.reconciler.clone().map(|r| {
+            let f: Arc<dyn Fn() -> crate::capacity::ReleaseResult + Send + Sync> =
+                Arc::new(move || r.release_preview());
+            f
+        }),
+    }
+}
+
+/// Opens the console on `play`. Returns the exit code (0 when every
+/// operation succeeded, 1 otherwise).
+pub async fn run(
+    play: &Play,
+    opts: ConsoleOptions,
+    mut stop: mpsc::UnboundedReceiver<()>,
+) -> io::Result<i32> {
+    // Everything that can fail on input fails before the terminal changes.
+    let cfg = ConsoleConfig::load(opts.theme.as_deref()).map_err(io::Error::other)?;
+    let mut session = Session::open(play, &opts.session, Vec::new()).await?;
+    let mut sub = session.handle.subscribe();
+    let run = session.take_run().expect("a fresh session");
+    let run_task = tokio::spawn(run.run());
+    let mut app = App::new(
+        &facts(play),
+        cfg.themes,
+        cfg.theme,
+        cfg.keymap,
+        cfg.bell,
+        hooks(&session),
+    );
+    if let Some(e) = &session.control_error {
+        app.set_status(e.clone(), Level::Warning);
+    }
+    let mut term = terminal::init()?;
+    let looped = event_loop(&mut term, &mut app, &mut sub, &session, &mut stop).await;
+    // Whatever ended the loop, the run ends cleanly: cancelled if it was
+    // still going, every agent process ended with it.
+    if !run_task.is_finished() {
+        let _ = session.handle.cancel().await;
+    }
+    let envelope = run_task.await;
+    terminal::restore();
+    session.close().await;
+    looped?;
+    let envelope = envelope.map_err(io::Error::other)?;
+    Ok(crate::headless::exit_code(envelope.outcome))
+}
+
+async fn event_loop(
+    term: &mut terminal::Term,
+    app: &mut App,
+    sub: &mut Subscription,
+    session: &Session,
+    stop: &mut mpsc::UnboundedReceiver<()>,
+) -> io::Result<()> {
+    let mut events = EventStream::new();
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<(String, Level)>();
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    let mut signals_open = true;
+    loop {
+        app.clock = match app.vm.run.finished {
+            Some(_) => app.vm.run.elapsed,
+            None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
+        };
+        if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+            draw(term, app)?;
+            dirty = false;
+            last_draw = Some(Instant::now());
+        }
+        if app.should_exit {
+            return Ok(());
+        }
+        let next_frame = last_draw.map_or_else(Instant::now, |t| t + FRAME);
+        tokio::select! {
+            biased;
+            ev = events.next() => match ev {
+                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
+                    let effects = app.on_key(k);
+                    carry_out(app, effects, &session.handle, session, &msg_tx);
+                    dirty = true;
+                }
+                Some(Ok(Event::Mouse(m))) => {
+                    app.on_mouse(m);
+                    dirty = true;
+                }
+                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+            Some(()) = stop.recv() => {
+                // SIGTERM / SIGHUP: no questions, end the run and leave.
+                app.quitting = true;
+                let _ = session.handle.cancel().await;
+                return Ok(());
+            }
+            obs = sub.next(), if signals_open => {
+                signals_open = fold_batch(app, obs, sub, session).await;
+                let effects = app.after_fold();
+                carry_out(app, effects, &session.handle, session, &msg_tx);
+                dirty = true;
+            }
+            Some((text, level)) = msg_rx.recv() => {
+                app.set_status(text, level);
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                if app.vm.run.finished.is_none() {
+                    dirty = true;
+                }
+            }
+            _ = tokio::time::sleep_until(next_frame), if dirty => {}
+        }
+    }
+}
+
+/// Folds what arrived, up to a budget; false once the stream has closed.
+async fn fold_batch(
+    app: &mut App,
+    first: Observed,
+    sub: &mut Subscription,
+    session: &Session,
+) -> bool {
+    let started = std::time::Instant::now();
+    let mut next = Some(first);
+    let mut n = 0;
+    while let Some(obs) = next.take() {
+        match obs {
+            Observed::Signal(s) => app.fold(&s),
+            Observed::Lagged { .. } => resync(app, session).await,
+            Observed::Closed => return false,
+        }
+        n += 1;
+        if n >= FOLD_BATCH || started.elapsed() >= FOLD_BUDGET {
+            break;
+        }
+        next = sub.try_next();
+    }
+    true
+}
+
+/// The console fell behind: rebuild from the kernel's snapshot, and the
+/// budgets and capacity from their owners.
+pub async fn resync(app: &mut App, session: &Session) {
+    if let Some(snap) = session.handle.snapshot().await {
+        app.vm.resync(&snap);
+        let p = session.router.snapshot();
+        app.vm.palette.budgets = Some(super::model::Budgets {
+            consumed_new_roles: p.consumed_new_roles,
+            reserved: p.reserved_roles.len(),
+            max_new_roles: p.max_new_roles,
+            spawns_accepted: snap.run.spawn_accepted,
+            max_spawn: snap.run.max_spawn,
+        });
+        if let Some(r) = &session.reconciler {
+            app.vm.capacity.instances.clear();
+            for a in r.status().agents {
+                let name: Arc<str> = Arc::from(a.name.as_str());
+                app.vm.capacity.instances.insert(
+                    name.clone(),
+                    super::model::InstanceView {
+                        name,
+                        profile: Arc::from(a.profile.as_str()),
+                        role: Arc::from(a.role.as_str()),
+                        state: Arc::from(a.state.as_str()),
+                        lifetime: Arc::from(a.lifetime.as_str()),
+                        op: a.op.as_deref().map(Arc::from),
+                    },
+                );
+            }
+        }
+    }
+}
+
+fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
+    let size = term.size()?;
+    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+    if !super::ui::too_small(area) {
+        app.geometry = super::ui::layout(area, app).geometry;
+        app.clamp();
+    }
+    crossterm::execute!(io::stdout(), BeginSynchronizedUpdate)?;
+    let r = term.draw(|f| super::ui::draw(f, app)).map(|_| ());
+    crossterm::execute!(io::stdout(), EndSynchronizedUpdate)?;
+    r
+}
+
+/// Runs effects: run control in tasks (answers come back as status
+/// messages), releases at once, the bell.
+pub fn carry_out(
+    app: &mut App,
+    effects: Vec<Effect>,
+    handle: &RunHandle,
+    session: &Session,
+    msgs: &mpsc::UnboundedSender<(String, Level)>,
+) {
+    for e in effects {
+        match e {
+            Effect::Bell => terminal::bell(),
+            Effect::Release => match &session.reconciler {
+                Some(r) => {
+                    let res = r.release_idle();
+                    app.info(format!(
+                        "released {}, retained {}",
+                        res.released_count, res.retained_count
+                    ));
+                }
+                None => app.set_status("this run has no [capacity]", Level::Warning),
+            },
+            Effect::Control(cmd) => {
+                let h = handle.clone();
+                let tx = msgs.clone();
+                tokio::spawn(async move {
+                    let (what, r) = control(&h, &cmd).await;
+                    let _ = tx.send(match r {
+                        Ok(()) => (what, Level::Info),
+                        Err(e) => (e.to_string(), Level::Error),
+                    });
+                });
+            }
+        }
+    }
+}
+
+/// Sends one control command; returns what to say when it worked.
+pub async fn control(
+    h: &RunHandle,
+    cmd: &ControlCmd,
+) -> (String, Result<(), crate::kernel::ControlError>) {
+    match cmd {
+        ControlCmd::Pause => (
+            "paused: running work finishes, nothing new starts".into(),
+            h.pause().await,
+        ),
+        ControlCmd::Resume => ("resumed".into(), h.resume().await),
+        ControlCmd::Step => ("step: one operation may start".into(), h.step().await),
+        ControlCmd::Approve(op) => (format!("approved {op}"), h.approve(op, "operator").await),
+        ControlCmd::Deny(op) => (
+            format!("denied {op}"),
+            h.deny(op, "operator", "denied from the console").await,
+        ),
+        ControlCmd::Hold(op) => (format!("holding {op}"), h.hold(op).await),
+        ControlCmd::Unhold(op) => (format!("released the hold on {op}"), h.unhold(op).await),
+        ControlCmd::Cancel => ("cancelling the run…".into(), h.cancel().await),
+    }
+}

@@ -1,0 +1,240 @@
+//! `playdeck screenshot`: the console at a virtual moment of a run, to SVG.
+//! The run plays under tokio's paused clock with sequential op ids and a
+//! fixed run id, and only built-in themes and keys are used, so the same
+//! input gives the same bytes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crossterm::event::{KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+
+use super::app::{App, Effect, Level};
+use super::keymap::Keymap;
+use super::run::{control, facts, hooks};
+use super::theme;
+use crate::kernel::Observed;
+use crate::play::Play;
+use crate::session::{Session, SessionOptions};
+
+pub struct ShotOptions {
+    pub at: f64,
+    pub width: u16,
+    pub height: u16,
+    pub theme: Option<String>,
+    /// Keys pressed at that moment, in order (`p`, `i`, `enter`, `down`).
+    pub keys: Vec<String>,
+    pub out: PathBuf,
+}
+
+/// Parses `--keys "p i enter"`.
+pub fn parse_keys(s: &str) -> Result<Vec<String>, String> {
+    let keys: Vec<String> = s.split_whitespace().map(str::to_string).collect();
+    for k in &keys {
+        super::keymap::KeyCombo::parse(k)?;
+    }
+    Ok(keys)
+}
+
+fn key_event(k: &str) -> KeyEvent {
+    let combo = super::keymap::KeyCombo::parse(k).expect("checked by parse_keys");
+    let mods = if combo.ctrl {
+        KeyModifiers::CONTROL
+    } else {
+        KeyModifiers::NONE
+    };
+    KeyEvent::new(combo.code, mods)
+}
+
+/// Lets every task due now run, without moving the paused clock.
+async fn settle() {
+    for _ in 0..200 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A run played to a moment under the paused clock, with the console's
+/// state folded from it. Screenshots and snapshot tests are built on it.
+pub struct Scene {
+    pub app: App,
+    pub session: Session,
+    sub: crate::kernel::Subscription,
+    task: tokio::task::JoinHandle<crate::kernel::Envelope>,
+    area: ratatui::layout::Rect,
+    at: f64,
+    _dir: tempfile::TempDir,
+}
+
+impl Scene {
+    /// Plays `play` to `at` seconds (virtual) on a `width`×`height` screen.
+    /// Must run on a runtime with a paused clock.
+    pub async fn at(
+        play: &Play,
+        at: f64,
+        width: u16,
+        height: u16,
+        theme_name: Option<&str>,
+    ) -> std::io::Result<Scene> {
+        let dir = tempfile::tempdir()?;
+        let opts = SessionOptions {
+            run_dir: Some(dir.path().join("run")),
+            run_id: Some("demo".into()),
+            control: false,
+            ..SessionOptions::default()
+        };
+        let mut session = Session::open(play, &opts, Vec::new()).await?;
+        let sub = session.handle.subscribe();
+        let run = session.take_run().expect("a fresh session");
+        let task = tokio::spawn(run.run());
+        tokio::time::sleep(Duration::from_secs_f64(at)).await;
+        settle().await;
+        let themes = theme::load_all(None).map_err(std::io::Error::other)?;
+        let t = match theme_name {
+            None => 0,
+            Some(n) => themes.iter().position(|t| t.name == n).ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "no built-in theme {n:?}; themes: {}",
+                    theme::builtin_names().join(", ")
+                ))
+            })?,
+        };
+        let app = App::new(
+            &facts(play),
+            themes,
+            t,
+            Keymap::defaults(),
+            false,
+            hooks(&session),
+        );
+        let mut scene = Scene {
+            app,
+            session,
+            sub,
+            task,
+            area: ratatui::layout::Rect::new(0, 0, width, height),
+            at,
+            _dir: dir,
+        };
+        scene.refresh();
+        Ok(scene)
+    }
+
+    /// Folds what the run said and lays the screen out again.
+    fn refresh(&mut self) {
+        while let Some(Observed::Signal(s)) = self.sub.try_next() {
+            self.app.fold(&s);
+        }
+        self.app.after_fold();
+        self.app.geometry = super::ui::layout(self.area, &self.app).geometry;
+        self.app.clamp();
+        self.app.clock = self.at;
+    }
+
+    /// Presses keys at this moment, carrying out their effects.
+    pub async fn press(&mut self, keys: &[String]) {
+        for k in keys {
+            let effects = self.app.on_key(key_event(k));
+            for e in effects {
+                match e {
+                    Effect::Control(cmd) => {
+                        let (what, r) = control(&self.session.handle, &cmd).await;
+                        match r {
+                            Ok(()) => self.app.info(what),
+                            Err(e) => self.app.set_status(e.to_string(), Level::Error),
+                        }
+                    }
+                    Effect::Release => {
+                        if let Some(r) = &self.session.reconciler {
+                            let res = r.release_idle();
+                            self.app.info(format!(
+                                "released {}, retained {}",
+                                res.released_count, res.retained_count
+                            ));
+                        }
+                    }
+                    Effect::Bell => {}
+                }
+            }
+            settle().await;
+            self.refresh();
+        }
+    }
+
+    /// Renders the whole console.
+    pub fn render(&self) -> Buffer {
+        let Ok(mut term) = Terminal::new(TestBackend::new(self.area.width, self.area.height));
+        let Ok(_) = term.draw(|f| super::ui::draw(f, &self.app));
+        term.backend().buffer().clone()
+    }
+
+    /// Ends the run and cleans up.
+    pub async fn finish(self) {
+        let _ = self.session.handle.cancel().await;
+        let _ = self.task.await;
+        self.session.close().await;
+    }
+}
+
+/// Plays `play` to `at` seconds and renders the console to a buffer.
+pub async fn render_at(
+    play: &Play,
+    at: f64,
+    width: u16,
+    height: u16,
+    theme_name: Option<&str>,
+    keys: &[String],
+) -> std::io::Result<(Buffer, theme::Theme)> {
+    let mut scene = Scene::at(play, at, width, height, theme_name).await?;
+    scene.press(keys).await;
+    let buffer = scene.render();
+    let theme = scene.app.theme().clone();
+    scene.finish().await;
+    Ok((buffer, theme))
+}
+
+/// The whole command: renders and writes the SVG.
+pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
+    crate::kernel::graph::use_sequential_ids();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()?;
+    let (buffer, theme) = rt.block_on(render_at(
+        play,
+        opts.at,
+        opts.width,
+        opts.height,
+        opts.theme.as_deref(),
+        &opts.keys,
+    ))?;
+    let svg = super::svg::render(&buffer, &theme);
+    crate::store::write_atomic(&opts.out, svg.as_bytes())
+}
+
+/// `160x48`.
+pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let bad =
+        || format!("{s:?} is not a size; write WIDTHxHEIGHT, for example 160x48 (at least 80x24)");
+    let (w, h) = s.split_once('x').ok_or_else(bad)?;
+    let (w, h): (u16, u16) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+    if w < 20 || h < 10 || w > 500 || h > 200 {
+        return Err(bad());
+    }
+    Ok((w, h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_keys_parse() {
+        assert_eq!(parse_size("160x48"), Ok((160, 48)));
+        assert!(parse_size("160").is_err());
+        assert!(parse_size("5x5").is_err());
+        assert_eq!(parse_keys("p  i enter").unwrap(), ["p", "i", "enter"]);
+        assert!(parse_keys("p bogus-key").is_err());
+    }
+}

@@ -1,0 +1,241 @@
+//! Themes: TOML files, the built-in ones embedded, a user's file of the
+//! same name in `<config>/themes/` winning, extra user themes joining the
+//! cycle. Unknown keys are errors naming the file and the key.
+
+use std::path::Path;
+
+use ratatui::style::Color;
+use serde::Deserialize;
+
+const BUILTIN: [(&str, &str); 4] = [
+    ("default", include_str!("../../themes/default.toml")),
+    ("light", include_str!("../../themes/light.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
+    ("mono", include_str!("../../themes/mono.toml")),
+];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThemeFile {
+    colors: Colors,
+    lanes: LaneColors,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Colors {
+    background: String,
+    foreground: String,
+    dim: String,
+    accent: String,
+    border: String,
+    border_focused: String,
+    header_bg: String,
+    header_fg: String,
+    selection_bg: String,
+    selection_fg: String,
+    warning: String,
+    error: String,
+    ok: String,
+    gauge: String,
+    gauge_bg: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LaneColors {
+    queued: String,
+    running: String,
+    awaiting_approval: String,
+    paused: String,
+    succeeded: String,
+    failed: String,
+    skipped: String,
+    escalated: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Theme {
+    pub name: String,
+    pub background: Color,
+    pub foreground: Color,
+    pub dim: Color,
+    pub accent: Color,
+    pub border: Color,
+    pub border_focused: Color,
+    pub header_bg: Color,
+    pub header_fg: Color,
+    pub selection_bg: Color,
+    pub selection_fg: Color,
+    pub warning: Color,
+    pub error: Color,
+    pub ok: Color,
+    pub gauge: Color,
+    pub gauge_bg: Color,
+    /// queued, running, awaiting, paused, succeeded, failed, escalated
+    pub lanes: [Color; 7],
+    pub skipped: Color,
+}
+
+fn color(s: &str, key: &str) -> Result<Color, String> {
+    let s = s.trim();
+    if let Some(hex) = s.strip_prefix('#')
+        && hex.len() == 6
+        && let Ok(v) = u32::from_str_radix(hex, 16)
+    {
+        return Ok(Color::Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
+    }
+    Ok(match s {
+        "default" | "reset" => Color::Reset,
+        "black" => Color::Black,
+        "red" => Color::Red,
+        "green" => Color::Green,
+        "yellow" => Color::Yellow,
+        "blue" => Color::Blue,
+        "magenta" => Color::Magenta,
+        "cyan" => Color::Cyan,
+        "gray" | "grey" => Color::Gray,
+        "darkgray" | "darkgrey" => Color::DarkGray,
+        "white" => Color::White,
+        _ => {
+            return Err(format!(
+                "`{key}` = {s:?} is not a colour; allowed: \"#rrggbb\", \"default\", or a name (black, red, green, yellow, blue, magenta, cyan, gray, darkgray, white)"
+            ));
+        }
+    })
+}
+
+impl Theme {
+    /// Parses theme TOML; `file` names it in errors.
+    pub fn parse(name: &str, file: &str, text: &str) -> Result<Theme, String> {
+        let t: ThemeFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        let c = &t.colors;
+        let l = &t.lanes;
+        let f = |v: &str, k: &str| color(v, k).map_err(|e| format!("{file}: {e}"));
+        Ok(Theme {
+            name: name.to_string(),
+            background: f(&c.background, "colors.background")?,
+            foreground: f(&c.foreground, "colors.foreground")?,
+            dim: f(&c.dim, "colors.dim")?,
+            accent: f(&c.accent, "colors.accent")?,
+            border: f(&c.border, "colors.border")?,
+            border_focused: f(&c.border_focused, "colors.border_focused")?,
+            header_bg: f(&c.header_bg, "colors.header_bg")?,
+            header_fg: f(&c.header_fg, "colors.header_fg")?,
+            selection_bg: f(&c.selection_bg, "colors.selection_bg")?,
+            selection_fg: f(&c.selection_fg, "colors.selection_fg")?,
+            warning: f(&c.warning, "colors.warning")?,
+            error: f(&c.error, "colors.error")?,
+            ok: f(&c.ok, "colors.ok")?,
+            gauge: f(&c.gauge, "colors.gauge")?,
+            gauge_bg: f(&c.gauge_bg, "colors.gauge_bg")?,
+            lanes: [
+                f(&l.queued, "lanes.queued")?,
+                f(&l.running, "lanes.running")?,
+                f(&l.awaiting_approval, "lanes.awaiting_approval")?,
+                f(&l.paused, "lanes.paused")?,
+                f(&l.succeeded, "lanes.succeeded")?,
+                f(&l.failed, "lanes.failed")?,
+                f(&l.escalated, "lanes.escalated")?,
+            ],
+            skipped: f(&l.skipped, "lanes.skipped")?,
+        })
+    }
+
+    /// True for themes without colour, which lean on bold and reverse.
+    pub fn is_mono(&self) -> bool {
+        self.foreground == Color::Reset && self.accent == Color::Reset
+    }
+}
+
+/// The built-in themes, then user themes from `dir` (a user file with a
+/// built-in's name replaces it).
+pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, String> {
+    let mut themes: Vec<Theme> = BUILTIN
+        .iter()
+        .map(|(name, text)| Theme::parse(name, &format!("<built-in {name}.toml>"), text))
+        .collect::<Result<_, _>>()?;
+    let Some(dir) = dir else {
+        return Ok(themes);
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(themes);
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for path in files {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let theme = Theme::parse(&name, &path.display().to_string(), &text)?;
+        match themes.iter_mut().find(|t| t.name == name) {
+            Some(t) => *t = theme,
+            None => themes.push(theme),
+        }
+    }
+    Ok(themes)
+}
+
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_themes_parse() {
+        let themes = load_all(None).unwrap();
+        assert_eq!(
+            themes.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["default", "light", "high-contrast", "mono"]
+        );
+        assert!(themes[3].is_mono());
+        assert!(!themes[0].is_mono());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_colours_name_the_file() {
+        let text = include_str!("../../themes/default.toml")
+            .replace("[lanes]", "[lanes]\nsparkle = \"#ffffff\"");
+        let e = Theme::parse("x", "x.toml", &text).unwrap_err();
+        assert!(
+            e.starts_with("x.toml:") && e.contains("unknown field `sparkle`"),
+            "{e}"
+        );
+        let text = include_str!("../../themes/default.toml")
+            .replace("accent = \"#7aa2f7\"", "accent = \"teal-ish\"");
+        let e = Theme::parse("x", "x.toml", &text).unwrap_err();
+        assert!(
+            e.contains("`colors.accent` = \"teal-ish\" is not a colour"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn user_themes_override_and_extend() {
+        let dir = tempfile::tempdir().unwrap();
+        let light = include_str!("../../themes/light.toml").replace("#2563eb", "#123456");
+        std::fs::write(dir.path().join("light.toml"), &light).unwrap();
+        std::fs::write(
+            dir.path().join("ocean.toml"),
+            include_str!("../../themes/default.toml"),
+        )
+        .unwrap();
+        let themes = load_all(Some(dir.path())).unwrap();
+        assert_eq!(themes.len(), 5);
+        assert_eq!(themes[1].accent, Color::Rgb(0x12, 0x34, 0x56));
+        assert_eq!(themes[4].name, "ocean");
+    }
+}

@@ -1,0 +1,147 @@
+//! Capacity: the max_nodes gauge, each profile's instances (state, current
+//! operation, lifetime), operations waiting for capacity, the last release.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph};
+
+use super::{fit, pane_block, short_instance};
+use crate::console::app::{App, Pane};
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    let t = app.theme();
+    let c = &app.vm.capacity;
+    let block = pane_block(Line::from(" Capacity "), app.focus == Pane::Capacity, t);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if inner.height < 2 {
+        return;
+    }
+    if !c.enabled {
+        f.render_widget(
+            Paragraph::new(Span::styled(
+                "no [capacity]: operations run without instance limits",
+                Style::default().fg(t.dim),
+            )),
+            inner,
+        );
+        return;
+    }
+    let [g, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    let active = c.active();
+    let ratio = if c.max_nodes == 0 {
+        0.0
+    } else {
+        (active as f64 / c.max_nodes as f64).min(1.0)
+    };
+    f.render_widget(
+        Gauge::default()
+            .ratio(ratio)
+            .use_unicode(true)
+            .label(format!("nodes {active}/{}", c.max_nodes))
+            .gauge_style(
+                Style::default()
+                    .fg(if active >= c.max_nodes as usize {
+                        t.warning
+                    } else {
+                        t.gauge
+                    })
+                    .bg(t.gauge_bg),
+            ),
+        g,
+    );
+    let w = rest.width as usize;
+    let run_id = &app.vm.run.run_id;
+    let bold = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Line> = Vec::new();
+    for p in &c.profiles {
+        let insts: Vec<_> = c
+            .instances
+            .values()
+            .filter(|i| i.profile == p.name && &*i.state != "released")
+            .collect();
+        lines.push(Line::from(vec![
+            Span::styled(format!("{} ", p.name), bold),
+            Span::styled(
+                format!(
+                    "{} · {}/{}",
+                    p.role,
+                    insts.iter().filter(|i| &*i.state != "failed").count(),
+                    p.max_instances
+                ),
+                Style::default().fg(t.dim),
+            ),
+        ]));
+        for i in insts {
+            let color = match &*i.state {
+                "busy" | "retained" => t.lanes[1],
+                "ready" => t.ok,
+                "starting" | "planned" => t.warning,
+                _ => t.error,
+            };
+            let op = i.op.as_deref().map(|o| format!(" {o}")).unwrap_or_default();
+            let text = format!("  {} ", short_instance(&i.name, run_id));
+            let tail = format!("{}{op} · {}", i.state, i.lifetime);
+            lines.push(Line::from(vec![
+                Span::raw(text.clone()),
+                Span::styled(
+                    fit(&tail, w.saturating_sub(text.chars().count())),
+                    Style::default().fg(color),
+                ),
+            ]));
+        }
+    }
+    if !c.waiting.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!("waiting for capacity ({})", c.waiting.len()),
+            bold.fg(t.warning),
+        )));
+        for &ix in c.waiting.iter().take(5) {
+            let n = app.vm.node(ix);
+            let why = n
+                .capacity_wait
+                .as_deref()
+                .unwrap_or("")
+                .trim_start_matches("capacity: ");
+            lines.push(Line::from(Span::raw(fit(
+                &format!("  {} — {why}", n.name),
+                w,
+            ))));
+        }
+    }
+    if let Some(r) = &c.last_release {
+        lines.push(Line::from(Span::styled(
+            format!("last release ({}, {:.1}s)", r.trigger, r.at),
+            bold,
+        )));
+        let released: Vec<&str> = r
+            .released
+            .iter()
+            .map(|n| short_instance(n, run_id))
+            .collect();
+        lines.push(Line::from(Span::raw(fit(
+            &format!(
+                "  released {}",
+                if released.is_empty() {
+                    "—".into()
+                } else {
+                    released.join(", ")
+                }
+            ),
+            w,
+        ))));
+        for (name, why) in &r.retained {
+            lines.push(Line::from(Span::styled(
+                fit(
+                    &format!("  retained {} ({why})", short_instance(name, run_id)),
+                    w,
+                ),
+                Style::default().fg(t.warning),
+            )));
+        }
+    }
+    let lines: Vec<Line> = lines.into_iter().skip(app.capacity_offset).collect();
+    f.render_widget(Paragraph::new(lines), rest);
+}

@@ -1,0 +1,143 @@
+//! The footer: the keys valid now (from the key table) and the status line.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::console::app::{App, Level, Overlay, Pane};
+use crate::console::keymap::{Action, info};
+use crate::kernel::Lane;
+
+/// The actions worth showing now, in order.
+pub fn context_actions(app: &App) -> Vec<Action> {
+    let vm = &app.vm;
+    let mut v = Vec::new();
+    let live = vm.run.finished.is_none();
+    if live {
+        if vm.run.paused {
+            v.extend([Action::Resume, Action::Step]);
+        } else {
+            v.push(Action::Pause);
+        }
+    }
+    if app.focus == Pane::Lanes
+        && let Some(ix) = app.selected_node()
+    {
+        let n = vm.node(ix);
+        if live && n.lane == Lane::AwaitingApproval {
+            v.extend([Action::Approve, Action::Deny]);
+        }
+        if live && (matches!(n.lane, Lane::Queued | Lane::Paused) || n.held) {
+            v.push(Action::Hold);
+        }
+        v.push(Action::NodeInspector);
+    }
+    if app.focus == Pane::Ledger {
+        v.push(Action::LedgerFilter);
+    }
+    if live && vm.capacity.enabled {
+        v.push(Action::Release);
+    }
+    v.extend([
+        Action::PaletteInspector,
+        Action::FocusNext,
+        Action::Filter,
+        Action::CycleTheme,
+        Action::Help,
+        Action::Quit,
+    ]);
+    v
+}
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    let t = app.theme();
+    let key = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
+    let text = Style::default().fg(t.dim);
+    let mut keys: Vec<Span> = vec![Span::raw(" ")];
+    let overlay_keys: Option<&[(&str, &str)]> = match &app.overlay {
+        Overlay::None => None,
+        Overlay::Help { .. } => Some(&[("↑/↓", "scroll"), ("esc", "close")]),
+        Overlay::Palette { .. } => Some(&[
+            ("↑/↓", "move"),
+            ("←/→", "close/open"),
+            ("⏎", "toggle"),
+            ("esc", "close"),
+        ]),
+        Overlay::Inspector { .. } => Some(&[("↑/↓", "scroll"), ("esc", "close")]),
+        Overlay::ConfirmQuit | Overlay::ConfirmRelease { .. } => {
+            Some(&[("y", "yes"), ("n/esc", "no")])
+        }
+    };
+    if app.editing_filter {
+        keys.extend([
+            Span::styled("⏎", key),
+            Span::styled(" apply  ", text),
+            Span::styled("esc", key),
+            Span::styled(" clear", text),
+        ]);
+    } else if let Some(list) = overlay_keys {
+        for (k, what) in list {
+            keys.push(Span::styled(*k, key));
+            keys.push(Span::styled(format!(" {what}  "), text));
+        }
+    } else {
+        for a in context_actions(app) {
+            keys.push(Span::styled(app.keymap.label(a), key));
+            keys.push(Span::styled(format!(" {}  ", short(a)), text));
+        }
+    }
+    let status = if app.editing_filter {
+        Line::from(vec![
+            Span::styled(" filter: ", key),
+            Span::raw(app.filter.clone()),
+            Span::styled("▏", key),
+        ])
+    } else {
+        match &app.status {
+            Some(s) => {
+                let color = match s.level {
+                    Level::Info => t.foreground,
+                    Level::Warning => t.warning,
+                    Level::Error => t.error,
+                };
+                Line::from(Span::styled(
+                    format!(" {}", s.text),
+                    Style::default().fg(color),
+                ))
+            }
+            None if !app.filter.is_empty() => Line::from(Span::styled(
+                format!(" filter: {} (esc clears)", app.filter),
+                text,
+            )),
+            None => Line::from(""),
+        }
+    };
+    f.render_widget(
+        Paragraph::new(vec![Line::from(keys), status])
+            .style(Style::default().bg(t.header_bg).fg(t.header_fg)),
+        area,
+    );
+}
+
+fn short(a: Action) -> &'static str {
+    match a {
+        Action::Pause => "pause",
+        Action::Resume => "resume",
+        Action::Step => "step",
+        Action::Release => "release",
+        Action::PaletteInspector => "palette",
+        Action::Approve => "approve",
+        Action::Deny => "deny",
+        Action::Hold => "hold",
+        Action::NodeInspector => "inspect",
+        Action::FocusNext => "pane",
+        Action::Filter => "filter",
+        Action::LedgerFilter => "outcome",
+        Action::CycleTheme => "theme",
+        Action::Help => "help",
+        Action::Quit => "quit",
+        other => info(other).name,
+    }
+}

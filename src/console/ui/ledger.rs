@@ -1,0 +1,71 @@
+//! The spawn ledger, newest first: time, emitter → assignee, outcome,
+//! detail. Filterable by outcome.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{fit, pane_block, selected_style};
+use crate::console::app::{App, Pane};
+use crate::console::model::LedgerKind;
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App) {
+    let t = app.theme();
+    let focused = app.focus == Pane::Ledger;
+    let rows = app.ledger_rows();
+    let title = Line::from(vec![
+        Span::raw(" Spawn ledger "),
+        Span::styled(
+            format!("({}, {}) ", app.ledger_filter.label(), rows.len()),
+            Style::default().fg(t.dim),
+        ),
+    ]);
+    let block = pane_block(title, focused, t);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if inner.height < 2 {
+        return;
+    }
+    let w = inner.width as usize;
+    let mut lines = vec![Line::from(Span::styled(
+        fit("   time  emitter → assignee          outcome", w),
+        Style::default().fg(t.dim).add_modifier(Modifier::BOLD),
+    ))];
+    let h = inner.height as usize - 1;
+    for (i, &ri) in rows.iter().enumerate().skip(app.ledger_offset).take(h) {
+        let r = &app.vm.ledger[ri];
+        let who = format!(
+            "{} → {}",
+            r.emitter.as_deref().unwrap_or("(operator)"),
+            r.assignee.as_deref().unwrap_or("(its role)")
+        );
+        let (outcome, color) = match &r.kind {
+            LedgerKind::Accepted { name } => (format!("✓ {name}"), t.ok),
+            LedgerKind::Dropped { reason, detail } => {
+                (format!("✗ {}: {detail}", reason.as_str()), t.error)
+            }
+        };
+        let time = format!("{:>6.1}s ", r.at);
+        let who = format!("{:<25} ", fit(&who, 25));
+        let rest = w.saturating_sub(time.chars().count() + who.chars().count());
+        let mut spans = vec![
+            Span::styled(time, Style::default().fg(t.dim)),
+            Span::raw(who),
+            Span::styled(fit(&outcome, rest), Style::default().fg(color)),
+        ];
+        if focused && i == app.ledger_row {
+            let s = selected_style(t);
+            spans = spans.into_iter().map(|sp| sp.patch_style(s)).collect();
+        }
+        lines.push(Line::from(spans));
+    }
+    if rows.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "no spawn requests yet",
+            Style::default().fg(t.dim),
+        )));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,220 @@
+//! Drawing: a pure function of the app state. `layout` decides where panes
+//! go (stored for mouse hits and page sizes); `draw` renders them, building
+//! only the rows each pane shows.
+
+mod budgets;
+mod capacity;
+mod footer;
+mod header;
+mod lanes;
+mod ledger;
+mod overlays;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
+
+use super::app::{App, Geometry, Pane};
+use super::theme::Theme;
+
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+pub use budgets::draw as draw_budgets;
+pub use capacity::draw as draw_capacity;
+pub use footer::draw as draw_footer;
+pub use header::draw as draw_header;
+pub use lanes::draw as draw_lanes;
+pub use ledger::draw as draw_ledger;
+
+/// Where the parts of the screen go.
+#[derive(Debug, Clone, Copy)]
+pub struct Areas {
+    pub header: Rect,
+    pub footer: Rect,
+    pub geometry: Geometry,
+    /// Whether all three bottom panes fit side by side.
+    pub wide: bool,
+}
+
+pub fn too_small(area: Rect) -> bool {
+    area.width < MIN_WIDTH || area.height < MIN_HEIGHT
+}
+
+pub fn layout(area: Rect, app: &App) -> Areas {
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(0),
+        Constraint::Length(2),
+    ])
+    .areas(area);
+    let wide = area.width >= 110 && area.height >= 30;
+    let lanes_h = if wide {
+        (body.height * 11 / 20).max(10)
+    } else {
+        (body.height * 3 / 5).max(8)
+    };
+    let [lanes, bottom] =
+        Layout::vertical([Constraint::Length(lanes_h), Constraint::Min(0)]).areas(body);
+    let mut g = Geometry {
+        lanes,
+        ..Geometry::default()
+    };
+    // Lane columns share the width, but empty lanes shrink to their title
+    // so the busy ones keep readable names.
+    let counts: Vec<usize> = (0..7).map(|c| app.lane_len(c)).collect();
+    let constraints: Vec<Constraint> = (0..7)
+        .map(|c| {
+            if counts[c] == 0 && c != app.lane_col {
+                Constraint::Length(if wide { 13 } else { 7 })
+            } else {
+                Constraint::Fill(1)
+            }
+        })
+        .collect();
+    let cols = Layout::horizontal(constraints).split(lanes);
+    for (i, r) in cols.iter().enumerate() {
+        g.lane_cols[i] = *r;
+    }
+    if wide {
+        let [b, l, c] = Layout::horizontal([
+            Constraint::Percentage(30),
+            Constraint::Percentage(40),
+            Constraint::Percentage(30),
+        ])
+        .areas(bottom);
+        g.budgets = b;
+        g.ledger = l;
+        g.capacity = c;
+    } else {
+        match app.bottom {
+            Pane::Budgets => g.budgets = bottom,
+            Pane::Capacity => g.capacity = bottom,
+            _ => g.ledger = bottom,
+        }
+    }
+    Areas {
+        header,
+        footer,
+        geometry: g,
+        wide,
+    }
+}
+
+/// Draws the whole console.
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    let t = app.theme();
+    f.render_widget(
+        Block::default().style(Style::default().bg(t.background).fg(t.foreground)),
+        area,
+    );
+    if too_small(area) {
+        let msg = vec![
+            Line::from(Span::styled(
+                "The terminal is too small for playdeck.",
+                Style::default().add_modifier(Modifier::BOLD),
+            )),
+            Line::from(format!(
+                "It is {}×{}; playdeck needs at least {MIN_WIDTH}×{MIN_HEIGHT} (120×36 shows every pane).",
+                area.width, area.height
+            )),
+            Line::from("Enlarge the window, or press q to quit."),
+        ];
+        let y = area.height / 2;
+        let r = Rect::new(
+            area.x,
+            area.y + y.saturating_sub(1),
+            area.width,
+            3.min(area.height),
+        );
+        f.render_widget(
+            Paragraph::new(msg)
+                .centered()
+                .wrap(ratatui::widgets::Wrap { trim: true }),
+            r,
+        );
+        return;
+    }
+    let areas = layout(area, app);
+    header::draw(f, areas.header, app);
+    lanes::draw(f, &areas.geometry, app);
+    let g = areas.geometry;
+    if g.budgets.area() > 0 {
+        budgets::draw(f, g.budgets, app);
+    }
+    if g.ledger.area() > 0 {
+        ledger::draw(f, g.ledger, app);
+    }
+    if g.capacity.area() > 0 {
+        capacity::draw(f, g.capacity, app);
+    }
+    footer::draw(f, areas.footer, app);
+    overlays::draw(f, area, app);
+}
+
+/// A pane's frame, highlighted when it has the focus.
+pub fn pane_block<'a>(title: Line<'a>, focused: bool, t: &Theme) -> Block<'a> {
+    let border = if focused { t.border_focused } else { t.border };
+    let mut b = Block::default()
+        .borders(Borders::ALL)
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(Style::default().fg(border))
+        .title(title);
+    if focused && t.is_mono() {
+        b = b.title_style(Style::default().add_modifier(Modifier::REVERSED));
+    }
+    b
+}
+
+/// Cuts `s` to `w` columns, marking the cut with `…`.
+pub fn fit(s: &str, w: usize) -> String {
+    if w == 0 {
+        return String::new();
+    }
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// `12.3s`, `4m05s`, `1h02m`.
+pub fn duration(secs: f64) -> String {
+    let secs = secs.max(0.0);
+    if secs < 60.0 {
+        format!("{secs:.1}s")
+    } else if secs < 3600.0 {
+        format!("{}m{:02}s", (secs / 60.0) as u64, (secs % 60.0) as u64)
+    } else {
+        format!(
+            "{}h{:02}m",
+            (secs / 3600.0) as u64,
+            ((secs % 3600.0) / 60.0) as u64
+        )
+    }
+}
+
+/// An instance's name without the run's prefix, which every one shares.
+pub fn short_instance<'a>(name: &'a str, run_id: &str) -> &'a str {
+    name.strip_prefix("loop-")
+        .and_then(|r| r.strip_prefix(run_id))
+        .and_then(|r| r.strip_prefix('-'))
+        .unwrap_or(name)
+}
+
+pub fn selected_style(t: &Theme) -> Style {
+    let s = Style::default().bg(t.selection_bg).fg(t.selection_fg);
+    if t.is_mono() {
+        s.add_modifier(Modifier::REVERSED)
+    } else {
+        s
+    }
+}

@@ -1,0 +1,187 @@
+//! Snapshots of every pane and of whole screens (120×36 and 80×24) on
+//! ratatui's TestBackend, the demo played to a moment under tokio's paused
+//! clock. Op ids are redacted: they depend on test order.
+
+use playdeck::console::screenshot::Scene;
+use playdeck::console::ui;
+use playdeck::play::Play;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    redact_uuids(&out)
+}
+
+/// Replaces anything shaped like a UUID with `[op-id]`.
+fn redact_uuids(s: &str) -> String {
+    let b = s.as_bytes();
+    let is_uuid = |w: &[u8]| {
+        w.len() == 36
+            && w.iter().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => *c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if i + 36 <= b.len() && is_uuid(&b[i..i + 36]) {
+            out.push_str("[op-id]");
+            i += 36;
+        } else {
+            let ch = s[i..].chars().next().expect("char");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+fn draw(w: u16, h: u16, f: impl FnOnce(&mut ratatui::Frame)) -> String {
+    let Ok(mut term) = Terminal::new(TestBackend::new(w, h));
+    let Ok(_) = term.draw(f);
+    text(term.backend().buffer())
+}
+
+async fn scene(at: f64, w: u16, h: u16) -> Scene {
+    Scene::at(&Play::demo(), at, w, h, None).await.unwrap()
+}
+
+fn keys(k: &str) -> Vec<String> {
+    k.split_whitespace().map(str::to_string).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_screen_120x36_mid_run() {
+    let s = scene(12.0, 120, 36).await;
+    insta::assert_snapshot!(text(&s.render()));
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_screen_80x24_mid_run() {
+    let s = scene(22.0, 80, 24).await;
+    insta::assert_snapshot!(text(&s.render()));
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn too_small_says_so() {
+    let s = scene(1.0, 70, 20).await;
+    let t = text(&s.render());
+    assert!(t.contains("The terminal is too small for playdeck."), "{t}");
+    assert!(
+        t.contains("It is 70×20; playdeck needs at least 80×24"),
+        "{t}"
+    );
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_pane_alone() {
+    let s = scene(30.0, 120, 36).await;
+    let app = &s.app;
+    insta::assert_snapshot!(
+        "header",
+        draw(120, 2, |f| ui::draw_header(f, f.area(), app))
+    );
+    insta::assert_snapshot!(
+        "footer",
+        draw(120, 2, |f| ui::draw_footer(f, f.area(), app))
+    );
+    insta::assert_snapshot!(
+        "budgets",
+        draw(40, 12, |f| ui::draw_budgets(f, f.area(), app))
+    );
+    insta::assert_snapshot!(
+        "ledger",
+        draw(70, 14, |f| ui::draw_ledger(f, f.area(), app))
+    );
+    insta::assert_snapshot!(
+        "capacity",
+        draw(44, 12, |f| ui::draw_capacity(f, f.area(), app))
+    );
+    let g = ui::layout(Rect::new(0, 0, 120, 36), app).geometry;
+    let lanes = draw(120, 36, |f| ui::draw_lanes(f, &g, app));
+    let rows: Vec<&str> = lanes
+        .lines()
+        .skip(g.lanes.y as usize)
+        .take(g.lanes.height as usize)
+        .collect();
+    insta::assert_snapshot!("lanes", rows.join("\n"));
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_while_stepping() {
+    let mut s = scene(9.0, 120, 36).await;
+    s.press(&keys("p")).await;
+    let paused = text(&s.render());
+    assert!(
+        paused.contains("● draining") || paused.contains("● paused"),
+        "{paused}"
+    );
+    s.press(&keys("s")).await;
+    insta::assert_snapshot!(text(&s.render()));
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn overlays() {
+    let mut s = scene(30.0, 120, 36).await;
+    s.press(&keys("?")).await;
+    insta::assert_snapshot!("help", text(&s.render()));
+    s.press(&keys("esc i")).await;
+    insta::assert_snapshot!("palette_inspector", text(&s.render()));
+    // Open the rejections by reason.
+    s.press(&keys("esc i down down down down down down down down down down down down down down down down down down down down down down right")).await;
+    let t = text(&s.render());
+    assert!(t.contains("Rejections ("), "{t}");
+    s.press(&keys("esc")).await;
+    // The awaiting-approval lane holds deploy-prod: select it and inspect.
+    s.press(&keys("l l enter")).await;
+    insta::assert_snapshot!("node_inspector", text(&s.render()));
+    s.press(&keys("esc x")).await;
+    insta::assert_snapshot!("release_confirmation", text(&s.render()));
+    s.press(&keys("n q")).await;
+    insta::assert_snapshot!("quit_confirmation", text(&s.render()));
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn approving_from_the_console_runs_the_gate() {
+    let mut s = scene(30.0, 120, 36).await;
+    s.press(&keys("l l a")).await;
+    let t = text(&s.render());
+    assert!(t.contains("approved deploy-prod"), "{t}");
+    s.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn filter_and_ledger_outcome_filter() {
+    let mut s = scene(30.0, 120, 36).await;
+    s.press(&keys("/ t e s t enter")).await;
+    let t = text(&s.render());
+    assert!(t.contains("filter: test"), "{t}");
+    let lanes: String = t.lines().skip(2).take(18).collect::<Vec<_>>().join("\n");
+    assert!(
+        lanes.contains("smoke-prod") && !lanes.contains("kickoff"),
+        "non-matching operations are hidden: {lanes}"
+    );
+    s.press(&keys("esc tab tab f f")).await;
+    let t = text(&s.render());
+    assert!(t.contains("Spawn ledger (dropped"), "{t}");
+    assert!(!t.contains("✓ spawn-"), "{t}");
+    s.finish().await;
+}
