@@ -709,7 +709,11 @@ impl App {
             return "starting".into();
         }
         if r.paused {
-            if r.stepping {
+            let stepped_runs = r
+                .stepped
+                .and_then(|id| self.vm.find(&id))
+                .is_some_and(|n| !n.lane.is_terminal());
+            if r.stepping || stepped_runs {
                 "stepping".into()
             } else if self.vm.running() > 0 {
                 "draining".into()

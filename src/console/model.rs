@@ -214,8 +214,10 @@ pub struct RunView {
     pub play: Arc<str>,
     pub started: bool,
     pub paused: bool,
-    /// A step was taken and its operation has not started yet or runs now.
+    /// A step was taken whose operation has not started yet.
     pub stepping: bool,
+    /// The operation the last step let start.
+    pub stepped: Option<OpId>,
     pub round: u32,
     pub max_concurrent: usize,
     pub max_spawn: usize,
@@ -408,8 +410,14 @@ impl ViewModel {
             SignalKind::RunResumed => {
                 self.run.paused = false;
                 self.run.stepping = false;
+                self.run.stepped = None;
             }
-            SignalKind::Stepped { .. } => self.run.stepping = true,
+            SignalKind::Stepped { op_id } => {
+                self.run.stepping = op_id.is_none();
+                if op_id.is_some() {
+                    self.run.stepped = *op_id;
+                }
+            }
             SignalKind::RoundEnded { round } => self.run.round = round + 1,
             SignalKind::RunFinished { outcome, .. } => {
                 self.run.finished = Some(*outcome);
@@ -631,10 +639,6 @@ impl ViewModel {
             if leave_wait {
                 n.capacity_wait = None;
             }
-        }
-        if self.run.stepping && matches!(kind, SignalKind::Started { .. }) && self.run.paused {
-            // The stepped operation has started; the run is plainly paused.
-            self.run.stepping = false;
         }
         match kind {
             SignalKind::CapacityWait { .. } => {

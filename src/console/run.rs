@@ -108,6 +108,7 @@ pub async fn run(
     session.close().await;
     looped?;
     let envelope = envelope.map_err(io::Error::other)?;
+    session.run_dir.write_result(&envelope)?;
     Ok(crate::headless::exit_code(envelope.outcome))
 }
 

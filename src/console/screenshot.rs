@@ -24,15 +24,26 @@ pub struct ShotOptions {
     pub width: u16,
     pub height: u16,
     pub theme: Option<String>,
-    /// Keys pressed at that moment, in order (`p`, `i`, `enter`, `down`).
+    /// Keys pressed at that moment, in order (`p`, `i`, `enter`, `down`);
+    /// `+N` lets N seconds of run time pass.
     pub keys: Vec<String>,
     pub out: PathBuf,
 }
 
-/// Parses `--keys "p i enter"`.
+/// Parses `--keys "p +2 s"`: keys, and `+N` for N seconds passing.
 pub fn parse_keys(s: &str) -> Result<Vec<String>, String> {
     let keys: Vec<String> = s.split_whitespace().map(str::to_string).collect();
     for k in &keys {
+        if let Some(n) = k.strip_prefix('+') {
+            match n.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => continue,
+                _ => {
+                    return Err(format!(
+                        "{k:?}: +N lets N seconds pass; N must be a number of seconds"
+                    ));
+                }
+            }
+        }
         super::keymap::KeyCombo::parse(k)?;
     }
     Ok(keys)
@@ -132,9 +143,17 @@ impl Scene {
         self.app.clock = self.at;
     }
 
-    /// Presses keys at this moment, carrying out their effects.
+    /// Presses keys at this moment, carrying out their effects; `+N` lets
+    /// N seconds of run time pass.
     pub async fn press(&mut self, keys: &[String]) {
         for k in keys {
+            if let Some(secs) = k.strip_prefix('+').and_then(|n| n.parse::<f64>().ok()) {
+                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+                settle().await;
+                self.at += secs;
+                self.refresh();
+                continue;
+            }
             let effects = self.app.on_key(key_event(k));
             for e in effects {
                 match e {
@@ -236,5 +255,7 @@ mod tests {
         assert!(parse_size("5x5").is_err());
         assert_eq!(parse_keys("p  i enter").unwrap(), ["p", "i", "enter"]);
         assert!(parse_keys("p bogus-key").is_err());
+        assert_eq!(parse_keys("p +2 s").unwrap(), ["p", "+2", "s"]);
+        assert!(parse_keys("+x").is_err());
     }
 }

@@ -338,7 +338,8 @@ impl SignalKind {
             | SignalKind::Denied { node, .. }
             | SignalKind::Escalated { node, .. }
             | SignalKind::Held { node }
-            | SignalKind::Unheld { node } => Some(node),
+            | SignalKind::Unheld { node }
+            | SignalKind::CapacityWait { node, .. } => Some(node),
             _ => None,
         }
     }

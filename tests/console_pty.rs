@@ -1,0 +1,207 @@
+//! The console as a person uses it: the binary in a pseudo-terminal, keys
+//! typed, the screen read back through a terminal emulator after each.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+
+const PLAY: &str = r#"
+[play]
+name = "pty"
+max_concurrent = 2
+[palette]
+roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "implementer" }, { role = "tester" }]
+[capacity]
+max_nodes = 2
+[role_profiles.coder]
+role = "implementer"
+provider = "sim"
+max_instances = 1
+[role_profiles.checker]
+role = "tester"
+provider = "sim"
+max_instances = 1
+lifetime = "manual_release"
+[[operations]]
+id = "plan"
+role = "orchestrator"
+instruction = "plan"
+sim = { duration_ms = 1500 }
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "build"
+depends_on = ["plan"]
+sim = { duration_ms = 4000 }
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+depends_on = ["plan"]
+sim = { duration_ms = 1000 }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "ship"
+depends_on = ["build", "check"]
+sim = { duration_ms = 60000 }
+"#;
+
+struct Screen {
+    parser: Arc<Mutex<vt100::Parser>>,
+}
+
+impl Screen {
+    fn contents(&self) -> String {
+        self.parser.lock().unwrap().screen().contents()
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let c = self.contents();
+            if pred(&c) {
+                return c;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{c}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn an_operator_session_in_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: 36,
+            cols: 120,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
+    cmd.args(["run", "pty.toml"]);
+    cmd.cwd(dir.path());
+    cmd.env("TERM", "xterm-256color");
+    cmd.env("PLAYDECK_CONFIG_DIR", dir.path().join("config"));
+    cmd.env_remove("NO_COLOR");
+    let mut child = pty.slave.spawn_command(cmd).unwrap();
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let mut writer = pty.master.take_writer().unwrap();
+    let parser = Arc::new(Mutex::new(vt100::Parser::new(
+        std::num::NonZero::new(36).unwrap(),
+        std::num::NonZero::new(120).unwrap(),
+        0,
+    )));
+    let feed = parser.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            feed.lock().unwrap().process(&buf[..n]);
+        }
+    });
+    let screen = Screen {
+        parser: parser.clone(),
+    };
+    let mut press = |keys: &[u8]| {
+        writer.write_all(keys).unwrap();
+        writer.flush().unwrap();
+    };
+
+    // The lanes appear and the plan runs.
+    screen.wait_for("the lanes", |s| {
+        s.contains("queued") && s.contains("running 1") && s.contains("Spawn ledger")
+    });
+    assert!(screen.parser.lock().unwrap().screen().alternate_screen());
+
+    press(b"p");
+    screen.wait_for("the pause", |s| {
+        s.contains("● paused") || s.contains("● draining")
+    });
+    screen.wait_for("plan to finish while paused", |s| {
+        s.contains("● paused") && s.contains("paused 2")
+    });
+
+    press(b"s");
+    screen.wait_for("a step", |s| {
+        s.contains("step: one operation may start") && s.contains("running 1")
+    });
+
+    press(b"r");
+    screen.wait_for("the resume", |s| {
+        s.contains("● running") && s.contains("resumed")
+    });
+
+    press(b"i");
+    screen.wait_for("the palette inspector", |s| {
+        s.contains("Palette inspector") && s.contains("Initial roles (3)")
+    });
+    press(b"\x1b");
+    screen.wait_for("the inspector to close", |s| {
+        !s.contains("Palette inspector")
+    });
+
+    // check finished on the checker instance (manual_release: idle now),
+    // build still holds the coder instance.
+    screen.wait_for("check to finish", |s| s.contains("checker-1 ready"));
+    press(b"x");
+    let c = screen.wait_for("the release confirmation", |s| {
+        s.contains("Release idle capacity")
+    });
+    assert!(
+        c.contains("Released (1):") && c.contains("checker-1"),
+        "{c}"
+    );
+    assert!(
+        c.contains("Retained (1):") && c.contains("runtime_state=busy"),
+        "{c}"
+    );
+    press(b"y");
+    screen.wait_for("the release", |s| s.contains("released 1, retained 1"));
+
+    press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Quit playdeck?"));
+    press(b"y");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "playdeck did not exit; screen:\n{}",
+            screen.contents()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Cancelled: exit 1.
+    assert_eq!(status.exit_code(), 1);
+    std::thread::sleep(Duration::from_millis(200));
+    let p = parser.lock().unwrap();
+    assert!(
+        !p.screen().alternate_screen(),
+        "the terminal left the alternate screen"
+    );
+    assert!(!p.screen().hide_cursor(), "the cursor is visible again");
+    // The run ended cleanly: its result says cancelled, its socket is gone.
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".playdeck/runs"))
+        .unwrap()
+        .collect();
+    let run = runs[0].as_ref().unwrap().path();
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["outcome"], "cancelled");
+    assert!(!run.join("ctl/control.sock").exists());
+}

@@ -1,0 +1,83 @@
+//! Every committed screenshot must match what `playdeck screenshot` renders
+//! now; when the console changes, `screenshots/regenerate.sh` updates them.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn committed_screenshots_match_what_the_command_renders() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let list = std::fs::read_to_string(root.join("screenshots/shots.txt")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    let mut stale = Vec::new();
+    for line in list
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let cols: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [name, at, size, theme, keys] = cols[..] else {
+            panic!("bad line in shots.txt: {line}");
+        };
+        let keys = if keys == "-" { "" } else { keys };
+        let out = dir.path().join(format!("{name}.svg"));
+        let status = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .args([
+                "screenshot",
+                "--at",
+                at,
+                "--size",
+                size,
+                "--theme",
+                theme,
+                "--keys",
+                keys,
+                "--out",
+            ])
+            .arg(&out)
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}: playdeck screenshot failed");
+        let now = std::fs::read(&out).unwrap();
+        let committed =
+            std::fs::read(root.join(format!("screenshots/{name}.svg"))).unwrap_or_default();
+        if now != committed {
+            stale.push(name.to_string());
+        }
+        checked += 1;
+    }
+    assert!(checked >= 6, "the README promises at least six screenshots");
+    assert!(
+        stale.is_empty(),
+        "these screenshots no longer match the console: {stale:?}; run screenshots/regenerate.sh and look at them"
+    );
+}
+
+#[test]
+fn a_screenshot_is_the_same_bytes_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let render = |name: &str| {
+        let out = dir.path().join(name);
+        let ok = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .args([
+                "screenshot",
+                "--at",
+                "17.5",
+                "--size",
+                "120x36",
+                "--keys",
+                "i down",
+                "--out",
+            ])
+            .arg(&out)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        std::fs::read(out).unwrap()
+    };
+    let a = render("a.svg");
+    assert!(String::from_utf8_lossy(&a).starts_with("<svg"));
+    assert_eq!(a, render("b.svg"));
+}
