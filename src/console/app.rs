@@ -274,18 +274,33 @@ impl App {
             .copied()
     }
 
-    pub fn ledger_rows(&self) -> Vec<usize> {
-        self.vm
-            .ledger
-            .iter()
-            .enumerate()
+    fn ledger_keeps(&self, i: usize) -> bool {
+        let r = &self.vm.ledger[i];
+        match self.ledger_filter {
+            LedgerFilter::All => true,
+            LedgerFilter::Accepted => matches!(r.kind, LedgerKind::Accepted { .. }),
+            LedgerFilter::Dropped => matches!(r.kind, LedgerKind::Dropped { .. }),
+        }
+    }
+
+    /// Rows the ledger shows (newest first, filter applied).
+    pub fn ledger_len(&self) -> usize {
+        match self.ledger_filter {
+            LedgerFilter::All => self.vm.ledger.len(),
+            _ => (0..self.vm.ledger.len())
+                .filter(|&i| self.ledger_keeps(i))
+                .count(),
+        }
+    }
+
+    /// Ledger indices of rows `[from, from + n)`, newest first; without a
+    /// filter only those rows are touched.
+    pub fn ledger_window(&self, from: usize, n: usize) -> Vec<usize> {
+        (0..self.vm.ledger.len())
             .rev()
-            .filter(|(_, r)| match self.ledger_filter {
-                LedgerFilter::All => true,
-                LedgerFilter::Accepted => matches!(r.kind, LedgerKind::Accepted { .. }),
-                LedgerFilter::Dropped => matches!(r.kind, LedgerKind::Dropped { .. }),
-            })
-            .map(|(i, _)| i)
+            .filter(|&i| self.ledger_keeps(i))
+            .skip(from)
+            .take(n)
             .collect()
     }
 
@@ -308,7 +323,7 @@ impl App {
             }
             *off = (*off).min(len.saturating_sub(h));
         }
-        let len = self.ledger_rows().len();
+        let len = self.ledger_len();
         self.ledger_row = self.ledger_row.min(len.saturating_sub(1));
         let h = (self.geometry.ledger.height.saturating_sub(3) as usize).max(1);
         if self.ledger_row < self.ledger_offset {
@@ -567,8 +582,7 @@ impl App {
     }
 
     fn ledger_node(&self) -> Option<u32> {
-        let rows = self.ledger_rows();
-        let row = &self.vm.ledger[*rows.get(self.ledger_row)?];
+        let row = &self.vm.ledger[*self.ledger_window(self.ledger_row, 1).first()?];
         let LedgerKind::Accepted { name } = &row.kind else {
             return None;
         };
@@ -642,7 +656,7 @@ impl App {
                     step(self.lane_row[col], len, page(self.geometry.lane_cols[col]));
             }
             Pane::Ledger => {
-                let len = self.ledger_rows().len();
+                let len = self.ledger_len();
                 self.ledger_row = step(self.ledger_row, len, page(self.geometry.ledger));
             }
             Pane::Capacity => {

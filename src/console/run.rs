@@ -97,7 +97,16 @@ pub async fn run(
         app.set_status(e.clone(), Level::Warning);
     }
     let mut term = terminal::init()?;
-    let looped = event_loop(&mut term, &mut app, &mut sub, &session, &mut stop).await;
+    let mut events = EventStream::new();
+    let looped = event_loop(
+        &mut app,
+        &mut sub,
+        &mut events,
+        |app| draw(&mut term, app),
+        Some(&session),
+        &mut stop,
+    )
+    .await;
     // Whatever ended the loop, the run ends cleanly: cancelled if it was
     // still going, every agent process ended with it.
     if !run_task.is_finished() {
@@ -112,14 +121,21 @@ pub async fn run(
     Ok(crate::headless::exit_code(envelope.outcome))
 }
 
-async fn event_loop(
-    term: &mut terminal::Term,
+/// The loop itself, over any input stream and any frame sink, so tests and
+/// benchmarks drive exactly what the terminal drives. Without a session,
+/// run-control effects are ignored.
+pub async fn event_loop<E, D>(
     app: &mut App,
     sub: &mut Subscription,
-    session: &Session,
+    events: &mut E,
+    mut draw: D,
+    session: Option<&Session>,
     stop: &mut mpsc::UnboundedReceiver<()>,
-) -> io::Result<()> {
-    let mut events = EventStream::new();
+) -> io::Result<()>
+where
+    E: futures_util::Stream<Item = io::Result<Event>> + Unpin,
+    D: FnMut(&mut App) -> io::Result<()>,
+{
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<(String, Level)>();
@@ -132,7 +148,7 @@ async fn event_loop(
             None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
         };
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
-            draw(term, app)?;
+            draw(app)?;
             dirty = false;
             last_draw = Some(Instant::now());
         }
@@ -145,7 +161,7 @@ async fn event_loop(
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                     let effects = app.on_key(k);
-                    carry_out(app, effects, &session.handle, session, &msg_tx);
+                    carry_out(app, effects, session, &msg_tx);
                     dirty = true;
                 }
                 Some(Ok(Event::Mouse(m))) => {
@@ -160,13 +176,15 @@ async fn event_loop(
             Some(()) = stop.recv() => {
                 // SIGTERM / SIGHUP: no questions, end the run and leave.
                 app.quitting = true;
-                let _ = session.handle.cancel().await;
+                if let Some(s) = session {
+                    let _ = s.handle.cancel().await;
+                }
                 return Ok(());
             }
             obs = sub.next(), if signals_open => {
                 signals_open = fold_batch(app, obs, sub, session).await;
                 let effects = app.after_fold();
-                carry_out(app, effects, &session.handle, session, &msg_tx);
+                carry_out(app, effects, session, &msg_tx);
                 dirty = true;
             }
             Some((text, level)) = msg_rx.recv() => {
@@ -188,7 +206,7 @@ async fn fold_batch(
     app: &mut App,
     first: Observed,
     sub: &mut Subscription,
-    session: &Session,
+    session: Option<&Session>,
 ) -> bool {
     let started = std::time::Instant::now();
     let mut next = Some(first);
@@ -196,7 +214,11 @@ async fn fold_batch(
     while let Some(obs) = next.take() {
         match obs {
             Observed::Signal(s) => app.fold(&s),
-            Observed::Lagged { .. } => resync(app, session).await,
+            Observed::Lagged { .. } => {
+                if let Some(session) = session {
+                    resync(app, session).await;
+                }
+            }
             Observed::Closed => return false,
         }
         n += 1;
@@ -259,10 +281,13 @@ fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
 pub fn carry_out(
     app: &mut App,
     effects: Vec<Effect>,
-    handle: &RunHandle,
-    session: &Session,
+    session: Option<&Session>,
     msgs: &mpsc::UnboundedSender<(String, Level)>,
 ) {
+    let Some(session) = session else {
+        return;
+    };
+    let handle = &session.handle;
     for e in effects {
         match e {
             Effect::Bell => terminal::bell(),

@@ -122,6 +122,11 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// A subscription to any broadcast of signals (replays, benchmarks).
+    pub fn from_broadcast(rx: broadcast::Receiver<Arc<Signal>>) -> Subscription {
+        Subscription { rx }
+    }
+
     pub async fn next(&mut self) -> Observed {
         match self.rx.recv().await {
             Ok(s) => Observed::Signal(s),

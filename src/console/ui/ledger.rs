@@ -14,11 +14,11 @@ use crate::console::model::LedgerKind;
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let focused = app.focus == Pane::Ledger;
-    let rows = app.ledger_rows();
+    let total = app.ledger_len();
     let title = Line::from(vec![
         Span::raw(" Spawn ledger "),
         Span::styled(
-            format!("({}, {}) ", app.ledger_filter.label(), rows.len()),
+            format!("({}, {total}) ", app.ledger_filter.label()),
             Style::default().fg(t.dim),
         ),
     ]);
@@ -34,7 +34,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Style::default().fg(t.dim).add_modifier(Modifier::BOLD),
     ))];
     let h = inner.height as usize - 1;
-    for (i, &ri) in rows.iter().enumerate().skip(app.ledger_offset).take(h) {
+    let rows = app.ledger_window(app.ledger_offset, h);
+    for (k, &ri) in rows.iter().enumerate() {
+        let i = app.ledger_offset + k;
         let r = &app.vm.ledger[ri];
         let who = format!(
             "{} → {}",
@@ -61,7 +63,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         }
         lines.push(Line::from(spans));
     }
-    if rows.is_empty() {
+    if total == 0 {
         lines.push(Line::from(Span::styled(
             "no spawn requests yet",
             Style::default().fg(t.dim),
