@@ -51,7 +51,11 @@ impl Gen {
     /// Signals for operation `i`: queued, then (mostly) started, then
     /// (mostly) settled, with a ledger entry now and then.
     fn op(&mut self, i: u64, out: &mut Vec<Signal>) {
-        let role = Some(Arc::from(if i % 3 == 0 { "tester" } else { "implementer" }));
+        let role = Some(Arc::from(if i.is_multiple_of(3) {
+            "tester"
+        } else {
+            "implementer"
+        }));
         out.push(self.sig(SignalKind::Queued {
             node: Self::header(i),
             role: role.clone(),
@@ -78,7 +82,7 @@ impl Gen {
                 }));
             }
         }
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             out.push(self.sig(SignalKind::SpawnDropped {
                 reason: DropReason::MaxSpawnExceeded,
                 assignee: Some(Arc::from("tester")),
