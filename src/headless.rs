@@ -329,6 +329,18 @@ impl HumanPrinter {
                 released.len(),
                 retained.len()
             ),
+            // Tool use is what a reader follows; the rest is in the log.
+            SignalKind::AgentActivity {
+                name,
+                state: crate::kernel::ActivityState::Tool,
+                tool,
+                ..
+            } => node(
+                "· tool",
+                name,
+                &format!(" {}", tool.as_deref().unwrap_or("?")),
+            ),
+            SignalKind::AgentActivity { .. } | SignalKind::AgentUsage { .. } => return None,
             SignalKind::RunPaused => format!("{t}  run paused"),
             SignalKind::RunResumed => format!("{t}  run resumed"),
             SignalKind::Stepped { .. } => format!("{t}  step"),

@@ -17,3 +17,4 @@ pub mod play;
 pub mod remote;
 pub mod session;
 pub mod store;
+mod words;

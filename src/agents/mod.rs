@@ -1,15 +1,26 @@
-//! ADR-011's agent registry (built-ins for now: `sim` and `noop`).
+//! ADR-011's agent registry: the built-in `sim` and `noop`, and agent CLIs
+//! defined under `[agents.<name>]` (run as subprocesses).
 
+pub mod argv;
+pub mod command;
+pub mod def;
+pub mod env;
 pub mod noop;
+pub mod process;
 pub mod sim;
+pub mod stream;
+pub mod tails;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::kernel::{Agent, AgentResolver};
 
+pub use command::{AgentParams, CommandAgent, ProfileOverlay, RunContext};
+pub use def::{AgentDef, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet};
 pub use noop::NoopAgent;
 pub use sim::{SimAgent, SimEmit, SimOutcome, SimSpec};
+pub use tails::Tails;
 
 /// Names of the agents every play has.
 pub const BUILTIN_AGENTS: [&str; 2] = ["sim", "noop"];
@@ -26,6 +37,22 @@ impl AgentRegistry {
         let mut r = AgentRegistry::default();
         r.insert("sim", Arc::new(SimAgent::new(speed)));
         r.insert("noop", Arc::new(NoopAgent));
+        r
+    }
+
+    /// The built-ins plus a command agent per definition, sharing `ctx`.
+    pub fn with_commands<'a>(
+        speed: f64,
+        defs: impl IntoIterator<Item = &'a AgentDef>,
+        ctx: Arc<RunContext>,
+    ) -> Self {
+        let mut r = AgentRegistry::builtin(speed);
+        for d in defs {
+            r.insert(
+                &d.name,
+                Arc::new(CommandAgent::new(Arc::new(d.clone()), ctx.clone())),
+            );
+        }
         r
     }
 

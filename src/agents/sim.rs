@@ -87,7 +87,9 @@ impl SimAgent {
 impl Agent for SimAgent {
     fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome> {
         let spec = match &*inv.params {
-            Value::Null => SimSpec::default_for(&inv.instruction),
+            // Operations written for another agent (flag profiles, tools)
+            // that a role profile moved onto sim play the default.
+            v if v.get("duration_ms").is_none() => SimSpec::default_for(&inv.instruction),
             v => match serde_json::from_value::<SimSpec>(v.clone()) {
                 Ok(s) => s,
                 Err(e) => {
@@ -174,6 +176,7 @@ mod tests {
             events: AgentEvents::detached(),
             instance: None,
             workspace: None,
+            profile: None,
         }
     }
 

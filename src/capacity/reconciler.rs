@@ -371,12 +371,14 @@ impl Reconciler {
         r.updated_at = now();
         let instance = Arc::from(r.name.as_str());
         let agent = Some(Arc::from(r.provider.as_str()));
+        let profile = Some(Arc::from(r.profile.as_str()));
         events.push(self.announce(st, i));
         Lease {
             id,
             instance,
             workspace,
             agent,
+            profile,
         }
     }
 

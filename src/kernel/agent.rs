@@ -32,6 +32,47 @@ impl AgentFailure {
 
 pub type AgentOutcome = Result<Value, AgentFailure>;
 
+/// What an agent is doing, as far as its stream tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityState {
+    Thinking,
+    Writing,
+    /// Running a tool (named alongside).
+    Tool,
+    /// Started, nothing seen yet.
+    Waiting,
+}
+
+impl ActivityState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityState::Thinking => "thinking",
+            ActivityState::Writing => "writing",
+            ActivityState::Tool => "tool",
+            ActivityState::Waiting => "waiting",
+        }
+    }
+}
+
+/// Cost and token totals of one attempt so far, as the stream reports
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
+impl Usage {
+    pub fn is_empty(&self) -> bool {
+        self.cost_usd.is_none() && self.input_tokens.is_none() && self.output_tokens.is_none()
+    }
+}
+
 /// What an agent reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
@@ -39,6 +80,16 @@ pub enum AgentEvent {
     /// kernel extracts spawn and escalation requests from it, deduplicated
     /// against the final result.
     Emitted(Value),
+    /// The agent's live state changed.
+    Activity {
+        state: ActivityState,
+        tool: Option<Arc<str>>,
+    },
+    /// New cost and token totals.
+    Usage(Usage),
+    /// Something the operator should see (an unknown flag profile, a
+    /// dropped flag, a stall).
+    Warning(Arc<str>),
 }
 
 #[derive(Debug)]
@@ -103,6 +154,8 @@ pub struct Invocation {
     pub instance: Option<Arc<str>>,
     /// Its working directory (the instance's workspace), if any.
     pub workspace: Option<std::path::PathBuf>,
+    /// The role profile of that instance, if any.
+    pub profile: Option<Arc<str>>,
 }
 
 pub trait Agent: Send + Sync {

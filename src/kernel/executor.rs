@@ -867,6 +867,7 @@ impl Executor {
         let instance = lease.as_ref().map(|l| l.instance.clone());
         let workspace = lease.as_ref().and_then(|l| l.workspace.clone());
         let leased_agent = lease.as_ref().and_then(|l| l.agent.clone());
+        let profile = lease.as_ref().and_then(|l| l.profile.clone());
         if let Some(lease) = lease {
             self.held_leases.insert(ix, lease);
         }
@@ -916,6 +917,7 @@ impl Executor {
             events: AgentEvents::new(ix.index() as u32, attempt, self.agent_tx.clone()),
             instance,
             workspace,
+            profile,
         };
         let fut = agent.invoke(inv);
         self.inflight.push(Tagged { ix, attempt, fut });
@@ -1109,11 +1111,12 @@ impl Executor {
             return;
         };
         // Events from an earlier attempt or a finished node are stale.
-        if n.status != NodeStatus::Running || n.attempt != msg.attempt || !self.cfg.reactive {
+        if n.status != NodeStatus::Running || n.attempt != msg.attempt {
             return;
         }
+        let (op_id, name, attempt) = (n.op.op_id, n.op.reference_id.clone(), n.attempt);
         match msg.event {
-            AgentEvent::Emitted(v) => {
+            AgentEvent::Emitted(v) if self.cfg.reactive => {
                 let found = request::extract(&v);
                 for esc in &found.escalations {
                     if self.first_sighting(ix, esc, b'e') {
@@ -1128,6 +1131,30 @@ impl Executor {
                 if !found.spawns.is_empty() {
                     self.route_spawns(ix, &found.spawns);
                 }
+            }
+            AgentEvent::Emitted(_) => {}
+            AgentEvent::Activity { state, tool } => {
+                self.bus.emit(SignalKind::AgentActivity {
+                    op_id,
+                    name,
+                    attempt,
+                    state,
+                    tool,
+                });
+            }
+            AgentEvent::Usage(usage) => {
+                self.bus.emit(SignalKind::AgentUsage {
+                    op_id,
+                    name,
+                    attempt,
+                    usage,
+                });
+            }
+            AgentEvent::Warning(message) => {
+                self.bus.emit(SignalKind::Warning {
+                    message,
+                    op_id: Some(op_id),
+                });
             }
         }
     }

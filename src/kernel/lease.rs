@@ -32,6 +32,8 @@ pub struct Lease {
     pub workspace: Option<PathBuf>,
     /// The agent the instance's provider names; overrides the operation's.
     pub agent: Option<Arc<str>>,
+    /// The role profile of the instance (its model, thinking, flags).
+    pub profile: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

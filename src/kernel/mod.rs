@@ -17,8 +17,8 @@ pub mod signal;
 pub mod snapshot;
 
 pub use agent::{
-    Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver, BoxFuture,
-    InstructionDecorator, Invocation, SpawnBudget,
+    ActivityState, Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver,
+    BoxFuture, InstructionDecorator, Invocation, SpawnBudget, Usage,
 };
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,

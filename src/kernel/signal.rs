@@ -267,6 +267,23 @@ pub enum SignalKind {
         released: Arc<[Arc<str>]>,
         retained: Arc<[super::lease::Retained]>,
     },
+    /// A running agent's live state, when it changes.
+    AgentActivity {
+        op_id: OpId,
+        name: Arc<str>,
+        attempt: u32,
+        state: super::agent::ActivityState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<Arc<str>>,
+    },
+    /// A running agent's cost and token totals so far.
+    AgentUsage {
+        op_id: OpId,
+        name: Arc<str>,
+        attempt: u32,
+        #[serde(flatten)]
+        usage: super::agent::Usage,
+    },
     RunPaused,
     RunResumed,
     /// While paused, the operator let one waiting operation start.
@@ -314,6 +331,8 @@ impl SignalKind {
             SignalKind::CapacityWait { .. } => "capacity_wait",
             SignalKind::Instance { .. } => "instance",
             SignalKind::CapacityReleased { .. } => "capacity_released",
+            SignalKind::AgentActivity { .. } => "agent_activity",
+            SignalKind::AgentUsage { .. } => "agent_usage",
             SignalKind::RunPaused => "run_paused",
             SignalKind::RunResumed => "run_resumed",
             SignalKind::Stepped { .. } => "stepped",

@@ -1,0 +1,134 @@
+//! What the registry knows about an agent CLI (ADR-011): how to call it,
+//! which named flag bundles it offers, how its stream reads, and the
+//! ToolSet an invocation runs under.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::words::word_enum;
+
+word_enum!(
+    /// How an agent's stdout reads. Closed: playdeck ships a parser and a
+    /// ToolSet translation per value (ADR-011's design rule).
+    StreamFormat {
+        Claude = "claude",
+        Codex = "codex",
+        Opencode = "opencode",
+        Antigravity = "antigravity",
+        Copilot = "copilot",
+        Jsonl = "jsonl",
+    }
+);
+word_enum!(
+    /// Which of the parent's environment variables a child sees: all
+    /// (`inherit`), all but credentials-like ones unless pass-listed
+    /// (`filtered`), or only what a program needs to run plus the
+    /// pass-list and `env_vars` (`clean`).
+    EnvPolicy { Inherit = "inherit", Filtered = "filtered", Clean = "clean" }
+);
+word_enum!(
+    PromptVia { Argv = "argv", Stdin = "stdin" }
+);
+word_enum!(
+    /// How much an invocation may touch. Infrastructure vocabulary: each
+    /// value has a translation per stream format.
+    Permission { ReadOnly = "read-only", WorkspaceWrite = "workspace-write", FullAccess = "full-access" }
+);
+
+// word_enum! owns the derives, so Default is written out.
+#[allow(clippy::derivable_impls)]
+impl Default for Permission {
+    fn default() -> Self {
+        Permission::ReadOnly
+    }
+}
+
+/// What stands in the prompt's place in argv when it goes on stdin.
+pub const STDIN_SENTINEL: &str = "-";
+
+pub const DEFAULT_MAX_TURNS: u32 = 25;
+
+/// Tool access for one invocation (ADR-009 as amended by ADR-011).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSet {
+    #[serde(default)]
+    pub internal: Vec<String>,
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    #[serde(default)]
+    pub permission: Permission,
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+}
+
+fn default_max_turns() -> u32 {
+    DEFAULT_MAX_TURNS
+}
+
+impl Default for ToolSet {
+    fn default() -> Self {
+        ToolSet {
+            internal: Vec::new(),
+            mcp: Vec::new(),
+            permission: Permission::ReadOnly,
+            max_turns: DEFAULT_MAX_TURNS,
+        }
+    }
+}
+
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One `[agents.<name>]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    pub name: String,
+    /// A bare name is looked up on PATH (then beside the playdeck
+    /// executable); a path with a `/` was resolved against the file that
+    /// defined the agent.
+    pub binary: String,
+    /// Omitted from argv when empty.
+    pub subcommand: String,
+    pub model: Option<String>,
+    pub stream_format: StreamFormat,
+    /// Flag profiles: consumer-named bundles of arguments.
+    pub flags: BTreeMap<String, Vec<String>>,
+    pub env_vars: BTreeMap<String, String>,
+    pub env_policy: EnvPolicy,
+    pub env_passlist: Vec<String>,
+    pub prompt_via: PromptVia,
+    pub stall_timeout: Duration,
+    pub max_runtime: Option<Duration>,
+    /// Kill the process group when it stalls (otherwise warn once and wait).
+    pub kill_on_stall: bool,
+    /// Where it was defined, for messages (`play.toml` or the user file).
+    pub origin: PathBuf,
+}
+
+impl AgentDef {
+    /// A definition with defaults, for tests and programmatic use.
+    pub fn new(name: &str, binary: &str, format: StreamFormat) -> Self {
+        AgentDef {
+            name: name.to_string(),
+            binary: binary.to_string(),
+            subcommand: String::new(),
+            model: None,
+            stream_format: format,
+            flags: BTreeMap::new(),
+            env_vars: BTreeMap::new(),
+            env_policy: EnvPolicy::Filtered,
+            env_passlist: Vec::new(),
+            prompt_via: PromptVia::Argv,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            max_runtime: None,
+            kill_on_stall: true,
+            origin: PathBuf::new(),
+        }
+    }
+
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.flags.keys().map(String::as_str).collect()
+    }
+}

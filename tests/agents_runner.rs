@@ -1,0 +1,432 @@
+//! The subprocess runner with the example agent (`playdeck-agent`), through
+//! the kernel: outcomes and their categories, stalls, runtime limits,
+//! cancel, stdin prompts, and requests on the stream reaching admission.
+//! Real processes need the real clock; timeouts here are short.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Collect;
+use playdeck::agents::{AgentDef, AgentRegistry, PromptVia, RunContext, StreamFormat, Tails};
+use playdeck::kernel::{
+    ActivityState, Envelope, GraphBuilder, Operation, RoleRoute, Run, RunConfig, SignalKind,
+    StaticRoleBuilder,
+};
+use serde_json::{Value, json};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_playdeck-agent");
+
+fn agent() -> AgentDef {
+    let mut d = AgentDef::new("ex", AGENT, StreamFormat::Jsonl);
+    d.model = Some("test-model".into());
+    d
+}
+
+struct Outcome {
+    env: Envelope,
+    signals: Collect,
+    tails: Arc<Tails>,
+}
+
+impl Outcome {
+    fn result(&self, name: &str) -> Value {
+        let id = common::ids_by_name(&self.env)[name];
+        self.env.result_of(&id).cloned().unwrap_or(Value::Null)
+    }
+
+    /// (category, error) of a failed operation.
+    fn failure(&self, name: &str) -> (String, String) {
+        self.signals
+            .all()
+            .iter()
+            .find_map(|s| match &s.kind {
+                SignalKind::Failed {
+                    node,
+                    error,
+                    category,
+                } if &*node.name == name => Some((category.to_string(), error.to_string())),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name} did not fail"))
+    }
+}
+
+fn run_setup(
+    def: AgentDef,
+    instruction: &str,
+    params: Value,
+    dir: &Path,
+) -> (Run, playdeck::kernel::RunHandle, Collect, Arc<Tails>) {
+    let tails = Tails::new();
+    let ctx = Arc::new(RunContext {
+        run_id: "r1".into(),
+        log_dir: Some(dir.join("logs")),
+        workspace: dir.to_path_buf(),
+        tails: tails.clone(),
+        ..RunContext::default()
+    });
+    let agents = Arc::new(AgentRegistry::with_commands(1.0, [&def], ctx));
+    let mut b = GraphBuilder::new();
+    b.add_root(
+        Operation::new("work", instruction)
+            .with_role("implementer")
+            .with_agent("ex", params),
+    );
+    let routes = StaticRoleBuilder::new([
+        RoleRoute {
+            role: Arc::from("implementer"),
+            agent: Arc::from("ex"),
+            params: Arc::new(Value::Null),
+        },
+        RoleRoute {
+            role: Arc::from("tester"),
+            agent: Arc::from("noop"),
+            params: Arc::new(Value::Null),
+        },
+    ]);
+    let (mut run, handle) = Run::new(
+        b.build().unwrap(),
+        RunConfig::default(),
+        agents,
+        Arc::new(routes),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    (run, handle, signals, tails)
+}
+
+async fn run_one(def: AgentDef, instruction: &str, dir: &Path) -> Outcome {
+    let (run, _h, signals, tails) = run_setup(def, instruction, Value::Null, dir);
+    let env = run.run().await;
+    Outcome {
+        env,
+        signals,
+        tails,
+    }
+}
+
+#[tokio::test]
+async fn success_parses_state_usage_and_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_one(agent(), "fix the parser\n@sleep 0.2", dir.path()).await;
+    let r = out.result("work");
+    assert_eq!(r["summary"], "done: fix the parser");
+    assert_eq!(r["model"], "test-model");
+    assert_eq!(r["prompt_via"], "argv");
+    assert_eq!(
+        Path::new(r["cwd"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        dir.path().canonicalize().unwrap()
+    );
+    let states: Vec<(ActivityState, Option<String>)> = out
+        .signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::AgentActivity { state, tool, .. } => {
+                Some((*state, tool.as_deref().map(str::to_string)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            (ActivityState::Waiting, None),
+            (ActivityState::Thinking, None),
+            (ActivityState::Tool, Some("Read".into())),
+            (ActivityState::Tool, Some("Edit".into())),
+            (ActivityState::Writing, None),
+        ]
+    );
+    assert_eq!(out.signals.count("agent_usage"), 1);
+    let logs = dir.path().join("logs");
+    let stdout = std::fs::read_to_string(logs.join("work.1.stdout.log")).unwrap();
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"type\":\"result\"")
+    );
+    let cmd: Value =
+        serde_json::from_str(&std::fs::read_to_string(logs.join("work.1.command.json")).unwrap())
+            .unwrap();
+    assert_eq!(cmd["argv"][0], AGENT);
+    let tail = out
+        .tails
+        .get(&common::ids_by_name(&out.env)["work"])
+        .unwrap();
+    assert!(tail.lines.back().unwrap().text.contains("result"));
+}
+
+#[tokio::test]
+async fn a_nonzero_exit_fails_with_its_code_and_last_stderr_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_one(
+        agent(),
+        "x\n@sleep 0\n@stderr compiler exploded\n@exit 3",
+        dir.path(),
+    )
+    .await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "nonzero_exit");
+    assert!(
+        err.contains("code 3") && err.contains("compiler exploded"),
+        "{err}"
+    );
+    let stderr = std::fs::read_to_string(dir.path().join("logs/work.1.stderr.log")).unwrap();
+    assert_eq!(stderr, "compiler exploded\n");
+}
+
+#[tokio::test]
+async fn a_missing_binary_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.binary = "playdeck-no-such-agent".into();
+    let out = run_one(d, "x", dir.path()).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "binary_not_found");
+    assert!(
+        err.contains("\"playdeck-no-such-agent\" not found on PATH"),
+        "{err}"
+    );
+    let mut d = agent();
+    d.binary = "/nonexistent/agent".into();
+    let (cat, _) = run_one(d, "x", dir.path()).await.failure("work");
+    assert_eq!(cat, "binary_not_found");
+}
+
+#[tokio::test]
+async fn a_stall_kills_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.stall_timeout = Duration::from_millis(300);
+    let t0 = Instant::now();
+    let out = run_one(d, "x\n@silent 20", dir.path()).await;
+    assert_eq!(out.failure("work").0, "stall_timeout");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_stall_without_kill_warns_once_and_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.stall_timeout = Duration::from_millis(200);
+    d.kill_on_stall = false;
+    let out = run_one(d, "x\n@silent 0.6\n@sleep 0", dir.path()).await;
+    assert_eq!(out.result("work")["summary"], "done: x");
+    let warnings: Vec<String> = out
+        .signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Warning { message, .. } => Some(message.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("no output for 200ms"), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn max_runtime_kills_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.max_runtime = Some(Duration::from_millis(400));
+    let t0 = Instant::now();
+    let out = run_one(d, "x\n@sleep 30", dir.path()).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "timeout");
+    assert!(err.contains("max_runtime 400ms"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+fn pid_gone(pid: i32) -> bool {
+    // Gone, or a zombie nobody has reaped yet (it runs nothing).
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test]
+async fn cancel_mid_run_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, handle, signals, tails) =
+        run_setup(agent(), "x\n@fork 60\n@sleep 60", Value::Null, dir.path());
+    let task = run.spawn();
+    // Wait for the agent to report its pid and its grandchild's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pids = loop {
+        let line = signals.all().iter().find_map(|s| match &s.kind {
+            SignalKind::Started { node, .. } => Some(node.op_id),
+            _ => None,
+        });
+        if let Some(op) = line
+            && let Some(t) = tails.get(&op)
+            && let Some(l) = t.lines.iter().find(|l| l.text.contains("grandchild"))
+        {
+            let v: Value = serde_json::from_str(&l.text).unwrap();
+            let words: Vec<i32> = v["text"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            break words;
+        }
+        assert!(Instant::now() < deadline, "the agent never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(pids.len(), 2);
+    assert!(!pid_gone(pids[0]) && !pid_gone(pids[1]));
+    handle.cancel().await.unwrap();
+    let env = task.await.unwrap();
+    assert_eq!(env.outcome.as_str(), "cancelled");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(pid_gone(pids[0]) && pid_gone(pids[1])) {
+        assert!(
+            Instant::now() < deadline,
+            "processes {pids:?} outlived the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_prompt_can_go_on_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.prompt_via = PromptVia::Stdin;
+    let out = run_one(d, "read me from stdin\n@sleep 0", dir.path()).await;
+    let r = out.result("work");
+    assert_eq!(r["prompt_via"], "stdin");
+    assert_eq!(r["summary"], "done: read me from stdin");
+}
+
+#[tokio::test]
+async fn empty_output_and_stream_errors_have_their_categories() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_one(agent(), "x\n@empty", dir.path()).await;
+    assert_eq!(out.failure("work").0, "empty_output");
+    let out = run_one(agent(), "x\n@sleep 0\n@error the model refused", dir.path()).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(
+        (cat.as_str(), err.as_str()),
+        ("stream_error", "the model refused")
+    );
+}
+
+#[tokio::test]
+async fn spawn_requests_on_the_stream_reach_admission() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in [StreamFormat::Jsonl, StreamFormat::Claude] {
+        let mut d = agent();
+        d.stream_format = format;
+        d.flags
+            .insert("claude".into(), vec!["--format".into(), "claude".into()]);
+        // The operation selects the flag profile that makes playdeck-agent
+        // speak Claude's stream-json.
+        let params = match format {
+            StreamFormat::Claude => json!({"flag_profile": "claude"}),
+            _ => Value::Null,
+        };
+        let instruction = "x\n@sleep 0.1\n@spawn tester: write the edge-case tests";
+        let (run, _h, signals, _t) = run_setup(d, instruction, params, dir.path());
+        let env = run.run().await;
+        let spawned: Vec<(Option<String>, String)> = signals
+            .all()
+            .iter()
+            .filter_map(|s| match &s.kind {
+                SignalKind::Spawned {
+                    assignee,
+                    instruction,
+                    ..
+                } => Some((
+                    assignee.as_deref().map(str::to_string),
+                    instruction.to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            spawned,
+            vec![(Some("tester".into()), "write the edge-case tests".into())],
+            "{format:?}"
+        );
+        assert_eq!(env.completed_operations.len(), 2, "{format:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_claude_stream_format_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.stream_format = StreamFormat::Claude;
+    // playdeck-agent prints Claude's stream-json when told to.
+    d.subcommand = String::new();
+    d.flags
+        .insert("stream".into(), vec!["--format".into(), "claude".into()]);
+    let tails = Tails::new();
+    let ctx = Arc::new(RunContext {
+        run_id: "r1".into(),
+        workspace: dir.path().to_path_buf(),
+        flag_profile: Some("stream".into()),
+        tails,
+        ..RunContext::default()
+    });
+    let agents = Arc::new(AgentRegistry::with_commands(1.0, [&d], ctx));
+    let mut b = GraphBuilder::new();
+    b.add_root(
+        Operation::new(
+            "work",
+            "review it\n@sleep 0.1\n@result {\"verdict\": \"ship\"}",
+        )
+        .with_role("reviewer")
+        .with_agent("ex", Value::Null),
+    );
+    let (mut run, _h) = Run::new(
+        b.build().unwrap(),
+        RunConfig::default(),
+        agents,
+        Arc::new(StaticRoleBuilder::new([])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let env = run.run().await;
+    let id = common::ids_by_name(&env)["work"];
+    let r = env.result_of(&id).unwrap();
+    assert_eq!(r["verdict"], "ship");
+    assert_eq!(r["flags"], json!([]), "--format was consumed by the agent");
+    let tools: Vec<String> = signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::AgentActivity {
+                state: ActivityState::Tool,
+                tool,
+                ..
+            } => tool.as_deref().map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools, vec!["Read".to_string()]);
+    let usage = signals
+        .all()
+        .iter()
+        .find_map(|s| match &s.kind {
+            SignalKind::AgentUsage { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .unwrap();
+    assert!(usage.cost_usd.unwrap() > 0.0 && usage.output_tokens.unwrap() > 0);
+}
