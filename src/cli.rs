@@ -46,6 +46,21 @@ pub enum Command {
         #[arg(long)]
         op: String,
     },
+    /// Print the exact command line an operation's agent CLI would get
+    /// (as at the start of a run), without running anything.
+    Argv {
+        /// The play file; the built-in demo when omitted.
+        play: Option<PathBuf>,
+        /// The operation's id.
+        #[arg(long)]
+        op: String,
+        /// Select this flag profile instead of the play's choice.
+        #[arg(long)]
+        flag_profile: Option<String>,
+        /// A JSON array instead of a shell-quoted line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.

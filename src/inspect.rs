@@ -245,3 +245,62 @@ pub async fn prompt(play: &Play, op: &str) -> Result<String, String> {
         )
         .to_string())
 }
+
+/// What `playdeck argv` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgvView {
+    pub agent: String,
+    pub command: crate::agents::argv::BuiltCommand,
+}
+
+/// The command line of an operation's agent CLI, with the prompt it would
+/// get at the start of a run (its decorated instruction and the play's
+/// context; predecessor results join the context only when they exist).
+pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<ArgvView, String> {
+    if let Some(p) = flag_profile {
+        crate::agents::argv::check_profile_name(p).map_err(|e| format!("--flag-profile: {e}"))?;
+    }
+    let instruction = prompt(play, op).await?;
+    let def = play.op(op).expect("prompt() found it");
+    let agent = play.runs_on(def);
+    let Some(agent_def) = play.agents.get(agent) else {
+        return Err(format!(
+            "operation {op:?} runs on the built-in agent {agent:?}, which has no command line; agent CLIs are defined under [agents.<name>] and chosen with `agent = \"<name>\"` (or a role profile's provider)"
+        ));
+    };
+    let mut params = crate::agents::AgentParams::from_value(&def.params());
+    if let Some(p) = flag_profile {
+        params.flag_profile = Some(p.to_string());
+    }
+    let ctx = play.run_context("preview", None, crate::agents::Tails::new());
+    let prompt_text = crate::agents::command::prompt_text(&instruction, &play.context);
+    let profile = play.profile_for(def).map(|p| p.name.as_str());
+    let command =
+        crate::agents::command::command_for(agent_def, &ctx, &params, profile, &prompt_text)
+            .map_err(|e| e.to_string())?;
+    Ok(ArgvView {
+        agent: agent.to_string(),
+        command,
+    })
+}
+
+/// One argument as a POSIX shell reads it back.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./=:,@%+-".contains(c));
+    if plain {
+        return arg.to_string();
+    }
+    let mut s = String::with_capacity(arg.len() + 2);
+    s.push('"');
+    for c in arg.chars() {
+        if matches!(c, '"' | '\\' | '$' | '`') {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
+    s
+}

@@ -13,6 +13,7 @@ pub mod headless;
 pub mod inspect;
 pub mod kernel;
 pub mod palette;
+pub mod paths;
 pub mod play;
 pub mod remote;
 pub mod session;

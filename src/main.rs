@@ -49,6 +49,42 @@ fn main() -> ExitCode {
             let out = block_on(playdeck::inspect::prompt(p, &op)).map(|s| format!("{s}\n"));
             finish_text(out)
         }),
+        Some(Command::Argv {
+            play,
+            op,
+            flag_profile,
+            json,
+        }) => with_play(play.as_deref(), |p| {
+            match block_on(playdeck::inspect::argv(p, &op, flag_profile.as_deref())) {
+                Ok(view) => {
+                    for w in &view.command.warnings {
+                        eprintln!("playdeck: warning: {w}");
+                    }
+                    if let Some(text) = &view.command.stdin {
+                        eprintln!(
+                            "playdeck: the prompt ({} bytes) goes on stdin, in place of \"-\"",
+                            text.len()
+                        );
+                    }
+                    if json {
+                        println!("{}", serde_json::Value::from(view.command.argv.clone()));
+                    } else {
+                        let line: Vec<String> = view
+                            .command
+                            .argv
+                            .iter()
+                            .map(|a| playdeck::inspect::shell_quote(a))
+                            .collect();
+                        println!("{}", line.join(" "));
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("playdeck: {e}");
+                    2
+                }
+            }
+        }),
         Some(Command::Ctl { run, action, json }) => {
             let req = match action {
                 CtlAction::Pause => Request::Pause,

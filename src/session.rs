@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::agents::AgentRegistry;
+use crate::agents::Tails;
 use crate::capacity::Reconciler;
 use crate::control::ControlServer;
 use crate::kernel::{ApprovalPolicy, NodeBuilder, Run, RunHandle, SignalSink};
@@ -50,6 +50,8 @@ pub struct Session {
     /// Set when the control socket could not be opened (the run goes on).
     pub control_error: Option<String>,
     pub speed: f64,
+    /// The last lines of each agent CLI's output.
+    pub tails: Arc<Tails>,
 }
 
 impl Session {
@@ -71,7 +73,13 @@ impl Session {
         // Observers that fall behind resynchronise; a roomy buffer makes
         // that rare.
         cfg.signal_buffer = 1 << 16;
-        let agents = Arc::new(AgentRegistry::builtin(speed));
+        let tails = crate::agents::Tails::new();
+        let ctx = play.run_context(
+            &run_dir.run_id,
+            Some(run_dir.path.join("logs")),
+            tails.clone(),
+        );
+        let agents = Arc::new(play.agent_registry(speed, ctx));
         let router = play.palette_router(Some(&run_dir.path), speed);
         let builder: Arc<dyn NodeBuilder> = Arc::new(router.clone());
         let op_roles = play.op_roles(&built);
@@ -109,6 +117,7 @@ impl Session {
             control,
             control_error,
             speed,
+            tails,
         })
     }
 

@@ -32,6 +32,7 @@ fn profile(name: &str, role: &str, max: u32) -> RoleProfile {
         max_instances: max,
         reuse: None,
         lifetime: None,
+        tools: None,
     }
 }
 
@@ -582,7 +583,7 @@ fn capacity_validation_reports_every_problem() {
         "`reuse` in [capacity] has an unknown value \"sometimes\"",
         "unknown key `extra` in [capacity]",
         "role profile coder names unknown role \"coder_role\"",
-        "`provider` in [role_profiles.coder] has an unknown value \"gpt\"",
+        "provider of [role_profiles.coder] names unknown agent \"gpt\"",
         "`thinking` in [role_profiles.coder] has an unknown value \"extreme\"",
         "workspace_group of coder applies only to git-worktree",
         "startup_args of coder sets the model (--model=opus)",

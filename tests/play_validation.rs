@@ -285,7 +285,7 @@ fn agents_and_sim_behaviour_are_checked() {
     assert_eq!(
         e,
         [
-            "`agent` in operation \"a\" has an unknown value \"claude\"",
+            "agent of operation \"a\" names unknown agent \"claude\"",
             "`sim` of operation \"b\" applies only to agent = \"sim\"",
             "`outcome` in `sim` of operation \"c\" has an unknown value \"explode\"",
             "`sim` of operation \"c\" emits[0] must hold exactly one of spawn_request or escalation",

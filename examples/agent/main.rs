@@ -21,7 +21,8 @@
 //! ```
 //!
 //! Everything else in the prompt is the instruction; the first line names
-//! the work in the result's summary.
+//! the work in the result's summary. Pauses are divided by
+//! `PLAYDECK_SPEED` (playdeck exports its `--speed`).
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -148,8 +149,15 @@ fn say(v: Value) {
     }
 }
 
+/// Pauses scaled by the run's speed (`playdeck run --speed 4` exports
+/// PLAYDECK_SPEED=4), so demos and tests can run fast.
 fn pause(secs: f64) {
-    std::thread::sleep(Duration::from_secs_f64(secs));
+    let speed = std::env::var("PLAYDECK_SPEED")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(1.0);
+    std::thread::sleep(Duration::from_secs_f64(secs / speed));
 }
 
 fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, stdin: bool) -> i32 {

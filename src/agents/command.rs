@@ -39,7 +39,7 @@ pub struct ProfileOverlay {
 }
 
 /// What every command agent of a run shares.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RunContext {
     pub run_id: String,
     /// Per-operation logs go here; none for previews.
@@ -51,6 +51,23 @@ pub struct RunContext {
     /// Role profiles by name.
     pub profiles: HashMap<String, ProfileOverlay>,
     pub tails: Arc<Tails>,
+    /// The run's speed, exported as `PLAYDECK_SPEED`: real agents ignore
+    /// it, the example agent scales its pauses by it.
+    pub speed: f64,
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        RunContext {
+            run_id: String::new(),
+            log_dir: None,
+            workspace: PathBuf::from("."),
+            flag_profile: None,
+            profiles: HashMap::new(),
+            tails: Tails::new(),
+            speed: 1.0,
+        }
+    }
 }
 
 /// An operation's own choices, carried in its params.
@@ -175,6 +192,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         ("PLAYDECK_OP_ID".to_string(), inv.op_id.to_string()),
         ("PLAYDECK_ATTEMPT".to_string(), inv.attempt.to_string()),
         ("PLAYDECK_WORKSPACE".to_string(), cwd.display().to_string()),
+        ("PLAYDECK_SPEED".to_string(), ctx.speed.to_string()),
     ]);
     if let Some(r) = &inv.role {
         extra.push(("PLAYDECK_ROLE".to_string(), r.to_string()));

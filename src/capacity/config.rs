@@ -45,6 +45,10 @@ pub struct RoleProfile {
     /// playdeck's addition: a lifetime per profile (default from
     /// `[capacity] default_lifetime`).
     pub lifetime: Option<Lifetime>,
+    /// Tool access for operations on its instances (below an operation's
+    /// own `tools`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::agents::ToolSet>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 //! `~/.config/playdeck`) and themes in `<config dir>/themes/`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -34,15 +33,7 @@ pub struct ConsoleConfig {
     pub bell: bool,
 }
 
-pub fn config_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("PLAYDECK_CONFIG_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(d).join("playdeck"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("playdeck"))
-}
+pub use crate::paths::config_dir;
 
 /// `NO_COLOR` (set and not empty) asks for no colour.
 pub fn no_color() -> bool {

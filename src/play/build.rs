@@ -82,10 +82,7 @@ impl Play {
         let mut b = GraphBuilder::with_capacity(self.operations.len());
         for (def, &op_id) in self.operations.iter().zip(&op_ids) {
             let role: Arc<str> = Arc::from(def.role.as_str());
-            let params = match &def.sim {
-                Some(spec) => serde_json::to_value(spec).expect("a sim spec serialises"),
-                None => Value::Null,
-            };
+            let params = def.params();
             let op = Operation {
                 op_id,
                 reference_id: Arc::from(def.id.as_str()),
@@ -123,6 +120,52 @@ impl Play {
         Ok((b.build()?, op_ids))
     }
 
+    /// What the agent registry of a run of this play needs: the log
+    /// directory, the play's flag profile, role profile overlays.
+    pub fn run_context(
+        &self,
+        run_id: &str,
+        log_dir: Option<std::path::PathBuf>,
+        tails: Arc<crate::agents::Tails>,
+    ) -> crate::agents::RunContext {
+        let profiles = self
+            .capacity
+            .iter()
+            .flat_map(|c| c.profiles.values())
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    crate::agents::ProfileOverlay {
+                        model: p.model.clone(),
+                        thinking: p.thinking,
+                        startup_args: p.startup_args.clone(),
+                        flag_profile: p.provider_profile.clone(),
+                        tools: p.tools.clone(),
+                    },
+                )
+            })
+            .collect();
+        crate::agents::RunContext {
+            run_id: run_id.to_string(),
+            log_dir,
+            workspace: self.dir.clone(),
+            flag_profile: self.flag_profile.clone(),
+            profiles,
+            tails,
+            speed: self.speed,
+        }
+    }
+
+    /// The agents of a run: the built-ins and this play's agent CLIs.
+    pub fn agent_registry(
+        &self,
+        speed: f64,
+        mut ctx: crate::agents::RunContext,
+    ) -> crate::agents::AgentRegistry {
+        ctx.speed = speed;
+        crate::agents::AgentRegistry::with_commands(speed, self.agents.values(), Arc::new(ctx))
+    }
+
     /// Run settings from `[play]`.
     pub fn run_config(&self, run_id: &str) -> RunConfig {
         RunConfig {
@@ -133,6 +176,34 @@ impl Play {
             max_spawn: self.max_spawn,
             context: self.context.clone(),
             ..RunConfig::default()
+        }
+    }
+}
+
+impl super::OpDef {
+    /// The operation's agent parameters: its sim behaviour, and for agent
+    /// CLIs its flag profile and ToolSet (keys both kinds of agent ignore
+    /// when they are not theirs, so a role profile may move it between
+    /// them).
+    pub fn params(&self) -> Value {
+        let mut m = match &self.sim {
+            Some(spec) => match serde_json::to_value(spec).expect("a sim spec serialises") {
+                Value::Object(m) => m,
+                _ => unreachable!("a sim spec is an object"),
+            },
+            None => serde_json::Map::new(),
+        };
+        let own = crate::agents::AgentParams {
+            flag_profile: self.flag_profile.clone(),
+            tools: self.tools.clone(),
+        };
+        if let Value::Object(o) = own.to_value() {
+            m.extend(o);
+        }
+        if m.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(m)
         }
     }
 }

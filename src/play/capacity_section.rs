@@ -8,7 +8,8 @@ use indexmap::IndexMap;
 use super::diag::{Diagnostic, did_you_mean};
 use super::reader::{Reader, Table};
 use super::{OpDef, is_valid_name};
-use crate::agents::BUILTIN_AGENTS;
+use crate::agents::AgentDef;
+use crate::agents::argv::thinking_control;
 use crate::capacity::config::{
     CapacityConfig, DEFAULT_MAX_NODES, DEFAULT_NAME_TEMPLATE, Lifetime, Reuse, RoleProfile,
     Thinking, WorkspaceMode, find_repo_root, render_name, sets_model_or_thinking,
@@ -34,6 +35,7 @@ const PROFILE_KEYS: &[&str] = &[
     "max_instances",
     "reuse",
     "lifetime",
+    "tools",
 ];
 
 pub(super) fn read(
@@ -41,6 +43,7 @@ pub(super) fn read(
     root: &Table<'_, '_>,
     palette: &PaletteConfig,
     dir: &Path,
+    agents: &std::collections::BTreeMap<String, AgentDef>,
 ) -> Option<CapacityConfig> {
     let cap = root.get("capacity");
     let profiles_v = root.get("role_profiles");
@@ -110,7 +113,7 @@ pub(super) fn read(
                 continue;
             }
             if let Some(pt) = r.table(pv, &format!("[role_profiles.{name}]"))
-                && let Some(p) = read_profile(r, &pt, name, palette, &cfg)
+                && let Some(p) = read_profile(r, &pt, name, palette, &cfg, agents)
             {
                 cfg.profiles.insert(name.to_string(), p);
             }
@@ -178,6 +181,7 @@ fn read_profile(
     name: &str,
     palette: &PaletteConfig,
     cfg: &CapacityConfig,
+    agents: &std::collections::BTreeMap<String, AgentDef>,
 ) -> Option<RoleProfile> {
     t.deny_unknown(r, PROFILE_KEYS);
     let before = r.diags.len();
@@ -206,12 +210,30 @@ fn read_profile(
     }
     let provider = t
         .require(r, "provider", "\"sim\"")
-        .and_then(|_| t.choice(r, "provider", &BUILTIN_AGENTS));
+        .and_then(|_| super::agents_section::read_agent_ref(r, t, "provider", agents));
     let max = t
         .require(r, "max_instances", "2")
         .and_then(|_| t.int(r, "max_instances", 1, 1000));
     let model = t.string(r, "model");
     let thinking = t.choice(r, "thinking", Thinking::ALLOWED);
+    // A provider that cannot take a thinking level fails visibly (spec:
+    // never silently ignored).
+    if let (Some((_, span)), Some(p)) = (&thinking, provider.as_ref().and_then(|p| agents.get(p)))
+        && thinking_control(p.stream_format).is_none()
+    {
+        r.push(
+            Diagnostic::new(
+                span.clone(),
+                format!(
+                    "role profile {name} sets thinking, but agent {:?} ({} format) has no thinking control",
+                    p.name,
+                    p.stream_format.as_str()
+                ),
+                "unsupported by the provider",
+            )
+            .help("thinking maps to claude (MAX_THINKING_TOKENS), codex (model_reasoning_effort) and jsonl (PLAYDECK_THINKING) agents; remove thinking or use one of those"),
+        );
+    }
     let mode = match t.choice(r, "workspace_mode", WorkspaceMode::ALLOWED) {
         Some((m, span)) => {
             let mode = WorkspaceMode::parse(&m).expect("checked");
@@ -264,13 +286,14 @@ fn read_profile(
     }
     let reuse = t.choice(r, "reuse", Reuse::ALLOWED);
     let lifetime = t.choice(r, "lifetime", Lifetime::ALLOWED);
+    let tools = super::agents_section::read_tools(r, t, "tools");
     if r.diags.len() > before {
         return None;
     }
     Some(RoleProfile {
         name: name.to_string(),
         role: canonical(&role?.0),
-        provider: provider?.0,
+        provider: provider?,
         model: model.map(|(m, _)| m),
         thinking: thinking.and_then(|(t, _)| Thinking::parse(&t)),
         workspace_mode: mode,
@@ -280,6 +303,7 @@ fn read_profile(
         max_instances: max?.0 as u32,
         reuse: reuse.and_then(|(x, _)| Reuse::parse(&x)),
         lifetime: lifetime.and_then(|(x, _)| Lifetime::parse(&x)),
+        tools,
     })
 }
 

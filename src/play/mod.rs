@@ -2,6 +2,7 @@
 //! Loading validates everything and reports all problems at once, with
 //! positions; a rejected play creates nothing.
 
+mod agents_section;
 pub mod build;
 mod capacity_section;
 pub mod demo;
@@ -48,6 +49,10 @@ pub struct Play {
     pub capacity: Option<crate::capacity::CapacityConfig>,
     /// The play's directory: the run's shared workspace.
     pub dir: std::path::PathBuf,
+    /// Agent CLIs: the user's agents file under the play's `[agents]`.
+    pub agents: std::collections::BTreeMap<String, crate::agents::AgentDef>,
+    /// `[play] flag_profile`: the default selection (none by default).
+    pub flag_profile: Option<String>,
 }
 
 /// How an operation is placed in the graph (ADR-0033 D2: three explicit
@@ -78,6 +83,11 @@ pub struct OpDef {
     /// A role profile named explicitly (`profile = "coder"`).
     pub profile: Option<String>,
     pub profile_span: Option<Span>,
+    /// ADR-011: the flag profile, over `[play] flag_profile`.
+    pub flag_profile: Option<String>,
+    pub flag_profile_span: Option<Span>,
+    pub tools: Option<crate::agents::ToolSet>,
+    pub tools_span: Option<Span>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,8 +103,10 @@ pub enum LoadError {
 }
 
 impl Play {
-    /// Reads and validates a play file.
+    /// Reads and validates a play file, with the user's agents file
+    /// (`<config dir>/agents.toml`) under its `[agents]`.
     pub fn load(path: &Path) -> Result<Play, LoadError> {
+        let user = agents_section::load_user_agents()?;
         let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
             path: path.display().to_string(),
             source,
@@ -103,7 +115,7 @@ impl Play {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => std::path::PathBuf::from("."),
         };
-        Play::from_str_in(&path.display().to_string(), &text, &dir).map_err(LoadError::Invalid)
+        parse::parse(&path.display().to_string(), &text, &dir, &user).map_err(LoadError::Invalid)
     }
 
     /// Validates play text; `file` names it in diagnostics. The play's
@@ -114,7 +126,7 @@ impl Play {
 
     /// Validates play text that lives in `dir`.
     pub fn from_str_in(file: &str, text: &str, dir: &std::path::Path) -> Result<Play, Diagnostics> {
-        parse::parse(file, text, dir)
+        parse::parse(file, text, dir, &Default::default())
     }
 
     /// The built-in demo play.
@@ -124,6 +136,21 @@ impl Play {
 
     pub fn op(&self, id: &str) -> Option<&OpDef> {
         self.operations.iter().find(|o| o.id == id)
+    }
+
+    /// The role profile an operation's instances come from, when capacity
+    /// governs it.
+    pub fn profile_for(&self, op: &OpDef) -> Option<&crate::capacity::RoleProfile> {
+        self.capacity
+            .as_ref()
+            .filter(|c| c.enabled)?
+            .profile_for(Some(&op.role), op.profile.as_deref())
+    }
+
+    /// The agent an operation runs on: its profile's provider, else its
+    /// own `agent`.
+    pub fn runs_on<'a>(&'a self, op: &'a OpDef) -> &'a str {
+        self.profile_for(op).map_or(&op.agent, |p| &p.provider)
     }
 
     /// One line for `playdeck validate`.

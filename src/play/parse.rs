@@ -1,17 +1,18 @@
 //! Reads a play document into [`Play`], collecting every problem.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use toml::de::DeValue;
 
+use super::agents_section;
 use super::diag::{Diagnostic, Diagnostics, Span, did_you_mean, list};
 use super::reader::{Reader, Table, parse_document};
 use super::{
     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, OpDef, Placement, Play, is_spawn_name, is_valid_name,
 };
-use crate::agents::{BUILTIN_AGENTS, SimEmit, SimOutcome, SimSpec};
+use crate::agents::{AgentDef, SimEmit, SimOutcome, SimSpec};
 use crate::kernel::Condition;
 use crate::kernel::graph::validate_json_pointer;
 
@@ -23,6 +24,7 @@ const ROOT_KEYS: &[&str] = &[
     "profiles",
     "capacity",
     "role_profiles",
+    "agents",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -33,6 +35,7 @@ const PLAY_KEYS: &[&str] = &[
     "max_spawn",
     "speed",
     "context",
+    "flag_profile",
 ];
 const OP_KEYS: &[&str] = &[
     "id",
@@ -45,6 +48,8 @@ const OP_KEYS: &[&str] = &[
     "agent",
     "sim",
     "profile",
+    "flag_profile",
+    "tools",
 ];
 const SIM_KEYS: &[&str] = &[
     "duration_ms",
@@ -66,7 +71,14 @@ const REQUEST_KEYS: &[&str] = &[
 const WHEN_WORDS: &[&str] = &["succeeded", "failed", "always"];
 const MAX_SIM_MS: i64 = 86_400_000;
 
-pub fn parse(file: &str, source: &str, dir: &std::path::Path) -> Result<Play, Diagnostics> {
+/// Parses a play; `user_agents` (the user's agents file) are merged under
+/// the play's `[agents]`, the play winning.
+pub fn parse(
+    file: &str,
+    source: &str,
+    dir: &std::path::Path,
+    user_agents: &BTreeMap<String, AgentDef>,
+) -> Result<Play, Diagnostics> {
     let fail = |items: Vec<Diagnostic>| Diagnostics {
         file: Arc::from(file),
         source: Arc::from(source),
@@ -99,7 +111,11 @@ pub fn parse(file: &str, source: &str, dir: &std::path::Path) -> Result<Play, Di
         warnings: Vec::new(),
         capacity: None,
         dir: dir.to_path_buf(),
+        agents: user_agents.clone(),
+        flag_profile: None,
     };
+    let own = agents_section::read(&mut r, &root, dir, std::path::Path::new(file));
+    play.agents.extend(own);
     if let Some(v) = root.require(&mut r, "play", "{ name = \"...\" } (a [play] table)")
         && let Some(t) = r.table(v, "[play]")
     {
@@ -107,13 +123,14 @@ pub fn parse(file: &str, source: &str, dir: &std::path::Path) -> Result<Play, Di
     }
     let mut shapes = Vec::new();
     if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
-        read_operations(&mut r, v, &mut play.operations, &mut shapes);
+        read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);
     }
     check_graph(&mut r, &play.source, &shapes);
     play.palette = super::palette_section::read(&mut r, &root);
     super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
-    play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir);
+    play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
+    check_command_options(&mut r, &play);
     if play.palette.legacy {
         play.warnings
             .push(crate::palette::model::LEGACY_WARNING.to_string());
@@ -164,6 +181,7 @@ fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
     if let Some((ctx, _)) = t.json_object(r, "context") {
         play.context = ctx;
     }
+    play.flag_profile = agents_section::read_flag_profile(r, t, "flag_profile");
 }
 
 /// The id and dependencies of an operation, read even when the rest of it
@@ -177,6 +195,7 @@ struct Shape {
 fn read_operations(
     r: &mut Reader,
     v: &super::reader::Val<'_>,
+    agents: &BTreeMap<String, AgentDef>,
     out: &mut Vec<OpDef>,
     shapes: &mut Vec<Shape>,
 ) {
@@ -202,7 +221,7 @@ fn read_operations(
         let Some(t) = r.table(item, &name) else {
             continue;
         };
-        if let Some(op) = read_operation(r, &t) {
+        if let Some(op) = read_operation(r, &t, agents) {
             out.push(op);
         }
         let quiet = &mut Reader::default();
@@ -213,7 +232,11 @@ fn read_operations(
     }
 }
 
-fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
+fn read_operation(
+    r: &mut Reader,
+    t: &Table<'_, '_>,
+    agents: &BTreeMap<String, AgentDef>,
+) -> Option<OpDef> {
     t.deny_unknown(r, OP_KEYS);
     let before = r.diags.len();
     let id = t
@@ -305,7 +328,7 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
     }
     let approval = t.bool(r, "approval").is_some_and(|(b, _)| b);
     let agent = match t.get("agent") {
-        Some(_) => t.choice(r, "agent", &BUILTIN_AGENTS).map(|(s, _)| s),
+        Some(_) => agents_section::read_agent_ref(r, &t, "agent", agents),
         None => Some("sim".to_string()),
     };
     let sim = t.get("sim").and_then(|v| {
@@ -323,6 +346,10 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
             .and_then(|s| read_sim(r, &s))
     });
     let profile = t.string(r, "profile");
+    let flag_profile = agents_section::read_flag_profile(r, &t, "flag_profile");
+    let flag_profile_span = flag_profile.as_ref().map(|_| t.key_span("flag_profile"));
+    let tools = agents_section::read_tools(r, &t, "tools");
+    let tools_span = tools.as_ref().map(|_| t.key_span("tools"));
     if r.diags.len() > before {
         return None;
     }
@@ -341,6 +368,10 @@ fn read_operation(r: &mut Reader, t: &Table<'_, '_>) -> Option<OpDef> {
         sim,
         profile_span: profile.as_ref().map(|(_, s)| s.clone()),
         profile: profile.map(|(p, _)| p),
+        flag_profile,
+        flag_profile_span,
+        tools,
+        tools_span,
     })
 }
 
@@ -513,6 +544,33 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
                         "no operation has this id",
                     )
                     .help(help),
+                );
+            }
+        }
+    }
+}
+
+/// `flag_profile` and `tools` only mean something to agent CLIs: on an
+/// operation that can only run on a built-in agent they would be silently
+/// ignored, so they are refused.
+fn check_command_options(r: &mut Reader, play: &Play) {
+    for op in &play.operations {
+        let agent = play.runs_on(op);
+        if play.agents.contains_key(agent) {
+            continue;
+        }
+        for (what, span) in [
+            ("flag_profile", &op.flag_profile_span),
+            ("tools", &op.tools_span),
+        ] {
+            if let Some(span) = span {
+                r.push(
+                    Diagnostic::new(
+                        span.clone(),
+                        format!("{what} of operation {:?} has no effect: it runs on the built-in agent {agent:?}", op.id),
+                        "ignored by this agent",
+                    )
+                    .help("set agent to one defined under [agents.<name>] (or a role profile whose provider is one), or remove it"),
                 );
             }
         }
