@@ -430,3 +430,35 @@ async fn the_claude_stream_format_end_to_end() {
         .unwrap();
     assert!(usage.cost_usd.unwrap() > 0.0 && usage.output_tokens.unwrap() > 0);
 }
+
+#[tokio::test]
+async fn an_unknown_flag_profile_warns_through_the_run_and_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.flags.insert("plan".into(), vec!["--think".into()]);
+    let (run, _h, signals, _t) = run_setup(
+        d,
+        "x\n@sleep 0",
+        json!({"flag_profile": "research"}),
+        dir.path(),
+    );
+    let env = run.run().await;
+    let id = common::ids_by_name(&env)["work"];
+    assert_eq!(env.result_of(&id).unwrap()["flags"], json!([]));
+    let warnings: Vec<String> = signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Warning { message, op_id } if *op_id == Some(id) => {
+                Some(message.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .contains("agent \"ex\": no flags for profile 'research' (profiles it defines: plan)"),
+        "{warnings:?}"
+    );
+}

@@ -74,51 +74,89 @@ impl Screen {
     }
 }
 
+/// The binary in a 120×36 pseudo-terminal, in `dir`, with its own config
+/// directory.
+struct Console {
+    screen: Screen,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+}
+
+impl Console {
+    fn open(dir: &std::path::Path, args: &[&str]) -> Console {
+        std::fs::create_dir_all(dir.join("config")).unwrap();
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 36,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
+        cmd.args(args);
+        cmd.cwd(dir);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("PLAYDECK_CONFIG_DIR", dir.join("config"));
+        cmd.env_remove("NO_COLOR");
+        let child = pty.slave.spawn_command(cmd).unwrap();
+        drop(pty.slave);
+        let mut reader = pty.master.try_clone_reader().unwrap();
+        let writer = pty.master.take_writer().unwrap();
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(
+            std::num::NonZero::new(36).unwrap(),
+            std::num::NonZero::new(120).unwrap(),
+            0,
+        )));
+        let feed = parser.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                feed.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        Console {
+            screen: Screen { parser },
+            writer,
+            child,
+        }
+    }
+
+    fn press(&mut self, keys: &[u8]) {
+        self.writer.write_all(keys).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Waits for the process to end; its exit code.
+    fn wait_exit(&mut self) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.exit_code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "playdeck did not exit; screen:\n{}",
+                self.screen.contents()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 #[test]
 fn an_operator_session_in_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
-    std::fs::create_dir_all(dir.path().join("config")).unwrap();
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 36,
-            cols: 120,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
-    cmd.args(["run", "pty.toml"]);
-    cmd.cwd(dir.path());
-    cmd.env("TERM", "xterm-256color");
-    cmd.env("PLAYDECK_CONFIG_DIR", dir.path().join("config"));
-    cmd.env_remove("NO_COLOR");
-    let mut child = pty.slave.spawn_command(cmd).unwrap();
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().unwrap();
-    let mut writer = pty.master.take_writer().unwrap();
-    let parser = Arc::new(Mutex::new(vt100::Parser::new(
-        std::num::NonZero::new(36).unwrap(),
-        std::num::NonZero::new(120).unwrap(),
-        0,
-    )));
-    let feed = parser.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            feed.lock().unwrap().process(&buf[..n]);
-        }
-    });
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let parser = console.screen.parser.clone();
     let screen = Screen {
         parser: parser.clone(),
     };
-    let mut press = |keys: &[u8]| {
-        writer.write_all(keys).unwrap();
-        writer.flush().unwrap();
-    };
+    let mut press = |keys: &[u8]| console.press(keys);
 
     // The lanes appear and the plan runs.
     screen.wait_for("the lanes", |s| {
@@ -174,20 +212,8 @@ fn an_operator_session_in_a_terminal() {
     press(b"q");
     screen.wait_for("the quit question", |s| s.contains("Quit playdeck?"));
     press(b"y");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "playdeck did not exit; screen:\n{}",
-            screen.contents()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
     // Cancelled: exit 1.
-    assert_eq!(status.exit_code(), 1);
+    assert_eq!(console.wait_exit(), 1);
     std::thread::sleep(Duration::from_millis(200));
     let p = parser.lock().unwrap();
     assert!(
@@ -204,4 +230,71 @@ fn an_operator_session_in_a_terminal() {
         serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["outcome"], "cancelled");
     assert!(!run.join("ctl/control.sock").exists());
+}
+
+/// Real agent CLIs in the console: the running lane shows what the agent
+/// does, the node inspector its output; quitting kills its processes.
+#[test]
+fn real_agents_in_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    // A marker no other process has in its command line.
+    let marker = format!("pty-marker-{}", std::process::id());
+    let play = format!(
+        "[play]\nname = \"agents\"\n[palette]\nroles = [{{ role = \"implementer\" }}]\n\
+         [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"claude\"\nflags.stream = [\"--format\", \"claude\"]\n\
+         [[operations]]\nid = \"long\"\nrole = \"implementer\"\nagent = \"cli\"\nflag_profile = \"stream\"\n\
+         instruction = \"{marker}\\n@fork 120\\n@stderr compiling\\n@sleep 240\"\n"
+    );
+    std::fs::write(dir.path().join("agents.toml"), play).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "agents.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the agent's state in the running lane", |s| {
+        s.contains("running 1") && s.contains("long thinking…")
+    });
+    assert!(processes_with(&marker) >= 1, "the agent runs");
+    // Focus the running column and inspect the operation.
+    console.press(b"l");
+    console.press(b"\r");
+    let c = screen.wait_for("the node inspector with output", |s| {
+        s.contains("agent") && s.contains("output") && s.contains("compiling")
+    });
+    assert!(c.contains("long.1.stdout.log"), "{c}");
+    console.press(b"\x1b");
+    // Apart, or ESC q reads as alt-q.
+    screen.wait_for("the inspector to close", |s| !s.contains("compiling"));
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Quit playdeck?"));
+    console.press(b"y");
+    assert_eq!(console.wait_exit(), 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_with(&marker) > 0 {
+        assert!(Instant::now() < deadline, "agent processes outlived quit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Live (not zombie) processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .count()
 }

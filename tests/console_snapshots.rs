@@ -185,3 +185,73 @@ async fn filter_and_ledger_outcome_filter() {
     assert!(!t.contains("✓ spawn-"), "{t}");
     s.finish().await;
 }
+
+/// An agent CLI's live state in the running lane, and its usage and last
+/// output lines in the node inspector. The demo runs on sim, so the
+/// agent's signals and output are put in by hand, as a runner would.
+#[tokio::test(start_paused = true)]
+async fn agent_activity_usage_and_output() {
+    use playdeck::console::app::Overlay;
+    use playdeck::kernel::{ActivityState, Lane, Signal, SignalKind, Usage};
+    // Wide enough for the running column to show the tool.
+    let mut s = scene(12.0, 200, 40).await;
+    let ix = s
+        .app
+        .vm
+        .lane(Lane::Running)
+        .iter()
+        .find(|&i| i != u32::MAX)
+        .expect("something runs at 12 s");
+    let n = s.app.vm.node(ix).clone();
+    let sig = |seq, kind| Signal {
+        v: 1,
+        seq,
+        elapsed: 12.0,
+        kind,
+    };
+    s.app.fold(&sig(
+        1_000_000,
+        SignalKind::AgentActivity {
+            op_id: n.op_id,
+            name: n.name.clone(),
+            attempt: n.attempt,
+            state: ActivityState::Tool,
+            tool: Some("Bash".into()),
+        },
+    ));
+    s.app.fold(&sig(
+        1_000_001,
+        SignalKind::AgentUsage {
+            op_id: n.op_id,
+            name: n.name.clone(),
+            attempt: n.attempt,
+            usage: Usage {
+                cost_usd: Some(0.0123),
+                input_tokens: Some(12_345),
+                output_tokens: Some(678),
+            },
+        },
+    ));
+    s.session.tails.start(
+        n.op_id,
+        n.attempt,
+        vec!["claude".into()],
+        Some("/runs/demo/logs/op.1.stdout.log".into()),
+    );
+    s.session.tails.push(
+        n.op_id,
+        false,
+        "{\"type\":\"state\",\"state\":\"tool\",\"tool\":\"Bash\"}",
+    );
+    s.session.tails.push(n.op_id, true, "warning: 2 lints");
+    s.app.after_fold();
+    let screen = text(&s.render());
+    assert!(screen.contains("⚙ Bash"), "{screen}");
+    insta::assert_snapshot!("agent_running_lane", screen);
+    s.app.overlay = Overlay::Inspector {
+        node: ix,
+        scroll: 0,
+    };
+    insta::assert_snapshot!("agent_node_inspector", text(&s.render()));
+    s.finish().await;
+}

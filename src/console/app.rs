@@ -102,6 +102,8 @@ pub struct Hooks {
     pub decorate: Option<Arc<dyn InstructionDecorator>>,
     /// What a release would do now, for the confirmation.
     pub release_preview: Option<Arc<dyn Fn() -> ReleaseResult + Send + Sync>>,
+    /// The last lines agent CLIs printed, for the node inspector.
+    pub tails: Option<Arc<crate::agents::Tails>>,
 }
 
 /// Where panes were drawn last, for mouse hits and page sizes.

@@ -10,8 +10,8 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde_json::Value;
 
 use crate::kernel::{
-    DropReason, Lane, NodeStatus, OpId, Outcome, PauseReason, RoleOrigin, Signal, SignalKind,
-    Snapshot, lane_for,
+    ActivityState, DropReason, Lane, NodeStatus, OpId, Outcome, PauseReason, RoleOrigin, Signal,
+    SignalKind, Snapshot, Usage, lane_for,
 };
 
 /// A node's lane history stays short; longer ones keep the latest.
@@ -39,6 +39,10 @@ pub struct NodeView {
     pub escalation: Option<Arc<str>>,
     pub capacity_wait: Option<Arc<str>>,
     pub instance: Option<Arc<str>>,
+    /// What its agent is doing, as its stream tells (agent CLIs).
+    pub activity: Option<(ActivityState, Option<Arc<str>>)>,
+    /// Its agent's cost and tokens so far.
+    pub usage: Option<Usage>,
     /// Lane entries, in order: (lane, when).
     pub history: Vec<(Lane, f64)>,
     /// Position in its lane's entry list.
@@ -362,6 +366,8 @@ impl ViewModel {
             escalation: None,
             capacity_wait: None,
             instance: None,
+            activity: None,
+            usage: None,
             history: Vec::new(),
             lane_pos: TOMB,
         });
@@ -424,6 +430,33 @@ impl ViewModel {
                 self.run.stepping = false;
             }
             SignalKind::Warning { message, .. } => self.warnings.push((at, message.clone())),
+            SignalKind::AgentActivity {
+                op_id,
+                attempt,
+                state,
+                tool,
+                ..
+            } => {
+                if let Some(&ix) = self.by_id.get(op_id) {
+                    let n = &mut self.nodes[ix as usize];
+                    if n.attempt == *attempt {
+                        n.activity = Some((*state, tool.clone()));
+                    }
+                }
+            }
+            SignalKind::AgentUsage {
+                op_id,
+                attempt,
+                usage,
+                ..
+            } => {
+                if let Some(&ix) = self.by_id.get(op_id) {
+                    let n = &mut self.nodes[ix as usize];
+                    if n.attempt == *attempt {
+                        n.usage = Some(*usage);
+                    }
+                }
+            }
             SignalKind::Spawned {
                 name,
                 parent_id,
@@ -606,6 +639,8 @@ impl ViewModel {
                     n.attempt = *attempt;
                     n.started_at = Some(at);
                     n.instance = instance.clone();
+                    n.activity = None;
+                    n.usage = None;
                     leave_wait = true;
                 }
                 SignalKind::Completed { result, .. } => {
@@ -715,6 +750,8 @@ impl ViewModel {
                     .filter(|w| w.starts_with("capacity"))
                     .map(Arc::from),
                 instance: None,
+                activity: None,
+                usage: None,
                 history: vec![(n.lane, n.lane_since)],
                 lane_pos: TOMB,
             });

@@ -69,6 +69,7 @@ pub fn hooks(session: &Session) -> Hooks {
                 Arc::new(move || r.release_preview());
             f
         }),
+        tails: Some(session.tails.clone()),
     }
 }
 

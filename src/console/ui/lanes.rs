@@ -8,7 +8,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{duration, fit, pane_block, selected_style};
 use crate::console::app::{App, Geometry, Pane};
-use crate::kernel::Lane;
+use crate::kernel::{ActivityState, Lane};
 
 pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
     let t = app.theme();
@@ -61,7 +61,14 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             } else {
                 duration(app.node_time(ix))
             };
-            let role = n.role.as_deref().unwrap_or("");
+            // A running agent CLI shows what it does instead of its role.
+            let activity = match (&n.activity, n.lane) {
+                (Some((state, tool)), Lane::Running) => activity_label(*state, tool.as_deref()),
+                _ => None,
+            };
+            let role = activity
+                .as_deref()
+                .unwrap_or_else(|| n.role.as_deref().unwrap_or(""));
             let name_w = w.saturating_sub(time.chars().count() + 2);
             let left = if role.is_empty() || name_w < 14 {
                 fit(&n.name, name_w)
@@ -106,6 +113,16 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             )));
         }
         f.render_widget(Paragraph::new(lines), inner);
+    }
+}
+
+/// How a running agent's state reads in a lane row.
+pub fn activity_label(state: ActivityState, tool: Option<&str>) -> Option<String> {
+    match state {
+        ActivityState::Thinking => Some("thinking…".into()),
+        ActivityState::Writing => Some("writing…".into()),
+        ActivityState::Tool => Some(format!("⚙ {}", tool.unwrap_or("tool"))),
+        ActivityState::Waiting => None,
     }
 }
 

@@ -14,7 +14,7 @@ use super::{duration, selected_style, short_instance};
 use crate::console::app::{App, Overlay};
 use crate::console::keymap::{ACTIONS, Scope};
 use crate::console::theme::Theme;
-use crate::kernel::SpawnBudget;
+use crate::kernel::{ActivityState, Lane, SpawnBudget, Usage};
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     match &app.overlay {
@@ -364,6 +364,18 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             Span::raw(short_instance(i, &app.vm.run.run_id).to_string()),
         ]));
     }
+    if let Some((state, tool)) = &n.activity
+        && n.lane == Lane::Running
+    {
+        let what = match state {
+            ActivityState::Tool => format!("running tool {}", tool.as_deref().unwrap_or("?")),
+            other => other.as_str().to_string(),
+        };
+        lines.push(Line::from(vec![key("agent"), Span::raw(what)]));
+    }
+    if let Some(u) = &n.usage {
+        lines.push(Line::from(vec![key("usage"), Span::raw(usage_text(u))]));
+    }
     let deps: Vec<String> = n
         .depends_on
         .iter()
@@ -442,6 +454,30 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             lines.push(Line::from(format!("  {l}")));
         }
     }
+    if let Some(tail) = app.hooks.tails.as_ref().and_then(|t| t.get(&n.op_id)) {
+        lines.push(Line::from(""));
+        let mut head = vec![Span::styled("output", bold(t))];
+        if let Some(log) = &tail.log {
+            head.push(Span::styled(
+                format!(
+                    "  (attempt {}, last {} lines; all in {})",
+                    tail.attempt,
+                    tail.lines.len(),
+                    log.display()
+                ),
+                Style::default().fg(t.dim),
+            ));
+        }
+        lines.push(Line::from(head));
+        for l in &tail.lines {
+            let style = if l.stderr {
+                Style::default().fg(t.warning)
+            } else {
+                Style::default()
+            };
+            lines.push(Line::from(Span::styled(format!("  {}", l.text), style)));
+        }
+    }
     let r = popup(
         area,
         area.width.saturating_sub(6).min(120),
@@ -456,4 +492,27 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             .block(frame(&title, t)),
         r,
     );
+}
+
+/// `$0.0123 · 12.3k tokens in · 2.1k out`, with what the stream reported.
+pub fn usage_text(u: &Usage) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = u.cost_usd {
+        parts.push(format!("${c:.4}"));
+    }
+    if let Some(i) = u.input_tokens {
+        parts.push(format!("{} tokens in", tokens(i)));
+    }
+    if let Some(o) = u.output_tokens {
+        parts.push(format!("{} out", tokens(o)));
+    }
+    parts.join(" · ")
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 10_000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
 }
