@@ -39,19 +39,23 @@ impl Outcome {
 
     /// (category, error) of a failed operation.
     fn failure(&self, name: &str) -> (String, String) {
-        self.signals
-            .all()
-            .iter()
-            .find_map(|s| match &s.kind {
-                SignalKind::Failed {
-                    node,
-                    error,
-                    category,
-                } if &*node.name == name => Some((category.to_string(), error.to_string())),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{name} did not fail"))
+        failure(&self.signals, name)
     }
+}
+
+fn failure(signals: &Collect, name: &str) -> (String, String) {
+    signals
+        .all()
+        .iter()
+        .find_map(|s| match &s.kind {
+            SignalKind::Failed {
+                node,
+                error,
+                category,
+            } if &*node.name == name => Some((category.to_string(), error.to_string())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{name} did not fail"))
 }
 
 fn run_setup(
@@ -461,4 +465,16 @@ async fn an_unknown_flag_profile_warns_through_the_run_and_adds_nothing() {
             .contains("agent \"ex\": no flags for profile 'research' (profiles it defines: plan)"),
         "{warnings:?}"
     );
+}
+
+#[tokio::test]
+async fn a_malformed_flag_profile_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, _h, signals, _t) =
+        run_setup(agent(), "x", json!({"flag_profile": "--yolo"}), dir.path());
+    run.run().await;
+    let (cat, err) = failure(&signals, "work");
+    assert_eq!(cat, "invalid_flag_profile");
+    assert!(err.contains("\"--yolo\" is not a valid name"), "{err}");
+    assert!(!dir.path().join("logs").exists(), "nothing was started");
 }

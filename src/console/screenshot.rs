@@ -215,6 +215,21 @@ pub async fn render_at(
 
 /// The whole command: renders and writes the SVG.
 pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
+    // Screenshots play the run in virtual time; an agent CLI is a real
+    // process in real time, and its stall and runtime limits would fire at
+    // once.
+    let real: Vec<&str> = play
+        .operations
+        .iter()
+        .filter(|o| play.agents.contains_key(play.runs_on(o)))
+        .map(|o| o.id.as_str())
+        .collect();
+    if !real.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "screenshots play a run in virtual time, but {} run on agent CLIs, which run in real time; screenshot a play whose operations run on sim",
+            real.join(", ")
+        )));
+    }
     crate::kernel::graph::use_sequential_ids();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
