@@ -2,6 +2,8 @@
 //! ToolSets, validated with positions and loaded atomically; the user's
 //! agents file; `playdeck argv`; the environment policy end to end.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,16 +14,8 @@ use serde_json::Value;
 const HEAD: &str = "[play]\nname = \"t\"\n";
 const OP: &str = "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"write tests\"\n";
 
-/// (line:col, message) of every problem.
 fn errors(src: &str) -> Vec<(String, String)> {
-    let d = Play::from_str("p.toml", src).expect_err("the play should be rejected");
-    d.items
-        .iter()
-        .map(|i| {
-            let (l, c) = d.line_col(i.span.start);
-            (format!("{l}:{c}"), i.message.clone())
-        })
-        .collect()
+    common::play_errors(src)
 }
 
 #[test]

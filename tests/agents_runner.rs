@@ -225,15 +225,7 @@ async fn a_stall_without_kill_warns_once_and_waits() {
     d.kill_on_stall = false;
     let out = run_one(d, "x\n@silent 0.6\n@sleep 0", dir.path()).await;
     assert_eq!(out.result("work")["summary"], "done: x");
-    let warnings: Vec<String> = out
-        .signals
-        .all()
-        .iter()
-        .filter_map(|s| match &s.kind {
-            SignalKind::Warning { message, .. } => Some(message.to_string()),
-            _ => None,
-        })
-        .collect();
+    let warnings = out.signals.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("no output for 200ms"), "{warnings:?}");
 }

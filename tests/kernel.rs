@@ -630,14 +630,7 @@ async fn extraction_stops_below_depth_four_and_the_allowlist_holds() {
     // deep: object(0) -> array(1) -> k1(2) -> k0(3) -> request object(4).
     // deeper adds one array level: depth 5, not found.
     assert_eq!(env.spawned_operations, Some(1));
-    let warnings: Vec<String> = sig
-        .all()
-        .iter()
-        .filter_map(|s| match &s.kind {
-            SignalKind::Warning { message, .. } => Some(message.to_string()),
-            _ => None,
-        })
-        .collect();
+    let warnings = sig.warnings();
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].contains("\"shell\"") && warnings[0].contains("operate"));
     let _ = OperationKind::Operate;

@@ -1,18 +1,12 @@
 //! Play validation: every problem reported at once, each with its position.
 
+mod common;
+
 use playdeck::kernel::Condition;
 use playdeck::play::{Placement, Play};
 
-/// (line:col, message) of every problem.
 fn errors(src: &str) -> Vec<(String, String)> {
-    let d = Play::from_str("p.toml", src).expect_err("the play should be rejected");
-    d.items
-        .iter()
-        .map(|i| {
-            let (l, c) = d.line_col(i.span.start);
-            (format!("{l}:{c}"), i.message.clone())
-        })
-        .collect()
+    common::play_errors(src)
 }
 
 fn helps(src: &str) -> Vec<String> {

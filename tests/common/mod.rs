@@ -156,6 +156,17 @@ impl Collect {
             .count()
     }
 
+    /// The messages of every `warning` signal, in order.
+    pub fn warnings(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter_map(|s| match &s.kind {
+                SignalKind::Warning { message, .. } => Some(message.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn started_order(&self) -> Vec<String> {
         self.all()
             .iter()
@@ -239,4 +250,16 @@ pub async fn settle() {
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
+}
+
+/// (line:col, message) of every problem in a rejected play.
+pub fn play_errors(src: &str) -> Vec<(String, String)> {
+    let d = playdeck::play::Play::from_str("p.toml", src).expect_err("the play should be rejected");
+    d.items
+        .iter()
+        .map(|i| {
+            let (l, c) = d.line_col(i.span.start);
+            (format!("{l}:{c}"), i.message.clone())
+        })
+        .collect()
 }
