@@ -45,7 +45,6 @@ fn every_bad_agent_entry_is_reported_with_its_position_and_none_registered() {
          [agents.d]\nstream_format = \"codex\"\n{OP}"
     );
     let errs = errors(&src);
-    let messages: Vec<&str> = errs.iter().map(|(_, m)| m.as_str()).collect();
     let expect = [
         ("6:9", "agent \"sim\" is built in"),
         ("9:9", "agent name \"-bad\" is not a valid name"),
@@ -75,7 +74,7 @@ fn every_bad_agent_entry_is_reported_with_its_position_and_none_registered() {
             "no error at {pos} containing {needle:?}; got {errs:#?}"
         );
     }
-    assert!(messages.len() >= expect.len());
+    assert_eq!(errs.len(), expect.len(), "one error per problem: {errs:#?}");
 }
 
 #[test]
@@ -139,6 +138,28 @@ fn toolsets_are_validated() {
         (t.permission, t.max_turns),
         (Permission::WorkspaceWrite, 25)
     );
+}
+
+#[test]
+fn role_profile_agent_options_are_checked() {
+    let src = format!(
+        "{HEAD}[capacity]\n[agents.w]\nbinary = \"w\"\nstream_format = \"jsonl\"\n\
+         [role_profiles.t]\nrole = \"tester\"\nprovider = \"w\"\nprovider_profile = \"--fast\"\nmax_instances = 1\n\
+         [role_profiles.u]\nrole = \"reviewer\"\nprovider = \"sim\"\nprovider_profile = \"plan\"\ntools = {{ permission = \"read-only\" }}\nmax_instances = 1\n{OP}"
+    );
+    let errs = errors(&src);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert!(
+        errs[0]
+            .1
+            .contains("provider_profile \"--fast\" of t is not a valid name")
+    );
+    assert!(
+        errs[1]
+            .1
+            .contains("provider_profile of role profile u has no effect")
+    );
+    assert!(errs[2].1.contains("tools of role profile u has no effect"));
 }
 
 #[test]
@@ -291,6 +312,20 @@ fn the_user_agents_file_is_merged_under_the_play() {
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("agents.toml:6:17"), "{err}");
+    // And a bad flag profile name there, with its position.
+    write(
+        &cfg,
+        "agents.toml",
+        "[agents.mine]\nbinary = \"mine-cli\"\nstream_format = \"jsonl\"\nflags.\"-v\" = [\"-v\"]\n",
+    );
+    let out = bin(&cfg).arg("validate").arg(&play).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("agents.toml:4:7")
+            && err.contains("flag profile \"-v\" of agent \"mine\" is not a valid name"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -212,9 +212,77 @@ async fn a_stall_kills_the_group() {
     let mut d = agent();
     d.stall_timeout = Duration::from_millis(300);
     let t0 = Instant::now();
-    let out = run_one(d, "x\n@silent 20", dir.path()).await;
+    let out = run_one(d, "x\n@fork 60\n@silent 20", dir.path()).await;
     assert_eq!(out.failure("work").0, "stall_timeout");
     assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_all_gone(&reported_pids(&out, "grandchild")).await;
+}
+
+#[tokio::test]
+async fn output_without_newlines_is_not_a_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = agent();
+    d.stall_timeout = Duration::from_millis(300);
+    let out = run_one(d, "spin\n@spinner 1\n@sleep 0", dir.path()).await;
+    assert_eq!(out.result("work")["summary"], "done: spin");
+}
+
+#[tokio::test]
+async fn a_process_that_left_the_group_does_not_hold_the_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let out = run_one(agent(), "x\n@escape 30\n@sleep 0", dir.path()).await;
+    let escaped = reported_pids(&out, "escaped");
+    // It still holds the pipe: reading stops after the grace period.
+    assert_eq!(out.result("work")["summary"], "done: x");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(
+        out.signals
+            .warnings()
+            .iter()
+            .any(|w| w.contains("outside its group")),
+        "{:?}",
+        out.signals.warnings()
+    );
+    // It left playdeck's reach on purpose; the test cleans up after it.
+    for pid in escaped {
+        // SAFETY: kill takes integers; pid is the test's own grandchild.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Pids the example agent reported in a text line containing `what`.
+fn reported_pids(out: &Outcome, what: &str) -> Vec<i32> {
+    let tail = out
+        .tails
+        .get(&common::ids_by_name(&out.env)["work"])
+        .unwrap();
+    let line = tail
+        .lines
+        .iter()
+        .find(|l| l.text.contains(what))
+        .unwrap_or_else(|| panic!("no {what} line in {:?}", tail.lines));
+    let v: Value = serde_json::from_str(&line.text).unwrap();
+    v["text"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+async fn assert_all_gone(pids: &[i32]) {
+    assert!(!pids.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids.iter().all(|p| pid_gone(*p)) {
+        assert!(
+            Instant::now() < deadline,
+            "processes {pids:?} outlived their operation"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -236,11 +304,12 @@ async fn max_runtime_kills_the_group() {
     let mut d = agent();
     d.max_runtime = Some(Duration::from_millis(400));
     let t0 = Instant::now();
-    let out = run_one(d, "x\n@sleep 30", dir.path()).await;
+    let out = run_one(d, "x\n@fork 60\n@sleep 30", dir.path()).await;
     let (cat, err) = out.failure("work");
     assert_eq!(cat, "timeout");
     assert!(err.contains("max_runtime 400ms"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_all_gone(&reported_pids(&out, "grandchild")).await;
 }
 
 fn pid_gone(pid: i32) -> bool {
@@ -469,4 +538,28 @@ async fn a_malformed_flag_profile_is_refused_before_anything_runs() {
     assert_eq!(cat, "invalid_flag_profile");
     assert!(err.contains("\"--yolo\" is not a valid name"), "{err}");
     assert!(!dir.path().join("logs").exists(), "nothing was started");
+}
+
+#[tokio::test]
+async fn events_without_an_answer_are_not_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    // echo prints its prompt: one state event and nothing else.
+    let d = AgentDef::new("ex", "echo", StreamFormat::Jsonl);
+    let out = run_one(d, r#"{"type":"state","state":"thinking"}"#, dir.path()).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "stream_error");
+    assert!(err.contains("without a result"), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_workspace_is_an_os_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone");
+    let out = run_one(agent(), "x", &gone).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "os_error");
+    assert!(
+        err.contains("gone") && err.contains("does not exist"),
+        "{err}"
+    );
 }

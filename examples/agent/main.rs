@@ -17,6 +17,9 @@
 //! @stderr some text      print a line on stderr
 //! @env NAME              report NAME's value (or null) in the result
 //! @fork 30               start a `sleep 30` grandchild first
+//! @escape 30             start a `sleep 30` grandchild in a process group of
+//!                        its own, holding stdout open
+//! @spinner 2             print dots without a newline for 2 s
 //! @empty                 print nothing at all
 //! ```
 //!
@@ -42,6 +45,8 @@ struct Plan {
     stderr: Vec<String>,
     env: Vec<String>,
     fork: Option<f64>,
+    escape: Option<f64>,
+    spinner: f64,
     empty: bool,
 }
 
@@ -112,6 +117,8 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "sleep" => p.sleep = secs("sleep")?,
             "silent" => p.silent = secs("silent")?,
             "fork" => p.fork = Some(secs("fork")?),
+            "escape" => p.escape = Some(secs("escape")?),
+            "spinner" => p.spinner = secs("spinner")?,
             "exit" => {
                 p.exit = rest
                     .parse()
@@ -170,8 +177,29 @@ fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, std
                 say(json!({"type": "text", "text": text}));
             })
     });
+    let _escaped = plan.escape.map(|s| {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("sleep")
+            .arg(format!("{s}"))
+            .process_group(0)
+            .spawn()
+            .inspect(|c| {
+                let text = format!("escaped grandchild {}", c.id());
+                say(json!({"type": "text", "text": text}));
+            })
+    });
     if plan.silent > 0.0 {
         pause(plan.silent);
+    }
+    if plan.spinner > 0.0 {
+        let mut out = std::io::stdout();
+        let mut left = plan.spinner;
+        while left > 0.0 {
+            let _ = out.write_all(b".").and_then(|_| out.flush());
+            pause(0.05);
+            left -= 0.05;
+        }
+        let _ = out.write_all(b"\n");
     }
     if plan.empty {
         return plan.exit;

@@ -75,6 +75,9 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         out.argv.push(agent.subcommand.clone());
     }
     match agent.prompt_via {
+        // A prompt that starts with '-' would be read as a flag; a leading
+        // space keeps it a positional argument and means nothing to a model.
+        PromptVia::Argv if req.prompt.starts_with('-') => out.argv.push(format!(" {}", req.prompt)),
         PromptVia::Argv => out.argv.push(req.prompt.to_string()),
         PromptVia::Stdin => {
             out.argv.push(STDIN_SENTINEL.to_string());
@@ -325,7 +328,7 @@ pub fn drop_managed(format: StreamFormat, args: &[String]) -> (Vec<String>, Vec<
         match arity {
             _ if inline.is_some() => {
                 if let (Arity::Keys(keys), Some(v)) = (arity, inline)
-                    && !keys.iter().any(|k| config_key(v) == *k)
+                    && !is_managed_key(keys, v)
                 {
                     kept.push(a.clone());
                     continue;
@@ -345,7 +348,7 @@ pub fn drop_managed(format: StreamFormat, args: &[String]) -> (Vec<String>, Vec<
                 }
             }
             Arity::Keys(keys) => match args.get(i) {
-                Some(v) if keys.iter().any(|k| config_key(v) == *k) => {
+                Some(v) if is_managed_key(keys, v) => {
                     group.push(v.clone());
                     i += 1;
                 }
@@ -365,8 +368,16 @@ pub fn drop_managed(format: StreamFormat, args: &[String]) -> (Vec<String>, Vec<
     (kept, dropped)
 }
 
-fn config_key(kv: &str) -> &str {
-    kv.split_once('=').map_or(kv, |(k, _)| k).trim()
+/// Whether `key=value` sets one of `keys` or a field under one
+/// (`sandbox_workspace_write.network_access`).
+fn is_managed_key(keys: &[&str], kv: &str) -> bool {
+    let key = kv.split_once('=').map_or(kv, |(k, _)| k).trim();
+    keys.iter().any(|k| {
+        key == *k
+            || key
+                .strip_prefix(k)
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
 }
 
 /// The arity of a managed flag `arg` names, and its value when attached.
@@ -392,6 +403,8 @@ fn match_flag<'a>(
     if arg.starts_with('-') && arg.len() >= 2 && arg.is_char_boundary(2) {
         let (name, attached) = arg.split_at(2);
         let (_, arity) = table.iter().find(|(f, _)| *f == name)?;
+        // `-c=value` is `-c value` to clap.
+        let attached = attached.strip_prefix('=').unwrap_or(attached);
         let attached = (!attached.is_empty()).then_some(attached);
         if attached.is_some() && *arity == Arity::Zero {
             return None;
@@ -596,84 +609,233 @@ mod tests {
         );
     }
 
+    /// (kept, dropped groups) for `args` under `format`'s ToolSet domain.
+    fn split(f: StreamFormat, args: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+        drop_managed(f, &s(args))
+    }
+
+    fn groups(g: &[&[&str]]) -> Vec<Vec<String>> {
+        g.iter().map(|x| s(x)).collect()
+    }
+
     #[test]
-    fn managed_forms_and_arity() {
-        let drop = |f, v: &[&str]| drop_managed(f, &s(v));
-        // Rest: every value up to the next flag.
-        let (kept, dropped) = drop(
+    fn claude_managed_flags_every_form_and_arity() {
+        // Rest: every value up to the next flag; `=` forms take their own.
+        let (kept, dropped) = split(
             StreamFormat::Claude,
             &[
                 "--tools",
                 "Read",
                 "Bash",
                 "--think",
-                "--max-turns",
-                "3",
+                "--allowedTools=Read",
+                "--allowed-tools",
+                "Edit",
+                "--disallowedTools",
+                "Bash",
+                "WebFetch",
+                "--disallowed-tools=Write",
                 "x",
             ],
         );
         assert_eq!(kept, s(&["--think", "x"]));
         assert_eq!(
             dropped,
-            vec![s(&["--tools", "Read", "Bash"]), s(&["--max-turns", "3"])]
+            groups(&[
+                &["--tools", "Read", "Bash"],
+                &["--allowedTools=Read"],
+                &["--allowed-tools", "Edit"],
+                &["--disallowedTools", "Bash", "WebFetch"],
+                &["--disallowed-tools=Write"],
+            ])
         );
-        // --flag=value
-        let (kept, dropped) = drop(
+        // One value, separated or attached with `=`.
+        let (kept, dropped) = split(
             StreamFormat::Claude,
-            &["--permission-mode=bypassPermissions", "--effort=high"],
+            &[
+                "--max-turns",
+                "3",
+                "--output-format=json",
+                "--permission-mode",
+                "plan",
+                "--permission-prompt-tool=mcp__x",
+                "--effort=high",
+            ],
         );
         assert_eq!(kept, s(&["--effort=high"]));
-        assert_eq!(dropped, vec![s(&["--permission-mode=bypassPermissions"])]);
-        // Bypass flags take nothing.
-        let (kept, dropped) = drop(
-            StreamFormat::Claude,
-            &["--dangerously-skip-permissions", "--verbose", "keep"],
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["--max-turns", "3"],
+                &["--output-format=json"],
+                &["--permission-mode", "plan"],
+                &["--permission-prompt-tool=mcp__x"],
+            ])
         );
-        assert_eq!(kept, s(&["keep"]));
-        assert_eq!(dropped.len(), 2);
-        // Attached short form and its long twin.
-        let (kept, dropped) = drop(
+        // No value: what follows stays.
+        let (kept, dropped) = split(
+            StreamFormat::Claude,
+            &[
+                "--verbose",
+                "keep",
+                "--include-partial-messages",
+                "--dangerously-skip-permissions",
+                "--allow-dangerously-skip-permissions",
+                "--json=x",
+            ],
+        );
+        assert_eq!(kept, s(&["keep", "--json=x"]));
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["--verbose"],
+                &["--include-partial-messages"],
+                &["--dangerously-skip-permissions"],
+                &["--allow-dangerously-skip-permissions"],
+            ])
+        );
+    }
+
+    #[test]
+    fn codex_managed_flags_every_form_and_arity() {
+        let (kept, dropped) = split(
             StreamFormat::Codex,
             &[
                 "-sread-only",
                 "--sandbox",
                 "workspace-write",
                 "-anever",
+                "--ask-for-approval=never",
+                "-a",
+                "on-request",
                 "--think",
-            ],
-        );
-        assert_eq!(kept, s(&["--think"]));
-        assert_eq!(dropped.len(), 3);
-        let (kept, dropped) = drop(
-            StreamFormat::Codex,
-            &[
+                "--json",
                 "--full-auto",
                 "--yolo",
                 "--dangerously-bypass-approvals-and-sandbox",
+            ],
+        );
+        assert_eq!(kept, s(&["--think"]));
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["-sread-only"],
+                &["--sandbox", "workspace-write"],
+                &["-anever"],
+                &["--ask-for-approval=never"],
+                &["-a", "on-request"],
+                &["--json"],
+                &["--full-auto"],
+                &["--yolo"],
+                &["--dangerously-bypass-approvals-and-sandbox"],
+            ])
+        );
+        // Config overrides: only the sandbox and approval keys, in every
+        // spelling, dotted fields included.
+        let (kept, dropped) = split(
+            StreamFormat::Codex,
+            &[
                 "-c",
                 "sandbox_mode=danger-full-access",
                 "-c",
                 "model_reasoning_effort=high",
                 "--config=approval_policy=never",
+                "-c=sandbox_mode=danger-full-access",
+                "-csandbox_mode=x",
+                "--config",
+                "sandbox_workspace_write.network_access=true",
+                "-c",
+                "sandbox_modes_extra=1",
             ],
         );
-        assert_eq!(kept, s(&["-c", "model_reasoning_effort=high"]));
-        assert_eq!(dropped.len(), 5);
-        // Unmanaged flags of other formats pass.
-        let (kept, _) = drop(StreamFormat::Opencode, &["-s", "x", "--format=json"]);
+        assert_eq!(
+            kept,
+            s(&[
+                "-c",
+                "model_reasoning_effort=high",
+                "-c",
+                "sandbox_modes_extra=1"
+            ])
+        );
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["-c", "sandbox_mode=danger-full-access"],
+                &["--config=approval_policy=never"],
+                &["-c=sandbox_mode=danger-full-access"],
+                &["-csandbox_mode=x"],
+                &["--config", "sandbox_workspace_write.network_access=true"],
+            ])
+        );
+    }
+
+    #[test]
+    fn other_formats_managed_flags() {
+        let (kept, dropped) = split(
+            StreamFormat::Opencode,
+            &["-s", "x", "--format=json", "--format", "text"],
+        );
         assert_eq!(kept, s(&["-s", "x"]));
-        let (kept, dropped) = drop(
+        assert_eq!(
+            dropped,
+            groups(&[&["--format=json"], &["--format", "text"]])
+        );
+        let (kept, dropped) = split(
             StreamFormat::Copilot,
-            &["--allow-all-tools", "--deny-tool", "shell", "--x"],
+            &[
+                "--allow-all-tools",
+                "--deny-tool",
+                "shell",
+                "--allow-tool=read",
+                "--allow-all-paths",
+                "--yolo",
+                "--x",
+            ],
         );
         assert_eq!(kept, s(&["--x"]));
-        assert_eq!(dropped.len(), 2);
-        let (kept, dropped) = drop(
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["--allow-all-tools"],
+                &["--deny-tool", "shell"],
+                &["--allow-tool=read"],
+                &["--allow-all-paths"],
+                &["--yolo"],
+            ])
+        );
+        let (kept, dropped) = split(
             StreamFormat::Antigravity,
-            &["--mode", "plan", "--yolo", "--keep"],
+            &[
+                "--mode",
+                "plan",
+                "--yolo",
+                "--approval-mode=auto",
+                "--output-format",
+                "text",
+                "--dangerously-skip-permissions",
+                "--keep",
+            ],
         );
         assert_eq!(kept, s(&["--keep"]));
-        assert_eq!(dropped.len(), 2);
+        assert_eq!(
+            dropped,
+            groups(&[
+                &["--mode", "plan"],
+                &["--yolo"],
+                &["--approval-mode=auto"],
+                &["--output-format", "text"],
+                &["--dangerously-skip-permissions"],
+            ])
+        );
+        let (kept, dropped) = split(StreamFormat::Jsonl, &["--yolo", "-s", "x"]);
+        assert_eq!((kept, dropped.len()), (s(&["--yolo", "-s", "x"]), 0));
+    }
+
+    #[test]
+    fn a_prompt_that_looks_like_a_flag_stays_positional() {
+        let a = AgentDef::new("a", "cli", StreamFormat::Jsonl);
+        let b = build(&ArgvRequest::new(&a, "--help me")).unwrap();
+        assert_eq!(b.argv, s(&["cli", " --help me"]));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! and so does dropping the future (cancel, quit).
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,14 +14,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::argv::{self, ArgvRequest, BuiltCommand};
 use super::def::{AgentDef, ToolSet};
 use super::env::child_env;
 use super::process::{Group, resolve_binary};
-use super::stream::{StreamParser, Update, result_from_text};
+use super::stream::{Parsed, StreamParser, Update, result_from_text};
 use super::tails::Tails;
 use crate::capacity::Thinking;
 use crate::kernel::{
@@ -164,13 +165,6 @@ impl Agent for CommandAgent {
     }
 }
 
-/// Why the runner killed the group.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Killed {
-    Stall,
-    Runtime,
-}
-
 async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome {
     let params = AgentParams::from_value(&inv.params);
     let prompt = prompt_text(&inv.instruction, &inv.context);
@@ -180,40 +174,22 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         tracing::warn!(op = %inv.name, "{w}");
         inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
     }
-
     let cwd = inv
         .workspace
         .clone()
         .unwrap_or_else(|| ctx.workspace.clone());
-    let mut extra = built.env.clone();
-    extra.extend([
-        ("PLAYDECK_RUN_ID".to_string(), ctx.run_id.clone()),
-        ("PLAYDECK_OP".to_string(), inv.name.to_string()),
-        ("PLAYDECK_OP_ID".to_string(), inv.op_id.to_string()),
-        ("PLAYDECK_ATTEMPT".to_string(), inv.attempt.to_string()),
-        ("PLAYDECK_WORKSPACE".to_string(), cwd.display().to_string()),
-        ("PLAYDECK_SPEED".to_string(), ctx.speed.to_string()),
-    ]);
-    if let Some(r) = &inv.role {
-        extra.push(("PLAYDECK_ROLE".to_string(), r.to_string()));
+    if !cwd.is_dir() {
+        return Err(AgentFailure::new(
+            "os_error",
+            format!("the working directory {} does not exist", cwd.display()),
+        ));
     }
-    if let Some(i) = &inv.instance {
-        extra.push(("PLAYDECK_INSTANCE".to_string(), i.to_string()));
-    }
-    // Variables that are not UTF-8 cannot be filtered by name; they stay
-    // behind.
-    let parent = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let env = child_env(
-        parent,
-        def.env_policy,
-        &def.env_passlist,
-        &def.env_vars,
-        &extra,
-    );
-    let program = resolve_binary(&built.argv[0], env.get("PATH").map(|p| p.as_ref()))
-        .map_err(|e| AgentFailure::new("binary_not_found", e.to_string()))?;
-
+    let env = environment(def, ctx, &inv, &built, &cwd);
+    let program = resolve_binary(
+        &built.argv[0],
+        env.get(OsStr::new("PATH")).map(|p| p.as_os_str()),
+    )
+    .map_err(|e| AgentFailure::new("binary_not_found", e.to_string()))?;
     let logs = Logs::open(
         ctx.log_dir.as_deref(),
         &inv.name,
@@ -249,26 +225,22 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => AgentFailure::new(
-            "binary_not_found",
-            format!("cannot start {}: {e}", program.display()),
-        ),
-        _ => AgentFailure::new(
+    // The binary and the directory were checked: what is left is the OS.
+    let child = cmd.spawn().map_err(|e| {
+        AgentFailure::new(
             "os_error",
             format!(
                 "cannot start {} in {}: {e}",
                 program.display(),
                 cwd.display()
             ),
-        ),
+        )
     })?;
     let mut group = Group::new(child);
     inv.events.emit(AgentEvent::Activity {
         state: ActivityState::Waiting,
         tool: None,
     });
-
     if let (Some(text), Some(mut stdin)) = (built.stdin.clone(), group.child.stdin.take()) {
         // A child that never reads must not block us; errors (it exited,
         // it closed stdin) are its business.
@@ -277,13 +249,75 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             let _ = stdin.shutdown().await;
         });
     }
-    let mut stdout = Lines::new(group.child.stdout.take().expect("stdout is piped"));
-    let mut stderr = Lines::new(group.child.stderr.take().expect("stderr is piped"));
+    let ended = supervise(def, ctx, &inv, &mut group, logs).await;
+    outcome(def, ended)
+}
 
+/// The child's environment: the policy, the agent's variables, what the
+/// translation sets, and what playdeck tells every agent.
+fn environment(
+    def: &AgentDef,
+    ctx: &RunContext,
+    inv: &Invocation,
+    built: &BuiltCommand,
+    cwd: &Path,
+) -> std::collections::BTreeMap<OsString, OsString> {
+    let mut extra = built.env.clone();
+    extra.extend([
+        ("PLAYDECK_RUN_ID".to_string(), ctx.run_id.clone()),
+        ("PLAYDECK_OP".to_string(), inv.name.to_string()),
+        ("PLAYDECK_OP_ID".to_string(), inv.op_id.to_string()),
+        ("PLAYDECK_ATTEMPT".to_string(), inv.attempt.to_string()),
+        ("PLAYDECK_WORKSPACE".to_string(), cwd.display().to_string()),
+        ("PLAYDECK_SPEED".to_string(), ctx.speed.to_string()),
+    ]);
+    if let Some(r) = &inv.role {
+        extra.push(("PLAYDECK_ROLE".to_string(), r.to_string()));
+    }
+    if let Some(i) = &inv.instance {
+        extra.push(("PLAYDECK_INSTANCE".to_string(), i.to_string()));
+    }
+    child_env(
+        std::env::vars_os(),
+        def.env_policy,
+        &def.env_passlist,
+        &def.env_vars,
+        &extra,
+    )
+}
+
+/// Why the runner killed the group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Killed {
+    Stall,
+    Runtime,
+}
+
+/// How a supervised process ended.
+struct Ended {
+    status: std::io::Result<std::process::ExitStatus>,
+    killed: Option<Killed>,
+    parsed: Parsed,
+    last_stderr: Option<String>,
+}
+
+/// After the child exits, how long output may still drain: a process that
+/// left the group (setsid, a daemon) may hold the pipes open forever.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Streams the child's output through the logs, the tail and the parser
+/// until it exits (killing it on a stall or at `max_runtime`).
+async fn supervise(
+    def: &AgentDef,
+    ctx: &RunContext,
+    inv: &Invocation,
+    group: &mut Group,
+    mut logs: Logs,
+) -> Ended {
+    let mut stdout = Chunks::new(group.child.stdout.take().expect("stdout is piped"));
+    let mut stderr = Chunks::new(group.child.stderr.take().expect("stderr is piped"));
     let mut parser = StreamParser::new(def.stream_format);
     let mut updates = Vec::new();
-    let mut logs = logs;
-    let mut last_stdout: Option<String> = None;
     let mut last_stderr: Option<String> = None;
     let started = Instant::now();
     let deadline = def.max_runtime.map(|d| started + d);
@@ -291,14 +325,16 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
     let mut stall_warned = false;
     let mut killed: Option<Killed> = None;
     let mut status = None;
+    let mut drain_until: Option<Instant> = None;
 
     while status.is_none() || !stdout.done || !stderr.done {
         let stall_at = last_output + def.stall_timeout;
+        let live = status.is_none() && killed.is_none();
         tokio::select! {
-            line = stdout.next(), if !stdout.done => {
-                if let Some(line) = line {
-                    last_output = Instant::now();
-                    stall_warned = false;
+            chunk = stdout.next(), if !stdout.done => {
+                last_output = Instant::now();
+                stall_warned = false;
+                if let Some(Chunk::Line(line)) = chunk {
                     logs.stdout(&line);
                     ctx.tails.push(inv.op_id, false, &line);
                     parser.feed(&line, &mut updates);
@@ -309,15 +345,12 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
                             Update::Usage(u) => AgentEvent::Usage(u),
                         });
                     }
-                    if !line.trim().is_empty() {
-                        last_stdout = Some(line);
-                    }
                 }
             }
-            line = stderr.next(), if !stderr.done => {
-                if let Some(line) = line {
-                    last_output = Instant::now();
-                    stall_warned = false;
+            chunk = stderr.next(), if !stderr.done => {
+                last_output = Instant::now();
+                stall_warned = false;
+                if let Some(Chunk::Line(line)) = chunk {
                     logs.stderr(&line);
                     ctx.tails.push(inv.op_id, true, &line);
                     if !line.trim().is_empty() {
@@ -327,11 +360,12 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             }
             st = group.child.wait(), if status.is_none() => {
                 status = Some(st);
-                // Whatever it left running dies with it; that also closes
-                // pipes a straggler held, so the reads below end.
-                group.kill();
+                // Whatever it left running in its group dies with it; that
+                // also closes the pipes those processes held.
+                group.kill_after_exit();
+                drain_until = Some(Instant::now() + DRAIN_GRACE);
             }
-            _ = tokio::time::sleep_until(stall_at), if status.is_none() && killed.is_none() && !stall_warned => {
+            _ = tokio::time::sleep_until(stall_at), if live && !stall_warned => {
                 if def.kill_on_stall {
                     killed = Some(Killed::Stall);
                     group.kill();
@@ -345,15 +379,49 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
                     inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
                 }
             }
-            _ = sleep_until_opt(deadline), if status.is_none() && killed.is_none() => {
+            _ = sleep_until_opt(deadline), if live => {
                 killed = Some(Killed::Runtime);
                 group.kill();
+            }
+            _ = sleep_until_opt(drain_until) => {
+                let w = format!(
+                    "{}: a process outside its group still holds its output; stopped reading after {}",
+                    inv.name,
+                    secs(DRAIN_GRACE)
+                );
+                inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
+                stdout.done = true;
+                stderr.done = true;
+            }
+        }
+    }
+    // A last line without a newline still counts.
+    for line in stderr.rest() {
+        logs.stderr(&line);
+        last_stderr = Some(line);
+    }
+    for line in stdout.rest() {
+        logs.stdout(&line);
+        parser.feed(&line, &mut updates);
+        for u in updates.drain(..) {
+            if let Update::Emit(v) = u {
+                inv.events.emit(AgentEvent::Emitted(v));
             }
         }
     }
     logs.flush();
-    let status = status.expect("the loop ends after the child exits");
-    match killed {
+    Ended {
+        status: status.expect("the loop ends after the child exits"),
+        killed,
+        parsed: parser.finish(),
+        last_stderr,
+    }
+}
+
+/// The operation's outcome from how its process ended.
+fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
+    use std::os::unix::process::ExitStatusExt;
+    match ended.killed {
         Some(Killed::Stall) => {
             return Err(AgentFailure::new(
                 "stall_timeout",
@@ -374,12 +442,13 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         }
         None => {}
     }
-    let status =
-        status.map_err(|e| AgentFailure::new("os_error", format!("waiting for the agent: {e}")))?;
-    let parsed = parser.finish();
+    let status = ended
+        .status
+        .map_err(|e| AgentFailure::new("os_error", format!("waiting for the agent: {e}")))?;
+    let parsed = ended.parsed;
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        let why = last_stderr
+        let why = ended
+            .last_stderr
             .or(parsed.error.clone())
             .map(|l| format!(": {}", l.trim()))
             .unwrap_or_default();
@@ -387,14 +456,17 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             (Some(code), _) => {
                 AgentFailure::new("nonzero_exit", format!("exited with code {code}{why}"))
             }
-            (None, Some(sig))
-                if [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGKILL].contains(&sig) =>
-            {
+            // An operator or a supervisor stopped it.
+            (None, Some(sig)) if [libc::SIGTERM, libc::SIGINT, libc::SIGHUP].contains(&sig) => {
                 AgentFailure::new(
                     "cancelled",
-                    format!("killed by signal {sig} from outside playdeck"),
+                    format!("stopped by signal {sig} from outside playdeck"),
                 )
             }
+            (None, Some(libc::SIGKILL)) => AgentFailure::new(
+                "nonzero_exit",
+                format!("killed by signal 9 from outside playdeck (out of memory?){why}"),
+            ),
             (_, sig) => AgentFailure::new(
                 "nonzero_exit",
                 format!("killed by signal {}{why}", sig.unwrap_or(0)),
@@ -410,13 +482,20 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
     if let Some(t) = parsed.text {
         return Ok(result_from_text(&t));
     }
-    match last_stdout {
-        Some(l) if parsed.any_output => Ok(result_from_text(&l)),
-        _ => Err(AgentFailure::new(
-            "empty_output",
-            "exited 0 without printing anything".to_string(),
-        )),
+    if parsed.any_output {
+        // Events, but no answer: not a result to pass on as one.
+        return Err(AgentFailure::new(
+            "stream_error",
+            format!(
+                "the {} stream ended without a result or a message",
+                def.stream_format.as_str()
+            ),
+        ));
     }
+    Err(AgentFailure::new(
+        "empty_output",
+        "exited 0 without printing anything",
+    ))
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
@@ -430,39 +509,78 @@ fn secs(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
+/// What a pipe gave: a whole line, or bytes of one still being written
+/// (progress, for stall detection).
+enum Chunk {
+    Line(String),
+    Partial,
+}
+
+/// A longer line is cut (and the rest read as the next line), so an agent
+/// that never prints a newline cannot grow memory without bound.
+const LINE_LIMIT: usize = 1 << 20;
+
 /// Lines of a pipe, lossily decoded; `done` after EOF or an error.
-struct Lines<R> {
-    reader: BufReader<R>,
-    buf: Vec<u8>,
+struct Chunks<R> {
+    reader: R,
+    pending: Vec<u8>,
+    lines: std::collections::VecDeque<String>,
     done: bool,
 }
 
-impl<R: AsyncRead + Unpin> Lines<R> {
+impl<R: AsyncRead + Unpin> Chunks<R> {
     fn new(r: R) -> Self {
-        Lines {
-            reader: BufReader::new(r),
-            buf: Vec::new(),
+        Chunks {
+            reader: r,
+            pending: Vec::new(),
+            lines: std::collections::VecDeque::new(),
             done: false,
         }
     }
 
-    /// Cancel-safe: a partial line stays in `buf` for the next call.
-    async fn next(&mut self) -> Option<String> {
-        match self.reader.read_until(b'\n', &mut self.buf).await {
+    /// Cancel-safe: `read` loses nothing when cancelled, and what was read
+    /// is kept in `pending`/`lines` between calls. `None` at the end.
+    async fn next(&mut self) -> Option<Chunk> {
+        if let Some(l) = self.lines.pop_front() {
+            return Some(Chunk::Line(l));
+        }
+        let mut buf = [0u8; 8192];
+        match self.reader.read(&mut buf).await {
             Ok(0) | Err(_) => {
                 self.done = true;
-                if self.buf.is_empty() {
-                    return None;
-                }
+                return None;
             }
-            Ok(_) => {}
+            Ok(n) => self.pending.extend_from_slice(&buf[..n]),
         }
-        let line = String::from_utf8_lossy(&self.buf)
-            .trim_end_matches(['\n', '\r'])
-            .to_string();
-        self.buf.clear();
-        Some(line)
+        while let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=i).collect();
+            self.lines.push_back(decode(&line));
+        }
+        if self.pending.len() >= LINE_LIMIT {
+            let line: Vec<u8> = std::mem::take(&mut self.pending);
+            self.lines.push_back(decode(&line));
+        }
+        Some(match self.lines.pop_front() {
+            Some(l) => Chunk::Line(l),
+            None => Chunk::Partial,
+        })
     }
+
+    /// What is left once reading stopped: queued lines and a last line
+    /// without a newline.
+    fn rest(&mut self) -> Vec<String> {
+        let mut parts: Vec<String> = self.lines.drain(..).collect();
+        if !self.pending.is_empty() {
+            parts.push(decode(&std::mem::take(&mut self.pending)));
+        }
+        parts
+    }
+}
+
+fn decode(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .trim_end_matches(['\n', '\r'])
+        .to_string()
 }
 
 /// The per-operation log files.

@@ -3,6 +3,7 @@
 //! business with them; what an agent does need is pass-listed by name.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 
 use super::def::EnvPolicy;
 
@@ -72,24 +73,28 @@ fn passlisted(name: &str, passlist: &[String]) -> bool {
 }
 
 /// The child's environment from `parent`: the policy, then the agent's
-/// `env_vars`, then what the invocation adds (those win).
+/// `env_vars`, then what the invocation adds (those win). A variable whose
+/// name is not UTF-8 cannot be judged by name: `clean` drops it, the others
+/// keep it.
 pub fn child_env(
-    parent: impl IntoIterator<Item = (String, String)>,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
     policy: EnvPolicy,
     passlist: &[String],
     env_vars: &BTreeMap<String, String>,
     extra: &[(String, String)],
-) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = parent
+) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = parent
         .into_iter()
-        .filter(|(k, _)| match policy {
-            EnvPolicy::Inherit => true,
-            EnvPolicy::Filtered => !looks_secret(k) || passlisted(k, passlist),
-            EnvPolicy::Clean => ESSENTIAL.contains(&k.as_str()) || passlisted(k, passlist),
+        .filter(|(k, _)| match (policy, k.to_str()) {
+            (EnvPolicy::Inherit, _) => true,
+            (EnvPolicy::Filtered, Some(k)) => !looks_secret(k) || passlisted(k, passlist),
+            (EnvPolicy::Filtered, None) => true,
+            (EnvPolicy::Clean, Some(k)) => ESSENTIAL.contains(&k) || passlisted(k, passlist),
+            (EnvPolicy::Clean, None) => false,
         })
         .collect();
     for (k, v) in env_vars.iter().chain(extra.iter().map(|(k, v)| (k, v))) {
-        env.insert(k.clone(), v.clone());
+        env.insert(k.into(), v.into());
     }
     env
 }
@@ -98,7 +103,7 @@ pub fn child_env(
 mod tests {
     use super::*;
 
-    fn parent() -> Vec<(String, String)> {
+    fn parent() -> Vec<(OsString, OsString)> {
         [
             ("PATH", "/bin"),
             ("HOME", "/h"),
@@ -110,12 +115,12 @@ mod tests {
             ("EDITOR", "vi"),
         ]
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect()
     }
 
-    fn keys(m: &BTreeMap<String, String>) -> Vec<&str> {
-        m.keys().map(String::as_str).collect()
+    fn keys(m: &BTreeMap<OsString, OsString>) -> Vec<&str> {
+        m.keys().map(|k| k.to_str().unwrap()).collect()
     }
 
     #[test]
@@ -142,8 +147,29 @@ mod tests {
         vars.insert("OPENAI_BASE_URL".to_string(), "http://x".to_string());
         let extra = vec![("EDITOR".to_string(), "ed".to_string())];
         let e = child_env(parent(), EnvPolicy::Filtered, &[], &vars, &extra);
-        assert_eq!(e["EDITOR"], "ed");
+        assert_eq!(e[&OsString::from("EDITOR")], "ed");
         // Set explicitly by the agent's definition: not stripped.
-        assert_eq!(e["OPENAI_BASE_URL"], "http://x");
+        assert_eq!(e[&OsString::from("OPENAI_BASE_URL")], "http://x");
+    }
+}
+
+#[cfg(test)]
+mod non_utf8 {
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn names_that_are_not_utf8_are_kept_unless_clean() {
+        let odd = OsString::from_vec(vec![b'X', 0xff]);
+        let parent = || vec![(odd.clone(), OsString::from("v"))];
+        let none = BTreeMap::new();
+        for (policy, kept) in [
+            (EnvPolicy::Inherit, true),
+            (EnvPolicy::Filtered, true),
+            (EnvPolicy::Clean, false),
+        ] {
+            let e = child_env(parent(), policy, &[], &none, &[]);
+            assert_eq!(e.contains_key(&odd), kept, "{policy:?}");
+        }
     }
 }

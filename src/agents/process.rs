@@ -104,6 +104,14 @@ impl Group {
         }
         let _ = self.child.start_kill();
     }
+
+    /// Kills what the exited leader left in its group, then forgets the
+    /// group: once the leader is reaped its id may be reused, and a later
+    /// kill must not reach someone else's group.
+    pub fn kill_after_exit(&mut self) {
+        self.kill();
+        self.pgid = None;
+    }
 }
 
 impl Drop for Group {

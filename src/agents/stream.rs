@@ -71,6 +71,9 @@ impl StreamParser {
             return;
         };
         if !v.is_object() {
+            // No format speaks in bare arrays or scalars, but requests in
+            // them still count.
+            out.push(Update::Emit(v));
             return;
         }
         match self.format {

@@ -287,6 +287,22 @@ fn read_profile(
     let reuse = t.choice(r, "reuse", Reuse::ALLOWED);
     let lifetime = t.choice(r, "lifetime", Lifetime::ALLOWED);
     let tools = super::agents_section::read_tools(r, t, "tools");
+    // Options only agent CLIs take would be silently ignored on a built-in
+    // provider.
+    if let Some(p) = provider.as_deref().filter(|p| !agents.contains_key(*p)) {
+        for key in ["tools", "provider_profile"] {
+            if t.contains(key) {
+                r.push(
+                    Diagnostic::new(
+                        t.key_span(key),
+                        format!("{key} of role profile {name} has no effect: its provider {p:?} is a built-in agent"),
+                        "ignored by this provider",
+                    )
+                    .help("name an agent defined under [agents.<name>] as the provider, or remove it"),
+                );
+            }
+        }
+    }
     if r.diags.len() > before {
         return None;
     }
