@@ -89,6 +89,7 @@ impl Gen {
                 emitter_id: Some(uuid::Uuid::from_u128(1)),
                 detail: Arc::from("cap"),
                 op_id: None,
+                identity: None,
             }));
         }
     }

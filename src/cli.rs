@@ -61,6 +61,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Continue a stopped or crashed run from its checkpoint and event log.
+    Resume {
+        /// A run directory, a run id under .playdeck/runs, or `latest`.
+        run: String,
+        /// The play to continue with (default: where the run's play was, or
+        /// the copy in the run directory).
+        #[arg(long)]
+        play: Option<PathBuf>,
+        /// Start the play over as a new run instead.
+        #[arg(long)]
+        new_run: bool,
+        #[command(flatten)]
+        args: ResumeArgs,
+    },
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.
@@ -127,6 +141,32 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     pub format: FormatArg,
     /// Console theme (default, light, high-contrast, mono, or a user theme).
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Set by `resume`: the stopped run to take up.
+    #[arg(skip)]
+    pub resume: Option<PathBuf>,
+}
+
+/// What `resume` shares with `run`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ResumeArgs {
+    /// No terminal UI: signals as JSON lines on stdout, control lines on stdin.
+    #[arg(long)]
+    pub headless: bool,
+    /// Sim time factor; overrides [play] speed.
+    #[arg(long, value_parser = parse_speed)]
+    pub speed: Option<f64>,
+    /// Resume paused.
+    #[arg(long)]
+    pub paused: bool,
+    /// Decide every approval gate up front.
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveArg>,
+    /// Headless output: json (NDJSON) or human.
+    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+    pub format: FormatArg,
+    /// Console theme.
     #[arg(long)]
     pub theme: Option<String>,
 }

@@ -40,6 +40,8 @@ pub struct HeadlessOptions {
     pub approve: Option<ApproveAll>,
     pub run_dir: Option<PathBuf>,
     pub format: Format,
+    /// Take up the stopped run in this directory.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for HeadlessOptions {
@@ -50,6 +52,7 @@ impl Default for HeadlessOptions {
             approve: None,
             run_dir: None,
             format: Format::Json,
+            resume: None,
         }
     }
 }
@@ -97,6 +100,7 @@ pub async fn run(
         run_dir: opts.run_dir.clone(),
         run_id: None,
         control: true,
+        resume: opts.resume.clone(),
     };
     let mut session = Session::open(play, &session_opts, vec![Box::new(ChannelSink(tx))]).await?;
     if let Some(e) = &session.control_error {
@@ -247,7 +251,7 @@ impl HumanPrinter {
             } => {
                 format!("{t}  run {run_id} started: \"{play}\", {operations} operations")
             }
-            SignalKind::Queued { .. } | SignalKind::Resumed { .. } => return None,
+            SignalKind::Queued { .. } | SignalKind::Unpaused { .. } => return None,
             SignalKind::Started { node: n, role, .. } => {
                 node("▶ started", &n.name, &role_suffix(role))
             }
@@ -341,6 +345,19 @@ impl HumanPrinter {
                 &format!(" {}", tool.as_deref().unwrap_or("?")),
             ),
             SignalKind::AgentActivity { .. } | SignalKind::AgentUsage { .. } => return None,
+            SignalKind::Resumed {
+                from_seq,
+                reattempted,
+                ..
+            } => {
+                let again = if reattempted.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = reattempted.iter().map(|s| &**s).collect();
+                    format!("; new attempt of {}", names.join(", "))
+                };
+                format!("{t}  run resumed after event {from_seq}{again}")
+            }
             SignalKind::RunPaused => format!("{t}  run paused"),
             SignalKind::RunResumed => format!("{t}  run resumed"),
             SignalKind::Stepped { .. } => format!("{t}  step"),

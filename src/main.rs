@@ -85,6 +85,12 @@ fn main() -> ExitCode {
                 }
             }
         }),
+        Some(Command::Resume {
+            run: which,
+            play,
+            new_run,
+            args,
+        }) => resume(&which, play, new_run, args),
         Some(Command::Ctl { run, action, json }) => {
             let req = match action {
                 CtlAction::Pause => Request::Pause,
@@ -239,6 +245,7 @@ fn run(args: RunArgs) -> i32 {
             FormatArg::Json => Format::Json,
             FormatArg::Human => Format::Human,
         },
+        resume: args.resume.clone(),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -282,6 +289,38 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
+/// `playdeck resume RUN`: the play is `--play`, else where the run's play
+/// was when it started, else the copy in the run directory.
+fn resume(which: &str, play: Option<std::path::PathBuf>, new_run: bool, a: cli::ResumeArgs) -> i32 {
+    let dir = match playdeck::control::resolve_run(which) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("playdeck: resume: {}", e.message);
+            return 2;
+        }
+    };
+    let play = play.unwrap_or_else(|| {
+        let cp = std::fs::read(dir.join(playdeck::store::checkpoint::CHECKPOINT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        cp.and_then(|v| v["play_path"].as_str().map(std::path::PathBuf::from))
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| dir.join("play.toml"))
+    });
+    let args = RunArgs {
+        play: Some(play),
+        headless: a.headless,
+        speed: a.speed,
+        paused: a.paused,
+        approve: a.approve,
+        run_dir: None,
+        format: a.format,
+        theme: a.theme,
+        resume: (!new_run).then_some(dir),
+    };
+    run(args)
+}
+
 /// The console on `play`: logs go to `.playdeck/logs/`, never the screen.
 fn console(play: &Play, args: &RunArgs) -> i32 {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -311,6 +350,7 @@ fn console(play: &Play, args: &RunArgs) -> i32 {
                 None => playdeck::kernel::ApprovalPolicy::Ask,
             },
             run_dir: args.run_dir.clone(),
+            resume: args.resume.clone(),
             ..Default::default()
         },
         theme: args.theme.clone(),

@@ -3,16 +3,17 @@
 //! capacity reconciler, the control socket, palette preparation. A surface
 //! adds its sinks or subscribes, then starts the run.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::agents::Tails;
 use crate::capacity::Reconciler;
 use crate::control::ControlServer;
-use crate::kernel::{ApprovalPolicy, NodeBuilder, Run, RunHandle, SignalSink};
-use crate::palette::PaletteRouter;
+use crate::kernel::{ApprovalPolicy, NodeBuilder, Run, RunHandle, Signal, SignalSink};
+use crate::palette::{PaletteRouter, PaletteSnapshot};
 use crate::play::Play;
 use crate::store::RunDir;
+use crate::store::checkpoint::{CHECKPOINT_FILE, Checkpoint, CheckpointSink, PaletteRecord};
 
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
@@ -25,6 +26,8 @@ pub struct SessionOptions {
     pub run_id: Option<String>,
     /// Listen on the control socket.
     pub control: bool,
+    /// Take up the stopped run in this directory instead of starting one.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for SessionOptions {
@@ -36,6 +39,7 @@ impl Default for SessionOptions {
             run_dir: None,
             run_id: None,
             control: true,
+            resume: None,
         }
     }
 }
@@ -52,72 +56,121 @@ pub struct Session {
     pub speed: f64,
     /// The last lines of each agent CLI's output.
     pub tails: Arc<Tails>,
+    /// The durable state as folded so far (written to checkpoint.json).
+    pub checkpoint: Arc<Mutex<Checkpoint>>,
+    /// A resumed run's earlier signals, for views that show its history.
+    pub history: Vec<Signal>,
 }
 
 impl Session {
-    /// Prepares a run of `play`; `sinks` see every signal from the first.
+    /// Prepares a run of `play` (or, with `opts.resume`, takes up a stopped
+    /// one); `sinks` see every signal from the first.
     pub async fn open(
         play: &Play,
         opts: &SessionOptions,
         sinks: Vec<Box<dyn SignalSink>>,
     ) -> std::io::Result<Session> {
+        if let Some(dir) = &opts.resume {
+            return Session::resume(play, dir, opts, sinks).await;
+        }
         let speed = opts.speed.unwrap_or(play.speed);
         let mut run_dir = RunDir::create(opts.run_dir.as_deref(), &play.source)?;
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();
         }
         let built = play.build();
-        let mut cfg = play.run_config(&run_dir.run_id);
-        cfg.start_paused = opts.paused;
-        cfg.approvals = opts.approvals.clone();
-        // Observers that fall behind resynchronise; a roomy buffer makes
-        // that rare.
-        cfg.signal_buffer = 1 << 16;
-        let tails = crate::agents::Tails::new();
-        let ctx = play.run_context(
-            &run_dir.run_id,
-            Some(run_dir.path.join("logs")),
-            tails.clone(),
-        );
-        let agents = Arc::new(play.agent_registry(speed, ctx));
-        let router = play.palette_router(Some(&run_dir.path), speed);
-        let builder: Arc<dyn NodeBuilder> = Arc::new(router.clone());
+        let cfg = run_config(play, &run_dir, opts);
+        let parts = Parts::new(play, &run_dir, speed);
         let op_roles = play.op_roles(&built);
-        let (mut run, handle) =
-            Run::new(built.graph, cfg, agents, builder).map_err(std::io::Error::other)?;
-        run.add_sink(Box::new(run_dir.event_log()?));
-        for s in sinks {
-            run.add_sink(s);
-        }
-        let reconciler =
-            play.capacity.as_ref().filter(|c| c.enabled).map(|c| {
-                Reconciler::new(Arc::new(c.clone()), &run_dir.run_id, run_dir.path.clone())
-            });
-        if let Some(r) = &reconciler {
-            r.attach(run.external());
-            run.set_leases(r.clone());
-        }
-        let (control, control_error) = if opts.control {
-            match ControlServer::start(&run_dir.path, handle.clone(), reconciler.clone()) {
-                Ok(c) => (Some(c), None),
-                Err(e) => (None, Some(format!("no control socket for this run: {e}"))),
-            }
-        } else {
-            (None, None)
-        };
-        crate::palette::prepare(&router, &op_roles, &mut run)
+        let mut seed = Checkpoint::seed(&built.graph, &cfg);
+        seed.play_path = std::fs::canonicalize(&*play.file).ok();
+        seed.palette = Some(PaletteRecord {
+            declared: declared_palette(play),
+            snapshot: PaletteSnapshot::default(),
+        });
+        let (mut run, handle) = Run::new(built.graph, cfg, parts.agents.clone(), parts.builder())
+            .map_err(std::io::Error::other)?;
+        let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
+        let reconciler = parts.reconciler(play, &run_dir, &mut run);
+        let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
+        crate::palette::prepare(&parts.router, &op_roles, &mut run)
             .await
             .map_err(std::io::Error::other)?;
         Ok(Session {
             run: Some(run),
             handle,
             run_dir,
-            router,
+            router: parts.router,
             reconciler,
             control,
             control_error,
             speed,
-            tails,
+            tails: parts.tails,
+            checkpoint,
+            history: Vec::new(),
+        })
+    }
+
+    /// Takes up the stopped (crashed or cancelled) run in `dir`: its
+    /// checkpoint and the log after it, checked against `play` (a changed
+    /// palette or budget is a conflict, shown), the palette and capacity
+    /// rebuilt, then the kernel restored.
+    async fn resume(
+        play: &Play,
+        dir: &Path,
+        opts: &SessionOptions,
+        sinks: Vec<Box<dyn SignalSink>>,
+    ) -> std::io::Result<Session> {
+        let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        let cp = crate::store::resume::read_stopped(dir).map_err(fail)?;
+        check_conflicts(play, &cp).map_err(fail)?;
+        let speed = opts.speed.unwrap_or(play.speed);
+        let run_dir = RunDir {
+            path: dir.to_path_buf(),
+            run_id: cp.run_id.to_string(),
+        };
+        let history = crate::store::resume::read_log(&run_dir.events_path()).map_err(fail)?;
+        let parts = Parts::new(play, &run_dir, speed);
+        let snapshot = cp
+            .palette
+            .as_ref()
+            .map(|p| p.snapshot.clone())
+            .unwrap_or_default();
+        parts.router.restore(&snapshot).await.map_err(fail)?;
+        let dropped: Vec<Arc<str>> = snapshot
+            .reserved_roles
+            .iter()
+            .map(|r| Arc::from(r.as_str()))
+            .collect();
+        let (graph, restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
+        let cfg = run_config(play, &run_dir, opts);
+        let previous_capacity = std::fs::read(run_dir.path.join("capacity.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::capacity::CapacityFile>(&b).ok());
+        let (mut run, handle) =
+            Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
+                .map_err(std::io::Error::other)?;
+        let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
+        let reconciler = parts.reconciler(play, &run_dir, &mut run);
+        if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
+            r.adopt(prev);
+        }
+        let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
+        parts.router.attach(run.external());
+        parts.router.emit_counts();
+        run.set_decorator(parts.router.clone());
+        Ok(Session {
+            run: Some(run),
+            handle,
+            run_dir,
+            router: parts.router,
+            reconciler,
+            control,
+            control_error,
+            speed,
+            tails: parts.tails,
+            checkpoint,
+            history,
         })
     }
 
@@ -126,10 +179,140 @@ impl Session {
         self.run.take()
     }
 
-    /// After the run: waits for capacity state to reach the disk.
+    /// After the run: waits for capacity state and the last checkpoint to
+    /// reach the disk.
     pub async fn close(&self) {
         if let Some(r) = &self.reconciler {
             r.close().await;
         }
+        let bytes = self
+            .checkpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .to_bytes();
+        if let Err(e) = crate::store::write_atomic(&self.run_dir.path.join(CHECKPOINT_FILE), &bytes)
+        {
+            tracing::error!("final checkpoint write failed: {e}");
+        }
     }
+}
+
+/// What a run of a play is made of besides its graph.
+struct Parts {
+    agents: Arc<crate::agents::AgentRegistry>,
+    router: Arc<PaletteRouter>,
+    tails: Arc<Tails>,
+}
+
+impl Parts {
+    fn new(play: &Play, run_dir: &RunDir, speed: f64) -> Parts {
+        let tails = Tails::new();
+        let ctx = play.run_context(
+            &run_dir.run_id,
+            Some(run_dir.path.join("logs")),
+            tails.clone(),
+        );
+        Parts {
+            agents: Arc::new(play.agent_registry(speed, ctx)),
+            router: play.palette_router(Some(&run_dir.path), speed),
+            tails,
+        }
+    }
+
+    fn builder(&self) -> Arc<dyn NodeBuilder> {
+        Arc::new(self.router.clone())
+    }
+
+    fn reconciler(&self, play: &Play, run_dir: &RunDir, run: &mut Run) -> Option<Arc<Reconciler>> {
+        let r =
+            play.capacity.as_ref().filter(|c| c.enabled).map(|c| {
+                Reconciler::new(Arc::new(c.clone()), &run_dir.run_id, run_dir.path.clone())
+            })?;
+        r.attach(run.external());
+        run.set_leases(r.clone());
+        Some(r)
+    }
+}
+
+fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::kernel::RunConfig {
+    let mut cfg = play.run_config(&run_dir.run_id);
+    cfg.start_paused = opts.paused;
+    cfg.approvals = opts.approvals.clone();
+    // Observers that fall behind resynchronise; a roomy buffer makes that
+    // rare.
+    cfg.signal_buffer = 1 << 16;
+    cfg
+}
+
+/// The event log first (a line is on disk before a checkpoint covers it),
+/// then the checkpoint, then the caller's sinks.
+fn add_sinks(
+    run: &mut Run,
+    run_dir: &RunDir,
+    seed: Checkpoint,
+    sinks: Vec<Box<dyn SignalSink>>,
+) -> std::io::Result<Arc<Mutex<Checkpoint>>> {
+    run.add_sink(Box::new(run_dir.event_log()?));
+    // On disk before anything runs: a run that dies at once can resume.
+    crate::store::write_atomic(&run_dir.path.join(CHECKPOINT_FILE), &seed.to_bytes())?;
+    let cp = CheckpointSink::new(&run_dir.path, seed);
+    let state = cp.state();
+    run.add_sink(Box::new(cp));
+    for s in sinks {
+        run.add_sink(s);
+    }
+    Ok(state)
+}
+
+fn control_server(
+    opts: &SessionOptions,
+    run_dir: &RunDir,
+    handle: &RunHandle,
+    reconciler: &Option<Arc<Reconciler>>,
+) -> (Option<ControlServer>, Option<String>) {
+    if !opts.control {
+        return (None, None);
+    }
+    match ControlServer::start(&run_dir.path, handle.clone(), reconciler.clone()) {
+        Ok(c) => (Some(c), None),
+        Err(e) => (None, Some(format!("no control socket for this run: {e}"))),
+    }
+}
+
+/// `[palette]` as the play declares it, for the checkpoint and the
+/// conflict check on resume.
+pub fn declared_palette(play: &Play) -> serde_json::Value {
+    serde_json::to_value(&play.palette.palette).unwrap_or_default()
+}
+
+/// Resume refuses a play whose palette or budgets changed since the run
+/// started, showing the difference.
+fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), String> {
+    let mut diffs = Vec::new();
+    let now = declared_palette(play);
+    if let Some(p) = &cp.palette
+        && !p.declared.is_null()
+        && p.declared != now
+    {
+        let show = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_default();
+        diffs.push(format!(
+            "  [palette] was {}\n            now {}",
+            show(&p.declared),
+            show(&now)
+        ));
+    }
+    if cp.max_spawn != play.max_spawn {
+        diffs.push(format!(
+            "  max_spawn was {}, now {}",
+            cp.max_spawn, play.max_spawn
+        ));
+    }
+    if diffs.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "cannot resume run {}: the play changed since it started\n{}\nput the play back as it was, or start over with --new-run",
+        cp.run_id,
+        diffs.join("\n")
+    ))
 }

@@ -237,7 +237,7 @@ async fn pause_step_and_resume_act_at_operation_boundaries() {
     assert_eq!(h.signals.started_order(), ["a", "d"]);
     assert_eq!(
         h.signals.types_for("d"),
-        ["queued", "paused", "resumed", "started", "completed"]
+        ["queued", "paused", "unpaused", "started", "completed"]
     );
     h.handle.resume().await.unwrap();
     let env = run.await.unwrap();
@@ -267,7 +267,7 @@ async fn a_soft_pause_lets_running_work_finish_and_parks_what_would_start() {
     run.await.unwrap();
     assert_eq!(
         h.signals.types_for("b"),
-        ["queued", "paused", "resumed", "started", "completed"]
+        ["queued", "paused", "unpaused", "started", "completed"]
     );
 }
 

@@ -124,6 +124,64 @@ impl Reconciler {
         &self.cfg
     }
 
+    /// Takes over the instances a stopped run left (`capacity.json`): those
+    /// whose workspace still exists are idle again (the operations they ran
+    /// start a new attempt); the rest are released as orphans. Returns the
+    /// orphans' names. Call before attaching to the run.
+    pub fn adopt(&self, previous: &CapacityFile) -> Vec<String> {
+        let mut st = self.lock();
+        let mut orphaned = Vec::new();
+        let mut events = Vec::new();
+        for rec in &previous.agents {
+            let mut rec = rec.clone();
+            let mut rt = Runtime::default();
+            *st.next_index.entry(rec.profile.clone()).or_insert(0) += 1;
+            st.next_node += 1;
+            if rec.state.is_active() {
+                let ws = rec.placement.workspace.as_deref().map(PathBuf::from);
+                rec.op = None;
+                rec.updated_at = now();
+                if ws.as_ref().is_some_and(|p| p.is_dir()) {
+                    rec.state = InstanceState::Ready;
+                    if rec.workspace_mode == WorkspaceMode::GitWorktree
+                        && let (Some(path), Some(branch)) =
+                            (ws.clone(), rec.placement.branch.clone())
+                    {
+                        let key = self
+                            .cfg
+                            .profiles
+                            .get(&rec.profile)
+                            .and_then(|p| p.workspace_group.clone())
+                            .unwrap_or_else(|| rec.name.clone());
+                        let g = st.groups.entry(key.clone()).or_insert(Group {
+                            path,
+                            branch,
+                            refs: 0,
+                            ready: true,
+                        });
+                        g.refs += 1;
+                        rt.group = Some(key);
+                    }
+                    rt.workspace = ws;
+                    events.push(json!({"at": now(), "event": "adopted", "name": rec.name}));
+                } else {
+                    rec.state = InstanceState::Released;
+                    orphaned.push(rec.name.clone());
+                    events.push(json!({"at": now(), "event": "orphaned", "name": rec.name, "detail": "its workspace is gone"}));
+                }
+            }
+            st.recs.push(rec);
+            st.rt.push(rt);
+        }
+        for i in 0..st.recs.len() {
+            if previous.agents[i].state.is_active() {
+                events.push(self.announce(&st, i));
+            }
+        }
+        self.persist_now(&st, events);
+        orphaned
+    }
+
     /// Connects the reconciler's signals to a run's stream.
     pub fn attach(&self, events: ExternalSender) {
         let _ = self.events.set(events);

@@ -84,6 +84,7 @@ pub async fn run(
     let cfg = ConsoleConfig::load(opts.theme.as_deref()).map_err(io::Error::other)?;
     let mut session = Session::open(play, &opts.session, Vec::new()).await?;
     let mut sub = session.handle.subscribe();
+    let history = std::mem::take(&mut session.history);
     let run = session.take_run().expect("a fresh session");
     let run_task = tokio::spawn(run.run());
     let mut app = App::new(
@@ -94,6 +95,11 @@ pub async fn run(
         cfg.bell,
         hooks(&session),
     );
+    // A resumed run shows what happened before it stopped.
+    for s in &history {
+        app.fold(s);
+    }
+    app.after_fold();
     if let Some(e) = &session.control_error {
         app.set_status(e.clone(), Level::Warning);
     }

@@ -37,8 +37,9 @@ use super::lease::{Lease, LeaseAnswer, LeaseProvider, LeaseRequest};
 use super::ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 use super::request::{self, SpawnRequest};
 use super::signal::{
-    DROP_DETAIL_MAX, LaneCounts, NodeHeader, Outcome, PauseReason, SPAWNED_INSTRUCTION_MAX, Signal,
-    SignalKind, SignalSink, SkipReason, truncate_chars,
+    DROP_DETAIL_MAX, DepRecord, LaneCounts, NodeHeader, Outcome, PauseReason,
+    SPAWNED_INSTRUCTION_MAX, Signal, SignalKind, SignalSink, SkipReason, SpawnRecord,
+    truncate_chars,
 };
 use super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
 
@@ -126,6 +127,8 @@ impl Ms {
 struct Emissions {
     /// Identities of requests already seen from this emitter (dedup).
     seen: HashSet<u64>,
+    /// Sightings a resumed run already recorded: passed over once each.
+    handled: Vec<u64>,
     /// Escalations seen on the stream before the result arrived.
     escalations: Vec<Arc<str>>,
 }
@@ -151,6 +154,13 @@ struct RequestMeta {
     assignee: Option<Arc<str>>,
     independent: bool,
     reason: Option<Arc<str>>,
+    /// The request's identity (hex), recorded so dedup survives a resume.
+    identity: Option<Arc<str>>,
+}
+
+/// A request identity as the durable record writes it.
+fn identity_hex(id: u64) -> Arc<str> {
+    Arc::from(format!("{id:016x}"))
 }
 
 /// A `fmt::Write` into a fixed buffer (names are short).
@@ -340,11 +350,27 @@ impl Run {
             finished: None,
             finished_at: None,
             final_state,
+            restored: None,
             empty_deps: empty,
             null_result: Arc::new(Value::Null),
             cfg,
         };
         Ok((Run { ex }, handle))
+    }
+
+    /// Prepares a resumed run: `graph` holds every operation the stopped
+    /// run had (same op ids), `restore` how each stood. Terminal operations
+    /// are never invoked again; running ones start a new attempt.
+    pub fn restore(
+        graph: Graph,
+        cfg: RunConfig,
+        agents: Arc<dyn AgentResolver>,
+        builder: Arc<dyn NodeBuilder>,
+        restore: super::restore::Restore,
+    ) -> Result<(Run, RunHandle), GraphError> {
+        let (mut run, handle) = Run::new(graph, cfg, agents, builder)?;
+        run.ex.restored = Some(restore);
+        Ok((run, handle))
     }
 
     /// Adds a sink that sees every signal, in order (the event log).
@@ -470,6 +496,8 @@ struct Executor {
     finished: Option<Outcome>,
     finished_at: Option<f64>,
     final_state: Arc<OnceLock<Box<dyn FinalState>>>,
+    /// Where a resumed run starts from (taken when it starts).
+    restored: Option<super::restore::Restore>,
     /// Shared values for the common cases, so they cost no allocation.
     empty_deps: Arc<[OpId]>,
     null_result: Arc<Value>,
@@ -512,23 +540,27 @@ pub fn deep_merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
 impl Executor {
     async fn run(mut self) -> Envelope {
         self.bus.t0 = Instant::now();
-        self.bus.emit(SignalKind::RunStarted {
-            run_id: self.cfg.run_id.clone(),
-            play: self.cfg.play.clone(),
-            operations: self.g.node_count(),
-            max_concurrent: self.cfg.max_concurrent,
-            reactive: self.cfg.reactive,
-            max_spawn: self.cfg.max_spawn,
-            paused: self.paused,
-        });
-        if self.paused {
-            self.bus.emit(SignalKind::RunPaused);
-        }
-        // What was reported before the start (initial provisioning).
-        self.drain_external();
-        let seeds: Vec<NodeIndex> = self.g.node_indices().collect();
-        for ix in seeds {
-            self.node_added(ix);
+        if let Some(r) = self.restored.take() {
+            self.resume_from(r);
+        } else {
+            self.bus.emit(SignalKind::RunStarted {
+                run_id: self.cfg.run_id.clone(),
+                play: self.cfg.play.clone(),
+                operations: self.g.node_count(),
+                max_concurrent: self.cfg.max_concurrent,
+                reactive: self.cfg.reactive,
+                max_spawn: self.cfg.max_spawn,
+                paused: self.paused,
+            });
+            if self.paused {
+                self.bus.emit(SignalKind::RunPaused);
+            }
+            // What was reported before the start (initial provisioning).
+            self.drain_external();
+            let seeds: Vec<NodeIndex> = self.g.node_indices().collect();
+            for ix in seeds {
+                self.node_added(ix);
+            }
         }
         for (ix, failure) in std::mem::take(&mut self.preset) {
             if self.g[ix].status == NodeStatus::Pending {
@@ -596,9 +628,137 @@ impl Executor {
 
     // ----- graph growth and readiness -------------------------------------
 
+    /// Takes up a stopped run: the numbering and the clock go on, terminal
+    /// operations stand with their results, the rest wait as they did and
+    /// running ones are queued again for a new attempt.
+    fn resume_from(&mut self, r: super::restore::Restore) {
+        self.bus.seq = r.seq;
+        if let Some(t0) = self
+            .bus
+            .t0
+            .checked_sub(std::time::Duration::from_secs_f64(r.elapsed.max(0.0)))
+        {
+            self.bus.t0 = t0;
+        }
+        self.bus.tick();
+        self.spawn_seq = r.spawn_seq;
+        self.spawn_accepted = r.spawn_accepted;
+        self.ledger = r.ledger;
+        self.flow_context = r.flow_context;
+        self.round = r.round.max(1);
+        let order: Vec<NodeIndex> = self.g.node_indices().collect();
+        let mut reattempt = Vec::new();
+        for &ix in &order {
+            let op_id = self.g[ix].op.op_id;
+            let Some(rn) = r.nodes.get(&op_id) else {
+                continue;
+            };
+            if !rn.seen.is_empty() || !rn.handled.is_empty() {
+                let e = self.emissions.entry(ix).or_default();
+                e.seen.extend(rn.seen.iter().copied());
+                e.handled.extend(rn.handled.iter().copied());
+            }
+            let n = &mut self.g[ix];
+            n.attempt = rn.attempt;
+            n.held = rn.held;
+            n.queued_at = Ms::at(rn.queued_at);
+            n.approval = match (n.approval, rn.approved) {
+                (Approval::NotRequired, _) => Approval::NotRequired,
+                (_, Some(true)) => Approval::Approved,
+                (_, Some(false)) => Approval::Denied,
+                (a, None) => a,
+            };
+            if rn.status.is_terminal() {
+                n.status = rn.status;
+                n.result = rn.result.clone();
+                n.finished_at = rn.finished_at.map_or(Ms::NONE, Ms::at);
+                n.lane = match rn.status {
+                    NodeStatus::Succeeded => Lane::Succeeded,
+                    NodeStatus::Escalated => Lane::Escalated,
+                    _ => Lane::Failed,
+                };
+                self.terminal += 1;
+            } else if rn.status == NodeStatus::Running {
+                reattempt.push(ix);
+            }
+        }
+        let names: Vec<Arc<str>> = reattempt
+            .iter()
+            .map(|&ix| self.g[ix].op.reference_id.clone())
+            .collect();
+        self.bus.emit(SignalKind::Resumed {
+            from_seq: r.seq,
+            resumes: r.resumes,
+            reattempted: Arc::from(names),
+            dropped_reservations: Arc::from(r.dropped_reservations),
+        });
+        if self.paused {
+            self.bus.emit(SignalKind::RunPaused);
+        }
+        self.drain_external();
+        for ix in order {
+            if self.g[ix].status.is_terminal() {
+                continue;
+            }
+            if reattempt.contains(&ix) {
+                // Back to the queue, where the console shows it.
+                self.node_added(ix);
+            } else {
+                let lane = self.g[ix].lane;
+                let waiting = self.link(ix);
+                self.g[ix].lane = lane;
+                if waiting == 0 {
+                    self.worklist.push_back(ix);
+                }
+            }
+        }
+        // Requests in settled results that were still being routed when the
+        // process stopped: read them again (the recorded ones are passed
+        // over).
+        if self.cfg.reactive {
+            let settled: Vec<NodeIndex> = self
+                .g
+                .node_indices()
+                .filter(|&ix| {
+                    matches!(
+                        self.g[ix].status,
+                        NodeStatus::Succeeded | NodeStatus::Escalated
+                    )
+                })
+                .collect();
+            for ix in settled {
+                let Some(result) = self.g[ix].result.clone() else {
+                    continue;
+                };
+                let found = request::extract(&result);
+                if !found.spawns.is_empty() {
+                    self.route_spawns(ix, &found.spawns);
+                }
+            }
+        }
+    }
+
     /// Announces a node that is now part of the graph and works out how many
     /// of its dependencies are still outstanding.
     fn node_added(&mut self, ix: NodeIndex) {
+        let waiting = self.link(ix);
+        let node = self.header(ix);
+        let n = &self.g[ix];
+        let kind = SignalKind::Queued {
+            node,
+            role: n.op.assignee.clone(),
+            instruction: n.op.instruction.clone(),
+            approval: n.op.metadata.approval,
+        };
+        self.emit_node(ix, kind);
+        if waiting == 0 {
+            self.worklist.push_back(ix);
+        }
+    }
+
+    /// Counts a node's outstanding dependencies and whether a settled one
+    /// already gives it a valid path; returns how many it waits for.
+    fn link(&mut self, ix: NodeIndex) -> u32 {
         let mut waiting = 0;
         let mut any_valid = false;
         let mut has_preds = false;
@@ -631,18 +791,7 @@ impl Executor {
             n.lane_since = Ms::at(now);
         }
         self.pred_buf = preds;
-        let node = self.header(ix);
-        let n = &self.g[ix];
-        let kind = SignalKind::Queued {
-            node,
-            role: n.op.assignee.clone(),
-            instruction: n.op.instruction.clone(),
-            approval: n.op.metadata.approval,
-        };
-        self.emit_node(ix, kind);
-        if waiting == 0 {
-            self.worklist.push_back(ix);
-        }
+        waiting
     }
 
     fn drain_worklist(&mut self) {
@@ -718,7 +867,7 @@ impl Executor {
         self.g[ix].parked = false;
         self.parked.retain(|&p| p != ix);
         let node = self.header(ix);
-        self.emit_node(ix, SignalKind::Resumed { node });
+        self.emit_node(ix, SignalKind::Unpaused { node });
         self.ready.push_back(ix);
     }
 
@@ -1222,14 +1371,25 @@ impl Executor {
                 .map(|s| Arc::from(s.trim()))
         };
         for &raw in raws {
+            let id = request::identity(raw) ^ u64::from(b's');
+            // Already in the ledger from before a resume: pass over once.
+            if let Some(e) = self.emissions.get_mut(&ix)
+                && let Some(pos) = e.handled.iter().position(|&h| h == id)
+            {
+                e.handled.swap_remove(pos);
+                e.seen.insert(id);
+                continue;
+            }
+            let identity = Some(identity_hex(id));
             if !self.first_sighting(ix, raw, b's') {
                 let assignee = assignee_of(raw);
-                self.drop_spawn(
+                self.drop_spawn_as(
                     Some(ix),
                     assignee,
                     DropReason::Duplicate,
                     "the same request was already seen from this emitter".into(),
                     None,
+                    identity,
                 );
                 continue;
             }
@@ -1237,7 +1397,14 @@ impl Executor {
                 Ok(r) => r,
                 Err(e) => {
                     let assignee = assignee_of(raw);
-                    self.drop_spawn(Some(ix), assignee, DropReason::BuilderError, e, None);
+                    self.drop_spawn_as(
+                        Some(ix),
+                        assignee,
+                        DropReason::BuilderError,
+                        e,
+                        None,
+                        identity,
+                    );
                     continue;
                 }
             };
@@ -1253,6 +1420,7 @@ impl Executor {
                 assignee: req.assignee.as_deref().map(Arc::from),
                 independent: req.independent,
                 reason: req.reason.as_deref().map(Arc::from),
+                identity,
             };
             if pending.is_empty() {
                 // Decided without waiting (the static map, an existing
@@ -1304,6 +1472,19 @@ impl Executor {
         detail: String,
         op_id: Option<OpId>,
     ) {
+        self.drop_spawn_as(emitter, assignee, reason, detail, op_id, None);
+    }
+
+    /// A drop of a request whose identity was read.
+    fn drop_spawn_as(
+        &mut self,
+        emitter: Option<NodeIndex>,
+        assignee: Option<Arc<str>>,
+        reason: DropReason,
+        detail: String,
+        op_id: Option<OpId>,
+        identity: Option<Arc<str>>,
+    ) {
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
         let emitter_id = emitter.map(|e| self.g[e].op.op_id);
         let emitter_name = emitter.map(|e| self.g[e].op.reference_id.clone());
@@ -1313,6 +1494,7 @@ impl Executor {
             emitter_id,
             detail: detail.clone(),
             op_id,
+            identity,
         });
         self.ledger.push(LedgerEntry {
             seq,
@@ -1347,16 +1529,24 @@ impl Executor {
         self.drain_external();
         let candidate = match routed {
             Err(rej) => {
-                self.drop_spawn(emitter, meta.assignee, rej.reason, rej.detail, None);
+                self.drop_spawn_as(
+                    emitter,
+                    meta.assignee,
+                    rej.reason,
+                    rej.detail,
+                    None,
+                    meta.identity,
+                );
                 return;
             }
             Ok(None) => {
-                self.drop_spawn(
+                self.drop_spawn_as(
                     emitter,
                     meta.assignee,
                     DropReason::NullChild,
                     "the node builder made no operation of the request".into(),
                     None,
+                    meta.identity,
                 );
                 return;
             }
@@ -1372,12 +1562,13 @@ impl Executor {
                 "{name} refused: {} of max_spawn {} already accepted",
                 self.spawn_accepted, self.cfg.max_spawn
             );
-            self.drop_spawn(
+            self.drop_spawn_as(
                 emitter,
                 assignee,
                 DropReason::MaxSpawnExceeded,
                 detail,
                 None,
+                meta.identity,
             );
             return;
         }
@@ -1401,7 +1592,7 @@ impl Executor {
             Some(e) if !meta.independent => vec![(e, Edge::spawn())],
             _ => Vec::new(),
         };
-        self.accept_new(emitter, op, deps, meta.independent);
+        self.accept_new(emitter, op, deps, meta.independent, meta.identity);
     }
 
     /// Inserts a brand-new node. It has only incoming edges, so it cannot
@@ -1413,6 +1604,7 @@ impl Executor {
         op: Operation,
         deps: Vec<(NodeIndex, Edge)>,
         independent: bool,
+        identity: Option<Arc<str>>,
     ) -> NodeIndex {
         let op_id = op.op_id;
         let name = op.reference_id.clone();
@@ -1423,6 +1615,22 @@ impl Executor {
         } else {
             Arc::from(cut)
         };
+        let record = Box::new(SpawnRecord {
+            agent: op.metadata.agent.clone(),
+            params: op.metadata.params.clone(),
+            requester_role: op.metadata.requester_role.clone(),
+            reason: op.metadata.spawn_reason.clone(),
+            kind: op.operation,
+            profile: op.metadata.profile.clone(),
+            edges: deps
+                .iter()
+                .map(|(from, edge)| DepRecord {
+                    from: self.g[*from].op.op_id,
+                    edge: edge.clone(),
+                })
+                .collect(),
+            identity,
+        });
         let ix = self.g.add_node(Node::new(op, self.empty_deps.clone()));
         self.index.insert(op_id, ix);
         self.names.entry(name.clone()).or_insert(ix);
@@ -1440,6 +1648,7 @@ impl Executor {
             independent,
             assignee: assignee.clone(),
             instruction,
+            record,
         });
         self.ledger.push(LedgerEntry {
             seq,
@@ -1550,7 +1759,7 @@ impl Executor {
             op.reference_id = self.spawn_name();
         }
         op.metadata.spawned_from = emitter.map(|e| self.g[e].op.op_id);
-        self.accept_new(emitter, op, deps, independent);
+        self.accept_new(emitter, op, deps, independent, None);
         true
     }
 

@@ -109,7 +109,7 @@ pub enum EdgeKind {
     Spawn,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     pub condition: Condition,
     pub kind: EdgeKind,
@@ -170,7 +170,7 @@ impl OperationKind {
 
 /// Trusted metadata, written by graph builders and routers, never copied
 /// from model output.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpMetadata {
     /// The canonical role this operation acts as when it emits requests
     /// (ADR-0036 D4). `None` is unauthorised for palette expansion.
@@ -205,7 +205,7 @@ impl Default for OpMetadata {
 }
 
 /// A node of the graph.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operation {
     pub op_id: OpId,
     /// Presentation name: the authored id, or `spawn-N` for spawned work.

@@ -65,7 +65,7 @@ impl Lane {
 /// (held, spawned, run-level ones) leave it unchanged.
 pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
     let next = match signal {
-        SignalKind::Queued { .. } | SignalKind::Resumed { .. } | SignalKind::Approved { .. } => {
+        SignalKind::Queued { .. } | SignalKind::Unpaused { .. } | SignalKind::Approved { .. } => {
             Lane::Queued
         }
         SignalKind::Started { .. } => Lane::Running,
@@ -125,7 +125,7 @@ mod tests {
             },
         );
         assert_eq!(lane, Lane::Paused);
-        lane = lane_for(lane, &SignalKind::Resumed { node: header() });
+        lane = lane_for(lane, &SignalKind::Unpaused { node: header() });
         assert_eq!(lane, Lane::Queued);
         lane = lane_for(
             lane,
@@ -161,7 +161,7 @@ mod tests {
             Lane::Failed
         );
         assert_eq!(
-            lane_for(done, &SignalKind::Resumed { node: header() }),
+            lane_for(done, &SignalKind::Unpaused { node: header() }),
             Lane::Failed
         );
         assert_eq!(

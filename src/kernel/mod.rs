@@ -13,6 +13,7 @@ pub mod lane;
 pub mod lease;
 pub mod ledger;
 pub mod request;
+pub mod restore;
 pub mod signal;
 pub mod snapshot;
 
@@ -34,7 +35,9 @@ pub use lane::{Lane, lane_for};
 pub use lease::{Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained};
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 pub use request::SpawnRequest;
+pub use restore::{Restore, RestoredNode};
 pub use signal::{
-    NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink, SkipReason,
+    DepRecord, NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink,
+    SkipReason, SpawnRecord,
 };
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

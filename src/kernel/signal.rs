@@ -159,7 +159,8 @@ pub enum SignalKind {
         node: NodeHeader,
         reason: PauseReason,
     },
-    Resumed {
+    /// A parked operation (paused run, operator hold) may go on.
+    Unpaused {
         #[serde(flatten)]
         node: NodeHeader,
     },
@@ -199,7 +200,11 @@ pub enum SignalKind {
         parent_id: Option<OpId>,
         independent: bool,
         assignee: Option<Arc<str>>,
+        /// Cut to SPAWNED_INSTRUCTION_MAX; `queued` has it whole.
         instruction: Arc<str>,
+        /// What rebuilds the operation on resume.
+        #[serde(flatten)]
+        record: Box<SpawnRecord>,
     },
     SpawnDropped {
         reason: DropReason,
@@ -207,6 +212,10 @@ pub enum SignalKind {
         emitter_id: Option<OpId>,
         detail: Arc<str>,
         op_id: Option<OpId>,
+        /// The request's identity, when it was read (duplicate detection
+        /// survives a resume).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Arc<str>>,
     },
     /// A role route was published: an initial palette role before the run,
     /// or an expansion (ADR-0036 D2, D3).
@@ -284,6 +293,17 @@ pub enum SignalKind {
         #[serde(flatten)]
         usage: super::agent::Usage,
     },
+    /// The run continues in a new process from its checkpoint and log.
+    Resumed {
+        /// The last signal of the stopped process.
+        from_seq: u64,
+        /// The how-many-th resume this is.
+        resumes: u32,
+        /// Operations that were running and start a new attempt.
+        reattempted: Arc<[Arc<str>]>,
+        /// Roles whose provisioning was in flight: dropped, nothing charged.
+        dropped_reservations: Arc<[Arc<str>]>,
+    },
     RunPaused,
     RunResumed,
     /// While paused, the operator let one waiting operation start.
@@ -304,6 +324,46 @@ pub enum SignalKind {
     },
 }
 
+/// The durable part of a spawned operation: with its `queued` signal, all
+/// that resume needs to rebuild it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnRecord {
+    pub agent: Arc<str>,
+    #[serde(default, skip_serializing_if = "is_null")]
+    pub params: Arc<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester_role: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "is_operate")]
+    pub kind: super::graph::OperationKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Arc<str>>,
+    /// Incoming edges (the spawn edge from the parent, or injected
+    /// dependencies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<DepRecord>,
+    /// The identity of the request it came from (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Arc<str>>,
+}
+
+/// An incoming edge as the durable record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DepRecord {
+    pub from: OpId,
+    #[serde(flatten)]
+    pub edge: super::graph::Edge,
+}
+
+fn is_null(v: &Arc<Value>) -> bool {
+    v.is_null()
+}
+
+fn is_operate(k: &super::graph::OperationKind) -> bool {
+    *k == super::graph::OperationKind::Operate
+}
+
 impl SignalKind {
     /// The `type` string as serialised.
     pub fn type_name(&self) -> &'static str {
@@ -315,6 +375,7 @@ impl SignalKind {
             SignalKind::Failed { .. } => "failed",
             SignalKind::Skipped { .. } => "skipped",
             SignalKind::Paused { .. } => "paused",
+            SignalKind::Unpaused { .. } => "unpaused",
             SignalKind::Resumed { .. } => "resumed",
             SignalKind::AwaitingApproval { .. } => "awaiting_approval",
             SignalKind::Approved { .. } => "approved",
@@ -351,7 +412,7 @@ impl SignalKind {
             | SignalKind::Failed { node, .. }
             | SignalKind::Skipped { node, .. }
             | SignalKind::Paused { node, .. }
-            | SignalKind::Resumed { node }
+            | SignalKind::Unpaused { node }
             | SignalKind::AwaitingApproval { node }
             | SignalKind::Approved { node, .. }
             | SignalKind::Denied { node, .. }

@@ -30,14 +30,14 @@ impl Provisioner for RunProvisioner {
     fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, String>> {
         // The simulated delay is for watching expansions; initial roles are
         // provisioned before the run, where a delay would only hold it up.
-        let delay = if req.origin == RoleOrigin::Expanded {
+        let delay = if req.origin == RoleOrigin::Expanded && !req.restoring {
             Duration::from_micros(
                 ((self.simulate.provision_delay_ms as f64) * 1000.0 / self.speed).round() as u64,
             )
         } else {
             Duration::ZERO
         };
-        let fail = self.simulate.fail_roles.iter().any(|r| **r == *req.role);
+        let fail = !req.restoring && self.simulate.fail_roles.iter().any(|r| **r == *req.role);
         let dir = self
             .run_dir
             .as_ref()

@@ -52,6 +52,9 @@ pub struct ProvisionRequest {
     pub profile: Option<UserProfile>,
     pub origin: RoleOrigin,
     pub by: Option<Arc<str>>,
+    /// Rebuilding a route a stopped run had: no simulated delay or failure,
+    /// nothing charged.
+    pub restoring: bool,
 }
 
 /// Resolves model, tools, modes and artifacts for a role. Runs outside the
@@ -138,7 +141,8 @@ impl PaletteRouter {
         }
     }
 
-    fn emit_counts(&self) {
+    /// Reports both budgets to the run (after `attach`).
+    pub fn emit_counts(&self) {
         let Some(tx) = self.events.get() else { return };
         let st = self.lock();
         let counts = PaletteCounts {
@@ -218,6 +222,7 @@ impl PaletteRouter {
             profile,
             origin,
             by,
+            restoring: false,
         }
     }
 
@@ -244,6 +249,74 @@ impl PaletteRouter {
             }
             self.emit_provisioned(&entry);
         }
+        self.emit_counts();
+        Ok(())
+    }
+
+    /// ADR-0036 D6: rebuilds the routes of a stopped run from its snapshot.
+    /// Initial and expanded roles are published once, without charging
+    /// again; a reservation that was in flight is dropped. The saved roles
+    /// and their modes are checked against the current catalog and pack.
+    pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+        let catalog = super::Catalog::builtin();
+        // A run that stopped before its initial roles were recorded gets
+        // them from the declaration (resume checked it is unchanged).
+        let declared: Vec<String> = self
+            .cfg
+            .palette
+            .roles
+            .iter()
+            .map(|r| r.role.clone())
+            .collect();
+        let initial = if snap.initial_roles.is_empty() {
+            &declared
+        } else {
+            &snap.initial_roles
+        };
+        for (role, origin) in initial.iter().map(|r| (r, RoleOrigin::Initial)).chain(
+            snap.expanded_roles
+                .iter()
+                .map(|r| (r, RoleOrigin::Expanded)),
+        ) {
+            let name: Arc<str> = Arc::from(role.as_str());
+            let known = self.cfg.pack.contains_key(role) || self.cfg.profiles.contains_key(role);
+            if !known {
+                return Err(format!(
+                    "the saved palette has role {role:?}, which the current catalog and the play's profiles do not know"
+                ));
+            }
+            let mut req = self.provision_request(&name, origin, None);
+            if let Some(bad) = req.modes.iter().find(|m| !catalog.has_mode(m)) {
+                return Err(format!(
+                    "the saved palette gives role {role:?} mode {bad:?}, which the current catalog does not have"
+                ));
+            }
+            let allow = &req.config.modes_allow;
+            if let Some(bad) = req
+                .modes
+                .iter()
+                .find(|m| !allow.is_empty() && !allow.contains(m))
+            {
+                return Err(format!(
+                    "the saved palette gives role {role:?} mode {bad:?}, which the current pack no longer allows (allowed: {})",
+                    allow.join(", ")
+                ));
+            }
+            req.restoring = true;
+            let entry = Arc::new(
+                self.provisioner
+                    .provision(req)
+                    .await
+                    .map_err(|e| format!("restoring palette role {role}: {e}"))?,
+            );
+            let mut st = self.lock();
+            st.routes.insert(name.clone(), entry);
+            match origin {
+                RoleOrigin::Initial => st.initial.push(name),
+                RoleOrigin::Expanded => st.expanded.push(name),
+            }
+        }
+        self.lock().consumed = snap.consumed_new_roles;
         self.emit_counts();
         Ok(())
     }

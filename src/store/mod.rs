@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+pub mod checkpoint;
+pub mod resume;
+
 use crate::kernel::{Envelope, Signal, SignalSink};
 
 pub const RUNS_DIR: &str = ".playdeck/runs";
@@ -86,6 +89,10 @@ impl RunDir {
             out: BufWriter::with_capacity(64 * 1024, file),
             error: None,
             path: self.events_path(),
+            kill_after: std::env::var("PLAYDECK_FAULT_KILL_AFTER")
+                .ok()
+                .and_then(|n| n.parse().ok()),
+            written: 0,
         })
     }
 
@@ -102,6 +109,11 @@ pub struct EventLog {
     out: BufWriter<File>,
     error: Option<io::Error>,
     path: PathBuf,
+    /// Fault injection for the crash tests: `PLAYDECK_FAULT_KILL_AFTER=N`
+    /// kills the process (SIGKILL, nothing flushed) after the N-th line of
+    /// this process.
+    kill_after: Option<u64>,
+    written: u64,
 }
 
 impl EventLog {
@@ -124,6 +136,14 @@ impl SignalSink for EventLog {
             .map_err(io::Error::other)
             .and_then(|()| self.out.write_all(b"\n"));
         self.note(r);
+        self.written += 1;
+        if self.kill_after == Some(self.written) {
+            // SAFETY: kill and getpid take and return integers; this is a
+            // deliberate crash for the durability tests.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
     }
 
     fn flush(&mut self) {

@@ -1,0 +1,349 @@
+//! Durable runs: tests/plays/crash.toml killed (SIGKILL, through the
+//! PLAYDECK_FAULT_KILL_AFTER fault hook) after the N-th event for 50
+//! deterministic N, resumed, and checked against an uninterrupted run; and
+//! damaged checkpoints and logs refused with a clear error. The play keeps
+//! its events apart in time, so an uninterrupted run always ends the same.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const SPEED: &str = "8";
+
+fn play() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml")
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_playdeck"));
+    c.env_remove("PLAYDECK_FAULT_KILL_AFTER");
+    c
+}
+
+fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
+    let mut c = bin();
+    c.arg("run")
+        .arg(play())
+        .args([
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--run-dir",
+        ])
+        .arg(dir);
+    if let Some(n) = kill_after {
+        c.env("PLAYDECK_FAULT_KILL_AFTER", n.to_string());
+    }
+    c.output().unwrap()
+}
+
+fn resume(dir: &Path) -> Output {
+    bin()
+        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg(dir)
+        .arg("--play")
+        .arg(play())
+        .output()
+        .unwrap()
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The result envelope with ids replaced by names and timings left out.
+fn outcome(dir: &Path) -> Value {
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let names = r["operation_names"].as_object().unwrap().clone();
+    let name = |id: &Value| names[id.as_str().unwrap()].clone();
+    let list = |k: &str| {
+        let mut v: Vec<String> = r[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| name(i).as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let results: BTreeMap<String, Value> = r["operation_results"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, v)| (names[id].as_str().unwrap().to_string(), v.clone()))
+        .collect();
+    let mut dropped: Vec<(String, String)> = r["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["reason"].to_string(), d["assignee"].to_string()))
+        .collect();
+    dropped.sort();
+    serde_json::json!({
+        "outcome": r["outcome"],
+        "completed": list("completed_operations"),
+        "failed": list("failed_operations"),
+        "skipped": list("skipped_operations"),
+        "escalated": list("escalated_operations"),
+        "results": results,
+        "spawned": r["spawned_operations"],
+        "dropped": dropped,
+        "context": r["final_context"],
+    })
+}
+
+/// Names whose terminal signal is in `evs`, with their results.
+fn terminal(evs: &[Value]) -> HashMap<String, Value> {
+    evs.iter()
+        .filter(|e| ["completed", "escalated"].contains(&e["type"].as_str().unwrap()))
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e["result"].clone()))
+        .collect()
+}
+
+#[test]
+fn killed_at_fifty_moments_and_resumed_the_run_ends_as_if_never_stopped() {
+    let base = tempfile::tempdir().unwrap();
+    let clean = base.path().join("clean");
+    let out = run_play(&clean, None);
+    assert_eq!(out.status.code(), Some(1), "one operation fails");
+    let want = outcome(&clean);
+    let total = events(&clean).len();
+    let want_budget = last_budget(&events(&clean));
+    // Five at a time: the processes mostly wait on play time.
+    let seeds: Vec<usize> = (0..50).collect();
+    std::thread::scope(|s| {
+        for chunk in seeds.chunks(10) {
+            let (base, want, want_budget) = (base.path(), &want, &want_budget);
+            s.spawn(move || {
+                for &seed in chunk {
+                    // Spread over the whole run, the same moments every time.
+                    let n = 1 + (seed * 37 + seed * seed) % total;
+                    crash_and_resume(base, seed, n, want, want_budget);
+                }
+            });
+        }
+    });
+}
+
+fn last_budget(evs: &[Value]) -> Value {
+    evs.iter()
+        .rev()
+        .find(|e| e["type"] == "budget")
+        .cloned()
+        .unwrap()
+}
+
+fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budget: &Value) {
+    let dir = base.join(format!("crash-{seed}"));
+    let first = run_play(&dir, Some(n));
+    let killed = first.status.code().is_none();
+    let before = events(&dir);
+    if killed {
+        let r = resume(&dir);
+        assert_eq!(
+            r.status.code(),
+            Some(1),
+            "seed {seed} (killed after {n} events): resume failed: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    let after = events(&dir);
+    // The same end as an uninterrupted run, modulo ids and timings.
+    assert_eq!(&outcome(&dir), want, "seed {seed}, killed after event {n}");
+    // No completed result lost or changed.
+    let done_before = terminal(&before);
+    let done_after = terminal(&after);
+    for (name, result) in &done_before {
+        assert_eq!(done_after.get(name), Some(result), "seed {seed}: {name}");
+    }
+    // No terminal operation run again: nothing starts after it settled,
+    // and it settles once.
+    let mut settled: HashMap<String, usize> = HashMap::new();
+    for e in &after {
+        let ty = e["type"].as_str().unwrap();
+        let Some(name) = e["name"].as_str() else {
+            continue;
+        };
+        if ["completed", "escalated", "failed", "skipped"].contains(&ty) {
+            *settled.entry(name.to_string()).or_default() += 1;
+        }
+        if ty == "started" {
+            assert!(
+                !settled.contains_key(name),
+                "seed {seed}: {name} started after it settled"
+            );
+        }
+    }
+    assert!(
+        settled.values().all(|&c| c == 1),
+        "seed {seed}: settled twice: {settled:?}"
+    );
+    // No budget charged twice, no reservation leaked.
+    let b = last_budget(&after);
+    assert_eq!(
+        b["consumed_new_roles"], want_budget["consumed_new_roles"],
+        "seed {seed}"
+    );
+    assert_eq!(
+        b["spawns_accepted"], want_budget["spawns_accepted"],
+        "seed {seed}"
+    );
+    assert_eq!(b["reserved_roles"], serde_json::json!([]), "seed {seed}");
+    // The log goes on: numbered without gaps, a `resumed` per crash.
+    let seqs: Vec<u64> = after.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seed {seed}: seq gap"
+    );
+    if killed && after.len() > before.len() {
+        let resumed = after.iter().find(|e| e["type"] == "resumed");
+        let resumed = resumed.unwrap_or_else(|| panic!("seed {seed}: no resumed signal"));
+        // What was running starts a new, numbered attempt.
+        for name in resumed["reattempted"].as_array().unwrap() {
+            let again = after.iter().find(|e| {
+                e["type"] == "started"
+                    && e["name"] == *name
+                    && e["seq"].as_u64() > resumed["seq"].as_u64()
+            });
+            if let Some(e) = again {
+                assert!(e["attempt"].as_u64().unwrap() >= 2, "seed {seed}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn resume_refuses_a_changed_play_and_new_run_starts_over() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    assert!(run_play(&dir, Some(20)).status.code().is_none());
+    let changed = base.path().join("changed.toml");
+    let text = std::fs::read_to_string(play()).unwrap();
+    std::fs::write(
+        &changed,
+        text.replace("max_spawn = 3", "max_spawn = 4")
+            .replace("max_new_roles = 1", "max_new_roles = 2"),
+    )
+    .unwrap();
+    let r = bin()
+        .args([
+            "resume",
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--play",
+        ])
+        .arg(&changed)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("max_spawn was 3, now 4"), "{err}");
+    assert!(
+        err.contains("\"max_new_roles\":1") && err.contains("\"max_new_roles\":2"),
+        "{err}"
+    );
+    assert!(err.contains("--new-run"), "{err}");
+    let log = std::fs::read(dir.join("events.jsonl")).unwrap();
+    // --new-run leaves the stopped run alone and starts the play over.
+    let r = bin()
+        .current_dir(base.path())
+        .args([
+            "resume",
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--new-run",
+            "--play",
+        ])
+        .arg(&changed)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(std::fs::read(dir.join("events.jsonl")).unwrap(), log);
+    assert!(base.path().join(".playdeck/runs").is_dir());
+}
+
+#[test]
+fn a_damaged_checkpoint_or_log_is_refused_by_name() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    let first = run_play(&dir, Some(30));
+    assert!(first.status.code().is_none(), "killed");
+    let cp = dir.join("checkpoint.json");
+    let good = std::fs::read(&cp).unwrap();
+    let log_before = std::fs::read(dir.join("events.jsonl")).unwrap();
+
+    // Cut short.
+    std::fs::write(&cp, &good[..good.len() / 2]).unwrap();
+    let r = resume(&dir);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("checkpoint.json") && err.contains("damaged"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.join("events.jsonl")).unwrap(),
+        log_before,
+        "nothing written"
+    );
+    assert!(!dir.join("result.json").exists());
+
+    // Corrupted.
+    let mut bad = good.clone();
+    bad[10] = b'#';
+    std::fs::write(&cp, &bad).unwrap();
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("checkpoint.json"));
+
+    // Missing: no silent fresh start.
+    std::fs::remove_file(&cp).unwrap();
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("no checkpoint.json"));
+
+    // A damaged line in the middle of the log.
+    std::fs::write(&cp, &good).unwrap();
+    let mut lines: Vec<String> = String::from_utf8(log_before.clone())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[3] = "{\"v\":1,\"seq\":".into();
+    std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+    let r = resume(&dir);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("events.jsonl:4:"), "{err}");
+
+    // Put right, it resumes and finishes.
+    std::fs::write(dir.join("events.jsonl"), &log_before).unwrap();
+    assert_eq!(resume(&dir).status.code(), Some(1));
+    // Finished and reported: nothing more to resume.
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("already finished"));
+}
