@@ -72,6 +72,10 @@ pub enum Command {
         /// Start the play over as a new run instead.
         #[arg(long)]
         new_run: bool,
+        /// Start a new attempt of this failed or denied operation (and what
+        /// it caused to be skipped), even in a run that finished. Repeatable.
+        #[arg(long, value_name = "OP")]
+        retry: Vec<String>,
         #[command(flatten)]
         args: ResumeArgs,
     },
@@ -146,6 +150,9 @@ pub struct RunArgs {
     /// Set by `resume`: the stopped run to take up.
     #[arg(skip)]
     pub resume: Option<PathBuf>,
+    /// Set by `resume --retry`.
+    #[arg(skip)]
+    pub retry: Vec<String>,
 }
 
 /// What `resume` shares with `run`.
@@ -211,6 +218,11 @@ pub enum CtlAction {
         op: String,
     },
     Unhold {
+        op: String,
+    },
+    /// Start a new attempt of a failed or denied operation (what it caused
+    /// to be skipped waits again).
+    Retry {
         op: String,
     },
     /// Release idle capacity; busy instances are retained with reasons.

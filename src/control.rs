@@ -49,6 +49,10 @@ pub enum Request {
     Unhold {
         op: String,
     },
+    /// A new attempt of a failed or denied operation.
+    Retry {
+        op: String,
+    },
     /// Release idle capacity (idle-only is the only mode).
     Release,
     CapacityEnsure {
@@ -164,6 +168,7 @@ pub async fn serve(
         }
         Request::Hold { op } => done(h.hold(&op).await),
         Request::Unhold { op } => done(h.unhold(&op).await),
+        Request::Retry { op } => done(h.retry(&op).await),
         Request::Status => Ok(status(h, capacity).await),
         Request::Release => {
             Ok(serde_json::to_value(need_capacity()?.release_idle()).expect("serialisable"))

@@ -42,6 +42,8 @@ pub struct HeadlessOptions {
     pub format: Format,
     /// Take up the stopped run in this directory.
     pub resume: Option<PathBuf>,
+    /// With `resume`: failed operations to start again.
+    pub retry: Vec<String>,
 }
 
 impl Default for HeadlessOptions {
@@ -53,6 +55,7 @@ impl Default for HeadlessOptions {
             run_dir: None,
             format: Format::Json,
             resume: None,
+            retry: Vec::new(),
         }
     }
 }
@@ -101,6 +104,7 @@ pub async fn run(
         run_id: None,
         control: true,
         resume: opts.resume.clone(),
+        retry: opts.retry.clone(),
     };
     let mut session = Session::open(play, &session_opts, vec![Box::new(ChannelSink(tx))]).await?;
     if let Some(e) = &session.control_error {
@@ -195,8 +199,7 @@ fn eprintln_to(msg: &str) {
     eprintln!("playdeck: {msg}");
 }
 
-pub const CONTROL_HELP: &str =
-    "pause | resume | step | approve ID | deny ID [reason] | hold ID | unhold ID | cancel";
+pub const CONTROL_HELP: &str = "pause | resume | step | approve ID | deny ID [reason] | hold ID | unhold ID | retry ID | cancel";
 
 /// Applies one control line. Errors say what was wrong and what is allowed.
 pub async fn apply_control_line<'a>(h: &RunHandle, line: &'a str) -> Result<(), String> {
@@ -225,6 +228,7 @@ pub async fn apply_control_line<'a>(h: &RunHandle, line: &'a str) -> Result<(), 
         }
         "hold" => h.hold(need(arg)?).await,
         "unhold" => h.unhold(need(arg)?).await,
+        "retry" => h.retry(need(arg)?).await,
         other => {
             return Err(format!(
                 "unknown control line {other:?}; allowed: {CONTROL_HELP}"
@@ -279,6 +283,16 @@ impl HumanPrinter {
             SignalKind::Escalated {
                 node: n, reason, ..
             } => node("! escalated", &n.name, &format!(" — {reason}")),
+            SignalKind::Retried {
+                node: n,
+                attempt,
+                because: None,
+            } => node("↻ retried", &n.name, &format!(" — attempt {attempt}")),
+            SignalKind::Retried {
+                node: n,
+                because: Some(b),
+                ..
+            } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
             SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
             SignalKind::Unheld { node: n } => node("▷ unheld", &n.name, ""),
             SignalKind::Spawned { name, assignee, .. } => {

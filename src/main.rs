@@ -89,8 +89,9 @@ fn main() -> ExitCode {
             run: which,
             play,
             new_run,
+            retry,
             args,
-        }) => resume(&which, play, new_run, args),
+        }) => resume(&which, play, new_run, retry, args),
         Some(Command::Ctl { run, action, json }) => {
             let req = match action {
                 CtlAction::Pause => Request::Pause,
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
                 },
                 CtlAction::Hold { op } => Request::Hold { op },
                 CtlAction::Unhold { op } => Request::Unhold { op },
+                CtlAction::Retry { op } => Request::Retry { op },
                 CtlAction::Release { idle_only: _ } => Request::Release,
             };
             emit(remote::ctl(&run, req, json))
@@ -246,6 +248,7 @@ fn run(args: RunArgs) -> i32 {
             FormatArg::Human => Format::Human,
         },
         resume: args.resume.clone(),
+        retry: args.retry.clone(),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -291,7 +294,13 @@ fn run(args: RunArgs) -> i32 {
 
 /// `playdeck resume RUN`: the play is `--play`, else where the run's play
 /// was when it started, else the copy in the run directory.
-fn resume(which: &str, play: Option<std::path::PathBuf>, new_run: bool, a: cli::ResumeArgs) -> i32 {
+fn resume(
+    which: &str,
+    play: Option<std::path::PathBuf>,
+    new_run: bool,
+    retry: Vec<String>,
+    a: cli::ResumeArgs,
+) -> i32 {
     let dir = match playdeck::control::resolve_run(which) {
         Ok(d) => d,
         Err(e) => {
@@ -317,6 +326,7 @@ fn resume(which: &str, play: Option<std::path::PathBuf>, new_run: bool, a: cli::
         format: a.format,
         theme: a.theme,
         resume: (!new_run).then_some(dir),
+        retry,
     };
     run(args)
 }
@@ -351,6 +361,7 @@ fn console(play: &Play, args: &RunArgs) -> i32 {
             },
             run_dir: args.run_dir.clone(),
             resume: args.resume.clone(),
+            retry: args.retry.clone(),
             ..Default::default()
         },
         theme: args.theme.clone(),

@@ -28,6 +28,9 @@ pub struct SessionOptions {
     pub control: bool,
     /// Take up the stopped run in this directory instead of starting one.
     pub resume: Option<PathBuf>,
+    /// With `resume`: failed operations to start again (the run may have
+    /// finished).
+    pub retry: Vec<String>,
 }
 
 impl Default for SessionOptions {
@@ -40,6 +43,7 @@ impl Default for SessionOptions {
             run_id: None,
             control: true,
             resume: None,
+            retry: Vec::new(),
         }
     }
 }
@@ -122,7 +126,7 @@ impl Session {
         sinks: Vec<Box<dyn SignalSink>>,
     ) -> std::io::Result<Session> {
         let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-        let cp = crate::store::resume::read_stopped(dir).map_err(fail)?;
+        let cp = crate::store::resume::read_stopped(dir, !opts.retry.is_empty()).map_err(fail)?;
         check_conflicts(play, &cp).map_err(fail)?;
         let speed = opts.speed.unwrap_or(play.speed);
         let run_dir = RunDir {
@@ -142,7 +146,8 @@ impl Session {
             .iter()
             .map(|r| Arc::from(r.as_str()))
             .collect();
-        let (graph, restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
+        let (graph, mut restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
+        crate::store::resume::retry(&mut restore, &cp, &opts.retry).map_err(fail)?;
         let cfg = run_config(play, &run_dir, opts);
         let previous_capacity = std::fs::read(run_dir.path.join("capacity.json"))
             .ok()

@@ -187,6 +187,12 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     let (code, _, err) = run(d, &["ctl", "r1", "approve", "build"]);
     assert_eq!(code, 1);
     assert!(err.contains("build has no approval gate"), "{err}");
+    let (code, _, err) = run(d, &["ctl", "r1", "retry", "build"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("build is running; only a failed or denied operation can be retried"),
+        "{err}"
+    );
 
     let (code, _, _) = run(d, &["ctl", "latest", "resume"]);
     assert_eq!(code, 0);

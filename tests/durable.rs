@@ -347,3 +347,96 @@ fn a_damaged_checkpoint_or_log_is_refused_by_name() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("already finished"));
 }
+
+#[test]
+fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
+    let base = tempfile::tempdir().unwrap();
+    let flaky = base.path().join("flaky.toml");
+    let text = std::fs::read_to_string(play()).unwrap().replace(
+        "outcome = \"fail\", error = \"2 tests failed\"",
+        "outcome = \"fail\", error = \"2 tests failed\", fail_attempts = 1",
+    );
+    std::fs::write(&flaky, text).unwrap();
+    let dir = base.path().join("run");
+    let out = bin()
+        .arg("run")
+        .arg(&flaky)
+        .args([
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--run-dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let before = outcome(&dir);
+    assert_eq!(before["failed"], serde_json::json!(["integration"]));
+    assert_eq!(before["skipped"], serde_json::json!(["hold", "load"]));
+    // Not failed: refused, with what is allowed.
+    let r = bin()
+        .args(["resume", "--headless", "--retry", "build"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("only a failed or denied operation can be retried")
+    );
+    let r = bin()
+        .args([
+            "resume",
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--retry",
+            "integration",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    // The review still escalates, so the run still ends failed (exit 1).
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let after = outcome(&dir);
+    assert_eq!(after["failed"], serde_json::json!([]));
+    assert_eq!(
+        after["skipped"],
+        serde_json::json!(["hold"]),
+        "load ran after the retry"
+    );
+    let evs = events(&dir);
+    let started: Vec<u64> = evs
+        .iter()
+        .filter(|e| e["type"] == "started" && e["name"] == "integration")
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(started, [1, 2]);
+    // Each attempt's outcome is kept in the checkpoint.
+    let cp: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).unwrap())
+            .unwrap();
+    let node = cp["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["op"]["reference_id"] == "integration")
+        .unwrap();
+    let outcomes: Vec<&str> = node["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+}

@@ -854,3 +854,90 @@ async fn a_round_ends_each_time_the_run_drains() {
         .collect();
     assert_eq!(rounds, [1, 2]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
+    let mut b = GraphBuilder::new();
+    let flaky = b.add_root(op(
+        "flaky",
+        "worker",
+        sim_with(
+            100,
+            json!({"outcome": "fail", "error": "boom", "fail_attempts": 1}),
+        ),
+    ));
+    let next = b.add_after(
+        op("next", "worker", sim(100)),
+        [(flaky, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("last", "worker", sim(100)),
+        [(next, Condition::Succeeded)],
+    );
+    b.add_after(
+        op("on-failure", "worker", sim(100)),
+        [(flaky, Condition::Failed)],
+    );
+    // Keeps the run alive while the operator looks.
+    b.add_root(op("long", "worker", sim(5_000)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(h.signals.types_for("next"), ["queued", "skipped"]);
+    assert!(matches!(
+        h.handle.retry("on-failure").await,
+        Err(ControlError::CannotRetry {
+            state: "completed",
+            ..
+        })
+    ));
+    assert!(matches!(
+        h.handle.retry("next").await,
+        Err(ControlError::CannotRetry {
+            state: "skipped",
+            ..
+        })
+    ));
+    h.handle.retry("flaky").await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(
+        h.signals.types_for("flaky"),
+        [
+            "queued",
+            "started",
+            "failed",
+            "retried",
+            "started",
+            "completed"
+        ]
+    );
+    assert_eq!(
+        h.signals.types_for("next"),
+        ["queued", "skipped", "retried", "started", "completed"]
+    );
+    assert_eq!(
+        h.signals.types_for("last")[..3],
+        ["queued", "skipped", "retried"]
+    );
+    let attempts: Vec<(String, u32)> = h
+        .signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Retried { node, attempt, .. } => Some((node.name.to_string(), *attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        [("flaky".into(), 2), ("next".into(), 0), ("last".into(), 0)]
+    );
+    // The failure branch already ran; it stands.
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    assert_eq!(env.completed_operations.len(), 5);
+    assert!(env.failed_operations.is_empty() && env.skipped_operations.is_empty());
+    assert!(matches!(
+        h.handle.retry("flaky").await,
+        Err(ControlError::RunFinished)
+    ));
+}

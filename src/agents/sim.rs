@@ -42,6 +42,10 @@ pub struct SimSpec {
     pub emits: Vec<SimEmit>,
     pub error: Option<String>,
     pub escalation: Option<String>,
+    /// With `outcome = "fail"`: only the first N attempts fail (a retry
+    /// after that succeeds). `None`: every attempt fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_attempts: Option<u32>,
 }
 
 impl SimSpec {
@@ -57,6 +61,7 @@ impl SimSpec {
             emits: Vec::new(),
             error: None,
             escalation: None,
+            fail_attempts: None,
         }
     }
 }
@@ -115,7 +120,7 @@ impl Agent for SimAgent {
                 inv.events.emit(AgentEvent::Emitted(value));
             }
             tokio::time::sleep_until(start + total).await;
-            outcome(&spec, &inv.name)
+            outcome(&spec, &inv.name, inv.attempt)
         })
     }
 
@@ -124,8 +129,9 @@ impl Agent for SimAgent {
     }
 }
 
-fn outcome(spec: &SimSpec, name: &str) -> AgentOutcome {
-    if spec.outcome == SimOutcome::Fail {
+fn outcome(spec: &SimSpec, name: &str, attempt: u32) -> AgentOutcome {
+    let fails = spec.fail_attempts.is_none_or(|n| attempt <= n);
+    if spec.outcome == SimOutcome::Fail && fails {
         let msg = spec
             .error
             .clone()

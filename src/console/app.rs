@@ -72,6 +72,7 @@ pub enum ControlCmd {
     Deny(Arc<str>),
     Hold(Arc<str>),
     Unhold(Arc<str>),
+    Retry(Arc<str>),
     Cancel,
 }
 
@@ -494,6 +495,7 @@ impl App {
             }
             Action::Approve | Action::Deny => self.decide(a == Action::Approve),
             Action::Hold => self.hold(),
+            Action::Retry => self.retry(),
             Action::NodeInspector => {
                 let node = match self.focus {
                     Pane::Ledger => self.ledger_node(),
@@ -635,6 +637,23 @@ impl App {
             return Vec::new();
         }
         vec![Effect::Control(ControlCmd::Hold(name))]
+    }
+
+    fn retry(&mut self) -> Vec<Effect> {
+        let Some(ix) = self.selected_node().filter(|_| self.focus == Pane::Lanes) else {
+            self.set_status("select a failed operation to retry", Level::Warning);
+            return Vec::new();
+        };
+        let n = self.vm.node(ix);
+        let name = n.name.clone();
+        if n.lane != Lane::Failed || n.skipped {
+            self.set_status(
+                format!("{name} has not failed; only failed or denied operations can be retried"),
+                Level::Warning,
+            );
+            return Vec::new();
+        }
+        vec![Effect::Control(ControlCmd::Retry(name))]
     }
 
     fn move_rows(&mut self, a: Action) {

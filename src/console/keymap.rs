@@ -17,6 +17,7 @@ pub enum Action {
     Approve,
     Deny,
     Hold,
+    Retry,
     NodeInspector,
     FocusNext,
     FocusPrev,
@@ -121,6 +122,13 @@ pub const ACTIONS: &[ActionInfo] = &[
         help: "hold / unhold",
         scope: Scope::Selection,
         default: &["o"],
+    },
+    ActionInfo {
+        action: Action::Retry,
+        name: "retry",
+        help: "retry a failed operation",
+        scope: Scope::Selection,
+        default: &["R"],
     },
     ActionInfo {
         action: Action::NodeInspector,

@@ -43,6 +43,8 @@ pub struct NodeView {
     pub activity: Option<(ActivityState, Option<Arc<str>>)>,
     /// Its agent's cost and tokens so far.
     pub usage: Option<Usage>,
+    /// How earlier attempts ended (after a retry).
+    pub earlier: Vec<Arc<str>>,
     /// Lane entries, in order: (lane, when).
     pub history: Vec<(Lane, f64)>,
     /// Position in its lane's entry list.
@@ -368,6 +370,7 @@ impl ViewModel {
             instance: None,
             activity: None,
             usage: None,
+            earlier: Vec::new(),
             history: Vec::new(),
             lane_pos: TOMB,
         });
@@ -617,6 +620,7 @@ impl ViewModel {
     /// What a node signal says besides its lane.
     fn node_detail(&mut self, ix: u32, kind: &SignalKind, at: f64) {
         let mut leave_wait = false;
+        let mut unskip = false;
         {
             let n = &mut self.nodes[ix as usize];
             match kind {
@@ -662,6 +666,20 @@ impl ViewModel {
                     n.result = Some(result.clone());
                     n.finished_at = Some(at);
                 }
+                SignalKind::Retried { because, .. } => {
+                    if because.is_none() {
+                        let how = n.error.as_deref().unwrap_or("failed");
+                        n.earlier
+                            .push(Arc::from(format!("attempt {}: {how}", n.attempt.max(1))));
+                    }
+                    n.error = None;
+                    n.result = None;
+                    n.escalation = None;
+                    n.finished_at = None;
+                    if std::mem::take(&mut n.skipped) {
+                        unskip = true;
+                    }
+                }
                 SignalKind::Held { .. } => n.held = true,
                 SignalKind::Unheld { .. } => n.held = false,
                 SignalKind::Paused { reason, .. } => {
@@ -686,6 +704,9 @@ impl ViewModel {
         }
         if matches!(kind, SignalKind::Skipped { .. }) {
             self.skipped += 1;
+        }
+        if unskip {
+            self.skipped -= 1;
         }
     }
 
@@ -752,6 +773,7 @@ impl ViewModel {
                 instance: None,
                 activity: None,
                 usage: None,
+                earlier: Vec::new(),
                 history: vec![(n.lane, n.lane_since)],
                 lane_pos: TOMB,
             });

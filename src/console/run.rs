@@ -342,6 +342,7 @@ pub async fn control(
         ),
         ControlCmd::Hold(op) => (format!("holding {op}"), h.hold(op).await),
         ControlCmd::Unhold(op) => (format!("released the hold on {op}"), h.unhold(op).await),
+        ControlCmd::Retry(op) => (format!("retrying {op}"), h.retry(op).await),
         ControlCmd::Cancel => ("cancelling the run…".into(), h.cancel().await),
     }
 }

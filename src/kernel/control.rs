@@ -28,6 +28,8 @@ pub enum ControlError {
     NotPaused,
     #[error("the run has finished")]
     RunFinished,
+    #[error("{name} is {state}; only a failed or denied operation can be retried")]
+    CannotRetry { name: String, state: &'static str },
 }
 
 /// Who decided an approval when no person did.
@@ -70,6 +72,10 @@ pub(crate) enum Command {
         reply: Reply,
     },
     Hold {
+        op: String,
+        reply: Reply,
+    },
+    Retry {
         op: String,
         reply: Reply,
     },
@@ -200,6 +206,13 @@ impl RunHandle {
     pub async fn hold(&self, op: &str) -> Result<(), ControlError> {
         let op = op.to_string();
         self.ask(|reply| Command::Hold { op, reply }).await
+    }
+
+    /// Starts a new attempt of a failed or denied operation and re-opens
+    /// what was skipped only because of it.
+    pub async fn retry(&self, op: &str) -> Result<(), ControlError> {
+        let op = op.to_string();
+        self.ask(|reply| Command::Retry { op, reply }).await
     }
 
     pub async fn unhold(&self, op: &str) -> Result<(), ControlError> {

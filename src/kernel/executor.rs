@@ -1802,6 +1802,9 @@ impl Executor {
             Command::Hold { op, reply } => {
                 let _ = reply.send(self.hold(&op));
             }
+            Command::Retry { op, reply } => {
+                let _ = reply.send(self.retry(&op));
+            }
             Command::Unhold { op, reply } => {
                 let _ = reply.send(self.unhold(&op));
             }
@@ -1836,6 +1839,7 @@ impl Executor {
             | Command::Approve { reply: r, .. }
             | Command::Deny { reply: r, .. }
             | Command::Hold { reply: r, .. }
+            | Command::Retry { reply: r, .. }
             | Command::Unhold { reply: r, .. } => {
                 let _ = r.send(done);
             }
@@ -1947,6 +1951,78 @@ impl Executor {
         self.check_gate(ix)?;
         self.deny_node(ix, by, reason);
         Ok(())
+    }
+
+    /// A new attempt of a failed or denied operation; what was skipped only
+    /// because of it waits again (and is decided again when it settles).
+    fn retry(&mut self, op: &str) -> Result<(), ControlError> {
+        let ix = self.resolve(op)?;
+        let n = &self.g[ix];
+        if n.status != NodeStatus::Failed {
+            let state = match n.status {
+                NodeStatus::Succeeded | NodeStatus::Escalated => "completed",
+                NodeStatus::Skipped => "skipped",
+                NodeStatus::Running => "running",
+                _ => "not started",
+            };
+            return Err(ControlError::CannotRetry {
+                name: n.op.reference_id.to_string(),
+                state,
+            });
+        }
+        if self.cancelled {
+            return Err(ControlError::RunFinished);
+        }
+        let because = n.op.reference_id.clone();
+        self.reopen(ix, None);
+        // Its dependents (and theirs) that were skipped wait again: the
+        // reopened operation has not settled.
+        let mut stack = vec![ix];
+        while let Some(from) = stack.pop() {
+            let succ: Vec<NodeIndex> = self
+                .g
+                .neighbors_directed(from, Direction::Outgoing)
+                .collect();
+            for t in succ {
+                if self.g[t].status == NodeStatus::Skipped {
+                    self.reopen(t, Some(because.clone()));
+                    stack.push(t);
+                }
+            }
+        }
+        self.round_active = true;
+        Ok(())
+    }
+
+    /// Puts a settled node back to waiting and recounts its dependencies.
+    fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
+        {
+            let n = &mut self.g[ix];
+            n.status = NodeStatus::Pending;
+            n.result = None;
+            n.finished_at = Ms::NONE;
+            n.parked = false;
+            if because.is_none() && n.approval == Approval::Denied {
+                // A denied gate asks again.
+                n.approval = Approval::Undecided;
+            }
+        }
+        // Dedup outlives the attempt: what it spawned before is not spawned
+        // again.
+        self.terminal -= 1;
+        let node = self.header(ix);
+        let attempt = self.g[ix].attempt + u32::from(because.is_none());
+        self.emit_node(
+            ix,
+            SignalKind::Retried {
+                node,
+                attempt,
+                because,
+            },
+        );
+        if self.link(ix) == 0 {
+            self.worklist.push_back(ix);
+        }
     }
 
     fn hold(&mut self, op: &str) -> Result<(), ControlError> {

@@ -65,9 +65,10 @@ impl Lane {
 /// (held, spawned, run-level ones) leave it unchanged.
 pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
     let next = match signal {
-        SignalKind::Queued { .. } | SignalKind::Unpaused { .. } | SignalKind::Approved { .. } => {
-            Lane::Queued
-        }
+        SignalKind::Queued { .. }
+        | SignalKind::Unpaused { .. }
+        | SignalKind::Approved { .. }
+        | SignalKind::Retried { .. } => Lane::Queued,
         SignalKind::Started { .. } => Lane::Running,
         SignalKind::AwaitingApproval { .. } => Lane::AwaitingApproval,
         SignalKind::Paused { .. } => Lane::Paused,
@@ -80,7 +81,7 @@ pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
     };
     let new_attempt = matches!(
         signal,
-        SignalKind::Queued { .. } | SignalKind::Started { .. }
+        SignalKind::Queued { .. } | SignalKind::Started { .. } | SignalKind::Retried { .. }
     );
     if prev.is_terminal() && !new_attempt {
         prev

@@ -185,6 +185,17 @@ pub enum SignalKind {
         reason: Arc<str>,
         result: Arc<Value>,
     },
+    /// A failed or denied operation goes back to the queue for a new
+    /// attempt (`attempt` is the one it will start), or an operation skipped
+    /// only because of it is re-opened (`attempt` unchanged).
+    Retried {
+        #[serde(flatten)]
+        node: NodeHeader,
+        attempt: u32,
+        /// The operation whose retry re-opened it (for re-opened ones).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        because: Option<Arc<str>>,
+    },
     /// An operator hold was placed on an operation that has not started.
     Held {
         #[serde(flatten)]
@@ -381,6 +392,7 @@ impl SignalKind {
             SignalKind::Approved { .. } => "approved",
             SignalKind::Denied { .. } => "denied",
             SignalKind::Escalated { .. } => "escalated",
+            SignalKind::Retried { .. } => "retried",
             SignalKind::Held { .. } => "held",
             SignalKind::Unheld { .. } => "unheld",
             SignalKind::Spawned { .. } => "spawned",
@@ -419,6 +431,7 @@ impl SignalKind {
             | SignalKind::Escalated { node, .. }
             | SignalKind::Held { node }
             | SignalKind::Unheld { node }
+            | SignalKind::Retried { node, .. }
             | SignalKind::CapacityWait { node, .. } => Some(node),
             _ => None,
         }

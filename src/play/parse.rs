@@ -59,6 +59,7 @@ const SIM_KEYS: &[&str] = &[
     "emits",
     "error",
     "escalation",
+    "fail_attempts",
 ];
 const EMIT_KEYS: &[&str] = &["at_ms", "spawn_request", "escalation"];
 const REQUEST_KEYS: &[&str] = &[
@@ -443,6 +444,7 @@ fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
     spec.result = t.json(r, "result").map(|(v, _)| v);
     spec.context = t.json_object(r, "context").map(|(m, _)| m);
     spec.error = t.string(r, "error").map(|(s, _)| s);
+    spec.fail_attempts = t.int(r, "fail_attempts", 1, 1000).map(|(n, _)| n as u32);
     spec.escalation = t.string(r, "escalation").map(|(s, _)| s);
     if let Some(v) = t.get("emits") {
         match v.get_ref() {

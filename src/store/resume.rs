@@ -13,7 +13,7 @@ use crate::kernel::{
 /// short or corrupt is an error naming the file, never a fresh start; only
 /// the log's very last line may be cut (the process died writing it), and
 /// it is left out.
-pub fn read_stopped(dir: &Path) -> Result<Checkpoint, String> {
+pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
     let events = dir.join("events.jsonl");
     if !events.is_file() {
         return Err(format!(
@@ -37,6 +37,8 @@ pub fn read_stopped(dir: &Path) -> Result<Checkpoint, String> {
         // It ended but died before writing its result: resuming finishes
         // the bookkeeping (nothing is left to run).
         Some(_) if !dir.join("result.json").exists() => Ok(cp),
+        // A finished run is taken up again to retry what failed.
+        Some(_) if retrying => Ok(cp),
         Some(done) => Err(format!(
             "run {} already finished ({}); there is nothing to resume (`playdeck retry` starts a failed operation again in a live run)",
             cp.run_id,
@@ -151,4 +153,57 @@ pub fn rebuild(
         );
     }
     Ok((graph, restore))
+}
+
+/// `resume --retry OP`: each named failed (or denied) operation starts a new
+/// attempt, and what was skipped because of it waits again.
+pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result<(), String> {
+    for name in names {
+        let Some(n) = cp.node_by_name(name) else {
+            let ids: Vec<&str> = cp.nodes.iter().map(|n| &*n.op.reference_id).collect();
+            return Err(format!(
+                "--retry {name}: no operation {name:?} in run {}; operations: {}",
+                cp.run_id,
+                ids.join(", ")
+            ));
+        };
+        if n.status != NodeStatus::Failed {
+            return Err(format!(
+                "--retry {name}: {name} is {}; only a failed or denied operation can be retried",
+                serde_json::to_value(n.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ));
+        }
+        let rn = restore
+            .nodes
+            .get_mut(&n.op.op_id)
+            .expect("every node is restored");
+        rn.status = NodeStatus::Running;
+        rn.result = None;
+        if rn.approved == Some(false) {
+            rn.approved = None;
+        }
+        // Successors skipped because of it, and theirs.
+        let mut stack = vec![n.op.op_id];
+        while let Some(from) = stack.pop() {
+            for m in cp
+                .nodes
+                .iter()
+                .filter(|m| m.deps.iter().any(|d| d.from == from))
+            {
+                let r = restore
+                    .nodes
+                    .get_mut(&m.op.op_id)
+                    .expect("every node is restored");
+                if r.status == NodeStatus::Skipped {
+                    r.status = NodeStatus::Pending;
+                    r.result = None;
+                    stack.push(m.op.op_id);
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -346,11 +346,17 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             )),
         ]),
     ];
-    if n.attempt > 1 {
+    if n.attempt > 1 || !n.earlier.is_empty() {
         lines.push(Line::from(vec![
             key("attempt"),
             Span::raw(n.attempt.to_string()),
         ]));
+        for e in &n.earlier {
+            lines.push(Line::from(vec![
+                key(""),
+                Span::styled(e.to_string(), Style::default().fg(t.dim)),
+            ]));
+        }
     }
     if let Some(w) = app.waiting_for(ix) {
         lines.push(Line::from(vec![
