@@ -79,6 +79,17 @@ pub enum Command {
         #[command(flatten)]
         args: ResumeArgs,
     },
+    /// What a run did: outcome, timings and the critical path, approvals,
+    /// dropped spawns, palette, capacity, warnings.
+    Report {
+        /// A run directory, a run id under .playdeck/runs, or `latest`.
+        run: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+        format: ReportFormat,
+        /// Write it here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.
@@ -176,6 +187,13 @@ pub struct ResumeArgs {
     /// Console theme.
     #[arg(long)]
     pub theme: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum ReportFormat {
+    #[default]
+    Md,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -92,6 +92,7 @@ fn main() -> ExitCode {
             retry,
             args,
         }) => resume(&which, play, new_run, retry, args),
+        Some(Command::Report { run, format, out }) => report(&run, format, out.as_deref()),
         Some(Command::Ctl { run, action, json }) => {
             let req = match action {
                 CtlAction::Pause => Request::Pause,
@@ -329,6 +330,42 @@ fn resume(
         retry,
     };
     run(args)
+}
+
+/// `playdeck report RUN`.
+fn report(which: &str, format: cli::ReportFormat, out: Option<&std::path::Path>) -> i32 {
+    let dir = match playdeck::control::resolve_run(which) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("playdeck: report: {}", e.message);
+            return 2;
+        }
+    };
+    let signals = match playdeck::store::resume::read_log(&dir.join("events.jsonl")) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("playdeck: report: {e}");
+            return 2;
+        }
+    };
+    let r = playdeck::store::report::Report::from_signals(&signals);
+    let text = match format {
+        cli::ReportFormat::Md => r.to_markdown(),
+        cli::ReportFormat::Json => format!("{:#}\n", r.to_json()),
+    };
+    match out {
+        Some(p) => match playdeck::store::write_atomic(p, text.as_bytes()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("playdeck: report: cannot write {}: {e}", p.display());
+                2
+            }
+        },
+        None => {
+            print!("{text}");
+            0
+        }
+    }
 }
 
 /// The console on `play`: logs go to `.playdeck/logs/`, never the screen.

@@ -440,3 +440,81 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
         .collect();
     assert_eq!(outcomes, ["failed", "succeeded"]);
 }
+
+#[test]
+fn the_report_tells_what_the_run_did() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    assert_eq!(run_play(&dir, None).status.code(), Some(1));
+    let out = bin()
+        .args(["report", "--format", "json"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["outcome"], "failed");
+    assert_eq!(r["play"], "crash");
+    let path: Vec<&str> = r["critical_path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        path,
+        [
+            "plan",
+            "build",
+            "test",
+            "integration",
+            "recover",
+            "review",
+            "ship"
+        ]
+    );
+    assert_eq!(r["operations"].as_array().unwrap().len(), 12);
+    assert_eq!(r["approvals"][0]["name"], "ship");
+    assert_eq!(r["approvals"][0]["by"], "policy");
+    let reasons: Vec<&String> = r["dropped_spawns"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        reasons,
+        [
+            "duplicate",
+            "max_spawn_exceeded",
+            "palette_budget_exhausted",
+            "unknown_catalog_role"
+        ]
+    );
+    assert_eq!(r["expansions"][0]["role"], "performance_engineer");
+    assert_eq!(r["expansions"][0]["by"], "plan");
+    assert_eq!(r["rejections"].as_array().unwrap().len(), 2);
+    let coder = &r["instances"][0];
+    assert!(coder["busy_secs"].as_f64().unwrap() > 0.0);
+    assert_eq!(coder["operations"][0], "build");
+    assert_eq!(r["lanes"]["skipped"], 2);
+
+    let md = bin()
+        .args(["report", "--out"])
+        .arg(dir.join("r.md"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(md.status.success());
+    let md = std::fs::read_to_string(dir.join("r.md")).unwrap();
+    for h in [
+        "# Run run — crash",
+        "## Critical path",
+        "| integration | tester | failed (2 tests failed)",
+        "### max_spawn_exceeded (1)",
+        "- ship **approved** by policy",
+        "expanded **performance_engineer**",
+        "## Capacity",
+    ] {
+        assert!(md.contains(h), "{h} missing from\n{md}");
+    }
+}

@@ -80,6 +80,8 @@ pub enum ControlCmd {
 pub enum Effect {
     Control(ControlCmd),
     Release,
+    /// Write the run report into the run directory.
+    Report,
     Bell,
 }
 
@@ -494,6 +496,7 @@ impl App {
                 Vec::new()
             }
             Action::Approve | Action::Deny => self.decide(a == Action::Approve),
+            Action::Report => vec![Effect::Report],
             Action::Hold => self.hold(),
             Action::Retry => self.retry(),
             Action::NodeInspector => {

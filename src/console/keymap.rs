@@ -33,6 +33,7 @@ pub enum Action {
     LedgerFilter,
     Back,
     CycleTheme,
+    Report,
     Help,
     Quit,
 }
@@ -234,6 +235,13 @@ pub const ACTIONS: &[ActionInfo] = &[
         help: "next theme",
         scope: Scope::View,
         default: &["t"],
+    },
+    ActionInfo {
+        action: Action::Report,
+        name: "report",
+        help: "write the run report (report.md in the run directory)",
+        scope: Scope::View,
+        default: &["e"],
     },
     ActionInfo {
         action: Action::Help,

@@ -298,6 +298,10 @@ pub fn carry_out(
     for e in effects {
         match e {
             Effect::Bell => terminal::bell(),
+            Effect::Report => match crate::store::report::write_for(&session.run_dir.path) {
+                Ok(path) => app.info(format!("report written to {}", path.display())),
+                Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
+            },
             Effect::Release => match &session.reconciler {
                 Some(r) => {
                     let res = r.release_idle();

@@ -173,6 +173,12 @@ impl Scene {
                             ));
                         }
                     }
+                    Effect::Report => {
+                        match crate::store::report::write_for(&self.session.run_dir.path) {
+                            Ok(p) => self.app.info(format!("report written to {}", p.display())),
+                            Err(e) => self.app.set_status(format!("no report: {e}"), Level::Error),
+                        }
+                    }
                     Effect::Bell => {}
                 }
             }

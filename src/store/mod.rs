@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 pub mod checkpoint;
+pub mod report;
 pub mod resume;
 
 use crate::kernel::{Envelope, Signal, SignalSink};
