@@ -7,6 +7,8 @@
 //! - `key_to_frame`: the real event loop (the one the terminal drives) fed
 //!   100 000 signals a second while a key is pressed every 100 ms; the time
 //!   from each key press to the first drawn frame that shows it.
+//! - `seek`: a replay of a 100 000-event log: building the timeline, then
+//!   200 seeks to scattered events (back and forth), each to a ready view.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -157,17 +159,7 @@ fn frame_case(n: u64) -> Value {
 
 fn fold_case() -> Value {
     let n_signals = 100_000;
-    let mut g = Gen {
-        seq: 0,
-        elapsed: 0.0,
-    };
-    let mut v = vec![g.run_started()];
-    let mut i = 0;
-    while v.len() < n_signals {
-        g.op(i, &mut v);
-        i += 1;
-    }
-    v.truncate(n_signals);
+    let v = signals(n_signals);
     let mut a = app();
     let t = Instant::now();
     for s in &v {
@@ -303,10 +295,58 @@ fn round(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
 }
 
+fn signals(n_signals: usize) -> Vec<Signal> {
+    let mut g = Gen {
+        seq: 0,
+        elapsed: 0.0,
+    };
+    let mut v = vec![g.run_started()];
+    let mut i = 0;
+    while v.len() < n_signals {
+        g.op(i, &mut v);
+        i += 1;
+    }
+    v.truncate(n_signals);
+    v
+}
+
+fn seek_case() -> Value {
+    use playdeck::console::app::ReplayCmd;
+    use playdeck::console::replay::{Player, Timeline};
+    let n = 100_000;
+    let v = signals(n);
+    let t = Instant::now();
+    let timeline = Timeline::new(v, PlayFacts::default());
+    let build = t.elapsed().as_secs_f64();
+    let mut a = app();
+    let mut player = Player::new(timeline);
+    let mut times = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..200 {
+        // A fixed pseudo-random walk over the whole log.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let pos = (x % n as u64) as usize;
+        let t = Instant::now();
+        player.apply(&mut a, ReplayCmd::JumpTo(format!("#{pos}")));
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    json!({"case": "seek", "events": n, "timeline_build_s": round(build), "seeks": times.len(), "p50_ms": round(p(0.5)), "p99_ms": round(p(0.99)), "max_ms": round(*times.last().unwrap())})
+}
+
 fn main() {
+    let only_seek = std::env::args().any(|a| a == "seek");
+    if only_seek {
+        println!("{}", seek_case());
+        return;
+    }
     for n in [1_000, 10_000, 100_000] {
         println!("{}", frame_case(n));
     }
     println!("{}", fold_case());
+    println!("{}", seek_case());
     println!("{}", latency_case());
 }

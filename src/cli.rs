@@ -79,6 +79,17 @@ pub enum Command {
         #[command(flatten)]
         args: ResumeArgs,
     },
+    /// Open the console on a recorded run, read-only, with time travel.
+    Replay {
+        /// A run directory, a run id under .playdeck/runs, or `latest`.
+        run: String,
+        /// Playback speed (0.25 to 64).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Console theme.
+        #[arg(long)]
+        theme: Option<String>,
+    },
     /// What a run did: outcome, timings and the critical path, approvals,
     /// dropped spawns, palette, capacity, warnings.
     Report {

@@ -93,6 +93,7 @@ fn main() -> ExitCode {
             args,
         }) => resume(&which, play, new_run, retry, args),
         Some(Command::Report { run, format, out }) => report(&run, format, out.as_deref()),
+        Some(Command::Replay { run, speed, theme }) => replay(&run, speed, theme),
         Some(Command::Ctl { run, action, json }) => {
             let req = match action {
                 CtlAction::Pause => Request::Pause,
@@ -330,6 +331,76 @@ fn resume(
         retry,
     };
     run(args)
+}
+
+/// `playdeck replay RUN`: the play's copy in the run directory gives the
+/// facts signals do not repeat (expansion-only roles, capacity profiles).
+fn replay(which: &str, speed: f64, theme: Option<String>) -> i32 {
+    if !(0.25..=64.0).contains(&speed) {
+        eprintln!("playdeck: --speed {speed} is out of range; allowed: 0.25 to 64");
+        return 2;
+    }
+    let dir = match playdeck::control::resolve_run(which) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("playdeck: replay: {}", e.message);
+            return 2;
+        }
+    };
+    let signals = match playdeck::store::resume::read_log(&dir.join("events.jsonl")) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("playdeck: replay: {e}");
+            return 2;
+        }
+    };
+    if signals.is_empty() {
+        eprintln!(
+            "playdeck: replay: {} has no events to replay",
+            dir.display()
+        );
+        return 2;
+    }
+    let copy = dir.join("play.toml");
+    let facts = std::fs::read_to_string(&copy)
+        .ok()
+        .and_then(|text| Play::from_str_in(&copy.display().to_string(), &text, &dir).ok())
+        .map(|p| playdeck::console::run::facts(&p))
+        .unwrap_or_default();
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        eprintln!(
+            "playdeck: replay needs a terminal; `playdeck report RUN` summarises a run without one"
+        );
+        return 2;
+    }
+    let config = match playdeck::console::config::ConsoleConfig::load(theme.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("playdeck: {e}");
+            return 2;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("playdeck: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let r = rt.block_on(async {
+        playdeck::console::replay::run(signals, facts, config, speed, stop_requests()).await
+    });
+    rt.shutdown_background();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("playdeck: {e}");
+            2
+        }
+    }
 }
 
 /// `playdeck report RUN`.

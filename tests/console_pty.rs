@@ -298,3 +298,46 @@ fn processes_with(needle: &str) -> usize {
         })
         .count()
 }
+
+/// `playdeck replay`: a recorded run, read-only, with its timeline.
+#[test]
+fn a_replay_in_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .arg("run")
+        .arg(&play)
+        .args([
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            "8",
+            "--run-dir",
+        ])
+        .arg(dir.path().join("rec"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let mut console = Console::open(dir.path(), &["replay", "rec", "--speed", "0.25"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the replay and its timeline", |s| {
+        s.contains("playdeck replay") && s.contains("event ") && s.contains("×0.25")
+    });
+    console.press(b" ");
+    console.press(b":");
+    screen.wait_for("the jump prompt", |s| s.contains("jump to"));
+    console.press(b"#12\r");
+    screen.wait_for("event 12", |s| s.contains("event 12 /"));
+    console.press(b"G");
+    screen.wait_for("the end", |s| s.contains("finished: failed"));
+    console.press(b"p");
+    screen.wait_for("a refusal", |s| s.contains("disabled in a replay"));
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 0);
+    std::thread::sleep(Duration::from_millis(200));
+    let p = screen.parser.lock().unwrap();
+    assert!(!p.screen().alternate_screen(), "the terminal is restored");
+}

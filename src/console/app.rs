@@ -76,9 +76,38 @@ pub enum ControlCmd {
     Cancel,
 }
 
+/// What a replay key asks of the player.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplayCmd {
+    PlayPause,
+    Faster,
+    Slower,
+    /// Events forward (positive) or back.
+    Events(i64),
+    /// Seconds forward (positive) or back.
+    Seconds(f64),
+    Start,
+    End,
+    /// What was typed after `:`.
+    JumpTo(String),
+}
+
+/// Where a replay stands, for the timeline bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayBar {
+    /// Events applied.
+    pub pos: usize,
+    pub total: usize,
+    pub at: f64,
+    pub end: f64,
+    pub playing: bool,
+    pub speed: f64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     Control(ControlCmd),
+    Replay(ReplayCmd),
     Release,
     /// Write the run report into the run directory.
     Report,
@@ -136,6 +165,10 @@ pub struct App {
     /// Applied filter on operation name or role.
     pub filter: String,
     pub editing_filter: bool,
+    /// A replay: where it stands (the timeline bar); `None` in a live run.
+    pub replay: Option<ReplayBar>,
+    /// Typing a `:` jump target.
+    pub jump_input: Option<String>,
     pub themes: Vec<Theme>,
     pub theme: usize,
     pub keymap: Keymap,
@@ -176,6 +209,8 @@ impl App {
             overlay: Overlay::None,
             filter: String::new(),
             editing_filter: false,
+            replay: None,
+            jump_input: None,
             themes,
             theme,
             keymap,
@@ -345,13 +380,77 @@ impl App {
             self.edit_filter(e);
             return Vec::new();
         }
+        if let Some(input) = &mut self.jump_input {
+            match e.code {
+                KeyCode::Enter => {
+                    let text = std::mem::take(input);
+                    self.jump_input = None;
+                    return vec![Effect::Replay(ReplayCmd::JumpTo(text))];
+                }
+                KeyCode::Esc => self.jump_input = None,
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) if !e.modifiers.contains(KeyModifiers::CONTROL) => input.push(c),
+                _ => {}
+            }
+            return Vec::new();
+        }
         if !matches!(self.overlay, Overlay::None) {
             return self.overlay_key(e);
         }
-        match self.keymap.action(&e) {
+        let action = if self.replay.is_some() {
+            self.keymap.replay_action(&e)
+        } else {
+            self.keymap.action(&e)
+        };
+        match action {
             Some(a) => self.act(a),
             None => Vec::new(),
         }
+    }
+
+    /// A replay key, or a control key a replay refuses.
+    fn replay_act(&mut self, a: Action) -> Option<Vec<Effect>> {
+        self.replay.as_ref()?;
+        let cmd = match a {
+            Action::PlayPause => ReplayCmd::PlayPause,
+            Action::Faster => ReplayCmd::Faster,
+            Action::Slower => ReplayCmd::Slower,
+            Action::EventBack => ReplayCmd::Events(-1),
+            Action::EventForward => ReplayCmd::Events(1),
+            Action::Back10 => ReplayCmd::Seconds(-10.0),
+            Action::Forward10 => ReplayCmd::Seconds(10.0),
+            Action::Start => ReplayCmd::Start,
+            Action::End => ReplayCmd::End,
+            Action::Jump => {
+                self.jump_input = Some(String::new());
+                return Some(Vec::new());
+            }
+            Action::Quit => {
+                self.should_exit = true;
+                return Some(Vec::new());
+            }
+            Action::Pause
+            | Action::Resume
+            | Action::Step
+            | Action::Approve
+            | Action::Deny
+            | Action::Hold
+            | Action::Retry
+            | Action::Release => {
+                self.set_status(
+                    format!(
+                        "{} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)",
+                        crate::console::keymap::info(a).name
+                    ),
+                    Level::Warning,
+                );
+                return Some(Vec::new());
+            }
+            _ => return None,
+        };
+        Some(vec![Effect::Replay(cmd)])
     }
 
     fn edit_filter(&mut self, e: KeyEvent) {
@@ -462,8 +561,22 @@ impl App {
     }
 
     pub fn act(&mut self, a: Action) -> Vec<Effect> {
+        if let Some(effects) = self.replay_act(a) {
+            return effects;
+        }
         let control = |c| vec![Effect::Control(c)];
         match a {
+            // Replay keys do nothing in a live run.
+            Action::PlayPause
+            | Action::Faster
+            | Action::Slower
+            | Action::EventBack
+            | Action::EventForward
+            | Action::Back10
+            | Action::Forward10
+            | Action::Start
+            | Action::End
+            | Action::Jump => Vec::new(),
             Action::Pause | Action::Resume | Action::Step if self.finished() => Vec::new(),
             Action::Pause => control(ControlCmd::Pause),
             Action::Resume => control(ControlCmd::Resume),

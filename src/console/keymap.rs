@@ -36,6 +36,17 @@ pub enum Action {
     Report,
     Help,
     Quit,
+    // Replay only (they shadow other keys there).
+    PlayPause,
+    Faster,
+    Slower,
+    EventBack,
+    EventForward,
+    Back10,
+    Forward10,
+    Start,
+    End,
+    Jump,
 }
 
 /// Where an action applies, for the footer and the help overlay.
@@ -45,6 +56,8 @@ pub enum Scope {
     Selection,
     Navigation,
     View,
+    /// Replay of a recorded run (`playdeck replay`).
+    Replay,
 }
 
 impl Scope {
@@ -54,6 +67,7 @@ impl Scope {
             Scope::Selection => "selected operation",
             Scope::Navigation => "moving around",
             Scope::View => "view",
+            Scope::Replay => "replay (time travel)",
         }
     }
 }
@@ -257,6 +271,76 @@ pub const ACTIONS: &[ActionInfo] = &[
         scope: Scope::Run,
         default: &["q", "ctrl-c"],
     },
+    ActionInfo {
+        action: Action::PlayPause,
+        name: "replay_play",
+        help: "play / pause",
+        scope: Scope::Replay,
+        default: &["space"],
+    },
+    ActionInfo {
+        action: Action::Faster,
+        name: "replay_faster",
+        help: "faster (up to ×64)",
+        scope: Scope::Replay,
+        default: &["+", "="],
+    },
+    ActionInfo {
+        action: Action::Slower,
+        name: "replay_slower",
+        help: "slower (down to ×0.25)",
+        scope: Scope::Replay,
+        default: &["-"],
+    },
+    ActionInfo {
+        action: Action::EventBack,
+        name: "replay_event_back",
+        help: "one event back",
+        scope: Scope::Replay,
+        default: &["left"],
+    },
+    ActionInfo {
+        action: Action::EventForward,
+        name: "replay_event_forward",
+        help: "one event forward",
+        scope: Scope::Replay,
+        default: &["right"],
+    },
+    ActionInfo {
+        action: Action::Back10,
+        name: "replay_back",
+        help: "ten seconds back",
+        scope: Scope::Replay,
+        default: &["["],
+    },
+    ActionInfo {
+        action: Action::Forward10,
+        name: "replay_forward",
+        help: "ten seconds forward",
+        scope: Scope::Replay,
+        default: &["]"],
+    },
+    ActionInfo {
+        action: Action::Start,
+        name: "replay_start",
+        help: "to the start",
+        scope: Scope::Replay,
+        default: &["g", "home"],
+    },
+    ActionInfo {
+        action: Action::End,
+        name: "replay_end",
+        help: "to the end",
+        scope: Scope::Replay,
+        default: &["G", "end"],
+    },
+    ActionInfo {
+        action: Action::Jump,
+        name: "replay_jump",
+        help: "jump to a time (12.5) or an event (#120)",
+        scope: Scope::Replay,
+        default: &[":"],
+    },
 ];
 
 pub fn info(action: Action) -> &'static ActionInfo {
@@ -341,6 +425,8 @@ impl fmt::Display for KeyCombo {
 pub struct Keymap {
     keys: HashMap<Action, Vec<KeyCombo>>,
     lookup: HashMap<KeyCombo, Action>,
+    /// Replay keys: looked up first in a replay, where they shadow others.
+    replay: HashMap<KeyCombo, Action>,
 }
 
 impl Keymap {
@@ -361,7 +447,13 @@ impl Keymap {
         }
         let mut keys = HashMap::new();
         let mut lookup: HashMap<KeyCombo, Action> = HashMap::new();
+        let mut replay: HashMap<KeyCombo, Action> = HashMap::new();
         for a in ACTIONS {
+            let table = if a.scope == Scope::Replay {
+                &mut replay
+            } else {
+                &mut lookup
+            };
             let combos: Vec<KeyCombo> = match overrides.get(a.name) {
                 Some(list) => list
                     .iter()
@@ -375,7 +467,7 @@ impl Keymap {
                     .collect(),
             };
             for c in &combos {
-                if let Some(other) = lookup.insert(*c, a.action) {
+                if let Some(other) = table.insert(*c, a.action) {
                     return Err(format!(
                         "[keys]: {c} is bound to both {} and {}; each key does one thing",
                         info(other).name,
@@ -385,17 +477,30 @@ impl Keymap {
             }
             keys.insert(a.action, combos);
         }
-        Ok(Keymap { keys, lookup })
+        Ok(Keymap {
+            keys,
+            lookup,
+            replay,
+        })
     }
 
+    /// The action of a key in a live run.
     pub fn action(&self, e: &KeyEvent) -> Option<Action> {
+        Self::find(&self.lookup, e)
+    }
+
+    /// The action of a key in a replay: replay keys first.
+    pub fn replay_action(&self, e: &KeyEvent) -> Option<Action> {
+        Self::find(&self.replay, e).or_else(|| Self::find(&self.lookup, e))
+    }
+
+    fn find(table: &HashMap<KeyCombo, Action>, e: &KeyEvent) -> Option<Action> {
         let combo = KeyCombo::from_event(e);
-        self.lookup.get(&combo).copied().or_else(|| {
+        table.get(&combo).copied().or_else(|| {
             // Terminals report shifted letters as uppercase, with or
             // without SHIFT; shift-tab arrives as BackTab.
             match e.code {
-                KeyCode::Char(c) if !combo.ctrl => self
-                    .lookup
+                KeyCode::Char(c) if !combo.ctrl => table
                     .get(&KeyCombo {
                         code: KeyCode::Char(c),
                         ctrl: false,

@@ -5,6 +5,7 @@ pub mod app;
 pub mod config;
 pub mod keymap;
 pub mod model;
+pub mod replay;
 pub mod run;
 pub mod screenshot;
 pub mod svg;

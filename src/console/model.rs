@@ -18,7 +18,7 @@ use crate::kernel::{
 const HISTORY_MAX: usize = 16;
 const TOMB: u32 = u32::MAX;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
     pub op_id: OpId,
     pub name: Arc<str>,
@@ -53,7 +53,7 @@ pub struct NodeView {
 
 /// One lane's members in the order they entered. Leaving leaves a
 /// tombstone; `compact` removes them between batches.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LaneList {
     entries: Vec<u32>,
     dead: usize,
@@ -116,7 +116,7 @@ pub enum LedgerKind {
     },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LedgerRow {
     pub at: f64,
     pub emitter: Option<Arc<str>>,
@@ -155,7 +155,7 @@ pub struct Budgets {
     pub max_spawn: usize,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PaletteView {
     pub initial: Vec<RoleRow>,
     pub expanded: Vec<RoleRow>,
@@ -194,7 +194,7 @@ pub struct ReleaseView {
     pub retained: Vec<(Arc<str>, Arc<str>)>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CapacityView {
     pub enabled: bool,
     pub max_nodes: u32,
@@ -214,7 +214,7 @@ impl CapacityView {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunView {
     pub run_id: Arc<str>,
     pub play: Arc<str>,
@@ -233,7 +233,7 @@ pub struct RunView {
 }
 
 /// Static facts from the play the signals do not repeat.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlayFacts {
     pub expansion_only: Vec<Arc<str>>,
     pub orchestrator_may_expand: bool,
@@ -242,7 +242,7 @@ pub struct PlayFacts {
     pub capacity: bool,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ViewModel {
     pub run: RunView,
     pub nodes: Vec<NodeView>,

@@ -270,7 +270,7 @@ pub async fn resync(app: &mut App, session: &Session) {
     }
 }
 
-fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
+pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
     let size = term.size()?;
     let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
     if !super::ui::too_small(area) {
@@ -298,6 +298,8 @@ pub fn carry_out(
     for e in effects {
         match e {
             Effect::Bell => terminal::bell(),
+            // A live run has no timeline.
+            Effect::Replay(_) => {}
             Effect::Report => match crate::store::report::write_for(&session.run_dir.path) {
                 Ok(path) => app.info(format!("report written to {}", path.display())),
                 Err(e) => app.set_status(format!("no report: {e}"), Level::Error),

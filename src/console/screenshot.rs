@@ -179,7 +179,7 @@ impl Scene {
                             Err(e) => self.app.set_status(format!("no report: {e}"), Level::Error),
                         }
                     }
-                    Effect::Bell => {}
+                    Effect::Bell | Effect::Replay(_) => {}
                 }
             }
             settle().await;

@@ -12,6 +12,19 @@ use crate::kernel::Lane;
 
 /// The actions worth showing now, in order.
 pub fn context_actions(app: &App) -> Vec<Action> {
+    if app.replay.is_some() {
+        return vec![
+            Action::PlayPause,
+            Action::EventForward,
+            Action::Forward10,
+            Action::Faster,
+            Action::Slower,
+            Action::Jump,
+            Action::NodeInspector,
+            Action::Help,
+            Action::Quit,
+        ];
+    }
     let vm = &app.vm;
     let mut v = Vec::new();
     let live = vm.run.finished.is_none();
@@ -88,7 +101,13 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             keys.push(Span::styled(format!(" {}  ", short(a)), text));
         }
     }
-    let status = if app.editing_filter {
+    let status = if let Some(input) = &app.jump_input {
+        Line::from(vec![
+            Span::styled(" jump to (12.5, 1:05, #120): ", key),
+            Span::raw(input.clone()),
+            Span::styled("▏", key),
+        ])
+    } else if app.editing_filter {
         Line::from(vec![
             Span::styled(" filter: ", key),
             Span::raw(app.filter.clone()),
@@ -114,11 +133,47 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             None => Line::from(""),
         }
     };
+    let mut lines = vec![Line::from(keys)];
+    if let Some(bar) = &app.replay {
+        lines.push(timeline(bar, area.width, app));
+    }
+    lines.push(status);
     f.render_widget(
-        Paragraph::new(vec![Line::from(keys), status])
-            .style(Style::default().bg(t.header_bg).fg(t.header_fg)),
+        Paragraph::new(lines).style(Style::default().bg(t.header_bg).fg(t.header_fg)),
         area,
     );
+}
+
+/// `▶ ×4  12.3s / 40.1s  event 120 / 1623  ████████░░░░░░`
+fn timeline(bar: &crate::console::app::ReplayBar, width: u16, app: &App) -> Line<'static> {
+    let t = app.theme();
+    let speed = if bar.speed < 1.0 {
+        format!("×{}", bar.speed)
+    } else {
+        format!("×{:.0}", bar.speed)
+    };
+    let label = format!(
+        " {} {speed}  {} / {}  event {} / {}  ",
+        if bar.playing { "▶" } else { "‖" },
+        super::duration(bar.at),
+        super::duration(bar.end),
+        bar.pos,
+        bar.total
+    );
+    let room = (width as usize).saturating_sub(label.chars().count() + 1);
+    let filled = if bar.total == 0 {
+        0
+    } else {
+        (room * bar.pos).div_ceil(bar.total).min(room)
+    };
+    Line::from(vec![
+        Span::styled(
+            label,
+            Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled("█".repeat(filled), Style::default().fg(t.lanes[1])),
+        Span::styled("░".repeat(room - filled), Style::default().fg(t.dim)),
+    ])
 }
 
 fn short(a: Action) -> &'static str {
@@ -138,6 +193,12 @@ fn short(a: Action) -> &'static str {
         Action::CycleTheme => "theme",
         Action::Help => "help",
         Action::Quit => "quit",
+        Action::PlayPause => "play/pause",
+        Action::EventForward => "event (← back)",
+        Action::Forward10 => "10 s (] [)",
+        Action::Faster => "faster",
+        Action::Slower => "slower",
+        Action::Jump => "jump",
         other => info(other).name,
     }
 }

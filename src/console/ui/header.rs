@@ -24,7 +24,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         _ => t.warning,
     };
     let mut top = vec![
-        Span::styled(" playdeck ", bold.fg(t.accent)),
+        Span::styled(
+            if app.replay.is_some() {
+                " playdeck replay "
+            } else {
+                " playdeck "
+            },
+            bold.fg(t.accent),
+        ),
         Span::styled(format!("{} ", vm.run.play), bold),
         Span::styled(format!("· run {} · ", vm.run.run_id), base.fg(t.dim)),
         Span::styled(format!("● {state}"), bold.fg(state_color)),

@@ -44,10 +44,12 @@ pub fn too_small(area: Rect) -> bool {
 }
 
 pub fn layout(area: Rect, app: &App) -> Areas {
+    // A replay adds its timeline to the footer.
+    let footer_h = if app.replay.is_some() { 3 } else { 2 };
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(0),
-        Constraint::Length(2),
+        Constraint::Length(footer_h),
     ])
     .areas(area);
     let wide = area.width >= 110 && area.height >= 30;

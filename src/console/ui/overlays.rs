@@ -127,7 +127,18 @@ fn confirm(f: &mut Frame, area: Rect, app: &App, title: &str, lines: Vec<Line>) 
 fn help(f: &mut Frame, area: Rect, app: &App, scroll: u16) {
     let t = app.theme();
     let mut lines = Vec::new();
-    for scope in [Scope::Run, Scope::Selection, Scope::Navigation, Scope::View] {
+    // A replay lists its own keys first; a live run leaves them out.
+    let scopes: &[Scope] = if app.replay.is_some() {
+        &[
+            Scope::Replay,
+            Scope::Navigation,
+            Scope::View,
+            Scope::Selection,
+        ]
+    } else {
+        &[Scope::Run, Scope::Selection, Scope::Navigation, Scope::View]
+    };
+    for &scope in scopes {
         lines.push(Line::from(Span::styled(scope.title(), bold(t))));
         for a in ACTIONS.iter().filter(|a| a.scope == scope) {
             lines.push(Line::from(vec![
