@@ -717,3 +717,59 @@ async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
         "empty branches are deleted"
     );
 }
+
+/// Resume hands a stopped run's capacity file to a new reconciler: what
+/// still has its workspace is idle again, the rest is released as an
+/// orphan, and new instances are numbered after the old ones.
+#[tokio::test]
+async fn a_resumed_run_adopts_its_instances_and_releases_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        vec![
+            profile("coder", "implementer", 3),
+            profile("checker", "tester", 1),
+        ],
+        4,
+        dir.path(),
+    );
+    let old = Reconciler::new(cfg.clone(), "r1", dir.path().to_path_buf());
+    old.ensure(&[("coder".into(), 2), ("checker".into(), 1)], None)
+        .unwrap();
+    old.close().await;
+    let mut file: playdeck::capacity::CapacityFile =
+        serde_json::from_slice(&std::fs::read(dir.path().join("capacity.json")).unwrap()).unwrap();
+    // The process died with coder-1 busy, and checker's workspace is gone.
+    file.agents[0].state = playdeck::capacity::InstanceState::Busy;
+    file.agents[0].op = Some("build".into());
+    let gone = dir.path().join("gone");
+    file.agents[2].placement.workspace = Some(gone.display().to_string());
+
+    let new = Reconciler::new(cfg, "r1", dir.path().to_path_buf());
+    let orphans = new.adopt(&file);
+    assert_eq!(orphans, ["loop-r1-checker-1"]);
+    let s = new.status();
+    let states: Vec<(&str, &str)> = s
+        .agents
+        .iter()
+        .map(|a| (a.name.as_str(), a.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("loop-r1-coder-1", "ready"),
+            ("loop-r1-coder-2", "ready"),
+            ("loop-r1-checker-1", "released"),
+        ]
+    );
+    assert!(
+        s.agents[0].op.is_none(),
+        "its operation starts a new attempt"
+    );
+    // A new instance does not take an old name.
+    let e = new.ensure(&[("coder".into(), 3)], None).unwrap();
+    let names: Vec<String> = e.agents.iter().map(|a| a.name.clone()).collect();
+    assert!(names.contains(&"loop-r1-coder-3".to_string()), "{names:?}");
+    new.close().await;
+    let log = std::fs::read_to_string(dir.path().join("capacity.events.jsonl")).unwrap();
+    assert!(log.contains("\"event\":\"orphaned\"") && log.contains("\"event\":\"adopted\""));
+}

@@ -10,7 +10,7 @@ use playdeck::kernel::{
 };
 use playdeck::palette::{
     CLAUSE_BEGIN, Disposition, PaletteConfig, PaletteExpansionPolicy, PaletteRole, PaletteRouter,
-    PaletteSimulate, PlayRolePalette, RunProvisioner,
+    PaletteSimulate, PaletteSnapshot, PlayRolePalette, RunProvisioner,
 };
 use playdeck::play::Play;
 
@@ -645,5 +645,79 @@ async fn an_initial_operation_outside_the_palette_is_recruited_or_failed_before_
             .as_str()
             .unwrap()
             .contains("simulated provisioning failure")
+    );
+}
+
+/// ADR-0036 D6: a stopped run's palette comes back from its snapshot,
+/// once, without charging; what the current catalog or pack no longer
+/// allows fails the resume with a clear error.
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
+    let cfg = config(
+        &[ORCH, ("implementer", Disposition::Terminal)],
+        2,
+        slow(5_000),
+    );
+    let r = router(cfg.clone(), None);
+    let snap = PaletteSnapshot {
+        initial_roles: vec!["orchestrator".into(), "implementer".into()],
+        expanded_roles: vec!["tester".into()],
+        reserved_roles: vec!["critic".into()],
+        max_new_roles: 2,
+        consumed_new_roles: 1,
+    };
+    let t0 = tokio::time::Instant::now();
+    r.restore(&snap).await.unwrap();
+    assert_eq!(
+        t0.elapsed(),
+        Duration::ZERO,
+        "no simulated provisioning delay"
+    );
+    let after = r.snapshot();
+    assert_eq!(after.expanded_roles, ["tester"]);
+    assert_eq!(after.consumed_new_roles, 1, "nothing charged again");
+    assert!(
+        after.reserved_roles.is_empty(),
+        "the in-flight reservation is dropped"
+    );
+    assert!(r.route("tester").is_some());
+    // The dropped reservation can be asked for again, within the budget.
+    let critic = r
+        .route_role(Arc::from("critic"), Some(Arc::from("orchestrator")), None)
+        .await;
+    assert!(critic.is_ok());
+    assert_eq!(r.snapshot().consumed_new_roles, 2);
+
+    let unknown = PaletteSnapshot {
+        expanded_roles: vec!["astrologer".into()],
+        ..snap.clone()
+    };
+    let err = router(cfg.clone(), None)
+        .restore(&unknown)
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("\"astrologer\"") && err.contains("current catalog"),
+        "{err}"
+    );
+
+    let mut bad_mode = (*cfg).clone();
+    bad_mode.palette.roles[0].modes = vec!["telepathic".into()];
+    let err = router(Arc::new(bad_mode), None)
+        .restore(&snap)
+        .await
+        .unwrap_err();
+    assert!(err.contains("mode \"telepathic\""), "{err}");
+
+    let mut narrowed = (*cfg).clone();
+    narrowed.palette.roles[0].modes = vec!["thorough".into()];
+    narrowed.pack.get_mut("orchestrator").unwrap().modes_allow = vec!["concise".into()];
+    let err = router(Arc::new(narrowed), None)
+        .restore(&snap)
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("no longer allows") && err.contains("concise"),
+        "{err}"
     );
 }

@@ -316,3 +316,12 @@ fn the_rendered_report_has_file_line_col_and_a_caret() {
         "{out}"
     );
 }
+
+#[test]
+fn a_syntax_error_is_reported_once() {
+    let e = errors(
+        "[play]\nname = \"x\"\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { result = { a = 1 } }\n[operations.sim.result.b]\nc = 1\n",
+    );
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "8:13");
+}

@@ -335,16 +335,15 @@ pub fn parse_document(source: &str) -> Result<Spanned<DeTable<'_>>, Vec<Diagnost
     if errors.is_empty() {
         return Ok(doc);
     }
-    Err(errors
-        .into_iter()
-        .map(|e| {
-            let span = e.span().unwrap_or(0..0);
-            Diagnostic::new(
-                span,
-                format!("TOML syntax error: {}", e.message().trim()),
-                "here",
-            )
-            .help("see https://toml.io for the syntax")
-        })
-        .collect())
+    let mut out: Vec<Diagnostic> = Vec::new();
+    for e in errors {
+        let span = e.span().unwrap_or(0..0);
+        let message = format!("TOML syntax error: {}", e.message().trim());
+        // The recovering parser can report one problem more than once.
+        if out.iter().any(|d| d.span == span && d.message == message) {
+            continue;
+        }
+        out.push(Diagnostic::new(span, message, "here").help("see https://toml.io for the syntax"));
+    }
+    Err(out)
 }

@@ -611,6 +611,7 @@ fn matters(kind: &SignalKind) -> bool {
 /// the next one.
 pub struct CheckpointSink {
     state: Arc<Mutex<Checkpoint>>,
+    writes: Arc<std::sync::atomic::AtomicUsize>,
     dirty: bool,
     wake: mpsc::SyncSender<()>,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -622,6 +623,8 @@ impl CheckpointSink {
         let (wake, rx) = mpsc::sync_channel::<()>(1);
         let path = dir.join(CHECKPOINT_FILE);
         let shared = state.clone();
+        let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = writes.clone();
         let writer = std::thread::Builder::new()
             .name("playdeck-checkpoint".into())
             .spawn(move || {
@@ -630,17 +633,24 @@ impl CheckpointSink {
                     if let Err(e) = crate::store::write_atomic(&path, &bytes) {
                         tracing::error!(path = %path.display(), "checkpoint write failed: {e}");
                     }
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             })
             .expect("a thread for the checkpoint writer");
         let sink = CheckpointSink {
             state,
+            writes,
             dirty: true,
             wake,
             writer: Some(writer),
         };
         sink.request();
         sink
+    }
+
+    /// How many times the file was written (coalescing, for tests).
+    pub fn writes(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.writes.clone()
     }
 
     /// The state as folded so far.
@@ -685,4 +695,54 @@ impl Drop for CheckpointSink {
 /// Edges of a node as the graph builder takes them.
 pub fn edges_of(n: &NodeRecord) -> Vec<(OpId, Edge)> {
     n.deps.iter().map(|d| (d.from, d.edge.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::GraphBuilder;
+
+    fn warning(seq: u64) -> Arc<Signal> {
+        Arc::new(Signal {
+            v: 1,
+            seq,
+            elapsed: seq as f64 / 1000.0,
+            kind: SignalKind::Warning {
+                message: Arc::from("w"),
+                op_id: None,
+            },
+        })
+    }
+
+    #[test]
+    fn a_burst_of_signals_costs_one_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = GraphBuilder::new().build().unwrap();
+        let mut sink = CheckpointSink::new(dir.path(), Checkpoint::seed(&g, &RunConfig::default()));
+        let writes = sink.writes();
+        for seq in 1..=1000 {
+            sink.write(&warning(seq));
+        }
+        sink.flush();
+        drop(sink);
+        let n = writes.load(std::sync::atomic::Ordering::Relaxed);
+        // The seed's write and the burst's, or one carrying both.
+        assert!((1..=2).contains(&n), "{n} writes");
+        let cp = Checkpoint::load(&dir.path().join(CHECKPOINT_FILE)).unwrap();
+        assert_eq!((cp.seq, cp.warnings.len()), (1000, 1000));
+    }
+
+    #[test]
+    fn a_cut_checkpoint_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        let g = GraphBuilder::new().build().unwrap();
+        let bytes = Checkpoint::seed(&g, &RunConfig::default()).to_bytes();
+        std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+        let err = Checkpoint::load(&path).unwrap_err();
+        assert!(
+            err.contains("checkpoint.json:") && err.contains("damaged"),
+            "{err}"
+        );
+    }
 }
