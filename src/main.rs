@@ -340,19 +340,9 @@ fn replay(which: &str, speed: f64, theme: Option<String>) -> i32 {
         eprintln!("playdeck: --speed {speed} is out of range; allowed: 0.25 to 64");
         return 2;
     }
-    let dir = match playdeck::control::resolve_run(which) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("playdeck: replay: {}", e.message);
-            return 2;
-        }
-    };
-    let signals = match playdeck::store::resume::read_log(&dir.join("events.jsonl")) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("playdeck: replay: {e}");
-            return 2;
-        }
+    let (dir, signals) = match recorded("replay", which) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     if signals.is_empty() {
         eprintln!(
@@ -403,21 +393,27 @@ fn replay(which: &str, speed: f64, theme: Option<String>) -> i32 {
     }
 }
 
+/// A recorded run's directory and signals; errors are reported for `cmd`.
+fn recorded(
+    cmd: &str,
+    which: &str,
+) -> Result<(std::path::PathBuf, Vec<playdeck::kernel::Signal>), i32> {
+    let dir = playdeck::control::resolve_run(which).map_err(|e| {
+        eprintln!("playdeck: {cmd}: {}", e.message);
+        2
+    })?;
+    let signals = playdeck::store::resume::read_log(&dir.join("events.jsonl")).map_err(|e| {
+        eprintln!("playdeck: {cmd}: {e}");
+        2
+    })?;
+    Ok((dir, signals))
+}
+
 /// `playdeck report RUN`.
 fn report(which: &str, format: cli::ReportFormat, out: Option<&std::path::Path>) -> i32 {
-    let dir = match playdeck::control::resolve_run(which) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("playdeck: report: {}", e.message);
-            return 2;
-        }
-    };
-    let signals = match playdeck::store::resume::read_log(&dir.join("events.jsonl")) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("playdeck: report: {e}");
-            return 2;
-        }
+    let (_, signals) = match recorded("report", which) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     let r = playdeck::store::report::Report::from_signals(&signals);
     let text = match format {
