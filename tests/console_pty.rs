@@ -341,3 +341,45 @@ fn a_replay_in_a_terminal() {
     let p = screen.parser.lock().unwrap();
     assert!(!p.screen().alternate_screen(), "the terminal is restored");
 }
+
+/// `playdeck resume` opens the console on a crashed run with its history,
+/// finishes it, and `e` writes the report.
+#[test]
+fn resuming_a_crashed_run_in_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .arg("run")
+        .arg(&play)
+        .args([
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            "8",
+            "--run-dir",
+        ])
+        .arg(dir.path().join("rec"))
+        .env("PLAYDECK_FAULT_KILL_AFTER", "40")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "killed");
+    let mut console = Console::open(
+        dir.path(),
+        &["resume", "rec", "--approve", "all", "--speed", "8"],
+    );
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    // What happened before the crash is there, and the run finishes.
+    screen.wait_for("the resumed run to finish", |s| {
+        s.contains("finished: failed") && s.contains("succeeded 8")
+    });
+    console.press(b"e");
+    screen.wait_for("the report", |s| s.contains("report written to"));
+    assert!(dir.path().join("rec/report.md").is_file());
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 1);
+    let log = std::fs::read_to_string(dir.path().join("rec/events.jsonl")).unwrap();
+    assert!(log.contains("\"type\":\"resumed\""));
+}

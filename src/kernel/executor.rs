@@ -569,6 +569,9 @@ impl Executor {
         }
 
         loop {
+            // What the last wake-up recorded (a completion, a decision) is on
+            // disk before anything acts on it.
+            self.bus.flush();
             self.advance();
             self.check_round();
             self.bus.flush();
