@@ -154,13 +154,8 @@ struct RequestMeta {
     assignee: Option<Arc<str>>,
     independent: bool,
     reason: Option<Arc<str>>,
-    /// The request's identity (hex), recorded so dedup survives a resume.
-    identity: Option<Arc<str>>,
-}
-
-/// A request identity as the durable record writes it.
-fn identity_hex(id: u64) -> Arc<str> {
-    Arc::from(format!("{id:016x}"))
+    /// The request's identity, recorded so dedup survives a resume.
+    identity: Option<request::RequestId>,
 }
 
 /// A `fmt::Write` into a fixed buffer (names are short).
@@ -1254,6 +1249,10 @@ impl Executor {
     /// True the first time this emitter shows this request.
     fn first_sighting(&mut self, ix: NodeIndex, v: &Value, kind: u8) -> bool {
         let id = request::identity(v) ^ u64::from(kind);
+        self.first_sighting_of(ix, id)
+    }
+
+    fn first_sighting_of(&mut self, ix: NodeIndex, id: u64) -> bool {
         self.emissions.entry(ix).or_default().seen.insert(id)
     }
 
@@ -1383,8 +1382,8 @@ impl Executor {
                 e.seen.insert(id);
                 continue;
             }
-            let identity = Some(identity_hex(id));
-            if !self.first_sighting(ix, raw, b's') {
+            let identity = Some(request::RequestId(id));
+            if !self.first_sighting_of(ix, id) {
                 let assignee = assignee_of(raw);
                 self.drop_spawn_as(
                     Some(ix),
@@ -1486,7 +1485,7 @@ impl Executor {
         reason: DropReason,
         detail: String,
         op_id: Option<OpId>,
-        identity: Option<Arc<str>>,
+        identity: Option<request::RequestId>,
     ) {
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
         let emitter_id = emitter.map(|e| self.g[e].op.op_id);
@@ -1607,7 +1606,7 @@ impl Executor {
         op: Operation,
         deps: Vec<(NodeIndex, Edge)>,
         independent: bool,
-        identity: Option<Arc<str>>,
+        identity: Option<request::RequestId>,
     ) -> NodeIndex {
         let op_id = op.op_id;
         let name = op.reference_id.clone();

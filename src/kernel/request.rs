@@ -12,6 +12,26 @@ use serde_json::Value;
 
 use super::graph::OperationKind;
 
+/// A request's identity (emitter-local: content hash and kind). Written as
+/// 16 hex digits; held as a number, so recording it costs nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId(pub u64);
+
+impl serde::Serialize for RequestId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:016x}", self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RequestId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        u64::from_str_radix(&s, 16).map(RequestId).map_err(|_| {
+            serde::de::Error::custom(format!("{s:?} is not a request identity (16 hex digits)"))
+        })
+    }
+}
+
 /// How deep extraction looks (the result itself is depth 0). Inherited from
 /// the spec as a defensive recursion cap.
 pub const EXTRACT_MAX_DEPTH: usize = 4;

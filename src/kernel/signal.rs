@@ -226,7 +226,7 @@ pub enum SignalKind {
         /// The request's identity, when it was read (duplicate detection
         /// survives a resume).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        identity: Option<Arc<str>>,
+        identity: Option<super::request::RequestId>,
     },
     /// A role route was published: an initial palette role before the run,
     /// or an expansion (ADR-0036 D2, D3).
@@ -354,9 +354,9 @@ pub struct SpawnRecord {
     /// dependencies).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub edges: Vec<DepRecord>,
-    /// The identity of the request it came from (hex).
+    /// The identity of the request it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<Arc<str>>,
+    pub identity: Option<super::request::RequestId>,
 }
 
 /// An incoming edge as the durable record keeps it.

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::kernel::request::RequestId;
 use crate::kernel::{
     DepRecord, DropReason, Edge, Graph, LedgerEntry, LedgerOutcome, NodeStatus, OpId, OpMetadata,
     Operation, Outcome, RunConfig, Signal, SignalKind, SignalSink, SkipReason, deep_merge,
@@ -79,7 +80,7 @@ pub struct NodeRecord {
     /// Every sighting of a spawn request it emitted that reached the
     /// ledger: (seq, identity). Resume skips these when they come again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sightings: Vec<(u64, Arc<str>)>,
+    pub sightings: Vec<(u64, RequestId)>,
     /// The seq of the signal that settled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_seq: Option<u64>,
@@ -495,9 +496,9 @@ impl Checkpoint {
         }
     }
 
-    fn see(&mut self, emitter: &OpId, seq: u64, identity: &Arc<str>) {
+    fn see(&mut self, emitter: &OpId, seq: u64, identity: &RequestId) {
         if let Some(n) = self.node_mut(emitter) {
-            n.sightings.push((seq, identity.clone()));
+            n.sightings.push((seq, *identity));
         }
     }
 

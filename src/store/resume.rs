@@ -120,7 +120,6 @@ pub fn rebuild(
         // A settled emitter's sightings before it settled came from its
         // stream; those after, from its result, which resume reads again.
         // Anything that runs again will repeat all of its sightings.
-        let hex = |h: &Arc<str>| u64::from_str_radix(h, 16).ok();
         let cut = match (status.is_terminal(), n.settled_seq) {
             (true, Some(s)) => s,
             _ => 0,
@@ -129,13 +128,13 @@ pub fn rebuild(
             .sightings
             .iter()
             .filter(|(q, _)| *q <= cut)
-            .filter_map(|(_, h)| hex(h))
+            .map(|(_, id)| id.0)
             .collect();
         let handled = n
             .sightings
             .iter()
             .filter(|(q, _)| *q > cut)
-            .filter_map(|(_, h)| hex(h))
+            .map(|(_, id)| id.0)
             .collect();
         restore.nodes.insert(
             n.op.op_id,
