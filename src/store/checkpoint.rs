@@ -414,6 +414,21 @@ impl Checkpoint {
                     });
                 }
             }
+            SignalKind::Retried { node, because, .. } => {
+                if let Some(n) = self.node_mut(&node.op_id) {
+                    n.status = NodeStatus::Pending;
+                    n.result = None;
+                    n.error = None;
+                    n.category = None;
+                    n.skip_reason = None;
+                    n.finished_at = None;
+                    n.settled_seq = None;
+                    // A denied gate asks again.
+                    if because.is_none() && n.decision.as_ref().is_some_and(|d| !d.approved) {
+                        n.decision = None;
+                    }
+                }
+            }
             SignalKind::Held { node } => {
                 if let Some(n) = self.node_mut(&node.op_id) {
                     n.held = true;
@@ -731,6 +746,49 @@ mod tests {
         assert!((1..=2).contains(&n), "{n} writes");
         let cp = Checkpoint::load(&dir.path().join(CHECKPOINT_FILE)).unwrap();
         assert_eq!((cp.seq, cp.warnings.len()), (1000, 1000));
+    }
+
+    #[test]
+    fn a_retry_reopens_the_operation_in_the_record() {
+        use crate::kernel::{NodeHeader, Operation};
+        let mut b = GraphBuilder::new();
+        let id = b.add_root(Operation::new("flaky", "x"));
+        let g = b.build().unwrap();
+        let mut cp = Checkpoint::seed(&g, &RunConfig::default());
+        let header = NodeHeader {
+            op_id: id,
+            name: Arc::from("flaky"),
+            parent_id: None,
+            depends_on: Arc::from(Vec::new()),
+        };
+        let sig = |seq, kind| Signal {
+            v: 1,
+            seq,
+            elapsed: 0.0,
+            kind,
+        };
+        cp.apply(&sig(
+            1,
+            SignalKind::Failed {
+                node: header.clone(),
+                error: Arc::from("boom"),
+                category: Arc::from("simulated"),
+            },
+        ));
+        assert_eq!(cp.nodes[0].status, NodeStatus::Failed);
+        cp.apply(&sig(
+            2,
+            SignalKind::Retried {
+                node: header,
+                attempt: 2,
+                because: None,
+            },
+        ));
+        let n = &cp.nodes[0];
+        assert_eq!(
+            (n.status, n.error.is_none(), n.result.is_none()),
+            (NodeStatus::Pending, true, true)
+        );
     }
 
     #[test]
