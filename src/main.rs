@@ -381,7 +381,7 @@ fn replay(which: &str, speed: f64, theme: Option<String>) -> i32 {
         }
     };
     let r = rt.block_on(async {
-        playdeck::console::replay::run(signals, facts, config, speed, stop_requests()).await
+        playdeck::console::replay::run(&dir, signals, facts, config, speed, stop_requests()).await
     });
     rt.shutdown_background();
     match r {

@@ -126,8 +126,33 @@ impl Session {
         sinks: Vec<Box<dyn SignalSink>>,
     ) -> std::io::Result<Session> {
         let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        refuse_live(dir).map_err(fail)?;
         let cp = crate::store::resume::read_stopped(dir, !opts.retry.is_empty()).map_err(fail)?;
         check_conflicts(play, &cp).map_err(fail)?;
+        // A capacity file that cannot be read is not silently replaced.
+        let capacity_path = dir.join("capacity.json");
+        let previous_capacity = match std::fs::read(&capacity_path) {
+            Ok(b) => Some(
+                serde_json::from_slice::<crate::capacity::CapacityFile>(&b).map_err(|e| {
+                    fail(format!(
+                        "{}:{}:{}: the capacity file is damaged ({e}); nothing was changed",
+                        capacity_path.display(),
+                        e.line(),
+                        e.column()
+                    ))
+                })?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(fail(format!(
+                    "cannot read {}: {e}",
+                    capacity_path.display()
+                )));
+            }
+        };
+        // The process died writing its last line: drop that part, so the
+        // log goes on from a whole line.
+        crate::store::resume::repair_log(&dir.join("events.jsonl")).map_err(fail)?;
         let speed = opts.speed.unwrap_or(play.speed);
         let run_dir = RunDir {
             path: dir.to_path_buf(),
@@ -148,10 +173,8 @@ impl Session {
             .collect();
         let (graph, mut restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
         crate::store::resume::retry(&mut restore, &cp, &opts.retry).map_err(fail)?;
-        let cfg = run_config(play, &run_dir, opts);
-        let previous_capacity = std::fs::read(run_dir.path.join("capacity.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<crate::capacity::CapacityFile>(&b).ok());
+        let mut cfg = run_config(play, &run_dir, opts);
+        cfg.start_paused |= cp.paused;
         let (mut run, handle) =
             Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
                 .map_err(std::io::Error::other)?;
@@ -282,6 +305,19 @@ fn control_server(
         Ok(c) => (Some(c), None),
         Err(e) => (None, Some(format!("no control socket for this run: {e}"))),
     }
+}
+
+/// Two processes must never drive one run: a control socket that answers
+/// means the run is live.
+fn refuse_live(dir: &Path) -> Result<(), String> {
+    let sock = dir.join("ctl").join("control.sock");
+    if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+        return Err(format!(
+            "{} is live (its control socket answers): it is running in another process; drive it with `playdeck ctl`",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// `[palette]` as the play declares it, for the checkpoint and the

@@ -51,7 +51,31 @@ fn resume(dir: &Path) -> Output {
         .unwrap()
 }
 
+/// Every line of the log; a line that does not parse fails the test.
+fn resume_killed(dir: &Path, after: usize) -> Output {
+    bin()
+        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg(dir)
+        .arg("--play")
+        .arg(play())
+        .env("PLAYDECK_FAULT_KILL_AFTER", after.to_string())
+        .output()
+        .unwrap()
+}
+
 fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("events.jsonl:{}: {e}: {l}", i + 1))
+        })
+        .collect()
+}
+
+/// The log of a killed process: its last line may be cut.
+fn events_cut(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -146,12 +170,22 @@ fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budge
     let dir = base.join(format!("crash-{seed}"));
     let first = run_play(&dir, Some(n));
     let killed = first.status.code().is_none();
-    let before = events(&dir);
+    let before = events_cut(&dir);
     if killed {
+        // Every fifth seed crashes the resumed process too.
+        if seed.is_multiple_of(5) {
+            let second = resume_killed(&dir, 3 + seed % 17);
+            assert!(
+                second.status.code().is_none() || second.status.code() == Some(1),
+                "seed {seed}: {}",
+                String::from_utf8_lossy(&second.stderr)
+            );
+        }
         let r = resume(&dir);
-        assert_eq!(
-            r.status.code(),
-            Some(1),
+        let code = r.status.code();
+        // A second crash after the end left nothing to do but the result.
+        assert!(
+            code == Some(1) || (seed.is_multiple_of(5) && dir.join("result.json").exists()),
             "seed {seed} (killed after {n} events): resume failed: {}",
             String::from_utf8_lossy(&r.stderr)
         );
@@ -214,9 +248,8 @@ fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budge
                     && e["name"] == *name
                     && e["seq"].as_u64() > resumed["seq"].as_u64()
             });
-            if let Some(e) = again {
-                assert!(e["attempt"].as_u64().unwrap() >= 2, "seed {seed}: {e}");
-            }
+            let e = again.unwrap_or_else(|| panic!("seed {seed}: {name} never started again"));
+            assert!(e["attempt"].as_u64().unwrap() >= 2, "seed {seed}: {e}");
         }
     }
 }
@@ -517,4 +550,109 @@ fn the_report_tells_what_the_run_did() {
     ] {
         assert!(md.contains(h), "{h} missing from\n{md}");
     }
+}
+
+#[test]
+fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
+    use std::io::Write;
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    // Paused from the start; killed (SIGKILL) once the log shows it paused.
+    let mut first = bin()
+        .arg("run")
+        .arg(play())
+        .args(["--headless", "--paused", "--speed", SPEED, "--run-dir"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .contains("\"type\":\"run_paused\"")
+    {
+        assert!(std::time::Instant::now() < deadline, "never paused");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Resumed, it is still paused: nothing starts until `resume` on stdin.
+    let mut child = bin()
+        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = dir.join("ctl/control.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resumed run never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A second process may not take up the same run.
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("is live"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let evs = events_cut(&dir);
+    let resumed = evs.iter().position(|e| e["type"] == "resumed").unwrap();
+    assert!(
+        evs[resumed..].iter().any(|e| e["type"] == "run_paused"),
+        "paused again"
+    );
+    assert!(
+        !evs[resumed..].iter().any(|e| e["type"] == "started"),
+        "nothing starts while paused"
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "resume").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(outcome(&dir)["outcome"], "failed");
+}
+
+#[test]
+fn a_cut_last_line_is_repaired_and_a_damaged_capacity_file_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    assert!(run_play(&dir, Some(25)).status.code().is_none());
+    let log = dir.join("events.jsonl");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let whole = bytes.clone();
+    bytes.extend_from_slice(b"{\"v\":1,\"seq\":9999,\"elap");
+    std::fs::write(&log, &bytes).unwrap();
+
+    // A damaged capacity file: refused, nothing changed.
+    let cap = dir.join("capacity.json");
+    let good_cap = std::fs::read(&cap).unwrap();
+    std::fs::write(&cap, b"{\"schema_version\": 1,").unwrap();
+    let r = resume(&dir);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("capacity.json") && err.contains("damaged"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log is untouched");
+
+    std::fs::write(&cap, &good_cap).unwrap();
+    assert_eq!(resume(&dir).status.code(), Some(1));
+    // The cut line is gone and the log reads whole again, for every reader.
+    let after = std::fs::read(&log).unwrap();
+    assert!(after.starts_with(&whole));
+    events(&dir);
+    let report = bin().arg("report").arg(&dir).output().unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
 }

@@ -941,3 +941,58 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
         Err(ControlError::RunFinished)
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_recounts_every_path_to_what_it_reopens() {
+    let mut b = GraphBuilder::new();
+    let flaky = b.add_root(op(
+        "flaky",
+        "worker",
+        sim_with(
+            100,
+            json!({"outcome": "fail", "error": "boom", "fail_attempts": 1}),
+        ),
+    ));
+    let mid = b.add_after(
+        op("mid", "worker", sim(300)),
+        [(flaky, Condition::Succeeded)],
+    );
+    // Two paths from flaky: directly and through mid.
+    b.add_after(
+        op("join", "worker", sim(100)),
+        [(flaky, Condition::Succeeded), (mid, Condition::Succeeded)],
+    );
+    // Waits on flaky and on something still running when flaky is retried.
+    // slow ends after the retry but before the new attempt does.
+    let slow = b.add_root(op("slow", "worker", sim(1_050)));
+    b.add_after(
+        op("both", "worker", sim(100)),
+        [(flaky, Condition::Always), (slow, Condition::Succeeded)],
+    );
+    b.add_root(op("long", "worker", sim(5_000)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    sleep(Duration::from_millis(1_000)).await;
+    h.handle.retry("flaky").await.unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    let at = |name: &str, ty: &str| {
+        h.signals
+            .all()
+            .iter()
+            .filter(|s| s.kind.type_name() == ty && s.kind.node().is_some_and(|n| &*n.name == name))
+            .map(|s| s.elapsed)
+            .next_back()
+            .unwrap_or_else(|| panic!("no {ty} for {name}"))
+    };
+    // join waits for mid (reopened through flaky), not only for flaky.
+    assert!(at("join", "started") >= at("mid", "completed"));
+    // both, still waiting on slow when flaky was retried, waits for the
+    // new attempt too.
+    assert!(at("both", "started") >= at("flaky", "completed"));
+    assert!(at("both", "started") >= at("slow", "completed"));
+    assert_eq!(
+        h.signals.types_for("both"),
+        ["queued", "started", "completed"]
+    );
+}

@@ -167,6 +167,13 @@ impl Reconciler {
                 } else {
                     rec.state = InstanceState::Released;
                     orphaned.push(rec.name.clone());
+                    if let (Some(repo), Some(path), Some(branch)) = (
+                        self.cfg.repo_root.clone(),
+                        ws.clone(),
+                        rec.placement.branch.clone(),
+                    ) {
+                        self.cleanup(repo, path, branch);
+                    }
                     events.push(json!({"at": now(), "event": "orphaned", "name": rec.name, "detail": "its workspace is gone"}));
                 }
             }

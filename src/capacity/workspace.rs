@@ -33,6 +33,22 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
 /// Removes the worktree; deletes its branch only when it holds no work that
 /// is not merged (`git branch -d`), so nothing an agent committed is lost.
 pub fn remove_worktree(repo: &Path, path: &Path, branch: Option<&str>) -> Result<(), String> {
+    if !path.exists() {
+        // Gone already (a crashed run's orphan): forget its registration.
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["worktree", "prune"])
+            .output();
+        if let Some(branch) = branch {
+            let _ = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["branch", "-d", branch])
+                .output();
+        }
+        return Ok(());
+    }
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(repo)

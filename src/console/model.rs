@@ -416,6 +416,11 @@ impl ViewModel {
                 self.run.round = 1;
             }
             SignalKind::RunPaused => self.run.paused = true,
+            // Taken up again: whatever ended it before is over.
+            SignalKind::Resumed { .. } => {
+                self.run.finished = None;
+                self.run.paused = false;
+            }
             SignalKind::RunResumed => {
                 self.run.paused = false;
                 self.run.stepping = false;

@@ -259,6 +259,7 @@ pub async fn event_loop<E, D>(
     player: &mut Player,
     events: &mut E,
     mut draw: D,
+    run_dir: Option<&std::path::Path>,
     stop: &mut mpsc::UnboundedReceiver<()>,
 ) -> io::Result<()>
 where
@@ -277,8 +278,17 @@ where
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                     for e in app.on_key(k) {
-                        if let Effect::Replay(cmd) = e {
-                            player.apply(app, cmd);
+                        match e {
+                            Effect::Replay(cmd) => player.apply(app, cmd),
+                            Effect::Report => match run_dir {
+                                Some(dir) => match crate::store::report::write_for(dir) {
+                                    Ok(p) => app.info(format!("report written to {}", p.display())),
+                                    Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
+                                },
+                                None => app.set_status("no run directory to write the report to", Level::Warning),
+                            },
+                            // Nothing runs in a replay.
+                            Effect::Control(_) | Effect::Release | Effect::Bell => {}
                         }
                     }
                 }
@@ -299,6 +309,7 @@ where
 
 /// Opens the console on a recorded run.
 pub async fn run(
+    run_dir: &std::path::Path,
     signals: Vec<Signal>,
     facts: PlayFacts,
     config: super::config::ConsoleConfig,
@@ -325,6 +336,7 @@ pub async fn run(
         &mut player,
         &mut input,
         |app| super::run::draw(&mut term, app),
+        Some(run_dir),
         &mut stop,
     )
     .await;

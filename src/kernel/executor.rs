@@ -222,6 +222,8 @@ struct RoutedBatch {
 struct Bus {
     seq: u64,
     t0: Instant,
+    /// Run time before this process (a resumed run goes on from it).
+    offset: f64,
     /// The time of the step being processed: every signal of one step of
     /// the event loop carries the same `elapsed`, read once.
     clock: f64,
@@ -233,7 +235,7 @@ impl Bus {
     /// Reads the clock; microsecond resolution keeps the stream readable
     /// and exact under the paused clock.
     fn tick(&mut self) -> f64 {
-        self.clock = (self.t0.elapsed().as_micros() as f64) / 1e6;
+        self.clock = self.offset + (self.t0.elapsed().as_micros() as f64) / 1e6;
         self.clock
     }
 
@@ -328,6 +330,7 @@ impl Run {
             bus: Bus {
                 seq: 0,
                 t0: Instant::now(),
+                offset: 0.0,
                 clock: 0.0,
                 tx: sig_tx,
                 sinks: Vec::new(),
@@ -631,12 +634,8 @@ impl Executor {
     /// running ones are queued again for a new attempt.
     fn resume_from(&mut self, r: super::restore::Restore) {
         self.bus.seq = r.seq;
-        if let Some(t0) = self
-            .bus
-            .t0
-            .checked_sub(std::time::Duration::from_secs_f64(r.elapsed.max(0.0)))
-        {
-            self.bus.t0 = t0;
+        if r.elapsed.is_finite() && r.elapsed > 0.0 {
+            self.bus.offset = r.elapsed;
         }
         self.bus.tick();
         self.spawn_seq = r.spawn_seq;
@@ -1976,9 +1975,10 @@ impl Executor {
             return Err(ControlError::RunFinished);
         }
         let because = n.op.reference_id.clone();
+        // Every status first, then the counts: a node reached by two paths
+        // must see all of its reopened predecessors as unsettled.
+        let mut reopened = vec![ix];
         self.reopen(ix, None);
-        // Its dependents (and theirs) that were skipped wait again: the
-        // reopened operation has not settled.
         let mut stack = vec![ix];
         while let Some(from) = stack.pop() {
             let succ: Vec<NodeIndex> = self
@@ -1988,15 +1988,33 @@ impl Executor {
             for t in succ {
                 if self.g[t].status == NodeStatus::Skipped {
                     self.reopen(t, Some(because.clone()));
+                    reopened.push(t);
                     stack.push(t);
                 }
+            }
+        }
+        // Waiting dependents of what reopened count it again.
+        let mut relink: Vec<NodeIndex> = reopened.clone();
+        for &r in &reopened {
+            for t in self.g.neighbors_directed(r, Direction::Outgoing) {
+                if self.g[t].status == NodeStatus::Pending && !relink.contains(&t) {
+                    relink.push(t);
+                }
+            }
+        }
+        for t in relink {
+            let lane = self.g[t].lane;
+            let waiting = self.link(t);
+            self.g[t].lane = lane;
+            if waiting == 0 {
+                self.worklist.push_back(t);
             }
         }
         self.round_active = true;
         Ok(())
     }
 
-    /// Puts a settled node back to waiting and recounts its dependencies.
+    /// Puts a settled node back to waiting (its counts are redone after).
     fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
         {
             let n = &mut self.g[ix];
@@ -2022,9 +2040,6 @@ impl Executor {
                 because,
             },
         );
-        if self.link(ix) == 0 {
-            self.worklist.push_back(ix);
-        }
     }
 
     fn hold(&mut self, op: &str) -> Result<(), ControlError> {

@@ -150,6 +150,9 @@ pub struct Checkpoint {
     /// How many times the run was resumed.
     #[serde(default)]
     pub resumes: u32,
+    /// Paused by the operator when it stopped (resume keeps it paused).
+    #[serde(default)]
+    pub paused: bool,
     #[serde(skip)]
     index: BTreeMap<OpId, usize>,
 }
@@ -194,6 +197,7 @@ impl Checkpoint {
             warnings: Vec::new(),
             finished: None,
             resumes: 0,
+            paused: false,
             index,
         }
     }
@@ -506,7 +510,11 @@ impl Checkpoint {
             SignalKind::Resumed { resumes, .. } => {
                 self.resumes = *resumes;
                 self.finished = None;
+                self.paused = false;
             }
+            SignalKind::RunStarted { paused, .. } => self.paused = *paused,
+            SignalKind::RunPaused => self.paused = true,
+            SignalKind::RunResumed => self.paused = false,
             _ => {}
         }
     }
@@ -628,6 +636,10 @@ fn matters(kind: &SignalKind) -> bool {
 pub struct CheckpointSink {
     state: Arc<Mutex<Checkpoint>>,
     writes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Signals of the batch under way: folded in at `flush`, after the
+    /// event log (flushed first) has them on disk, so a checkpoint never
+    /// covers a line the log may still lose.
+    pending: Vec<Arc<Signal>>,
     dirty: bool,
     wake: mpsc::SyncSender<()>,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -656,6 +668,7 @@ impl CheckpointSink {
         let sink = CheckpointSink {
             state,
             writes,
+            pending: Vec::new(),
             dirty: true,
             wake,
             writer: Some(writer),
@@ -682,12 +695,17 @@ impl CheckpointSink {
 
 impl SignalSink for CheckpointSink {
     fn write(&mut self, s: &Arc<Signal>) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.apply(s);
         self.dirty |= matters(&s.kind);
+        self.pending.push(s.clone());
     }
 
     fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for s in self.pending.drain(..) {
+                st.apply(&s);
+            }
+        }
         if std::mem::take(&mut self.dirty) {
             self.request();
         }
@@ -697,6 +715,12 @@ impl SignalSink for CheckpointSink {
 impl Drop for CheckpointSink {
     fn drop(&mut self) {
         // The last state reaches the disk before the run is reported done.
+        if !self.pending.is_empty() {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for s in self.pending.drain(..) {
+                st.apply(&s);
+            }
+        }
         if std::mem::take(&mut self.dirty) {
             let _ = self.wake.send(());
         }

@@ -130,7 +130,8 @@ impl Report {
             usage: None,
         };
         let mut index: HashMap<OpId, usize> = HashMap::new();
-        let mut usage: HashMap<OpId, crate::kernel::Usage> = HashMap::new();
+        // Totals per attempt: each attempt's agent reports its own.
+        let mut usage: HashMap<(OpId, u32), crate::kernel::Usage> = HashMap::new();
         for s in signals {
             let at = s.elapsed;
             r.duration_secs = r.duration_secs.max(at);
@@ -307,9 +308,20 @@ impl Report {
                     x.state = state.clone();
                 }
                 SignalKind::AgentUsage {
-                    op_id, usage: u, ..
+                    op_id,
+                    attempt,
+                    usage: u,
+                    ..
                 } => {
-                    usage.insert(*op_id, *u);
+                    usage.insert((*op_id, *attempt), *u);
+                }
+                SignalKind::Retried { node, .. } => {
+                    // Waiting starts again with the new attempt.
+                    if let Some(o) = op(&mut r, &index, &node.op_id) {
+                        o.queued_at = at;
+                        o.outcome = "queued".into();
+                        o.error = None;
+                    }
                 }
                 SignalKind::Warning { message, .. } => r.warnings.push(message.clone()),
                 SignalKind::RunFinished { outcome, counts } => {

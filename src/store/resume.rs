@@ -74,6 +74,23 @@ pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
     Ok(out)
 }
 
+/// Cuts a partly written last line off the log, so appending goes on from
+/// a whole line.
+pub fn repair_log(path: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.is_empty() || bytes.last() == Some(&b'\n') {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+    f.set_len(keep as u64)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| format!("cannot repair {}: {e}", path.display()))
+}
+
 /// The graph (every operation, same op ids) and the kernel's restore.
 /// A run stopped by cancel reopens what the cancel ended: operations it
 /// failed as `cancelled` start a new attempt, ones it skipped wait again.
