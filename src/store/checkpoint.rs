@@ -275,7 +275,9 @@ impl Checkpoint {
                 n.queued_at = at;
                 self.index.insert(*op_id, self.nodes.len());
                 self.nodes.push(n);
-                self.spawn_seq += 1;
+                // Only generated names take a number (a named injection
+                // does not).
+                self.note_spawn_number(name);
                 self.spawn_accepted += 1;
                 if let (Some(p), Some(id)) = (parent_id, &record.identity) {
                     self.see(p, s.seq, id);
@@ -302,9 +304,11 @@ impl Checkpoint {
                 op_id,
                 identity,
             } => {
-                // Admission numbers a candidate before the cap refuses it.
+                // Admission numbers a candidate before the cap refuses it
+                // ("spawn-N refused: ...").
                 if *reason == DropReason::MaxSpawnExceeded {
-                    self.spawn_seq += 1;
+                    let name = detail.split_whitespace().next().unwrap_or("");
+                    self.note_spawn_number(name);
                 }
                 if let (Some(e), Some(id)) = (emitter_id, identity) {
                     self.see(e, s.seq, id);
@@ -516,6 +520,15 @@ impl Checkpoint {
             SignalKind::RunPaused => self.paused = true,
             SignalKind::RunResumed => self.paused = false,
             _ => {}
+        }
+    }
+
+    fn note_spawn_number(&mut self, name: &str) {
+        if let Some(n) = name
+            .strip_prefix("spawn-")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            self.spawn_seq = self.spawn_seq.max(n);
         }
     }
 
