@@ -299,13 +299,12 @@ fn processes_with(needle: &str) -> usize {
         .count()
 }
 
-/// `playdeck replay`: a recorded run, read-only, with its timeline.
-#[test]
-fn a_replay_in_a_terminal() {
-    let dir = tempfile::tempdir().unwrap();
+/// Runs tests/plays/crash.toml headless into `<dir>/rec`, killed after
+/// `kill_after` events when given.
+fn record(dir: &std::path::Path, kill_after: Option<u32>) -> std::process::Output {
     let play = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .arg("run")
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+    c.arg("run")
         .arg(&play)
         .args([
             "--headless",
@@ -315,9 +314,18 @@ fn a_replay_in_a_terminal() {
             "8",
             "--run-dir",
         ])
-        .arg(dir.path().join("rec"))
-        .output()
-        .unwrap();
+        .arg(dir.join("rec"));
+    if let Some(n) = kill_after {
+        c.env("PLAYDECK_FAULT_KILL_AFTER", n.to_string());
+    }
+    c.output().unwrap()
+}
+
+/// `playdeck replay`: a recorded run, read-only, with its timeline.
+#[test]
+fn a_replay_in_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = record(dir.path(), None);
     assert_eq!(out.status.code(), Some(1));
     let mut console = Console::open(dir.path(), &["replay", "rec", "--speed", "0.25"]);
     let screen = Screen {
@@ -347,22 +355,7 @@ fn a_replay_in_a_terminal() {
 #[test]
 fn resuming_a_crashed_run_in_the_console() {
     let dir = tempfile::tempdir().unwrap();
-    let play = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .arg("run")
-        .arg(&play)
-        .args([
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            "8",
-            "--run-dir",
-        ])
-        .arg(dir.path().join("rec"))
-        .env("PLAYDECK_FAULT_KILL_AFTER", "40")
-        .output()
-        .unwrap();
+    let out = record(dir.path(), Some(40));
     assert!(out.status.code().is_none(), "killed");
     let mut console = Console::open(
         dir.path(),
