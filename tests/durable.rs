@@ -41,21 +41,21 @@ fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
     c.output().unwrap()
 }
 
-fn resume(dir: &Path) -> Output {
-    bin()
-        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
-        .arg(dir)
-        .arg("--play")
-        .arg(play())
-        .output()
-        .unwrap()
+/// `playdeck resume DIR` headless, approving everything, at the tests' speed;
+/// callers add what else they need.
+fn resume_cmd(dir: &Path) -> Command {
+    let mut c = bin();
+    c.args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg(dir);
+    c
 }
 
-/// Every line of the log; a line that does not parse fails the test.
+fn resume(dir: &Path) -> Output {
+    resume_cmd(dir).arg("--play").arg(play()).output().unwrap()
+}
+
 fn resume_killed(dir: &Path, after: usize) -> Output {
-    bin()
-        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
-        .arg(dir)
+    resume_cmd(dir)
         .arg("--play")
         .arg(play())
         .env("PLAYDECK_FAULT_KILL_AFTER", after.to_string())
@@ -63,6 +63,7 @@ fn resume_killed(dir: &Path, after: usize) -> Output {
         .unwrap()
 }
 
+/// Every line of the log; a line that does not parse fails the test.
 fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
@@ -267,18 +268,9 @@ fn resume_refuses_a_changed_play_and_new_run_starts_over() {
             .replace("max_new_roles = 1", "max_new_roles = 2"),
     )
     .unwrap();
-    let r = bin()
-        .args([
-            "resume",
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--play",
-        ])
+    let r = resume_cmd(&dir)
+        .arg("--play")
         .arg(&changed)
-        .arg(&dir)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
@@ -291,20 +283,10 @@ fn resume_refuses_a_changed_play_and_new_run_starts_over() {
     assert!(err.contains("--new-run"), "{err}");
     let log = std::fs::read(dir.join("events.jsonl")).unwrap();
     // --new-run leaves the stopped run alone and starts the play over.
-    let r = bin()
+    let r = resume_cmd(&dir)
         .current_dir(base.path())
-        .args([
-            "resume",
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--new-run",
-            "--play",
-        ])
+        .args(["--new-run", "--play"])
         .arg(&changed)
-        .arg(&dir)
         .output()
         .unwrap();
     assert_eq!(
@@ -420,18 +402,8 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
         String::from_utf8_lossy(&r.stderr)
             .contains("only a failed or denied operation can be retried")
     );
-    let r = bin()
-        .args([
-            "resume",
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--retry",
-            "integration",
-        ])
-        .arg(&dir)
+    let r = resume_cmd(&dir)
+        .args(["--retry", "integration"])
         .output()
         .unwrap();
     // The review still escalates, so the run still ends failed (exit 1).
@@ -579,9 +551,7 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
     first.kill().unwrap();
     first.wait().unwrap();
     // Resumed, it is still paused: nothing starts until `resume` on stdin.
-    let mut child = bin()
-        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
-        .arg(&dir)
+    let mut child = resume_cmd(&dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -855,17 +855,22 @@ async fn a_round_ends_each_time_the_run_drains() {
     assert_eq!(rounds, [1, 2]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
-    let mut b = GraphBuilder::new();
-    let flaky = b.add_root(op(
+/// Fails its first attempt, succeeds after (100 ms each).
+fn flaky() -> Operation {
+    op(
         "flaky",
         "worker",
         sim_with(
             100,
             json!({"outcome": "fail", "error": "boom", "fail_attempts": 1}),
         ),
-    ));
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
+    let mut b = GraphBuilder::new();
+    let flaky = b.add_root(flaky());
     let next = b.add_after(
         op("next", "worker", sim(100)),
         [(flaky, Condition::Succeeded)],
@@ -945,14 +950,7 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_recounts_every_path_to_what_it_reopens() {
     let mut b = GraphBuilder::new();
-    let flaky = b.add_root(op(
-        "flaky",
-        "worker",
-        sim_with(
-            100,
-            json!({"outcome": "fail", "error": "boom", "fail_attempts": 1}),
-        ),
-    ));
+    let flaky = b.add_root(flaky());
     let mid = b.add_after(
         op("mid", "worker", sim(300)),
         [(flaky, Condition::Succeeded)],

@@ -282,19 +282,15 @@ impl Checkpoint {
                 if let (Some(p), Some(id)) = (parent_id, &record.identity) {
                     self.see(p, s.seq, id);
                 }
-                self.ledger.push(LedgerEntry {
-                    seq: s.seq,
-                    elapsed: at,
-                    emitter_id: *parent_id,
-                    emitter_name: parent_id
-                        .and_then(|p| self.node(&p))
-                        .map(|n| n.op.reference_id.clone()),
-                    assignee: assignee.clone(),
-                    outcome: LedgerOutcome::Accepted {
+                self.ledger_row(
+                    s,
+                    *parent_id,
+                    assignee,
+                    LedgerOutcome::Accepted {
                         op_id: *op_id,
                         name: name.clone(),
                     },
-                });
+                );
             }
             SignalKind::SpawnDropped {
                 reason,
@@ -313,20 +309,16 @@ impl Checkpoint {
                 if let (Some(e), Some(id)) = (emitter_id, identity) {
                     self.see(e, s.seq, id);
                 }
-                self.ledger.push(LedgerEntry {
-                    seq: s.seq,
-                    elapsed: at,
-                    emitter_id: *emitter_id,
-                    emitter_name: emitter_id
-                        .and_then(|e| self.node(&e))
-                        .map(|n| n.op.reference_id.clone()),
-                    assignee: assignee.clone(),
-                    outcome: LedgerOutcome::Dropped {
+                self.ledger_row(
+                    s,
+                    *emitter_id,
+                    assignee,
+                    LedgerOutcome::Dropped {
                         reason: *reason,
                         detail: detail.clone(),
                         op_id: *op_id,
                     },
-                });
+                );
             }
             SignalKind::Started {
                 node,
@@ -521,6 +513,27 @@ impl Checkpoint {
             SignalKind::RunResumed => self.paused = false,
             _ => {}
         }
+    }
+
+    /// A ledger row as the kernel keeps it, from the signal that recorded it.
+    fn ledger_row(
+        &mut self,
+        s: &Signal,
+        emitter: Option<OpId>,
+        assignee: &Option<Arc<str>>,
+        outcome: LedgerOutcome,
+    ) {
+        let emitter_name = emitter
+            .and_then(|e| self.node(&e))
+            .map(|n| n.op.reference_id.clone());
+        self.ledger.push(LedgerEntry {
+            seq: s.seq,
+            elapsed: s.elapsed,
+            emitter_id: emitter,
+            emitter_name,
+            assignee: assignee.clone(),
+            outcome,
+        });
     }
 
     fn note_spawn_number(&mut self, name: &str) {
