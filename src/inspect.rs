@@ -272,7 +272,8 @@ pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<A
     if let Some(p) = flag_profile {
         params.flag_profile = Some(p.to_string());
     }
-    let ctx = play.run_context("preview", None, crate::agents::Tails::new());
+    let ctx =
+        crate::session::wiring::run_context(play, "preview", None, crate::agents::Tails::new());
     let prompt_text = crate::agents::command::prompt_text(&instruction, &play.context);
     let profile = play.profile_for(def).map(|p| p.name.as_str());
     let command =

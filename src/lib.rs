@@ -18,4 +18,4 @@ pub mod play;
 pub mod remote;
 pub mod session;
 pub mod store;
-mod words;
+pub mod vocab;

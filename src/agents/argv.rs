@@ -5,8 +5,8 @@
 //! and bypass flags cannot be neutralised by later ones.
 
 use super::def::{AgentDef, Permission, PromptVia, STDIN_SENTINEL, StreamFormat, ToolSet};
-use crate::capacity::Thinking;
-use crate::play::is_valid_name;
+use crate::vocab::Thinking;
+use crate::vocab::is_valid_name;
 
 /// Everything that shapes one invocation's command line.
 #[derive(Debug, Clone, Copy)]

@@ -23,10 +23,10 @@ use super::env::child_env;
 use super::process::{Group, resolve_binary};
 use super::stream::{Parsed, StreamParser, Update, result_from_text};
 use super::tails::Tails;
-use crate::capacity::Thinking;
 use crate::kernel::{
     ActivityState, Agent, AgentEvent, AgentFailure, AgentOutcome, BoxFuture, Invocation,
 };
+use crate::vocab::Thinking;
 
 /// What a role profile adds to invocations on its instances.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::words::word_enum;
+use crate::vocab::word_enum;
+pub use crate::vocab::{DEFAULT_MAX_TURNS, Permission, ToolSet};
 
 word_enum!(
     /// How an agent's stdout reads. Closed: playdeck ships a parser and a
@@ -32,52 +33,8 @@ word_enum!(
 word_enum!(
     PromptVia { Argv = "argv", Stdin = "stdin" }
 );
-word_enum!(
-    /// How much an invocation may touch. Infrastructure vocabulary: each
-    /// value has a translation per stream format.
-    Permission { ReadOnly = "read-only", WorkspaceWrite = "workspace-write", FullAccess = "full-access" }
-);
-
-// word_enum! owns the derives, so Default is written out.
-#[allow(clippy::derivable_impls)]
-impl Default for Permission {
-    fn default() -> Self {
-        Permission::ReadOnly
-    }
-}
-
 /// What stands in the prompt's place in argv when it goes on stdin.
 pub const STDIN_SENTINEL: &str = "-";
-
-pub const DEFAULT_MAX_TURNS: u32 = 25;
-
-/// Tool access for one invocation (ADR-009 as amended by ADR-011).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolSet {
-    #[serde(default)]
-    pub internal: Vec<String>,
-    #[serde(default)]
-    pub mcp: Vec<String>,
-    #[serde(default)]
-    pub permission: Permission,
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-}
-
-fn default_max_turns() -> u32 {
-    DEFAULT_MAX_TURNS
-}
-
-impl Default for ToolSet {
-    fn default() -> Self {
-        ToolSet {
-            internal: Vec::new(),
-            mcp: Vec::new(),
-            permission: Permission::ReadOnly,
-            max_turns: DEFAULT_MAX_TURNS,
-        }
-    }
-}
 
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -6,23 +6,7 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::words::word_enum;
-
-word_enum!(
-    /// When a generated instance is released.
-    Lifetime { CurrentRound = "current_round", CurrentLoop = "current_loop", ManualRelease = "manual_release" }
-);
-word_enum!(
-    /// How an operation finds an instance.
-    Reuse { PreferIdle = "prefer_idle", AlwaysNew = "always_new", Pinned = "pinned" }
-);
-word_enum!(
-    /// Provider-neutral reasoning intensity.
-    Thinking { Low = "low", Medium = "medium", High = "high" }
-);
-word_enum!(
-    WorkspaceMode { Inplace = "inplace", GitWorktree = "git-worktree" }
-);
+pub use crate::vocab::{Lifetime, Reuse, Thinking, WorkspaceMode};
 
 pub const DEFAULT_NAME_TEMPLATE: &str = "loop-{loop_id}-{profile}-{index}";
 pub const DEFAULT_MAX_NODES: u32 = 4;
@@ -48,7 +32,7 @@ pub struct RoleProfile {
     /// Tool access for operations on its instances (below an operation's
     /// own `tools`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<crate::agents::ToolSet>,
+    pub tools: Option<crate::vocab::ToolSet>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,42 +7,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Lifetime, Thinking, WorkspaceMode};
+pub use crate::vocab::InstanceState;
+use crate::vocab::{Lifetime, Thinking, WorkspaceMode};
 
 pub const SCHEMA_VERSION: u32 = 1;
 pub const RECORD_TYPE: &str = "playdeck_capacity_state";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InstanceState {
-    Planned,
-    Starting,
-    Ready,
-    Busy,
-    /// A release found it busy or starting; it keeps working.
-    Retained,
-    Released,
-    Failed,
-}
-
-impl InstanceState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceState::Planned => "planned",
-            InstanceState::Starting => "starting",
-            InstanceState::Ready => "ready",
-            InstanceState::Busy => "busy",
-            InstanceState::Retained => "retained",
-            InstanceState::Released => "released",
-            InstanceState::Failed => "failed",
-        }
-    }
-
-    /// Counts against `max_instances` and `max_nodes`.
-    pub fn is_active(self) -> bool {
-        !matches!(self, InstanceState::Released | InstanceState::Failed)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,5 +1,5 @@
 //! From a validated play to what the kernel runs: the graph (built with the
-//! explicit placement calls), the palette router and the run settings.
+//! explicit placement calls) and the run settings.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +11,6 @@ use super::{Placement, Play};
 use crate::kernel::{
     Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation, OperationKind, RunConfig,
 };
-use crate::palette::{PaletteRouter, RunProvisioner};
 
 /// A play turned into kernel inputs. Each build makes fresh op_ids.
 pub struct BuiltPlay {
@@ -38,23 +37,6 @@ impl Play {
                 .or_insert_with(|| Arc::from(op.agent.as_str()));
         }
         m
-    }
-
-    /// The palette router for a run of this play; role artifact directories
-    /// go under `run_dir` (none for previews).
-    pub fn palette_router(
-        &self,
-        run_dir: Option<&std::path::Path>,
-        speed: f64,
-    ) -> Arc<PaletteRouter> {
-        let provisioner = RunProvisioner {
-            run_dir: run_dir.map(|p| p.to_path_buf()),
-            simulate: self.palette.simulate.clone(),
-            speed,
-            agents: self.role_agents(),
-            default_agent: Arc::from("sim"),
-        };
-        PaletteRouter::new(Arc::new(self.palette.clone()), Arc::new(provisioner))
     }
 
     /// (op_id, role) of each initial operation, for palette preparation.
@@ -118,52 +100,6 @@ impl Play {
             }
         }
         Ok((b.build()?, op_ids))
-    }
-
-    /// What the agent registry of a run of this play needs: the log
-    /// directory, the play's flag profile, role profile overlays.
-    pub fn run_context(
-        &self,
-        run_id: &str,
-        log_dir: Option<std::path::PathBuf>,
-        tails: Arc<crate::agents::Tails>,
-    ) -> crate::agents::RunContext {
-        let profiles = self
-            .capacity
-            .iter()
-            .flat_map(|c| c.profiles.values())
-            .map(|p| {
-                (
-                    p.name.clone(),
-                    crate::agents::ProfileOverlay {
-                        model: p.model.clone(),
-                        thinking: p.thinking,
-                        startup_args: p.startup_args.clone(),
-                        flag_profile: p.provider_profile.clone(),
-                        tools: p.tools.clone(),
-                    },
-                )
-            })
-            .collect();
-        crate::agents::RunContext {
-            run_id: run_id.to_string(),
-            log_dir,
-            workspace: self.dir.clone(),
-            flag_profile: self.flag_profile.clone(),
-            profiles,
-            tails,
-            speed: self.speed,
-        }
-    }
-
-    /// The agents of a run: the built-ins and this play's agent CLIs.
-    pub fn agent_registry(
-        &self,
-        speed: f64,
-        mut ctx: crate::agents::RunContext,
-    ) -> crate::agents::AgentRegistry {
-        ctx.speed = speed;
-        crate::agents::AgentRegistry::with_commands(speed, self.agents.values(), Arc::new(ctx))
     }
 
     /// Run settings from `[play]`.

@@ -86,7 +86,7 @@ pub struct OpDef {
     /// ADR-011: the flag profile, over `[play] flag_profile`.
     pub flag_profile: Option<String>,
     pub flag_profile_span: Option<Span>,
-    pub tools: Option<crate::agents::ToolSet>,
+    pub tools: Option<crate::vocab::ToolSet>,
     pub tools_span: Option<Span>,
 }
 
@@ -173,18 +173,7 @@ impl Play {
     }
 }
 
-/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`, the shape of ids and profile names.
-pub fn is_valid_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
-/// `spawn-<digits>` names belong to spawned operations.
-pub fn is_spawn_name(s: &str) -> bool {
-    s.strip_prefix("spawn-")
-        .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-}
+pub use crate::vocab::{is_spawn_name, is_valid_name};
 
 #[cfg(test)]
 mod tests {

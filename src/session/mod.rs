@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub mod wiring;
+
 use crate::agents::Tails;
 use crate::capacity::Reconciler;
 use crate::control::ControlServer;
@@ -235,14 +237,15 @@ struct Parts {
 impl Parts {
     fn new(play: &Play, run_dir: &RunDir, speed: f64) -> Parts {
         let tails = Tails::new();
-        let ctx = play.run_context(
+        let ctx = wiring::run_context(
+            play,
             &run_dir.run_id,
             Some(run_dir.path.join("logs")),
             tails.clone(),
         );
         Parts {
-            agents: Arc::new(play.agent_registry(speed, ctx)),
-            router: play.palette_router(Some(&run_dir.path), speed),
+            agents: Arc::new(wiring::agent_registry(play, speed, ctx)),
+            router: wiring::palette_router(play, Some(&run_dir.path), speed),
             tails,
         }
     }

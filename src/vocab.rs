@@ -1,0 +1,140 @@
+//! The shared vocabulary: closed sets of words written in play files and
+//! carried in signals (permissions, lifetimes, reuse, thinking, instance
+//! states), ToolSets, and the shape of names. A leaf: it imports nothing of
+//! playdeck, so every other module may depend on it without a cycle.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! word_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALLOWED: &'static [&'static str] = &[$($text),+];
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use word_enum;
+
+/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`, the shape of ids and profile names.
+pub fn is_valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `spawn-<digits>` names belong to spawned operations.
+pub fn is_spawn_name(s: &str) -> bool {
+    s.strip_prefix("spawn-")
+        .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+}
+
+word_enum!(
+    /// How much an invocation may touch. Infrastructure vocabulary: each
+    /// value has a translation per stream format.
+    Permission { ReadOnly = "read-only", WorkspaceWrite = "workspace-write", FullAccess = "full-access" }
+);
+
+// word_enum! owns the derives, so Default is written out.
+#[allow(clippy::derivable_impls)]
+impl Default for Permission {
+    fn default() -> Self {
+        Permission::ReadOnly
+    }
+}
+
+pub const DEFAULT_MAX_TURNS: u32 = 25;
+
+/// Tool access for one invocation (ADR-009 as amended by ADR-011).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSet {
+    #[serde(default)]
+    pub internal: Vec<String>,
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    #[serde(default)]
+    pub permission: Permission,
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+}
+
+fn default_max_turns() -> u32 {
+    DEFAULT_MAX_TURNS
+}
+
+impl Default for ToolSet {
+    fn default() -> Self {
+        ToolSet {
+            internal: Vec::new(),
+            mcp: Vec::new(),
+            permission: Permission::ReadOnly,
+            max_turns: DEFAULT_MAX_TURNS,
+        }
+    }
+}
+
+word_enum!(
+    /// When a generated instance is released.
+    Lifetime { CurrentRound = "current_round", CurrentLoop = "current_loop", ManualRelease = "manual_release" }
+);
+word_enum!(
+    /// How an operation finds an instance.
+    Reuse { PreferIdle = "prefer_idle", AlwaysNew = "always_new", Pinned = "pinned" }
+);
+word_enum!(
+    /// Provider-neutral reasoning intensity.
+    Thinking { Low = "low", Medium = "medium", High = "high" }
+);
+word_enum!(
+    WorkspaceMode { Inplace = "inplace", GitWorktree = "git-worktree" }
+);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceState {
+    Planned,
+    Starting,
+    Ready,
+    Busy,
+    /// A release found it busy or starting; it keeps working.
+    Retained,
+    Released,
+    Failed,
+}
+
+impl InstanceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Planned => "planned",
+            InstanceState::Starting => "starting",
+            InstanceState::Ready => "ready",
+            InstanceState::Busy => "busy",
+            InstanceState::Retained => "retained",
+            InstanceState::Released => "released",
+            InstanceState::Failed => "failed",
+        }
+    }
+
+    /// Counts against `max_instances` and `max_nodes`.
+    pub fn is_active(self) -> bool {
+        !matches!(self, InstanceState::Released | InstanceState::Failed)
+    }
+}
