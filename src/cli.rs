@@ -106,7 +106,7 @@ pub enum Command {
         /// A run directory, a run id, or `latest`.
         run: String,
         #[command(subcommand)]
-        action: CtlAction,
+        action: playdeck::kernel::Request,
         /// JSON answers (and errors).
         #[arg(long, global = true)]
         json: bool,
@@ -117,31 +117,34 @@ pub enum Command {
         action: CapacityAction,
     },
     /// Render the console at a moment of a run to SVG, deterministically.
-    Screenshot {
-        /// The play file; the built-in demo when omitted.
-        play: Option<PathBuf>,
-        /// The moment, in seconds of (virtual) run time.
-        #[arg(long)]
-        at: f64,
-        /// WIDTHxHEIGHT in cells.
-        #[arg(long, default_value = "160x48", value_parser = parse_size)]
-        size: (u16, u16),
-        /// A built-in theme.
-        #[arg(long)]
-        theme: Option<String>,
-        /// Keys pressed at that moment, space-separated ("p i", "x").
-        #[arg(long, default_value = "")]
-        keys: String,
-        /// Where to write the SVG.
-        #[arg(long)]
-        out: PathBuf,
-    },
+    Screenshot(ScreenshotArgs),
     /// The built-in demo play.
     Demo {
         /// Print the demo play's TOML.
         #[arg(long)]
         print: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ScreenshotArgs {
+    /// The play file; the built-in demo when omitted.
+    pub play: Option<PathBuf>,
+    /// The moment, in seconds of (virtual) run time.
+    #[arg(long)]
+    pub at: f64,
+    /// WIDTHxHEIGHT in cells.
+    #[arg(long, default_value = "160x48", value_parser = parse_size)]
+    pub size: (u16, u16),
+    /// A built-in theme.
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Keys pressed at that moment, space-separated ("p i", "x").
+    #[arg(long, default_value = "")]
+    pub keys: String,
+    /// Where to write the SVG.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, clap::Args, Default)]
@@ -230,41 +233,6 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum CtlAction {
-    Pause,
-    Resume,
-    /// While paused, let one waiting operation start.
-    Step,
-    Approve {
-        op: String,
-    },
-    Deny {
-        op: String,
-        /// Why (shown in the run).
-        reason: Vec<String>,
-    },
-    Hold {
-        op: String,
-    },
-    Unhold {
-        op: String,
-    },
-    /// Start a new attempt of a failed or denied operation (what it caused
-    /// to be skipped waits again).
-    Retry {
-        op: String,
-    },
-    /// Release idle capacity; busy instances are retained with reasons.
-    Release {
-        /// Idle-only (the only mode: busy instances are never unloaded).
-        #[arg(long)]
-        idle_only: bool,
-    },
-    Status,
-    Cancel,
-}
-
-#[derive(Debug, Subcommand)]
 pub enum CapacityAction {
     /// Ensure profiles have at least this many instances (live runs).
     Ensure {
@@ -272,10 +240,10 @@ pub enum CapacityAction {
         #[arg(long)]
         run: String,
         /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
-        #[arg(long = "profile", required = true)]
-        profiles: Vec<String>,
+        #[arg(long = "profile", required = true, value_name = "PROFILE[=COUNT]")]
+        profiles: Vec<playdeck::kernel::command::ProfileCount>,
         /// Lifetime of instances this creates.
-        #[arg(long, value_parser = parse_lifetime)]
+        #[arg(long)]
         lifetime: Option<playdeck::capacity::Lifetime>,
         #[arg(long)]
         json: bool,
@@ -291,21 +259,9 @@ pub enum CapacityAction {
     Release {
         #[arg(long)]
         run: String,
-        /// Idle-only (the only mode).
-        #[arg(long)]
-        idle_only: bool,
         #[arg(long)]
         json: bool,
     },
-}
-
-fn parse_lifetime(s: &str) -> Result<playdeck::capacity::Lifetime, String> {
-    playdeck::capacity::Lifetime::parse(s).ok_or_else(|| {
-        format!(
-            "{s:?} is not a lifetime; allowed: {}",
-            playdeck::capacity::Lifetime::ALLOWED.join(", ")
-        )
-    })
 }
 
 fn parse_size(s: &str) -> Result<(u16, u16), String> {

@@ -5,14 +5,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::kernel::{
-    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, Outcome, RunHandle, Signal,
+    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, Outcome, Request, RunHandle, Signal,
     SignalKind,
 };
 use crate::play::Play;
@@ -27,35 +26,21 @@ pub enum Format {
     Human,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApproveAll {
-    All,
-    None,
-}
-
 #[derive(Debug, Clone)]
 pub struct HeadlessOptions {
-    pub speed: Option<f64>,
-    pub paused: bool,
-    pub approve: Option<ApproveAll>,
-    pub run_dir: Option<PathBuf>,
+    pub session: SessionOptions,
+    /// No `--approve` was given: an operator decides approvals on stdin,
+    /// and when stdin closes nobody is left to, so they are denied.
+    pub asks_operator: bool,
     pub format: Format,
-    /// Take up the stopped run in this directory.
-    pub resume: Option<PathBuf>,
-    /// With `resume`: failed operations to start again.
-    pub retry: Vec<String>,
 }
 
 impl Default for HeadlessOptions {
     fn default() -> Self {
         HeadlessOptions {
-            speed: None,
-            paused: false,
-            approve: None,
-            run_dir: None,
+            session: SessionOptions::default(),
+            asks_operator: true,
             format: Format::Json,
-            resume: None,
-            retry: Vec::new(),
         }
     }
 }
@@ -88,25 +73,11 @@ pub async fn run(
     mut shutdown: mpsc::UnboundedReceiver<()>,
     mut out: Out,
     mut err: Out,
-) -> std::io::Result<Finished> {
+) -> Result<Finished, crate::session::RunError> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
-    let session_opts = SessionOptions {
-        speed: opts.speed,
-        paused: opts.paused,
-        approvals: match opts.approve {
-            Some(ApproveAll::All) => ApprovalPolicy::ApproveAll,
-            Some(ApproveAll::None) => ApprovalPolicy::DenyAll {
-                reason: Arc::from("--approve none"),
-            },
-            None => ApprovalPolicy::Ask,
-        },
-        run_dir: opts.run_dir.clone(),
-        run_id: None,
-        control: true,
-        resume: opts.resume.clone(),
-        retry: opts.retry.clone(),
-    };
-    let mut session = Session::open(play, &session_opts, vec![Box::new(ChannelSink(tx))]).await?;
+    let mut session = Session::open(play, &opts.session, vec![Box::new(ChannelSink(tx))])
+        .await
+        .map_err(crate::session::RunError::Open)?;
     if let Some(e) = &session.control_error {
         let _ = writeln!(err, "playdeck: warning: {e}");
     }
@@ -137,11 +108,14 @@ pub async fn run(
     });
 
     let h = handle.clone();
-    let asks_operator = opts.approve.is_none();
+    let capacity = session.reconciler.clone();
+    let asks_operator = opts.asks_operator;
     let stdin_task = tokio::spawn(async move {
         while let Some(line) = control.recv().await {
-            if let Err(msg) = apply_control_line(&h, &line).await {
-                eprintln_to(&msg);
+            match apply_control_line(&h, capacity.as_deref(), &line).await {
+                Ok(Some(answer)) => eprintln_to(&answer),
+                Ok(None) => {}
+                Err(msg) => eprintln_to(&msg),
             }
         }
         // No operator is left to decide: approvals must not hang the run.
@@ -156,7 +130,7 @@ pub async fn run(
     let h = handle.clone();
     let shutdown_task = tokio::spawn(async move {
         if shutdown.recv().await.is_some() {
-            let _ = h.cancel().await;
+            let _ = h.request(Request::Cancel).await;
         }
         if shutdown.recv().await.is_some() {
             eprintln_to("stopped at once on a second signal");
@@ -199,43 +173,26 @@ fn eprintln_to(msg: &str) {
     eprintln!("playdeck: {msg}");
 }
 
-pub const CONTROL_HELP: &str = "pause | resume | step | approve ID | deny ID [reason] | hold ID | unhold ID | retry ID | cancel";
-
-/// Applies one control line. Errors say what was wrong and what is allowed.
-pub async fn apply_control_line<'a>(h: &RunHandle, line: &'a str) -> Result<(), String> {
-    let mut words = line.split_whitespace();
-    let Some(cmd) = words.next() else {
-        return Ok(());
-    };
-    let arg = words.next();
-    let rest: Vec<&str> = words.collect();
-    let need = |arg: Option<&'a str>| {
-        arg.ok_or_else(move || format!("{cmd} needs an operation id (allowed: {CONTROL_HELP})"))
-    };
-    let r = match cmd {
-        "pause" => h.pause().await,
-        "resume" => h.resume().await,
-        "step" => h.step().await,
-        "cancel" => h.cancel().await,
-        "approve" => h.approve(need(arg)?, "operator").await,
-        "deny" => {
-            let reason = if rest.is_empty() {
-                "denied by the operator".to_string()
-            } else {
-                rest.join(" ")
-            };
-            h.deny(need(arg)?, "operator", &reason).await
-        }
-        "hold" => h.hold(need(arg)?).await,
-        "unhold" => h.unhold(need(arg)?).await,
-        "retry" => h.retry(need(arg)?).await,
-        other => {
-            return Err(format!(
-                "unknown control line {other:?}; allowed: {CONTROL_HELP}"
-            ));
-        }
-    };
-    r.map_err(|e| format!("{cmd}: {e}"))
+/// Applies one control line (the `playdeck ctl` grammar). Errors say what
+/// was wrong and what is allowed; answers that carry information (status,
+/// release) are returned as one line.
+pub async fn apply_control_line(
+    h: &RunHandle,
+    capacity: Option<&crate::capacity::Reconciler>,
+    line: &str,
+) -> Result<Option<String>, String> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let req: Request = line
+        .parse()
+        .map_err(|e: crate::kernel::CommandError| e.to_string())?;
+    let name = req.name();
+    match crate::control::apply(h, capacity, req.clone()).await {
+        Ok(crate::control::Reply::Done(_)) => Ok(None),
+        Ok(reply) => Ok(Some(reply.one_line(&req))),
+        Err(f) => Err(format!("{name}: {}", f.message)),
+    }
 }
 
 /// Formats lifecycle signals for people.

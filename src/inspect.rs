@@ -284,24 +284,3 @@ pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<A
         command,
     })
 }
-
-/// One argument as a POSIX shell reads it back.
-pub fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_./=:,@%+-".contains(c));
-    if plain {
-        return arg.to_string();
-    }
-    let mut s = String::with_capacity(arg.len() + 2);
-    s.push('"');
-    for c in arg.chars() {
-        if matches!(c, '"' | '\\' | '$' | '`') {
-            s.push('\\');
-        }
-        s.push(c);
-    }
-    s.push('"');
-    s
-}

@@ -15,7 +15,6 @@ pub mod kernel;
 pub mod palette;
 pub mod paths;
 pub mod play;
-pub mod remote;
 pub mod session;
 pub mod store;
 pub mod vocab;

@@ -29,6 +29,24 @@ macro_rules! word_enum {
                 }
             }
         }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            /// Errors name the value and the words allowed (for clap and
+            /// for control lines).
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::parse(s).ok_or_else(|| {
+                    format!("{s:?} is not allowed; allowed: {}", Self::ALLOWED.join(", "))
+                })
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
     };
 }
 

@@ -260,7 +260,7 @@ fn argv_prints_the_command_line_and_warns_on_stderr() {
         .output()
         .unwrap();
     let line = text(&out.stdout);
-    assert!(line.starts_with("echo -p \"write tests"), "{line}");
+    assert!(line.starts_with("echo -p 'write tests"), "{line}");
     assert!(
         line.trim_end().ends_with("--model test-model --verbose"),
         "{line}"

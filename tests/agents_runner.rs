@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use common::Collect;
 use playdeck::agents::{AgentDef, AgentRegistry, PromptVia, RunContext, StreamFormat, Tails};
 use playdeck::kernel::{
-    ActivityState, Envelope, GraphBuilder, Operation, RoleRoute, Run, RunConfig, SignalKind,
-    StaticRoleBuilder,
+    ActivityState, Envelope, GraphBuilder, Operation, Request, RoleRoute, Run, RunConfig,
+    SignalKind, StaticRoleBuilder,
 };
 use serde_json::{Value, json};
 
@@ -353,7 +353,7 @@ async fn cancel_mid_run_leaves_no_process_behind() {
     };
     assert_eq!(pids.len(), 2);
     assert!(!pid_gone(pids[0]) && !pid_gone(pids[1]));
-    handle.cancel().await.unwrap();
+    handle.request(Request::Cancel).await.unwrap();
     let env = task.await.unwrap();
     assert_eq!(env.outcome.as_str(), "cancelled");
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -174,7 +174,7 @@ fn an_operator_session_in_a_terminal() {
 
     press(b"s");
     screen.wait_for("a step", |s| {
-        s.contains("step: one operation may start") && s.contains("running 1")
+        s.contains("step: build started") && s.contains("running 1")
     });
 
     press(b"r");

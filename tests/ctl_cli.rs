@@ -157,7 +157,6 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
             2,
             "duplicate_profile",
         ),
-        (vec!["--profile", "coder=x"], 2, "bad_profile"),
     ] {
         let mut a = vec!["capacity", "ensure", "--run", "r1", "--json"];
         a.extend(args.iter());
@@ -165,6 +164,21 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
         assert_eq!(code, code_, "{a:?}: {out}");
         assert_eq!(json(&out)["error"]["code"], err, "{a:?}");
     }
+    // A malformed count is a usage error, like any bad flag value.
+    let (code, _, err) = run(
+        d,
+        &[
+            "capacity",
+            "ensure",
+            "--run",
+            "r1",
+            "--profile",
+            "coder=x",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("the count is not a whole number"), "{err}");
     let (code, _, err) = run(
         d,
         &["capacity", "ensure", "--run", "r1", "--profile", "nope"],
@@ -174,9 +188,9 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
 
     // Step once: build starts and takes a coder instance.
     let (code, out, _) = run(d, &["ctl", "r1", "step"]);
-    assert_eq!((code, out.as_str()), (0, "ok: step\n"));
+    assert_eq!((code, out.as_str()), (0, "ok: step: build started\n"));
     until(&|v| v["type"] == "started" && v["name"] == "build");
-    let (code, out, _) = run(d, &["ctl", "r1", "release", "--idle-only", "--json"]);
+    let (code, out, _) = run(d, &["ctl", "r1", "release", "--json"]);
     assert_eq!(code, 0);
     let r = json(&out);
     // The idle checker goes; the busy coder stays, with its reason.

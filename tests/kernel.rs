@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::*;
 use playdeck::kernel::{
-    ApprovalPolicy, Condition, ControlError, DropReason, GraphBuilder, Lane, NewOperation,
-    Observed, Operation, OperationKind, Outcome, RunConfig, SignalKind, lane_for,
+    ApprovalPolicy, CommandError, Condition, DropReason, GraphBuilder, Lane, NewOperation,
+    Observed, Operation, OperationKind, Outcome, Request, RunConfig, SignalKind, lane_for,
 };
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
@@ -195,7 +195,10 @@ async fn the_concurrency_limit_holds_and_waiting_on_approval_holds_no_slot() {
     sleep(Duration::from_millis(350)).await;
     assert_eq!(h.signals.count("completed"), 6);
     assert_eq!(h.signals.types_for("gate"), ["queued", "awaiting_approval"]);
-    h.handle.approve("gate", "test").await.unwrap();
+    h.handle
+        .request(Request::Approve { op: "gate".into() })
+        .await
+        .unwrap();
     let env = run.await.unwrap();
     assert_eq!(env.outcome, Outcome::Succeeded);
     assert_eq!(h.agents.rec.record.lock().unwrap().max_running, 2);
@@ -220,7 +223,7 @@ async fn pause_step_and_resume_act_at_operation_boundaries() {
     assert!(h.signals.started_order().is_empty());
     assert_eq!(h.signals.types_for("a"), ["queued", "paused"]);
 
-    h.handle.step().await.unwrap();
+    h.handle.request(Request::Step { op: None }).await.unwrap();
     settle().await;
     assert_eq!(h.signals.started_order(), ["a"]);
     sleep(Duration::from_millis(150)).await;
@@ -228,7 +231,7 @@ async fn pause_step_and_resume_act_at_operation_boundaries() {
     assert_eq!(h.signals.started_order(), ["a"]);
     assert_eq!(h.signals.types_for("b"), ["queued", "paused"]);
 
-    h.handle.step().await.unwrap();
+    h.handle.request(Request::Step { op: None }).await.unwrap();
     settle().await;
     assert_eq!(h.signals.started_order(), ["a", "d"]);
 
@@ -239,7 +242,7 @@ async fn pause_step_and_resume_act_at_operation_boundaries() {
         h.signals.types_for("d"),
         ["queued", "paused", "unpaused", "started", "completed"]
     );
-    h.handle.resume().await.unwrap();
+    h.handle.request(Request::Resume).await.unwrap();
     let env = run.await.unwrap();
     assert_eq!(h.signals.started_order(), ["a", "d", "b"]);
     assert_eq!(env.completed_operations.len(), 3);
@@ -253,7 +256,7 @@ async fn a_soft_pause_lets_running_work_finish_and_parks_what_would_start() {
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
     sleep(Duration::from_millis(50)).await;
-    h.handle.pause().await.unwrap();
+    h.handle.request(Request::Pause).await.unwrap();
     sleep(Duration::from_millis(500)).await;
     assert_eq!(h.signals.types_for("a"), ["queued", "started", "completed"]);
     assert_eq!(h.signals.types_for("b"), ["queued", "paused"]);
@@ -263,7 +266,7 @@ async fn a_soft_pause_lets_running_work_finish_and_parks_what_would_start() {
             .as_deref(),
         Some("paused")
     );
-    h.handle.resume().await.unwrap();
+    h.handle.request(Request::Resume).await.unwrap();
     run.await.unwrap();
     assert_eq!(
         h.signals.types_for("b"),
@@ -286,13 +289,13 @@ async fn a_step_with_nothing_waiting_starts_the_next_ready_operation() {
     );
     let run = h.spawn();
     settle().await;
-    h.handle.step().await.unwrap(); // a
+    h.handle.request(Request::Step { op: None }).await.unwrap(); // a
     settle().await;
-    h.handle.step().await.unwrap(); // nothing waits: a credit
+    h.handle.request(Request::Step { op: None }).await.unwrap(); // nothing waits: a credit
     sleep(Duration::from_millis(300)).await;
     assert_eq!(h.signals.started_order(), ["a", "b"]);
     assert_eq!(h.signals.types_for("c"), ["queued", "paused"]);
-    h.handle.resume().await.unwrap();
+    h.handle.request(Request::Resume).await.unwrap();
     run.await.unwrap();
 }
 
@@ -302,7 +305,10 @@ async fn step_requires_a_pause() {
     b.add_root(op("a", "worker", sim(100)));
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
-    assert_eq!(h.handle.step().await, Err(ControlError::NotPaused));
+    assert_eq!(
+        h.handle.request(Request::Step { op: None }).await,
+        Err(CommandError::NotPaused)
+    );
     run.await.unwrap();
 }
 
@@ -325,19 +331,31 @@ async fn approval_gates_wait_for_a_decision() {
     sleep(Duration::from_millis(500)).await;
     let h2 = &h.handle;
     assert!(matches!(
-        h2.approve("ghost", "t").await,
-        Err(ControlError::UnknownOperation(_))
+        h2.request(Request::Approve { op: "ghost".into() }).await,
+        Err(CommandError::UnknownOperation(_))
     ));
     assert!(matches!(
-        h2.approve("plain", "t").await,
-        Err(ControlError::NoApprovalGate { .. })
+        h2.request(Request::Approve { op: "plain".into() }).await,
+        Err(CommandError::NoApprovalGate { .. })
     ));
-    h2.approve("approved", "alice").await.unwrap();
+    h2.request(Request::Approve {
+        op: "approved".into(),
+    })
+    .await
+    .unwrap();
     assert!(matches!(
-        h2.approve("approved", "t").await,
-        Err(ControlError::AlreadyDecided { .. })
+        h2.request(Request::Approve {
+            op: "approved".into()
+        })
+        .await,
+        Err(CommandError::AlreadyDecided { .. })
     ));
-    h2.deny("denied", "bob", "not today").await.unwrap();
+    h2.request(Request::Deny {
+        op: "denied".into(),
+        reason: vec!["not today".into()],
+    })
+    .await
+    .unwrap();
     let env = run.await.unwrap();
 
     assert_eq!(
@@ -348,7 +366,7 @@ async fn approval_gates_wait_for_a_decision() {
     assert_eq!(names(&env, &env.skipped_operations), ["after-denied"]);
     assert_eq!(
         env.result_of(&g2),
-        Some(&json!({"error": "denied by bob: not today"}))
+        Some(&json!({"error": "denied by operator: not today"}))
     );
     assert_eq!(
         h.signals.types_for("denied"),
@@ -377,7 +395,10 @@ async fn approvals_can_be_decided_before_the_gate_is_reached_or_by_policy() {
     );
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
-    h.handle.approve("gate", "early").await.unwrap();
+    h.handle
+        .request(Request::Approve { op: "gate".into() })
+        .await
+        .unwrap();
     let env = run.await.unwrap();
     assert_eq!(env.outcome, Outcome::Succeeded);
     assert_eq!(
@@ -416,12 +437,13 @@ async fn denying_what_waits_when_the_operator_leaves() {
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
     settle().await;
-    h.handle
-        .set_approval_policy(ApprovalPolicy::DenyAll {
-            reason: Arc::from("no operator"),
-        })
-        .await
-        .unwrap();
+    assert!(
+        h.handle
+            .set_approval_policy(ApprovalPolicy::DenyAll {
+                reason: Arc::from("no operator"),
+            })
+            .await
+    );
     let env = run.await.unwrap();
     assert_eq!(
         env.result_of(&env.failed_operations[0]),
@@ -443,11 +465,14 @@ async fn hold_keeps_one_queued_operation_back_without_a_slot() {
         },
     );
     let run = h.spawn();
-    h.handle.hold("held").await.unwrap();
+    h.handle
+        .request(Request::Hold { op: "held".into() })
+        .await
+        .unwrap();
     settle().await;
     assert!(matches!(
-        h.handle.hold("a").await,
-        Err(ControlError::CannotHold {
+        h.handle.request(Request::Hold { op: "a".into() }).await,
+        Err(CommandError::CannotHold {
             state: "running",
             ..
         })
@@ -462,10 +487,15 @@ async fn hold_keeps_one_queued_operation_back_without_a_slot() {
         (held.lane, held.waiting_for.as_deref()),
         (Lane::Paused, Some("held by the operator"))
     );
-    h.handle.unhold("held").await.unwrap();
+    h.handle
+        .request(Request::Unhold { op: "held".into() })
+        .await
+        .unwrap();
     assert!(matches!(
-        h.handle.unhold("held").await,
-        Err(ControlError::NotHeld { .. })
+        h.handle
+            .request(Request::Unhold { op: "held".into() })
+            .await,
+        Err(CommandError::NotHeld { .. })
     ));
     let env = run.await.unwrap();
     assert_eq!(env.completed_operations.len(), 3);
@@ -713,19 +743,22 @@ async fn inject_goes_through_admission_and_fails_outside_a_run() {
         h.handle
             .inject(new(op("", "worker", sim(100)), Some(a)))
             .await
+            .is_some()
     );
     // Cycle: `a` again, now under `b` (b -> a closes a -> b -> a).
-    assert!(h.handle.inject(new(a_clone, Some(bb))).await);
+    assert_eq!(h.handle.inject(new(a_clone, Some(bb))).await, None);
     // Cap: max_spawn 2 counts accepted spawns only; one more is fine, then refused.
     assert!(
         h.handle
             .inject(new(op("extra", "worker", sim(100)), None))
             .await
+            .is_some()
     );
-    assert!(
+    assert_eq!(
         h.handle
             .inject(new(op("over", "worker", sim(100)), None))
-            .await
+            .await,
+        None
     );
     let env = run.await.unwrap();
     assert_eq!(
@@ -737,10 +770,11 @@ async fn inject_goes_through_admission_and_fails_outside_a_run() {
         names(&env, &env.completed_operations),
         ["a", "b", "extra", "spawn-1"]
     );
-    assert!(
-        !h.handle
+    assert_eq!(
+        h.handle
             .inject(new(op("late", "worker", sim(100)), None))
-            .await
+            .await,
+        None
     );
 }
 
@@ -754,7 +788,7 @@ async fn cancel_stops_running_work_and_skips_the_rest() {
     let run = h.spawn();
     let t0 = Instant::now();
     sleep(Duration::from_millis(1000)).await;
-    h.handle.cancel().await.unwrap();
+    h.handle.request(Request::Cancel).await.unwrap();
     let env = run.await.unwrap();
     assert_eq!(t0.elapsed(), Duration::from_millis(1000));
     assert_eq!(env.outcome, Outcome::Cancelled);
@@ -841,7 +875,10 @@ async fn a_round_ends_each_time_the_run_drains() {
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
     sleep(Duration::from_millis(500)).await;
-    h.handle.approve("gate", "t").await.unwrap();
+    h.handle
+        .request(Request::Approve { op: "gate".into() })
+        .await
+        .unwrap();
     run.await.unwrap();
     let rounds: Vec<u32> = h
         .signals
@@ -890,20 +927,27 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
     sleep(Duration::from_millis(1_000)).await;
     assert_eq!(h.signals.types_for("next"), ["queued", "skipped"]);
     assert!(matches!(
-        h.handle.retry("on-failure").await,
-        Err(ControlError::CannotRetry {
+        h.handle
+            .request(Request::Retry {
+                op: "on-failure".into()
+            })
+            .await,
+        Err(CommandError::CannotRetry {
             state: "completed",
             ..
         })
     ));
     assert!(matches!(
-        h.handle.retry("next").await,
-        Err(ControlError::CannotRetry {
+        h.handle.request(Request::Retry { op: "next".into() }).await,
+        Err(CommandError::CannotRetry {
             state: "skipped",
             ..
         })
     ));
-    h.handle.retry("flaky").await.unwrap();
+    h.handle
+        .request(Request::Retry { op: "flaky".into() })
+        .await
+        .unwrap();
     let env = run.await.unwrap();
     assert_eq!(
         h.signals.types_for("flaky"),
@@ -942,8 +986,10 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
     assert_eq!(env.completed_operations.len(), 5);
     assert!(env.failed_operations.is_empty() && env.skipped_operations.is_empty());
     assert!(matches!(
-        h.handle.retry("flaky").await,
-        Err(ControlError::RunFinished)
+        h.handle
+            .request(Request::Retry { op: "flaky".into() })
+            .await,
+        Err(CommandError::RunFinished)
     ));
 }
 
@@ -971,7 +1017,10 @@ async fn a_retry_recounts_every_path_to_what_it_reopens() {
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
     sleep(Duration::from_millis(1_000)).await;
-    h.handle.retry("flaky").await.unwrap();
+    h.handle
+        .request(Request::Retry { op: "flaky".into() })
+        .await
+        .unwrap();
     let env = run.await.unwrap();
     assert_eq!(env.outcome, Outcome::Succeeded);
     let at = |name: &str, ty: &str| {

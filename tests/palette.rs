@@ -510,8 +510,12 @@ fn play_with(max_spawn: usize, max_new_roles: u32, kickoff_result: &str) -> Play
 async fn run_play(play: &Play) -> (playdeck::kernel::Envelope, Vec<playdeck::kernel::Signal>) {
     let dir = tempfile::tempdir().unwrap();
     let opts = playdeck::headless::HeadlessOptions {
-        run_dir: Some(dir.path().join("run")),
-        approve: Some(playdeck::headless::ApproveAll::All),
+        session: playdeck::session::SessionOptions {
+            run_dir: Some(dir.path().join("run")),
+            approvals: playdeck::kernel::ApprovalPolicy::ApproveAll,
+            ..Default::default()
+        },
+        asks_operator: false,
         ..Default::default()
     };
     let (_tx, control) = tokio::sync::mpsc::unbounded_channel();

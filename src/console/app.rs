@@ -13,7 +13,7 @@ use super::keymap::{Action, Keymap};
 use super::model::{LedgerKind, PlayFacts, ViewModel, lane_index};
 use super::theme::Theme;
 use crate::capacity::ReleaseResult;
-use crate::kernel::{InstructionDecorator, Lane, Signal};
+use crate::kernel::{InstructionDecorator, Lane, Request, Signal};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -63,19 +63,6 @@ pub enum Overlay {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum ControlCmd {
-    Pause,
-    Resume,
-    Step,
-    Approve(Arc<str>),
-    Deny(Arc<str>),
-    Hold(Arc<str>),
-    Unhold(Arc<str>),
-    Retry(Arc<str>),
-    Cancel,
-}
-
 /// What a replay key asks of the player.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplayCmd {
@@ -106,9 +93,9 @@ pub struct ReplayBar {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    Control(ControlCmd),
+    /// An operator command for the run (the same type every surface uses).
+    Control(Request),
     Replay(ReplayCmd),
-    Release,
     /// Write the run report into the run directory.
     Report,
     Bell,
@@ -528,7 +515,7 @@ impl App {
                         self.should_exit = true;
                         return Vec::new();
                     }
-                    return vec![Effect::Control(ControlCmd::Cancel)];
+                    return vec![Effect::Control(Request::Cancel)];
                 }
                 KeyCode::Char('n') | KeyCode::Char('N') => self.overlay = Overlay::None,
                 _ if esc => self.overlay = Overlay::None,
@@ -537,7 +524,7 @@ impl App {
             Overlay::ConfirmRelease { .. } => match e.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
                     self.overlay = Overlay::None;
-                    return vec![Effect::Release];
+                    return vec![Effect::Control(Request::Release)];
                 }
                 KeyCode::Char('n') | KeyCode::Char('N') => self.overlay = Overlay::None,
                 _ if esc => self.overlay = Overlay::None,
@@ -578,14 +565,14 @@ impl App {
             | Action::End
             | Action::Jump => Vec::new(),
             Action::Pause | Action::Resume | Action::Step if self.finished() => Vec::new(),
-            Action::Pause => control(ControlCmd::Pause),
-            Action::Resume => control(ControlCmd::Resume),
+            Action::Pause => control(Request::Pause),
+            Action::Resume => control(Request::Resume),
             Action::Step => {
                 if !self.vm.run.paused {
                     self.set_status("step works while paused: press p first", Level::Warning);
                     return Vec::new();
                 }
-                control(ControlCmd::Step)
+                control(Request::Step { op: None })
             }
             Action::Release => {
                 match &self.hooks.release_preview {
@@ -727,11 +714,14 @@ impl App {
             self.set_status(format!("{name} is not awaiting approval"), Level::Warning);
             return Vec::new();
         }
-        let name = n.name.clone();
+        let name = n.name.to_string();
         vec![Effect::Control(if approve {
-            ControlCmd::Approve(name)
+            Request::Approve { op: name }
         } else {
-            ControlCmd::Deny(name)
+            Request::Deny {
+                op: name,
+                reason: Vec::new(),
+            }
         })]
     }
 
@@ -741,9 +731,9 @@ impl App {
             return Vec::new();
         };
         let n = self.vm.node(ix);
-        let name = n.name.clone();
+        let name = n.name.to_string();
         if n.held {
-            return vec![Effect::Control(ControlCmd::Unhold(name))];
+            return vec![Effect::Control(Request::Unhold { op: name })];
         }
         if !matches!(n.lane, Lane::Queued | Lane::Paused | Lane::AwaitingApproval) {
             self.set_status(
@@ -752,7 +742,7 @@ impl App {
             );
             return Vec::new();
         }
-        vec![Effect::Control(ControlCmd::Hold(name))]
+        vec![Effect::Control(Request::Hold { op: name })]
     }
 
     fn retry(&mut self) -> Vec<Effect> {
@@ -761,7 +751,7 @@ impl App {
             return Vec::new();
         };
         let n = self.vm.node(ix);
-        let name = n.name.clone();
+        let name = n.name.to_string();
         if n.lane != Lane::Failed || n.skipped {
             self.set_status(
                 format!("{name} has not failed; only failed or denied operations can be retried"),
@@ -769,7 +759,7 @@ impl App {
             );
             return Vec::new();
         }
-        vec![Effect::Control(ControlCmd::Retry(name))]
+        vec![Effect::Control(Request::Retry { op: name })]
     }
 
     fn move_rows(&mut self, a: Action) {

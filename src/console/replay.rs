@@ -288,7 +288,7 @@ where
                                 None => app.set_status("no run directory to write the report to", Level::Warning),
                             },
                             // Nothing runs in a replay.
-                            Effect::Control(_) | Effect::Release | Effect::Bell => {}
+                            Effect::Control(_) | Effect::Bell => {}
                         }
                     }
                 }

@@ -14,13 +14,13 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::app::{App, ControlCmd, Effect, Hooks, Level};
+use super::app::{App, Effect, Hooks, Level};
 use super::config::ConsoleConfig;
 use super::model::{PlayFacts, ProfileView};
 use super::terminal;
-use crate::kernel::{Observed, RunHandle, Subscription};
+use crate::kernel::{Observed, Request, RunHandle, Subscription};
 use crate::play::Play;
-use crate::session::{Session, SessionOptions};
+use crate::session::{RunError, Session, SessionOptions};
 
 const FRAME: Duration = Duration::from_millis(33);
 /// Signals folded before input is looked at again.
@@ -79,10 +79,13 @@ pub async fn run(
     play: &Play,
     opts: ConsoleOptions,
     mut stop: mpsc::UnboundedReceiver<()>,
-) -> io::Result<i32> {
+) -> Result<i32, RunError> {
     // Everything that can fail on input fails before the terminal changes.
-    let cfg = ConsoleConfig::load(opts.theme.as_deref()).map_err(io::Error::other)?;
-    let mut session = Session::open(play, &opts.session, Vec::new()).await?;
+    let cfg = ConsoleConfig::load(opts.theme.as_deref())
+        .map_err(|e| RunError::Open(io::Error::other(e)))?;
+    let mut session = Session::open(play, &opts.session, Vec::new())
+        .await
+        .map_err(RunError::Open)?;
     let mut sub = session.handle.subscribe();
     let history = std::mem::take(&mut session.history);
     let run = session.take_run().expect("a fresh session");
@@ -117,7 +120,7 @@ pub async fn run(
     // Whatever ended the loop, the run ends cleanly: cancelled if it was
     // still going, every agent process ended with it.
     if !run_task.is_finished() {
-        let _ = session.handle.cancel().await;
+        let _ = session.handle.request(Request::Cancel).await;
     }
     let envelope = run_task.await;
     terminal::restore();
@@ -184,7 +187,7 @@ where
                 // SIGTERM / SIGHUP: no questions, end the run and leave.
                 app.quitting = true;
                 if let Some(s) = session {
-                    let _ = s.handle.cancel().await;
+                    let _ = s.handle.request(Request::Cancel).await;
                 }
                 return Ok(());
             }
@@ -284,7 +287,7 @@ pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
 }
 
 /// Runs effects: run control in tasks (answers come back as status
-/// messages), releases at once, the bell.
+/// messages), the report, the bell.
 pub fn carry_out(
     app: &mut App,
     effects: Vec<Effect>,
@@ -294,7 +297,6 @@ pub fn carry_out(
     let Some(session) = session else {
         return;
     };
-    let handle = &session.handle;
     for e in effects {
         match e {
             Effect::Bell => terminal::bell(),
@@ -304,51 +306,26 @@ pub fn carry_out(
                 Ok(path) => app.info(format!("report written to {}", path.display())),
                 Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
             },
-            Effect::Release => match &session.reconciler {
-                Some(r) => {
-                    let res = r.release_idle();
-                    app.info(format!(
-                        "released {}, retained {}",
-                        res.released_count, res.retained_count
-                    ));
-                }
-                None => app.set_status("this run has no [capacity]", Level::Warning),
-            },
-            Effect::Control(cmd) => {
-                let h = handle.clone();
+            Effect::Control(req) => {
+                let h = session.handle.clone();
+                let capacity = session.reconciler.clone();
                 let tx = msgs.clone();
                 tokio::spawn(async move {
-                    let (what, r) = control(&h, &cmd).await;
-                    let _ = tx.send(match r {
-                        Ok(()) => (what, Level::Info),
-                        Err(e) => (e.to_string(), Level::Error),
-                    });
+                    let _ = tx.send(command(&h, capacity.as_deref(), req).await);
                 });
             }
         }
     }
 }
 
-/// Sends one control command; returns what to say when it worked.
-pub async fn control(
+/// Carries out one operator command; returns what to tell the operator.
+pub async fn command(
     h: &RunHandle,
-    cmd: &ControlCmd,
-) -> (String, Result<(), crate::kernel::ControlError>) {
-    match cmd {
-        ControlCmd::Pause => (
-            "paused: running work finishes, nothing new starts".into(),
-            h.pause().await,
-        ),
-        ControlCmd::Resume => ("resumed".into(), h.resume().await),
-        ControlCmd::Step => ("step: one operation may start".into(), h.step().await),
-        ControlCmd::Approve(op) => (format!("approved {op}"), h.approve(op, "operator").await),
-        ControlCmd::Deny(op) => (
-            format!("denied {op}"),
-            h.deny(op, "operator", "denied from the console").await,
-        ),
-        ControlCmd::Hold(op) => (format!("holding {op}"), h.hold(op).await),
-        ControlCmd::Unhold(op) => (format!("released the hold on {op}"), h.unhold(op).await),
-        ControlCmd::Retry(op) => (format!("retrying {op}"), h.retry(op).await),
-        ControlCmd::Cancel => ("cancelling the run…".into(), h.cancel().await),
+    capacity: Option<&crate::capacity::Reconciler>,
+    req: Request,
+) -> (String, Level) {
+    match crate::control::apply(h, capacity, req.clone()).await {
+        Ok(reply) => (reply.one_line(&req), Level::Info),
+        Err(f) => (f.message, Level::Error),
     }
 }

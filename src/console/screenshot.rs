@@ -13,9 +13,9 @@ use ratatui::buffer::Buffer;
 
 use super::app::{App, Effect, Level};
 use super::keymap::Keymap;
-use super::run::{control, facts, hooks};
+use super::run::{command, facts, hooks};
 use super::theme;
-use crate::kernel::Observed;
+use crate::kernel::{Observed, Request};
 use crate::play::Play;
 use crate::session::{Session, SessionOptions};
 
@@ -157,21 +157,10 @@ impl Scene {
             let effects = self.app.on_key(key_event(k));
             for e in effects {
                 match e {
-                    Effect::Control(cmd) => {
-                        let (what, r) = control(&self.session.handle, &cmd).await;
-                        match r {
-                            Ok(()) => self.app.info(what),
-                            Err(e) => self.app.set_status(e.to_string(), Level::Error),
-                        }
-                    }
-                    Effect::Release => {
-                        if let Some(r) = &self.session.reconciler {
-                            let res = r.release_idle();
-                            self.app.info(format!(
-                                "released {}, retained {}",
-                                res.released_count, res.retained_count
-                            ));
-                        }
+                    Effect::Control(req) => {
+                        let capacity = self.session.reconciler.as_deref();
+                        let (text, level) = command(&self.session.handle, capacity, req).await;
+                        self.app.set_status(text, level);
                     }
                     Effect::Report => {
                         match crate::store::report::write_for(&self.session.run_dir.path) {
@@ -196,7 +185,7 @@ impl Scene {
 
     /// Ends the run and cleans up.
     pub async fn finish(self) {
-        let _ = self.session.handle.cancel().await;
+        let _ = self.session.handle.request(Request::Cancel).await;
         let _ = self.task.await;
         self.session.close().await;
     }

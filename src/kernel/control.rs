@@ -5,32 +5,10 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::command::{Answer, CommandError, Request};
 use super::graph::{Condition, OpId, Operation};
 use super::signal::Signal;
 use super::snapshot::Snapshot;
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ControlError {
-    #[error("no operation named {0:?} in this run")]
-    UnknownOperation(String),
-    #[error("{name} has no approval gate")]
-    NoApprovalGate { name: String },
-    #[error("{name} was already {decision}")]
-    AlreadyDecided {
-        name: String,
-        decision: &'static str,
-    },
-    #[error("{name} is {state}; only an operation that has not started can be held")]
-    CannotHold { name: String, state: &'static str },
-    #[error("{name} is not held")]
-    NotHeld { name: String },
-    #[error("the run is not paused; pause it first (step works only while paused)")]
-    NotPaused,
-    #[error("the run has finished")]
-    RunFinished,
-    #[error("{name} is {state}; only a failed or denied operation can be retried")]
-    CannotRetry { name: String, state: &'static str },
-}
 
 /// Who decided an approval when no person did.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,40 +32,15 @@ pub struct NewOperation {
     pub independent: bool,
 }
 
-pub(crate) type Reply = oneshot::Sender<Result<(), ControlError>>;
-
 pub(crate) enum Command {
-    Pause(Reply),
-    Resume(Reply),
-    Step(Reply),
-    Approve {
-        op: String,
-        by: Arc<str>,
-        reply: Reply,
+    Request {
+        req: Request,
+        reply: oneshot::Sender<Result<Answer, CommandError>>,
     },
-    Deny {
-        op: String,
-        by: Arc<str>,
-        reason: Arc<str>,
-        reply: Reply,
-    },
-    Hold {
-        op: String,
-        reply: Reply,
-    },
-    Retry {
-        op: String,
-        reply: Reply,
-    },
-    Unhold {
-        op: String,
-        reply: Reply,
-    },
-    SetApprovalPolicy(ApprovalPolicy, Reply),
-    Cancel(Reply),
+    SetApprovalPolicy(ApprovalPolicy, oneshot::Sender<()>),
     Inject {
         op: Box<NewOperation>,
-        reply: oneshot::Sender<bool>,
+        reply: oneshot::Sender<Option<OpId>>,
     },
     Snapshot(oneshot::Sender<Snapshot>),
 }
@@ -163,90 +116,34 @@ impl RunHandle {
         Subscription { rx }
     }
 
-    async fn ask(&self, make: impl FnOnce(Reply) -> Command) -> Result<(), ControlError> {
-        let (tx, rx) = oneshot::channel();
+    /// Carries out one operator command (the one way every surface drives
+    /// a run).
+    pub async fn request(&self, req: Request) -> Result<Answer, CommandError> {
+        let (reply, rx) = oneshot::channel();
         self.tx
-            .send(make(tx))
-            .map_err(|_| ControlError::RunFinished)?;
-        rx.await.unwrap_or(Err(ControlError::RunFinished))
-    }
-
-    /// Soft pause: running operations finish; operations about to start wait.
-    pub async fn pause(&self) -> Result<(), ControlError> {
-        self.ask(Command::Pause).await
-    }
-
-    pub async fn resume(&self) -> Result<(), ControlError> {
-        self.ask(Command::Resume).await
-    }
-
-    /// While paused, lets exactly one waiting operation start. With none
-    /// waiting, the next operation to become ready starts.
-    pub async fn step(&self) -> Result<(), ControlError> {
-        self.ask(Command::Step).await
-    }
-
-    /// `op` is an authored id, a `spawn-N` name or an op_id.
-    pub async fn approve(&self, op: &str, by: &str) -> Result<(), ControlError> {
-        let (op, by) = (op.to_string(), Arc::from(by));
-        self.ask(|reply| Command::Approve { op, by, reply }).await
-    }
-
-    pub async fn deny(&self, op: &str, by: &str, reason: &str) -> Result<(), ControlError> {
-        let (op, by, reason) = (op.to_string(), Arc::from(by), Arc::from(reason));
-        self.ask(|reply| Command::Deny {
-            op,
-            by,
-            reason,
-            reply,
-        })
-        .await
-    }
-
-    pub async fn hold(&self, op: &str) -> Result<(), ControlError> {
-        let op = op.to_string();
-        self.ask(|reply| Command::Hold { op, reply }).await
-    }
-
-    /// Starts a new attempt of a failed or denied operation and re-opens
-    /// what was skipped only because of it.
-    pub async fn retry(&self, op: &str) -> Result<(), ControlError> {
-        let op = op.to_string();
-        self.ask(|reply| Command::Retry { op, reply }).await
-    }
-
-    pub async fn unhold(&self, op: &str) -> Result<(), ControlError> {
-        let op = op.to_string();
-        self.ask(|reply| Command::Unhold { op, reply }).await
+            .send(Command::Request { req, reply })
+            .map_err(|_| CommandError::RunFinished)?;
+        rx.await.unwrap_or(Err(CommandError::RunFinished))
     }
 
     /// Changes who decides approvals from now on; `DenyAll` also denies what
-    /// is waiting now.
-    pub async fn set_approval_policy(&self, policy: ApprovalPolicy) -> Result<(), ControlError> {
-        self.ask(|reply| Command::SetApprovalPolicy(policy, reply))
-            .await
+    /// is waiting now. False when the run has ended.
+    pub async fn set_approval_policy(&self, policy: ApprovalPolicy) -> bool {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::SetApprovalPolicy(policy, reply))
+            .is_ok()
+            && rx.await.is_ok()
     }
 
-    /// Stops the run: running work is cancelled and reported as failed, work
-    /// that never started is skipped.
-    pub async fn cancel(&self) -> Result<(), ControlError> {
-        self.ask(Command::Cancel).await
-    }
-
-    /// Trusted injection; false outside an active run.
-    pub async fn inject(&self, op: NewOperation) -> bool {
-        let (tx, rx) = oneshot::channel();
-        if self
-            .tx
-            .send(Command::Inject {
-                op: Box::new(op),
-                reply: tx,
-            })
-            .is_err()
-        {
-            return false;
-        }
-        rx.await.unwrap_or(false)
+    /// Trusted injection (ADR-0033 D3): the operation's id once it joined,
+    /// `None` when admission dropped it (see the ledger) or outside an
+    /// active run.
+    pub async fn inject(&self, op: NewOperation) -> Option<OpId> {
+        let (reply, rx) = oneshot::channel();
+        let op = Box::new(op);
+        self.tx.send(Command::Inject { op, reply }).ok()?;
+        rx.await.ok().flatten()
     }
 
     /// A consistent snapshot of the run (the final one once it is over).

@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod builder;
+pub mod command;
 pub mod control;
 pub mod envelope;
 pub mod executor;
@@ -24,7 +25,8 @@ pub use agent::{
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,
 };
-pub use control::{ApprovalPolicy, ControlError, NewOperation, Observed, RunHandle, Subscription};
+pub use command::{Answer, CommandError, ErrorCode, Request};
+pub use control::{ApprovalPolicy, NewOperation, Observed, RunHandle, Subscription};
 pub use envelope::Envelope;
 pub use executor::{External, ExternalSender, PaletteCounts, Run, RunConfig, deep_merge};
 pub use graph::{

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::graph::OpId;
+use super::lane::Lane;
 use super::ledger::DropReason;
 
 pub const SIGNAL_SCHEMA_VERSION: u32 = 1;
@@ -108,6 +109,23 @@ pub struct LaneCounts {
     pub failed: usize,
     pub skipped: usize,
     pub escalated: usize,
+}
+
+impl LaneCounts {
+    /// Counts one operation: skipped ones apart from failed (one rule for
+    /// the kernel, the views and the report).
+    pub fn add(&mut self, lane: Lane, skipped: bool) {
+        match lane {
+            Lane::Queued => self.queued += 1,
+            Lane::Running => self.running += 1,
+            Lane::AwaitingApproval => self.awaiting_approval += 1,
+            Lane::Paused => self.paused += 1,
+            Lane::Succeeded => self.succeeded += 1,
+            Lane::Failed if skipped => self.skipped += 1,
+            Lane::Failed => self.failed += 1,
+            Lane::Escalated => self.escalated += 1,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -50,6 +50,19 @@ impl Default for SessionOptions {
     }
 }
 
+/// Why a run could not be run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The run could not be opened as asked (a damaged checkpoint, a live
+    /// run, a changed play, a run directory in use): input, exit 2.
+    #[error("{0}")]
+    Open(std::io::Error),
+    /// Something failed after the run started (the terminal, the disk):
+    /// exit 1.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 pub struct Session {
     run: Option<Run>,
     pub handle: RunHandle,

@@ -223,3 +223,15 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
     }
     Ok(())
 }
+
+/// The play a resume continues with when none is given: where the run's
+/// play was when it started, if it is still there, else the copy in the
+/// run directory.
+pub fn play_path(dir: &Path) -> std::path::PathBuf {
+    std::fs::read(dir.join(super::checkpoint::CHECKPOINT_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["play_path"].as_str().map(std::path::PathBuf::from))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| dir.join("play.toml"))
+}

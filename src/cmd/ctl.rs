@@ -1,0 +1,191 @@
+//! `playdeck ctl` and `playdeck capacity`: requests to a live run's control
+//! socket, or (capacity status and release) updates of a finished run's
+//! `capacity.json`; answers as text or, with `--json`, as JSON (errors too,
+//! on stdout, with their code).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{CmdError, Outcome};
+use crate::cli::CapacityAction;
+use playdeck::capacity::{self, EnsureResult, ReleaseResult, StatusResult};
+use playdeck::control::{self, Failure, Reply, RunStatus};
+use playdeck::kernel::{ErrorCode, Request};
+
+/// `playdeck ctl RUN <request>`.
+pub fn ctl(run: &str, req: Request, json: bool) -> Outcome {
+    let dir = control::resolve_run(run);
+    answer(dir.and_then(|d| control::send(&d, &req)), &req, json)
+}
+
+/// `playdeck capacity ensure|status|release --run RUN`: the same requests;
+/// on a finished run, status and release work on its file.
+pub fn capacity(action: CapacityAction) -> Outcome {
+    let (run, req, json) = match action {
+        CapacityAction::Ensure {
+            run,
+            profiles,
+            lifetime,
+            json,
+        } => (run, Request::Ensure { profiles, lifetime }, json),
+        CapacityAction::Status { run, json } => (run, Request::Capacity, json),
+        CapacityAction::Release { run, json } => (run, Request::Release, json),
+    };
+    let result = control::resolve_run(&run).and_then(|dir| match control::send(&dir, &req) {
+        Err(f) if f.code == ErrorCode::NotLive => match &req {
+            Request::Capacity => Ok(Reply::Capacity(capacity::offline::status(&dir)?)),
+            Request::Release => Ok(Reply::Release(capacity::offline::release(&dir)?)),
+            _ => Err(Failure::new(
+                f.code,
+                format!("{}; ensure needs a live run", f.message),
+            )),
+        },
+        other => other,
+    });
+    answer(result, &req, json)
+}
+
+/// Prints an answer; refusals print their message (or JSON error) and exit
+/// by their code.
+fn answer(result: Result<Reply, Failure>, req: &Request, json: bool) -> Outcome {
+    match (result, json) {
+        (Ok(reply), true) => {
+            println!("{}", to_json(&reply));
+            Ok(0)
+        }
+        (Ok(reply), false) => {
+            print!("{}", text(&reply, req));
+            Ok(0)
+        }
+        (Err(f), true) => {
+            println!("{}", serde_json::json!({"status": "error", "error": f}));
+            Ok(f.exit_code())
+        }
+        (Err(f), false) => Err(CmdError::Refused(f)),
+    }
+}
+
+/// The answer's result as JSON, for scripts.
+fn to_json(reply: &Reply) -> String {
+    fn pretty<T: Serialize>(v: &T) -> String {
+        serde_json::to_string_pretty(v).expect("an answer serialises")
+    }
+    match reply {
+        Reply::Done(a) => pretty(a),
+        Reply::Status(s) => pretty(s),
+        Reply::Release(r) => pretty(r),
+        Reply::Ensure(e) => pretty(e),
+        Reply::Capacity(c) => pretty(c),
+    }
+}
+
+fn text(reply: &Reply, req: &Request) -> String {
+    match reply {
+        Reply::Done(a) => format!("ok: {}\n", req.done_message(a)),
+        Reply::Status(s) => status_text(s),
+        Reply::Release(r) => release_text(r),
+        Reply::Ensure(e) => ensure_text(e),
+        Reply::Capacity(c) => capacity_text(c),
+    }
+}
+
+fn instances_text(s: &mut String, agents: &[capacity::InstanceRecord]) {
+    for a in agents {
+        let _ = writeln!(
+            s,
+            "  {:<44} {:<9} {:<14} {:<8}{}{}",
+            a.name,
+            a.state.as_str(),
+            a.lifetime.as_str(),
+            match a.source {
+                capacity::state::Source::Created => "created",
+                capacity::state::Source::Reused => "reused",
+            },
+            a.op.as_ref()
+                .map(|o| format!(" running {o}"))
+                .unwrap_or_default(),
+            a.retained
+                .as_ref()
+                .map(|r| format!(" (retained: {})", r.reason))
+                .unwrap_or_default(),
+        );
+    }
+}
+
+fn ensure_text(e: &EnsureResult) -> String {
+    let mut s = format!("capacity of {}: {}\n", e.loop_id, e.status);
+    instances_text(&mut s, &e.agents);
+    for r in &e.rejected {
+        let _ = writeln!(s, "rejected: {r}");
+    }
+    s
+}
+
+fn capacity_text(c: &StatusResult) -> String {
+    let mut s = format!(
+        "capacity of {} ({}{}), max_nodes {}, {} active\n",
+        c.loop_id,
+        serde_json::to_value(c.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        if c.live { "" } else { ", run finished" },
+        c.max_nodes,
+        c.active_nodes
+    );
+    instances_text(&mut s, &c.agents);
+    if !c.waiting.is_empty() {
+        let parts: Vec<String> = c.waiting.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(s, "waiting: {}", parts.join(", "));
+    }
+    for b in &c.blocked {
+        let _ = writeln!(s, "blocked: {b}");
+    }
+    s
+}
+
+fn release_text(r: &ReleaseResult) -> String {
+    let retained: Vec<String> = r
+        .retained
+        .iter()
+        .map(|x| format!("{} ({})", x.name, x.reason))
+        .collect();
+    format!(
+        "released {}: {}\nretained {}: {}\n",
+        r.released_count,
+        r.released.join(", "),
+        r.retained_count,
+        retained.join(", ")
+    )
+}
+
+fn status_text(v: &RunStatus) -> String {
+    let mut s = format!(
+        "run {} \"{}\": {} — round {}, {:.1}s, {} running\n",
+        v.run_id, v.play, v.state, v.round, v.elapsed, v.running,
+    );
+    let l = &v.lanes;
+    let parts: Vec<String> = [
+        ("queued", l.queued),
+        ("running", l.running),
+        ("awaiting_approval", l.awaiting_approval),
+        ("paused", l.paused),
+        ("succeeded", l.succeeded),
+        ("failed", l.failed),
+        ("skipped", l.skipped),
+        ("escalated", l.escalated),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, n)| format!("{k} {n}"))
+    .collect();
+    let _ = writeln!(s, "lanes: {}", parts.join(" · "));
+    if !v.awaiting_approval.is_empty() {
+        let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
+    }
+    if let Some(c) = &v.capacity {
+        s.push_str(&capacity_text(c));
+    }
+    s
+}

@@ -1,0 +1,77 @@
+//! Commands that read a play and print: validate, catalog, palette,
+//! prompt, argv, demo.
+
+use std::path::Path;
+
+use super::{CmdError, Outcome, block_on, load};
+use playdeck::inspect;
+use playdeck::play::{Play, demo};
+
+pub fn validate(play: &Path) -> Outcome {
+    let p = load(Some(play))?;
+    println!("{}", p.summary());
+    Ok(0)
+}
+
+pub fn catalog(json: bool) -> Outcome {
+    if json {
+        println!("{:#}", inspect::catalog_json());
+    } else {
+        print!("{}", inspect::catalog_text());
+    }
+    Ok(0)
+}
+
+pub fn palette(play: Option<&Path>, json: bool) -> Outcome {
+    let p = load(play)?;
+    let text = block_on(false, async {
+        if json {
+            inspect::palette_json(&p).await.map(|v| format!("{v:#}\n"))
+        } else {
+            inspect::palette_text(&p).await
+        }
+    })?
+    .map_err(CmdError::Input)?;
+    print!("{text}");
+    Ok(0)
+}
+
+pub fn prompt(play: Option<&Path>, op: &str) -> Outcome {
+    let p = load(play)?;
+    let text = block_on(false, inspect::prompt(&p, op))?.map_err(CmdError::Input)?;
+    println!("{text}");
+    Ok(0)
+}
+
+pub fn argv(play: Option<&Path>, op: &str, flag_profile: Option<&str>, json: bool) -> Outcome {
+    let p: Play = load(play)?;
+    let view = block_on(false, inspect::argv(&p, op, flag_profile))?.map_err(CmdError::Input)?;
+    for w in &view.command.warnings {
+        eprintln!("playdeck: warning: {w}");
+    }
+    if let Some(text) = &view.command.stdin {
+        eprintln!(
+            "playdeck: the prompt ({} bytes) goes on stdin, in place of \"-\"",
+            text.len()
+        );
+    }
+    if json {
+        println!("{}", serde_json::Value::from(view.command.argv.clone()));
+    } else {
+        let words = view.command.argv.iter().map(String::as_str);
+        println!(
+            "{}",
+            shlex::try_join(words).map_err(|e| CmdError::Failed(e.to_string()))?
+        );
+    }
+    Ok(0)
+}
+
+pub fn demo(print: bool) -> Outcome {
+    if print {
+        print!("{}", demo::DEMO_PLAY);
+    } else {
+        println!("the demo play: `playdeck demo --print` shows it, `playdeck run` runs it");
+    }
+    Ok(0)
+}

@@ -1,0 +1,162 @@
+//! One module per command. Each returns the exit code of a command that
+//! ran (0 success, 1 something failed or was refused) or a [`CmdError`],
+//! reported once by `main`.
+
+mod ctl;
+mod inspect;
+mod recorded;
+mod run;
+mod screenshot;
+
+use std::io::IsTerminal;
+
+use tokio::sync::mpsc;
+
+use crate::cli::{Command, RunArgs};
+use playdeck::control::Failure;
+use playdeck::play::{LoadError, Play};
+
+/// Why a command could not do its work.
+#[derive(Debug, thiserror::Error)]
+pub enum CmdError {
+    /// The input was wrong (exit 2): a play, a flag, a run that does not
+    /// exist.
+    #[error("{0}")]
+    Input(String),
+    /// A play file did not load; its diagnostics are the message.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// The control surface refused (its code decides the exit).
+    #[error("{0}")]
+    Refused(#[from] Failure),
+    /// Something outside playdeck failed (exit 1): the terminal, the disk.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CmdError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CmdError::Input(_) | CmdError::Load(_) => 2,
+            CmdError::Refused(f) => f.exit_code(),
+            CmdError::Failed(_) => 1,
+        }
+    }
+
+    /// Prints the error for people, on stderr.
+    pub fn report(&self) {
+        match self {
+            CmdError::Load(LoadError::Invalid(d)) => {
+                eprint!("{}", d.render(std::io::stderr().is_terminal()))
+            }
+            e => eprintln!("playdeck: {e}"),
+        }
+    }
+}
+
+pub type Outcome = Result<i32, CmdError>;
+
+pub fn dispatch(command: Option<Command>) -> Outcome {
+    match command {
+        None => run::run(RunArgs::default()),
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::Resume {
+            run: which,
+            play,
+            new_run,
+            retry,
+            args,
+        }) => run::resume(&which, play, new_run, retry, args),
+        Some(Command::Validate { play }) => inspect::validate(&play),
+        Some(Command::Catalog { json }) => inspect::catalog(json),
+        Some(Command::Palette { play, json }) => inspect::palette(play.as_deref(), json),
+        Some(Command::Prompt { play, op }) => inspect::prompt(play.as_deref(), &op),
+        Some(Command::Argv {
+            play,
+            op,
+            flag_profile,
+            json,
+        }) => inspect::argv(play.as_deref(), &op, flag_profile.as_deref(), json),
+        Some(Command::Demo { print }) => inspect::demo(print),
+        Some(Command::Report { run, format, out }) => {
+            recorded::report(&run, format, out.as_deref())
+        }
+        Some(Command::Replay { run, speed, theme }) => recorded::replay(&run, speed, theme),
+        Some(Command::Ctl { run, action, json }) => ctl::ctl(&run, action, json),
+        Some(Command::Capacity { action }) => ctl::capacity(action),
+        Some(Command::Screenshot(args)) => screenshot::screenshot(args),
+    }
+}
+
+/// The play at `path`, or the built-in demo; load warnings are printed
+/// once.
+pub fn load(path: Option<&std::path::Path>) -> Result<Play, CmdError> {
+    let play = match path {
+        Some(p) => Play::load(p)?,
+        None => Play::demo(),
+    };
+    for w in &play.warnings {
+        eprintln!("playdeck: warning: {}: {w}", play.file);
+    }
+    Ok(play)
+}
+
+/// A runtime for one command: multi-threaded for runs, one thread for the
+/// short inspection commands.
+pub fn runtime(multi: bool) -> Result<tokio::runtime::Runtime, CmdError> {
+    let mut b = if multi {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    b.enable_all()
+        .build()
+        .map_err(|e| CmdError::Failed(format!("cannot start the runtime: {e}")))
+}
+
+/// Runs `fut` to completion on a fresh runtime, then lets go of whatever
+/// is left (a stdin reader must not keep the process alive).
+pub fn block_on<T>(multi: bool, fut: impl std::future::Future<Output = T>) -> Result<T, CmdError> {
+    let rt = runtime(multi)?;
+    let out = rt.block_on(fut);
+    rt.shutdown_background();
+    Ok(out)
+}
+
+/// Both ends must be a terminal for a full-screen view.
+pub fn need_terminal(what: &str, instead: &str) -> Result<(), CmdError> {
+    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        Ok(())
+    } else {
+        Err(CmdError::Input(format!(
+            "{what} needs a terminal; {instead}"
+        )))
+    }
+}
+
+/// One message per SIGINT, SIGTERM or SIGHUP. Must be called inside the
+/// runtime.
+pub fn stop_requests() -> mpsc::UnboundedReceiver<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (tx, rx) = mpsc::unbounded_channel();
+    for kind in [
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+    ] {
+        let tx = tx.clone();
+        match signal(kind) {
+            Ok(mut s) => {
+                tokio::spawn(async move {
+                    while s.recv().await.is_some() {
+                        if tx.send(()).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            Err(e) => eprintln!("playdeck: cannot listen for signal {kind:?}: {e}"),
+        }
+    }
+    rx
+}

@@ -1,0 +1,67 @@
+//! Commands on a recorded run: `playdeck replay` and `playdeck report`.
+
+use std::path::{Path, PathBuf};
+
+use super::{CmdError, Outcome, block_on, need_terminal, stop_requests};
+use crate::cli::ReportFormat;
+use playdeck::kernel::Signal;
+use playdeck::play::Play;
+
+/// A recorded run's directory and signals.
+fn recorded(cmd: &str, which: &str) -> Result<(PathBuf, Vec<Signal>), CmdError> {
+    let dir = playdeck::control::resolve_run(which)
+        .map_err(|e| CmdError::Input(format!("{cmd}: {}", e.message)))?;
+    let signals = playdeck::store::resume::read_log(&dir.join("events.jsonl"))
+        .map_err(|e| CmdError::Input(format!("{cmd}: {e}")))?;
+    Ok((dir, signals))
+}
+
+/// `playdeck replay RUN`: the play's copy in the run directory gives the
+/// facts signals do not repeat (expansion-only roles, capacity profiles).
+pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
+    if !(0.25..=64.0).contains(&speed) {
+        return Err(CmdError::Input(format!(
+            "--speed {speed} is out of range; allowed: 0.25 to 64"
+        )));
+    }
+    let (dir, signals) = recorded("replay", which)?;
+    if signals.is_empty() {
+        return Err(CmdError::Input(format!(
+            "replay: {} has no events to replay",
+            dir.display()
+        )));
+    }
+    let copy = dir.join("play.toml");
+    let facts = std::fs::read_to_string(&copy)
+        .ok()
+        .and_then(|text| Play::from_str_in(&copy.display().to_string(), &text, &dir).ok())
+        .map(|p| playdeck::console::run::facts(&p))
+        .unwrap_or_default();
+    need_terminal(
+        "replay",
+        "`playdeck report RUN` summarises a run without one",
+    )?;
+    let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
+        .map_err(CmdError::Input)?;
+    block_on(true, async {
+        playdeck::console::replay::run(&dir, signals, facts, config, speed, stop_requests()).await
+    })?
+    .map_err(|e| CmdError::Failed(e.to_string()))?;
+    Ok(0)
+}
+
+/// `playdeck report RUN`.
+pub fn report(which: &str, format: ReportFormat, out: Option<&Path>) -> Outcome {
+    let (_, signals) = recorded("report", which)?;
+    let r = playdeck::store::report::Report::from_signals(&signals);
+    let text = match format {
+        ReportFormat::Md => r.to_markdown(),
+        ReportFormat::Json => format!("{:#}\n", r.to_json()),
+    };
+    match out {
+        Some(p) => playdeck::store::write_atomic(p, text.as_bytes())
+            .map_err(|e| CmdError::Input(format!("report: cannot write {}: {e}", p.display())))?,
+        None => print!("{text}"),
+    }
+    Ok(0)
+}

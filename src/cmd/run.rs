@@ -1,0 +1,142 @@
+//! `playdeck run` (the console, or headless) and `playdeck resume`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{CmdError, Outcome, block_on, load, need_terminal, stop_requests};
+use crate::cli::{ApproveArg, FormatArg, ResumeArgs, RunArgs};
+use playdeck::headless::{self, Format, HeadlessOptions};
+use playdeck::kernel::ApprovalPolicy;
+use playdeck::play::Play;
+use playdeck::session::{RunError, SessionOptions};
+
+pub fn run(args: RunArgs) -> Outcome {
+    let play = load(args.play.as_deref())?;
+    if args.headless {
+        headless_run(&play, &args)
+    } else {
+        console(&play, &args)
+    }
+}
+
+fn approvals(a: Option<ApproveArg>) -> ApprovalPolicy {
+    match a {
+        Some(ApproveArg::All) => ApprovalPolicy::ApproveAll,
+        Some(ApproveArg::None) => ApprovalPolicy::DenyAll {
+            reason: Arc::from("--approve none"),
+        },
+        None => ApprovalPolicy::Ask,
+    }
+}
+
+fn session_options(args: &RunArgs) -> SessionOptions {
+    SessionOptions {
+        speed: args.speed,
+        paused: args.paused,
+        approvals: approvals(args.approve),
+        run_dir: args.run_dir.clone(),
+        resume: args.resume.clone(),
+        retry: args.retry.clone(),
+        ..Default::default()
+    }
+}
+
+fn headless_run(play: &Play, args: &RunArgs) -> Outcome {
+    let opts = HeadlessOptions {
+        session: session_options(args),
+        asks_operator: args.approve.is_none(),
+        format: match args.format {
+            FormatArg::Json => Format::Json,
+            FormatArg::Human => Format::Human,
+        },
+    };
+    // stdin is read on its own thread: a blocking read must never keep the
+    // runtime from shutting down when the run ends.
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let done = block_on(true, async {
+        headless::run(
+            play,
+            &opts,
+            rx,
+            stop_requests(),
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+        )
+        .await
+    })?
+    .map_err(run_error)?;
+    Ok(done.exit_code)
+}
+
+/// The console on `play`: logs go to `.playdeck/logs/`, never the screen.
+fn console(play: &Play, args: &RunArgs) -> Outcome {
+    need_terminal("the console", "use --headless for scripts and pipes")?;
+    let _log = start_logging();
+    let opts = playdeck::console::run::ConsoleOptions {
+        session: session_options(args),
+        theme: args.theme.clone(),
+    };
+    block_on(true, async {
+        playdeck::console::run::run(play, opts, stop_requests()).await
+    })?
+    .map_err(run_error)
+}
+
+fn run_error(e: RunError) -> CmdError {
+    match e {
+        RunError::Open(e) => CmdError::Input(e.to_string()),
+        RunError::Io(e) => CmdError::Failed(e.to_string()),
+    }
+}
+
+/// `playdeck resume RUN`: the play is `--play`, else where the run's play
+/// was when it started, else the copy in the run directory.
+pub fn resume(
+    which: &str,
+    play: Option<PathBuf>,
+    new_run: bool,
+    retry: Vec<String>,
+    a: ResumeArgs,
+) -> Outcome {
+    let dir = playdeck::control::resolve_run(which)
+        .map_err(|e| CmdError::Input(format!("resume: {}", e.message)))?;
+    let play = play.unwrap_or_else(|| playdeck::store::resume::play_path(&dir));
+    run(RunArgs {
+        play: Some(play),
+        headless: a.headless,
+        speed: a.speed,
+        paused: a.paused,
+        approve: a.approve,
+        run_dir: None,
+        format: a.format,
+        theme: a.theme,
+        resume: (!new_run).then_some(dir),
+        retry,
+    })
+}
+
+/// Logs to a daily file under `.playdeck/logs/` through a non-blocking
+/// writer; the guard must live until the end of the process.
+fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::EnvFilter;
+    let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(false)
+        .try_init()
+        .ok()?;
+    Some(guard)
+}

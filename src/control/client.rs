@@ -1,0 +1,92 @@
+//! The control socket's client: one request, one typed answer.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Failure, Reply, socket_path};
+use crate::kernel::{ErrorCode, Request};
+
+/// Sends one request to a live run's socket and returns its answer.
+pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
+    let path = socket_path(run_dir);
+    let io = |e: std::io::Error| Failure::new(ErrorCode::Io, e.to_string());
+    let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+        Failure::new(
+            ErrorCode::NotLive,
+            format!(
+                "the run in {} is not live (no control socket: {e})",
+                run_dir.display()
+            ),
+        )
+    })?;
+    let line = serde_json::to_string(req).expect("a request serialises");
+    writeln!(stream, "{line}").map_err(io)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).map_err(io)?;
+    decode(&answer)
+}
+
+/// `{"ok":true,"reply":…,"result":…}` or `{"ok":false,"error":{…}}`.
+pub(super) fn decode(answer: &str) -> Result<Reply, Failure> {
+    let unreadable = |why: String| {
+        Failure::new(
+            ErrorCode::Io,
+            format!("unreadable answer from the run: {why}"),
+        )
+    };
+    let mut v: Value =
+        serde_json::from_str(answer.trim()).map_err(|e| unreadable(e.to_string()))?;
+    let ok = v.get("ok").and_then(Value::as_bool);
+    let Value::Object(m) = &mut v else {
+        return Err(unreadable(answer.trim().to_string()));
+    };
+    match ok {
+        Some(true) => {
+            m.remove("ok");
+            serde_json::from_value(v).map_err(|e| unreadable(e.to_string()))
+        }
+        _ => Err(m
+            .remove("error")
+            .and_then(|e| serde_json::from_value(e).ok())
+            .unwrap_or_else(|| unreadable(answer.trim().to_string()))),
+    }
+}
+
+/// The line a server writes for an answer.
+pub(super) fn encode(answer: &Result<Reply, Failure>) -> String {
+    let v = match answer {
+        Ok(reply) => {
+            let mut v = serde_json::to_value(reply).expect("a reply serialises");
+            if let Value::Object(m) = &mut v {
+                m.shift_insert(0, "ok".into(), Value::Bool(true));
+            }
+            v
+        }
+        Err(f) => serde_json::json!({"ok": false, "error": f}),
+    };
+    format!("{v}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::Answer;
+
+    #[test]
+    fn answers_round_trip() {
+        for a in [
+            Ok(Reply::Done(Answer::Stepped {
+                op: Some("build".into()),
+            })),
+            Ok(Reply::Done(Answer::Done)),
+            Err(Failure::new(ErrorCode::NotPaused, "the run is not paused")),
+        ] {
+            assert_eq!(decode(&encode(&a)), a);
+        }
+        let e = decode("{\"ok\":false}").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Io);
+        assert!(decode("nope").is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! Operator commands carried out for every surface: [`apply`] takes one
+//! [`Request`] (from a key, a stdin line, `playdeck ctl` or the control
+//! socket) and answers with a typed [`Reply`] or a [`Failure`] with a
+//! machine-readable code. Kernel commands go to the run's owner; capacity
+//! and status requests are answered here.
+
+mod client;
+mod runs;
+mod server;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capacity::{CapacityError, EnsureResult, Reconciler, ReleaseResult, StatusResult};
+use crate::kernel::{
+    Answer, CommandError, ErrorCode, Lane, NodeStatus, Request, RunHandle, signal::LaneCounts,
+};
+
+pub use client::send;
+pub use runs::resolve_run;
+pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_path};
+
+/// What a command answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", content = "result", rename_all = "snake_case")]
+pub enum Reply {
+    /// A kernel command was carried out.
+    Done(Answer),
+    Status(RunStatus),
+    Release(ReleaseResult),
+    Ensure(EnsureResult),
+    Capacity(StatusResult),
+}
+
+impl Reply {
+    /// One line for the operator (the console's status line).
+    pub fn one_line(&self, req: &Request) -> String {
+        match self {
+            Reply::Done(a) => req.done_message(a),
+            Reply::Status(s) => format!("run {}: {}", s.run_id, s.state),
+            Reply::Release(r) => {
+                let mut s = format!(
+                    "released {}, retained {}",
+                    r.released_count, r.retained_count
+                );
+                if let Some(first) = r.retained.first() {
+                    s.push_str(&format!(" ({}: {})", first.name, first.reason));
+                }
+                s
+            }
+            Reply::Ensure(e) => format!(
+                "ensured: {} instance(s){}",
+                e.agents.len(),
+                if e.rejected.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} rejected", e.rejected.len())
+                }
+            ),
+            Reply::Capacity(c) => format!(
+                "capacity: {} active of max_nodes {}",
+                c.active_nodes, c.max_nodes
+            ),
+        }
+    }
+}
+
+/// Why a command was refused: `code` for scripts, `message` for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Mistakes in what was typed exit 2, refusals 1.
+    pub fn exit_code(&self) -> i32 {
+        self.code.exit_code()
+    }
+}
+
+impl From<CommandError> for Failure {
+    fn from(e: CommandError) -> Self {
+        Failure::new(e.code(), e.to_string())
+    }
+}
+
+impl From<CapacityError> for Failure {
+    fn from(e: CapacityError) -> Self {
+        let code = serde_json::from_value(serde_json::Value::String(e.code.clone()))
+            .unwrap_or(ErrorCode::Other);
+        Failure::new(code, e.message)
+    }
+}
+
+/// The run at a glance (`ctl status`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStatus {
+    pub run_id: String,
+    pub play: String,
+    /// `running`, `paused`, `pausing`, or `finished: <outcome>`.
+    pub state: String,
+    pub elapsed: f64,
+    pub round: u32,
+    pub running: usize,
+    /// Operations per lane; skipped ones apart from failed.
+    pub lanes: LaneCounts,
+    pub awaiting_approval: Vec<String>,
+    pub spawns: Spawns,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<StatusResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spawns {
+    pub accepted: usize,
+    pub max_spawn: usize,
+}
+
+/// Carries out one request on a live run.
+pub async fn apply(
+    h: &RunHandle,
+    capacity: Option<&Reconciler>,
+    req: Request,
+) -> Result<Reply, Failure> {
+    let need_capacity = || capacity.ok_or_else(|| Failure::from(CommandError::NoCapacity));
+    match req {
+        Request::Status => status(h, capacity).await.map(Reply::Status),
+        Request::Release => Ok(Reply::Release(need_capacity()?.release_idle())),
+        Request::Ensure { profiles, lifetime } => {
+            let profiles: Vec<(String, u32)> = profiles.into_iter().map(|p| (p.0, p.1)).collect();
+            Ok(Reply::Ensure(need_capacity()?.ensure(&profiles, lifetime)?))
+        }
+        Request::Capacity => Ok(Reply::Capacity(need_capacity()?.status())),
+        req => Ok(Reply::Done(h.request(req).await?)),
+    }
+}
+
+/// The run at a glance, from one consistent snapshot.
+pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunStatus, Failure> {
+    let snap = h
+        .snapshot()
+        .await
+        .ok_or_else(|| Failure::from(CommandError::RunFinished))?;
+    let mut lanes = LaneCounts::default();
+    let mut awaiting = Vec::new();
+    for n in &snap.nodes {
+        lanes.add(n.lane, n.status == NodeStatus::Skipped);
+        if n.lane == Lane::AwaitingApproval {
+            awaiting.push(n.name.to_string());
+        }
+    }
+    let state = match (&snap.run.finished, snap.run.paused) {
+        (Some(o), _) => format!("finished: {}", o.as_str()),
+        (None, true) if snap.run.running > 0 => "pausing".into(),
+        (None, true) => "paused".into(),
+        (None, false) => "running".into(),
+    };
+    Ok(RunStatus {
+        run_id: snap.run.run_id.to_string(),
+        play: snap.run.play.to_string(),
+        state,
+        elapsed: snap.elapsed,
+        round: snap.run.round,
+        running: snap.run.running,
+        lanes,
+        awaiting_approval: awaiting,
+        spawns: Spawns {
+            accepted: snap.run.spawn_accepted,
+            max_spawn: snap.run.max_spawn,
+        },
+        capacity: capacity.map(|c| c.status()),
+    })
+}

@@ -1,0 +1,65 @@
+//! Finding a run directory from what a person typed.
+
+use std::path::{Path, PathBuf};
+
+use super::Failure;
+use crate::kernel::ErrorCode;
+
+/// A path, a run id under `.playdeck/runs`, or `latest` (the most recently
+/// started run there).
+pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
+    let runs = Path::new(crate::store::RUNS_DIR);
+    if arg == "latest" {
+        let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(runs)
+            .map_err(|e| {
+                Failure::new(
+                    ErrorCode::NoRun,
+                    format!("no runs in {} ({e})", runs.display()),
+                )
+            })?
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| {
+                let t = e
+                    .path()
+                    .join("play.toml")
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()?;
+                Some((t, e.path()))
+            })
+            .collect();
+        dirs.sort();
+        return dirs.pop().map(|(_, p)| p).ok_or_else(|| {
+            Failure::new(ErrorCode::NoRun, format!("no runs in {}", runs.display()))
+        });
+    }
+    let direct = Path::new(arg);
+    if direct.join("play.toml").is_file() {
+        return Ok(direct.to_path_buf());
+    }
+    let by_id = runs.join(arg);
+    if by_id.join("play.toml").is_file() {
+        return Ok(by_id);
+    }
+    let mut known: Vec<String> = std::fs::read_dir(runs)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    known.sort();
+    let recent: Vec<&str> = known.iter().rev().take(5).map(String::as_str).collect();
+    Err(Failure::new(
+        ErrorCode::NoRun,
+        format!(
+            "no run {arg:?}: give a run directory, a run id or `latest` (recent runs: {})",
+            if recent.is_empty() {
+                "none".to_string()
+            } else {
+                recent.join(", ")
+            }
+        ),
+    ))
+}

@@ -1,0 +1,133 @@
+//! The control socket: every live run listens on a Unix socket in its run
+//! directory, so scripts drive it (`playdeck ctl`, `playdeck capacity`).
+//! One JSON request per connection, one JSON answer.
+//!
+//! The socket lives in `<run>/ctl/`, a directory only the owner may enter,
+//! and is itself mode 0600. The server outlives its clients' mistakes: an
+//! `accept` error (descriptors exhausted) is logged and retried after a
+//! pause, connections are capped, a client that sends nothing or too much
+//! is answered or dropped after a timeout, and bytes that are not a UTF-8
+//! request line get an error answer.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+
+use super::client::encode;
+use super::{Failure, apply};
+use crate::capacity::Reconciler;
+use crate::kernel::{ErrorCode, Request, RunHandle};
+
+pub const SOCKET_DIR: &str = "ctl";
+pub const SOCKET_NAME: &str = "control.sock";
+/// Longest request line accepted.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// Connections served at once; more wait for a place.
+const MAX_CONNECTIONS: usize = 64;
+/// A client has this long to send its request.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// And this long to take the answer.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn socket_path(run_dir: &Path) -> PathBuf {
+    run_dir.join(SOCKET_DIR).join(SOCKET_NAME)
+}
+
+/// Listens for control requests while the run lives; removes the socket
+/// when dropped.
+pub struct ControlServer {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl ControlServer {
+    pub fn start(
+        run_dir: &Path,
+        handle: RunHandle,
+        capacity: Option<Arc<Reconciler>>,
+    ) -> std::io::Result<Self> {
+        let dir = run_dir.join(SOCKET_DIR);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        let path = dir.join(SOCKET_NAME);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let task = tokio::spawn(serve(listener, handle, capacity));
+        Ok(ControlServer { path, task })
+    }
+}
+
+async fn serve(listener: UnixListener, handle: RunHandle, capacity: Option<Arc<Reconciler>>) {
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let Ok(place) = places.clone().acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = Duration::from_millis(10);
+                let (handle, capacity) = (handle.clone(), capacity.clone());
+                tokio::spawn(async move {
+                    connection(stream, &handle, capacity.as_deref()).await;
+                    drop(place);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends pass: wait, then accept again.
+                tracing::warn!("control socket: accept failed ({e}); retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+async fn connection(stream: UnixStream, handle: &RunHandle, capacity: Option<&Reconciler>) {
+    let (read, mut write) = stream.into_split();
+    let mut line = Vec::new();
+    let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST as u64 + 1);
+    let answer = match tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await
+    {
+        Err(_) => Err(Failure::new(
+            ErrorCode::BadRequest,
+            format!("no request line within {READ_TIMEOUT:?}"),
+        )),
+        Ok(Err(e)) => Err(Failure::new(ErrorCode::Io, e.to_string())),
+        Ok(Ok(_)) if line.len() > MAX_REQUEST => Err(Failure::new(
+            ErrorCode::BadRequest,
+            format!("the request is longer than {MAX_REQUEST} bytes"),
+        )),
+        Ok(Ok(_)) => match std::str::from_utf8(&line) {
+            Err(e) => Err(Failure::new(
+                ErrorCode::BadRequest,
+                format!("the request is not UTF-8 ({e})"),
+            )),
+            Ok(text) => match serde_json::from_str::<Request>(text.trim()) {
+                Ok(req) => apply(handle, capacity, req).await,
+                Err(e) => Err(Failure::new(
+                    ErrorCode::BadRequest,
+                    format!("not a control request: {e}"),
+                )),
+            },
+        },
+    };
+    let body = encode(&answer);
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(body.as_bytes())).await;
+}

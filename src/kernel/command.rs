@@ -1,0 +1,443 @@
+//! Operator commands: one type for every surface. The console's keys, a
+//! headless run's stdin lines, `playdeck ctl` and the control socket all
+//! build a [`Request`]; serde gives the socket's JSON, clap the command line
+//! and [`FromStr`] the stdin grammar, so adding a command touches this enum
+//! and the code that carries it out, nothing else.
+
+use std::fmt;
+use std::str::FromStr;
+
+use clap::{CommandFactory, Parser};
+use serde::{Deserialize, Serialize};
+
+use super::graph::OpId;
+use crate::vocab::Lifetime;
+
+/// Who decides approvals and denials when a person does: every surface
+/// records the same actor, so a report reads the same whichever was used.
+pub const OPERATOR: &str = "operator";
+/// The reason recorded when a denial gives none.
+pub const DEFAULT_DENY_REASON: &str = "denied by the operator";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Subcommand)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+#[command(rename_all = "snake_case")]
+pub enum Request {
+    /// Soft pause: running operations finish, nothing new starts.
+    Pause,
+    /// Let waiting operations start again.
+    Resume,
+    /// While paused, let one waiting operation start: OP, or the next one.
+    Step {
+        /// The paused operation to start (default: the first waiting).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        op: Option<String>,
+    },
+    /// Approve an operation waiting at its approval gate.
+    Approve { op: String },
+    /// Deny an operation waiting at its approval gate.
+    Deny {
+        op: String,
+        /// Why (recorded in the run).
+        #[serde(default, with = "words", skip_serializing_if = "Vec::is_empty")]
+        #[arg(trailing_var_arg = true)]
+        reason: Vec<String>,
+    },
+    /// Keep an operation that has not started from starting.
+    Hold { op: String },
+    /// Take the hold off an operation.
+    Unhold { op: String },
+    /// A new attempt of a failed or denied operation; what it caused to be
+    /// skipped waits again.
+    Retry { op: String },
+    /// Stop the run: running work is cancelled, the rest is skipped.
+    Cancel,
+    /// The run at a glance.
+    Status,
+    /// Release idle capacity; busy instances are retained with reasons.
+    Release,
+    /// Ensure profiles have at least this many instances.
+    Ensure {
+        /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
+        #[arg(long = "profile", required = true, value_name = "PROFILE[=COUNT]")]
+        profiles: Vec<ProfileCount>,
+        /// Lifetime of instances this creates.
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lifetime: Option<Lifetime>,
+    },
+    /// Capacity instances, waiting work and what blocks release.
+    Capacity,
+}
+
+/// `coder=2` or `coder` (one): a profile and how many instances it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileCount(pub String, pub u32);
+
+impl FromStr for ProfileCount {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "--profile {spec:?}: {why}; write PROFILE or PROFILE=COUNT, for example coder=2"
+            )
+        };
+        let (name, count) = match spec.split_once('=') {
+            Some((n, c)) => (
+                n,
+                c.parse::<u32>()
+                    .map_err(|_| bad("the count is not a whole number"))?,
+            ),
+            None => (spec, 1),
+        };
+        if name.is_empty() {
+            return Err(bad("the profile name is empty"));
+        }
+        if count == 0 {
+            return Err(bad("the count must be at least 1"));
+        }
+        Ok(ProfileCount(name.to_string(), count))
+    }
+}
+
+/// A deny reason: words on a command line, one string in JSON.
+mod words {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(w: &[String], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&w.join(" "))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        Ok(s.filter(|s| !s.trim().is_empty()).into_iter().collect())
+    }
+}
+
+/// The parser for one control line (no program name in front).
+#[derive(Debug, Parser)]
+#[command(no_binary_name = true, disable_help_flag = true, name = "control line")]
+struct Line {
+    #[command(subcommand)]
+    request: Request,
+}
+
+impl Request {
+    /// The command words, for messages: `pause | resume | step [OP] | …`.
+    pub fn grammar() -> String {
+        Line::command()
+            .get_subcommands()
+            .map(|c| {
+                let args: Vec<String> = c
+                    .get_arguments()
+                    .filter(|a| a.get_id() != "help")
+                    .map(|a| {
+                        let name = a
+                            .get_value_names()
+                            .and_then(|v| v.first().map(|s| s.to_string()))
+                            .unwrap_or_else(|| a.get_id().to_string().to_uppercase());
+                        match (a.get_long(), a.is_required_set()) {
+                            (Some(l), true) => format!("--{l} {name}"),
+                            (Some(l), false) => format!("[--{l} {name}]"),
+                            (None, true) => name,
+                            (None, false) => format!("[{name}]"),
+                        }
+                    })
+                    .collect();
+                if args.is_empty() {
+                    c.get_name().to_string()
+                } else {
+                    format!("{} {}", c.get_name(), args.join(" "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// The command's name as typed (`pause`, `deny`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Pause => "pause",
+            Request::Resume => "resume",
+            Request::Step { .. } => "step",
+            Request::Approve { .. } => "approve",
+            Request::Deny { .. } => "deny",
+            Request::Hold { .. } => "hold",
+            Request::Unhold { .. } => "unhold",
+            Request::Retry { .. } => "retry",
+            Request::Cancel => "cancel",
+            Request::Status => "status",
+            Request::Release => "release",
+            Request::Ensure { .. } => "ensure",
+            Request::Capacity => "capacity",
+        }
+    }
+
+    /// What to tell the operator when the kernel carried it out.
+    pub fn done_message(&self, answer: &Answer) -> String {
+        match (self, answer) {
+            (_, Answer::Stepped { op: Some(op) }) => format!("step: {op} started"),
+            (_, Answer::Stepped { op: None }) => {
+                "step: the next operation to become ready will start".into()
+            }
+            (Request::Pause, _) => "paused: running work finishes, nothing new starts".into(),
+            (Request::Resume, _) => "resumed".into(),
+            (Request::Approve { op }, _) => format!("approved {op}"),
+            (Request::Deny { op, .. }, _) => format!("denied {op}"),
+            (Request::Hold { op }, _) => format!("holding {op}"),
+            (Request::Unhold { op }, _) => format!("released the hold on {op}"),
+            (Request::Retry { op }, _) => format!("retrying {op}"),
+            (Request::Cancel, _) => "cancelling the run…".into(),
+            (r, _) => format!("ok: {}", r.name()),
+        }
+    }
+
+    /// The same request as JSON carries it (a reason is one string).
+    pub fn normalized(self) -> Request {
+        match self {
+            Request::Deny { op, reason } if reason.len() > 1 => Request::Deny {
+                op,
+                reason: vec![reason.join(" ")],
+            },
+            r => r,
+        }
+    }
+
+    /// The deny reason, or the default one.
+    pub fn deny_reason(reason: &[String]) -> String {
+        let r = reason.join(" ");
+        if r.trim().is_empty() {
+            DEFAULT_DENY_REASON.to_string()
+        } else {
+            r
+        }
+    }
+}
+
+impl FromStr for Request {
+    type Err = CommandError;
+
+    /// One stdin control line, with shell-like quoting (`deny ship "not
+    /// today"`). Errors say what was wrong and list every command.
+    fn from_str(line: &str) -> Result<Self, CommandError> {
+        let bad =
+            |why: String| CommandError::BadRequest(format!("{why}; allowed: {}", Self::grammar()));
+        let words =
+            shlex::split(line).ok_or_else(|| bad(format!("{line:?} has an unclosed quote")))?;
+        let first = words.first().cloned().unwrap_or_default();
+        Line::try_parse_from(words)
+            .map(|l| l.request.normalized())
+            .map_err(|e| {
+                use clap::error::ErrorKind;
+                if matches!(
+                    e.kind(),
+                    ErrorKind::InvalidSubcommand | ErrorKind::UnknownArgument
+                ) && !Line::command()
+                    .get_subcommands()
+                    .any(|c| c.get_name() == first)
+                {
+                    return bad(format!("unknown control line {first:?}"));
+                }
+                let text = e.render().to_string();
+                let first_line = text
+                    .lines()
+                    .next()
+                    .unwrap_or("not a control line")
+                    .trim_start_matches("error: ")
+                    .to_string();
+                bad(first_line)
+            })
+    }
+}
+
+/// What the kernel answers a command it carried out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "done", rename_all = "snake_case")]
+pub enum Answer {
+    Done,
+    /// A step: the operation that started, or none yet (the next one to
+    /// become ready will).
+    Stepped {
+        op: Option<String>,
+    },
+    /// An operation joined the run.
+    Added {
+        op_id: OpId,
+        name: String,
+    },
+}
+
+/// Machine-readable error codes, the same on every surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    UnknownOperation,
+    NoApprovalGate,
+    AlreadyDecided,
+    CannotHold,
+    NotHeld,
+    NotPaused,
+    NotWaiting,
+    RunFinished,
+    CannotRetry,
+    /// A control line or request that is not a command.
+    BadRequest,
+    NoCapacity,
+    UnknownProfile,
+    DuplicateProfile,
+    OverMaxInstances,
+    OverMaxNodes,
+    BadProfile,
+    /// The run is not live (no control socket answers).
+    NotLive,
+    /// No such run directory.
+    NoRun,
+    Io,
+    /// A code this build does not know (a newer peer).
+    #[serde(other)]
+    Other,
+}
+
+impl ErrorCode {
+    /// Mistakes in what was typed exit 2; refusals and runs that are not
+    /// live exit 1.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorCode::NoRun
+            | ErrorCode::BadRequest
+            | ErrorCode::UnknownProfile
+            | ErrorCode::DuplicateProfile
+            | ErrorCode::OverMaxInstances
+            | ErrorCode::OverMaxNodes
+            | ErrorCode::BadProfile => 2,
+            _ => 1,
+        }
+    }
+
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "other".into())
+    }
+}
+
+/// Why the kernel refused a command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CommandError {
+    #[error("no operation named {0:?} in this run")]
+    UnknownOperation(String),
+    #[error("{name} has no approval gate")]
+    NoApprovalGate { name: String },
+    #[error("{name} was already {decision}")]
+    AlreadyDecided {
+        name: String,
+        decision: &'static str,
+    },
+    #[error("{name} is {state}; only an operation that has not started can be held")]
+    CannotHold { name: String, state: &'static str },
+    #[error("{name} is not held")]
+    NotHeld { name: String },
+    #[error("the run is not paused; pause it first (step works only while paused)")]
+    NotPaused,
+    #[error("{name} is {state}; step starts an operation waiting in the paused lane")]
+    NotWaiting { name: String, state: &'static str },
+    #[error("the run has finished")]
+    RunFinished,
+    #[error("{name} is {state}; only a failed or denied operation can be retried")]
+    CannotRetry { name: String, state: &'static str },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("this run has no [capacity]")]
+    NoCapacity,
+}
+
+impl CommandError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CommandError::UnknownOperation(_) => ErrorCode::UnknownOperation,
+            CommandError::NoApprovalGate { .. } => ErrorCode::NoApprovalGate,
+            CommandError::AlreadyDecided { .. } => ErrorCode::AlreadyDecided,
+            CommandError::CannotHold { .. } => ErrorCode::CannotHold,
+            CommandError::NotHeld { .. } => ErrorCode::NotHeld,
+            CommandError::NotPaused => ErrorCode::NotPaused,
+            CommandError::NotWaiting { .. } => ErrorCode::NotWaiting,
+            CommandError::RunFinished => ErrorCode::RunFinished,
+            CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
+            CommandError::BadRequest(_) => ErrorCode::BadRequest,
+            CommandError::NoCapacity => ErrorCode::NoCapacity,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_the_same_requests_as_json() {
+        let cases = [
+            ("pause", r#"{"cmd":"pause"}"#),
+            ("step", r#"{"cmd":"step"}"#),
+            ("step build", r#"{"cmd":"step","op":"build"}"#),
+            ("approve ship", r#"{"cmd":"approve","op":"ship"}"#),
+            (
+                "deny ship not today",
+                r#"{"cmd":"deny","op":"ship","reason":"not today"}"#,
+            ),
+            (
+                "deny ship 'not today'",
+                r#"{"cmd":"deny","op":"ship","reason":"not today"}"#,
+            ),
+            ("deny ship", r#"{"cmd":"deny","op":"ship"}"#),
+            (
+                "ensure --profile coder=2 --lifetime manual_release",
+                r#"{"cmd":"ensure","profiles":[["coder",2]],"lifetime":"manual_release"}"#,
+            ),
+        ];
+        for (line, json) in cases {
+            let from_line: Request = line.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+            let from_json: Request = serde_json::from_str(json).unwrap();
+            assert_eq!(from_line, from_json, "{line}");
+            let back = serde_json::to_string(&from_line).unwrap();
+            assert_eq!(back, json, "{line}");
+        }
+    }
+
+    #[test]
+    fn bad_lines_name_the_problem_and_every_command() {
+        let e = "explode".parse::<Request>().unwrap_err();
+        assert_eq!(e.code(), ErrorCode::BadRequest);
+        let msg = e.to_string();
+        assert!(msg.contains("explode"), "{msg}");
+        assert!(
+            msg.contains("approve OP") && msg.contains("deny OP [REASON]"),
+            "{msg}"
+        );
+        let e = "approve".parse::<Request>().unwrap_err().to_string();
+        assert!(e.contains("OP"), "{e}");
+        let e = "ensure --profile coder=0"
+            .parse::<Request>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = "deny 'ship".parse::<Request>().unwrap_err().to_string();
+        assert!(e.contains("unclosed quote"), "{e}");
+    }
+
+    #[test]
+    fn codes_are_snake_case_and_unknown_ones_survive() {
+        assert_eq!(ErrorCode::UnknownOperation.as_str(), "unknown_operation");
+        let c: ErrorCode = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(c, ErrorCode::Other);
+        assert_eq!(ErrorCode::BadRequest.exit_code(), 2);
+        assert_eq!(ErrorCode::RunFinished.exit_code(), 1);
+    }
+}

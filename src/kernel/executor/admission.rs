@@ -1,0 +1,575 @@
+//! Live admission (ADR-0033 D3): requests an operation emits are routed
+//! through the node builder, checked against the spawn cap and recorded in
+//! the ledger, accepted or dropped with a reason; trusted injection takes
+//! the same path without the builder.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::future::join_all;
+use petgraph::stable_graph::NodeIndex;
+use rustc_hash::FxHashMap as HashMap;
+use serde_json::Value;
+
+use super::super::agent::BoxFuture;
+use super::super::builder::{Emitter, RouteResult};
+use super::super::control::NewOperation;
+use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
+use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
+use super::super::request::{self, RequestId, SpawnRequest};
+use super::super::signal::{
+    DROP_DETAIL_MAX, DepRecord, SPAWNED_INSTRUCTION_MAX, SignalKind, SpawnRecord, truncate_chars,
+};
+use super::node::{Node, edge_valid};
+use super::{Executor, RoutedBatch};
+
+/// What an operation has emitted so far. Kept beside the graph, for the few
+/// operations that emit anything, so nodes stay small.
+#[derive(Default)]
+struct Emissions {
+    /// Identities of requests already seen from this emitter (dedup).
+    seen: HashSet<u64>,
+    /// Sightings a resumed run already recorded: passed over once each.
+    handled: Vec<u64>,
+    /// Escalations seen on the stream before the result arrived.
+    escalations: Vec<Arc<str>>,
+}
+
+/// The spawn counters, the ledger and what each emitter has shown.
+#[derive(Default)]
+pub(super) struct Admission {
+    /// The last `spawn-N` number given.
+    pub spawn_seq: u64,
+    pub accepted: usize,
+    pub ledger: Vec<LedgerEntry>,
+    emissions: HashMap<NodeIndex, Emissions>,
+}
+
+impl Admission {
+    /// True the first time `ix` shows the request with identity `id`.
+    pub fn first_sighting(&mut self, ix: NodeIndex, id: u64) -> bool {
+        self.emissions.entry(ix).or_default().seen.insert(id)
+    }
+
+    /// A sighting a resumed run already recorded is passed over, once.
+    fn already_handled(&mut self, ix: NodeIndex, id: u64) -> bool {
+        let Some(e) = self.emissions.get_mut(&ix) else {
+            return false;
+        };
+        let Some(pos) = e.handled.iter().position(|&h| h == id) else {
+            return false;
+        };
+        e.handled.swap_remove(pos);
+        e.seen.insert(id);
+        true
+    }
+
+    /// What a resumed run's emitter had shown before it stopped.
+    pub fn restore(&mut self, ix: NodeIndex, seen: &[u64], handled: &[u64]) {
+        if seen.is_empty() && handled.is_empty() {
+            return;
+        }
+        let e = self.emissions.entry(ix).or_default();
+        e.seen.extend(seen.iter().copied());
+        e.handled.extend(handled.iter().copied());
+    }
+
+    pub fn push_escalation(&mut self, ix: NodeIndex, reason: Arc<str>) {
+        self.emissions
+            .entry(ix)
+            .or_default()
+            .escalations
+            .push(reason);
+    }
+
+    pub fn take_escalations(&mut self, ix: NodeIndex) -> Vec<Arc<str>> {
+        self.emissions
+            .get_mut(&ix)
+            .map(|e| std::mem::take(&mut e.escalations))
+            .unwrap_or_default()
+    }
+
+    /// The next generated name, `spawn-N`, in one allocation.
+    pub fn next_name(&mut self) -> Arc<str> {
+        self.spawn_seq += 1;
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(self.spawn_seq).as_bytes();
+        let mut buf = [0u8; 26];
+        buf[..6].copy_from_slice(b"spawn-");
+        buf[6..6 + digits.len()].copy_from_slice(digits);
+        Arc::from(std::str::from_utf8(&buf[..6 + digits.len()]).expect("ascii"))
+    }
+}
+
+/// What admission needs to know about a request besides the routed result.
+#[derive(Clone)]
+pub(super) struct RequestMeta {
+    assignee: Option<Arc<str>>,
+    independent: bool,
+    reason: Option<Arc<str>>,
+    /// The request's identity, recorded so dedup survives a resume.
+    identity: Option<RequestId>,
+}
+
+impl Executor {
+    /// Requests (and escalations) an operation put on its stream while it
+    /// runs.
+    pub(super) fn emitted(&mut self, ix: NodeIndex, v: &Value) {
+        let found = request::extract(v);
+        for esc in &found.escalations {
+            if self
+                .adm
+                .first_sighting(ix, request::identity(esc) ^ u64::from(b'e'))
+            {
+                let reason = Arc::from(request::escalation_reason(esc));
+                self.adm.push_escalation(ix, reason);
+            }
+        }
+        if !found.spawns.is_empty() {
+            self.route_spawns(ix, &found.spawns);
+        }
+    }
+
+    /// Makes room for `k` more operations at once, so a burst of admissions
+    /// does not grow every table step by step.
+    fn reserve(&mut self, k: usize) {
+        self.graph.reserve_nodes(k);
+        self.graph.reserve_edges(k);
+        self.index.reserve(k);
+        self.names.reserve(k);
+        self.adm.ledger.reserve(k);
+    }
+
+    pub(super) fn route_spawns(&mut self, ix: NodeIndex, raws: &[&Value]) {
+        self.reserve(raws.len());
+        let n = &self.graph[ix];
+        let emitter = Emitter {
+            op_id: n.op.op_id,
+            name: n.op.reference_id.clone(),
+            role: n.op.assignee.clone(),
+            requester_role: n.op.metadata.requester_role.clone(),
+            agent: n.op.metadata.agent.clone(),
+        };
+        let mut pending: Vec<(RequestMeta, BoxFuture<RouteResult>)> = Vec::new();
+        let assignee_of = |raw: &Value| {
+            raw.get("assignee")
+                .and_then(Value::as_str)
+                .map(|s| Arc::from(s.trim()))
+        };
+        for &raw in raws {
+            let id = request::identity(raw) ^ u64::from(b's');
+            if self.adm.already_handled(ix, id) {
+                continue;
+            }
+            let identity = Some(RequestId(id));
+            if !self.adm.first_sighting(ix, id) {
+                let detail = "the same request was already seen from this emitter".into();
+                self.drop_spawn(
+                    Some(ix),
+                    assignee_of(raw),
+                    DropReason::Duplicate,
+                    detail,
+                    None,
+                    identity,
+                );
+                continue;
+            }
+            let (req, warning) = match SpawnRequest::from_value(raw) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.drop_spawn(
+                        Some(ix),
+                        assignee_of(raw),
+                        DropReason::BuilderError,
+                        e,
+                        None,
+                        identity,
+                    );
+                    continue;
+                }
+            };
+            if let Some(w) = warning {
+                tracing::warn!(emitter = %emitter.name, "{w}");
+                let op_id = Some(emitter.op_id);
+                self.bus.emit(SignalKind::Warning {
+                    message: Arc::from(w),
+                    op_id,
+                });
+            }
+            let meta = RequestMeta {
+                assignee: req.assignee.as_deref().map(Arc::from),
+                independent: req.independent,
+                reason: req.reason.as_deref().map(Arc::from),
+                identity,
+            };
+            if pending.is_empty() {
+                // Decided without waiting (the static map, an existing
+                // role): admit now, in request order.
+                if let Some(routed) = self.builder.route_now(&req, &emitter) {
+                    self.admit(Some(ix), meta, routed);
+                    continue;
+                }
+                let mut fut = self.builder.build(&req, &emitter);
+                if let Some(routed) = (&mut fut).now_or_never() {
+                    self.admit(Some(ix), meta, routed);
+                    continue;
+                }
+                pending.push((meta, fut));
+            } else {
+                pending.push((meta, self.builder.build(&req, &emitter)));
+            }
+        }
+        if !pending.is_empty() {
+            // Route the rest concurrently, admit in request order.
+            self.routing.push(Box::pin(async move {
+                let (metas, futs): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
+                let results = join_all(futs).await;
+                RoutedBatch {
+                    emitter: ix,
+                    items: metas.into_iter().zip(results).collect(),
+                }
+            }));
+        }
+    }
+
+    pub(super) fn admit_batch(&mut self, batch: RoutedBatch) {
+        // The router's own signals (reserved, provisioned) come before the
+        // admission they led to.
+        self.drain_external();
+        if self.cancelled {
+            return;
+        }
+        for (meta, routed) in batch.items {
+            self.admit(Some(batch.emitter), meta, routed);
+        }
+    }
+
+    /// Records a dropped request in the ledger and signals it.
+    pub(super) fn drop_spawn(
+        &mut self,
+        emitter: Option<NodeIndex>,
+        assignee: Option<Arc<str>>,
+        reason: DropReason,
+        detail: String,
+        op_id: Option<OpId>,
+        identity: Option<RequestId>,
+    ) {
+        let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
+        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
+        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
+        let (seq, elapsed) = self.bus.emit(SignalKind::SpawnDropped {
+            reason,
+            assignee: assignee.clone(),
+            emitter_id,
+            detail: detail.clone(),
+            op_id,
+            identity,
+        });
+        self.adm.ledger.push(LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id,
+            emitter_name,
+            assignee,
+            outcome: LedgerOutcome::Dropped {
+                reason,
+                detail,
+                op_id,
+            },
+        });
+    }
+
+    /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
+    fn admit(&mut self, emitter: Option<NodeIndex>, meta: RequestMeta, routed: RouteResult) {
+        // The router's signals about this request come before its outcome.
+        self.drain_external();
+        let candidate = match routed {
+            Err(rej) => {
+                self.drop_spawn(
+                    emitter,
+                    meta.assignee,
+                    rej.reason,
+                    rej.detail,
+                    None,
+                    meta.identity,
+                );
+                return;
+            }
+            Ok(None) => {
+                let detail = "the node builder made no operation of the request".into();
+                self.drop_spawn(
+                    emitter,
+                    meta.assignee,
+                    DropReason::NullChild,
+                    detail,
+                    None,
+                    meta.identity,
+                );
+                return;
+            }
+            Ok(Some(c)) => c,
+        };
+        // Identity is allocated after routing, before the cap: a refused
+        // candidate leaves a gap in the spawn-N sequence, as the spec allows.
+        let name = self.adm.next_name();
+        let assignee = candidate.assignee.clone().or(meta.assignee);
+        if self.adm.accepted >= self.cfg.max_spawn {
+            let detail = format!(
+                "{name} refused: {} of max_spawn {} already accepted",
+                self.adm.accepted, self.cfg.max_spawn
+            );
+            self.drop_spawn(
+                emitter,
+                assignee,
+                DropReason::MaxSpawnExceeded,
+                detail,
+                None,
+                meta.identity,
+            );
+            return;
+        }
+        let op = Operation {
+            op_id: new_op_id(),
+            reference_id: name,
+            instruction: candidate.instruction,
+            assignee: candidate.assignee,
+            operation: candidate.operation,
+            metadata: OpMetadata {
+                requester_role: candidate.requester_role,
+                spawned_from: emitter.map(|e| self.graph[e].op.op_id),
+                approval: false,
+                agent: candidate.agent,
+                params: candidate.params,
+                spawn_reason: meta.reason,
+                profile: None,
+            },
+        };
+        let deps: Vec<(NodeIndex, Edge)> = match emitter {
+            Some(e) if !meta.independent => vec![(e, Edge::spawn())],
+            _ => Vec::new(),
+        };
+        self.accept_new(emitter, op, deps, meta.independent, meta.identity);
+    }
+
+    /// Inserts a brand-new node. It has only incoming edges, so it cannot
+    /// close a cycle and no reachability check is needed: admission costs
+    /// the same however large the graph is.
+    fn accept_new(
+        &mut self,
+        emitter: Option<NodeIndex>,
+        op: Operation,
+        deps: Vec<(NodeIndex, Edge)>,
+        independent: bool,
+        identity: Option<RequestId>,
+    ) -> NodeIndex {
+        let op_id = op.op_id;
+        let name = op.reference_id.clone();
+        let assignee = op.assignee.clone();
+        let cut = truncate_chars(&op.instruction, SPAWNED_INSTRUCTION_MAX);
+        let instruction: Arc<str> = if cut.len() == op.instruction.len() {
+            op.instruction.clone()
+        } else {
+            Arc::from(cut)
+        };
+        let record = Box::new(SpawnRecord {
+            agent: op.metadata.agent.clone(),
+            params: op.metadata.params.clone(),
+            requester_role: op.metadata.requester_role.clone(),
+            reason: op.metadata.spawn_reason.clone(),
+            kind: op.operation,
+            profile: op.metadata.profile.clone(),
+            edges: deps
+                .iter()
+                .map(|(from, edge)| DepRecord {
+                    from: self.graph[*from].op.op_id,
+                    edge: edge.clone(),
+                })
+                .collect(),
+            identity,
+        });
+        let ix = self.graph.add_node(Node::new(op, self.empty_deps.clone()));
+        self.index.insert(op_id, ix);
+        self.names.entry(name.clone()).or_insert(ix);
+        for (from, edge) in deps {
+            self.graph.add_edge(from, ix, edge);
+        }
+        self.adm.accepted += 1;
+        self.emit_budget();
+        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
+        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
+        let (seq, elapsed) = self.bus.emit(SignalKind::Spawned {
+            op_id,
+            name: name.clone(),
+            parent_id: emitter_id,
+            independent,
+            assignee: assignee.clone(),
+            instruction,
+            record,
+        });
+        self.adm.ledger.push(LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id,
+            emitter_name,
+            assignee,
+            outcome: LedgerOutcome::Accepted { op_id, name },
+        });
+        self.node_added(ix);
+        // Settle it while it is still in cache: a burst of admissions
+        // otherwise walks every new node twice.
+        self.drain_worklist();
+        ix
+    }
+
+    /// Trusted injection: no builder, same admission. Returns the node
+    /// that joined (`None` when it was dropped, with a ledger row).
+    pub(super) fn inject(&mut self, new: NewOperation) -> Option<NodeIndex> {
+        let NewOperation {
+            mut op,
+            depends_on,
+            parent,
+            independent,
+        } = new;
+        let emitter = parent.and_then(|p| self.index.get(&p).copied());
+        let assignee = op.assignee.clone();
+        if parent.is_some() && emitter.is_none() {
+            let detail = "the parent is not in this run".into();
+            self.drop_spawn(None, assignee, DropReason::BuilderError, detail, None, None);
+            return None;
+        }
+        let mut deps = Vec::new();
+        for (dep, cond) in depends_on {
+            match self.index.get(&dep) {
+                Some(&d) => deps.push((d, Edge::dependency(cond))),
+                None => {
+                    let detail = format!("dependency {dep} is not in this run");
+                    self.drop_spawn(
+                        emitter,
+                        assignee,
+                        DropReason::BuilderError,
+                        detail,
+                        None,
+                        None,
+                    );
+                    return None;
+                }
+            }
+        }
+        if let Some(e) = emitter
+            && !independent
+        {
+            deps.push((e, Edge::spawn()));
+        }
+        if self.adm.accepted >= self.cfg.max_spawn {
+            let detail = format!(
+                "injected {} refused: {} of max_spawn {} already accepted",
+                op.reference_id, self.adm.accepted, self.cfg.max_spawn
+            );
+            self.drop_spawn(
+                emitter,
+                assignee,
+                DropReason::MaxSpawnExceeded,
+                detail,
+                None,
+                None,
+            );
+            return None;
+        }
+        if let Some(&existing) = self.index.get(&op.op_id) {
+            return self.add_edges_into(existing, emitter, assignee, deps);
+        }
+        if op.reference_id.is_empty() {
+            op.reference_id = self.adm.next_name();
+        }
+        op.metadata.spawned_from = emitter.map(|e| self.graph[e].op.op_id);
+        Some(self.accept_new(emitter, op, deps, independent, None))
+    }
+
+    /// The injected child is already in the graph: new edges into it may
+    /// close a cycle, so this is the one case that checks reachability.
+    fn add_edges_into(
+        &mut self,
+        existing: NodeIndex,
+        emitter: Option<NodeIndex>,
+        assignee: Option<Arc<str>>,
+        deps: Vec<(NodeIndex, Edge)>,
+    ) -> Option<NodeIndex> {
+        for (from, _) in &deps {
+            if *from == existing
+                || petgraph::algo::has_path_connecting(&self.graph, existing, *from, None)
+            {
+                let detail = format!(
+                    "an edge {} -> {} would close a cycle",
+                    self.graph[*from].op.reference_id, self.graph[existing].op.reference_id
+                );
+                let op_id = Some(self.graph[existing].op.op_id);
+                self.drop_spawn(emitter, assignee, DropReason::Cycle, detail, op_id, None);
+                return None;
+            }
+        }
+        for (from, edge) in deps {
+            let head = &self.graph[from];
+            let settled = head.status.is_terminal();
+            let valid = settled && edge_valid(&edge.condition, head.status, head.result.as_deref());
+            self.graph.add_edge(from, existing, edge);
+            let n = &mut self.graph[existing];
+            n.has_preds = true;
+            if settled {
+                n.any_valid |= valid;
+            } else if n.status == super::super::snapshot::NodeStatus::Pending {
+                n.waiting += 1;
+            }
+        }
+        self.adm.accepted += 1;
+        self.emit_budget();
+        Some(existing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_count_up_from_one_and_survive_a_resume() {
+        let mut a = Admission::default();
+        assert_eq!(&*a.next_name(), "spawn-1");
+        assert_eq!(&*a.next_name(), "spawn-2");
+        a.spawn_seq = 41;
+        assert_eq!(&*a.next_name(), "spawn-42");
+    }
+
+    #[test]
+    fn a_request_is_new_once_per_emitter() {
+        let mut a = Admission::default();
+        let (x, y) = (NodeIndex::new(0), NodeIndex::new(1));
+        assert!(a.first_sighting(x, 7));
+        assert!(!a.first_sighting(x, 7));
+        assert!(
+            a.first_sighting(y, 7),
+            "another emitter's request is its own"
+        );
+    }
+
+    #[test]
+    fn recorded_sightings_are_passed_over_once_each() {
+        let mut a = Admission::default();
+        let x = NodeIndex::new(3);
+        a.restore(x, &[], &[5, 5]);
+        assert!(a.already_handled(x, 5));
+        assert!(a.already_handled(x, 5));
+        assert!(!a.already_handled(x, 5), "only as often as recorded");
+        assert!(!a.first_sighting(x, 5), "and it counts as seen");
+        assert!(!a.already_handled(NodeIndex::new(4), 5));
+    }
+
+    #[test]
+    fn escalations_wait_for_the_result_and_are_taken_once() {
+        let mut a = Admission::default();
+        let x = NodeIndex::new(0);
+        a.push_escalation(x, Arc::from("security"));
+        assert_eq!(a.take_escalations(x), vec![Arc::<str>::from("security")]);
+        assert!(a.take_escalations(x).is_empty());
+    }
+}

@@ -1,0 +1,587 @@
+//! Operator commands, carried out by the run's one owner: pause, resume,
+//! step, approve, deny, hold, unhold, retry, cancel, and the approval
+//! policy. Each answers with what it did or why it refused.
+
+use std::sync::Arc;
+
+use petgraph::Direction;
+use petgraph::stable_graph::NodeIndex;
+
+use super::super::agent::AgentFailure;
+use super::super::command::{Answer, CommandError, OPERATOR, Request};
+use super::super::control::ApprovalPolicy;
+use super::super::signal::{PauseReason, SignalKind, SkipReason};
+use super::super::snapshot::NodeStatus;
+use super::Executor;
+use super::node::{Approval, Ms};
+
+impl Executor {
+    /// Carries out one operator command. Capacity and status requests are
+    /// answered outside the kernel; here they are refused.
+    pub(super) fn apply(&mut self, req: Request) -> Result<Answer, CommandError> {
+        let done = |r: Result<(), CommandError>| r.map(|()| Answer::Done);
+        match req {
+            Request::Pause => done(self.pause()),
+            Request::Resume => done(self.resume()),
+            Request::Step { op } => self.step(op.as_deref()),
+            Request::Approve { op } => done(self.approve(&op)),
+            Request::Deny { op, reason } => done(self.deny(&op, &Request::deny_reason(&reason))),
+            Request::Hold { op } => done(self.hold(&op)),
+            Request::Unhold { op } => done(self.unhold(&op)),
+            Request::Retry { op } => done(self.retry(&op)),
+            Request::Cancel => {
+                self.cancel();
+                Ok(Answer::Done)
+            }
+            Request::Release | Request::Ensure { .. } | Request::Capacity => {
+                Err(CommandError::NoCapacity)
+            }
+            Request::Status => Err(CommandError::BadRequest(
+                "status is answered by the run's control surface, not the kernel".into(),
+            )),
+        }
+    }
+
+    /// An authored id, a `spawn-N` name or an op_id.
+    pub(super) fn resolve(&self, name: &str) -> Result<NodeIndex, CommandError> {
+        if let Some(&ix) = self.names.get(name) {
+            return Ok(ix);
+        }
+        if let Ok(id) = name.parse()
+            && let Some(&ix) = self.index.get(&id)
+        {
+            return Ok(ix);
+        }
+        Err(CommandError::UnknownOperation(name.to_string()))
+    }
+
+    fn name_of(&self, ix: NodeIndex) -> String {
+        self.graph[ix].op.reference_id.to_string()
+    }
+
+    fn pause(&mut self) -> Result<(), CommandError> {
+        if !self.sched.pause() {
+            return Ok(());
+        }
+        self.bus.emit(SignalKind::RunPaused);
+        // Operations waiting for a slot or for capacity were about to start:
+        // they wait here.
+        let mut waiting: Vec<NodeIndex> = self.sched.ready.drain(..).collect();
+        waiting.extend(self.gate.drain());
+        for ix in waiting {
+            self.park(ix, PauseReason::RunPaused);
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self) -> Result<(), CommandError> {
+        if !self.sched.resume() {
+            return Ok(());
+        }
+        self.bus.emit(SignalKind::RunResumed);
+        let parked: Vec<NodeIndex> = self
+            .sched
+            .parked
+            .iter()
+            .copied()
+            .filter(|&ix| !self.graph[ix].held)
+            .collect();
+        for ix in parked {
+            self.unpark(ix);
+        }
+        Ok(())
+    }
+
+    /// While paused, lets `op` (or the first waiting operation) start; with
+    /// none waiting, the next one to become ready starts.
+    fn step(&mut self, op: Option<&str>) -> Result<Answer, CommandError> {
+        if !self.sched.paused {
+            return Err(CommandError::NotPaused);
+        }
+        let chosen = match op {
+            Some(name) => {
+                let ix = self.resolve(name)?;
+                let n = &self.graph[ix];
+                let state = match n.status {
+                    _ if n.held => Some("held by the operator; unhold it first"),
+                    NodeStatus::Ready if n.parked => None,
+                    NodeStatus::Ready => Some("about to start already"),
+                    NodeStatus::Running => Some("running"),
+                    NodeStatus::AwaitingApproval => Some("awaiting approval"),
+                    NodeStatus::Pending => Some("waiting for its dependencies"),
+                    _ => Some("settled"),
+                };
+                if let Some(state) = state {
+                    return Err(CommandError::NotWaiting {
+                        name: self.name_of(ix),
+                        state,
+                    });
+                }
+                Some(ix)
+            }
+            None => self
+                .sched
+                .parked
+                .iter()
+                .copied()
+                .find(|&ix| !self.graph[ix].held),
+        };
+        match chosen {
+            Some(ix) => {
+                let op_id = Some(self.graph[ix].op.op_id);
+                self.bus.emit(SignalKind::Stepped { op_id });
+                self.unpark(ix);
+                Ok(Answer::Stepped {
+                    op: Some(self.name_of(ix)),
+                })
+            }
+            None => {
+                self.sched.step_credits += 1;
+                self.bus.emit(SignalKind::Stepped { op_id: None });
+                Ok(Answer::Stepped { op: None })
+            }
+        }
+    }
+
+    fn check_gate(&self, ix: NodeIndex) -> Result<(), CommandError> {
+        let n = &self.graph[ix];
+        let name = self.name_of(ix);
+        if !n.op.metadata.approval {
+            return Err(CommandError::NoApprovalGate { name });
+        }
+        let decision = match n.approval {
+            Approval::Approved => "approved",
+            Approval::Denied => "denied",
+            _ if n.status.is_terminal() => "settled",
+            _ => return Ok(()),
+        };
+        Err(CommandError::AlreadyDecided { name, decision })
+    }
+
+    fn approve(&mut self, op: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        self.check_gate(ix)?;
+        self.graph[ix].approval = Approval::Approved;
+        let node = self.header(ix);
+        let by = Arc::from(OPERATOR);
+        self.emit_node(ix, SignalKind::Approved { node, by });
+        if self.graph[ix].status == NodeStatus::AwaitingApproval {
+            self.graph[ix].status = NodeStatus::Pending;
+            self.enqueue(ix);
+        }
+        Ok(())
+    }
+
+    fn deny(&mut self, op: &str, reason: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        self.check_gate(ix)?;
+        self.deny_node(ix, Arc::from(OPERATOR), Arc::from(reason));
+        Ok(())
+    }
+
+    /// A new attempt of a failed or denied operation; what was skipped only
+    /// because of it waits again (and is decided again when it settles).
+    fn retry(&mut self, op: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        let n = &self.graph[ix];
+        if n.status != NodeStatus::Failed {
+            let state = match n.status {
+                NodeStatus::Succeeded | NodeStatus::Escalated => "completed",
+                NodeStatus::Skipped => "skipped",
+                NodeStatus::Running => "running",
+                _ => "not started",
+            };
+            return Err(CommandError::CannotRetry {
+                name: self.name_of(ix),
+                state,
+            });
+        }
+        if self.cancelled {
+            return Err(CommandError::RunFinished);
+        }
+        let because = n.op.reference_id.clone();
+        // Every status first, then the counts: a node reached by two paths
+        // must see all of its reopened predecessors as unsettled.
+        let mut reopened = vec![ix];
+        self.reopen(ix, None);
+        let mut stack = vec![ix];
+        while let Some(from) = stack.pop() {
+            let succ: Vec<NodeIndex> = self
+                .graph
+                .neighbors_directed(from, Direction::Outgoing)
+                .collect();
+            for t in succ {
+                if self.graph[t].status == NodeStatus::Skipped {
+                    self.reopen(t, Some(because.clone()));
+                    reopened.push(t);
+                    stack.push(t);
+                }
+            }
+        }
+        // Waiting dependents of what reopened count it again.
+        let mut relink: Vec<NodeIndex> = reopened.clone();
+        for &r in &reopened {
+            for t in self.graph.neighbors_directed(r, Direction::Outgoing) {
+                if self.graph[t].status == NodeStatus::Pending && !relink.contains(&t) {
+                    relink.push(t);
+                }
+            }
+        }
+        for t in relink {
+            self.relink(t);
+        }
+        self.round_active = true;
+        Ok(())
+    }
+
+    /// Puts a settled node back to waiting (its counts are redone after).
+    fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
+        {
+            let n = &mut self.graph[ix];
+            n.status = NodeStatus::Pending;
+            n.result = None;
+            n.finished_at = Ms::NONE;
+            n.parked = false;
+            if because.is_none() && n.approval == Approval::Denied {
+                // A denied gate asks again.
+                n.approval = Approval::Undecided;
+            }
+        }
+        // Dedup outlives the attempt: what it spawned before is not spawned
+        // again.
+        self.sched.terminal -= 1;
+        let node = self.header(ix);
+        let attempt = self.graph[ix].attempt + u32::from(because.is_none());
+        self.emit_node(
+            ix,
+            SignalKind::Retried {
+                node,
+                attempt,
+                because,
+            },
+        );
+    }
+
+    fn hold(&mut self, op: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        let n = &self.graph[ix];
+        let state = match n.status {
+            NodeStatus::Running => Some("running"),
+            s if s.is_terminal() => Some("settled"),
+            _ => None,
+        };
+        if let Some(state) = state {
+            return Err(CommandError::CannotHold {
+                name: self.name_of(ix),
+                state,
+            });
+        }
+        if n.held {
+            return Ok(());
+        }
+        self.graph[ix].held = true;
+        let node = self.header(ix);
+        self.bus.emit(SignalKind::Held { node });
+        if self.graph[ix].status == NodeStatus::Ready && !self.graph[ix].parked {
+            self.sched.ready.retain(|&r| r != ix);
+            self.gate.leave(ix);
+            self.park(ix, PauseReason::Held);
+        }
+        Ok(())
+    }
+
+    fn unhold(&mut self, op: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        if !self.graph[ix].held {
+            return Err(CommandError::NotHeld {
+                name: self.name_of(ix),
+            });
+        }
+        self.graph[ix].held = false;
+        let node = self.header(ix);
+        self.bus.emit(SignalKind::Unheld { node });
+        if self.graph[ix].parked && !self.sched.paused {
+            self.unpark(ix);
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_approval_policy(&mut self, policy: ApprovalPolicy) {
+        self.cfg.approvals = policy.clone();
+        if let ApprovalPolicy::DenyAll { reason } = policy {
+            let waiting: Vec<NodeIndex> = self
+                .graph
+                .node_indices()
+                .filter(|&ix| self.graph[ix].status == NodeStatus::AwaitingApproval)
+                .collect();
+            for ix in waiting {
+                self.deny_node(ix, Arc::from("policy"), reason.clone());
+            }
+        }
+    }
+
+    /// Stops the run: running work is cancelled and reported failed, work
+    /// that never started is skipped.
+    pub(super) fn cancel(&mut self) {
+        if self.cancelled {
+            return;
+        }
+        self.cancelled = true;
+        // Dropping the futures cancels the agents (and kills their processes).
+        self.inflight = Default::default();
+        self.routing = Default::default();
+        self.sched.clear();
+        self.gate.drain();
+        let all: Vec<NodeIndex> = self.graph.node_indices().collect();
+        for &ix in &all {
+            if self.graph[ix].status == NodeStatus::Running {
+                self.sched.running -= 1;
+                self.gate.release(ix);
+                self.mark_failed(ix, AgentFailure::new("cancelled", "cancelled"));
+            }
+        }
+        for ix in all {
+            if !self.graph[ix].status.is_terminal() {
+                self.skip(ix, SkipReason::Cancelled, false);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::executor;
+    use super::*;
+    use crate::kernel::RunConfig;
+
+    fn paused() -> RunConfig {
+        RunConfig {
+            start_paused: true,
+            ..RunConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_paused_run_parks_ready_work_and_a_step_starts_exactly_the_one_named() {
+        let (mut ex, tape) = executor(&[("a", &[], false), ("b", &[], false)], paused());
+        ex.begin();
+        ex.advance();
+        assert_eq!(
+            tape.take(),
+            [
+                "run_started",
+                "run_paused",
+                "queued a",
+                "queued b",
+                "paused a",
+                "paused b"
+            ]
+        );
+        let answer = ex
+            .apply(Request::Step {
+                op: Some("b".into()),
+            })
+            .unwrap();
+        assert_eq!(
+            answer,
+            Answer::Stepped {
+                op: Some("b".into())
+            }
+        );
+        ex.advance();
+        assert_eq!(tape.take(), ["stepped", "unpaused b", "started b"]);
+        assert_eq!(ex.sched.parked.len(), 1);
+        // Stepping what is not waiting in the paused lane says why.
+        let e = ex
+            .apply(Request::Step {
+                op: Some("b".into()),
+            })
+            .unwrap_err();
+        assert_eq!(
+            e,
+            CommandError::NotWaiting {
+                name: "b".into(),
+                state: "running"
+            }
+        );
+        assert!(tape.take().is_empty(), "a refusal emits nothing");
+    }
+
+    #[test]
+    fn a_step_with_nothing_waiting_lets_the_next_ready_one_start() {
+        let (mut ex, tape) = executor(&[("a", &[], false), ("b", &["a"], false)], paused());
+        ex.begin();
+        ex.advance();
+        ex.apply(Request::Step { op: None }).unwrap();
+        ex.advance();
+        tape.take();
+        assert_eq!(
+            ex.apply(Request::Step { op: None }).unwrap(),
+            Answer::Stepped { op: None },
+            "nothing waits: a credit"
+        );
+        ex.finish_ok("a");
+        ex.advance();
+        assert_eq!(
+            tape.take(),
+            ["stepped", "completed a", "stepped", "started b"],
+            "b starts on the credit, still paused"
+        );
+        assert_eq!(ex.sched.step_credits, 0);
+    }
+
+    #[test]
+    fn pause_parks_what_waits_for_a_slot_and_resume_lets_all_but_held_go() {
+        let cfg = RunConfig {
+            max_concurrent: 1,
+            ..RunConfig::default()
+        };
+        let (mut ex, tape) = executor(
+            &[("a", &[], false), ("b", &[], false), ("c", &[], false)],
+            cfg,
+        );
+        ex.begin();
+        ex.advance();
+        tape.take();
+        ex.apply(Request::Hold { op: "c".into() }).unwrap();
+        assert_eq!(tape.take(), ["held c", "paused c"]);
+        ex.apply(Request::Pause).unwrap();
+        assert_eq!(tape.take(), ["run_paused", "paused b"]);
+        assert_eq!(
+            ex.apply(Request::Pause),
+            Ok(Answer::Done),
+            "pausing twice is fine"
+        );
+        assert!(tape.take().is_empty());
+        ex.apply(Request::Resume).unwrap();
+        assert_eq!(tape.take(), ["run_resumed", "unpaused b"]);
+        assert_eq!(
+            ex.apply(Request::Hold { op: "a".into() }),
+            Err(CommandError::CannotHold {
+                name: "a".into(),
+                state: "running"
+            })
+        );
+        ex.apply(Request::Unhold { op: "c".into() }).unwrap();
+        assert_eq!(tape.take(), ["unheld c", "unpaused c"]);
+        assert_eq!(
+            ex.apply(Request::Unhold { op: "c".into() }),
+            Err(CommandError::NotHeld { name: "c".into() })
+        );
+    }
+
+    #[test]
+    fn gates_are_decided_once_by_the_operator_with_a_default_reason() {
+        let (mut ex, tape) = executor(
+            &[
+                ("ship", &[], true),
+                ("plain", &[], false),
+                ("later", &[], true),
+            ],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        tape.take();
+        assert_eq!(
+            ex.apply(Request::Approve { op: "ghost".into() }),
+            Err(CommandError::UnknownOperation("ghost".into()))
+        );
+        assert_eq!(
+            ex.apply(Request::Approve { op: "plain".into() }),
+            Err(CommandError::NoApprovalGate {
+                name: "plain".into()
+            })
+        );
+        ex.apply(Request::Deny {
+            op: "ship".into(),
+            reason: vec![],
+        })
+        .unwrap();
+        let sigs = tape.0.lock().unwrap().clone();
+        let denied = serde_json::to_value(&*sigs[0]).unwrap();
+        assert_eq!(
+            (
+                denied["type"].as_str(),
+                denied["by"].as_str(),
+                denied["reason"].as_str()
+            ),
+            (
+                Some("denied"),
+                Some("operator"),
+                Some("denied by the operator")
+            )
+        );
+        assert_eq!(
+            ex.apply(Request::Approve { op: "ship".into() }),
+            Err(CommandError::AlreadyDecided {
+                name: "ship".into(),
+                decision: "denied"
+            })
+        );
+        // An op_id names an operation too.
+        let id = ex.graph[ex.ix("later")].op.op_id.to_string();
+        ex.apply(Request::Approve { op: id }).unwrap();
+    }
+
+    #[test]
+    fn a_retry_reopens_what_was_skipped_only_because_of_it() {
+        let (mut ex, tape) = executor(
+            &[
+                ("gate", &[], true),
+                ("after", &["gate"], false),
+                ("next", &["after"], false),
+            ],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        ex.apply(Request::Deny {
+            op: "gate".into(),
+            reason: vec!["no".into()],
+        })
+        .unwrap();
+        ex.advance();
+        assert_eq!(ex.sched.terminal, 3, "denied, then two skipped");
+        tape.take();
+        assert_eq!(
+            ex.apply(Request::Retry { op: "after".into() }),
+            Err(CommandError::CannotRetry {
+                name: "after".into(),
+                state: "skipped"
+            })
+        );
+        ex.apply(Request::Retry { op: "gate".into() }).unwrap();
+        ex.advance();
+        assert_eq!(
+            tape.take(),
+            [
+                "retried gate",
+                "retried after",
+                "retried next",
+                "awaiting_approval gate"
+            ],
+            "the denied gate asks again"
+        );
+        assert_eq!(ex.sched.terminal, 0);
+    }
+
+    #[test]
+    fn cancel_fails_running_work_and_skips_the_rest_once() {
+        let (mut ex, tape) = executor(
+            &[("a", &[], false), ("b", &["a"], false)],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        tape.take();
+        ex.apply(Request::Cancel).unwrap();
+        ex.apply(Request::Cancel).unwrap();
+        assert_eq!(tape.take(), ["failed a", "skipped b"]);
+        assert!(ex.is_finished());
+        assert_eq!(
+            ex.apply(Request::Retry { op: "a".into() }),
+            Err(CommandError::RunFinished)
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! One operation as the executor holds it: its definition, where it stands
+//! and the few moments the views need, kept small so a 100 000-node graph
+//! stays in cache.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::super::graph::{Condition, OpId, Operation};
+use super::super::lane::Lane;
+use super::super::snapshot::NodeStatus;
+
+/// Where an approval gate stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Approval {
+    NotRequired,
+    Undecided,
+    Approved,
+    Denied,
+}
+
+pub(super) struct Node {
+    pub op: Operation,
+    pub depends_on: Arc<[OpId]>,
+    pub status: NodeStatus,
+    pub lane: Lane,
+    pub lane_since: Ms,
+    /// Incoming edges whose head has not settled yet.
+    pub waiting: u32,
+    pub has_preds: bool,
+    /// At least one settled incoming edge was valid.
+    pub any_valid: bool,
+    pub approval: Approval,
+    pub held: bool,
+    pub parked: bool,
+    pub attempt: u32,
+    pub queued_at: Ms,
+    pub started_at: Ms,
+    pub finished_at: Ms,
+    pub result: Option<Arc<Value>>,
+}
+
+impl Node {
+    pub fn new(op: Operation, no_deps: Arc<[OpId]>) -> Self {
+        let approval = if op.metadata.approval {
+            Approval::Undecided
+        } else {
+            Approval::NotRequired
+        };
+        Node {
+            op,
+            depends_on: no_deps,
+            status: NodeStatus::Pending,
+            lane: Lane::Queued,
+            lane_since: Ms(0),
+            waiting: 0,
+            has_preds: false,
+            any_valid: false,
+            approval,
+            held: false,
+            parked: false,
+            attempt: 0,
+            queued_at: Ms(0),
+            started_at: Ms::NONE,
+            finished_at: Ms::NONE,
+            result: None,
+        }
+    }
+
+    /// The error a failed node's result carries.
+    pub fn error(&self) -> Option<Arc<str>> {
+        match (self.status, self.result.as_deref()) {
+            (NodeStatus::Failed, Some(Value::Object(m))) => {
+                m.get("error").and_then(Value::as_str).map(Arc::from)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A moment of the run in whole milliseconds (`u32::MAX` for "not yet"):
+/// nodes keep four of them, and a quarter of the bytes keeps a large graph
+/// in cache.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Ms(pub u32);
+
+impl Ms {
+    pub const NONE: Ms = Ms(u32::MAX);
+
+    pub fn at(secs: f64) -> Ms {
+        Ms((secs * 1000.0).round().clamp(0.0, f64::from(u32::MAX - 1)) as u32)
+    }
+
+    pub fn secs(self) -> Option<f64> {
+        (self != Ms::NONE).then(|| f64::from(self.0) / 1000.0)
+    }
+}
+
+/// Whether a settled node's outgoing edge with `cond` is valid (ADR-0033
+/// D2): nothing is valid before the head settles.
+pub(super) fn edge_valid(cond: &Condition, status: NodeStatus, result: Option<&Value>) -> bool {
+    if !matches!(
+        status,
+        NodeStatus::Succeeded | NodeStatus::Escalated | NodeStatus::Failed
+    ) {
+        return false;
+    }
+    match cond {
+        Condition::Succeeded => status != NodeStatus::Failed,
+        Condition::Failed => status == NodeStatus::Failed,
+        Condition::Always => true,
+        Condition::Pointer(p) => result.and_then(|r| r.pointer(&p.pointer)) == Some(&p.equals),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn moments_round_to_milliseconds_and_never_reach_none() {
+        assert_eq!(Ms::at(1.2344).secs(), Some(1.234));
+        assert_eq!(Ms::at(-3.0).secs(), Some(0.0));
+        assert_ne!(Ms::at(1e12), Ms::NONE);
+        assert_eq!(Ms::NONE.secs(), None);
+    }
+
+    #[test]
+    fn edges_are_valid_only_once_their_head_settled_as_the_condition_asks() {
+        use NodeStatus::*;
+        let ptr = Condition::pointer("/ok", json!(true));
+        let yes = json!({"ok": true});
+        let no = json!({"ok": false});
+        for s in [Pending, Ready, Running, AwaitingApproval, Skipped] {
+            for c in [
+                &Condition::Succeeded,
+                &Condition::Failed,
+                &Condition::Always,
+            ] {
+                assert!(!edge_valid(c, s, None), "{s:?} {c:?}");
+            }
+        }
+        assert!(edge_valid(&Condition::Succeeded, Succeeded, None));
+        assert!(edge_valid(&Condition::Succeeded, Escalated, None));
+        assert!(!edge_valid(&Condition::Succeeded, Failed, None));
+        assert!(edge_valid(&Condition::Failed, Failed, None));
+        assert!(!edge_valid(&Condition::Failed, Succeeded, None));
+        assert!(edge_valid(&Condition::Always, Failed, None));
+        assert!(edge_valid(&ptr, Succeeded, Some(&yes)));
+        assert!(!edge_valid(&ptr, Succeeded, Some(&no)));
+        assert!(!edge_valid(&ptr, Succeeded, None));
+    }
+}

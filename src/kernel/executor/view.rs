@@ -1,0 +1,266 @@
+//! What the run looks like from outside: a consistent snapshot, the exact
+//! blocker of an operation, the lane counts, and the result envelope when
+//! it ends.
+
+use std::sync::{Arc, Mutex};
+
+use indexmap::IndexMap;
+use petgraph::Direction;
+use petgraph::stable_graph::NodeIndex;
+
+use super::super::control::FinalState;
+use super::super::envelope::Envelope;
+use super::super::ledger::{DroppedSpawn, LedgerOutcome};
+use super::super::signal::{LaneCounts, Outcome, SignalKind};
+use super::super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
+use super::Executor;
+
+impl FinalState for Mutex<Executor> {
+    fn snapshot(&self) -> Snapshot {
+        self.lock().unwrap_or_else(|e| e.into_inner()).snapshot()
+    }
+}
+
+impl Executor {
+    /// The exact blocker of an operation that has not started.
+    pub(super) fn waiting_for(&self, ix: NodeIndex) -> Option<String> {
+        let n = &self.graph[ix];
+        match n.status {
+            NodeStatus::Pending => {
+                let dep = self
+                    .graph
+                    .neighbors_directed(ix, Direction::Incoming)
+                    .filter(|&p| !self.graph[p].status.is_terminal())
+                    .last()?;
+                Some(format!("dependency {}", self.graph[dep].op.reference_id))
+            }
+            NodeStatus::AwaitingApproval => Some("approval".into()),
+            NodeStatus::Ready => Some(match self.gate.reason(ix) {
+                Some(r) => r.to_string(),
+                None if n.held => "held by the operator".into(),
+                None if n.parked => "paused".into(),
+                None => format!(
+                    "concurrency limit ({} of {} running)",
+                    self.sched.running, self.cfg.max_concurrent
+                ),
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) fn snapshot(&self) -> Snapshot {
+        let nodes = self
+            .graph
+            .node_indices()
+            .map(|ix| {
+                let n = &self.graph[ix];
+                NodeSnapshot {
+                    op_id: n.op.op_id,
+                    name: n.op.reference_id.clone(),
+                    role: n.op.assignee.clone(),
+                    instruction: n.op.instruction.clone(),
+                    lane: n.lane,
+                    status: n.status,
+                    held: n.held,
+                    approval: n.op.metadata.approval,
+                    parent_id: n.op.metadata.spawned_from,
+                    depends_on: n.depends_on.clone(),
+                    attempt: n.attempt,
+                    lane_since: n.lane_since.secs().unwrap_or(0.0),
+                    queued_at: n.queued_at.secs().unwrap_or(0.0),
+                    started_at: n.started_at.secs(),
+                    finished_at: n.finished_at.secs(),
+                    result: n.result.clone(),
+                    error: n.error(),
+                    waiting_for: self.waiting_for(ix),
+                }
+            })
+            .collect();
+        Snapshot {
+            seq: self.bus.seq,
+            elapsed: self.finished_at.unwrap_or_else(|| self.now()),
+            run: RunState {
+                run_id: self.cfg.run_id.clone(),
+                play: self.cfg.play.clone(),
+                paused: self.sched.paused,
+                step_credits: self.sched.step_credits,
+                round: self.round,
+                running: self.sched.running,
+                max_concurrent: self.cfg.max_concurrent,
+                reactive: self.cfg.reactive,
+                max_spawn: self.cfg.max_spawn,
+                spawn_accepted: self.adm.accepted,
+                finished: self.finished,
+            },
+            nodes,
+            ledger: self.adm.ledger.clone(),
+        }
+    }
+
+    pub(super) fn counts(&self) -> LaneCounts {
+        let mut c = LaneCounts::default();
+        for n in self.graph.node_weights() {
+            c.add(n.lane, n.status == NodeStatus::Skipped);
+        }
+        c
+    }
+
+    /// Emits `run_finished` and builds the envelope; the executor then
+    /// becomes the run's final state, which snapshots are taken from.
+    pub(super) fn finish(mut self) -> Envelope {
+        let any_failed = self
+            .graph
+            .node_weights()
+            .any(|n| matches!(n.status, NodeStatus::Failed | NodeStatus::Escalated));
+        let outcome = if self.cancelled {
+            Outcome::Cancelled
+        } else if any_failed {
+            Outcome::Failed
+        } else {
+            Outcome::Succeeded
+        };
+        self.finished = Some(outcome);
+        self.gate.run_finished();
+        // What the capacity seam reported as it wound down comes first.
+        self.drain_external();
+        let counts = self.counts();
+        let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
+        self.finished_at = Some(at);
+        self.bus.flush();
+        let env = self.envelope(outcome);
+        debug_assert!(env.check_disjoint().is_ok());
+        // Sinks are dropped (the headless printer sees its channel end) and
+        // observers are told the run is over.
+        self.bus.close();
+        // Commands sent from now on fail at once, and handles fall back to
+        // the final state; commands already queued are answered "finished".
+        self.control_rx.close();
+        while let Ok(cmd) = self.control_rx.try_recv() {
+            self.refuse(cmd);
+        }
+        let state = self.final_state.clone();
+        let _ = state.set(Box::new(Mutex::new(self)));
+        env
+    }
+
+    fn envelope(&mut self, outcome: Outcome) -> Envelope {
+        let n = self.graph.node_count();
+        let mut env = Envelope {
+            outcome,
+            completed_operations: Vec::new(),
+            failed_operations: Vec::new(),
+            skipped_operations: Vec::new(),
+            operation_results: IndexMap::with_capacity_and_hasher(n, Default::default()),
+            final_context: std::mem::take(&mut self.flow_context),
+            operation_names: IndexMap::with_capacity_and_hasher(n, Default::default()),
+            spawned_operations: None,
+            escalated_operations: None,
+            dropped_spawns: None,
+        };
+        let mut escalated = Vec::new();
+        for n in self.graph.node_weights() {
+            let id = n.op.op_id;
+            env.operation_names.insert(id, n.op.reference_id.clone());
+            match n.status {
+                NodeStatus::Succeeded | NodeStatus::Escalated => {
+                    env.completed_operations.push(id);
+                    if n.status == NodeStatus::Escalated {
+                        escalated.push(id);
+                    }
+                }
+                NodeStatus::Failed => env.failed_operations.push(id),
+                _ => env.skipped_operations.push(id),
+            }
+            if n.status != NodeStatus::Skipped
+                && let Some(r) = &n.result
+            {
+                env.operation_results.insert(id, Arc::clone(r));
+            }
+        }
+        if self.cfg.reactive {
+            env.spawned_operations = Some(self.adm.accepted);
+            env.escalated_operations = Some(escalated);
+            env.dropped_spawns = Some(
+                self.adm
+                    .ledger
+                    .iter()
+                    .filter_map(|e| match &e.outcome {
+                        LedgerOutcome::Dropped {
+                            reason,
+                            detail,
+                            op_id,
+                        } => Some(DroppedSpawn {
+                            reason: *reason,
+                            assignee: e.assignee.clone(),
+                            emitter_id: e.emitter_id,
+                            detail: detail.clone(),
+                            op_id: *op_id,
+                        }),
+                        LedgerOutcome::Accepted { .. } => None,
+                    })
+                    .collect(),
+            );
+        }
+        env
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::executor;
+    use crate::kernel::{Request, RunConfig};
+
+    #[test]
+    fn the_snapshot_names_each_blocker() {
+        let cfg = RunConfig {
+            max_concurrent: 1,
+            ..RunConfig::default()
+        };
+        let (mut ex, _) = executor(
+            &[
+                ("a", &[], false),
+                ("b", &[], false),
+                ("c", &["a"], false),
+                ("g", &[], true),
+            ],
+            cfg,
+        );
+        ex.begin();
+        ex.advance();
+        ex.apply(Request::Hold { op: "b".into() }).unwrap();
+        let snap = ex.snapshot();
+        let why = |n: &str| {
+            snap.nodes
+                .iter()
+                .find(|x| &*x.name == n)
+                .unwrap()
+                .waiting_for
+                .clone()
+        };
+        assert_eq!(why("a"), None, "running");
+        assert_eq!(why("b").as_deref(), Some("held by the operator"));
+        assert_eq!(why("c").as_deref(), Some("dependency a"));
+        assert_eq!(why("g").as_deref(), Some("approval"));
+        assert_eq!((snap.run.running, snap.seq), (1, ex.bus.seq));
+    }
+
+    #[test]
+    fn counts_keep_skipped_apart_from_failed_and_the_envelope_is_disjoint() {
+        let (mut ex, _) = executor(
+            &[("a", &[], false), ("b", &["a"], false)],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        ex.apply(Request::Cancel).unwrap();
+        let c = ex.counts();
+        assert_eq!((c.failed, c.skipped, c.succeeded), (1, 1, 0));
+        let env = ex.finish();
+        assert_eq!(env.outcome, crate::kernel::Outcome::Cancelled);
+        assert!(env.check_disjoint().is_ok());
+        assert_eq!(
+            (env.failed_operations.len(), env.skipped_operations.len()),
+            (1, 1)
+        );
+    }
+}
