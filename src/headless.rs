@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::kernel::{
-    ApprovalPolicy, DropReason, Envelope, Lane, LedgerOutcome, Outcome, Request, RunHandle, Signal,
+    ApprovalPolicy, DropReason, Envelope, LedgerOutcome, Outcome, Request, RunHandle, Signal,
     SignalKind,
 };
 use crate::play::Play;
@@ -291,7 +291,8 @@ impl HumanPrinter {
                 "◆ instance",
                 name,
                 &format!(
-                    " {state}{}",
+                    " {}{}",
+                    state.as_str(),
                     op.as_ref().map(|o| format!(" ({o})")).unwrap_or_default()
                 ),
             ),
@@ -353,23 +354,11 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
     let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
     if let Some(snap) = &snap {
-        let mut lanes: BTreeMap<Lane, usize> = BTreeMap::new();
-        let mut skipped = 0;
+        let mut lanes = crate::kernel::signal::LaneCounts::default();
         for n in &snap.nodes {
-            if n.status == crate::kernel::NodeStatus::Skipped {
-                skipped += 1;
-            } else {
-                *lanes.entry(n.lane).or_default() += 1;
-            }
+            lanes.add(n.lane, n.status == crate::kernel::NodeStatus::Skipped);
         }
-        let mut parts: Vec<String> = Lane::ALL
-            .iter()
-            .filter_map(|l| lanes.get(l).map(|n| format!("{} {n}", l.title())))
-            .collect();
-        if skipped > 0 {
-            parts.push(format!("skipped {skipped}"));
-        }
-        let _ = writeln!(s, "lanes: {}", parts.join(" · "));
+        let _ = writeln!(s, "lanes: {}", lanes.describe());
         let accepted = snap
             .ledger
             .iter()

@@ -156,3 +156,20 @@ impl InstanceState {
         !matches!(self, InstanceState::Released | InstanceState::Failed)
     }
 }
+
+/// Whether an instance was made for this run or taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceSource {
+    Created,
+    Reused,
+}
+
+impl InstanceSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceSource::Created => "created",
+            InstanceSource::Reused => "reused",
+        }
+    }
+}

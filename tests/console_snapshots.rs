@@ -212,8 +212,8 @@ async fn agent_activity_usage_and_output() {
     s.app.fold(&sig(
         1_000_000,
         SignalKind::AgentActivity {
-            op_id: n.op_id,
-            name: n.name.clone(),
+            op_id: n.op.op_id,
+            name: n.name().clone(),
             attempt: n.attempt,
             state: ActivityState::Tool,
             tool: Some("Bash".into()),
@@ -222,8 +222,8 @@ async fn agent_activity_usage_and_output() {
     s.app.fold(&sig(
         1_000_001,
         SignalKind::AgentUsage {
-            op_id: n.op_id,
-            name: n.name.clone(),
+            op_id: n.op.op_id,
+            name: n.name().clone(),
             attempt: n.attempt,
             usage: Usage {
                 cost_usd: Some(0.0123),
@@ -233,17 +233,17 @@ async fn agent_activity_usage_and_output() {
         },
     ));
     s.session.tails.start(
-        n.op_id,
+        n.op.op_id,
         n.attempt,
         vec!["claude".into()],
         Some("/runs/demo/logs/op.1.stdout.log".into()),
     );
     s.session.tails.push(
-        n.op_id,
+        n.op.op_id,
         false,
         "{\"type\":\"state\",\"state\":\"tool\",\"tool\":\"Bash\"}",
     );
-    s.session.tails.push(n.op_id, true, "warning: 2 lints");
+    s.session.tails.push(n.op.op_id, true, "warning: 2 lints");
     s.app.after_fold();
     let screen = text(&s.render());
     assert!(screen.contains("⚙ Bash"), "{screen}");

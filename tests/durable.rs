@@ -431,7 +431,7 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
     let cp: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).unwrap())
             .unwrap();
-    let node = cp["nodes"]
+    let node = cp["state"]["nodes"]
         .as_array()
         .unwrap()
         .iter()

@@ -249,12 +249,9 @@ impl Reconciler {
             name: Arc::from(r.name.as_str()),
             profile: Arc::from(r.profile.as_str()),
             role: Arc::from(r.role.as_str()),
-            state: Arc::from(r.state.as_str()),
-            lifetime: Arc::from(r.lifetime.as_str()),
-            source: Arc::from(match r.source {
-                Source::Created => "created",
-                Source::Reused => "reused",
-            }),
+            state: r.state,
+            lifetime: r.lifetime,
+            source: r.source,
             node_id: Arc::from(r.node_id.as_str()),
             op: r.op.as_deref().map(Arc::from),
         });

@@ -7,18 +7,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::vocab::InstanceState;
+pub use crate::vocab::{InstanceSource as Source, InstanceState};
 use crate::vocab::{Lifetime, Thinking, WorkspaceMode};
 
 pub const SCHEMA_VERSION: u32 = 1;
 pub const RECORD_TYPE: &str = "playdeck_capacity_state";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    Created,
-    Reused,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {

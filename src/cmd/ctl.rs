@@ -165,22 +165,7 @@ fn status_text(v: &RunStatus) -> String {
         "run {} \"{}\": {} — round {}, {:.1}s, {} running\n",
         v.run_id, v.play, v.state, v.round, v.elapsed, v.running,
     );
-    let l = &v.lanes;
-    let parts: Vec<String> = [
-        ("queued", l.queued),
-        ("running", l.running),
-        ("awaiting_approval", l.awaiting_approval),
-        ("paused", l.paused),
-        ("succeeded", l.succeeded),
-        ("failed", l.failed),
-        ("skipped", l.skipped),
-        ("escalated", l.escalated),
-    ]
-    .iter()
-    .filter(|(_, n)| *n > 0)
-    .map(|(k, n)| format!("{k} {n}"))
-    .collect();
-    let _ = writeln!(s, "lanes: {}", parts.join(" · "));
+    let _ = writeln!(s, "lanes: {}", v.lanes.describe());
     if !v.awaiting_approval.is_empty() {
         let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
     }

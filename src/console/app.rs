@@ -10,10 +10,10 @@ use ratatui::layout::{Position, Rect};
 use tui_tree_widget::TreeState;
 
 use super::keymap::{Action, Keymap};
-use super::model::{LedgerKind, PlayFacts, ViewModel, lane_index};
+use super::model::{PlayFacts, ViewModel, lane_index};
 use super::theme::Theme;
 use crate::capacity::ReleaseResult;
-use crate::kernel::{InstructionDecorator, Lane, Request, Signal};
+use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -263,10 +263,8 @@ impl App {
         }
         let n = self.vm.node(ix);
         let f = self.filter.to_lowercase();
-        n.name.to_lowercase().contains(&f)
-            || n.role
-                .as_deref()
-                .is_some_and(|r| r.to_lowercase().contains(&f))
+        n.name().to_lowercase().contains(&f)
+            || n.role().is_some_and(|r| r.to_lowercase().contains(&f))
     }
 
     /// The number of rows a lane shows (filter applied).
@@ -305,8 +303,8 @@ impl App {
         let r = &self.vm.ledger[i];
         match self.ledger_filter {
             LedgerFilter::All => true,
-            LedgerFilter::Accepted => matches!(r.kind, LedgerKind::Accepted { .. }),
-            LedgerFilter::Dropped => matches!(r.kind, LedgerKind::Dropped { .. }),
+            LedgerFilter::Accepted => matches!(r.outcome, LedgerOutcome::Accepted { .. }),
+            LedgerFilter::Dropped => matches!(r.outcome, LedgerOutcome::Dropped { .. }),
         }
     }
 
@@ -576,7 +574,7 @@ impl App {
             }
             Action::Release => {
                 match &self.hooks.release_preview {
-                    Some(preview) if self.vm.capacity.enabled => {
+                    Some(preview) if self.vm.facts.capacity => {
                         let preview = preview();
                         self.overlay = Overlay::ConfirmRelease { preview };
                     }
@@ -690,14 +688,10 @@ impl App {
 
     fn ledger_node(&self) -> Option<u32> {
         let row = &self.vm.ledger[*self.ledger_window(self.ledger_row, 1).first()?];
-        let LedgerKind::Accepted { name } = &row.kind else {
+        let LedgerOutcome::Accepted { op_id, .. } = &row.outcome else {
             return None;
         };
-        self.vm
-            .nodes
-            .iter()
-            .position(|n| n.name == *name)
-            .map(|i| i as u32)
+        self.vm.ix(op_id)
     }
 
     fn decide(&mut self, approve: bool) -> Vec<Effect> {
@@ -710,11 +704,11 @@ impl App {
         };
         let n = self.vm.node(ix);
         if n.lane != Lane::AwaitingApproval {
-            let name = n.name.to_string();
+            let name = n.name().to_string();
             self.set_status(format!("{name} is not awaiting approval"), Level::Warning);
             return Vec::new();
         }
-        let name = n.name.to_string();
+        let name = n.name().to_string();
         vec![Effect::Control(if approve {
             Request::Approve { op: name }
         } else {
@@ -731,7 +725,7 @@ impl App {
             return Vec::new();
         };
         let n = self.vm.node(ix);
-        let name = n.name.to_string();
+        let name = n.name().to_string();
         if n.held {
             return vec![Effect::Control(Request::Unhold { op: name })];
         }
@@ -751,8 +745,8 @@ impl App {
             return Vec::new();
         };
         let n = self.vm.node(ix);
-        let name = n.name.to_string();
-        if n.lane != Lane::Failed || n.skipped {
+        let name = n.name().to_string();
+        if n.lane != Lane::Failed || n.skipped() {
             self.set_status(
                 format!("{name} has not failed; only failed or denied operations can be retried"),
                 Level::Warning,
@@ -874,7 +868,7 @@ impl App {
             Lane::Succeeded | Lane::Failed | Lane::Escalated => {
                 n.finished_at.unwrap_or(self.clock) - n.started_at.unwrap_or(n.queued_at)
             }
-            _ => self.clock - n.history.last().map_or(n.queued_at, |(_, t)| *t),
+            _ => self.clock - self.vm.history(ix).last().map_or(n.queued_at, |(_, t)| *t),
         }
     }
 
@@ -894,7 +888,7 @@ impl App {
                     .iter()
                     .filter_map(|d| self.vm.find(d))
                     .filter(|d| !d.lane.is_terminal())
-                    .map(|d| d.name.to_string())
+                    .map(|d| d.name().to_string())
                     .collect();
                 if !pending.is_empty() {
                     return Some(format!("dependency {}", pending.join(", ")));

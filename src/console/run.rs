@@ -243,32 +243,39 @@ async fn fold_batch(
 /// The console fell behind: rebuild from the kernel's snapshot, and the
 /// budgets and capacity from their owners.
 pub async fn resync(app: &mut App, session: &Session) {
-    if let Some(snap) = session.handle.snapshot().await {
-        app.vm.resync(&snap);
-        let p = session.router.snapshot();
-        app.vm.palette.budgets = Some(super::model::Budgets {
-            consumed_new_roles: p.consumed_new_roles,
-            reserved: p.reserved_roles.len(),
-            max_new_roles: p.max_new_roles,
-            spawns_accepted: snap.run.spawn_accepted,
-            max_spawn: snap.run.max_spawn,
-        });
-        if let Some(r) = &session.reconciler {
-            app.vm.capacity.instances.clear();
-            for a in r.status().agents {
-                let name: Arc<str> = Arc::from(a.name.as_str());
-                app.vm.capacity.instances.insert(
-                    name.clone(),
-                    super::model::InstanceView {
-                        name,
-                        profile: Arc::from(a.profile.as_str()),
-                        role: Arc::from(a.role.as_str()),
-                        state: Arc::from(a.state.as_str()),
-                        lifetime: Arc::from(a.lifetime.as_str()),
-                        op: a.op.as_deref().map(Arc::from),
-                    },
-                );
-            }
+    let Some(snap) = session.handle.snapshot().await else {
+        return;
+    };
+    app.vm.resync(&snap);
+    let p = session.router.snapshot();
+    let proj = app.vm.projection_mut();
+    proj.palette.budgets = Some(crate::projection::Budgets {
+        consumed_new_roles: p.consumed_new_roles,
+        reserved: p.reserved_roles.len(),
+        max_new_roles: p.max_new_roles,
+        spawns_accepted: snap.run.spawn_accepted,
+        max_spawn: snap.run.max_spawn,
+    });
+    if let Some(r) = &session.reconciler {
+        let instances = &mut proj.capacity.instances;
+        for a in r.status().agents {
+            let name: Arc<str> = Arc::from(a.name.as_str());
+            let x = instances
+                .entry(name.clone())
+                .or_insert_with(|| crate::projection::Instance {
+                    name,
+                    profile: Arc::from(a.profile.as_str()),
+                    role: Arc::from(a.role.as_str()),
+                    state: a.state,
+                    lifetime: a.lifetime,
+                    op: None,
+                    busy_secs: 0.0,
+                    busy_since: None,
+                    operations: Vec::new(),
+                });
+            x.state = a.state;
+            x.lifetime = a.lifetime;
+            x.op = a.op.as_deref().map(Arc::from);
         }
     }
 }

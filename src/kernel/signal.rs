@@ -112,6 +112,60 @@ pub struct LaneCounts {
 }
 
 impl LaneCounts {
+    /// Takes one operation out of its count.
+    pub fn remove(&mut self, lane: Lane, skipped: bool) {
+        let slot = match lane {
+            Lane::Queued => &mut self.queued,
+            Lane::Running => &mut self.running,
+            Lane::AwaitingApproval => &mut self.awaiting_approval,
+            Lane::Paused => &mut self.paused,
+            Lane::Succeeded => &mut self.succeeded,
+            Lane::Failed if skipped => &mut self.skipped,
+            Lane::Failed => &mut self.failed,
+            Lane::Escalated => &mut self.escalated,
+        };
+        debug_assert!(*slot > 0, "{lane:?} (skipped {skipped}) counted below zero");
+        *slot = slot.saturating_sub(1);
+    }
+
+    /// (name, count) of every count, in lane order with skipped after
+    /// failed.
+    pub fn parts(&self) -> [(&'static str, usize); 8] {
+        [
+            ("queued", self.queued),
+            ("running", self.running),
+            ("awaiting approval", self.awaiting_approval),
+            ("paused", self.paused),
+            ("succeeded", self.succeeded),
+            ("failed", self.failed),
+            ("skipped", self.skipped),
+            ("escalated", self.escalated),
+        ]
+    }
+
+    /// `succeeded 3 · failed 1 · skipped 2`: the counts that are not zero.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .parts()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        parts.join(" · ")
+    }
+
+    /// Operations counted, in every lane.
+    pub fn total(&self) -> usize {
+        self.queued
+            + self.running
+            + self.awaiting_approval
+            + self.paused
+            + self.succeeded
+            + self.failed
+            + self.skipped
+            + self.escalated
+    }
+
     /// Counts one operation: skipped ones apart from failed (one rule for
     /// the kernel, the views and the report).
     pub fn add(&mut self, lane: Lane, skipped: bool) {
@@ -291,9 +345,9 @@ pub enum SignalKind {
         name: Arc<str>,
         profile: Arc<str>,
         role: Arc<str>,
-        state: Arc<str>,
-        lifetime: Arc<str>,
-        source: Arc<str>,
+        state: crate::vocab::InstanceState,
+        lifetime: crate::vocab::Lifetime,
+        source: crate::vocab::InstanceSource,
         node_id: Arc<str>,
         /// The operation it runs, when busy.
         op: Option<Arc<str>>,

@@ -4,7 +4,7 @@
 //! adds its sinks or subscribes, then starts the run.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub mod wiring;
 
@@ -12,10 +12,10 @@ use crate::agents::Tails;
 use crate::capacity::Reconciler;
 use crate::control::ControlServer;
 use crate::kernel::{ApprovalPolicy, NodeBuilder, Run, RunHandle, Signal, SignalSink};
-use crate::palette::{PaletteRouter, PaletteSnapshot};
+use crate::palette::PaletteRouter;
 use crate::play::Play;
 use crate::store::RunDir;
-use crate::store::checkpoint::{CHECKPOINT_FILE, Checkpoint, CheckpointSink, PaletteRecord};
+use crate::store::checkpoint::{Checkpoint, CheckpointSink};
 
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
@@ -75,8 +75,6 @@ pub struct Session {
     pub speed: f64,
     /// The last lines of each agent CLI's output.
     pub tails: Arc<Tails>,
-    /// The durable state as folded so far (written to checkpoint.json).
-    pub checkpoint: Arc<Mutex<Checkpoint>>,
     /// A resumed run's earlier signals, for views that show its history.
     pub history: Vec<Signal>,
 }
@@ -103,13 +101,10 @@ impl Session {
         let op_roles = play.op_roles(&built);
         let mut seed = Checkpoint::seed(&built.graph, &cfg);
         seed.play_path = std::fs::canonicalize(&*play.file).ok();
-        seed.palette = Some(PaletteRecord {
-            declared: declared_palette(play),
-            snapshot: PaletteSnapshot::default(),
-        });
+        seed.declared_palette = declared_palette(play);
         let (mut run, handle) = Run::new(built.graph, cfg, parts.agents.clone(), parts.builder())
             .map_err(std::io::Error::other)?;
-        let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
+        add_sinks(&mut run, &run_dir, seed, sinks)?;
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
@@ -125,7 +120,6 @@ impl Session {
             control_error,
             speed,
             tails: parts.tails,
-            checkpoint,
             history: Vec::new(),
         })
     }
@@ -171,15 +165,11 @@ impl Session {
         let speed = opts.speed.unwrap_or(play.speed);
         let run_dir = RunDir {
             path: dir.to_path_buf(),
-            run_id: cp.run_id.to_string(),
+            run_id: cp.state.run.run_id.to_string(),
         };
         let history = crate::store::resume::read_log(&run_dir.events_path()).map_err(fail)?;
         let parts = Parts::new(play, &run_dir, speed);
-        let snapshot = cp
-            .palette
-            .as_ref()
-            .map(|p| p.snapshot.clone())
-            .unwrap_or_default();
+        let snapshot = cp.state.palette.snapshot.clone().unwrap_or_default();
         parts.router.restore(&snapshot).await.map_err(fail)?;
         let dropped: Vec<Arc<str>> = snapshot
             .reserved_roles
@@ -189,11 +179,11 @@ impl Session {
         let (graph, mut restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
         crate::store::resume::retry(&mut restore, &cp, &opts.retry).map_err(fail)?;
         let mut cfg = run_config(play, &run_dir, opts);
-        cfg.start_paused |= cp.paused;
+        cfg.start_paused |= cp.state.run.paused;
         let (mut run, handle) =
             Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
                 .map_err(std::io::Error::other)?;
-        let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
+        add_sinks(&mut run, &run_dir, cp, sinks)?;
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
             r.adopt(prev);
@@ -212,7 +202,6 @@ impl Session {
             control_error,
             speed,
             tails: parts.tails,
-            checkpoint,
             history,
         })
     }
@@ -222,20 +211,11 @@ impl Session {
         self.run.take()
     }
 
-    /// After the run: waits for capacity state and the last checkpoint to
-    /// reach the disk.
+    /// After the run: waits for capacity state to reach the disk (the
+    /// last checkpoint was written when the run ended).
     pub async fn close(&self) {
         if let Some(r) = &self.reconciler {
             r.close().await;
-        }
-        let bytes = self
-            .checkpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .to_bytes();
-        if let Err(e) = crate::store::write_atomic(&self.run_dir.path.join(CHECKPOINT_FILE), &bytes)
-        {
-            tracing::error!("final checkpoint write failed: {e}");
         }
     }
 }
@@ -288,24 +268,26 @@ fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::ke
     cfg
 }
 
-/// The event log first (a line is on disk before a checkpoint covers it),
+/// The event log first (a line is written before a checkpoint covers it),
 /// then the checkpoint, then the caller's sinks.
 fn add_sinks(
     run: &mut Run,
     run_dir: &RunDir,
     seed: Checkpoint,
     sinks: Vec<Box<dyn SignalSink>>,
-) -> std::io::Result<Arc<Mutex<Checkpoint>>> {
-    run.add_sink(Box::new(run_dir.event_log()?));
-    // On disk before anything runs: a run that dies at once can resume.
-    crate::store::write_atomic(&run_dir.path.join(CHECKPOINT_FILE), &seed.to_bytes())?;
-    let cp = CheckpointSink::new(&run_dir.path, seed);
-    let state = cp.state();
-    run.add_sink(Box::new(cp));
+) -> std::io::Result<()> {
+    let log = run_dir.event_log()?;
+    let sync = std::fs::File::open(run_dir.events_path())?;
+    run.add_sink(Box::new(log));
+    run.add_sink(Box::new(CheckpointSink::new(
+        &run_dir.path,
+        seed,
+        Some(sync),
+    )?));
     for s in sinks {
         run.add_sink(s);
     }
-    Ok(state)
+    Ok(())
 }
 
 fn control_server(
@@ -347,21 +329,19 @@ pub fn declared_palette(play: &Play) -> serde_json::Value {
 fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), String> {
     let mut diffs = Vec::new();
     let now = declared_palette(play);
-    if let Some(p) = &cp.palette
-        && !p.declared.is_null()
-        && p.declared != now
-    {
+    let was = &cp.declared_palette;
+    if !was.is_null() && *was != now {
         let show = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_default();
         diffs.push(format!(
             "  [palette] was {}\n            now {}",
-            show(&p.declared),
+            show(was),
             show(&now)
         ));
     }
-    if cp.max_spawn != play.max_spawn {
+    if cp.state.run.max_spawn != play.max_spawn {
         diffs.push(format!(
             "  max_spawn was {}, now {}",
-            cp.max_spawn, play.max_spawn
+            cp.state.run.max_spawn, play.max_spawn
         ));
     }
     if diffs.is_empty() {
@@ -369,7 +349,7 @@ fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), String> {
     }
     Err(format!(
         "cannot resume run {}: the play changed since it started\n{}\nput the play back as it was, or start over with --new-run",
-        cp.run_id,
+        cp.state.run.run_id,
         diffs.join("\n")
     ))
 }

@@ -26,17 +26,38 @@ pub fn new_run_id() -> String {
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, fsync, rename. Readers see the old or the new file, never half.
+/// directory, fsync, rename, fsync of the directory. Readers see the old or
+/// the new file, never half, and a power loss keeps one of them.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content written by `fill` into a buffered
+/// writer (large files are serialised straight to disk).
+pub fn write_atomic_with<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<&mut File>) -> io::Result<T>,
+) -> io::Result<T> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
+    let out = {
+        let mut w = BufWriter::with_capacity(256 * 1024, tmp.as_file_mut());
+        let out = fill(&mut w)?;
+        w.flush()?;
+        out
+    };
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    sync_dir(dir)?;
+    Ok(out)
+}
+
+/// fsync of a directory: a rename or a new file in it survives power loss.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 #[derive(Debug, Clone)]

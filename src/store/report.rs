@@ -2,13 +2,14 @@
 //! timings and the critical path, approvals, dropped spawns by reason,
 //! palette expansions and refusals, capacity busy time, warnings.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::kernel::{OpId, Signal, SignalKind};
+use crate::kernel::{LedgerOutcome, NodeStatus, Signal};
+use crate::projection::{Node, RunProjection};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpTiming {
@@ -31,8 +32,6 @@ pub struct OpTiming {
     pub instance: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawned_by: Option<Arc<str>>,
-    #[serde(skip)]
-    deps: Vec<OpId>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -72,8 +71,6 @@ pub struct InstanceUse {
     pub state: Arc<str>,
     pub busy_secs: f64,
     pub operations: Vec<Arc<str>>,
-    #[serde(skip)]
-    busy_since: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -81,6 +78,15 @@ pub struct UsageTotal {
     pub cost_usd: f64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+}
+
+impl UsageTotal {
+    /// Adds one attempt's usage.
+    pub fn add(&mut self, u: &crate::kernel::Usage) {
+        self.cost_usd += u.cost_usd.unwrap_or(0.0);
+        self.input_tokens += u.input_tokens.unwrap_or(0);
+        self.output_tokens += u.output_tokens.unwrap_or(0);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -110,252 +116,114 @@ pub struct Report {
 impl Report {
     /// Folds a run's signals.
     pub fn from_signals(signals: &[Signal]) -> Report {
-        let mut r = Report {
-            run_id: Arc::from(""),
-            play: Arc::from(""),
-            outcome: "running".into(),
-            duration_secs: 0.0,
-            resumes: 0,
-            events: signals.len() as u64,
-            lanes: BTreeMap::new(),
-            critical_path: Vec::new(),
-            operations: Vec::new(),
-            approvals: Vec::new(),
-            dropped_spawns: BTreeMap::new(),
-            spawns_accepted: 0,
-            expansions: Vec::new(),
-            rejections: Vec::new(),
-            instances: Vec::new(),
-            warnings: Vec::new(),
-            usage: None,
-        };
-        let mut index: HashMap<OpId, usize> = HashMap::new();
-        // Totals per attempt: each attempt's agent reports its own.
-        let mut usage: HashMap<(OpId, u32), crate::kernel::Usage> = HashMap::new();
+        let mut p = RunProjection::default();
         for s in signals {
-            let at = s.elapsed;
-            r.duration_secs = r.duration_secs.max(at);
-            if let Some(node) = s.kind.node()
-                && !index.contains_key(&node.op_id)
-            {
-                let spawned_by = node
-                    .parent_id
-                    .and_then(|p| index.get(&p))
-                    .map(|&i| r.operations[i].name.clone());
-                index.insert(node.op_id, r.operations.len());
-                r.operations.push(OpTiming {
-                    name: node.name.clone(),
-                    role: None,
-                    outcome: "queued".into(),
-                    queued_at: at,
-                    started_at: None,
-                    finished_at: None,
-                    waited: None,
-                    ran: None,
-                    attempts: 0,
-                    error: None,
-                    instance: None,
-                    spawned_by,
-                    deps: node
-                        .depends_on
-                        .iter()
-                        .copied()
-                        .chain(node.parent_id)
-                        .collect(),
-                });
-            }
-            match &s.kind {
-                SignalKind::RunStarted { run_id, play, .. } => {
-                    r.run_id = run_id.clone();
-                    r.play = play.clone();
-                }
-                SignalKind::Resumed { .. } => r.resumes += 1,
-                SignalKind::Queued { node, role, .. } => {
-                    if let Some(o) = op(&mut r, &index, &node.op_id) {
-                        o.role = role.clone();
-                        if o.started_at.is_none() {
-                            o.queued_at = at;
-                        }
-                        o.outcome = "queued".into();
-                    }
-                }
-                SignalKind::Started {
-                    node,
-                    attempt,
-                    instance,
-                    ..
-                } => {
-                    if let Some(o) = op(&mut r, &index, &node.op_id) {
-                        o.started_at = Some(at);
-                        o.waited = Some(at - o.queued_at);
-                        o.attempts = *attempt;
-                        o.instance = instance.clone();
-                        o.outcome = "running".into();
-                    }
-                }
-                SignalKind::Completed { node, .. } => {
-                    settle(op(&mut r, &index, &node.op_id), "succeeded", at, None)
-                }
-                SignalKind::Escalated { node, .. } => {
-                    settle(op(&mut r, &index, &node.op_id), "escalated", at, None)
-                }
-                SignalKind::Failed { node, error, .. } => settle(
-                    op(&mut r, &index, &node.op_id),
-                    "failed",
-                    at,
-                    Some(error.clone()),
-                ),
-                SignalKind::Skipped { node, .. } => {
-                    settle(op(&mut r, &index, &node.op_id), "skipped", at, None)
-                }
-                SignalKind::AwaitingApproval { node } => {
-                    if let Some(o) = op(&mut r, &index, &node.op_id) {
-                        o.outcome = "awaiting approval".into();
-                    }
-                }
-                SignalKind::Approved { node, by } => r.approvals.push(Approval {
-                    name: node.name.clone(),
-                    decision: "approved",
-                    by: by.clone(),
-                    at,
-                    reason: None,
-                }),
-                SignalKind::Denied { node, by, reason } => r.approvals.push(Approval {
-                    name: node.name.clone(),
-                    decision: "denied",
-                    by: by.clone(),
-                    at,
-                    reason: Some(reason.clone()),
-                }),
-                SignalKind::Spawned { .. } => r.spawns_accepted += 1,
-                SignalKind::SpawnDropped {
-                    reason,
-                    assignee,
-                    emitter_id,
-                    detail,
-                    ..
-                } => {
-                    let emitter = emitter_id
-                        .and_then(|e| index.get(&e))
-                        .map(|&i| r.operations[i].name.clone());
-                    r.dropped_spawns
-                        .entry(reason.as_str())
-                        .or_default()
-                        .push(Dropped {
-                            emitter,
-                            assignee: assignee.clone(),
-                            detail: detail.clone(),
-                            at,
-                        });
-                }
-                SignalKind::RoleProvisioned {
-                    role,
-                    origin: crate::kernel::RoleOrigin::Expanded,
-                    by,
-                    ..
-                } => r.expansions.push(RoleEvent {
-                    role: role.clone(),
-                    by: by.clone(),
-                    at,
-                    reason: None,
-                    detail: None,
-                }),
-                SignalKind::ExpansionRejected {
-                    role,
-                    reason,
-                    detail,
-                    by,
-                } => r.rejections.push(RoleEvent {
-                    role: role.clone(),
-                    by: by.clone(),
-                    at,
-                    reason: Some(reason.as_str()),
-                    detail: Some(detail.clone()),
-                }),
-                SignalKind::Instance {
-                    name,
-                    profile,
-                    state,
-                    lifetime,
-                    op: running,
-                    ..
-                } => {
-                    let i = match r.instances.iter().position(|x| x.name == *name) {
-                        Some(i) => i,
-                        None => {
-                            r.instances.push(InstanceUse {
-                                name: name.clone(),
-                                profile: profile.clone(),
-                                lifetime: lifetime.clone(),
-                                state: state.clone(),
-                                busy_secs: 0.0,
-                                operations: Vec::new(),
-                                busy_since: None,
-                            });
-                            r.instances.len() - 1
-                        }
-                    };
-                    let x = &mut r.instances[i];
-                    if let Some(since) = x.busy_since.take() {
-                        x.busy_secs += (at - since).max(0.0);
-                    }
-                    if &**state == "busy" {
-                        x.busy_since = Some(at);
-                        if let Some(o) = running {
-                            x.operations.push(o.clone());
-                        }
-                    }
-                    x.state = state.clone();
-                }
-                SignalKind::AgentUsage {
-                    op_id,
-                    attempt,
-                    usage: u,
-                    ..
-                } => {
-                    usage.insert((*op_id, *attempt), *u);
-                }
-                SignalKind::Retried { node, .. } => {
-                    // Waiting starts again with the new attempt.
-                    if let Some(o) = op(&mut r, &index, &node.op_id) {
-                        o.queued_at = at;
-                        o.outcome = "queued".into();
-                        o.error = None;
-                    }
-                }
-                SignalKind::Warning { message, .. } => r.warnings.push(message.clone()),
-                SignalKind::RunFinished { outcome, counts } => {
-                    r.outcome = outcome.as_str().to_string();
-                    r.lanes = serde_json::to_value(counts)
-                        .ok()
-                        .and_then(|v| serde_json::from_value(v).ok())
-                        .unwrap_or_default();
-                }
-                _ => {}
+            p.apply(s);
+        }
+        Report::from_projection(&p)
+    }
+
+    /// What the projection of a run's signals says, for people.
+    pub fn from_projection(p: &RunProjection) -> Report {
+        let end = p.run.elapsed;
+        let operations: Vec<OpTiming> = p.nodes.iter().map(|n| timing(p, n)).collect();
+        let mut approvals: Vec<Approval> = p
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.decisions.iter().map(|d| Approval {
+                    name: n.name().clone(),
+                    decision: if d.approved { "approved" } else { "denied" },
+                    by: d.by.clone(),
+                    at: d.at,
+                    reason: d.reason.clone(),
+                })
+            })
+            .collect();
+        approvals.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let mut dropped_spawns: BTreeMap<&'static str, Vec<Dropped>> = BTreeMap::new();
+        for e in &p.ledger {
+            if let LedgerOutcome::Dropped { reason, detail, .. } = &e.outcome {
+                dropped_spawns
+                    .entry(reason.as_str())
+                    .or_default()
+                    .push(Dropped {
+                        emitter: e.emitter_name.clone(),
+                        assignee: e.assignee.clone(),
+                        detail: detail.clone(),
+                        at: e.elapsed,
+                    });
             }
         }
-        let end = r.duration_secs;
-        for x in &mut r.instances {
-            if let Some(since) = x.busy_since.take() {
-                x.busy_secs += (end - since).max(0.0);
-            }
+        let role_event = |role: &Arc<str>, by: &Option<Arc<str>>, at: f64| RoleEvent {
+            role: role.clone(),
+            by: by.clone(),
+            at,
+            reason: None,
+            detail: None,
+        };
+        let usage = p
+            .nodes
+            .iter()
+            .flat_map(|n| n.attempts.iter().filter_map(|a| a.usage))
+            .fold(None, |t: Option<UsageTotal>, u| {
+                let mut t = t.unwrap_or_default();
+                t.add(&u);
+                Some(t)
+            });
+        let lanes = serde_json::to_value(&p.counts)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let critical_path = critical_path(p, &operations);
+        Report {
+            run_id: p.run.run_id.clone(),
+            play: p.run.play.clone(),
+            outcome: p
+                .run
+                .finished
+                .map_or_else(|| "running".to_string(), |o| o.as_str().to_string()),
+            duration_secs: end,
+            resumes: p.run.resumes,
+            events: p.events,
+            lanes,
+            critical_path,
+            operations,
+            approvals,
+            dropped_spawns,
+            spawns_accepted: p.spawn_accepted,
+            expansions: p
+                .palette
+                .expanded
+                .iter()
+                .map(|r| role_event(&r.role, &r.by, r.at))
+                .collect(),
+            rejections: p
+                .palette
+                .rejections
+                .iter()
+                .map(|r| RoleEvent {
+                    reason: Some(r.reason.as_str()),
+                    detail: Some(r.detail.clone()),
+                    ..role_event(&r.role, &r.by, r.at)
+                })
+                .collect(),
+            instances: p
+                .capacity
+                .instances
+                .values()
+                .map(|x| InstanceUse {
+                    name: x.name.clone(),
+                    profile: x.profile.clone(),
+                    lifetime: Arc::from(x.lifetime.as_str()),
+                    state: Arc::from(x.state.as_str()),
+                    busy_secs: x.busy_until(end),
+                    operations: x.operations.clone(),
+                })
+                .collect(),
+            warnings: p.warnings.iter().map(|(_, w)| w.clone()).collect(),
+            usage,
         }
-        if r.lanes.is_empty() {
-            for o in &r.operations {
-                *r.lanes.entry(o.outcome.replace(' ', "_")).or_default() += 1;
-            }
-        }
-        if !usage.is_empty() {
-            let mut t = UsageTotal::default();
-            for u in usage.values() {
-                t.cost_usd += u.cost_usd.unwrap_or(0.0);
-                t.input_tokens += u.input_tokens.unwrap_or(0);
-                t.output_tokens += u.output_tokens.unwrap_or(0);
-            }
-            r.usage = Some(t);
-        }
-        r.critical_path = critical_path(&r.operations, &index);
-        r
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -534,22 +402,40 @@ impl Report {
     }
 }
 
-fn op<'a>(r: &'a mut Report, index: &HashMap<OpId, usize>, id: &OpId) -> Option<&'a mut OpTiming> {
-    index.get(id).map(|&i| &mut r.operations[i])
-}
-
-fn settle(o: Option<&mut OpTiming>, outcome: &str, at: f64, error: Option<Arc<str>>) {
-    if let Some(o) = o {
-        o.outcome = outcome.into();
-        o.finished_at = Some(at);
-        o.ran = o.started_at.map(|s| at - s);
-        o.error = error;
+/// An operation's timings as the report shows them.
+fn timing(p: &RunProjection, n: &Node) -> OpTiming {
+    let outcome = match n.status {
+        NodeStatus::Succeeded => "succeeded",
+        NodeStatus::Failed => "failed",
+        NodeStatus::Escalated => "escalated",
+        NodeStatus::Skipped => "skipped",
+        NodeStatus::Running => "running",
+        NodeStatus::AwaitingApproval => "awaiting approval",
+        NodeStatus::Pending | NodeStatus::Ready => "queued",
+    };
+    let settled = n.status.is_terminal();
+    OpTiming {
+        name: n.name().clone(),
+        role: n.role().cloned(),
+        outcome: outcome.into(),
+        queued_at: n.queued_at,
+        started_at: n.started_at,
+        finished_at: n.finished_at.filter(|_| settled),
+        waited: n.started_at.map(|s| s - n.queued_at),
+        ran: match (n.started_at, n.finished_at) {
+            (Some(s), Some(f)) if settled && n.status != NodeStatus::Skipped => Some(f - s),
+            _ => None,
+        },
+        attempts: n.attempt,
+        error: n.error.clone(),
+        instance: n.current().and_then(|a| a.instance.clone()),
+        spawned_by: n.parent().and_then(|id| p.name_of(&id)),
     }
 }
 
 /// From the operation that finished last, back through the dependency
 /// that released each one (the latest to finish before it started).
-fn critical_path(ops: &[OpTiming], index: &HashMap<OpId, usize>) -> Vec<OpTiming> {
+fn critical_path(p: &RunProjection, ops: &[OpTiming]) -> Vec<OpTiming> {
     let Some(mut cur) = ops
         .iter()
         .enumerate()
@@ -566,10 +452,9 @@ fn critical_path(ops: &[OpTiming], index: &HashMap<OpId, usize>) -> Vec<OpTiming
     let mut path = vec![ops[cur].clone()];
     loop {
         let start = ops[cur].started_at.unwrap_or(ops[cur].queued_at);
-        let prev = ops[cur]
-            .deps
-            .iter()
-            .filter_map(|d| index.get(d).copied())
+        let prev = p.nodes[cur]
+            .predecessors()
+            .filter_map(|d| p.ix(&d).map(|i| i as usize))
             .filter(|&i| ops[i].finished_at.is_some_and(|f| f <= start + 1e-9))
             .max_by(|&a, &b| {
                 ops[a]
@@ -578,9 +463,9 @@ fn critical_path(ops: &[OpTiming], index: &HashMap<OpId, usize>) -> Vec<OpTiming
                     .expect("finite")
             });
         match prev {
-            Some(p) if p != cur && path.len() < ops.len() => {
-                path.push(ops[p].clone());
-                cur = p;
+            Some(prev) if prev != cur && path.len() < ops.len() => {
+                path.push(ops[prev].clone());
+                cur = prev;
             }
             _ => break,
         }

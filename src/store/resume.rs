@@ -10,9 +10,9 @@ use crate::kernel::{
 };
 
 /// Reads a stopped run's durable state. A checkpoint or log that is cut
-/// short or corrupt is an error naming the file, never a fresh start; only
-/// the log's very last line may be cut (the process died writing it), and
-/// it is left out.
+/// short, corrupt or out of step with the other is an error naming the
+/// file, never a fresh start; only the log's very last line may be cut (the
+/// process died writing it), and it is left out.
 pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
     let events = dir.join("events.jsonl");
     if !events.is_file() {
@@ -28,11 +28,22 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
             dir.display()
         ));
     }
-    let mut cp = Checkpoint::load(&cp_path)?;
-    for s in read_log(&events)? {
-        cp.apply(&s);
+    let mut cp = Checkpoint::load(&cp_path).map_err(|e| e.to_string())?;
+    let log = read_log(&events)?;
+    let last = log.last().map_or(0, |s| s.seq);
+    if last < cp.state.seq {
+        return Err(format!(
+            "{}:{}: the event log ends at event {last} but {} covers up to event {}: lines are missing from the log; nothing was changed",
+            events.display(),
+            log.len() + 1,
+            cp_path.display(),
+            cp.state.seq
+        ));
     }
-    match cp.finished {
+    for s in &log {
+        cp.apply(s);
+    }
+    match cp.state.run.finished {
         Some(Outcome::Cancelled) | None => Ok(cp),
         // It ended but died before writing its result: resuming finishes
         // the bookkeeping (nothing is left to run).
@@ -40,36 +51,55 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
         // A finished run is taken up again to retry what failed.
         Some(_) if retrying => Ok(cp),
         Some(done) => Err(format!(
-            "run {} already finished ({}); there is nothing to resume (`playdeck retry` starts a failed operation again in a live run)",
-            cp.run_id,
-            done.as_str()
+            "run {} already finished ({}); there is nothing to resume — to run a failed operation again: playdeck resume {} --retry OP",
+            cp.state.run.run_id,
+            done.as_str(),
+            dir.display()
         )),
     }
 }
 
-/// Every signal of a log. Only a cut last line is tolerated.
+/// Every signal of a log, checked: events are numbered from 1 without a
+/// gap, a repeat or a step back. Only a cut last line is tolerated.
 pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
     let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let complete = text.last() == Some(&b'\n');
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let mut out: Vec<Signal> = Vec::new();
+    let mut lines = text.split(|&b| b == b'\n').peekable();
+    let mut n = 0;
+    while let Some(line) = lines.next() {
+        n += 1;
+        let last = lines.peek().is_none_or(|l| l.is_empty() && complete);
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_str::<Signal>(line) {
-            Ok(s) => out.push(s),
-            Err(_) if i + 1 == lines.len() && !complete => break,
+        let s = match serde_json::from_slice::<Signal>(line) {
+            Ok(s) => s,
+            Err(_) if last && !complete => break,
             Err(e) => {
                 return Err(format!(
-                    "{}:{}:{}: the event log is damaged ({e}); nothing was changed",
+                    "{}:{n}:{}: the event log is damaged ({e}); nothing was changed",
                     path.display(),
-                    i + 1,
                     e.column()
                 ));
             }
+        };
+        let expected = out.last().map_or(1, |p| p.seq + 1);
+        if s.seq != expected {
+            let what = match out.last() {
+                Some(p) if s.seq == p.seq => "is a repeat of the line before".to_string(),
+                Some(p) if s.seq < p.seq => {
+                    format!("comes after event {}: lines are out of order", p.seq)
+                }
+                _ => format!("should be event {expected}: a line is missing"),
+            };
+            return Err(format!(
+                "{}:{n}: event {} {what}; nothing was changed",
+                path.display(),
+                s.seq
+            ));
         }
+        out.push(s);
     }
     Ok(out)
 }
@@ -98,11 +128,12 @@ pub fn rebuild(
     cp: &Checkpoint,
     dropped_reservations: Vec<Arc<str>>,
 ) -> Result<(Graph, Restore), String> {
-    let mut b = GraphBuilder::with_capacity(cp.nodes.len());
-    for n in &cp.nodes {
+    let st = &cp.state;
+    let mut b = GraphBuilder::with_capacity(st.nodes.len());
+    for n in &st.nodes {
         b.add_root(n.op.clone());
     }
-    for n in &cp.nodes {
+    for n in &st.nodes {
         for d in &n.deps {
             b.add_edge(d.from, n.op.op_id, d.edge.clone());
         }
@@ -111,18 +142,18 @@ pub fn rebuild(
         .build()
         .map_err(|e| format!("the checkpoint's graph does not hold together: {e}"))?;
     let mut restore = Restore {
-        spawn_seq: cp.spawn_seq,
-        spawn_accepted: cp.spawn_accepted,
-        ledger: cp.ledger.clone(),
-        flow_context: cp.context.clone(),
-        round: cp.round,
-        seq: cp.seq,
-        elapsed: cp.elapsed,
-        resumes: cp.resumes + 1,
+        spawn_seq: st.spawn_seq,
+        spawn_accepted: st.spawn_accepted,
+        ledger: st.ledger.clone(),
+        flow_context: st.context.clone(),
+        round: st.run.round,
+        seq: st.seq,
+        elapsed: st.run.elapsed,
+        resumes: st.run.resumes + 1,
         dropped_reservations,
         ..Restore::default()
     };
-    for n in &cp.nodes {
+    for n in &st.nodes {
         let cancelled =
             n.status == NodeStatus::Failed && n.category.as_deref() == Some("cancelled");
         let cancel_skipped =
@@ -159,7 +190,7 @@ pub fn rebuild(
                 status,
                 attempt: n.attempt,
                 result: n.result.clone().filter(|_| status.is_terminal()),
-                approved: n.decision.as_ref().map(|d| d.approved),
+                approved: n.decision().map(|d| d.approved),
                 held: n.held,
                 seen,
                 handled,
@@ -175,11 +206,11 @@ pub fn rebuild(
 /// attempt, and what was skipped because of it waits again.
 pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result<(), String> {
     for name in names {
-        let Some(n) = cp.node_by_name(name) else {
-            let ids: Vec<&str> = cp.nodes.iter().map(|n| &*n.op.reference_id).collect();
+        let Some(n) = cp.state.by_name(name) else {
+            let ids: Vec<&str> = cp.state.nodes.iter().map(|n| &*n.op.reference_id).collect();
             return Err(format!(
                 "--retry {name}: no operation {name:?} in run {}; operations: {}",
-                cp.run_id,
+                cp.state.run.run_id,
                 ids.join(", ")
             ));
         };
@@ -205,6 +236,7 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
         let mut stack = vec![n.op.op_id];
         while let Some(from) = stack.pop() {
             for m in cp
+                .state
                 .nodes
                 .iter()
                 .filter(|m| m.deps.iter().any(|d| d.from == from))

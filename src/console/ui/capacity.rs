@@ -9,17 +9,19 @@ use ratatui::widgets::{Gauge, Paragraph};
 
 use super::{fit, pane_block, short_instance};
 use crate::console::app::{App, Pane};
+use crate::vocab::InstanceState;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let c = &app.vm.capacity;
+    let facts = &app.vm.facts;
     let block = pane_block(Line::from(" Capacity "), app.focus == Pane::Capacity, t);
     let inner = block.inner(area);
     f.render_widget(block, area);
     if inner.height < 2 {
         return;
     }
-    if !c.enabled {
+    if !facts.capacity {
         f.render_widget(
             Paragraph::new(Span::styled(
                 "no [capacity]: operations run without instance limits",
@@ -31,19 +33,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     }
     let [g, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
     let active = c.active();
-    let ratio = if c.max_nodes == 0 {
+    let ratio = if facts.max_nodes == 0 {
         0.0
     } else {
-        (active as f64 / c.max_nodes as f64).min(1.0)
+        (active as f64 / facts.max_nodes as f64).min(1.0)
     };
     f.render_widget(
         Gauge::default()
             .ratio(ratio)
             .use_unicode(true)
-            .label(format!("nodes {active}/{}", c.max_nodes))
+            .label(format!("nodes {active}/{}", facts.max_nodes))
             .gauge_style(
                 Style::default()
-                    .fg(if active >= c.max_nodes as usize {
+                    .fg(if active >= facts.max_nodes as usize {
                         t.warning
                     } else {
                         t.gauge
@@ -56,11 +58,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let run_id = &app.vm.run.run_id;
     let bold = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
     let mut lines: Vec<Line> = Vec::new();
-    for p in &c.profiles {
+    for p in &facts.profiles {
         let insts: Vec<_> = c
             .instances
             .values()
-            .filter(|i| i.profile == p.name && &*i.state != "released")
+            .filter(|i| i.profile == p.name && i.state != InstanceState::Released)
             .collect();
         lines.push(Line::from(vec![
             Span::styled(format!("{} ", p.name), bold),
@@ -68,22 +70,25 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 format!(
                     "{} · {}/{}",
                     p.role,
-                    insts.iter().filter(|i| &*i.state != "failed").count(),
+                    insts
+                        .iter()
+                        .filter(|i| i.state != InstanceState::Failed)
+                        .count(),
                     p.max_instances
                 ),
                 Style::default().fg(t.dim),
             ),
         ]));
         for i in insts {
-            let color = match &*i.state {
-                "busy" | "retained" => t.lanes[1],
-                "ready" => t.ok,
-                "starting" | "planned" => t.warning,
-                _ => t.error,
+            let color = match i.state {
+                InstanceState::Busy | InstanceState::Retained => t.lanes[1],
+                InstanceState::Ready => t.ok,
+                InstanceState::Starting | InstanceState::Planned => t.warning,
+                InstanceState::Released | InstanceState::Failed => t.error,
             };
             let op = i.op.as_deref().map(|o| format!(" {o}")).unwrap_or_default();
             let text = format!("  {} ", short_instance(&i.name, run_id));
-            let tail = format!("{}{op} · {}", i.state, i.lifetime);
+            let tail = format!("{}{op} · {}", i.state.as_str(), i.lifetime);
             lines.push(Line::from(vec![
                 Span::raw(text.clone()),
                 Span::styled(
@@ -106,7 +111,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 .unwrap_or("")
                 .trim_start_matches("capacity: ");
             lines.push(Line::from(Span::raw(fit(
-                &format!("  {} — {why}", n.name),
+                &format!("  {} — {why}", n.name()),
                 w,
             ))));
         }

@@ -50,7 +50,7 @@ pub fn context_actions(app: &App) -> Vec<Action> {
     if app.focus == Pane::Ledger {
         v.push(Action::LedgerFilter);
     }
-    if live && vm.capacity.enabled {
+    if live && vm.facts.capacity {
         v.push(Action::Release);
     }
     v.extend([

@@ -51,8 +51,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     for (i, lane) in Lane::ALL.iter().enumerate() {
         let n = vm.count(*lane);
         let mut label = format!("{} {n}", lane.title());
-        if *lane == Lane::Failed && vm.skipped > 0 {
-            label.push_str(&format!(" ({} skipped)", vm.skipped));
+        if *lane == Lane::Failed && vm.counts.skipped > 0 {
+            label.push_str(&format!(" ({} skipped)", vm.counts.skipped));
         }
         let style = if n > 0 {
             base.fg(t.lanes[i])

@@ -44,13 +44,13 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let mut lines = Vec::with_capacity(rows.len());
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
-            let marker = if n.skipped {
+            let marker = if n.skipped() {
                 "↷"
             } else if n.held {
                 "‖"
             } else if n.escalation.is_some() {
                 "!"
-            } else if n.parent.is_some() {
+            } else if n.parent().is_some() {
                 "↳"
             } else {
                 " "
@@ -68,26 +68,26 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             };
             let role = activity
                 .as_deref()
-                .unwrap_or_else(|| n.role.as_deref().unwrap_or(""));
+                .unwrap_or_else(|| n.role().map_or("", |r| &**r));
             let name_w = w.saturating_sub(time.chars().count() + 2);
             let left = if role.is_empty() || name_w < 14 {
-                fit(&n.name, name_w)
+                fit(n.name(), name_w)
             } else {
                 let name = fit(
-                    &n.name,
-                    name_w.saturating_sub(2).min(n.name.chars().count()),
+                    n.name(),
+                    name_w.saturating_sub(2).min(n.name().chars().count()),
                 );
                 let rest = name_w.saturating_sub(name.chars().count() + 1);
                 format!("{name} {}", fit(role, rest))
             };
             let pad = w.saturating_sub(left.chars().count() + time.chars().count() + 1);
-            let name_len = n.name.chars().count().min(left.chars().count());
+            let name_len = n.name().chars().count().min(left.chars().count());
             let (nm, rl) = left.split_at(
                 left.char_indices()
                     .nth(name_len)
                     .map_or(left.len(), |(b, _)| b),
             );
-            let row_style = if n.skipped {
+            let row_style = if n.skipped() {
                 Style::default().fg(t.skipped)
             } else {
                 Style::default().fg(t.foreground)

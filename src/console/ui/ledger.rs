@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{fit, pane_block, selected_style};
 use crate::console::app::{App, Pane};
-use crate::console::model::LedgerKind;
+use crate::kernel::LedgerOutcome;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
@@ -40,16 +40,16 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         let r = &app.vm.ledger[ri];
         let who = format!(
             "{} → {}",
-            r.emitter.as_deref().unwrap_or("(operator)"),
+            r.emitter_name.as_deref().unwrap_or("(operator)"),
             r.assignee.as_deref().unwrap_or("(its role)")
         );
-        let (outcome, color) = match &r.kind {
-            LedgerKind::Accepted { name } => (format!("✓ {name}"), t.ok),
-            LedgerKind::Dropped { reason, detail } => {
+        let (outcome, color) = match &r.outcome {
+            LedgerOutcome::Accepted { name, .. } => (format!("✓ {name}"), t.ok),
+            LedgerOutcome::Dropped { reason, detail, .. } => {
                 (format!("✗ {}: {detail}", reason.as_str()), t.error)
             }
         };
-        let time = format!("{:>6.1}s ", r.at);
+        let time = format!("{:>6.1}s ", r.elapsed);
         let who = format!("{:<25} ", fit(&who, 25));
         let rest = w.saturating_sub(time.chars().count() + who.chars().count());
         let mut spans = vec![

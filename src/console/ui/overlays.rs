@@ -177,7 +177,7 @@ pub fn palette_items(app: &App) -> Vec<TreeItem<'static, String>> {
     let node = |id: &str, text: String, children: Vec<TreeItem<'static, String>>| {
         TreeItem::new(id.to_string(), text, children).expect("unique identifiers")
     };
-    let role_text = |r: &crate::console::model::RoleRow| {
+    let role_text = |r: &crate::projection::RoleRow| {
         let modes: Vec<&str> = r.modes.iter().map(|m| &**m).collect();
         format!(
             "{} · {} · modes {} · {} {} · routed",
@@ -227,9 +227,9 @@ pub fn palette_items(app: &App) -> Vec<TreeItem<'static, String>> {
             )
         })
         .collect();
-    let only: Vec<_> = p
-        .expansion_only
-        .iter()
+    let only: Vec<_> = app
+        .vm
+        .expansion_only()
         .map(|r| leaf(format!("o:{r}"), r.to_string()))
         .collect();
     let mut budgets = Vec::new();
@@ -253,14 +253,14 @@ pub fn palette_items(app: &App) -> Vec<TreeItem<'static, String>> {
         "b:expand".into(),
         format!(
             "orchestrator may expand: {}",
-            if p.orchestrator_may_expand {
+            if app.vm.facts.orchestrator_may_expand {
                 "yes"
             } else {
                 "no"
             }
         ),
     ));
-    let mut by_reason: BTreeMap<&str, Vec<&crate::console::model::Rejection>> = BTreeMap::new();
+    let mut by_reason: BTreeMap<&str, Vec<&crate::projection::Rejection>> = BTreeMap::new();
     for r in &p.rejections {
         by_reason.entry(r.reason.as_str()).or_default().push(r);
     }
@@ -342,30 +342,34 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
     let n = app.vm.node(ix);
     let key = |k: &str| Span::styled(format!("{k:<12}"), bold(t));
     let mut lines = vec![
-        Line::from(vec![key("op id"), Span::raw(n.op_id.to_string())]),
-        Line::from(vec![key("name"), Span::raw(n.name.to_string())]),
+        Line::from(vec![key("op id"), Span::raw(n.op.op_id.to_string())]),
+        Line::from(vec![key("name"), Span::raw(n.name().to_string())]),
         Line::from(vec![
             key("role"),
-            Span::raw(n.role.as_deref().unwrap_or("—").to_string()),
+            Span::raw(n.role().map_or("—", |r| &**r).to_string()),
         ]),
         Line::from(vec![
             key("lane"),
             Span::raw(format!(
                 "{}{}",
                 n.lane.title(),
-                if n.skipped { " (skipped)" } else { "" }
+                if n.skipped() { " (skipped)" } else { "" }
             )),
         ]),
     ];
-    if n.attempt > 1 || !n.earlier.is_empty() {
+    if n.attempt > 1 {
         lines.push(Line::from(vec![
             key("attempt"),
             Span::raw(n.attempt.to_string()),
         ]));
-        for e in &n.earlier {
+        for e in n.earlier() {
+            let how = e.error.as_deref().unwrap_or(&e.outcome);
             lines.push(Line::from(vec![
                 key(""),
-                Span::styled(e.to_string(), Style::default().fg(t.dim)),
+                Span::styled(
+                    format!("attempt {}: {how}", e.attempt),
+                    Style::default().fg(t.dim),
+                ),
             ]));
         }
     }
@@ -375,7 +379,7 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             Span::styled(w, Style::default().fg(t.warning)),
         ]));
     }
-    if let Some(i) = &n.instance {
+    if let Some(i) = n.current().and_then(|a| a.instance.as_ref()) {
         lines.push(Line::from(vec![
             key("instance"),
             Span::raw(short_instance(i, &app.vm.run.run_id).to_string()),
@@ -390,7 +394,7 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
         };
         lines.push(Line::from(vec![key("agent"), Span::raw(what)]));
     }
-    if let Some(u) = &n.usage {
+    if let Some(u) = &n.usage() {
         lines.push(Line::from(vec![key("usage"), Span::raw(usage_text(u))]));
     }
     let deps: Vec<String> = n
@@ -406,18 +410,18 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             deps.join(", ")
         }),
     ]));
-    if let Some(p) = n.parent {
+    if let Some(p) = n.parent() {
         lines.push(Line::from(vec![
             key("spawned by"),
             Span::raw(app.vm.name_of(&p).map_or(p.to_string(), |s| s.to_string())),
         ]));
     }
-    let timings: Vec<String> = n
-        .history
+    let history = app.vm.history(ix);
+    let timings: Vec<String> = history
         .iter()
         .enumerate()
         .map(|(i, (lane, at))| {
-            let until = n.history.get(i + 1).map_or(app.clock, |(_, t)| *t);
+            let until = history.get(i + 1).map_or(app.clock, |(_, t)| *t);
             let spent = if lane.is_terminal() {
                 String::new()
             } else {
@@ -440,8 +444,8 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
     lines.push(Line::from(Span::styled("instruction", bold(t))));
     let instruction = match &app.hooks.decorate {
         Some(d) => d.decorate(
-            n.role.as_deref(),
-            &n.instruction,
+            n.role().map(|r| &**r),
+            &n.op.instruction,
             SpawnBudget {
                 accepted: app
                     .vm
@@ -452,7 +456,7 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
                 max: app.vm.run.max_spawn,
             },
         ),
-        None => n.instruction.clone(),
+        None => n.op.instruction.clone(),
     };
     for l in instruction.lines() {
         lines.push(Line::from(format!("  {l}")));
@@ -471,7 +475,7 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
             lines.push(Line::from(format!("  {l}")));
         }
     }
-    if let Some(tail) = app.hooks.tails.as_ref().and_then(|t| t.get(&n.op_id)) {
+    if let Some(tail) = app.hooks.tails.as_ref().and_then(|t| t.get(&n.op.op_id)) {
         lines.push(Line::from(""));
         let mut head = vec![Span::styled("output", bold(t))];
         if let Some(log) = &tail.log {
@@ -501,7 +505,7 @@ fn inspector(f: &mut Frame, area: Rect, app: &App, ix: u32, scroll: u16) {
         area.height.saturating_sub(4),
     );
     f.render_widget(Clear, r);
-    let title = format!(" {} ", n.name);
+    let title = format!(" {} ", n.name());
     f.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })

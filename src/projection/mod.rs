@@ -1,0 +1,692 @@
+//! One projection of the signal stream. The checkpoint, the run report and
+//! the console's view model all fold signals through [`RunProjection::apply`]
+//! and read what they need from it, so an operation's lane, its attempts,
+//! the ledger, the palette, capacity busy time and the lane counts are
+//! worked out once, the same way live, on resume and in a replay.
+//!
+//! Folding is O(1) per signal (an index keeps operations by id) and
+//! idempotent: signals at or below the last folded `seq` are ignored, so a
+//! checkpoint plus the log's later lines folds to the same state as the
+//! whole log.
+
+mod capacity;
+mod node;
+mod palette;
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::kernel::{
+    DropReason, Graph, Lane, LedgerEntry, LedgerOutcome, NodeStatus, OpId, OpMetadata, Operation,
+    Outcome, PauseReason, RunConfig, Signal, SignalKind, Snapshot, deep_merge, lane_for,
+    signal::{DepRecord, LaneCounts, NodeHeader},
+};
+
+pub use capacity::{CapacityState, Instance, Release};
+pub use node::{Attempt, Decision, Node};
+pub use palette::{Budgets, PaletteState, Rejection, RoleRow};
+
+/// The run as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub run_id: Arc<str>,
+    pub play: Arc<str>,
+    /// `run_started` (or a resume) was seen.
+    #[serde(default)]
+    pub started: bool,
+    #[serde(default)]
+    pub paused: bool,
+    /// A step was taken whose operation has not started yet.
+    #[serde(skip)]
+    pub stepping: bool,
+    /// The operation the last step let start.
+    #[serde(skip)]
+    pub stepped: Option<OpId>,
+    pub round: u32,
+    pub max_concurrent: usize,
+    pub reactive: bool,
+    pub max_spawn: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<Outcome>,
+    /// `elapsed` of the last signal.
+    pub elapsed: f64,
+    /// How many times the run was resumed.
+    #[serde(default)]
+    pub resumes: u32,
+}
+
+/// What one signal changed that a view keeps its own order for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moved {
+    pub node: u32,
+    /// `None` when the operation is new.
+    pub from: Option<Lane>,
+    pub to: Lane,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunProjection {
+    pub run: RunInfo,
+    /// The last signal folded in.
+    pub seq: u64,
+    /// Signals folded in (a resumed process's included).
+    #[serde(default)]
+    pub events: u64,
+    /// Operations in the order they joined the run.
+    pub nodes: Vec<Node>,
+    /// Operations per lane (skipped apart from failed).
+    #[serde(default)]
+    pub counts: LaneCounts,
+    /// The flow context: the play's, with results' `context` merged in.
+    #[serde(default)]
+    pub context: Map<String, Value>,
+    /// The last `spawn-N` number given.
+    pub spawn_seq: u64,
+    pub spawn_accepted: usize,
+    pub ledger: Vec<LedgerEntry>,
+    #[serde(default)]
+    pub palette: PaletteState,
+    #[serde(default)]
+    pub capacity: CapacityState,
+    /// (when, message), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<(f64, Arc<str>)>,
+    #[serde(skip)]
+    index: FxHashMap<OpId, u32>,
+}
+
+impl RunProjection {
+    /// The state before the first signal of a run of `graph`: every
+    /// initial operation with its edges, and the run's settings.
+    pub fn seed(graph: &Graph, cfg: &RunConfig) -> RunProjection {
+        let mut p = RunProjection {
+            run: RunInfo {
+                run_id: cfg.run_id.clone(),
+                play: cfg.play.clone(),
+                round: 1,
+                max_concurrent: cfg.max_concurrent,
+                reactive: cfg.reactive,
+                max_spawn: cfg.max_spawn,
+                ..RunInfo::default()
+            },
+            context: cfg.context.clone(),
+            ..RunProjection::default()
+        };
+        for op in graph.operations() {
+            p.insert(Node::new(op.clone()));
+        }
+        for (from, to, edge) in graph.edges() {
+            if let Some(&i) = p.index.get(&to) {
+                p.nodes[i as usize].deps.push(DepRecord {
+                    from,
+                    edge: edge.clone(),
+                });
+            }
+        }
+        p
+    }
+
+    /// Rebuilds the op-id index after deserialising.
+    pub fn reindex(&mut self) {
+        self.index = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.op.op_id, i as u32))
+            .collect();
+    }
+
+    fn insert(&mut self, n: Node) -> u32 {
+        let ix = self.nodes.len() as u32;
+        self.index.insert(n.op.op_id, ix);
+        self.nodes.push(n);
+        ix
+    }
+
+    pub fn ix(&self, id: &OpId) -> Option<u32> {
+        self.index.get(id).copied()
+    }
+
+    pub fn node(&self, ix: u32) -> &Node {
+        &self.nodes[ix as usize]
+    }
+
+    pub fn find(&self, id: &OpId) -> Option<&Node> {
+        self.ix(id).map(|i| self.node(i))
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| &**n.name() == name)
+    }
+
+    pub fn name_of(&self, id: &OpId) -> Option<Arc<str>> {
+        self.find(id).map(|n| n.name().clone())
+    }
+
+    fn node_mut(&mut self, id: &OpId) -> Option<&mut Node> {
+        self.index.get(id).map(|&i| &mut self.nodes[i as usize])
+    }
+
+    /// The node a header names, added from the header when it is new (a
+    /// projection read from a log alone learns operations as they come).
+    fn ensure(&mut self, h: &NodeHeader) -> u32 {
+        if let Some(&ix) = self.index.get(&h.op_id) {
+            return ix;
+        }
+        let mut op = Operation::new(h.name.clone(), "");
+        op.op_id = h.op_id;
+        op.metadata.spawned_from = h.parent_id;
+        let mut n = Node::new(op);
+        n.depends_on = h.depends_on.clone();
+        self.insert(n)
+    }
+
+    /// Moves a node to `lane` (placing it, the first time).
+    fn set_lane(&mut self, ix: u32, lane: Lane, at: f64) -> Option<Moved> {
+        let n = &mut self.nodes[ix as usize];
+        let from = n.placed.then_some(n.lane);
+        if from == Some(lane) {
+            return None;
+        }
+        n.placed = true;
+        n.lane = lane;
+        n.lane_since = at;
+        Some(Moved {
+            node: ix,
+            from,
+            to: lane,
+        })
+    }
+
+    /// Folds one signal in; returns the lane move it made, if any. Signals
+    /// at or below the last folded `seq` are already in.
+    pub fn apply(&mut self, s: &Signal) -> Option<Moved> {
+        if s.seq <= self.seq && self.seq != 0 {
+            return None;
+        }
+        self.seq = s.seq;
+        self.events += 1;
+        self.run.elapsed = s.elapsed;
+        if let Some(h) = s.kind.node() {
+            let ix = self.ensure(h);
+            let n = &self.nodes[ix as usize];
+            let (placed, prev) = (n.placed, n.lane);
+            let before = placed.then(|| (prev, n.skipped()));
+            self.node_signal(ix, s);
+            let next = lane_for(prev, &s.kind);
+            // The count it is in: its lane, and for failed whether skipped.
+            let after = (next, self.nodes[ix as usize].skipped());
+            if before != Some(after) {
+                if let Some((lane, skipped)) = before {
+                    self.counts.remove(lane, skipped);
+                }
+                self.counts.add(after.0, after.1);
+            }
+            return if !placed || next != prev {
+                self.set_lane(ix, next, s.elapsed)
+            } else {
+                None
+            };
+        }
+        self.run_signal(s);
+        None
+    }
+
+    /// What a node signal says besides its lane.
+    fn node_signal(&mut self, ix: u32, s: &Signal) {
+        let at = s.elapsed;
+        let seq = s.seq;
+        match &s.kind {
+            SignalKind::Completed { result, .. } => {
+                let result = result.clone();
+                self.merge_context(&result);
+                self.settle(ix, NodeStatus::Succeeded, seq, at, |n, a| {
+                    n.result = Some(result.clone());
+                    if let Some(a) = a {
+                        a.result = Some(result);
+                    }
+                });
+                return;
+            }
+            SignalKind::Escalated { reason, result, .. } => {
+                let (reason, result) = (reason.clone(), result.clone());
+                self.merge_context(&result);
+                self.settle(ix, NodeStatus::Escalated, seq, at, |n, a| {
+                    n.result = Some(result.clone());
+                    n.escalation = Some(reason);
+                    if let Some(a) = a {
+                        a.result = Some(result);
+                    }
+                });
+                return;
+            }
+            SignalKind::Failed {
+                error, category, ..
+            } => {
+                let (error, category) = (error.clone(), category.clone());
+                self.capacity.waiting.shift_remove(&ix);
+                self.settle(ix, NodeStatus::Failed, seq, at, |n, a| {
+                    n.result = Some(Arc::new(serde_json::json!({ "error": &*error })));
+                    n.error = Some(error.clone());
+                    n.category = Some(category.clone());
+                    n.capacity_wait = None;
+                    if let Some(a) = a {
+                        a.error = Some(error);
+                        a.category = Some(category);
+                    }
+                });
+                return;
+            }
+            SignalKind::Skipped { .. } | SignalKind::Paused { .. } | SignalKind::Started { .. } => {
+                self.capacity.waiting.shift_remove(&ix);
+            }
+            SignalKind::CapacityWait { .. } => {
+                self.capacity.waiting.insert(ix);
+            }
+            _ => {}
+        }
+        let n = &mut self.nodes[ix as usize];
+        match &s.kind {
+            SignalKind::Queued {
+                node,
+                role,
+                instruction,
+                approval,
+            } => {
+                n.op.instruction = instruction.clone();
+                if role.is_some() {
+                    n.op.assignee = role.clone();
+                }
+                n.op.metadata.approval = *approval;
+                n.depends_on = node.depends_on.clone();
+                n.queued_at = at;
+                // Re-queued for a new attempt after a resume.
+                if n.status == NodeStatus::Running {
+                    n.status = NodeStatus::Pending;
+                }
+            }
+            SignalKind::Started {
+                attempt,
+                instance,
+                role,
+                ..
+            } => {
+                n.status = NodeStatus::Running;
+                n.attempt = *attempt;
+                n.started_at = Some(at);
+                n.capacity_wait = None;
+                n.activity = None;
+                if role.is_some() {
+                    n.op.assignee = role.clone();
+                }
+                n.attempts.push(Attempt {
+                    attempt: *attempt,
+                    started_at: at,
+                    finished_at: None,
+                    outcome: "running".into(),
+                    result: None,
+                    error: None,
+                    category: None,
+                    instance: instance.clone(),
+                    usage: None,
+                });
+            }
+            SignalKind::Skipped { reason, .. } => {
+                n.status = NodeStatus::Skipped;
+                n.skip_reason = Some(*reason);
+                n.finished_at = Some(at);
+                n.capacity_wait = None;
+            }
+            SignalKind::AwaitingApproval { .. } => n.status = NodeStatus::AwaitingApproval,
+            SignalKind::Approved { by, .. } => {
+                n.decisions.push(Decision {
+                    approved: true,
+                    by: by.clone(),
+                    at,
+                    reason: None,
+                });
+                if n.status == NodeStatus::AwaitingApproval {
+                    n.status = NodeStatus::Ready;
+                }
+            }
+            SignalKind::Denied { by, reason, .. } => n.decisions.push(Decision {
+                approved: false,
+                by: by.clone(),
+                at,
+                reason: Some(reason.clone()),
+            }),
+            SignalKind::Retried { .. } => {
+                n.status = NodeStatus::Pending;
+                n.result = None;
+                n.error = None;
+                n.category = None;
+                n.escalation = None;
+                n.skip_reason = None;
+                n.finished_at = None;
+                n.settled_seq = None;
+                n.queued_at = at;
+            }
+            SignalKind::Held { .. } => n.held = true,
+            SignalKind::Unheld { .. } => n.held = false,
+            SignalKind::Paused { reason, .. } => {
+                n.held |= *reason == PauseReason::Held;
+                n.capacity_wait = None;
+            }
+            SignalKind::CapacityWait { reason, .. } => n.capacity_wait = Some(reason.clone()),
+            _ => {}
+        }
+    }
+
+    fn merge_context(&mut self, result: &Value) {
+        if let Some(Value::Object(ctx)) = result.get("context") {
+            deep_merge(&mut self.context, ctx);
+        }
+    }
+
+    fn settle(
+        &mut self,
+        ix: u32,
+        status: NodeStatus,
+        seq: u64,
+        at: f64,
+        f: impl FnOnce(&mut Node, Option<&mut Attempt>),
+    ) {
+        let n = &mut self.nodes[ix as usize];
+        n.status = status;
+        n.settled_seq = Some(seq);
+        n.finished_at = Some(at);
+        let attempt = n.attempt;
+        // Take the attempt out to lend both mutably.
+        let mut last = n.attempts.pop();
+        if last.as_ref().is_some_and(|a| a.attempt != attempt) {
+            n.attempts.extend(last.take());
+        }
+        if let Some(a) = &mut last {
+            a.finished_at = Some(at);
+            a.outcome = match status {
+                NodeStatus::Succeeded => "succeeded",
+                NodeStatus::Escalated => "escalated",
+                _ => "failed",
+            }
+            .into();
+        }
+        f(n, last.as_mut());
+        n.attempts.extend(last);
+    }
+
+    /// Signals about the run, the ledger, the palette and capacity.
+    fn run_signal(&mut self, s: &Signal) {
+        let at = s.elapsed;
+        match &s.kind {
+            SignalKind::RunStarted {
+                run_id,
+                play,
+                max_concurrent,
+                reactive,
+                max_spawn,
+                paused,
+                ..
+            } => {
+                self.run.run_id = run_id.clone();
+                self.run.play = play.clone();
+                self.run.started = true;
+                self.run.max_concurrent = *max_concurrent;
+                self.run.reactive = *reactive;
+                self.run.max_spawn = *max_spawn;
+                self.run.paused = *paused;
+                self.run.round = self.run.round.max(1);
+            }
+            SignalKind::Resumed { resumes, .. } => {
+                // Taken up again: whatever ended it before is over.
+                self.run.resumes = *resumes;
+                self.run.started = true;
+                self.run.finished = None;
+                self.run.paused = false;
+                self.run.stepping = false;
+            }
+            SignalKind::RunPaused => self.run.paused = true,
+            SignalKind::RunResumed => {
+                self.run.paused = false;
+                self.run.stepping = false;
+                self.run.stepped = None;
+            }
+            SignalKind::Stepped { op_id } => {
+                self.run.stepping = op_id.is_none();
+                if op_id.is_some() {
+                    self.run.stepped = *op_id;
+                }
+            }
+            SignalKind::RoundEnded { round } => self.run.round = round + 1,
+            SignalKind::RunFinished { outcome, .. } => {
+                self.run.finished = Some(*outcome);
+                self.run.stepping = false;
+            }
+            SignalKind::Warning { message, .. } => self.warnings.push((at, message.clone())),
+            SignalKind::AgentActivity {
+                op_id,
+                attempt,
+                state,
+                tool,
+                ..
+            } => {
+                if let Some(n) = self.node_mut(op_id)
+                    && n.attempt == *attempt
+                {
+                    n.activity = Some((*state, tool.clone()));
+                }
+            }
+            SignalKind::AgentUsage {
+                op_id,
+                attempt,
+                usage,
+                ..
+            } => {
+                if let Some(n) = self.node_mut(op_id)
+                    && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
+                {
+                    a.usage = Some(*usage);
+                }
+            }
+            SignalKind::Spawned {
+                op_id,
+                name,
+                parent_id,
+                assignee,
+                instruction,
+                record,
+                ..
+            } => {
+                let op = Operation {
+                    op_id: *op_id,
+                    reference_id: name.clone(),
+                    instruction: instruction.clone(),
+                    assignee: assignee.clone(),
+                    operation: record.kind,
+                    metadata: OpMetadata {
+                        requester_role: record.requester_role.clone(),
+                        spawned_from: *parent_id,
+                        approval: false,
+                        agent: record.agent.clone(),
+                        params: record.params.clone(),
+                        spawn_reason: record.reason.clone(),
+                        profile: record.profile.clone(),
+                    },
+                };
+                if self.index.contains_key(op_id) {
+                    // Already known (a replayed overlap): keep what is there.
+                } else {
+                    let mut n = Node::new(op);
+                    n.deps = record.edges.clone();
+                    n.queued_at = at;
+                    self.insert(n);
+                }
+                // Only generated names take a number (a named injection
+                // does not).
+                self.note_spawn_number(name);
+                self.spawn_accepted += 1;
+                if let (Some(p), Some(id)) = (parent_id, &record.identity) {
+                    self.see(p, s.seq, *id);
+                }
+                self.ledger_row(
+                    s,
+                    *parent_id,
+                    assignee,
+                    LedgerOutcome::Accepted {
+                        op_id: *op_id,
+                        name: name.clone(),
+                    },
+                );
+            }
+            SignalKind::SpawnDropped {
+                reason,
+                assignee,
+                emitter_id,
+                detail,
+                op_id,
+                identity,
+            } => {
+                // Admission numbers a candidate before the cap refuses it
+                // ("spawn-N refused: ...").
+                if *reason == DropReason::MaxSpawnExceeded {
+                    let name = detail.split_whitespace().next().unwrap_or("");
+                    self.note_spawn_number(name);
+                }
+                if let (Some(e), Some(id)) = (emitter_id, identity) {
+                    self.see(e, s.seq, *id);
+                }
+                let by = emitter_id.and_then(|e| self.name_of(&e));
+                self.palette
+                    .dropped(*reason, assignee.as_ref(), detail, by, at);
+                self.ledger_row(
+                    s,
+                    *emitter_id,
+                    assignee,
+                    LedgerOutcome::Dropped {
+                        reason: *reason,
+                        detail: detail.clone(),
+                        op_id: *op_id,
+                    },
+                );
+            }
+            SignalKind::RoleProvisioned { .. }
+            | SignalKind::RoleReserved { .. }
+            | SignalKind::ExpansionRejected { .. }
+            | SignalKind::Budget { .. } => self.palette.apply(&s.kind, at),
+            SignalKind::Instance { .. } | SignalKind::CapacityReleased { .. } => {
+                self.capacity.apply(&s.kind, at)
+            }
+            _ => {}
+        }
+    }
+
+    /// A ledger row as the kernel keeps it, from the signal that recorded it.
+    fn ledger_row(
+        &mut self,
+        s: &Signal,
+        emitter: Option<OpId>,
+        assignee: &Option<Arc<str>>,
+        outcome: LedgerOutcome,
+    ) {
+        let emitter_name = emitter.and_then(|e| self.name_of(&e));
+        self.ledger.push(LedgerEntry {
+            seq: s.seq,
+            elapsed: s.elapsed,
+            emitter_id: emitter,
+            emitter_name,
+            assignee: assignee.clone(),
+            outcome,
+        });
+    }
+
+    fn note_spawn_number(&mut self, name: &str) {
+        if let Some(n) = name
+            .strip_prefix("spawn-")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            self.spawn_seq = self.spawn_seq.max(n);
+        }
+    }
+
+    fn see(&mut self, emitter: &OpId, seq: u64, identity: crate::kernel::request::RequestId) {
+        if let Some(n) = self.node_mut(emitter) {
+            n.sightings.push((seq, identity));
+        }
+    }
+
+    /// Operations currently running.
+    pub fn running(&self) -> usize {
+        self.counts.running
+    }
+
+    /// Rebuilds the operations, lanes and ledger from a kernel snapshot
+    /// (an observer fell behind). The palette, capacity and warnings are
+    /// kept: their owners are asked separately.
+    pub fn resync(&mut self, snap: &Snapshot) {
+        let mut p = RunProjection {
+            palette: std::mem::take(&mut self.palette),
+            capacity: std::mem::take(&mut self.capacity),
+            warnings: std::mem::take(&mut self.warnings),
+            context: std::mem::take(&mut self.context),
+            run: RunInfo {
+                run_id: snap.run.run_id.clone(),
+                play: snap.run.play.clone(),
+                started: true,
+                paused: snap.run.paused,
+                stepping: snap.run.step_credits > 0,
+                stepped: None,
+                round: snap.run.round,
+                max_concurrent: snap.run.max_concurrent,
+                reactive: snap.run.reactive,
+                max_spawn: snap.run.max_spawn,
+                finished: snap.run.finished,
+                elapsed: snap.elapsed,
+                resumes: self.run.resumes,
+            },
+            seq: snap.seq,
+            events: self.events,
+            spawn_seq: self.spawn_seq,
+            spawn_accepted: snap.run.spawn_accepted,
+            ledger: snap.ledger.clone(),
+            ..RunProjection::default()
+        };
+        p.capacity.waiting.clear();
+        for s in &snap.nodes {
+            let mut op = Operation::new(s.name.clone(), s.instruction.clone());
+            op.op_id = s.op_id;
+            op.assignee = s.role.clone();
+            op.metadata.approval = s.approval;
+            op.metadata.spawned_from = s.parent_id;
+            let mut n = Node::new(op);
+            n.depends_on = s.depends_on.clone();
+            n.status = s.status;
+            n.lane = s.lane;
+            n.lane_since = s.lane_since;
+            n.held = s.held;
+            n.attempt = s.attempt;
+            n.queued_at = s.queued_at;
+            n.started_at = s.started_at;
+            n.finished_at = s.finished_at;
+            n.result = s.result.clone();
+            n.error = s.error.clone();
+            n.placed = true;
+            n.capacity_wait = s
+                .waiting_for
+                .as_deref()
+                .filter(|w| w.starts_with("capacity"))
+                .map(Arc::from);
+            p.counts.add(n.lane, n.skipped());
+            let waits = n.capacity_wait.is_some();
+            let ix = p.insert(n);
+            if waits {
+                p.capacity.waiting.insert(ix);
+            }
+        }
+        *self = p;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,203 @@
+//! One operation as the signal stream tells it: its definition, where it
+//! stands, every attempt, its decision and what it emitted.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::kernel::request::RequestId;
+use crate::kernel::{
+    ActivityState, DepRecord, Lane, NodeStatus, OpId, Operation, SkipReason, Usage,
+};
+
+/// One attempt of an operation and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub started_at: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<f64>,
+    /// `running` (still, or when the process died), `succeeded`,
+    /// `escalated`, `failed`.
+    pub outcome: String,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub result: Option<Arc<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<Arc<str>>,
+    /// Its agent's cost and tokens, as last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// An operator's (or the policy's) decision on an approval gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub approved: bool,
+    pub by: Arc<str>,
+    pub at: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Arc<str>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub op: Operation,
+    /// Incoming edges with their conditions (from the initial graph or the
+    /// spawn record); empty when only the log was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deps: Vec<DepRecord>,
+    /// What it depends on, as its signals tell.
+    #[serde(default)]
+    pub depends_on: Arc<[OpId]>,
+    pub status: NodeStatus,
+    #[serde(default = "queued")]
+    pub lane: Lane,
+    /// Its first lifecycle signal was seen: it is in a lane and counted.
+    #[serde(default)]
+    pub placed: bool,
+    #[serde(default)]
+    pub held: bool,
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub result: Option<Arc<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<SkipReason>,
+    /// Every decision on its gate, in order (a retry asks again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
+    /// Every sighting of a spawn request it emitted that reached the
+    /// ledger: (seq, identity). Resume passes over these when they come
+    /// again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sightings: Vec<(u64, RequestId)>,
+    /// The seq of the signal that settled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_seq: Option<u64>,
+    #[serde(default)]
+    pub queued_at: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<f64>,
+    /// When it entered its lane.
+    #[serde(default)]
+    pub lane_since: f64,
+    // What follows is live state a view shows; a checkpoint does not keep
+    // it (a resumed run starts it afresh).
+    #[serde(skip)]
+    pub capacity_wait: Option<Arc<str>>,
+    #[serde(skip)]
+    pub activity: Option<(ActivityState, Option<Arc<str>>)>,
+}
+
+/// A result that is there, even when it is `null` (a missing one is
+/// `None`): operations may legitimately return null.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<Value>>, D::Error> {
+    Value::deserialize(d).map(|v| Some(Arc::new(v)))
+}
+
+fn queued() -> Lane {
+    Lane::Queued
+}
+
+impl Node {
+    pub fn new(op: Operation) -> Node {
+        Node {
+            op,
+            deps: Vec::new(),
+            depends_on: Arc::from(Vec::new()),
+            status: NodeStatus::Pending,
+            lane: Lane::Queued,
+            placed: false,
+            held: false,
+            attempt: 0,
+            attempts: Vec::new(),
+            result: None,
+            error: None,
+            category: None,
+            escalation: None,
+            skip_reason: None,
+            decisions: Vec::new(),
+            sightings: Vec::new(),
+            settled_seq: None,
+            queued_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            lane_since: 0.0,
+            capacity_wait: None,
+            activity: None,
+        }
+    }
+
+    pub fn name(&self) -> &Arc<str> {
+        &self.op.reference_id
+    }
+
+    pub fn role(&self) -> Option<&Arc<str>> {
+        self.op.assignee.as_ref()
+    }
+
+    pub fn skipped(&self) -> bool {
+        self.status == NodeStatus::Skipped
+    }
+
+    /// Whether it has an approval gate.
+    pub fn gated(&self) -> bool {
+        self.op.metadata.approval
+    }
+
+    pub fn parent(&self) -> Option<OpId> {
+        self.op.metadata.spawned_from
+    }
+
+    /// The last decision on its gate.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decisions.last()
+    }
+
+    /// The current attempt's record.
+    pub fn current(&self) -> Option<&Attempt> {
+        self.attempts.last().filter(|a| a.attempt == self.attempt)
+    }
+
+    /// Its agent's usage in the current attempt.
+    pub fn usage(&self) -> Option<Usage> {
+        self.current().and_then(|a| a.usage)
+    }
+
+    /// How earlier attempts ended, for the inspector.
+    pub fn earlier(&self) -> impl Iterator<Item = &Attempt> {
+        let current = self.attempt;
+        self.attempts
+            .iter()
+            .filter(move |a| a.attempt < current && a.outcome != "running")
+    }
+
+    /// What it depends on: its dependencies and the operation that spawned
+    /// it.
+    pub fn predecessors(&self) -> impl Iterator<Item = OpId> + '_ {
+        self.depends_on.iter().copied().chain(self.parent())
+    }
+}
