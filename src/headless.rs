@@ -251,6 +251,11 @@ impl HumanPrinter {
                 ..
             } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
             SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
+            SignalKind::DependenciesAdded { node: n, edges, .. } => node(
+                "+ waits also for",
+                &n.name,
+                &format!(" {} more", edges.len()),
+            ),
             SignalKind::Unheld { node: n } => node("▷ unheld", &n.name, ""),
             SignalKind::Spawned { name, assignee, .. } => {
                 node("+ spawned", name, &role_suffix(assignee))

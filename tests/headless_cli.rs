@@ -580,3 +580,64 @@ fn catalog_palette_and_prompt_views() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ids: kickoff, scope"));
 }
+
+/// Issue 13 (ADR-0033 D3, the trusted inject API): the operator adds work
+/// to a live run from stdin and from `ctl`, through admission.
+#[test]
+fn rule_a33_inject_the_operator_adds_work_through_admission() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "p.toml", PIPELINE);
+    let mut live = Live::start(
+        &[
+            "run",
+            "--headless",
+            "--paused",
+            "--run-dir",
+            "run",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    live.until(|v| v["type"] == "paused" && v["name"] == "a");
+    live.send("add --after a --role tester --instruction 'check a' --name check");
+    let spawned = live.until(|v| v["type"] == "spawned");
+    assert_eq!(spawned["name"], "check");
+    assert_eq!(spawned["edges"][0]["kind"], "dependency");
+    // ctl takes the same command: b also waits for check now.
+    let out = bin()
+        .args(["ctl", "run", "add", "--name", "b", "--after", "check"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok: added b\n");
+    live.until(|v| v["type"] == "dependencies_added" && v["name"] == "b");
+    // check -> b -> ... -> check would close a cycle: dropped, in the ledger.
+    let out = bin()
+        .args([
+            "ctl", "run", "add", "--name", "check", "--after", "b", "--json",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "dropped");
+    let dropped = live.until(|v| v["type"] == "spawn_dropped");
+    assert_eq!(dropped["reason"], "cycle");
+    live.send("resume");
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    assert_eq!(
+        result["spawned_operations"], 2,
+        "the add and the new dependency"
+    );
+    assert_eq!(live.started(), ["a", "check", "b"], "b waited for check");
+    drop(live.child.stdin.take());
+    assert_eq!(live.child.wait().unwrap().code(), Some(0));
+}

@@ -63,6 +63,12 @@ pub trait NodeBuilder: Send + Sync {
     fn route_now(&self, _request: &SpawnRequest, _emitter: &Emitter) -> Option<RouteResult> {
         None
     }
+
+    /// The route of a role the run has now, for work the operator adds
+    /// (trusted: no authority or budget applies, and no role is created).
+    fn route_role(&self, _role: &str) -> Option<RoleRoute> {
+        None
+    }
 }
 
 /// A role the static map can route to.
@@ -141,6 +147,10 @@ impl NodeBuilder for StaticRoleBuilder {
 
     fn route_now(&self, request: &SpawnRequest, emitter: &Emitter) -> Option<RouteResult> {
         Some(self.route(request, emitter))
+    }
+
+    fn route_role(&self, role: &str) -> Option<RoleRoute> {
+        self.routes.get(role).cloned()
     }
 }
 

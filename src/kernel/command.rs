@@ -50,6 +50,28 @@ pub enum Request {
     /// A new attempt of a failed or denied operation; what it caused to be
     /// skipped waits again.
     Retry { op: String },
+    /// Add work to the live run: a new operation of ROLE after OPs, or,
+    /// with --name of an operation that has not started, more dependencies
+    /// for it.
+    Add {
+        /// An operation it waits for; repeatable.
+        #[arg(long = "after", value_name = "OP")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        after: Vec<String>,
+        /// The role that does it (one the run has).
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
+        /// What to do.
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instruction: Option<String>,
+        /// Its name (default spawn-N); an existing operation's name adds
+        /// dependencies to it instead.
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// Stop the run: running work is cancelled, the rest is skipped.
     Cancel,
     /// The run at a glance.
@@ -166,6 +188,7 @@ impl Request {
             Request::Hold { .. } => "hold",
             Request::Unhold { .. } => "unhold",
             Request::Retry { .. } => "retry",
+            Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
             Request::Release => "release",
@@ -178,6 +201,7 @@ impl Request {
     pub fn done_message(&self, answer: &Answer) -> String {
         match (self, answer) {
             (_, Answer::Stepped { op: Some(op) }) => format!("step: {op} started"),
+            (_, Answer::Added { name, .. }) => format!("added {name}"),
             (_, Answer::Stepped { op: None }) => {
                 "step: the next operation to become ready will start".into()
             }
@@ -294,6 +318,10 @@ pub enum ErrorCode {
     /// No such run directory.
     NoRun,
     Io,
+    /// The run is not reactive: nothing can join it.
+    NotReactive,
+    /// Admission dropped what was added (the ledger has the row).
+    Dropped,
     /// A code this build does not know (a newer peer).
     #[serde(other)]
     Other,
@@ -351,6 +379,13 @@ pub enum CommandError {
     BadRequest(String),
     #[error("this run has no [capacity]")]
     NoCapacity,
+    #[error("the run is not reactive (reactive = false): nothing can be added to it")]
+    NotReactive,
+    #[error("dropped ({reason}): {detail}")]
+    Dropped {
+        reason: &'static str,
+        detail: String,
+    },
 }
 
 impl CommandError {
@@ -367,6 +402,8 @@ impl CommandError {
             CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
             CommandError::BadRequest(_) => ErrorCode::BadRequest,
             CommandError::NoCapacity => ErrorCode::NoCapacity,
+            CommandError::NotReactive => ErrorCode::NotReactive,
+            CommandError::Dropped { .. } => ErrorCode::Dropped,
         }
     }
 }
@@ -397,6 +434,10 @@ mod tests {
                 r#"{"cmd":"deny","op":"ship","reason":"not today"}"#,
             ),
             ("deny ship", r#"{"cmd":"deny","op":"ship"}"#),
+            (
+                "add --after build --after lint --role tester --instruction 'check it'",
+                r#"{"cmd":"add","after":["build","lint"],"role":"tester","instruction":"check it"}"#,
+            ),
             (
                 "ensure --profile coder=2 --lifetime manual_release",
                 r#"{"cmd":"ensure","profiles":[["coder",2]],"lifetime":"manual_release"}"#,

@@ -68,6 +68,7 @@ pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
         SignalKind::Queued { .. }
         | SignalKind::Unpaused { .. }
         | SignalKind::Approved { .. }
+        | SignalKind::DependenciesAdded { .. }
         | SignalKind::Retried { .. } => Lane::Queued,
         SignalKind::Started { .. } => Lane::Running,
         SignalKind::AwaitingApproval { .. } => Lane::AwaitingApproval,

@@ -268,6 +268,16 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         because: Option<Arc<str>>,
     },
+    /// The operator added dependencies to an operation that had not
+    /// started: it waits for them too (`edges` are the new incoming ones).
+    DependenciesAdded {
+        #[serde(flatten)]
+        node: NodeHeader,
+        edges: Vec<DepRecord>,
+        /// The operation whose injection added them (none: the operator).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        emitter_id: Option<OpId>,
+    },
     /// An operator hold was placed on an operation that has not started.
     Held {
         #[serde(flatten)]
@@ -465,6 +475,7 @@ impl SignalKind {
             SignalKind::Denied { .. } => "denied",
             SignalKind::Escalated { .. } => "escalated",
             SignalKind::Retried { .. } => "retried",
+            SignalKind::DependenciesAdded { .. } => "dependencies_added",
             SignalKind::Held { .. } => "held",
             SignalKind::Unheld { .. } => "unheld",
             SignalKind::Spawned { .. } => "spawned",
@@ -501,6 +512,7 @@ impl SignalKind {
             | SignalKind::Approved { node, .. }
             | SignalKind::Denied { node, .. }
             | SignalKind::Escalated { node, .. }
+            | SignalKind::DependenciesAdded { node, .. }
             | SignalKind::Held { node }
             | SignalKind::Unheld { node }
             | SignalKind::Retried { node, .. }

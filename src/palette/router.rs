@@ -627,6 +627,18 @@ impl NodeBuilder for Arc<PaletteRouter> {
             Decision::Wait(_) | Decision::Provision => None,
         }
     }
+
+    fn route_role(&self, role: &str) -> Option<crate::kernel::RoleRoute> {
+        let role = canonical(role);
+        self.lock()
+            .routes
+            .get(role.as_str())
+            .map(|r| crate::kernel::RoleRoute {
+                role: r.role.clone(),
+                agent: r.agent.clone(),
+                params: r.params.clone(),
+            })
+    }
 }
 
 impl InstructionDecorator for PaletteRouter {

@@ -286,6 +286,23 @@ impl RunProjection {
             SignalKind::CapacityWait { .. } => {
                 self.capacity.waiting.insert(ix);
             }
+            SignalKind::DependenciesAdded {
+                node, emitter_id, ..
+            } => {
+                // Admission counts it as an accepted injection.
+                self.spawn_accepted += 1;
+                let assignee = self.nodes[ix as usize].op.assignee.clone();
+                self.capacity.waiting.shift_remove(&ix);
+                self.ledger_row(
+                    s,
+                    *emitter_id,
+                    &assignee,
+                    LedgerOutcome::Accepted {
+                        op_id: node.op_id,
+                        name: node.name.clone(),
+                    },
+                );
+            }
             _ => {}
         }
         let n = &mut self.nodes[ix as usize];
@@ -368,6 +385,13 @@ impl RunProjection {
                 n.finished_at = None;
                 n.settled_seq = None;
                 n.queued_at = at;
+            }
+            SignalKind::DependenciesAdded { node, edges, .. } => {
+                n.deps.extend(edges.iter().cloned());
+                n.depends_on = node.depends_on.clone();
+                if matches!(n.status, NodeStatus::Ready | NodeStatus::AwaitingApproval) {
+                    n.status = NodeStatus::Pending;
+                }
             }
             SignalKind::Held { .. } => n.held = true,
             SignalKind::Unheld { .. } => n.held = false,

@@ -21,7 +21,8 @@ use super::super::request::{self, RequestId, SpawnRequest};
 use super::super::signal::{
     DROP_DETAIL_MAX, DepRecord, SPAWNED_INSTRUCTION_MAX, SignalKind, SpawnRecord, truncate_chars,
 };
-use super::node::{Node, edge_valid};
+use super::super::snapshot::NodeStatus;
+use super::node::Node;
 use super::{Executor, RoutedBatch};
 
 /// What an operation has emitted so far. Kept beside the graph, for the few
@@ -487,43 +488,101 @@ impl Executor {
     }
 
     /// The injected child is already in the graph: new edges into it may
-    /// close a cycle, so this is the one case that checks reachability.
-    fn add_edges_into(
+    /// close a cycle, so this is the one case that checks reachability. It
+    /// must not have started; if it was about to, it waits again.
+    pub(super) fn add_edges_into(
         &mut self,
         existing: NodeIndex,
         emitter: Option<NodeIndex>,
         assignee: Option<Arc<str>>,
         deps: Vec<(NodeIndex, Edge)>,
     ) -> Option<NodeIndex> {
+        let target = self.graph[existing].op.reference_id.clone();
+        let op_id = Some(self.graph[existing].op.op_id);
+        let status = self.graph[existing].status;
+        if status == NodeStatus::Running || status.is_terminal() {
+            let detail = format!(
+                "{target} has already started; dependencies can be added only to an operation that has not"
+            );
+            self.drop_spawn(
+                emitter,
+                assignee,
+                DropReason::BuilderError,
+                detail,
+                op_id,
+                None,
+            );
+            return None;
+        }
         for (from, _) in &deps {
             if *from == existing
                 || petgraph::algo::has_path_connecting(&self.graph, existing, *from, None)
             {
                 let detail = format!(
-                    "an edge {} -> {} would close a cycle",
-                    self.graph[*from].op.reference_id, self.graph[existing].op.reference_id
+                    "an edge {} -> {target} would close a cycle",
+                    self.graph[*from].op.reference_id
                 );
-                let op_id = Some(self.graph[existing].op.op_id);
                 self.drop_spawn(emitter, assignee, DropReason::Cycle, detail, op_id, None);
                 return None;
             }
         }
+        let records: Vec<DepRecord> = deps
+            .iter()
+            .map(|(from, edge)| DepRecord {
+                from: self.graph[*from].op.op_id,
+                edge: edge.clone(),
+            })
+            .collect();
         for (from, edge) in deps {
-            let head = &self.graph[from];
-            let settled = head.status.is_terminal();
-            let valid = settled && edge_valid(&edge.condition, head.status, head.result.as_deref());
             self.graph.add_edge(from, existing, edge);
-            let n = &mut self.graph[existing];
-            n.has_preds = true;
-            if settled {
-                n.any_valid |= valid;
-            } else if n.status == super::super::snapshot::NodeStatus::Pending {
-                n.waiting += 1;
-            }
         }
+        // About to start, or asking for approval: it waits for the new
+        // dependencies first (and asks again after them).
+        if matches!(status, NodeStatus::Ready | NodeStatus::AwaitingApproval) {
+            self.sched.ready.retain(|&r| r != existing);
+            self.sched.unpark(existing);
+            self.gate.leave(existing);
+            let n = &mut self.graph[existing];
+            n.parked = false;
+            n.status = NodeStatus::Pending;
+        }
+        self.relink(existing);
         self.adm.accepted += 1;
+        let node = self.header(existing);
+        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
+        let kind = SignalKind::DependenciesAdded {
+            node,
+            edges: records,
+            emitter_id,
+        };
+        let (seq, elapsed) = self.emit_node(existing, kind);
+        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
+        self.adm.ledger.push(LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id,
+            emitter_name,
+            assignee: self.graph[existing].op.assignee.clone(),
+            outcome: LedgerOutcome::Accepted {
+                op_id: self.graph[existing].op.op_id,
+                name: target,
+            },
+        });
         self.emit_budget();
         Some(existing)
+    }
+
+    /// What admission said of the last thing it dropped, as a refusal.
+    pub(super) fn last_drop(&self) -> crate::kernel::CommandError {
+        match self.adm.ledger.last().map(|e| &e.outcome) {
+            Some(LedgerOutcome::Dropped { reason, detail, .. }) => {
+                crate::kernel::CommandError::Dropped {
+                    reason: reason.as_str(),
+                    detail: detail.to_string(),
+                }
+            }
+            _ => crate::kernel::CommandError::RunFinished,
+        }
     }
 }
 

@@ -9,11 +9,14 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::agent::AgentFailure;
 use super::super::command::{Answer, CommandError, OPERATOR, Request};
-use super::super::control::ApprovalPolicy;
+use super::super::control::{ApprovalPolicy, NewOperation};
+use super::super::graph::{Condition, Edge, OpMetadata, Operation, OperationKind, new_op_id};
+use super::super::ledger::DropReason;
 use super::super::signal::{PauseReason, SignalKind, SkipReason};
 use super::super::snapshot::NodeStatus;
 use super::Executor;
 use super::node::{Approval, Ms};
+use crate::vocab::{is_spawn_name, is_valid_name};
 
 impl Executor {
     /// Carries out one operator command. Capacity and status requests are
@@ -33,6 +36,12 @@ impl Executor {
                 self.cancel();
                 Ok(Answer::Done)
             }
+            Request::Add {
+                after,
+                role,
+                instruction,
+                name,
+            } => self.add(&after, role, instruction, name),
             Request::Release | Request::Ensure { .. } | Request::Capacity => {
                 Err(CommandError::NoCapacity)
             }
@@ -57,6 +66,118 @@ impl Executor {
 
     fn name_of(&self, ix: NodeIndex) -> String {
         self.graph[ix].op.reference_id.to_string()
+    }
+
+    /// Trusted injection from the operator (ADR-0033 D3/D5): a new
+    /// operation of a role the run has, or more dependencies for one that
+    /// has not started. Admission still applies (cap, cycle, ledger).
+    fn add(
+        &mut self,
+        after: &[String],
+        role: Option<String>,
+        instruction: Option<String>,
+        name: Option<String>,
+    ) -> Result<Answer, CommandError> {
+        if !self.cfg.reactive {
+            let message = Arc::from("add refused: the run is not reactive (reactive = false)");
+            self.bus.emit(SignalKind::Warning {
+                message,
+                op_id: None,
+            });
+            return Err(CommandError::NotReactive);
+        }
+        if self.cancelled {
+            return Err(CommandError::RunFinished);
+        }
+        let deps = after
+            .iter()
+            .map(|a| self.resolve(a))
+            .collect::<Result<Vec<NodeIndex>, _>>()?;
+        let bad = |m: String| Err(CommandError::BadRequest(m));
+        if let Some(existing) = name.as_deref().and_then(|n| self.resolve(n).ok()) {
+            if role.is_some() || instruction.is_some() {
+                return bad(format!(
+                    "{} exists: --role and --instruction describe a new operation; to add dependencies to it give only --after",
+                    self.name_of(existing)
+                ));
+            }
+            if deps.is_empty() {
+                return bad(format!(
+                    "{} exists: give --after OP to add dependencies to it",
+                    self.name_of(existing)
+                ));
+            }
+            let edges = deps
+                .into_iter()
+                .map(|d| (d, Edge::dependency(Condition::Succeeded)))
+                .collect();
+            return match self.add_edges_into(existing, None, None, edges) {
+                Some(ix) => Ok(Answer::Added {
+                    op_id: self.graph[ix].op.op_id,
+                    name: self.name_of(ix),
+                }),
+                None => Err(self.last_drop()),
+            };
+        }
+        let Some(role) = role.filter(|r| !r.trim().is_empty()) else {
+            return bad("a new operation needs --role ROLE".into());
+        };
+        let Some(instruction) = instruction.filter(|i| !i.trim().is_empty()) else {
+            return bad("a new operation needs --instruction TEXT".into());
+        };
+        if let Some(n) = &name
+            && (!is_valid_name(n) || is_spawn_name(n))
+        {
+            return bad(format!(
+                "--name {n:?} is not a name for a new operation; allowed: letters, digits, '.', '_' and '-', starting with a letter or digit, and not spawn-N"
+            ));
+        }
+        let Some(route) = self.builder.route_role(role.trim()) else {
+            let detail =
+                format!("no role {role:?} in this run: add work only for a role the run has");
+            self.drop_spawn(
+                None,
+                Some(Arc::from(role.trim())),
+                DropReason::BuilderError,
+                detail,
+                None,
+                None,
+            );
+            return Err(self.last_drop());
+        };
+        let op = Operation {
+            op_id: new_op_id(),
+            reference_id: name.map(Arc::from).unwrap_or_else(|| Arc::from("")),
+            instruction: Arc::from(instruction.trim()),
+            assignee: Some(route.role.clone()),
+            operation: OperationKind::Operate,
+            metadata: OpMetadata {
+                requester_role: Some(route.role.clone()),
+                spawned_from: None,
+                approval: false,
+                agent: route.agent.clone(),
+                params: route.params.clone(),
+                spawn_reason: Some(Arc::from("added by the operator")),
+                profile: None,
+            },
+        };
+        let depends_on = deps
+            .iter()
+            .map(|&d| (self.graph[d].op.op_id, Condition::Succeeded))
+            .collect();
+        let new = NewOperation {
+            op,
+            depends_on,
+            parent: None,
+            independent: true,
+        };
+        match self.inject(new) {
+            Some(ix) => Ok(Answer::Added {
+                op_id: self.graph[ix].op.op_id,
+                name: self.name_of(ix),
+            }),
+            None => Err(self.last_drop()),
+        }
     }
 
     fn pause(&mut self) -> Result<(), CommandError> {
@@ -582,6 +703,106 @@ mod tests {
         assert_eq!(
             ex.apply(Request::Retry { op: "a".into() }),
             Err(CommandError::RunFinished)
+        );
+    }
+
+    fn add(after: &[&str], role: Option<&str>, name: Option<&str>) -> Request {
+        Request::Add {
+            after: after.iter().map(|s| s.to_string()).collect(),
+            role: role.map(str::to_string),
+            instruction: role.map(|_| "more work".to_string()),
+            name: name.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_operator_adds_work_after_operations_the_run_has() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        tape.take();
+        let answer = ex
+            .apply(add(&["a"], Some("worker"), Some("extra")))
+            .unwrap();
+        assert!(matches!(answer, Answer::Added { ref name, .. } if name == "extra"));
+        assert_eq!(tape.take(), ["spawned extra", "queued extra"]);
+        assert_eq!(ex.adm.accepted, 1);
+        ex.finish_ok("a");
+        ex.advance();
+        assert_eq!(tape.take(), ["completed a", "started extra"]);
+        // Without a name it is numbered like spawned work.
+        let answer = ex.apply(add(&[], Some("worker"), None)).unwrap();
+        assert!(matches!(answer, Answer::Added { ref name, .. } if name == "spawn-1"));
+    }
+
+    #[test]
+    fn unknown_roles_and_operations_are_refused_with_what_was_wrong() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        tape.take();
+        assert_eq!(
+            ex.apply(add(&["ghost"], Some("worker"), None)),
+            Err(CommandError::UnknownOperation("ghost".into()))
+        );
+        let e = ex.apply(add(&[], Some("wizard"), None)).unwrap_err();
+        assert_eq!(e.code(), crate::kernel::ErrorCode::Dropped);
+        assert!(e.to_string().contains("no role \"wizard\""), "{e}");
+        assert_eq!(tape.take(), ["spawn_dropped"], "the drop is in the ledger");
+        assert_eq!(
+            ex.apply(add(&[], None, None)).unwrap_err().code(),
+            crate::kernel::ErrorCode::BadRequest
+        );
+        let e = ex
+            .apply(add(&[], Some("worker"), Some("spawn-9")))
+            .unwrap_err();
+        assert!(e.to_string().contains("not spawn-N"), "{e}");
+    }
+
+    #[test]
+    fn a_run_that_is_not_reactive_takes_nothing_new() {
+        let cfg = RunConfig {
+            reactive: false,
+            ..RunConfig::default()
+        };
+        let (mut ex, tape) = executor(&[("a", &[], false)], cfg);
+        ex.begin();
+        tape.take();
+        assert_eq!(
+            ex.apply(add(&[], Some("worker"), None)),
+            Err(CommandError::NotReactive)
+        );
+        assert_eq!(tape.take(), ["warning"]);
+    }
+
+    #[test]
+    fn dependencies_added_to_a_waiting_operation_hold_it_and_cycles_are_dropped() {
+        let cfg = RunConfig {
+            max_concurrent: 1,
+            ..RunConfig::default()
+        };
+        let (mut ex, tape) = executor(
+            &[("a", &[], false), ("b", &[], false), ("c", &["b"], false)],
+            cfg,
+        );
+        ex.begin();
+        ex.advance();
+        tape.take();
+        // b was about to start (waiting for the slot a holds): now it also
+        // waits for a.
+        ex.apply(add(&["a"], None, Some("b"))).unwrap();
+        assert_eq!(tape.take(), ["dependencies_added b"]);
+        assert_eq!(ex.graph[ex.ix("b")].status, NodeStatus::Pending);
+        // c -> b would close b -> c -> b.
+        let e = ex.apply(add(&["c"], None, Some("b"))).unwrap_err();
+        assert!(e.to_string().contains("dropped (cycle)"), "{e}");
+        // a has started: nothing can be added to it.
+        let e = ex.apply(add(&["b"], None, Some("a"))).unwrap_err();
+        assert!(e.to_string().contains("already started"), "{e}");
+        ex.finish_ok("a");
+        ex.advance();
+        assert_eq!(
+            tape.take(),
+            ["spawn_dropped", "spawn_dropped", "completed a", "started b"]
         );
     }
 }

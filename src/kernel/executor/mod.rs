@@ -413,15 +413,17 @@ impl Executor {
         }
     }
 
-    /// Emits a signal about one node and moves its lane.
-    fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) {
+    /// Emits a signal about one node and moves its lane; returns the
+    /// signal's seq and time.
+    fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) -> (u64, f64) {
         let lane = lane_for(self.graph[ix].lane, &kind);
-        let (_, at) = self.bus.emit(kind);
+        let (seq, at) = self.bus.emit(kind);
         let n = &mut self.graph[ix];
         if lane != n.lane {
             n.lane = lane;
             n.lane_since = Ms::at(at);
         }
+        (seq, at)
     }
 
     fn command(&mut self, cmd: Command) {

@@ -92,7 +92,11 @@ pub(super) fn executor(ops: &[(&str, &[&str], bool)], cfg: RunConfig) -> (Execut
         b.build().unwrap(),
         cfg,
         Arc::new(Agents),
-        Arc::new(StaticRoleBuilder::new([])),
+        Arc::new(StaticRoleBuilder::new([super::super::builder::RoleRoute {
+            role: Arc::from("worker"),
+            agent: Arc::from("forever"),
+            params: Arc::new(serde_json::Value::Null),
+        }])),
     )
     .unwrap();
     let tape = Tape::default();
