@@ -249,6 +249,13 @@ impl HumanPrinter {
                 node: n,
                 because: Some(b),
                 ..
+            } if &**b == crate::store::resume::RESUMED_CANCEL => {
+                node("↻ reopened", &n.name, " — the cancelled run is resumed")
+            }
+            SignalKind::Retried {
+                node: n,
+                because: Some(b),
+                ..
             } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
             SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
             SignalKind::DependenciesAdded { node: n, edges, .. } => node(

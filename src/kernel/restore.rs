@@ -49,4 +49,9 @@ pub struct Restore {
     pub resumes: u32,
     /// Roles whose provisioning was in flight when it stopped (dropped).
     pub dropped_reservations: Vec<Arc<str>>,
+    /// Settled operations the resume opens again, in order: a retried one
+    /// (`None`) or one skipped because of it, or because of the cancel the
+    /// resume undoes (`Some(why)`). Each is announced with a `retried`
+    /// signal so views stop showing it settled.
+    pub reopened: Vec<(OpId, Option<Arc<str>>)>,
 }

@@ -122,6 +122,9 @@ pub fn repair_log(path: &Path) -> Result<(), String> {
 }
 
 /// The graph (every operation, same op ids) and the kernel's restore.
+/// Why an operation a cancel skipped waits again: the run was resumed.
+pub const RESUMED_CANCEL: &str = "resume";
+
 /// A run stopped by cancel reopens what the cancel ended: operations it
 /// failed as `cancelled` start a new attempt, ones it skipped wait again.
 pub fn rebuild(
@@ -165,6 +168,13 @@ pub fn rebuild(
         } else {
             n.status
         };
+        if cancelled {
+            restore.reopened.push((n.op.op_id, None));
+        } else if cancel_skipped {
+            restore
+                .reopened
+                .push((n.op.op_id, Some(Arc::from(RESUMED_CANCEL))));
+        }
         // A settled emitter's sightings before it settled came from its
         // stream; those after, from its result, which resume reads again.
         // Anything that runs again will repeat all of its sightings.
@@ -232,6 +242,8 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
         if rn.approved == Some(false) {
             rn.approved = None;
         }
+        restore.reopened.push((n.op.op_id, None));
+        let because: Arc<str> = n.op.reference_id.clone();
         // Successors skipped because of it, and theirs.
         let mut stack = vec![n.op.op_id];
         while let Some(from) = stack.pop() {
@@ -249,6 +261,7 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
                     r.status = NodeStatus::Pending;
                     r.result = None;
                     stack.push(m.op.op_id);
+                    restore.reopened.push((m.op.op_id, Some(because.clone())));
                 }
             }
         }

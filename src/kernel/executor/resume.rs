@@ -71,6 +71,24 @@ impl Executor {
         if self.sched.paused {
             self.bus.emit(SignalKind::RunPaused);
         }
+        // What the resume opens again is announced first, so views stop
+        // counting it settled (a retry's new attempt, what a cancel or the
+        // retried failure skipped).
+        for (op_id, because) in &r.reopened {
+            if let Some(&ix) = self.index.get(op_id) {
+                let node = self.header(ix);
+                let attempt = self.graph[ix].attempt + u32::from(because.is_none());
+                let because = because.clone();
+                self.emit_node(
+                    ix,
+                    SignalKind::Retried {
+                        node,
+                        attempt,
+                        because,
+                    },
+                );
+            }
+        }
         self.drain_external();
         for ix in order {
             if self.graph[ix].status.is_terminal() {
