@@ -71,7 +71,7 @@ pub async fn run(
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
     mut shutdown: mpsc::UnboundedReceiver<()>,
-    mut out: Out,
+    out: Out,
     mut err: Out,
 ) -> Result<Finished, crate::session::RunError> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
@@ -92,18 +92,34 @@ pub async fn run(
     let (printer_tx, printer) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let mut human = HumanPrinter;
+        // One write per burst of lines (stdout is line-buffered otherwise).
+        let mut buf = std::io::BufWriter::with_capacity(64 * 1024, out);
         while let Some(sig) = rx.blocking_recv() {
+            // Storage trouble is said on stderr too, whatever the format.
+            match &sig.kind {
+                SignalKind::StorageFailed { error } => eprintln_to(&format!(
+                    "storage: {error}; nothing new starts until the event log can be written (free space and it goes on)"
+                )),
+                SignalKind::StorageRecovered => {
+                    eprintln_to("storage: the event log is written again; the run goes on")
+                }
+                _ => {}
+            }
             let line = match format {
                 Format::Json => serde_json::to_string(&*sig).ok(),
                 Format::Human => human.line(&sig),
             };
             if let Some(line) = line {
-                let _ = writeln!(out, "{line}");
+                let _ = writeln!(buf, "{line}");
             }
             if rx.is_empty() {
-                let _ = out.flush();
+                let _ = buf.flush();
             }
         }
+        let _ = buf.flush();
+        let out = buf
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner().into_parts().0);
         let _ = printer_tx.send(out);
     });
 
@@ -145,7 +161,16 @@ pub async fn run(
     let mut out = printer.await.map_err(std::io::Error::other)?;
     run_dir.write_result(&envelope)?;
 
-    let code = exit_code(envelope.outcome);
+    let mut code = exit_code(envelope.outcome);
+    // A run whose log could not be written to its end is not a success,
+    // whatever its operations did.
+    if let Some(error) = handle.snapshot().await.and_then(|s| s.run.storage) {
+        code = 1;
+        let _ = writeln!(
+            err,
+            "playdeck: the event log could not be written to its end ({error}); the run directory does not hold all of this run"
+        );
+    }
     match opts.format {
         Format::Json => {
             let mut v = serde_json::to_value(&envelope).map_err(std::io::Error::other)?;
@@ -341,6 +366,12 @@ impl HumanPrinter {
                     format!("; new attempt of {}", names.join(", "))
                 };
                 format!("{t}  run resumed after event {from_seq}{again}")
+            }
+            SignalKind::StorageFailed { error } => format!(
+                "{t}  storage: {error} — nothing new starts until the event log can be written"
+            ),
+            SignalKind::StorageRecovered => {
+                format!("{t}  storage: the event log is written again; the run goes on")
             }
             SignalKind::RunPaused => format!("{t}  run paused"),
             SignalKind::RunResumed => format!("{t}  run resumed"),

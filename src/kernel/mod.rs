@@ -40,6 +40,6 @@ pub use request::SpawnRequest;
 pub use restore::{Restore, RestoredNode};
 pub use signal::{
     DepRecord, NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink,
-    SkipReason, SpawnRecord,
+    SinkError, SkipReason, SpawnRecord,
 };
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

@@ -397,6 +397,13 @@ pub enum SignalKind {
         /// Roles whose provisioning was in flight: dropped, nothing charged.
         dropped_reservations: Arc<[Arc<str>]>,
     },
+    /// The event log cannot be written: nothing new starts until it can
+    /// (running work goes on; its signals wait in memory).
+    StorageFailed {
+        error: Arc<str>,
+    },
+    /// The event log is written again: the run goes on.
+    StorageRecovered,
     RunPaused,
     RunResumed,
     /// While paused, the operator let one waiting operation start.
@@ -489,6 +496,8 @@ impl SignalKind {
             SignalKind::CapacityReleased { .. } => "capacity_released",
             SignalKind::AgentActivity { .. } => "agent_activity",
             SignalKind::AgentUsage { .. } => "agent_usage",
+            SignalKind::StorageFailed { .. } => "storage_failed",
+            SignalKind::StorageRecovered => "storage_recovered",
             SignalKind::RunPaused => "run_paused",
             SignalKind::RunResumed => "run_resumed",
             SignalKind::Stepped { .. } => "stepped",
@@ -528,8 +537,23 @@ impl SignalKind {
 pub trait SignalSink: Send {
     fn write(&mut self, signal: &Arc<Signal>);
     /// Called at commit points: before the kernel acts on what it wrote
-    /// (starts an operation, answers a command) and when the run ends.
-    fn flush(&mut self) {}
+    /// (starts an operation, answers a command) and when the run ends. An
+    /// error means what was written is not durable yet: the sink keeps it
+    /// and tries again at the next flush; the kernel starts nothing new
+    /// meanwhile.
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A sink could not make its signals durable (the disk is full, the file
+/// system went read-only).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what}: {message}")]
+pub struct SinkError {
+    /// What could not be written (`events.jsonl`).
+    pub what: String,
+    pub message: String,
 }
 
 #[cfg(test)]

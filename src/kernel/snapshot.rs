@@ -75,6 +75,9 @@ pub struct RunState {
     pub max_spawn: usize,
     pub spawn_accepted: usize,
     pub finished: Option<Outcome>,
+    /// Why the event log cannot be written now (nothing new starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

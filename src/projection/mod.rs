@@ -56,6 +56,9 @@ pub struct RunInfo {
     /// How many times the run was resumed.
     #[serde(default)]
     pub resumes: u32,
+    /// Why the event log cannot be written now (nothing new starts).
+    #[serde(skip)]
+    pub storage: Option<Arc<str>>,
 }
 
 /// What one signal changed that a view keeps its own order for.
@@ -471,6 +474,8 @@ impl RunProjection {
                 self.run.paused = false;
                 self.run.stepping = false;
             }
+            SignalKind::StorageFailed { error } => self.run.storage = Some(error.clone()),
+            SignalKind::StorageRecovered => self.run.storage = None,
             SignalKind::RunPaused => self.run.paused = true,
             SignalKind::RunResumed => {
                 self.run.paused = false;
@@ -668,6 +673,7 @@ impl RunProjection {
                 finished: snap.run.finished,
                 elapsed: snap.elapsed,
                 resumes: self.run.resumes,
+                storage: snap.run.storage.clone(),
             },
             seq: snap.seq,
             events: self.events,

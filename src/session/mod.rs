@@ -277,12 +277,16 @@ fn add_sinks(
     sinks: Vec<Box<dyn SignalSink>>,
 ) -> std::io::Result<()> {
     let log = run_dir.event_log()?;
+    let written = log.written();
+    // A resumed run's log already holds what the checkpoint was folded to.
+    written.store(seed.state.seq, std::sync::atomic::Ordering::Release);
     let sync = std::fs::File::open(run_dir.events_path())?;
     run.add_sink(Box::new(log));
     run.add_sink(Box::new(CheckpointSink::new(
         &run_dir.path,
         seed,
         Some(sync),
+        Some(written),
     )?));
     for s in sinks {
         run.add_sink(s);

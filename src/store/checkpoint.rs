@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kernel::{Edge, Graph, RunConfig, Signal, SignalKind, SignalSink};
+use crate::kernel::{Edge, Graph, RunConfig, Signal, SignalKind, SignalSink, SinkError};
 use crate::projection::{Node, RunProjection};
 
 pub const CHECKPOINT_FILE: &str = "checkpoint.json";
@@ -164,12 +164,16 @@ pub struct WriterStats {
 }
 
 enum Msg {
-    Batch(Vec<Arc<Signal>>),
+    /// Signals, and the seq the event log holds up to now: the checkpoint
+    /// folds no further than that.
+    Batch(Vec<Arc<Signal>>, u64),
 }
 
 /// Hands each committed batch of signals to the checkpoint writer thread.
 pub struct CheckpointSink {
     pending: Vec<Arc<Signal>>,
+    /// How far the event log is written.
+    log_seq: Option<Arc<AtomicU64>>,
     tx: Option<mpsc::Sender<Msg>>,
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<WriterStats>,
@@ -179,7 +183,14 @@ impl CheckpointSink {
     /// Writes the seed at once (a run that dies before its first signal can
     /// be resumed), then starts the writer. `log` is the event log, fsynced
     /// before each snapshot.
-    pub fn new(dir: &Path, seed: Checkpoint, log: Option<File>) -> std::io::Result<CheckpointSink> {
+    /// `log_seq` is how far the event log is written (`None`: no log, fold
+    /// everything).
+    pub fn new(
+        dir: &Path,
+        seed: Checkpoint,
+        log: Option<File>,
+        log_seq: Option<Arc<AtomicU64>>,
+    ) -> std::io::Result<CheckpointSink> {
         let path = dir.join(CHECKPOINT_FILE);
         let stats = Arc::new(WriterStats::default());
         let size = seed.write(&path)?;
@@ -192,6 +203,7 @@ impl CheckpointSink {
             .spawn(move || writer(seed, path, log, rx, shared, size))?;
         Ok(CheckpointSink {
             pending: Vec::new(),
+            log_seq,
             tx: Some(tx),
             writer: Some(writer),
             stats,
@@ -214,6 +226,8 @@ fn writer(
     let mut since = 0u64;
     let mut last_sync = Instant::now();
     let mut unsynced_settle = false;
+    // Signals the log has not written yet: folded once it has.
+    let mut held: std::collections::VecDeque<Arc<Signal>> = Default::default();
     let sync_log = |stats: &WriterStats| {
         if let Some(f) = &log {
             if let Err(e) = f.sync_data() {
@@ -235,12 +249,14 @@ fn writer(
             }
         }
     };
-    while let Ok(Msg::Batch(batch)) = rx.recv() {
-        for s in &batch {
+    while let Ok(Msg::Batch(batch, log_seq)) = rx.recv() {
+        held.extend(batch);
+        while held.front().is_some_and(|s| s.seq <= log_seq) {
+            let s = held.pop_front().expect("a front");
             unsynced_settle |= settles(&s.kind);
-            cp.apply(s);
+            cp.apply(&s);
+            since += 1;
         }
-        since += batch.len() as u64;
         // Average line ~200 bytes: half the snapshot's size in events.
         let due = since >= MIN_EVENTS.max(last_size / 400);
         if due {
@@ -274,21 +290,26 @@ impl SignalSink for CheckpointSink {
 
     /// Called after the event log's flush: the batch is on disk (in the
     /// page cache) before the checkpoint can cover it.
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), SinkError> {
         if self.pending.is_empty() {
-            return;
+            return Ok(());
         }
         let batch = std::mem::take(&mut self.pending);
+        let log_seq = match &self.log_seq {
+            Some(w) => w.load(Ordering::Acquire),
+            None => u64::MAX,
+        };
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Msg::Batch(batch));
+            let _ = tx.send(Msg::Batch(batch, log_seq));
         }
+        Ok(())
     }
 }
 
 impl Drop for CheckpointSink {
     fn drop(&mut self) {
         // The last state reaches the disk before the run is reported done.
-        self.flush();
+        let _ = self.flush();
         drop(self.tx.take());
         if let Some(w) = self.writer.take() {
             let _ = w.join();
@@ -341,13 +362,14 @@ mod tests {
             dir.path(),
             Checkpoint::seed(&g, &RunConfig::default()),
             None,
+            None,
         )
         .unwrap();
         let stats = sink.stats();
         for seq in 1..=100 {
             sink.write(&warning(seq));
         }
-        sink.flush();
+        sink.flush().unwrap();
         drop(sink);
         // The seed, then the end (100 events are not due a snapshot).
         assert_eq!(stats.snapshots.load(Ordering::Relaxed), 2);
@@ -363,13 +385,14 @@ mod tests {
             dir.path(),
             Checkpoint::seed(&g, &RunConfig::default()),
             None,
+            None,
         )
         .unwrap();
         let stats = sink.stats();
         for seq in 1..=20_000 {
             sink.write(&spawned(seq));
             if seq % 50 == 0 {
-                sink.flush();
+                sink.flush().unwrap();
             }
         }
         drop(sink);

@@ -6,6 +6,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -13,7 +14,7 @@ pub mod checkpoint;
 pub mod report;
 pub mod resume;
 
-use crate::kernel::{Envelope, Signal, SignalSink};
+use crate::kernel::{Envelope, Signal, SignalSink, SinkError};
 
 pub const RUNS_DIR: &str = ".playdeck/runs";
 
@@ -108,13 +109,13 @@ impl RunDir {
             .append(true)
             .open(self.events_path())?;
         Ok(EventLog {
-            out: BufWriter::with_capacity(64 * 1024, file),
-            error: None,
-            path: self.events_path(),
-            kill_after: std::env::var("PLAYDECK_FAULT_KILL_AFTER")
-                .ok()
-                .and_then(|n| n.parse().ok()),
-            written: 0,
+            file,
+            buf: Vec::with_capacity(64 * 1024),
+            buf_seq: 0,
+            written: Arc::new(AtomicU64::new(0)),
+            failing: false,
+            kill_after: fault::kill_after(),
+            lines: 0,
         })
     }
 
@@ -125,52 +126,103 @@ impl RunDir {
     }
 }
 
-/// `events.jsonl`: one signal per line, appended in order and flushed at
-/// the kernel's commit points.
+/// `events.jsonl`: one signal per line, appended in order. Lines gather in
+/// memory and go to the file in one `write` per commit point (the kernel
+/// flushes before it acts on what it wrote). A write that fails (the disk
+/// is full) keeps what was not written and reports it; the next flush
+/// writes it, so no line is lost or doubled, and the kernel starts nothing
+/// new meanwhile.
 pub struct EventLog {
-    out: BufWriter<File>,
-    error: Option<io::Error>,
-    path: PathBuf,
-    /// Fault injection for the crash tests: `PLAYDECK_FAULT_KILL_AFTER=N`
-    /// kills the process (SIGKILL, nothing flushed) after the N-th line of
-    /// this process.
+    file: File,
+    /// Lines not written yet.
+    buf: Vec<u8>,
+    /// The seq of the last line in `buf`.
+    buf_seq: u64,
+    /// The seq of the last line in the file (the checkpoint never covers
+    /// more than this).
+    written: Arc<AtomicU64>,
+    failing: bool,
+    /// Fault injection for the crash tests (see [`fault`]).
     kill_after: Option<u64>,
-    written: u64,
+    lines: u64,
 }
 
 impl EventLog {
-    fn note(&mut self, r: io::Result<()>) {
-        if let Err(e) = r
-            && self.error.is_none()
-        {
-            tracing::error!(path = %self.path.display(), "event log write failed: {e}");
-            self.error = Some(e);
-        }
+    /// The seq of the last line written to the file, kept current.
+    pub fn written(&self) -> Arc<AtomicU64> {
+        self.written.clone()
     }
 }
 
 impl SignalSink for EventLog {
     fn write(&mut self, signal: &Arc<Signal>) {
-        if self.error.is_some() {
-            return;
-        }
-        let r = serde_json::to_writer(&mut self.out, &**signal)
-            .map_err(io::Error::other)
-            .and_then(|()| self.out.write_all(b"\n"));
-        self.note(r);
-        self.written += 1;
-        if self.kill_after == Some(self.written) {
-            // SAFETY: kill and getpid take and return integers; this is a
-            // deliberate crash for the durability tests.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+        serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises");
+        self.buf.push(b'\n');
+        self.buf_seq = signal.seq;
+        self.lines += 1;
+        if self.kill_after == Some(self.lines) {
+            fault::crash();
         }
     }
 
-    fn flush(&mut self) {
-        let r = self.out.flush();
-        self.note(r);
+    fn flush(&mut self) -> Result<(), SinkError> {
+        let mut done = 0;
+        while done < self.buf.len() {
+            match self.file.write(&self.buf[done..]) {
+                Ok(0) => {
+                    self.buf.drain(..done);
+                    return self.failed(io::Error::from(io::ErrorKind::WriteZero));
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // What went through stays written; the rest is kept.
+                    self.buf.drain(..done);
+                    return self.failed(e);
+                }
+            }
+        }
+        self.buf.clear();
+        self.written.store(self.buf_seq, Ordering::Release);
+        if std::mem::take(&mut self.failing) {
+            tracing::info!("events.jsonl is written again");
+        }
+        Ok(())
+    }
+}
+
+impl EventLog {
+    fn failed(&mut self, e: io::Error) -> Result<(), SinkError> {
+        if !std::mem::replace(&mut self.failing, true) {
+            tracing::error!("events.jsonl write failed: {e}");
+        }
+        Err(SinkError {
+            what: "events.jsonl".into(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Fault injection for the durability tests, compiled only into debug
+/// builds (or with the `fault-injection` feature), so a release binary
+/// cannot be made to crash by its environment.
+pub mod fault {
+    /// `PLAYDECK_FAULT_KILL_AFTER=N`: SIGKILL after the N-th event line of
+    /// this process (nothing flushed).
+    pub fn kill_after() -> Option<u64> {
+        if cfg!(any(debug_assertions, feature = "fault-injection")) {
+            std::env::var("PLAYDECK_FAULT_KILL_AFTER")
+                .ok()
+                .and_then(|n| n.parse().ok())
+        } else {
+            None
+        }
+    }
+
+    /// A deliberate crash: SIGKILL, so nothing is flushed or cleaned up.
+    pub fn crash() {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
 

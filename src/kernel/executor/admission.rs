@@ -500,6 +500,18 @@ impl Executor {
         let target = self.graph[existing].op.reference_id.clone();
         let op_id = Some(self.graph[existing].op.op_id);
         let status = self.graph[existing].status;
+        for (from, _) in &deps {
+            if *from == existing
+                || petgraph::algo::has_path_connecting(&self.graph, existing, *from, None)
+            {
+                let detail = format!(
+                    "an edge {} -> {target} would close a cycle",
+                    self.graph[*from].op.reference_id
+                );
+                self.drop_spawn(emitter, assignee, DropReason::Cycle, detail, op_id, None);
+                return None;
+            }
+        }
         if status == NodeStatus::Running || status.is_terminal() {
             let detail = format!(
                 "{target} has already started; dependencies can be added only to an operation that has not"
@@ -513,18 +525,6 @@ impl Executor {
                 None,
             );
             return None;
-        }
-        for (from, _) in &deps {
-            if *from == existing
-                || petgraph::algo::has_path_connecting(&self.graph, existing, *from, None)
-            {
-                let detail = format!(
-                    "an edge {} -> {target} would close a cycle",
-                    self.graph[*from].op.reference_id
-                );
-                self.drop_spawn(emitter, assignee, DropReason::Cycle, detail, op_id, None);
-                return None;
-            }
         }
         let records: Vec<DepRecord> = deps
             .iter()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::super::signal::{SIGNAL_SCHEMA_VERSION, Signal, SignalKind, SignalSink};
+use super::super::signal::{SIGNAL_SCHEMA_VERSION, Signal, SignalKind, SignalSink, SinkError};
 
 pub(super) struct Bus {
     pub seq: u64,
@@ -59,11 +59,18 @@ impl Bus {
         (self.seq, elapsed)
     }
 
-    /// A commit point: sinks make what they have durable.
-    pub fn flush(&mut self) {
+    /// A commit point: sinks make what they have durable. Every sink is
+    /// flushed; the first failure is returned.
+    pub fn flush(&mut self) -> Result<(), SinkError> {
+        let mut first = Ok(());
         for sink in &mut self.sinks {
-            sink.flush();
+            if let Err(e) = sink.flush()
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
         }
+        first
     }
 
     /// Ends the streams: sinks are dropped (their last state written) and
@@ -86,8 +93,9 @@ mod tests {
         fn write(&mut self, s: &Arc<Signal>) {
             self.0.lock().unwrap().0.push(s.seq);
         }
-        fn flush(&mut self) {
+        fn flush(&mut self) -> Result<(), SinkError> {
             self.0.lock().unwrap().1 += 1;
+            Ok(())
         }
     }
 
@@ -103,7 +111,7 @@ mod tests {
         let (b, t2) = bus.emit(SignalKind::RunResumed);
         // One step of the loop: one time for all its signals.
         assert_eq!((a, b, t, t2), (1, 2, 1.5, 1.5));
-        bus.flush();
+        bus.flush().unwrap();
         assert_eq!(*rec.0.lock().unwrap(), (vec![1, 2], 1));
         assert_eq!(rx.recv().await.unwrap().seq, 1);
         assert_eq!(rx.recv().await.unwrap().seq, 2);

@@ -781,7 +781,12 @@ mod tests {
             ..RunConfig::default()
         };
         let (mut ex, tape) = executor(
-            &[("a", &[], false), ("b", &[], false), ("c", &["b"], false)],
+            &[
+                ("a", &[], false),
+                ("b", &[], false),
+                ("c", &["b"], false),
+                ("d", &[], false),
+            ],
             cfg,
         );
         ex.begin();
@@ -796,13 +801,14 @@ mod tests {
         let e = ex.apply(add(&["c"], None, Some("b"))).unwrap_err();
         assert!(e.to_string().contains("dropped (cycle)"), "{e}");
         // a has started: nothing can be added to it.
-        let e = ex.apply(add(&["b"], None, Some("a"))).unwrap_err();
+        let e = ex.apply(add(&["d"], None, Some("a"))).unwrap_err();
         assert!(e.to_string().contains("already started"), "{e}");
         ex.finish_ok("a");
         ex.advance();
         assert_eq!(
             tape.take(),
-            ["spawn_dropped", "spawn_dropped", "completed a", "started b"]
+            ["spawn_dropped", "spawn_dropped", "completed a", "started d"],
+            "d was ready first; b waits its turn again"
         );
     }
 }

@@ -143,8 +143,14 @@ struct RoutedBatch {
     items: Vec<(RequestMeta, RouteResult)>,
 }
 
+/// How long a run whose event log cannot be written waits before trying
+/// again.
+const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What woke the event loop.
 enum Wake {
+    /// Time to try writing the event log again.
+    Storage,
     Command(Option<Command>),
     External(External),
     Done((NodeIndex, u32, AgentOutcome)),
@@ -217,6 +223,7 @@ impl Run {
             agents,
             builder,
             cancelled: false,
+            storage: None,
             finished: None,
             finished_at: None,
             final_state,
@@ -316,6 +323,8 @@ struct Executor {
     agents: Arc<dyn AgentResolver>,
     builder: Arc<dyn NodeBuilder>,
     cancelled: bool,
+    /// Why the event log cannot be written now: nothing new starts.
+    storage: Option<Arc<str>>,
     finished: Option<Outcome>,
     finished_at: Option<f64>,
     final_state: Arc<OnceLock<Box<dyn FinalState>>>,
@@ -333,16 +342,18 @@ impl Executor {
         loop {
             // What the last wake-up recorded (a completion, a decision) is on
             // disk before anything acts on it.
-            self.bus.flush();
+            self.commit();
             self.advance();
             self.check_round();
-            self.bus.flush();
+            self.commit();
             if self.is_finished() {
                 break;
             }
+            let failing = self.storage.is_some();
             let wake = tokio::select! {
                 biased;
                 cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
+                () = tokio::time::sleep(STORAGE_RETRY), if failing => Wake::Storage,
                 Some(ext) = self.external_rx.recv() => Wake::External(ext),
                 Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
                 Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
@@ -350,6 +361,8 @@ impl Executor {
             };
             self.bus.tick();
             match wake {
+                // The commit at the top of the loop tries again.
+                Wake::Storage => {}
                 Wake::Command(Some(cmd)) => self.command(cmd),
                 Wake::Command(None) => self.control_open = false,
                 Wake::External(ext) => self.external(ext),
@@ -393,10 +406,36 @@ impl Executor {
         }
     }
 
+    /// A commit point. When the event log cannot be written, the run stops
+    /// starting anything (a pause with the reason `storage`, shown to the
+    /// operator) and tries again each wake-up and every second; when the
+    /// write goes through, it goes on.
+    fn commit(&mut self) {
+        match self.bus.flush() {
+            Ok(()) => {
+                if self.storage.take().is_some() {
+                    tracing::info!("the event log is written again; the run goes on");
+                    self.bus.emit(SignalKind::StorageRecovered);
+                }
+            }
+            Err(e) => {
+                if self.storage.is_none() {
+                    tracing::error!("{e}; nothing new starts until it can be written");
+                    let error: Arc<str> = Arc::from(e.to_string());
+                    self.storage = Some(error.clone());
+                    self.bus.emit(SignalKind::StorageFailed { error });
+                }
+            }
+        }
+    }
+
+    /// All settled, nothing routing — and recorded: a run whose log cannot
+    /// be written has not finished (unless the operator gave up on it).
     fn is_finished(&self) -> bool {
         self.sched.running == 0
             && self.routing.is_empty()
             && self.sched.terminal == self.graph.node_count()
+            && (self.storage.is_none() || self.cancelled)
     }
 
     fn now(&self) -> f64 {
@@ -448,7 +487,7 @@ impl Executor {
             }
         }
         // The answer goes out after the signals it caused are durable.
-        self.bus.flush();
+        self.commit();
     }
 
     /// Answers a command that arrived after the run ended.

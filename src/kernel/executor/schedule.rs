@@ -227,7 +227,10 @@ impl Executor {
     pub(super) fn advance(&mut self) {
         loop {
             self.drain_worklist();
-            if self.cancelled || self.sched.running >= self.cfg.max_concurrent {
+            if self.cancelled
+                || self.storage.is_some()
+                || self.sched.running >= self.cfg.max_concurrent
+            {
                 break;
             }
             if let Some((q, ix)) = self.gate.retry_candidate() {

@@ -36,6 +36,9 @@ impl Executor {
             }
             NodeStatus::AwaitingApproval => Some("approval".into()),
             NodeStatus::Ready => Some(match self.gate.reason(ix) {
+                _ if self.storage.is_some() => {
+                    "storage: the event log cannot be written".to_string()
+                }
                 Some(r) => r.to_string(),
                 None if n.held => "held by the operator".into(),
                 None if n.parked => "paused".into(),
@@ -91,6 +94,7 @@ impl Executor {
                 max_spawn: self.cfg.max_spawn,
                 spawn_accepted: self.adm.accepted,
                 finished: self.finished,
+                storage: self.storage.clone(),
             },
             nodes,
             ledger: self.adm.ledger.clone(),
@@ -126,7 +130,7 @@ impl Executor {
         let counts = self.counts();
         let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
         self.finished_at = Some(at);
-        self.bus.flush();
+        self.commit();
         let env = self.envelope(outcome);
         debug_assert!(env.check_disjoint().is_ok());
         // Sinks are dropped (the headless printer sees its channel end) and

@@ -1,0 +1,235 @@
+//! Faults (issue 11): the disk fills up, two processes reach for one run,
+//! the supervisor dies with agents alive, agents flood it. Each test
+//! reproduces the fault and checks nothing is lost.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use playdeck::kernel::{GraphBuilder, Lane, RunConfig, Signal, SignalKind, SignalSink, SinkError};
+
+/// A durable sink whose writes fail while `full` is set, keeping what it
+/// could not write (as the event log does).
+#[derive(Clone, Default)]
+struct Disk {
+    full: Arc<AtomicBool>,
+    pending: Arc<Mutex<Vec<u64>>>,
+    written: Arc<Mutex<Vec<u64>>>,
+}
+
+impl SignalSink for Disk {
+    fn write(&mut self, s: &Arc<Signal>) {
+        self.pending.lock().unwrap().push(s.seq);
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(SinkError {
+                what: "events.jsonl".into(),
+                message: "No space left on device (os error 28)".into(),
+            });
+        }
+        let mut p = self.pending.lock().unwrap();
+        self.written.lock().unwrap().extend(p.drain(..));
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_log_write_stops_new_work_until_space_returns_and_loses_nothing() {
+    let mut b = GraphBuilder::new();
+    let a = b.add_root(op("a", "worker", sim(1000)));
+    let bb = b.add_after(
+        op("b", "worker", sim(1000)),
+        [(a, playdeck::kernel::Condition::Succeeded)],
+    );
+    b.add_after(
+        op("c", "worker", sim(1000)),
+        [(bb, playdeck::kernel::Condition::Succeeded)],
+    );
+    let mut h = harness(b.build().unwrap(), RunConfig::default());
+    let disk = Disk::default();
+    h.run.as_mut().unwrap().add_sink(Box::new(disk.clone()));
+    let run = h.spawn();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The disk fills while a runs.
+    disk.full.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // a finished, but b did not start: its start could not be recorded.
+    let snap = h.handle.snapshot().await.unwrap();
+    let lane = |n: &str| snap.nodes.iter().find(|x| &*x.name == n).unwrap().lane;
+    assert_eq!((lane("a"), lane("b")), (Lane::Succeeded, Lane::Queued));
+    assert!(
+        snap.run
+            .storage
+            .as_deref()
+            .unwrap()
+            .contains("No space left")
+    );
+    let waits = snap.nodes.iter().find(|x| &*x.name == "b").unwrap();
+    assert_eq!(
+        waits.waiting_for.as_deref(),
+        Some("storage: the event log cannot be written")
+    );
+    assert_eq!(h.signals.count("storage_failed"), 1, "said once");
+    assert_eq!(h.signals.count("started"), 1);
+    // Space returns: within the retry interval the run goes on.
+    disk.full.store(false, Ordering::SeqCst);
+    let env = run.await.unwrap();
+    assert_eq!(env.outcome, playdeck::kernel::Outcome::Succeeded);
+    assert_eq!(h.signals.count("storage_recovered"), 1);
+    // Every signal reached the disk, in order, none twice.
+    let written = disk.written.lock().unwrap().clone();
+    let all: Vec<u64> = h.signals.all().iter().map(|s| s.seq).collect();
+    assert_eq!(written, all);
+    let failed_at = h
+        .signals
+        .all()
+        .iter()
+        .find(|s| matches!(s.kind, SignalKind::StorageFailed { .. }))
+        .unwrap()
+        .elapsed;
+    let b_started = h
+        .signals
+        .all()
+        .iter()
+        .find(|s| matches!(&s.kind, SignalKind::Started { node, .. } if &*node.name == "b"))
+        .unwrap()
+        .elapsed;
+    assert!(b_started > failed_at + 4.0, "b waited for the disk");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_cancelled_while_the_disk_is_full_ends_and_says_so() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(60_000)));
+    b.add_root(op("b", "worker", sim(60_000)));
+    let cfg = RunConfig {
+        max_concurrent: 1,
+        ..RunConfig::default()
+    };
+    let mut h = harness(b.build().unwrap(), cfg);
+    let disk = Disk::default();
+    h.run.as_mut().unwrap().add_sink(Box::new(disk.clone()));
+    let run = h.spawn();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    disk.full.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    h.handle
+        .request(playdeck::kernel::Request::Cancel)
+        .await
+        .unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(env.outcome, playdeck::kernel::Outcome::Cancelled);
+    let snap = h.handle.snapshot().await.unwrap();
+    assert!(
+        snap.run.storage.is_some(),
+        "the final state says the log is short"
+    );
+}
+
+/// A chain of operations with long instructions: many event lines.
+fn chain_play(n: usize) -> String {
+    let mut s =
+        String::from("[play]\nname = \"chain\"\n[palette]\nroles = [{ role = \"tester\" }]\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "[[operations]]\nid = \"op{i}\"\nrole = \"tester\"\ninstruction = \"{}\"\nsim = {{ duration_ms = 30 }}\n",
+            "check the build once more and say what changed ".repeat(4)
+        ));
+    }
+    s
+}
+
+/// The real binary on a real, small tmpfs that fills up (in a private
+/// mount namespace, so nothing outside the test sees it): the run stops
+/// starting work and says why, and when space returns it finishes with a
+/// log that is whole — every line once, in order — and a successful exit.
+#[test]
+fn a_full_disk_holds_the_run_and_freed_space_lets_it_finish_with_a_whole_log() {
+    let host = tempfile::tempdir().unwrap();
+    let play = host.path().join("chain.toml");
+    std::fs::write(&play, chain_play(40)).unwrap();
+    let mnt = host.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = r#"
+set -u
+mount -t tmpfs -o size=192k tmpfs "$MNT" || exit 97
+# Leave a little room: the run starts, then the disk is full.
+dd if=/dev/zero of="$MNT/filler" bs=4k count=30 2>/dev/null
+timeout 120 "$BIN" run "$PLAY" --headless --speed 1 --run-dir "$MNT/run" >"$HOST/out.jsonl" 2>"$HOST/err.txt" &
+pid=$!
+i=0
+while ! grep -q "storage:" "$HOST/err.txt" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+# Full for a moment longer: nothing new may start meanwhile.
+sleep 1.5
+rm -f "$MNT/filler"
+wait $pid
+echo $? >"$HOST/code"
+cp -r "$MNT/run" "$HOST/run"
+"#;
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .env("MNT", &mnt)
+        .env("HOST", host.path())
+        .env("PLAY", &play)
+        .env("BIN", env!("CARGO_BIN_EXE_playdeck"))
+        .output()
+        .expect("unshare (util-linux) runs the test in its own mount namespace");
+    assert!(
+        out.status.success(),
+        "the namespace script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = std::fs::read_to_string(host.path().join("err.txt")).unwrap();
+    assert!(
+        err.contains("storage: events.jsonl: No space left on device"),
+        "{err}"
+    );
+    assert!(err.contains("the event log is written again"), "{err}");
+    let code = std::fs::read_to_string(host.path().join("code")).unwrap();
+    assert_eq!(code.trim(), "0", "{err}");
+    // The log is whole: numbered from 1 without a gap or a repeat, and the
+    // same lines the run printed.
+    let log = std::fs::read_to_string(host.path().join("run/events.jsonl")).unwrap();
+    let printed = std::fs::read_to_string(host.path().join("out.jsonl")).unwrap();
+    let seqs: Vec<u64> = log
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let printed_events: Vec<&str> = printed
+        .lines()
+        .filter(|l| !l.contains("\"type\":\"result\""))
+        .collect();
+    assert_eq!(log.lines().collect::<Vec<_>>(), printed_events);
+    // Nothing started while the disk was full.
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed = events
+        .iter()
+        .position(|e| e["type"] == "storage_failed")
+        .unwrap();
+    let back = events
+        .iter()
+        .position(|e| e["type"] == "storage_recovered")
+        .unwrap();
+    assert!(
+        events[failed..back].iter().all(|e| e["type"] != "started"),
+        "no operation started while the log could not be written"
+    );
+    let result: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(host.path().join("run/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["outcome"], "succeeded");
+    assert_eq!(result["completed_operations"].as_array().unwrap().len(), 40);
+}
