@@ -589,7 +589,14 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
     // A second process may not take up the same run.
     let r = resume(&dir);
     assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("is live"));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(&format!(
+            "is being run by another process (pid {})",
+            child.id()
+        )),
+        "{err}"
+    );
     std::thread::sleep(std::time::Duration::from_millis(300));
     let evs = events_cut(&dir);
     let resumed = evs.iter().position(|e| e["type"] == "resumed").unwrap();
@@ -645,4 +652,152 @@ fn a_cut_last_line_is_repaired_and_a_damaged_capacity_file_refused() {
         "{}",
         String::from_utf8_lossy(&report.stderr)
     );
+}
+
+/// Issue 11: a log that disagrees with its checkpoint — a line removed,
+/// repeated or moved, a log cut short of what the checkpoint covers, an
+/// emptied log — is refused with file:line and what is wrong, and nothing
+/// is changed.
+#[test]
+fn a_log_out_of_step_with_its_checkpoint_is_refused_by_line() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    let out = run_play(&dir, None);
+    assert!(out.status.code().is_some());
+    // Died before writing its result: resume would finish the bookkeeping.
+    std::fs::remove_file(dir.join("result.json")).unwrap();
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let n = lines.len();
+    let cp = std::fs::read(dir.join("checkpoint.json")).unwrap();
+    let with = |ls: Vec<&str>| {
+        let mut t = ls.join("\n");
+        if !t.is_empty() {
+            t.push('\n');
+        }
+        t
+    };
+    let mut removed = lines.clone();
+    removed.remove(9);
+    let mut repeated = lines.clone();
+    repeated.insert(10, lines[9]);
+    let mut swapped = lines.clone();
+    swapped.swap(9, 10);
+    let cut = lines[..n - 5].to_vec();
+    let cases: Vec<(&str, String, String)> = vec![
+        (
+            "removed",
+            with(removed),
+            "events.jsonl:10: event 11 should be event 10".into(),
+        ),
+        (
+            "repeated",
+            with(repeated),
+            "events.jsonl:11: event 10 is a repeat".into(),
+        ),
+        (
+            "swapped",
+            with(swapped),
+            "events.jsonl:10: event 11 should be event 10".into(),
+        ),
+        (
+            "cut short",
+            with(cut),
+            format!("ends at event {} but", n - 5),
+        ),
+        ("emptied", String::new(), "ends at event 0 but".into()),
+    ];
+    for (what, text, want) in cases {
+        std::fs::write(dir.join("events.jsonl"), &text).unwrap();
+        let r = resume(&dir);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(&want), "{what}: {err}");
+        assert!(err.contains("nothing was changed"), "{what}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+            text,
+            "{what}: the log is untouched"
+        );
+        assert_eq!(
+            std::fs::read(dir.join("checkpoint.json")).unwrap(),
+            cp,
+            "{what}"
+        );
+        assert!(!dir.join("result.json").exists(), "{what}");
+    }
+    // Put back whole, it resumes (and only finishes the bookkeeping).
+    std::fs::write(dir.join("events.jsonl"), &log).unwrap();
+    let r = resume(&dir);
+    assert!(
+        r.status.code().is_some_and(|c| c < 2),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(dir.join("result.json").exists());
+}
+
+/// Issue 11: two processes never drive one run. Two resumes of a crashed
+/// run race: one takes it, the other is refused naming the owner; and a
+/// live run whose control socket is gone still cannot be resumed beside
+/// itself.
+#[test]
+fn two_processes_never_drive_one_run() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    let first = run_play(&dir, Some(30));
+    assert!(first.status.code().is_none(), "killed");
+    let start = || {
+        resume_cmd(&dir)
+            .arg("--paused")
+            .arg("--play")
+            .arg(play())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (start(), start());
+    // One of them is refused at once (exit 2); the other stays, paused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (mut loser, mut owner) = loop {
+        if let Some(s) = a.try_wait().unwrap() {
+            break ((a, s), b);
+        }
+        if let Some(s) = b.try_wait().unwrap() {
+            break ((b, s), a);
+        }
+        assert!(std::time::Instant::now() < deadline, "neither was refused");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(loser.1.code(), Some(2));
+    let mut err = String::new();
+    std::io::Read::read_to_string(loser.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains(&format!(
+            "is being run by another process (pid {})",
+            owner.id()
+        )),
+        "{err}"
+    );
+    // The socket breaks (removed); a third process is still refused.
+    let sock = dir.join("ctl/control.sock");
+    while !sock.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::remove_file(&sock).unwrap();
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("being run by another process"));
+    // The owner finishes; the log has every event once.
+    drop(owner.stdin.take());
+    let _ = owner.kill();
+    let _ = owner.wait();
+    let seqs: Vec<u64> = events_cut(&dir)
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let _ = loser.0.wait();
 }

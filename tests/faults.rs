@@ -233,3 +233,75 @@ cp -r "$MNT/run" "$HOST/run"
     assert_eq!(result["outcome"], "succeeded");
     assert_eq!(result["completed_operations"].as_array().unwrap().len(), 40);
 }
+
+/// Everything in a run directory is the owner's only: it holds prompts,
+/// agent output and results.
+#[test]
+fn a_run_directory_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("p.toml");
+    std::fs::write(
+        &play,
+        r#"
+[play]
+name = "private"
+[palette]
+roles = [{ role = "implementer" }, { role = "orchestrator", disposition = "emission_capable" }]
+[capacity]
+max_nodes = 1
+[role_profiles.coder]
+role = "implementer"
+provider = "sim"
+max_instances = 1
+[[operations]]
+id = "plan"
+role = "orchestrator"
+instruction = "plan"
+sim = { duration_ms = 10, result = { spawn_request = { instruction = "more", assignee = "implementer" } } }
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "build"
+sim = { duration_ms = 10 }
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut seen = 0;
+    let mut stack = vec![dir.path().join("run")];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_dir() {
+            assert_eq!(mode, 0o700, "{}", p.display());
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if !meta.file_type().is_socket_like() {
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", p.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 8, "the run directory holds its files ({seen})");
+}
+
+trait SocketLike {
+    fn is_socket_like(&self) -> bool;
+}
+
+impl SocketLike for std::fs::FileType {
+    fn is_socket_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_socket()
+    }
+}

@@ -106,9 +106,6 @@ pub fn release(run_dir: &Path) -> Result<ReleaseResult, CapacityError> {
 
 fn append_event(run_dir: &Path, event: &serde_json::Value) -> std::io::Result<()> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(run_dir.join("capacity.events.jsonl"))?;
+    let mut f = crate::store::append_private(&run_dir.join("capacity.events.jsonl"))?;
     writeln!(f, "{event}")
 }

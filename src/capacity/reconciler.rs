@@ -824,11 +824,7 @@ impl LeaseProvider for Reconciler {
 /// The writer thread: appends events, rewrites the state file atomically
 /// (coalescing bursts to the latest state), removes worktrees.
 fn writer_loop(rx: mpsc::Receiver<Persist>, file_path: PathBuf, events_path: PathBuf) {
-    let mut events = match std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&events_path)
-    {
+    let mut events = match crate::store::append_private(&events_path) {
         Ok(f) => Some(std::io::BufWriter::new(f)),
         Err(e) => {
             tracing::error!(path = %events_path.display(), "cannot open capacity events: {e}");

@@ -62,8 +62,7 @@ impl Provisioner for RunProvisioner {
             // Everything is resolved; the directory is the last step, so a
             // failure above leaves nothing behind.
             if let Some(dir) = &dir {
-                tokio::fs::create_dir_all(dir)
-                    .await
+                crate::store::private_dir(dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             }
             Ok(RouteEntry {

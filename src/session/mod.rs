@@ -77,6 +77,8 @@ pub struct Session {
     pub tails: Arc<Tails>,
     /// A resumed run's earlier signals, for views that show its history.
     pub history: Vec<Signal>,
+    /// This process owns the run while the session lives.
+    _lock: crate::store::RunLock,
 }
 
 impl Session {
@@ -91,7 +93,7 @@ impl Session {
             return Session::resume(play, dir, opts, sinks).await;
         }
         let speed = opts.speed.unwrap_or(play.speed);
-        let mut run_dir = RunDir::create(opts.run_dir.as_deref(), &play.source)?;
+        let (mut run_dir, lock) = RunDir::create(opts.run_dir.as_deref(), &play.source)?;
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();
         }
@@ -121,6 +123,7 @@ impl Session {
             speed,
             tails: parts.tails,
             history: Vec::new(),
+            _lock: lock,
         })
     }
 
@@ -135,7 +138,9 @@ impl Session {
         sinks: Vec<Box<dyn SignalSink>>,
     ) -> std::io::Result<Session> {
         let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-        refuse_live(dir).map_err(fail)?;
+        // One owner: a live run, or a second resume, is refused here, before
+        // anything is read or written.
+        let lock = crate::store::RunLock::take(dir).map_err(|e| fail(e.to_string()))?;
         let cp = crate::store::resume::read_stopped(dir, !opts.retry.is_empty()).map_err(fail)?;
         check_conflicts(play, &cp).map_err(fail)?;
         // A capacity file that cannot be read is not silently replaced.
@@ -203,6 +208,7 @@ impl Session {
             speed,
             tails: parts.tails,
             history,
+            _lock: lock,
         })
     }
 
@@ -307,19 +313,6 @@ fn control_server(
         Ok(c) => (Some(c), None),
         Err(e) => (None, Some(format!("no control socket for this run: {e}"))),
     }
-}
-
-/// Two processes must never drive one run: a control socket that answers
-/// means the run is live.
-fn refuse_live(dir: &Path) -> Result<(), String> {
-    let sock = dir.join("ctl").join("control.sock");
-    if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
-        return Err(format!(
-            "{} is live (its control socket answers): it is running in another process; drive it with `playdeck ctl`",
-            dir.display()
-        ));
-    }
-    Ok(())
 }
 
 /// `[palette]` as the play declares it, for the checkpoint and the

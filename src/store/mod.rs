@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
 pub mod checkpoint;
+pub mod lock;
+
+pub use lock::RunLock;
 pub mod report;
 pub mod resume;
 
@@ -56,6 +59,27 @@ pub fn write_atomic_with<T>(
     Ok(out)
 }
 
+/// Creates `path` (and missing parents) for the owner only (0700): a run
+/// directory holds agents' prompts, output and results.
+pub fn private_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+}
+
+/// Opens `path` for appending, creating it readable by the owner only.
+pub fn append_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// fsync of a directory: a rename or a new file in it survives power loss.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -69,9 +93,10 @@ pub struct RunDir {
 
 impl RunDir {
     /// Creates the run directory: `explicit` when given (`--run-dir`), else
-    /// `.playdeck/runs/<new id>` under the current directory. Refuses a
+    /// `.playdeck/runs/<new id>` under the current directory, and takes it
+    /// (the lock is held while the returned [`RunLock`] lives). Refuses a
     /// directory that already holds a run.
-    pub fn create(explicit: Option<&Path>, play_text: &str) -> io::Result<RunDir> {
+    pub fn create(explicit: Option<&Path>, play_text: &str) -> io::Result<(RunDir, RunLock)> {
         let (path, run_id) = match explicit {
             Some(p) => {
                 let id = p
@@ -85,7 +110,17 @@ impl RunDir {
                 (Path::new(RUNS_DIR).join(&id), id)
             }
         };
-        if path.join("events.jsonl").exists() {
+        let taken = if path.join("events.jsonl").exists() {
+            None
+        } else {
+            private_dir(&path)?;
+            Some(
+                RunLock::take(&path)
+                    .map_err(|e| io::Error::new(io::ErrorKind::AlreadyExists, e))?,
+            )
+        };
+        // Checked again under the lock: two processes may race for a name.
+        let Some(lock) = taken.filter(|_| !path.join("events.jsonl").exists()) else {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
@@ -93,10 +128,9 @@ impl RunDir {
                     path.display()
                 ),
             ));
-        }
-        fs::create_dir_all(&path)?;
+        };
         write_atomic(&path.join("play.toml"), play_text.as_bytes())?;
-        Ok(RunDir { path, run_id })
+        Ok((RunDir { path, run_id }, lock))
     }
 
     pub fn events_path(&self) -> PathBuf {
@@ -104,10 +138,7 @@ impl RunDir {
     }
 
     pub fn event_log(&self) -> io::Result<EventLog> {
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.events_path())?;
+        let file = append_private(&self.events_path())?;
         Ok(EventLog {
             file,
             buf: Vec::with_capacity(64 * 1024),
@@ -279,7 +310,7 @@ mod tests {
     fn a_run_directory_is_never_reused() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r1");
-        let rd = RunDir::create(Some(&p), "x").unwrap();
+        let (rd, _lock) = RunDir::create(Some(&p), "x").unwrap();
         assert_eq!(rd.run_id, "r1");
         fs::write(rd.events_path(), "").unwrap();
         assert!(RunDir::create(Some(&p), "x").is_err());

@@ -91,7 +91,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
                 Some(p) if s.seq < p.seq => {
                     format!("comes after event {}: lines are out of order", p.seq)
                 }
-                _ => format!("should be event {expected}: a line is missing"),
+                _ => format!("should be event {expected}: lines are missing or out of order"),
             };
             return Err(format!(
                 "{}:{n}: event {} {what}; nothing was changed",
