@@ -198,6 +198,50 @@ fn eprintln_to(msg: &str) {
     eprintln!("playdeck: {msg}");
 }
 
+/// Longest control line read from stdin; longer ones are dropped whole
+/// (with a message), so what a pipe sends cannot grow memory.
+pub const MAX_CONTROL_LINE: usize = crate::control::MAX_REQUEST;
+
+/// The next control line of `input`, without its newline; `None` at the
+/// end. A line over [`MAX_CONTROL_LINE`] is skipped to its end and an
+/// empty line given in its place.
+pub fn read_control_line(input: &mut impl std::io::BufRead) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let mut line = Vec::new();
+    match input
+        .by_ref()
+        .take(MAX_CONTROL_LINE as u64 + 1)
+        .read_until(b'\n', &mut line)
+    {
+        Ok(0) | Err(_) => return None,
+        Ok(_) => {}
+    }
+    if line.len() > MAX_CONTROL_LINE && line.last() != Some(&b'\n') {
+        eprintln_to(&format!(
+            "a control line longer than {} KiB was ignored",
+            MAX_CONTROL_LINE / 1024
+        ));
+        // Skip the rest of it, a bounded piece at a time.
+        loop {
+            let buf = match input.fill_buf() {
+                Ok([]) | Err(_) => return None,
+                Ok(b) => b,
+            };
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    input.consume(i + 1);
+                    return Some(String::new());
+                }
+                None => {
+                    let n = buf.len();
+                    input.consume(n);
+                }
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&line).trim_end().to_string())
+}
+
 /// Applies one control line (the `playdeck ctl` grammar). Errors say what
 /// was wrong and what is allowed; answers that carry information (status,
 /// release) are returned as one line.

@@ -305,3 +305,128 @@ impl SocketLike for std::fs::FileType {
         self.is_socket()
     }
 }
+
+#[test]
+fn control_lines_have_a_length_limit() {
+    use playdeck::headless::{MAX_CONTROL_LINE, read_control_line};
+    let mut input = Vec::new();
+    input.extend_from_slice(b"pause\n");
+    input.extend(std::iter::repeat_n(b'x', MAX_CONTROL_LINE * 3));
+    input.extend_from_slice(b"\nresume");
+    let mut r = std::io::BufReader::with_capacity(4096, &input[..]);
+    assert_eq!(read_control_line(&mut r).as_deref(), Some("pause"));
+    assert_eq!(read_control_line(&mut r).as_deref(), Some(""), "the long line is dropped");
+    assert_eq!(read_control_line(&mut r).as_deref(), Some("resume"));
+    assert_eq!(read_control_line(&mut r), None);
+}
+
+/// The peak resident memory of a process, in KiB (Linux).
+fn peak_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+}
+
+/// `playdeck run --headless < /dev/zero`: an endless line without a newline
+/// does not grow memory, and the run still ends.
+#[test]
+fn an_endless_stdin_line_does_not_grow_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("p.toml");
+    std::fs::write(
+        &play,
+        "[play]\nname = \"z\"\n[palette]\nroles = [{ role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"wait\"\nsim = { duration_ms = 1500 }\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(p) = peak_kib(child.id()) {
+            peak = peak.max(p);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(peak > 0 && peak < 64 * 1024, "peak RSS {peak} KiB");
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("a control line longer than 64 KiB was ignored"), "{err}");
+}
+
+/// The control socket keeps serving when accept() fails (descriptors
+/// exhausted), answers bytes that are not UTF-8 and over-long requests
+/// with an error, and a client that sends nothing does not block others.
+#[test]
+fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("p.toml");
+    std::fs::write(
+        &play,
+        "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"wait\"\nsim = { duration_ms = 100 }\n",
+    )
+    .unwrap();
+    // Few descriptors: idle clients exhaust them.
+    let mut child = std::process::Command::new("prlimit")
+        .args(["--nofile=48:48", env!("CARGO_BIN_EXE_playdeck")])
+        .args(["run", "--headless", "--paused", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = dir.path().join("run/ctl/control.sock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(&sock).is_err() {
+        assert!(std::time::Instant::now() < deadline, "never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ask = |bytes: &[u8]| -> serde_json::Value {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        s.write_all(bytes).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    // Idle clients: more than the process has descriptors for.
+    let idle: Vec<UnixStream> = (0..60).filter_map(|_| UnixStream::connect(&sock).ok()).collect();
+    assert!(idle.len() >= 40, "{} idle clients", idle.len());
+    std::thread::sleep(Duration::from_millis(300));
+    drop(idle);
+    // Still serving.
+    let v = ask(b"{\"cmd\":\"status\"}\n");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["result"]["state"], "paused");
+    let v = ask(b"\xff\xfe not utf-8\n");
+    assert_eq!((v["ok"].as_bool(), v["error"]["code"].as_str()), (Some(false), Some("bad_request")));
+    assert!(v["error"]["message"].as_str().unwrap().contains("not UTF-8"), "{v}");
+    let mut long = vec![b'x'; 70 * 1024];
+    long.push(b'\n');
+    let v = ask(&long);
+    assert!(v["error"]["message"].as_str().unwrap().contains("longer than 65536 bytes"), "{v}");
+    // A client that says nothing does not hold the others up.
+    let _silent = UnixStream::connect(&sock).unwrap();
+    let v = ask(b"{\"cmd\":\"resume\"}\n");
+    assert_eq!(v["ok"], true, "{v}");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

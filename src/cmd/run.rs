@@ -56,8 +56,8 @@ fn headless_run(play: &Play, args: &RunArgs) -> Outcome {
     // runtime from shutting down when the run ends.
     let (tx, rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
+        let mut stdin = std::io::stdin().lock();
+        while let Some(line) = headless::read_control_line(&mut stdin) {
             if tx.send(line).is_err() {
                 break;
             }
