@@ -315,7 +315,11 @@ fn control_lines_have_a_length_limit() {
     input.extend_from_slice(b"\nresume");
     let mut r = std::io::BufReader::with_capacity(4096, &input[..]);
     assert_eq!(read_control_line(&mut r).as_deref(), Some("pause"));
-    assert_eq!(read_control_line(&mut r).as_deref(), Some(""), "the long line is dropped");
+    assert_eq!(
+        read_control_line(&mut r).as_deref(),
+        Some(""),
+        "the long line is dropped"
+    );
     assert_eq!(read_control_line(&mut r).as_deref(), Some("resume"));
     assert_eq!(read_control_line(&mut r), None);
 }
@@ -365,7 +369,10 @@ fn an_endless_stdin_line_does_not_grow_memory() {
     assert!(peak > 0 && peak < 64 * 1024, "peak RSS {peak} KiB");
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(err.contains("a control line longer than 64 KiB was ignored"), "{err}");
+    assert!(
+        err.contains("a control line longer than 64 KiB was ignored"),
+        "{err}"
+    );
 }
 
 /// The control socket keeps serving when accept() fails (descriptors
@@ -408,7 +415,9 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
     };
     // Idle clients: more than the process has descriptors for.
-    let idle: Vec<UnixStream> = (0..60).filter_map(|_| UnixStream::connect(&sock).ok()).collect();
+    let idle: Vec<UnixStream> = (0..60)
+        .filter_map(|_| UnixStream::connect(&sock).ok())
+        .collect();
     assert!(idle.len() >= 40, "{} idle clients", idle.len());
     std::thread::sleep(Duration::from_millis(300));
     drop(idle);
@@ -417,12 +426,27 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["result"]["state"], "paused");
     let v = ask(b"\xff\xfe not utf-8\n");
-    assert_eq!((v["ok"].as_bool(), v["error"]["code"].as_str()), (Some(false), Some("bad_request")));
-    assert!(v["error"]["message"].as_str().unwrap().contains("not UTF-8"), "{v}");
+    assert_eq!(
+        (v["ok"].as_bool(), v["error"]["code"].as_str()),
+        (Some(false), Some("bad_request"))
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not UTF-8"),
+        "{v}"
+    );
     let mut long = vec![b'x'; 70 * 1024];
     long.push(b'\n');
     let v = ask(&long);
-    assert!(v["error"]["message"].as_str().unwrap().contains("longer than 65536 bytes"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 65536 bytes"),
+        "{v}"
+    );
     // A client that says nothing does not hold the others up.
     let _silent = UnixStream::connect(&sock).unwrap();
     let v = ask(b"{\"cmd\":\"resume\"}\n");

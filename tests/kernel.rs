@@ -570,6 +570,7 @@ async fn every_drop_reason_reaches_the_ledger() {
             300,
             json!({
                 "result": {"spawn_request": [
+                    {"instruction": "early", "assignee": "tester"},
                     {"instruction": "ok", "assignee": "worker"},
                     {"instruction": "ok", "assignee": "worker"},
                     {"instruction": "x", "assignee": long_name},
@@ -595,12 +596,12 @@ async fn every_drop_reason_reaches_the_ledger() {
     assert_eq!(
         drops(&env),
         [
-            DropReason::Duplicate,        // the bus repeats itself
-            DropReason::Duplicate,        // the result repeats a request
+            DropReason::Duplicate,        // the result repeats a streamed request
+            DropReason::MaxSpawnExceeded, // the second "ok" would be the fourth
             DropReason::BuilderError,     // unknown assignee
             DropReason::BuilderError,     // no instruction
             DropReason::NullChild,        // blank instruction
-            DropReason::MaxSpawnExceeded, // third accepted would exceed 3
+            DropReason::MaxSpawnExceeded, // second and third, folded into one row
         ]
     );
     let d = env.dropped_spawns.as_ref().unwrap();
@@ -611,14 +612,21 @@ async fn every_drop_reason_reaches_the_ledger() {
     );
     assert_eq!(d[2].detail.chars().count(), 500);
     assert!(d[3].detail.contains("missing instruction"));
-    // spawn-N is allocated after routing: early, ok, second accepted; third got spawn-4 and was refused.
-    assert!(
-        d[5].detail.starts_with("spawn-4 refused"),
-        "{}",
-        d[5].detail
-    );
+    assert_eq!(d[5].count, 2, "repeated drops are one ledger row with a count");
+    // spawn-N is allocated after routing: early, early, ok accepted; the
+    // second ok got spawn-4 and was refused, and so on.
+    assert!(d[1].detail.starts_with("spawn-4 refused"), "{}", d[1].detail);
+    assert!(d[5].detail.starts_with("spawn-5 refused"), "{}", d[5].detail);
     assert_eq!(env.spawned_operations, Some(3));
-    assert_eq!(sig.count("spawn_dropped"), 6);
+    // Identical requests emitted on purpose are each a request.
+    let early = sig
+        .all()
+        .iter()
+        .filter(|s| matches!(&s.kind, SignalKind::Spawned { instruction, .. } if &**instruction == "early"))
+        .count();
+    assert_eq!(early, 2);
+    // Every drop is a signal; the ledger folds the repeat.
+    assert_eq!(sig.count("spawn_dropped"), 7);
 }
 
 #[tokio::test(start_paused = true)]

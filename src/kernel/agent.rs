@@ -7,7 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{Notify, mpsc};
 
 use super::graph::OpId;
 
@@ -99,20 +101,49 @@ pub(crate) struct AgentMsg {
     pub(crate) event: AgentEvent,
 }
 
+/// Events agents have sent that the kernel has not taken yet, shared by
+/// every invocation of a run: readers wait while it is full, so an agent
+/// that prints faster than the kernel reads is slowed, not buffered.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    queued: AtomicUsize,
+    space: Notify,
+}
+
+/// Events queued before readers wait.
+pub const BACKLOG_MAX: usize = 4096;
+
+impl Backlog {
+    /// The kernel took one event.
+    pub(crate) fn took(&self) {
+        let before = self.queued.fetch_sub(1, Ordering::AcqRel);
+        if before <= BACKLOG_MAX / 2 + 1 {
+            self.space.notify_waiters();
+        }
+    }
+}
+
 /// The sending side of an invocation's stream. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AgentEvents {
     node: u32,
     attempt: u32,
     tx: Option<mpsc::UnboundedSender<AgentMsg>>,
+    backlog: Option<Arc<Backlog>>,
 }
 
 impl AgentEvents {
-    pub(crate) fn new(node: u32, attempt: u32, tx: mpsc::UnboundedSender<AgentMsg>) -> Self {
+    pub(crate) fn new(
+        node: u32,
+        attempt: u32,
+        tx: mpsc::UnboundedSender<AgentMsg>,
+        backlog: Arc<Backlog>,
+    ) -> Self {
         AgentEvents {
             node,
             attempt,
             tx: Some(tx),
+            backlog: Some(backlog),
         }
     }
 
@@ -122,17 +153,45 @@ impl AgentEvents {
             node: 0,
             attempt: 0,
             tx: None,
+            backlog: None,
         }
     }
 
     pub fn emit(&self, event: AgentEvent) {
         if let Some(tx) = &self.tx {
+            if let Some(b) = &self.backlog {
+                b.queued.fetch_add(1, Ordering::AcqRel);
+            }
             // A closed channel means the run is over; nothing to tell.
-            let _ = tx.send(AgentMsg {
-                node: self.node,
-                attempt: self.attempt,
-                event,
-            });
+            if tx
+                .send(AgentMsg {
+                    node: self.node,
+                    attempt: self.attempt,
+                    event,
+                })
+                .is_err()
+                && let Some(b) = &self.backlog
+            {
+                b.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Waits while the kernel has [`BACKLOG_MAX`] events to take: a reader
+    /// calls this before reading more of an agent's output
+    /// (back-pressure on the agent's pipe).
+    pub async fn ready(&self) {
+        let Some(b) = &self.backlog else {
+            return;
+        };
+        loop {
+            let space = b.space.notified();
+            if b.queued.load(Ordering::Acquire) < BACKLOG_MAX
+                || self.tx.as_ref().is_none_or(|t| t.is_closed())
+            {
+                return;
+            }
+            space.await;
         }
     }
 }

@@ -76,6 +76,32 @@ pub struct LedgerEntry {
     pub assignee: Option<Arc<str>>,
     #[serde(flatten)]
     pub outcome: LedgerOutcome,
+    /// More drops just like this one (same emitter, reason and assignee,
+    /// one after the other), folded into this row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Adds a row to a ledger: a drop that repeats the last row (same
+/// emitter, reason and assignee) is counted there instead, so an agent that
+/// repeats itself cannot flood the ledger. One rule for the kernel and
+/// every fold of the signals.
+pub fn record(ledger: &mut Vec<LedgerEntry>, e: LedgerEntry) {
+    if let LedgerOutcome::Dropped { reason, .. } = &e.outcome
+        && let Some(last) = ledger.last_mut()
+        && let LedgerOutcome::Dropped { reason: before, .. } = &last.outcome
+        && before == reason
+        && last.emitter_id == e.emitter_id
+        && last.assignee == e.assignee
+    {
+        last.repeats += 1;
+        return;
+    }
+    ledger.push(e);
 }
 
 /// A dropped spawn as the result envelope lists it (D5).
@@ -87,4 +113,15 @@ pub struct DroppedSpawn {
     pub detail: Arc<str>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub op_id: Option<OpId>,
+    /// How many requests this entry stands for (repeats folded in).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }

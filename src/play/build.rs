@@ -110,6 +110,7 @@ impl Play {
             max_concurrent: self.max_concurrent,
             reactive: self.reactive,
             max_spawn: self.max_spawn,
+            max_requests: self.max_requests,
             context: self.context.clone(),
             ..RunConfig::default()
         }

@@ -38,6 +38,8 @@ pub struct Play {
     pub max_concurrent: usize,
     pub reactive: bool,
     pub max_spawn: usize,
+    /// Requests one attempt may make before it fails as a flood.
+    pub max_requests: usize,
     pub speed: f64,
     pub context: Map<String, Value>,
     pub operations: Vec<OpDef>,

@@ -33,6 +33,7 @@ const PLAY_KEYS: &[&str] = &[
     "parallel",
     "reactive",
     "max_spawn",
+    "max_requests",
     "speed",
     "context",
     "flag_profile",
@@ -102,6 +103,7 @@ pub fn parse(
         max_concurrent: DEFAULT_MAX_CONCURRENT,
         reactive: true,
         max_spawn: DEFAULT_MAX_SPAWN,
+        max_requests: crate::kernel::executor::DEFAULT_MAX_REQUESTS,
         speed: 1.0,
         context: Map::new(),
         operations: Vec::new(),
@@ -170,6 +172,9 @@ fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
     }
     if let Some((n, _)) = t.int(r, "max_spawn", 0, 1_000_000) {
         play.max_spawn = n as usize;
+    }
+    if let Some((n, _)) = t.int(r, "max_requests", 1, 10_000_000) {
+        play.max_requests = n as usize;
     }
     if let Some((x, _)) = t.number(
         r,

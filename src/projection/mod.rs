@@ -557,7 +557,7 @@ impl RunProjection {
                 self.note_spawn_number(name);
                 self.spawn_accepted += 1;
                 if let (Some(p), Some(id)) = (parent_id, &record.identity) {
-                    self.see(p, s.seq, *id);
+                    self.see(p, s.seq, *id, false);
                 }
                 self.ledger_row(
                     s,
@@ -584,7 +584,7 @@ impl RunProjection {
                     self.note_spawn_number(name);
                 }
                 if let (Some(e), Some(id)) = (emitter_id, identity) {
-                    self.see(e, s.seq, *id);
+                    self.see(e, s.seq, *id, *reason == DropReason::Duplicate);
                 }
                 let by = emitter_id.and_then(|e| self.name_of(&e));
                 self.palette
@@ -620,14 +620,18 @@ impl RunProjection {
         outcome: LedgerOutcome,
     ) {
         let emitter_name = emitter.and_then(|e| self.name_of(&e));
-        self.ledger.push(LedgerEntry {
-            seq: s.seq,
-            elapsed: s.elapsed,
-            emitter_id: emitter,
-            emitter_name,
-            assignee: assignee.clone(),
-            outcome,
-        });
+        crate::kernel::ledger::record(
+            &mut self.ledger,
+            LedgerEntry {
+                seq: s.seq,
+                elapsed: s.elapsed,
+                emitter_id: emitter,
+                emitter_name,
+                assignee: assignee.clone(),
+                outcome,
+                repeats: 0,
+            },
+        );
     }
 
     fn note_spawn_number(&mut self, name: &str) {
@@ -639,9 +643,15 @@ impl RunProjection {
         }
     }
 
-    fn see(&mut self, emitter: &OpId, seq: u64, identity: crate::kernel::request::RequestId) {
+    fn see(
+        &mut self,
+        emitter: &OpId,
+        seq: u64,
+        identity: crate::kernel::request::RequestId,
+        duplicate: bool,
+    ) {
         if let Some(n) = self.node_mut(emitter) {
-            n.sightings.push((seq, identity));
+            n.sightings.push((seq, identity, duplicate));
         }
     }
 

@@ -88,10 +88,10 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<Decision>,
     /// Every sighting of a spawn request it emitted that reached the
-    /// ledger: (seq, identity). Resume passes over these when they come
-    /// again.
+    /// ledger: (seq, identity, whether it was dropped as a duplicate).
+    /// Resume passes over these when they come again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sightings: Vec<(u64, RequestId)>,
+    pub sightings: Vec<(u64, RequestId, bool)>,
     /// The seq of the signal that settled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_seq: Option<u64>,

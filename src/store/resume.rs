@@ -177,22 +177,30 @@ pub fn rebuild(
         }
         // A settled emitter's sightings before it settled came from its
         // stream; those after, from its result, which resume reads again.
-        // Anything that runs again will repeat all of its sightings.
+        // Anything that runs again will repeat all of its sightings. What
+        // the stream carried is remembered, less what the result already
+        // repeated (those duplicates are recorded), so the rest of the
+        // result is judged as it would have been.
         let cut = match (status.is_terminal(), n.settled_seq) {
             (true, Some(s)) => s,
             _ => 0,
         };
-        let seen = n
+        let mut seen: Vec<u64> = n
             .sightings
             .iter()
-            .filter(|(q, _)| *q <= cut)
-            .map(|(_, id)| id.0)
+            .filter(|(q, _, _)| *q <= cut)
+            .map(|(_, id, _)| id.0)
             .collect();
+        for (_, id, _) in n.sightings.iter().filter(|(q, _, dup)| *q > cut && *dup) {
+            if let Some(i) = seen.iter().position(|s| *s == id.0) {
+                seen.swap_remove(i);
+            }
+        }
         let handled = n
             .sightings
             .iter()
-            .filter(|(q, _)| *q > cut)
-            .map(|(_, id)| id.0)
+            .filter(|(q, _, _)| *q > cut)
+            .map(|(_, id, _)| id.0)
             .collect();
         restore.nodes.insert(
             n.op.op_id,

@@ -12,7 +12,7 @@ use petgraph::stable_graph::NodeIndex;
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
 
-use super::super::agent::BoxFuture;
+use super::super::agent::{AgentFailure, BoxFuture};
 use super::super::builder::{Emitter, RouteResult};
 use super::super::control::NewOperation;
 use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
@@ -29,7 +29,16 @@ use super::{Executor, RoutedBatch};
 /// operations that emit anything, so nodes stay small.
 #[derive(Default)]
 struct Emissions {
-    /// Identities of requests already seen from this emitter (dedup).
+    /// The attempt the counts below are of.
+    attempt: u32,
+    /// Requests read in that attempt, for the flood cap.
+    read: usize,
+    /// Spawn requests that attempt put on its stream (identity -> how many
+    /// times): their repeat in its result is a duplicate (ADR-0033 D3).
+    /// Identical requests on the stream, or in the result, are each a
+    /// request of their own.
+    streamed: HashMap<u64, u32>,
+    /// Escalations seen from this emitter (stream and result are one).
     seen: HashSet<u64>,
     /// Sightings a resumed run already recorded: passed over once each.
     handled: Vec<u64>,
@@ -48,9 +57,37 @@ pub(super) struct Admission {
 }
 
 impl Admission {
-    /// True the first time `ix` shows the request with identity `id`.
+    /// The emitter's record, reset when a new attempt begins.
+    fn of(&mut self, ix: NodeIndex, attempt: u32) -> &mut Emissions {
+        let e = self.emissions.entry(ix).or_default();
+        if e.attempt != attempt {
+            e.attempt = attempt;
+            e.read = 0;
+            e.streamed.clear();
+        }
+        e
+    }
+
+    /// True the first time `ix` shows the escalation with identity `id`.
     pub fn first_sighting(&mut self, ix: NodeIndex, id: u64) -> bool {
         self.emissions.entry(ix).or_default().seen.insert(id)
+    }
+
+    /// A spawn request `ix`'s attempt put on its stream.
+    fn streamed(&mut self, ix: NodeIndex, attempt: u32, id: u64) {
+        *self.of(ix, attempt).streamed.entry(id).or_default() += 1;
+    }
+
+    /// Whether a request in `ix`'s result repeats one its stream carried
+    /// (each stream sighting answers for one result sighting).
+    fn repeats_stream(&mut self, ix: NodeIndex, attempt: u32, id: u64) -> bool {
+        match self.of(ix, attempt).streamed.get_mut(&id) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A sighting a resumed run already recorded is passed over, once.
@@ -62,18 +99,29 @@ impl Admission {
             return false;
         };
         e.handled.swap_remove(pos);
-        e.seen.insert(id);
         true
     }
 
-    /// What a resumed run's emitter had shown before it stopped.
-    pub fn restore(&mut self, ix: NodeIndex, seen: &[u64], handled: &[u64]) {
-        if seen.is_empty() && handled.is_empty() {
+    /// What a resumed run's emitter had shown before it stopped: `streamed`
+    /// the spawn requests its last attempt put on its stream, `handled` the
+    /// sightings already in the ledger that it will make again.
+    pub fn restore(&mut self, ix: NodeIndex, attempt: u32, streamed: &[u64], handled: &[u64]) {
+        if streamed.is_empty() && handled.is_empty() {
             return;
         }
+        for &id in streamed {
+            self.streamed(ix, attempt, id);
+        }
         let e = self.emissions.entry(ix).or_default();
-        e.seen.extend(seen.iter().copied());
         e.handled.extend(handled.iter().copied());
+    }
+
+    /// Counts `n` more requests read from `ix`'s attempt; returns the
+    /// attempt's total.
+    pub fn read(&mut self, ix: NodeIndex, attempt: u32, n: usize) -> usize {
+        let e = self.of(ix, attempt);
+        e.read += n;
+        e.read
     }
 
     pub fn push_escalation(&mut self, ix: NodeIndex, reason: Arc<str>) {
@@ -118,6 +166,9 @@ impl Executor {
     /// runs.
     pub(super) fn emitted(&mut self, ix: NodeIndex, v: &Value) {
         let found = request::extract(v);
+        if !self.within_cap(ix, found.spawns.len() + found.escalations.len()) {
+            return;
+        }
         for esc in &found.escalations {
             if self
                 .adm
@@ -128,8 +179,34 @@ impl Executor {
             }
         }
         if !found.spawns.is_empty() {
-            self.route_spawns(ix, &found.spawns);
+            self.route_spawns(ix, &found.spawns, false);
         }
+    }
+
+    /// Counts requests read from `ix`'s current attempt; past the cap the
+    /// attempt is stopped and fails as `request_flood` (an agent printing
+    /// requests in a loop cannot grow the run without bound).
+    pub(super) fn within_cap(&mut self, ix: NodeIndex, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let attempt = self.graph[ix].attempt;
+        if self.adm.read(ix, attempt, n) <= self.cfg.max_requests {
+            return true;
+        }
+        if self.graph[ix].status == NodeStatus::Running {
+            if let Some(h) = self.aborts.remove(&ix) {
+                h.abort();
+            }
+            self.sched.running -= 1;
+            self.gate.release(ix);
+            let message = format!(
+                "the agent made more than {} requests in one attempt (max_requests); the attempt was stopped",
+                self.cfg.max_requests
+            );
+            self.fail(ix, AgentFailure::new("request_flood", message));
+        }
+        false
     }
 
     /// Makes room for `k` more operations at once, so a burst of admissions
@@ -142,7 +219,10 @@ impl Executor {
         self.adm.ledger.reserve(k);
     }
 
-    pub(super) fn route_spawns(&mut self, ix: NodeIndex, raws: &[&Value]) {
+    /// Routes the spawn requests `ix` made, on its stream or (`in_result`)
+    /// in its result.
+    pub(super) fn route_spawns(&mut self, ix: NodeIndex, raws: &[&Value], in_result: bool) {
+        let attempt = self.graph[ix].attempt;
         self.reserve(raws.len());
         let n = &self.graph[ix];
         let emitter = Emitter {
@@ -164,8 +244,11 @@ impl Executor {
                 continue;
             }
             let identity = Some(RequestId(id));
-            if !self.adm.first_sighting(ix, id) {
-                let detail = "the same request was already seen from this emitter".into();
+            if !in_result {
+                self.adm.streamed(ix, attempt, id);
+            } else if self.adm.repeats_stream(ix, attempt, id) {
+                let detail =
+                    "the result repeats a request this attempt already put on its stream".into();
                 self.drop_spawn(
                     Some(ix),
                     assignee_of(raw),
@@ -267,18 +350,22 @@ impl Executor {
             op_id,
             identity,
         });
-        self.adm.ledger.push(LedgerEntry {
-            seq,
-            elapsed,
-            emitter_id,
-            emitter_name,
-            assignee,
-            outcome: LedgerOutcome::Dropped {
-                reason,
-                detail,
-                op_id,
+        crate::kernel::ledger::record(
+            &mut self.adm.ledger,
+            LedgerEntry {
+                seq,
+                elapsed,
+                emitter_id,
+                emitter_name,
+                assignee,
+                outcome: LedgerOutcome::Dropped {
+                    reason,
+                    detail,
+                    op_id,
+                },
+                repeats: 0,
             },
-        });
+        );
     }
 
     /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
@@ -408,14 +495,18 @@ impl Executor {
             instruction,
             record,
         });
-        self.adm.ledger.push(LedgerEntry {
-            seq,
-            elapsed,
-            emitter_id,
-            emitter_name,
-            assignee,
-            outcome: LedgerOutcome::Accepted { op_id, name },
-        });
+        crate::kernel::ledger::record(
+            &mut self.adm.ledger,
+            LedgerEntry {
+                seq,
+                elapsed,
+                emitter_id,
+                emitter_name,
+                assignee,
+                outcome: LedgerOutcome::Accepted { op_id, name },
+                repeats: 0,
+            },
+        );
         self.node_added(ix);
         // Settle it while it is still in cache: a burst of admissions
         // otherwise walks every new node twice.
@@ -557,17 +648,21 @@ impl Executor {
         };
         let (seq, elapsed) = self.emit_node(existing, kind);
         let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
-        self.adm.ledger.push(LedgerEntry {
-            seq,
-            elapsed,
-            emitter_id,
-            emitter_name,
-            assignee: self.graph[existing].op.assignee.clone(),
-            outcome: LedgerOutcome::Accepted {
-                op_id: self.graph[existing].op.op_id,
-                name: target,
+        crate::kernel::ledger::record(
+            &mut self.adm.ledger,
+            LedgerEntry {
+                seq,
+                elapsed,
+                emitter_id,
+                emitter_name,
+                assignee: self.graph[existing].op.assignee.clone(),
+                outcome: LedgerOutcome::Accepted {
+                    op_id: self.graph[existing].op.op_id,
+                    name: target,
+                },
+                repeats: 0,
             },
-        });
+        );
         self.emit_budget();
         Some(existing)
     }
@@ -600,27 +695,39 @@ mod tests {
     }
 
     #[test]
-    fn a_request_is_new_once_per_emitter() {
+    fn a_result_repeats_each_stream_sighting_once_and_attempts_start_afresh() {
         let mut a = Admission::default();
         let (x, y) = (NodeIndex::new(0), NodeIndex::new(1));
+        // Twice on purpose on the stream, once more in the result.
+        a.streamed(x, 1, 7);
+        a.streamed(x, 1, 7);
+        assert!(a.repeats_stream(x, 1, 7));
+        assert!(a.repeats_stream(x, 1, 7));
+        assert!(!a.repeats_stream(x, 1, 7), "a third copy is a request of its own");
+        assert!(!a.repeats_stream(y, 1, 7), "another emitter's request is its own");
+        // A new attempt has a stream of its own.
+        a.streamed(x, 1, 9);
+        assert!(!a.repeats_stream(x, 2, 9));
+    }
+
+    #[test]
+    fn escalations_are_one_whether_streamed_or_in_the_result() {
+        let mut a = Admission::default();
+        let x = NodeIndex::new(0);
         assert!(a.first_sighting(x, 7));
         assert!(!a.first_sighting(x, 7));
-        assert!(
-            a.first_sighting(y, 7),
-            "another emitter's request is its own"
-        );
     }
 
     #[test]
     fn recorded_sightings_are_passed_over_once_each() {
         let mut a = Admission::default();
         let x = NodeIndex::new(3);
-        a.restore(x, &[], &[5, 5]);
+        a.restore(x, 2, &[6], &[5, 5]);
         assert!(a.already_handled(x, 5));
         assert!(a.already_handled(x, 5));
         assert!(!a.already_handled(x, 5), "only as often as recorded");
-        assert!(!a.first_sighting(x, 5), "and it counts as seen");
         assert!(!a.already_handled(NodeIndex::new(4), 5));
+        assert!(a.repeats_stream(x, 2, 6), "what it streamed before is known");
     }
 
     #[test]

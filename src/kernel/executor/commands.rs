@@ -450,6 +450,7 @@ impl Executor {
         self.cancelled = true;
         // Dropping the futures cancels the agents (and kills their processes).
         self.inflight = Default::default();
+        self.aborts.clear();
         self.routing = Default::default();
         self.sched.clear();
         self.gate.drain();

@@ -24,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use futures_util::StreamExt;
+use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
 use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -35,8 +36,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use super::agent::{
-    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, AgentResolver, BoxFuture,
-    InstructionDecorator, Invocation, SpawnBudget,
+    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, AgentResolver, Backlog,
+    BoxFuture, InstructionDecorator, Invocation, SpawnBudget,
 };
 use super::builder::{NodeBuilder, RouteResult};
 use super::command::CommandError;
@@ -63,6 +64,9 @@ pub struct RunConfig {
     pub max_concurrent: usize,
     pub reactive: bool,
     pub max_spawn: usize,
+    /// Requests (spawns and escalations) one attempt may put on its stream
+    /// and in its result; beyond that the attempt is stopped as a flood.
+    pub max_requests: usize,
     pub context: Map<String, Value>,
     pub approvals: ApprovalPolicy,
     pub start_paused: bool,
@@ -78,6 +82,7 @@ impl Default for RunConfig {
             max_concurrent: 5,
             reactive: true,
             max_spawn: 50,
+            max_requests: DEFAULT_MAX_REQUESTS,
             context: Map::new(),
             approvals: ApprovalPolicy::Ask,
             start_paused: false,
@@ -85,6 +90,9 @@ impl Default for RunConfig {
         }
     }
 }
+
+/// Requests one attempt may make before it is stopped as a flood.
+pub const DEFAULT_MAX_REQUESTS: usize = 10_000;
 
 /// Role-palette counters as the router last reported them.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -122,18 +130,23 @@ pub fn deep_merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
     }
 }
 
-/// An agent future tagged with the node and attempt it belongs to.
+/// An agent future tagged with the node and attempt it belongs to. It can
+/// be aborted alone (the attempt is stopped; dropping the agent's future
+/// kills its processes).
 struct Tagged {
     ix: NodeIndex,
     attempt: u32,
-    fut: BoxFuture<AgentOutcome>,
+    fut: Abortable<BoxFuture<AgentOutcome>>,
 }
 
 impl Future for Tagged {
-    type Output = (NodeIndex, u32, AgentOutcome);
+    /// `None` when the attempt was aborted.
+    type Output = (NodeIndex, u32, Option<AgentOutcome>);
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (ix, attempt) = (self.ix, self.attempt);
-        self.fut.as_mut().poll(cx).map(|o| (ix, attempt, o))
+        Pin::new(&mut self.fut)
+            .poll(cx)
+            .map(|o| (ix, attempt, o.ok()))
     }
 }
 
@@ -153,7 +166,7 @@ enum Wake {
     Storage,
     Command(Option<Command>),
     External(External),
-    Done((NodeIndex, u32, AgentOutcome)),
+    Done((NodeIndex, u32, Option<AgentOutcome>)),
     Agent(AgentMsg),
     Routed(RoutedBatch),
 }
@@ -206,8 +219,10 @@ impl Run {
             gate: CapacityGate::default(),
             adm: Admission::default(),
             inflight: FuturesUnordered::new(),
+            aborts: HashMap::default(),
             routing: FuturesUnordered::new(),
             agent_tx,
+            backlog: Arc::new(Backlog::default()),
             agent_rx,
             control_rx,
             control_open: true,
@@ -303,8 +318,12 @@ struct Executor {
     gate: CapacityGate,
     adm: Admission,
     inflight: FuturesUnordered<Tagged>,
+    /// How to stop each running attempt alone.
+    aborts: HashMap<NodeIndex, AbortHandle>,
     routing: FuturesUnordered<BoxFuture<RoutedBatch>>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
+    /// Agent events sent and not taken yet (back-pressure on readers).
+    backlog: Arc<Backlog>,
     agent_rx: mpsc::UnboundedReceiver<AgentMsg>,
     control_rx: mpsc::UnboundedReceiver<Command>,
     control_open: bool,
@@ -366,7 +385,11 @@ impl Executor {
                 Wake::Command(Some(cmd)) => self.command(cmd),
                 Wake::Command(None) => self.control_open = false,
                 Wake::External(ext) => self.external(ext),
-                Wake::Done((ix, attempt, outcome)) => self.complete(ix, attempt, outcome),
+                Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
+                // Aborted: the node was settled when it was stopped.
+                Wake::Done((ix, _, None)) => {
+                    self.aborts.remove(&ix);
+                }
                 Wake::Agent(msg) => self.agent_event(msg),
                 Wake::Routed(batch) => self.admit_batch(batch),
             }
@@ -569,12 +592,19 @@ impl Executor {
             params: n.op.metadata.params.clone(),
             context,
             attempt,
-            events: AgentEvents::new(ix.index() as u32, attempt, self.agent_tx.clone()),
+            events: AgentEvents::new(
+                ix.index() as u32,
+                attempt,
+                self.agent_tx.clone(),
+                self.backlog.clone(),
+            ),
             instance,
             workspace,
             profile,
         };
-        let fut = agent.invoke(inv);
+        let (handle, registration) = AbortHandle::new_pair();
+        let fut = Abortable::new(agent.invoke(inv), registration);
+        self.aborts.insert(ix, handle);
         self.inflight.push(Tagged { ix, attempt, fut });
     }
 
@@ -603,6 +633,7 @@ impl Executor {
         if self.graph[ix].status != NodeStatus::Running || self.graph[ix].attempt != attempt {
             return;
         }
+        self.aborts.remove(&ix);
         self.sched.running -= 1;
         self.gate.release(ix);
         match outcome {
@@ -612,6 +643,7 @@ impl Executor {
     }
 
     fn agent_event(&mut self, msg: AgentMsg) {
+        self.backlog.took();
         let ix = NodeIndex::new(msg.node as usize);
         let Some(n) = self.graph.node_weight(ix) else {
             return;

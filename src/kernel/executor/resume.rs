@@ -33,7 +33,7 @@ impl Executor {
             let Some(rn) = r.nodes.get(&op_id) else {
                 continue;
             };
-            self.adm.restore(ix, &rn.seen, &rn.handled);
+            self.adm.restore(ix, rn.attempt, &rn.seen, &rn.handled);
             let n = &mut self.graph[ix];
             n.attempt = rn.attempt;
             n.held = rn.held;
@@ -121,7 +121,7 @@ impl Executor {
                 };
                 let found = request::extract(&result);
                 if !found.spawns.is_empty() {
-                    self.route_spawns(ix, &found.spawns);
+                    self.route_spawns(ix, &found.spawns, true);
                 }
             }
         }

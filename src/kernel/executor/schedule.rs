@@ -280,11 +280,6 @@ impl Executor {
     // ----- settling -------------------------------------------------------
 
     pub(super) fn succeed(&mut self, ix: NodeIndex, value: Value) {
-        if let Value::Object(m) = &value
-            && let Some(Value::Object(ctx)) = m.get("context")
-        {
-            super::deep_merge(&mut self.flow_context, ctx);
-        }
         let result = if value.is_null() {
             self.null_result.clone()
         } else {
@@ -296,6 +291,22 @@ impl Executor {
         } else {
             request::Extracted::default()
         };
+        // A result with more requests than an attempt may make fails the
+        // attempt, as a stream over the cap does.
+        let n = found.spawns.len() + found.escalations.len();
+        if n > 0 && self.adm.read(ix, self.graph[ix].attempt, n) > self.cfg.max_requests {
+            let message = format!(
+                "the agent made more than {} requests in one attempt (max_requests); its result was not used",
+                self.cfg.max_requests
+            );
+            self.fail(ix, AgentFailure::new("request_flood", message));
+            return;
+        }
+        if let Value::Object(m) = &*result
+            && let Some(Value::Object(ctx)) = m.get("context")
+        {
+            super::deep_merge(&mut self.flow_context, ctx);
+        }
         for esc in &found.escalations {
             if self
                 .adm
@@ -332,7 +343,7 @@ impl Executor {
         };
         self.emit_node(ix, kind);
         if !found.spawns.is_empty() {
-            self.route_spawns(ix, &found.spawns);
+            self.route_spawns(ix, &found.spawns, true);
         }
         self.settle(ix);
     }

@@ -199,6 +199,7 @@ impl Executor {
                             emitter_id: e.emitter_id,
                             detail: detail.clone(),
                             op_id: *op_id,
+                            count: 1 + e.repeats,
                         }),
                         LedgerOutcome::Accepted { .. } => None,
                     })
