@@ -76,15 +76,21 @@ pub struct InstanceUse {
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct UsageTotal {
     pub cost_usd: f64,
+    /// Everything sent, cached input included (the `agent_usage` meaning).
     pub input_tokens: u64,
+    /// The part of `input_tokens` read from a prompt cache.
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
 }
 
 impl UsageTotal {
-    /// Adds one attempt's usage.
+    /// Adds one attempt's usage: the last totals its stream reported. Every
+    /// format's parser already speaks the one meaning, so the sum is the
+    /// same arithmetic for all of them.
     pub fn add(&mut self, u: &crate::kernel::Usage) {
         self.cost_usd += u.cost_usd.unwrap_or(0.0);
         self.input_tokens += u.input_tokens.unwrap_or(0);
+        self.cached_input_tokens += u.cached_input_tokens.unwrap_or(0);
         self.output_tokens += u.output_tokens.unwrap_or(0);
     }
 }
@@ -257,8 +263,8 @@ impl Report {
         if let Some(u) = &self.usage {
             let _ = writeln!(
                 s,
-                "**Agent usage:** ${:.4} · {} tokens in · {} out\n",
-                u.cost_usd, u.input_tokens, u.output_tokens
+                "**Agent usage:** ${:.4} · {} tokens in ({} of them cached) · {} out\n",
+                u.cost_usd, u.input_tokens, u.cached_input_tokens, u.output_tokens
             );
         }
         let _ = writeln!(s, "## Critical path\n");
