@@ -507,3 +507,38 @@ fn the_example_agents_play_runs_real_subprocesses() {
         "{argv:?}"
     );
 }
+
+#[test]
+fn the_human_format_prints_no_escape_sequence_an_agent_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let play = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[play]\nname = \"esc\"\n[agents.a]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n\
+             [[operations]]\nid = \"lint\"\nrole = \"tester\"\nagent = \"a\"\n\
+             instruction = \"x\\n@sleep 0\\n@stderr \\u001b[31mred\\u001b[0m \\u001b]0;owned\\u0007title\\u001b[2J\\n@exit 3\"\n"
+        ),
+    );
+    let out = bin(dir.path())
+        .args(["run", "--headless", "--format", "human", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("✗ failed"), "{printed}");
+    assert!(printed.contains("red title"), "{printed}");
+    for bytes in [&out.stdout, &out.stderr] {
+        assert!(
+            !bytes.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "a control byte reached the terminal: {:?}",
+            text(bytes)
+        );
+    }
+    // The log keeps what the agent wrote.
+    let log = std::fs::read_to_string(dir.path().join("run/logs/lint.1.stderr.log")).unwrap();
+    assert!(log.contains("\u{1b}[31mred"));
+}
