@@ -71,7 +71,7 @@ fn observe(format: &str, transcript: &Path, final_newline: bool) -> Value {
         })
         .collect();
     // The last totals of the attempt, in the one `agent_usage` meaning.
-    let usage = of("agent_usage").last().map_or(Value::Null, |s| {
+    let usage = of("agent_usage").next_back().map_or(Value::Null, |s| {
         let mut u = json!({});
         for k in [
             "input_tokens",

@@ -19,10 +19,7 @@ use serde_json::Value;
 use super::{Core, Update, result_from_text, str_at, sum, u64_at};
 use crate::kernel::{ActivityState, Usage};
 
-#[derive(Default)]
-pub(super) struct State;
-
-pub(super) fn feed(core: &mut Core, _s: &mut State, v: &Value, out: &mut Vec<Update>) {
+pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
     match str_at(v, "/type") {
         Some("stream_event") if str_at(v, "/event/type") == Some("content_block_start") => {
             match str_at(v, "/event/content_block/type") {

@@ -120,7 +120,7 @@ impl Core {
 
 /// Per-format state beyond what every format shares.
 enum Format {
-    Claude(claude::State),
+    Claude,
     Codex(codex::State),
     Opencode,
     /// gemini-cli's stream-json; antigravity speaks the same events.
@@ -137,7 +137,7 @@ pub struct StreamParser {
 impl StreamParser {
     pub fn new(format: StreamFormat) -> Self {
         let format = match format {
-            StreamFormat::Claude => Format::Claude(claude::State::default()),
+            StreamFormat::Claude => Format::Claude,
             StreamFormat::Codex => Format::Codex(codex::State::default()),
             StreamFormat::Opencode => Format::Opencode,
             StreamFormat::Gemini | StreamFormat::Antigravity => {
@@ -173,7 +173,7 @@ impl StreamParser {
         }
         let core = &mut self.core;
         match &mut self.format {
-            Format::Claude(s) => claude::feed(core, s, &v, out),
+            Format::Claude => claude::feed(core, &v, out),
             Format::Codex(s) => codex::feed(core, s, &v, out),
             Format::Opencode => opencode::feed(core, &v, out),
             Format::Gemini(s) => gemini::feed(core, s, &v, out),
@@ -188,7 +188,7 @@ impl StreamParser {
             Format::Codex(s) => codex::finish(&mut self.core, s),
             Format::Gemini(s) => gemini::finish(&mut self.core, s),
             Format::Copilot(s) => copilot::finish(&mut self.core, s),
-            Format::Claude(_) | Format::Opencode | Format::Jsonl => {}
+            Format::Claude | Format::Opencode | Format::Jsonl => {}
         }
         let parsed = &mut self.core.parsed;
         if parsed.result.is_none() && parsed.text.is_none() && !self.core.plain.is_empty() {
