@@ -660,15 +660,21 @@ impl<R: AsyncRead + Unpin> Chunks<R> {
         // scanned again with every read.
         let mut from = self.pending.len();
         self.pending.extend_from_slice(&buf[..n]);
-        while let Some(i) = self.pending[from..].iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=from + i).collect();
-            self.lines.push_back(decode(&line));
-            from = 0;
-        }
         let limit = match self.overflow {
             Overflow::Cut => STDERR_LINE_LIMIT,
             Overflow::Fail => LINE_LIMIT,
         };
+        while let Some(i) = self.pending[from..].iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=from + i).collect();
+            from = 0;
+            // The newline may come in the same read as the byte that made
+            // the line too long.
+            if self.overflow == Overflow::Fail && line.len() - 1 > limit {
+                self.overflowed = true;
+                continue;
+            }
+            self.lines.push_back(decode(&line));
+        }
         if self.pending.len() > limit {
             match self.overflow {
                 Overflow::Cut => {
