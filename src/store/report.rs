@@ -489,3 +489,36 @@ pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod usage_tests {
+    use super::UsageTotal;
+    use crate::kernel::Usage;
+
+    /// Attempts of different formats add up field by field: the parsers
+    /// already gave every one the same meaning.
+    #[test]
+    fn usage_of_every_format_sums_the_same_way() {
+        let claude = Usage {
+            cost_usd: Some(0.5),
+            input_tokens: Some(61_778),
+            cached_input_tokens: Some(53_016),
+            output_tokens: Some(377),
+        };
+        let copilot = Usage::default();
+        let gemini_old = Usage {
+            input_tokens: Some(11_068),
+            output_tokens: Some(44),
+            ..Usage::default()
+        };
+        let mut t = UsageTotal::default();
+        for u in [claude, copilot, gemini_old] {
+            t.add(&u);
+        }
+        assert_eq!(
+            (t.input_tokens, t.cached_input_tokens, t.output_tokens),
+            (72_846, 53_016, 421)
+        );
+        assert!((t.cost_usd - 0.5).abs() < 1e-12);
+    }
+}
