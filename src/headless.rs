@@ -107,7 +107,11 @@ pub async fn run(
             }
             let line = match format {
                 Format::Json => serde_json::to_string(&*sig).ok(),
-                Format::Human => human.line(&sig),
+                // Agent text (stderr lines in failures, warnings, reasons)
+                // is in these lines: nothing in them may drive the terminal.
+                Format::Human => human
+                    .line(&sig)
+                    .map(|l| crate::printable::printable(&l).into_owned()),
             };
             if let Some(line) = line {
                 let _ = writeln!(buf, "{line}");
@@ -179,10 +183,12 @@ pub async fn run(
             }
             writeln!(out, "{v}")?;
             out.flush()?;
-            write!(err, "{}", summary(play, &run_dir, &envelope, &handle).await)?;
+            let summary = summary(play, &run_dir, &envelope, &handle).await;
+            write!(err, "{}", printable_lines(&summary))?;
         }
         Format::Human => {
-            write!(out, "{}", summary(play, &run_dir, &envelope, &handle).await)?;
+            let summary = summary(play, &run_dir, &envelope, &handle).await;
+            write!(out, "{}", printable_lines(&summary))?;
             out.flush()?;
         }
     }
@@ -192,6 +198,13 @@ pub async fn run(
         run_dir,
         exit_code: code,
     })
+}
+
+/// The summary quotes agents (drop details, names): each line printable.
+fn printable_lines(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("{}\n", crate::printable::printable(l)))
+        .collect()
 }
 
 fn eprintln_to(msg: &str) {

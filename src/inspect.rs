@@ -277,7 +277,7 @@ pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<A
     let prompt_text = crate::agents::command::prompt_text(&instruction, &play.context);
     let profile = play.profile_for(def).map(|p| p.name.as_str());
     let command =
-        crate::agents::command::command_for(agent_def, &ctx, &params, profile, &prompt_text)
+        crate::agents::command::command_for(agent_def, &ctx, &params, profile, &prompt_text, None)
             .map_err(|e| e.to_string())?;
     Ok(ArgvView {
         agent: agent.to_string(),

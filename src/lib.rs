@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod palette;
 pub mod paths;
 pub mod play;
+pub mod printable;
 pub mod projection;
 pub mod session;
 pub mod store;

@@ -41,7 +41,7 @@ fn every_bad_agent_entry_is_reported_with_its_position_and_none_registered() {
         "{HEAD}[agents.good]\nbinary = \"x\"\nstream_format = \"jsonl\"\n\
          [agents.sim]\nbinary = \"x\"\nstream_format = \"jsonl\"\n\
          [agents.\"-bad\"]\nbinary = \"x\"\n\
-         [agents.c]\nbinary = \"x\"\nstream_format = \"gemini\"\nflags.\"--plan\" = [\"-x\"]\nflags.ok = [1]\nenv_vars.\"1X\" = \"v\"\nenv_passlist = [\"A B\"]\nstall_timeout = -1\nenv_policy = \"open\"\nprompt_via = \"pipe\"\ncolour = true\n\
+         [agents.c]\nbinary = \"x\"\nstream_format = \"vertex\"\nflags.\"--plan\" = [\"-x\"]\nflags.ok = [1]\nenv_vars.\"1X\" = \"v\"\nenv_passlist = [\"A B\"]\nstall_timeout = -1\nenv_policy = \"open\"\nprompt_via = \"pipe\"\ncolour = true\n\
          [agents.d]\nstream_format = \"codex\"\n{OP}"
     );
     let errs = errors(&src);
@@ -177,6 +177,57 @@ fn role_profiles_name_registry_agents_and_supported_thinking() {
             .contains("agent \"cop\" (copilot format) has no thinking control")
     );
     assert!(errs[1].1.contains("unknown agent \"ghost\""));
+}
+
+#[test]
+fn a_toolset_a_format_cannot_express_is_refused_with_its_position() {
+    let src = format!(
+        "{HEAD}[agents.cl]\nbinary = \"claude\"\nstream_format = \"claude\"\n{OP}agent = \"cl\"\ntools = {{ internal = [\"Read\", \"Edit\"], permission = \"read-only\" }}\n"
+    );
+    let errs = errors(&src);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "11:1");
+    assert!(
+        errs[0].1.contains("\"Edit\" among its tools") && errs[0].1.contains("read-only"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn settings_without_effect_are_warned_with_positions() {
+    let src = format!(
+        "{HEAD}[capacity]\n[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\nflags.deep = [\"-c\", \"model_reasoning_effort=high\"]\n\
+         [role_profiles.t]\nrole = \"tester\"\nprovider = \"sim\"\nmodel = \"sonnet\"\nthinking = \"high\"\nmax_instances = 1\n\
+         [role_profiles.u]\nrole = \"reviewer\"\nprovider = \"cx\"\nthinking = \"low\"\nmax_instances = 1\n{OP}"
+    );
+    let p = Play::from_str("p.toml", &src).unwrap();
+    let warnings: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| !w.contains("[palette]"))
+        .collect();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("p.toml:11:1: model of role profile t has no effect")
+            && warnings[0].contains("built-in agent"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].starts_with("p.toml:12:1: thinking of role profile t has no effect"));
+    assert!(
+        warnings[2].starts_with("p.toml:17:1: flag profile \"deep\" of agent \"cx\" sets the thinking (-c model_reasoning_effort=high)")
+            && warnings[2].contains("thinking = \"low\" wins"),
+        "{warnings:?}"
+    );
+    // `validate` prints them and still accepts the play.
+    let dir = tempfile::tempdir().unwrap();
+    let play = write(dir.path(), "p.toml", &src);
+    let out = bin(dir.path()).arg("validate").arg(&play).output().unwrap();
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning: ") && err.contains("p.toml:17:1: flag profile"),
+        "{err}"
+    );
 }
 
 // ----- the binary ---------------------------------------------------------
@@ -328,29 +379,49 @@ fn the_user_agents_file_is_merged_under_the_play() {
     );
 }
 
+/// Variables a developer's or CI's environment holds that no agent should
+/// see unless told to.
+const SECRETS: [&str; 7] = [
+    "PGPASSWORD",
+    "DATABASE_URL",
+    "AWS_SECRET_ACCESS_KEY",
+    "LD_PRELOAD",
+    "KUBECONFIG",
+    "SLACK_WEBHOOK_URL",
+    "CI_JOB_JWT",
+];
+
 #[test]
 fn the_environment_policy_reaches_the_child() {
     let dir = tempfile::tempdir().unwrap();
     let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let secrets: String = SECRETS.iter().map(|s| format!("\\n@env {s}")).collect();
     let src = format!(
         "[play]\nname = \"env\"\n\
          [agents.f]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\nenv_passlist = [\"ANTHROPIC_*\"]\nenv_vars = {{ FROM_PLAY = \"yes\" }}\n\
+         [agents.p]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\nenv_passlist = [{}]\n\
          [agents.c]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\nenv_policy = \"clean\"\n\
          [agents.i]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\nenv_policy = \"inherit\"\n\
-         [[operations]]\nid = \"filtered\"\nrole = \"tester\"\nagent = \"f\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env OPENAI_API_KEY\\n@env ANTHROPIC_API_KEY\\n@env KEEP_ME\\n@env FROM_PLAY\"\n\
-         [[operations]]\nid = \"clean\"\nrole = \"tester\"\nagent = \"c\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env KEEP_ME\\n@env PLAYDECK_OP\"\n\
-         [[operations]]\nid = \"inherit\"\nrole = \"tester\"\nagent = \"i\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env OPENAI_API_KEY\"\n"
+         [[operations]]\nid = \"filtered\"\nrole = \"tester\"\nagent = \"f\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env OPENAI_API_KEY\\n@env ANTHROPIC_API_KEY\\n@env KEEP_ME\\n@env FROM_PLAY\\n@env LC_TIME{secrets}\"\n\
+         [[operations]]\nid = \"passlisted\"\nrole = \"tester\"\nagent = \"p\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0{secrets}\"\n\
+         [[operations]]\nid = \"clean\"\nrole = \"tester\"\nagent = \"c\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env KEEP_ME\\n@env PLAYDECK_OP\\n@env LC_TIME\"\n\
+         [[operations]]\nid = \"inherit\"\nrole = \"tester\"\nagent = \"i\"\nindependent_root = true\ninstruction = \"x\\n@sleep 0\\n@env OPENAI_API_KEY{secrets}\"\n",
+        SECRETS.map(|s| format!("\"{s}\"")).join(", ")
     );
     let play = write(dir.path(), "env.toml", &src);
-    let out = bin(dir.path())
-        .args(["run", "--headless", "--run-dir"])
+    let mut cmd = bin(dir.path());
+    cmd.args(["run", "--headless", "--run-dir"])
         .arg(dir.path().join("run"))
         .arg(&play)
         .env("OPENAI_API_KEY", "sk-secret")
         .env("ANTHROPIC_API_KEY", "ak-passed")
         .env("KEEP_ME", "kept")
-        .output()
-        .unwrap();
+        .env("LC_TIME", "C");
+    for s in SECRETS {
+        // LD_PRELOAD must name nothing real for the child programs.
+        cmd.env(s, if s == "LD_PRELOAD" { "" } else { "secret" });
+    }
+    let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/result.json")).unwrap())
@@ -367,17 +438,21 @@ fn the_environment_policy_reaches_the_child() {
             .clone();
         results[&id]["env"].clone()
     };
-    assert_eq!(
-        env_of("filtered"),
-        serde_json::json!({"OPENAI_API_KEY": null, "ANTHROPIC_API_KEY": "ak-passed", "KEEP_ME": "kept", "FROM_PLAY": "yes"})
-    );
+    let mut filtered = serde_json::json!({"OPENAI_API_KEY": null, "ANTHROPIC_API_KEY": "ak-passed", "KEEP_ME": null, "FROM_PLAY": "yes", "LC_TIME": "C"});
+    let mut passed = serde_json::json!({});
+    let mut inherited = serde_json::json!({"OPENAI_API_KEY": "sk-secret"});
+    for s in SECRETS {
+        filtered[s] = Value::Null;
+        let v = if s == "LD_PRELOAD" { "" } else { "secret" };
+        passed[s] = v.into();
+        inherited[s] = v.into();
+    }
+    assert_eq!(env_of("filtered"), filtered);
+    assert_eq!(env_of("passlisted"), passed);
+    assert_eq!(env_of("inherit"), inherited);
     assert_eq!(
         env_of("clean"),
-        serde_json::json!({"KEEP_ME": null, "PLAYDECK_OP": "clean"})
-    );
-    assert_eq!(
-        env_of("inherit"),
-        serde_json::json!({"OPENAI_API_KEY": "sk-secret"})
+        serde_json::json!({"KEEP_ME": null, "PLAYDECK_OP": "clean", "LC_TIME": null})
     );
 }
 
@@ -431,4 +506,39 @@ fn the_example_agents_play_runs_real_subprocesses() {
         argv.windows(2).any(|w| w == ["--model", "example-tester"]),
         "{argv:?}"
     );
+}
+
+#[test]
+fn the_human_format_prints_no_escape_sequence_an_agent_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let play = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[play]\nname = \"esc\"\n[agents.a]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n\
+             [[operations]]\nid = \"lint\"\nrole = \"tester\"\nagent = \"a\"\n\
+             instruction = \"x\\n@sleep 0\\n@stderr \\u001b[31mred\\u001b[0m \\u001b]0;owned\\u0007title\\u001b[2J\\n@exit 3\"\n"
+        ),
+    );
+    let out = bin(dir.path())
+        .args(["run", "--headless", "--format", "human", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("✗ failed"), "{printed}");
+    assert!(printed.contains("red title"), "{printed}");
+    for bytes in [&out.stdout, &out.stderr] {
+        assert!(
+            !bytes.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "a control byte reached the terminal: {:?}",
+            text(bytes)
+        );
+    }
+    // The log keeps what the agent wrote.
+    let log = std::fs::read_to_string(dir.path().join("run/logs/lint.1.stderr.log")).unwrap();
+    assert!(log.contains("\u{1b}[31mred"));
 }

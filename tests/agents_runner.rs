@@ -563,3 +563,100 @@ async fn a_missing_workspace_is_an_os_error_naming_it() {
         "{err}"
     );
 }
+
+/// An agent that is a shell script: `sh -c SCRIPT`.
+fn shell(script_format: StreamFormat) -> AgentDef {
+    let mut d = AgentDef::new("ex", "sh", script_format);
+    d.subcommand = "-c".into();
+    d
+}
+
+#[tokio::test]
+async fn a_result_line_over_a_mebibyte_stays_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 3 MiB answer on one line, as a predecessor's large result would be.
+    let script = r#"printf '{"type":"result","result":{"blob":"'; head -c 3145728 /dev/zero | tr '\0' a; printf '"}}\n'"#;
+    let out = run_one(shell(StreamFormat::Jsonl), script, dir.path()).await;
+    let r = out.result("work");
+    assert_eq!(
+        r["blob"].as_str().map(str::len),
+        Some(3 << 20),
+        "not rewritten"
+    );
+    assert!(r.get("summary").is_none());
+}
+
+#[tokio::test]
+async fn a_line_over_the_limit_fails_as_output_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "head -c 67108865 /dev/zero | tr '\\0' a; echo";
+    let out = run_one(shell(StreamFormat::Jsonl), script, dir.path()).await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "output_too_large");
+    assert!(err.contains("64 MiB"), "{err}");
+}
+
+#[tokio::test]
+async fn a_last_line_without_a_newline_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // A claude result with usage as the very last bytes, no newline.
+    let script = r#"printf '%s\n' '{"type":"stream_event","event":{"type":"content_block_start","content_block":{"type":"tool_use","name":"Read"}}}'; printf '%s' '{"type":"result","subtype":"success","is_error":false,"result":"done","total_cost_usd":0.5,"usage":{"input_tokens":4,"cache_read_input_tokens":6,"output_tokens":2}}'"#;
+    let out = run_one(shell(StreamFormat::Claude), script, dir.path()).await;
+    assert_eq!(out.result("work")["summary"], "done");
+    let usage = out
+        .signals
+        .all()
+        .iter()
+        .find_map(|s| match &s.kind {
+            SignalKind::AgentUsage { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .expect("the last line's usage");
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.cached_input_tokens,
+            usage.output_tokens,
+            usage.cost_usd
+        ),
+        (Some(10), Some(6), Some(2), Some(0.5))
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_argument_limit_goes_on_stdin_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // Over 128 KiB in one argument is "Argument list too long" for exec.
+    let instruction = format!("read me from stdin\n@sleep 0\n{}", "x".repeat(200 * 1024));
+    let out = run_one(agent(), &instruction, dir.path()).await;
+    let r = out.result("work");
+    assert_eq!(r["prompt_via"], "stdin");
+    assert_eq!(r["summary"], "done: read me from stdin");
+    let cmd: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("logs/work.1.command.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(cmd["prompt_passed"], "stdin");
+    assert!(
+        cmd["prompt_note"]
+            .as_str()
+            .unwrap()
+            .contains("over the 128 KiB limit"),
+        "{cmd}"
+    );
+}
+
+#[tokio::test]
+async fn codex_notices_are_warnings_and_the_answer_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"printf '%s\n' '{"type":"turn.started"}' '{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Skill descriptions were shortened"}}' '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"ok"}}' '{"type":"turn.completed","usage":{"input_tokens":7,"cached_input_tokens":5,"output_tokens":1}}'"#;
+    let out = run_one(shell(StreamFormat::Codex), script, dir.path()).await;
+    assert_eq!(out.result("work")["summary"], "ok");
+    let warnings = out.signals.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("work: codex: Skill descriptions were shortened")),
+        "{warnings:?}"
+    );
+}

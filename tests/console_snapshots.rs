@@ -229,6 +229,7 @@ async fn agent_activity_usage_and_output() {
                 cost_usd: Some(0.0123),
                 input_tokens: Some(12_345),
                 output_tokens: Some(678),
+                ..Usage::default()
             },
         },
     ));

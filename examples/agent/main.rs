@@ -21,6 +21,8 @@
 //!                        its own, holding stdout open
 //! @spinner 2             print dots without a newline for 2 s
 //! @empty                 print nothing at all
+//! @replay PATH           print the file at PATH line by line, nothing else
+//! @no-final-newline      with @replay: leave the last line unterminated
 //! ```
 //!
 //! Everything else in the prompt is the instruction; the first line names
@@ -48,6 +50,8 @@ struct Plan {
     escape: Option<f64>,
     spinner: f64,
     empty: bool,
+    replay: Option<String>,
+    no_final_newline: bool,
 }
 
 fn main() {
@@ -140,6 +144,8 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "stderr" => p.stderr.push(rest.into()),
             "env" => p.env.push(rest.into()),
             "empty" => p.empty = true,
+            "replay" => p.replay = Some(rest.into()),
+            "no-final-newline" => p.no_final_newline = true,
             // Not ours: part of the text (a delegation clause may quote @).
             _ => text.push(line),
         }
@@ -167,7 +173,35 @@ fn pause(secs: f64) {
     std::thread::sleep(Duration::from_secs_f64(secs / speed));
 }
 
+/// Prints a recorded transcript as the agent that recorded it did: one line
+/// at a time, flushed, so playdeck reads it as a stream.
+fn replay(path: &str, no_final_newline: bool) -> i32 {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("playdeck-agent: cannot read {path}: {e}");
+            return 2;
+        }
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = std::io::stdout().lock();
+    for (i, line) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let end = if last && no_final_newline { "" } else { "\n" };
+        if write!(out, "{line}{end}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return 141;
+        }
+    }
+    0
+}
+
 fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, stdin: bool) -> i32 {
+    if let Some(path) = &plan.replay {
+        return replay(path, plan.no_final_newline);
+    }
     let _grandchild = plan.fork.map(|s| {
         std::process::Command::new("sleep")
             .arg(format!("{s}"))

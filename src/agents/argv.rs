@@ -20,6 +20,9 @@ pub struct ArgvRequest<'a> {
     pub extra_args: &'a [String],
     pub thinking: Option<Thinking>,
     pub tools: Option<&'a ToolSet>,
+    /// Where a prompt too long for argv is written for formats that cannot
+    /// read it on stdin (the runner writes it there).
+    pub prompt_file: Option<&'a std::path::Path>,
 }
 
 impl<'a> ArgvRequest<'a> {
@@ -32,6 +35,7 @@ impl<'a> ArgvRequest<'a> {
             extra_args: &[],
             thinking: None,
             tools: None,
+            prompt_file: None,
         }
     }
 }
@@ -46,6 +50,55 @@ pub struct BuiltCommand {
     /// JSON-lines agents).
     pub env: Vec<(String, String)>,
     pub warnings: Vec<String>,
+    /// How the prompt travels: `argv`, `stdin` or `file`.
+    pub prompt_passed: &'static str,
+    /// Why it does not travel as configured (a prompt over the argument
+    /// limit), for `command.json`.
+    pub prompt_note: Option<String>,
+    /// The file the prompt must be written to before the agent starts.
+    pub prompt_file: Option<std::path::PathBuf>,
+}
+
+/// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, "Argument
+/// list too long"); a predecessor's large result in the context is enough.
+pub const ARG_LIMIT: usize = 128 * 1024;
+
+/// How a format takes a prompt that cannot go in argv.
+fn large_prompt(out: &mut BuiltCommand, format: StreamFormat, req: &ArgvRequest<'_>) {
+    let size = req.prompt.len();
+    let why = format!(
+        "the prompt ({size} bytes) is over the {} KiB limit of one argument",
+        ARG_LIMIT / 1024
+    );
+    match format {
+        // They read the prompt from stdin when none is given.
+        StreamFormat::Claude | StreamFormat::Gemini => {
+            out.stdin = Some(req.prompt.to_string());
+            out.prompt_passed = "stdin";
+            out.prompt_note = Some(format!("{why}: it goes on stdin"));
+        }
+        // `-` means stdin to them.
+        StreamFormat::Codex | StreamFormat::Jsonl => {
+            out.argv.push(STDIN_SENTINEL.to_string());
+            out.stdin = Some(req.prompt.to_string());
+            out.prompt_passed = "stdin";
+            out.prompt_note = Some(format!("{why}: it goes on stdin, with - in its place"));
+        }
+        // No documented way to read a prompt from stdin: a file they read.
+        StreamFormat::Copilot | StreamFormat::Opencode | StreamFormat::Antigravity => {
+            let path = req.prompt_file.map_or_else(
+                || std::path::PathBuf::from("<run directory>/logs/<op>.<attempt>.prompt.md"),
+                std::path::Path::to_path_buf,
+            );
+            out.argv.push(format!(
+                "Your instructions are too long for the command line. Read the file {} and follow the instructions in it.",
+                path.display()
+            ));
+            out.prompt_passed = "file";
+            out.prompt_note = Some(format!("{why}: it was written to {}", path.display()));
+            out.prompt_file = Some(path);
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +107,55 @@ pub enum ArgvError {
         "flag profile {0:?} is not a valid name: names match ^[A-Za-z0-9][A-Za-z0-9._-]*$ (a letter or digit first, so a name cannot be mistaken for a flag)"
     )]
     InvalidProfile(String),
+    #[error("{0}")]
+    ToolSet(#[from] ToolSetError),
+}
+
+/// A ToolSet a format's translation cannot express: refused, never
+/// dropped silently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "permission \"read-only\" cannot be expressed for the {format} format with {tool:?} among its tools: that tool writes files ({format}'s read-only translation denies {denied}); remove it or use permission = \"workspace-write\""
+)]
+pub struct ToolSetError {
+    pub format: &'static str,
+    pub tool: String,
+    pub denied: String,
+}
+
+/// Tools each format's read-only translation denies (they write files).
+fn write_tools(format: StreamFormat) -> &'static [&'static str] {
+    match format {
+        StreamFormat::Claude => &["Edit", "MultiEdit", "Write", "NotebookEdit"],
+        StreamFormat::Copilot => &["write"],
+        StreamFormat::Gemini => &["write_file", "replace"],
+        StreamFormat::Opencode => &["edit", "write", "patch"],
+        StreamFormat::Codex | StreamFormat::Antigravity | StreamFormat::Jsonl => &[],
+    }
+}
+
+/// Whether `format` can express `tools` (checked at load and before each
+/// invocation).
+pub fn check_toolset(format: StreamFormat, tools: &ToolSet) -> Result<(), ToolSetError> {
+    if tools.permission != Permission::ReadOnly {
+        return Ok(());
+    }
+    let denied = write_tools(format);
+    let listed = tools.internal.iter().chain(&tools.mcp);
+    for t in listed {
+        // copilot lowercases tool names in its translation.
+        let bare = t.split('(').next().unwrap_or(t);
+        if denied.iter().any(|d| {
+            *d == bare || (format == StreamFormat::Copilot && d.eq_ignore_ascii_case(bare))
+        }) {
+            return Err(ToolSetError {
+                format: format.as_str(),
+                tool: t.clone(),
+                denied: denied.join(", "),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a flag profile selection at an API boundary.
@@ -74,7 +176,11 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
     if !agent.subcommand.is_empty() {
         out.argv.push(agent.subcommand.clone());
     }
+    out.prompt_passed = "argv";
     match agent.prompt_via {
+        PromptVia::Argv if req.prompt.len() >= ARG_LIMIT => {
+            large_prompt(&mut out, agent.stream_format, req)
+        }
         // A prompt that starts with '-' would be read as a flag; a leading
         // space keeps it a positional argument and means nothing to a model.
         PromptVia::Argv if req.prompt.starts_with('-') => out.argv.push(format!(" {}", req.prompt)),
@@ -82,12 +188,14 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         PromptVia::Stdin => {
             out.argv.push(STDIN_SENTINEL.to_string());
             out.stdin = Some(req.prompt.to_string());
+            out.prompt_passed = "stdin";
         }
     }
-    if let Some(m) = req.model.or(agent.model.as_deref()) {
-        out.argv.push("--model".into());
-        out.argv.push(m.to_string());
+    let format = agent.stream_format;
+    if let Some(tools) = req.tools {
+        check_toolset(format, tools)?;
     }
+    let model_at = out.argv.len();
 
     let mut behavioural: Vec<String> = Vec::new();
     if let Some(p) = req.flag_profile {
@@ -103,7 +211,42 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
     }
     behavioural.extend(req.extra_args.iter().cloned());
 
-    let format = agent.stream_format;
+    // One model and one thinking level: a role profile's typed setting
+    // wins over a flag profile's flag, which wins over the agent's model.
+    let (kept, model_flags) = split_flags(&model_flags(format), &behavioural);
+    let model = match (req.model, model_flags.is_empty()) {
+        (Some(m), _) => {
+            for group in &model_flags {
+                out.warnings.push(format!(
+                    "agent {:?}: dropped {} from its flags: the role profile's model {m:?} wins",
+                    agent.name,
+                    group.join(" ")
+                ));
+            }
+            behavioural = kept;
+            Some(m)
+        }
+        // The flag profile chose the model; the agent's is only a default.
+        (None, false) => None,
+        (None, true) => agent.model.as_deref(),
+    };
+    if let Some(m) = model {
+        out.argv
+            .splice(model_at..model_at, ["--model".to_string(), m.to_string()]);
+    }
+    if let Some(level) = req.thinking {
+        let (kept, dropped) = split_flags(&thinking_flags(format), &behavioural);
+        for group in dropped {
+            out.warnings.push(format!(
+                "agent {:?}: dropped {} from its flags: the role profile's thinking {:?} wins",
+                agent.name,
+                group.join(" "),
+                level.as_str()
+            ));
+        }
+        behavioural = kept;
+    }
+
     if let Some(tools) = req.tools {
         let (kept, dropped) = drop_managed(format, &behavioural);
         for group in dropped {
@@ -140,7 +283,10 @@ pub fn thinking_control(format: StreamFormat) -> Option<&'static str> {
         StreamFormat::Claude => Some("MAX_THINKING_TOKENS in the environment"),
         StreamFormat::Codex => Some("-c model_reasoning_effort=<level>"),
         StreamFormat::Jsonl => Some("PLAYDECK_THINKING in the environment"),
-        StreamFormat::Opencode | StreamFormat::Antigravity | StreamFormat::Copilot => None,
+        StreamFormat::Opencode
+        | StreamFormat::Gemini
+        | StreamFormat::Antigravity
+        | StreamFormat::Copilot => None,
     }
 }
 
@@ -166,13 +312,52 @@ fn push_thinking(out: &mut BuiltCommand, format: StreamFormat, thinking: Option<
             .env
             .push(("PLAYDECK_THINKING".into(), level.as_str().into())),
         // Refused at load; nothing to translate.
-        StreamFormat::Opencode | StreamFormat::Antigravity | StreamFormat::Copilot => {}
+        StreamFormat::Opencode
+        | StreamFormat::Gemini
+        | StreamFormat::Antigravity
+        | StreamFormat::Copilot => {}
     }
 }
 
 /// The ToolSet translation, appended last.
 fn translate(out: &mut BuiltCommand, format: StreamFormat, tools: &ToolSet) {
-    let argv = &mut out.argv;
+    let mut argv = std::mem::take(&mut out.argv);
+    translate_into(&mut argv, out, format, tools);
+    out.argv = argv;
+}
+
+/// opencode takes permissions from its config; `OPENCODE_CONFIG_CONTENT`
+/// is applied over the user's files. Rules are matched last-wins, so the
+/// catch-all comes first.
+fn opencode_permission(tools: &ToolSet) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    if tools.permission == Permission::FullAccess {
+        return json!({ "permission": "allow" });
+    }
+    let mut rules = Map::new();
+    let listed: Vec<&String> = tools.internal.iter().chain(&tools.mcp).collect();
+    if !listed.is_empty() {
+        rules.insert("*".into(), json!("deny"));
+    }
+    let (edit, bash) = match tools.permission {
+        Permission::ReadOnly => ("deny", "deny"),
+        _ => ("allow", "allow"),
+    };
+    rules.insert("edit".into(), json!(edit));
+    rules.insert("bash".into(), json!(bash));
+    rules.insert("external_directory".into(), json!("deny"));
+    for t in listed {
+        rules.insert(t.clone(), json!("allow"));
+    }
+    json!({ "permission": Value::Object(rules) })
+}
+
+fn translate_into(
+    argv: &mut Vec<String>,
+    out: &mut BuiltCommand,
+    format: StreamFormat,
+    tools: &ToolSet,
+) {
     let mut push = |s: &str| argv.push(s.to_string());
     match format {
         StreamFormat::Claude => {
@@ -186,6 +371,24 @@ fn translate(out: &mut BuiltCommand, format: StreamFormat, tools: &ToolSet) {
             push(&allowed.join(","));
             push("--max-turns");
             push(&tools.max_turns.to_string());
+            match tools.permission {
+                // In print mode nothing can be approved: tools outside
+                // --allowedTools are refused, and the writers explicitly.
+                Permission::ReadOnly => {
+                    push("--permission-mode");
+                    push("default");
+                    push("--disallowedTools");
+                    push(&write_tools(format).join(","));
+                }
+                Permission::WorkspaceWrite => {
+                    push("--permission-mode");
+                    push("acceptEdits");
+                }
+                Permission::FullAccess => {
+                    push("--permission-mode");
+                    push("bypassPermissions");
+                }
+            }
             push("--verbose");
             push("--output-format");
             push("stream-json");
@@ -215,14 +418,45 @@ fn translate(out: &mut BuiltCommand, format: StreamFormat, tools: &ToolSet) {
             push("stream-json");
         }
         StreamFormat::Copilot => {
-            for tool in tools.internal.iter().chain(&tools.mcp) {
-                push("--allow-tool");
-                push(&tool.to_lowercase());
+            if tools.permission == Permission::FullAccess {
+                push("--allow-all-tools");
+                push("--allow-all-paths");
+            } else {
+                for tool in tools.internal.iter().chain(&tools.mcp) {
+                    push("--allow-tool");
+                    push(&tool.to_lowercase());
+                }
+                // A deny wins over any allow in copilot.
+                push(match tools.permission {
+                    Permission::ReadOnly => "--deny-tool",
+                    _ => "--allow-tool",
+                });
+                push("write");
             }
+            push("--output-format");
+            push("json");
+        }
+        StreamFormat::Gemini => {
+            push("--approval-mode");
+            push(match tools.permission {
+                Permission::ReadOnly => "default",
+                Permission::WorkspaceWrite => "auto_edit",
+                Permission::FullAccess => "yolo",
+            });
+            for tool in tools.internal.iter().chain(&tools.mcp) {
+                push("--allowed-tools");
+                push(tool);
+            }
+            push("--output-format");
+            push("stream-json");
         }
         StreamFormat::Opencode => {
             push("--format");
             push("json");
+            out.env.push((
+                "OPENCODE_CONFIG_CONTENT".into(),
+                opencode_permission(tools).to_string(),
+            ));
         }
         StreamFormat::Jsonl => {
             // A generic JSON-lines program has no known flags; the ToolSet
@@ -301,18 +535,72 @@ pub fn managed_flags(format: StreamFormat) -> &'static [(&'static str, Arity)] {
             ("--deny-tool", One),
             ("--allow-all-tools", Zero),
             ("--allow-all-paths", Zero),
+            ("--allow-all", Zero),
             ("--yolo", Zero),
+            ("--output-format", One),
         ],
-        StreamFormat::Opencode => &[("--format", One)],
+        StreamFormat::Gemini => &[
+            ("--approval-mode", One),
+            ("--yolo", Zero),
+            ("-y", Zero),
+            ("--allowed-tools", Rest),
+            ("--output-format", One),
+            ("-o", One),
+        ],
+        StreamFormat::Opencode => &[("--format", One), ("--auto", Zero)],
         StreamFormat::Jsonl => &[],
     }
 }
 
+const CODEX_MODEL_KEYS: &[&str] = &["model"];
+const CODEX_THINKING_KEYS: &[&str] = &["model_reasoning_effort"];
+
+/// Flags that choose the model, per format.
+pub fn model_flags(format: StreamFormat) -> Vec<(&'static str, Arity)> {
+    use Arity::*;
+    match format {
+        // A generic program: only the flag playdeck itself emits.
+        StreamFormat::Jsonl => vec![("--model", One)],
+        StreamFormat::Codex => vec![
+            ("--model", One),
+            ("-m", One),
+            ("-c", Keys(CODEX_MODEL_KEYS)),
+            ("--config", Keys(CODEX_MODEL_KEYS)),
+        ],
+        _ => vec![("--model", One), ("-m", One)],
+    }
+}
+
+/// Flags that set a thinking or reasoning level, per format.
+pub fn thinking_flags(format: StreamFormat) -> Vec<(&'static str, Arity)> {
+    use Arity::*;
+    let mut t = vec![
+        ("--thinking", One),
+        ("--effort", One),
+        ("--reasoning-effort", One),
+        ("--reasoning", One),
+        ("--think", Zero),
+    ];
+    if format == StreamFormat::Codex {
+        t.push(("-c", Keys(CODEX_THINKING_KEYS)));
+        t.push(("--config", Keys(CODEX_THINKING_KEYS)));
+    }
+    t
+}
+
 /// Splits `args` into what stays and the groups (a flag with its values)
-/// the ToolSet manages. Recognises `--flag value`, `--flag=value` and
-/// attached short forms (`-sread-only`).
+/// the ToolSet manages.
 pub fn drop_managed(format: StreamFormat, args: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
-    let table = managed_flags(format);
+    split_flags(managed_flags(format), args)
+}
+
+/// Splits `args` into what stays and the groups (a flag with its values)
+/// that `table` names. Recognises `--flag value`, `--flag=value` and
+/// attached short forms (`-sread-only`).
+pub fn split_flags(
+    table: &[(&'static str, Arity)],
+    args: &[String],
+) -> (Vec<String>, Vec<Vec<String>>) {
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     let mut i = 0;
@@ -534,37 +822,132 @@ mod tests {
     }
 
     #[test]
-    fn translation_per_format() {
-        let tools = ToolSet {
+    fn translation_per_format_and_permission() {
+        use Permission::*;
+        let tools = |permission| ToolSet {
             internal: s(&["Read", "Bash"]),
             mcp: s(&["mcp__gh__issues"]),
-            permission: Permission::FullAccess,
+            permission,
             max_turns: 7,
         };
-        let tail = |f: StreamFormat| {
+        let tail = |f: StreamFormat, p: Permission| {
             let a = AgentDef::new("a", "a", f);
-            let b = argv_of(&a, None, Some(&tools));
+            let b = argv_of(&a, None, Some(&tools(p)));
             (b.argv[2..].to_vec(), b.env)
         };
-        assert_eq!(
-            tail(StreamFormat::Claude).0,
-            s(&[
+        let claude = |mode: &[&str]| {
+            let mut v = s(&[
                 "--allowedTools",
                 "Read,Bash,mcp__gh__issues",
                 "--max-turns",
                 "7",
+            ]);
+            v.extend(s(mode));
+            v.extend(s(&[
                 "--verbose",
                 "--output-format",
                 "stream-json",
-                "--include-partial-messages"
+                "--include-partial-messages",
+            ]));
+            v
+        };
+        assert_eq!(
+            tail(StreamFormat::Claude, ReadOnly).0,
+            claude(&[
+                "--permission-mode",
+                "default",
+                "--disallowedTools",
+                "Edit,MultiEdit,Write,NotebookEdit"
             ])
         );
         assert_eq!(
-            tail(StreamFormat::Codex).0,
-            s(&["-s", "danger-full-access", "--json"])
+            tail(StreamFormat::Claude, WorkspaceWrite).0,
+            claude(&["--permission-mode", "acceptEdits"])
         );
         assert_eq!(
-            tail(StreamFormat::Antigravity).0,
+            tail(StreamFormat::Claude, FullAccess).0,
+            claude(&["--permission-mode", "bypassPermissions"])
+        );
+        for (p, sandbox) in [
+            (ReadOnly, "read-only"),
+            (WorkspaceWrite, "workspace-write"),
+            (FullAccess, "danger-full-access"),
+        ] {
+            assert_eq!(
+                tail(StreamFormat::Codex, p).0,
+                s(&["-s", sandbox, "--json"])
+            );
+        }
+        let allow = s(&[
+            "--allow-tool",
+            "read",
+            "--allow-tool",
+            "bash",
+            "--allow-tool",
+            "mcp__gh__issues",
+        ]);
+        let copilot = |last: &[&str]| {
+            let mut v = allow.clone();
+            v.extend(s(last));
+            v.extend(s(&["--output-format", "json"]));
+            v
+        };
+        assert_eq!(
+            tail(StreamFormat::Copilot, ReadOnly).0,
+            copilot(&["--deny-tool", "write"])
+        );
+        assert_eq!(
+            tail(StreamFormat::Copilot, WorkspaceWrite).0,
+            copilot(&["--allow-tool", "write"])
+        );
+        assert_eq!(
+            tail(StreamFormat::Copilot, FullAccess).0,
+            s(&[
+                "--allow-all-tools",
+                "--allow-all-paths",
+                "--output-format",
+                "json"
+            ])
+        );
+        for (p, mode) in [
+            (ReadOnly, "default"),
+            (WorkspaceWrite, "auto_edit"),
+            (FullAccess, "yolo"),
+        ] {
+            assert_eq!(
+                tail(StreamFormat::Gemini, p).0,
+                s(&[
+                    "--approval-mode",
+                    mode,
+                    "--allowed-tools",
+                    "Read",
+                    "--allowed-tools",
+                    "Bash",
+                    "--allowed-tools",
+                    "mcp__gh__issues",
+                    "--output-format",
+                    "stream-json"
+                ])
+            );
+        }
+        let opencode = |p| {
+            let (argv, env) = tail(StreamFormat::Opencode, p);
+            assert_eq!(argv, s(&["--format", "json"]));
+            assert_eq!(env.len(), 1);
+            assert_eq!(env[0].0, "OPENCODE_CONFIG_CONTENT");
+            serde_json::from_str::<serde_json::Value>(&env[0].1).unwrap()
+        };
+        assert_eq!(
+            opencode(ReadOnly).to_string(),
+            r#"{"permission":{"*":"deny","edit":"deny","bash":"deny","external_directory":"deny","Read":"allow","Bash":"allow","mcp__gh__issues":"allow"}}"#
+        );
+        assert_eq!(opencode(WorkspaceWrite)["permission"]["edit"], "allow");
+        assert_eq!(
+            opencode(FullAccess).to_string(),
+            r#"{"permission":"allow"}"#
+        );
+        assert_eq!(
+            tail(StreamFormat::Antigravity, FullAccess).0,
             s(&[
                 "--dangerously-skip-permissions",
                 "--output-format",
@@ -572,41 +955,145 @@ mod tests {
             ])
         );
         assert_eq!(
-            tail(StreamFormat::Copilot).0,
-            s(&[
-                "--allow-tool",
-                "read",
-                "--allow-tool",
-                "bash",
-                "--allow-tool",
-                "mcp__gh__issues"
-            ])
+            tail(StreamFormat::Antigravity, ReadOnly).0,
+            s(&["--output-format", "stream-json"])
         );
-        assert_eq!(tail(StreamFormat::Opencode).0, s(&["--format", "json"]));
-        let (argv, env) = tail(StreamFormat::Jsonl);
+        assert_eq!(
+            tail(StreamFormat::Antigravity, WorkspaceWrite).0,
+            s(&["--mode", "accept-edits", "--output-format", "stream-json"])
+        );
+        let (argv, env) = tail(StreamFormat::Jsonl, FullAccess);
         assert!(argv.is_empty());
         assert!(env.contains(&("PLAYDECK_PERMISSION".into(), "full-access".into())));
         assert!(env.contains(&("PLAYDECK_TOOLS".into(), "Read,Bash,mcp__gh__issues".into())));
+        // Every permission gives a different command line where the format
+        // has a flag for it.
+        for f in [
+            StreamFormat::Claude,
+            StreamFormat::Codex,
+            StreamFormat::Copilot,
+            StreamFormat::Gemini,
+            StreamFormat::Opencode,
+            StreamFormat::Antigravity,
+        ] {
+            let all: std::collections::HashSet<_> = [ReadOnly, WorkspaceWrite, FullAccess]
+                .into_iter()
+                .map(|p| tail(f, p))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|(a, e)| format!("{a:?}{e:?}"))
+                .collect();
+            assert_eq!(all.len(), 3, "{f:?}");
+        }
+    }
 
-        let read_only = ToolSet::default();
-        let ag = AgentDef::new("a", "a", StreamFormat::Antigravity);
-        assert_eq!(
-            argv_of(&ag, None, Some(&read_only)).argv[2..],
-            s(&["--output-format", "stream-json"])
+    #[test]
+    fn a_read_only_toolset_with_a_writing_tool_is_refused() {
+        for (f, tool) in [
+            (StreamFormat::Claude, "Edit"),
+            (StreamFormat::Copilot, "Write"),
+            (StreamFormat::Gemini, "write_file"),
+            (StreamFormat::Opencode, "edit"),
+        ] {
+            let a = AgentDef::new("a", "a", f);
+            let t = ToolSet {
+                internal: s(&["Read", tool]),
+                ..ToolSet::default()
+            };
+            let mut req = ArgvRequest::new(&a, "p");
+            req.tools = Some(&t);
+            let e = build(&req).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{tool:?} among its tools")) && e.contains("workspace-write"),
+                "{e}"
+            );
+            let ww = ToolSet {
+                permission: Permission::WorkspaceWrite,
+                ..t.clone()
+            };
+            req.tools = Some(&ww);
+            assert!(build(&req).is_ok());
+        }
+    }
+
+    #[test]
+    fn one_model_and_one_thinking_level_win() {
+        let mut cx = AgentDef::new("cx", "codex", StreamFormat::Codex);
+        cx.model = Some("agent-model".into());
+        cx.flags.insert(
+            "deep".into(),
+            s(&[
+                "-c",
+                "model_reasoning_effort=high",
+                "--model",
+                "flag-model",
+                "--search",
+            ]),
         );
-        let ww = ToolSet {
-            permission: Permission::WorkspaceWrite,
-            ..ToolSet::default()
-        };
+        // The flag profile's model replaces the agent's default.
+        let mut req = ArgvRequest::new(&cx, "p");
+        req.flag_profile = Some("deep");
+        let b = build(&req).unwrap();
         assert_eq!(
-            argv_of(&ag, None, Some(&ww)).argv[2..],
-            s(&["--mode", "accept-edits", "--output-format", "stream-json"])
+            b.argv[2..],
+            s(&[
+                "-c",
+                "model_reasoning_effort=high",
+                "--model",
+                "flag-model",
+                "--search"
+            ])
         );
-        let cx = AgentDef::new("a", "a", StreamFormat::Codex);
+        assert!(b.warnings.is_empty());
+        // A role profile's model and thinking win over the flag profile's.
+        req.model = Some("profile-model");
+        req.thinking = Some(Thinking::Low);
+        let b = build(&req).unwrap();
         assert_eq!(
-            argv_of(&cx, None, Some(&read_only)).argv[2..],
-            s(&["-s", "read-only", "--json"])
+            b.argv[2..],
+            s(&[
+                "--model",
+                "profile-model",
+                "--search",
+                "-c",
+                "model_reasoning_effort=low"
+            ])
         );
+        assert_eq!(b.warnings.len(), 2, "{:?}", b.warnings);
+        assert!(b.warnings[0].contains("dropped --model flag-model"));
+        assert!(b.warnings[1].contains("dropped -c model_reasoning_effort=high"));
+    }
+
+    #[test]
+    fn a_prompt_over_the_argument_limit_goes_on_stdin_or_in_a_file() {
+        let big = "x".repeat(ARG_LIMIT);
+        let file = std::path::Path::new("/run/logs/op.1.prompt.md");
+        let mut cl = AgentDef::new("a", "claude", StreamFormat::Claude);
+        cl.subcommand = "-p".into();
+        let mut req = ArgvRequest::new(&cl, &big);
+        req.prompt_file = Some(file);
+        let b = build(&req).unwrap();
+        assert_eq!(b.argv, s(&["claude", "-p"]));
+        assert_eq!(b.stdin.as_deref(), Some(big.as_str()));
+        assert_eq!(b.prompt_passed, "stdin");
+        assert!(b.prompt_note.unwrap().contains("131072 bytes"));
+        let cx = AgentDef::new("a", "codex", StreamFormat::Codex);
+        let b = build(&ArgvRequest::new(&cx, &big)).unwrap();
+        assert_eq!((b.argv[1].as_str(), b.prompt_passed), ("-", "stdin"));
+        let cp = AgentDef::new("a", "copilot", StreamFormat::Copilot);
+        let mut req = ArgvRequest::new(&cp, &big);
+        req.prompt_file = Some(file);
+        let b = build(&req).unwrap();
+        assert!(
+            b.argv[1].contains("/run/logs/op.1.prompt.md"),
+            "{:?}",
+            b.argv
+        );
+        assert_eq!(b.stdin, None);
+        assert_eq!(b.prompt_file.as_deref(), Some(file));
+        // Just under the limit it stays an argument.
+        let b = build(&ArgvRequest::new(&cx, &big[1..])).unwrap();
+        assert_eq!((b.argv[1].len(), b.prompt_passed), (ARG_LIMIT - 1, "argv"));
     }
 
     /// (kept, dropped groups) for `args` under `format`'s ToolSet domain.

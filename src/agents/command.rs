@@ -122,6 +122,7 @@ pub fn command_for(
     params: &AgentParams,
     profile: Option<&str>,
     prompt: &str,
+    prompt_file: Option<&Path>,
 ) -> Result<BuiltCommand, argv::ArgvError> {
     let overlay = profile.and_then(|p| ctx.profiles.get(p));
     let flag_profile = params
@@ -142,6 +143,7 @@ pub fn command_for(
         extra_args: overlay.map_or(&empty, |o| &o.startup_args),
         thinking: overlay.and_then(|o| o.thinking),
         tools,
+        prompt_file,
     })
 }
 
@@ -168,8 +170,41 @@ impl Agent for CommandAgent {
 async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome {
     let params = AgentParams::from_value(&inv.params);
     let prompt = prompt_text(&inv.instruction, &inv.context);
-    let built = command_for(def, ctx, &params, inv.profile.as_deref(), &prompt)
-        .map_err(|e| AgentFailure::new("invalid_flag_profile", e.to_string()))?;
+    // Where a prompt too long for argv goes for agents that read it from a
+    // file: beside the attempt's logs, or a temporary file without a run
+    // directory (removed when the attempt ends).
+    let (prompt_file, _temp_prompt) = match &ctx.log_dir {
+        _ if prompt.len() < argv::ARG_LIMIT => (None, None),
+        Some(d) => (
+            Some(d.join(format!("{}.{}.prompt.md", inv.name, inv.attempt))),
+            None,
+        ),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("playdeck-prompt-")
+                .suffix(".md")
+                .tempfile()
+                .map_err(|e| {
+                    AgentFailure::new("os_error", format!("cannot create a prompt file: {e}"))
+                })?
+                .into_temp_path();
+            (Some(t.to_path_buf()), Some(t))
+        }
+    };
+    let built = command_for(
+        def,
+        ctx,
+        &params,
+        inv.profile.as_deref(),
+        &prompt,
+        prompt_file.as_deref(),
+    )
+    .map_err(|e| match e {
+        argv::ArgvError::InvalidProfile(_) => {
+            AgentFailure::new("invalid_flag_profile", e.to_string())
+        }
+        argv::ArgvError::ToolSet(_) => AgentFailure::new("invalid_toolset", e.to_string()),
+    })?;
     for w in &built.warnings {
         tracing::warn!(op = %inv.name, "{w}");
         inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
@@ -204,6 +239,8 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             format!("cannot write the operation's logs: {e}"),
         )
     })?;
+    write_prompt_file(&built, &prompt)
+        .map_err(|e| AgentFailure::new("os_error", format!("cannot write the prompt file: {e}")))?;
     ctx.tails.start(
         inv.op_id,
         inv.attempt,
@@ -253,6 +290,25 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
     outcome(def, ended)
 }
 
+/// Writes a prompt too long for argv where the command line says it is
+/// (owner-only: it may hold context the operator would not publish).
+fn write_prompt_file(built: &BuiltCommand, prompt: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = &built.prompt_file else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(prompt.as_bytes())
+}
+
 /// The child's environment: the policy, the agent's variables, what the
 /// translation sets, and what playdeck tells every agent.
 fn environment(
@@ -280,6 +336,7 @@ fn environment(
     child_env(
         std::env::vars_os(),
         def.env_policy,
+        def.stream_format,
         &def.env_passlist,
         &def.env_vars,
         &extra,
@@ -291,6 +348,8 @@ fn environment(
 enum Killed {
     Stall,
     Runtime,
+    /// A stdout line grew past `LINE_LIMIT`.
+    OutputTooLarge,
 }
 
 /// How a supervised process ended.
@@ -314,8 +373,14 @@ async fn supervise(
     group: &mut Group,
     mut logs: Logs,
 ) -> Ended {
-    let mut stdout = Chunks::new(group.child.stdout.take().expect("stdout is piped"));
-    let mut stderr = Chunks::new(group.child.stderr.take().expect("stderr is piped"));
+    let mut stdout = Chunks::new(
+        group.child.stdout.take().expect("stdout is piped"),
+        Overflow::Fail,
+    );
+    let mut stderr = Chunks::new(
+        group.child.stderr.take().expect("stderr is piped"),
+        Overflow::Cut,
+    );
     let mut parser = StreamParser::new(def.stream_format);
     let mut updates = Vec::new();
     let mut last_stderr: Option<String> = None;
@@ -338,13 +403,13 @@ async fn supervise(
                     logs.stdout(&line);
                     ctx.tails.push(inv.op_id, false, &line);
                     parser.feed(&line, &mut updates);
-                    for u in updates.drain(..) {
-                        inv.events.emit(match u {
-                            Update::Emit(v) => AgentEvent::Emitted(v),
-                            Update::Activity(state, tool) => AgentEvent::Activity { state, tool },
-                            Update::Usage(u) => AgentEvent::Usage(u),
-                        });
-                    }
+                    forward(inv, &mut updates);
+                }
+                if stdout.overflowed && killed.is_none() {
+                    // Cutting the line would rewrite the answer; reading
+                    // on would hold it all in memory.
+                    killed = Some(Killed::OutputTooLarge);
+                    group.kill();
                 }
             }
             chunk = stderr.next(), if !stderr.done => {
@@ -400,14 +465,12 @@ async fn supervise(
         logs.stderr(&line);
         last_stderr = Some(line);
     }
+    // A last line without a newline is a line like any other.
     for line in stdout.rest() {
         logs.stdout(&line);
+        ctx.tails.push(inv.op_id, false, &line);
         parser.feed(&line, &mut updates);
-        for u in updates.drain(..) {
-            if let Update::Emit(v) = u {
-                inv.events.emit(AgentEvent::Emitted(v));
-            }
-        }
+        forward(inv, &mut updates);
     }
     logs.flush();
     Ended {
@@ -415,6 +478,20 @@ async fn supervise(
         killed,
         parsed: parser.finish(),
         last_stderr,
+    }
+}
+
+/// Tells the kernel what the parser read.
+fn forward(inv: &Invocation, updates: &mut Vec<Update>) {
+    for u in updates.drain(..) {
+        inv.events.emit(match u {
+            Update::Emit(v) => AgentEvent::Emitted(v),
+            Update::Activity(state, tool) => AgentEvent::Activity { state, tool },
+            Update::Usage(u) => AgentEvent::Usage(u),
+            Update::Warning(w) => {
+                AgentEvent::Warning(Arc::from(format!("{}: {w}", inv.name).as_str()))
+            }
+        });
     }
 }
 
@@ -437,6 +514,15 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
                 format!(
                     "ran longer than max_runtime {}; killed its process group",
                     secs(def.max_runtime.unwrap_or_default())
+                ),
+            ));
+        }
+        Some(Killed::OutputTooLarge) => {
+            return Err(AgentFailure::new(
+                "output_too_large",
+                format!(
+                    "a line of its output is longer than the {} MiB limit; killed its process group (the log has what was read)",
+                    LINE_LIMIT >> 20
                 ),
             ));
         }
@@ -516,9 +602,22 @@ enum Chunk {
     Partial,
 }
 
-/// A longer line is cut (and the rest read as the next line), so an agent
-/// that never prints a newline cannot grow memory without bound.
-const LINE_LIMIT: usize = 1 << 20;
+/// The longest line read whole. A result is one line; cutting it would
+/// rewrite the answer, so a longer stdout line fails the attempt
+/// (`output_too_large`) instead, and memory stays bounded.
+pub const LINE_LIMIT: usize = 64 << 20;
+
+/// stderr is only logged and shown: its lines are cut at this length.
+const STDERR_LINE_LIMIT: usize = 64 << 10;
+
+/// What happens to a line longer than the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Overflow {
+    /// Read it in pieces (stderr).
+    Cut,
+    /// Drop it and say so (stdout).
+    Fail,
+}
 
 /// Lines of a pipe, lossily decoded; `done` after EOF or an error.
 struct Chunks<R> {
@@ -526,15 +625,20 @@ struct Chunks<R> {
     pending: Vec<u8>,
     lines: std::collections::VecDeque<String>,
     done: bool,
+    overflow: Overflow,
+    /// A line went past the limit (`Overflow::Fail`).
+    overflowed: bool,
 }
 
 impl<R: AsyncRead + Unpin> Chunks<R> {
-    fn new(r: R) -> Self {
+    fn new(r: R, overflow: Overflow) -> Self {
         Chunks {
             reader: r,
             pending: Vec::new(),
             lines: std::collections::VecDeque::new(),
             done: false,
+            overflow,
+            overflowed: false,
         }
     }
 
@@ -544,21 +648,44 @@ impl<R: AsyncRead + Unpin> Chunks<R> {
         if let Some(l) = self.lines.pop_front() {
             return Some(Chunk::Line(l));
         }
-        let mut buf = [0u8; 8192];
-        match self.reader.read(&mut buf).await {
+        let mut buf = [0u8; 64 * 1024];
+        let n = match self.reader.read(&mut buf).await {
             Ok(0) | Err(_) => {
                 self.done = true;
                 return None;
             }
-            Ok(n) => self.pending.extend_from_slice(&buf[..n]),
-        }
-        while let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=i).collect();
+            Ok(n) => n,
+        };
+        // Only the bytes just read can hold a newline: a long line is not
+        // scanned again with every read.
+        let mut from = self.pending.len();
+        self.pending.extend_from_slice(&buf[..n]);
+        let limit = match self.overflow {
+            Overflow::Cut => STDERR_LINE_LIMIT,
+            Overflow::Fail => LINE_LIMIT,
+        };
+        while let Some(i) = self.pending[from..].iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=from + i).collect();
+            from = 0;
+            // The newline may come in the same read as the byte that made
+            // the line too long.
+            if self.overflow == Overflow::Fail && line.len() - 1 > limit {
+                self.overflowed = true;
+                continue;
+            }
             self.lines.push_back(decode(&line));
         }
-        if self.pending.len() >= LINE_LIMIT {
-            let line: Vec<u8> = std::mem::take(&mut self.pending);
-            self.lines.push_back(decode(&line));
+        if self.pending.len() > limit {
+            match self.overflow {
+                Overflow::Cut => {
+                    let line: Vec<u8> = std::mem::take(&mut self.pending);
+                    self.lines.push_back(decode(&line));
+                }
+                Overflow::Fail => {
+                    self.pending = Vec::new();
+                    self.overflowed = true;
+                }
+            }
         }
         Some(match self.lines.pop_front() {
             Some(l) => Chunk::Line(l),
@@ -610,13 +737,17 @@ impl Logs {
         let base = format!("{name}.{attempt}");
         // What ran, for whoever reads the logs later (no variable values:
         // they may be secrets).
-        let command = serde_json::json!({
+        let mut command = serde_json::json!({
             "agent": def.name,
             "argv": built.argv,
             "cwd": cwd,
             "prompt_via": def.prompt_via.as_str(),
+            "prompt_passed": built.prompt_passed,
             "env_policy": def.env_policy.as_str(),
         });
+        if let Some(note) = &built.prompt_note {
+            command["prompt_note"] = serde_json::Value::String(note.clone());
+        }
         std::fs::write(
             dir.join(format!("{base}.command.json")),
             format!("{command:#}\n"),

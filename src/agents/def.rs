@@ -18,6 +18,7 @@ word_enum!(
         Claude = "claude",
         Codex = "codex",
         Opencode = "opencode",
+        Gemini = "gemini",
         Antigravity = "antigravity",
         Copilot = "copilot",
         Jsonl = "jsonl",
@@ -25,9 +26,9 @@ word_enum!(
 );
 word_enum!(
     /// Which of the parent's environment variables a child sees: all
-    /// (`inherit`), all but credentials-like ones unless pass-listed
-    /// (`filtered`), or only what a program needs to run plus the
-    /// pass-list and `env_vars` (`clean`).
+    /// (`inherit`), an allowlist — what a program needs, the variables its
+    /// CLI documents and the pass-list (`filtered`) — or only what a
+    /// program needs plus the pass-list (`clean`). `env_vars` always.
     EnvPolicy { Inherit = "inherit", Filtered = "filtered", Clean = "clean" }
 );
 word_enum!(

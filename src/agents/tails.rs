@@ -56,9 +56,13 @@ impl Tails {
         );
     }
 
+    /// Keeps `line` for the console, without what could drive the
+    /// operator's terminal (escape sequences, controls).
     pub fn push(&self, op: OpId, stderr: bool, line: &str) {
-        let mut text: String = line.trim_end().chars().take(LINE_MAX).collect();
-        if text.len() < line.trim_end().len() {
+        let line = line.trim_end();
+        let clean = crate::printable::printable(line);
+        let mut text: String = clean.chars().take(LINE_MAX).collect();
+        if text.len() < clean.len() {
             text.push('…');
         }
         let mut m = self.lock();
@@ -97,5 +101,7 @@ mod tests {
         assert!(t.get(&op).unwrap().lines.is_empty());
         t.push(op, false, &"x".repeat(1000));
         assert_eq!(t.get(&op).unwrap().lines[0].text.chars().count(), 401);
+        t.push(op, true, "\x1b[31merror\x1b[0m\x1b]0;title\x07!");
+        assert_eq!(t.get(&op).unwrap().lines[1].text, "error!");
     }
 }

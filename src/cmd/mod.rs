@@ -95,8 +95,9 @@ pub fn load(path: Option<&std::path::Path>) -> Result<Play, CmdError> {
         Some(p) => Play::load(p)?,
         None => Play::demo(),
     };
+    // Each warning names its file (and position, where it has one).
     for w in &play.warnings {
-        eprintln!("playdeck: warning: {}: {w}", play.file);
+        eprintln!("playdeck: warning: {w}");
     }
     Ok(play)
 }

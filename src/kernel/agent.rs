@@ -57,8 +57,12 @@ impl ActivityState {
     }
 }
 
-/// Cost and token totals of one attempt so far, as the stream reports
-/// them.
+/// Cost and token totals of one attempt so far, with one meaning for every
+/// stream format (each parser translates its CLI's own counts into it):
+/// `input_tokens` is everything sent to the model, cached input included;
+/// `cached_input_tokens` is the part of it read from a prompt cache;
+/// `output_tokens` is everything generated, reasoning included where the
+/// CLI reports it; `cost_usd` is what the CLI says the attempt cost.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,12 +70,17 @@ pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
 }
 
 impl Usage {
     pub fn is_empty(&self) -> bool {
-        self.cost_usd.is_none() && self.input_tokens.is_none() && self.output_tokens.is_none()
+        self.cost_usd.is_none()
+            && self.input_tokens.is_none()
+            && self.cached_input_tokens.is_none()
+            && self.output_tokens.is_none()
     }
 }
 

@@ -287,6 +287,34 @@ fn read_profile(
     let reuse = t.choice(r, "reuse", Reuse::ALLOWED);
     let lifetime = t.choice(r, "lifetime", Lifetime::ALLOWED);
     let tools = super::agents_section::read_tools(r, t, "tools");
+    match provider.as_deref().map(|p| (p, agents.get(p))) {
+        Some((p, None)) => {
+            // The built-in agents run no model: recorded, but nothing uses it.
+            for (key, set) in [("model", model.is_some()), ("thinking", thinking.is_some())] {
+                if set {
+                    r.warn(
+                        t.key_span(key),
+                        format!("{key} of role profile {name} has no effect: its provider {p:?} is a built-in agent, which runs no model"),
+                    );
+                }
+            }
+        }
+        Some((_, Some(def))) => {
+            if let Some(tools) = &tools
+                && let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools)
+            {
+                r.push(
+                    Diagnostic::new(t.key_span("tools"), e.to_string(), "cannot be expressed")
+                        .help(format!(
+                            "the ToolSet table for {} is in the README (Real agents)",
+                            e.format
+                        )),
+                );
+            }
+            warn_overridden_flags(r, t, name, def, model.as_ref(), thinking.as_ref());
+        }
+        None => {}
+    }
     // Options only agent CLIs take would be silently ignored on a built-in
     // provider.
     if let Some(p) = provider.as_deref().filter(|p| !agents.contains_key(*p)) {
@@ -321,6 +349,40 @@ fn read_profile(
         lifetime: lifetime.and_then(|(x, _)| Lifetime::parse(&x)),
         tools,
     })
+}
+
+/// A role profile's `model` and `thinking` win over flags of the same
+/// meaning in its provider's flag profiles: those flags have no effect on
+/// its instances, and validation says which.
+fn warn_overridden_flags(
+    r: &mut Reader,
+    t: &Table<'_, '_>,
+    name: &str,
+    def: &AgentDef,
+    model: Option<&(String, std::ops::Range<usize>)>,
+    thinking: Option<&(String, std::ops::Range<usize>)>,
+) {
+    use crate::agents::argv::{model_flags, split_flags, thinking_flags};
+    let format = def.stream_format;
+    for (key, set, table) in [
+        ("model", model, model_flags(format)),
+        ("thinking", thinking, thinking_flags(format)),
+    ] {
+        let Some((value, _)) = set else { continue };
+        for (profile, flags) in &def.flags {
+            let (_, groups) = split_flags(&table, flags);
+            for g in groups {
+                r.warn(
+                    t.key_span(key),
+                    format!(
+                        "flag profile {profile:?} of agent {:?} sets the {key} ({}); on role profile {name}'s instances its {key} = {value:?} wins and that flag is dropped",
+                        def.name,
+                        g.join(" ")
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// An operation's explicit `profile` must exist, be for its role, and

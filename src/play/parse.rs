@@ -136,7 +136,12 @@ pub fn parse(
     check_command_options(&mut r, &play);
     if play.palette.legacy {
         play.warnings
-            .push(crate::palette::model::LEGACY_WARNING.to_string());
+            .push(format!("{file}: {}", crate::palette::model::LEGACY_WARNING));
+    }
+    r.warnings.sort_by_key(|(span, _)| span.start);
+    for (span, w) in &r.warnings {
+        let (l, c) = super::diag::line_col(source, span.start);
+        play.warnings.push(format!("{file}:{l}:{c}: {w}"));
     }
     if r.has_errors() {
         // Report in file order, whatever order the checks ran in.
@@ -563,7 +568,19 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
 fn check_command_options(r: &mut Reader, play: &Play) {
     for op in &play.operations {
         let agent = play.runs_on(op);
-        if play.agents.contains_key(agent) {
+        if let Some(def) = play.agents.get(agent) {
+            if let (Some(tools), Some(span)) = (&op.tools, &op.tools_span)
+                && let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools)
+            {
+                r.push(
+                    Diagnostic::new(span.clone(), e.to_string(), "cannot be expressed").help(
+                        format!(
+                            "the ToolSet table for {} is in the README (Real agents)",
+                            e.format
+                        ),
+                    ),
+                );
+            }
             continue;
         }
         for (what, span) in [

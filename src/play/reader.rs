@@ -14,6 +14,8 @@ pub type Val<'i> = Spanned<DeValue<'i>>;
 #[derive(Debug, Default)]
 pub struct Reader {
     pub diags: Vec<Diagnostic>,
+    /// What is allowed but has no effect, with where it is written.
+    pub warnings: Vec<(Span, String)>,
 }
 
 /// How a value's type is named in messages.
@@ -36,6 +38,10 @@ impl Reader {
 
     pub fn error(&mut self, span: Span, message: impl Into<String>, label: impl Into<String>) {
         self.diags.push(Diagnostic::new(span, message, label));
+    }
+
+    pub fn warn(&mut self, span: Span, message: impl Into<String>) {
+        self.warnings.push((span, message.into()));
     }
 
     pub fn has_errors(&self) -> bool {

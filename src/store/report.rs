@@ -76,15 +76,21 @@ pub struct InstanceUse {
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct UsageTotal {
     pub cost_usd: f64,
+    /// Everything sent, cached input included (the `agent_usage` meaning).
     pub input_tokens: u64,
+    /// The part of `input_tokens` read from a prompt cache.
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
 }
 
 impl UsageTotal {
-    /// Adds one attempt's usage.
+    /// Adds one attempt's usage: the last totals its stream reported. Every
+    /// format's parser already speaks the one meaning, so the sum is the
+    /// same arithmetic for all of them.
     pub fn add(&mut self, u: &crate::kernel::Usage) {
         self.cost_usd += u.cost_usd.unwrap_or(0.0);
         self.input_tokens += u.input_tokens.unwrap_or(0);
+        self.cached_input_tokens += u.cached_input_tokens.unwrap_or(0);
         self.output_tokens += u.output_tokens.unwrap_or(0);
     }
 }
@@ -257,8 +263,8 @@ impl Report {
         if let Some(u) = &self.usage {
             let _ = writeln!(
                 s,
-                "**Agent usage:** ${:.4} · {} tokens in · {} out\n",
-                u.cost_usd, u.input_tokens, u.output_tokens
+                "**Agent usage:** ${:.4} · {} tokens in ({} of them cached) · {} out\n",
+                u.cost_usd, u.input_tokens, u.cached_input_tokens, u.output_tokens
             );
         }
         let _ = writeln!(s, "## Critical path\n");
@@ -482,4 +488,37 @@ pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     super::write_atomic(&path, md.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::UsageTotal;
+    use crate::kernel::Usage;
+
+    /// Attempts of different formats add up field by field: the parsers
+    /// already gave every one the same meaning.
+    #[test]
+    fn usage_of_every_format_sums_the_same_way() {
+        let claude = Usage {
+            cost_usd: Some(0.5),
+            input_tokens: Some(61_778),
+            cached_input_tokens: Some(53_016),
+            output_tokens: Some(377),
+        };
+        let copilot = Usage::default();
+        let gemini_old = Usage {
+            input_tokens: Some(11_068),
+            output_tokens: Some(44),
+            ..Usage::default()
+        };
+        let mut t = UsageTotal::default();
+        for u in [claude, copilot, gemini_old] {
+            t.add(&u);
+        }
+        assert_eq!(
+            (t.input_tokens, t.cached_input_tokens, t.output_tokens),
+            (72_846, 53_016, 421)
+        );
+        assert!((t.cost_usd - 0.5).abs() < 1e-12);
+    }
 }

@@ -1,0 +1,122 @@
+//! Claude Code `-p --output-format stream-json --verbose`, with or without
+//! `--include-partial-messages`.
+//!
+//! - activity: `stream_event` `content_block_start` (thinking, text,
+//!   tool_use with its name) and the same blocks in `assistant` snapshots;
+//!   a `user` line (a tool result went back) means thinking again;
+//! - answer: the text of `assistant` messages of the main agent (a
+//!   subagent's, with `parent_tool_use_id`, is not the answer), then the
+//!   `result` line's `result`;
+//! - usage: the `result` line: `usage.input_tokens` excludes the cache, so
+//!   input = input + cache_creation + cache_read, cached = cache_read;
+//!   `total_cost_usd`;
+//! - failure: `is_error: true` (even with `subtype: "success"`) or an
+//!   `error_*` subtype, told by `errors`, else `result`, else
+//!   `terminal_reason`.
+
+use serde_json::Value;
+
+use super::{Core, Update, result_from_text, str_at, sum, u64_at};
+use crate::kernel::{ActivityState, Usage};
+
+pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
+    match str_at(v, "/type") {
+        Some("stream_event") if str_at(v, "/event/type") == Some("content_block_start") => {
+            match str_at(v, "/event/content_block/type") {
+                Some("thinking" | "redacted_thinking") => {
+                    core.activity(ActivityState::Thinking, None, out)
+                }
+                Some("text") => core.activity(ActivityState::Writing, None, out),
+                Some("tool_use" | "server_tool_use") => {
+                    let name = str_at(v, "/event/content_block/name");
+                    core.activity(ActivityState::Tool, name, out)
+                }
+                _ => {}
+            }
+        }
+        Some("assistant") => {
+            let main_agent = v.get("parent_tool_use_id").is_none_or(Value::is_null);
+            let blocks = v.pointer("/message/content").and_then(Value::as_array);
+            for b in blocks.into_iter().flatten() {
+                match str_at(b, "/type") {
+                    Some("thinking" | "redacted_thinking") => {
+                        core.activity(ActivityState::Thinking, None, out)
+                    }
+                    Some("text") => {
+                        core.activity(ActivityState::Writing, None, out);
+                        if main_agent && let Some(t) = str_at(b, "/text") {
+                            core.message_text(t, out);
+                        }
+                    }
+                    Some("tool_use" | "server_tool_use") => {
+                        core.activity(ActivityState::Tool, str_at(b, "/name"), out)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some("user") => core.activity(ActivityState::Thinking, None, out),
+        Some("result") => result(core, v, out),
+        _ => {}
+    }
+}
+
+fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
+    let input = sum(&[
+        u64_at(v, "/usage/input_tokens"),
+        u64_at(v, "/usage/cache_creation_input_tokens"),
+        u64_at(v, "/usage/cache_read_input_tokens"),
+    ]);
+    core.set_usage(
+        Usage {
+            cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+            input_tokens: input,
+            cached_input_tokens: u64_at(v, "/usage/cache_read_input_tokens"),
+            output_tokens: u64_at(v, "/usage/output_tokens"),
+        },
+        out,
+    );
+    let subtype = str_at(v, "/subtype");
+    let is_error = v.get("is_error").and_then(Value::as_bool) == Some(true)
+        || subtype.is_some_and(|s| s.starts_with("error"));
+    let text = str_at(v, "/result").filter(|t| !t.trim().is_empty());
+    if is_error {
+        core.parsed.error = Some(error_text(v, subtype, text));
+        return;
+    }
+    if let Some(t) = text {
+        // The result repeats the final assistant message: the same words
+        // seen twice in one attempt are one sighting, not two.
+        let repeated = core.parsed.text.as_deref().map(str::trim) == Some(t.trim());
+        if !repeated {
+            core.message_text(t, out);
+        }
+        core.parsed.result = Some(result_from_text(t));
+    }
+}
+
+/// `error_max_turns: Reached maximum number of turns (30)`, or the text the
+/// CLI put in `result` ("API Error: …", "Not logged in …").
+fn error_text(v: &Value, subtype: Option<&str>, text: Option<&str>) -> String {
+    let errors: Vec<&str> = v
+        .get("errors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|e| !e.trim().is_empty())
+        .collect();
+    let detail = if !errors.is_empty() {
+        Some(errors.join("; "))
+    } else if let Some(t) = text {
+        Some(t.trim().to_string())
+    } else {
+        str_at(v, "/terminal_reason").map(|r| format!("terminal reason {r}"))
+    };
+    match (subtype.filter(|s| s.starts_with("error")), detail) {
+        (Some(s), Some(d)) => format!("{s}: {d}"),
+        (Some(s), None) => s.to_string(),
+        (None, Some(d)) => d,
+        (None, None) => "the agent reported an error".into(),
+    }
+}

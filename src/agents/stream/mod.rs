@@ -1,0 +1,256 @@
+//! Reading an agent's stdout, one line at a time. Every JSON line goes to
+//! the kernel for request extraction; per format, a parser also follows
+//! the agent's live state (thinking, writing, which tool), its cost and
+//! tokens, its final answer, its notices and any error it reports.
+//!
+//! Parsers never fail on what they do not know: unknown event types and
+//! fields are ignored (CLIs add both with every release), and a line that
+//! is not JSON is kept as plain text.
+
+mod claude;
+mod codex;
+mod copilot;
+mod gemini;
+mod jsonl;
+mod opencode;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::def::StreamFormat;
+use crate::kernel::{ActivityState, Usage};
+
+/// What one line told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// A value to extract spawn and escalation requests from.
+    Emit(Value),
+    Activity(ActivityState, Option<Arc<str>>),
+    /// New totals for the attempt, in the one `agent_usage` meaning.
+    Usage(Usage),
+    /// A notice the agent reported that does not fail it.
+    Warning(String),
+}
+
+/// What the whole stream told, at the end.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    /// A structured result the stream declared.
+    pub result: Option<Value>,
+    /// The agent's last message, when no structured result came.
+    pub text: Option<String>,
+    /// An error the stream reported that fails the attempt.
+    pub error: Option<String>,
+    pub usage: Usage,
+    /// Any non-blank output at all.
+    pub any_output: bool,
+}
+
+/// State every format shares.
+#[derive(Default)]
+struct Core {
+    activity: Option<(ActivityState, Option<Arc<str>>)>,
+    parsed: Parsed,
+    /// Plain (non-JSON) lines, for agents that print text.
+    plain: Vec<String>,
+}
+
+/// Plain output kept for a text result; the log file has everything.
+const PLAIN_KEEP: usize = 400;
+
+impl Core {
+    fn activity(&mut self, state: ActivityState, tool: Option<&str>, out: &mut Vec<Update>) {
+        let next = (state, tool.map(Arc::from));
+        if self.activity.as_ref() != Some(&next) {
+            self.activity = Some(next.clone());
+            out.push(Update::Activity(next.0, next.1));
+        }
+    }
+
+    /// The stream reports totals for the attempt so far.
+    fn set_usage(&mut self, u: Usage, out: &mut Vec<Update>) {
+        let t = &mut self.parsed.usage;
+        t.cost_usd = u.cost_usd.or(t.cost_usd);
+        t.input_tokens = u.input_tokens.or(t.input_tokens);
+        t.cached_input_tokens = u.cached_input_tokens.or(t.cached_input_tokens);
+        t.output_tokens = u.output_tokens.or(t.output_tokens);
+        self.push_usage(out);
+    }
+
+    /// The stream reports one step (or turn) at a time: add it.
+    fn add_usage(&mut self, u: Usage, out: &mut Vec<Update>) {
+        let t = &mut self.parsed.usage;
+        let add = |slot: &mut Option<u64>, v: Option<u64>| {
+            if let Some(v) = v {
+                *slot = Some(slot.unwrap_or(0) + v);
+            }
+        };
+        add(&mut t.input_tokens, u.input_tokens);
+        add(&mut t.cached_input_tokens, u.cached_input_tokens);
+        add(&mut t.output_tokens, u.output_tokens);
+        if let Some(c) = u.cost_usd {
+            t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
+        }
+        self.push_usage(out);
+    }
+
+    fn push_usage(&self, out: &mut Vec<Update>) {
+        if !self.parsed.usage.is_empty() {
+            out.push(Update::Usage(self.parsed.usage));
+        }
+    }
+
+    /// The agent said something: a message whose text holds JSON carries
+    /// requests too, and the last message is the answer unless a result
+    /// comes.
+    fn message_text(&mut self, text: &str, out: &mut Vec<Update>) {
+        if let Some(Value::Object(m)) = json_in_text(text) {
+            out.push(Update::Emit(Value::Object(m)));
+        }
+        self.parsed.text = Some(text.to_string());
+    }
+
+    fn warn(&mut self, message: impl Into<String>, out: &mut Vec<Update>) {
+        out.push(Update::Warning(message.into()));
+    }
+}
+
+/// Per-format state beyond what every format shares.
+enum Format {
+    Claude,
+    Codex(codex::State),
+    Opencode,
+    /// gemini-cli's stream-json; antigravity speaks the same events.
+    Gemini(gemini::State),
+    Copilot(copilot::State),
+    Jsonl,
+}
+
+pub struct StreamParser {
+    core: Core,
+    format: Format,
+}
+
+impl StreamParser {
+    pub fn new(format: StreamFormat) -> Self {
+        let format = match format {
+            StreamFormat::Claude => Format::Claude,
+            StreamFormat::Codex => Format::Codex(codex::State::default()),
+            StreamFormat::Opencode => Format::Opencode,
+            StreamFormat::Gemini | StreamFormat::Antigravity => {
+                Format::Gemini(gemini::State::default())
+            }
+            StreamFormat::Copilot => Format::Copilot(copilot::State::default()),
+            StreamFormat::Jsonl => Format::Jsonl,
+        };
+        StreamParser {
+            core: Core::default(),
+            format,
+        }
+    }
+
+    pub fn feed(&mut self, line: &str, out: &mut Vec<Update>) {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.trim().is_empty() {
+            return;
+        }
+        self.core.parsed.any_output = true;
+        let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
+            if self.core.plain.len() == PLAIN_KEEP {
+                self.core.plain.remove(0);
+            }
+            self.core.plain.push(line.to_string());
+            return;
+        };
+        if !v.is_object() {
+            // No format speaks in bare arrays or scalars, but requests in
+            // them still count.
+            out.push(Update::Emit(v));
+            return;
+        }
+        let core = &mut self.core;
+        match &mut self.format {
+            Format::Claude => claude::feed(core, &v, out),
+            Format::Codex(s) => codex::feed(core, s, &v, out),
+            Format::Opencode => opencode::feed(core, &v, out),
+            Format::Gemini(s) => gemini::feed(core, s, &v, out),
+            Format::Copilot(s) => copilot::feed(core, s, &v, out),
+            Format::Jsonl => jsonl::feed(core, &v, out),
+        }
+        out.push(Update::Emit(v));
+    }
+
+    pub fn finish(mut self) -> Parsed {
+        match &mut self.format {
+            Format::Codex(s) => codex::finish(&mut self.core, s),
+            Format::Gemini(s) => gemini::finish(&mut self.core, s),
+            Format::Copilot(s) => copilot::finish(&mut self.core, s),
+            Format::Claude | Format::Opencode | Format::Jsonl => {}
+        }
+        let parsed = &mut self.core.parsed;
+        if parsed.result.is_none() && parsed.text.is_none() && !self.core.plain.is_empty() {
+            parsed.text = Some(self.core.plain.join("\n"));
+        }
+        self.core.parsed
+    }
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
+    v.pointer(pointer).and_then(Value::as_u64)
+}
+
+/// The sum of the counts present, `None` when none is.
+fn sum(parts: &[Option<u64>]) -> Option<u64> {
+    parts.iter().flatten().copied().reduce(|a, b| a + b)
+}
+
+/// An agent's text answer as a result object: the text itself when it is
+/// a JSON object; the JSON object of its last ```json block, with the whole
+/// text beside it as `summary` (unless the object has one); else
+/// `{ "summary": text }`. The answer is never replaced silently.
+pub fn result_from_text(text: &str) -> Value {
+    let t = text.trim();
+    if t.starts_with('{')
+        && let Ok(v @ Value::Object(_)) = serde_json::from_str(t)
+    {
+        return v;
+    }
+    if let Some(Value::Object(mut m)) = fenced_json(t) {
+        if !m.contains_key("summary") {
+            m.insert("summary".into(), Value::String(t.to_string()));
+        }
+        return Value::Object(m);
+    }
+    let mut m = Map::new();
+    m.insert("summary".into(), Value::String(t.to_string()));
+    Value::Object(m)
+}
+
+/// The JSON object a text is, or ends with in a ```json block.
+fn json_in_text(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if t.starts_with('{')
+        && let Ok(v @ Value::Object(_)) = serde_json::from_str(t)
+    {
+        return Some(v);
+    }
+    fenced_json(t)
+}
+
+/// The last ```json fence wins: agents tend to end with their answer.
+fn fenced_json(t: &str) -> Option<Value> {
+    let start = t.rfind("```json")? + "```json".len();
+    let body = &t[start..];
+    let end = body.find("```")?;
+    match serde_json::from_str(body[..end].trim()) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        _ => None,
+    }
+}
