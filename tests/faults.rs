@@ -454,3 +454,85 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+/// An agent that prints spawn requests in a loop (coreutils `yes`, a real
+/// program that never stops): the attempt is stopped at the request cap as
+/// request_flood, the repeated drops are one ledger row with a count, and
+/// memory stays small.
+#[test]
+fn a_request_flood_is_stopped_at_the_cap_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("flood.toml");
+    std::fs::write(
+        &play,
+        r#"
+[play]
+name = "flood"
+[palette]
+roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "tester" }]
+[agents.flood]
+binary = "yes"
+stream_format = "jsonl"
+[[operations]]
+id = "flood"
+role = "orchestrator"
+agent = "flood"
+instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}'
+"#,
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(p) = peak_kib(child.id()) {
+            peak = peak.max(p);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood was never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/result.json")).unwrap())
+            .unwrap();
+    let dropped = result["dropped_spawns"].as_array().unwrap();
+    assert_eq!(dropped.len(), 1, "one folded row: {dropped:?}");
+    assert_eq!(dropped[0]["reason"], "max_spawn_exceeded");
+    assert_eq!(result["spawned_operations"], 50);
+    assert_eq!(
+        dropped[0]["count"].as_u64().unwrap() + 50,
+        10_000,
+        "every request up to the cap was read"
+    );
+    let failed = std::fs::read_to_string(dir.path().join("run/events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "failed" && e["name"] == "flood")
+        .unwrap();
+    assert_eq!(failed["category"], "request_flood");
+    // The agent process is gone with its attempt.
+    assert!(
+        !std::process::Command::new("pgrep")
+            .args(["-f", "spawn_request.*again"])
+            .status()
+            .unwrap()
+            .success(),
+        "yes was killed"
+    );
+}

@@ -612,11 +612,22 @@ async fn every_drop_reason_reaches_the_ledger() {
     );
     assert_eq!(d[2].detail.chars().count(), 500);
     assert!(d[3].detail.contains("missing instruction"));
-    assert_eq!(d[5].count, 2, "repeated drops are one ledger row with a count");
+    assert_eq!(
+        d[5].count, 2,
+        "repeated drops are one ledger row with a count"
+    );
     // spawn-N is allocated after routing: early, early, ok accepted; the
     // second ok got spawn-4 and was refused, and so on.
-    assert!(d[1].detail.starts_with("spawn-4 refused"), "{}", d[1].detail);
-    assert!(d[5].detail.starts_with("spawn-5 refused"), "{}", d[5].detail);
+    assert!(
+        d[1].detail.starts_with("spawn-4 refused"),
+        "{}",
+        d[1].detail
+    );
+    assert!(
+        d[5].detail.starts_with("spawn-5 refused"),
+        "{}",
+        d[5].detail
+    );
     assert_eq!(env.spawned_operations, Some(3));
     // Identical requests emitted on purpose are each a request.
     let early = sig

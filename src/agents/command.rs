@@ -393,6 +393,13 @@ async fn supervise(
     let mut drain_until: Option<Instant> = None;
 
     while status.is_none() || !stdout.done || !stderr.done {
+        // Back-pressure: while the kernel has not taken what was sent, the
+        // agent's output waits in its pipe, not in memory. The wait is not
+        // the agent's silence.
+        if inv.events.backed_up() {
+            inv.events.ready().await;
+            last_output = Instant::now();
+        }
         let stall_at = last_output + def.stall_timeout;
         let live = status.is_none() && killed.is_none();
         tokio::select! {

@@ -186,6 +186,13 @@ impl AgentEvents {
         }
     }
 
+    /// Whether the kernel has [`BACKLOG_MAX`] events to take already.
+    pub fn backed_up(&self) -> bool {
+        self.backlog
+            .as_ref()
+            .is_some_and(|b| b.queued.load(Ordering::Acquire) >= BACKLOG_MAX)
+    }
+
     /// Waits while the kernel has [`BACKLOG_MAX`] events to take: a reader
     /// calls this before reading more of an agent's output
     /// (back-pressure on the agent's pipe).

@@ -160,6 +160,9 @@ struct RoutedBatch {
 /// again.
 const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Agent events taken in one step of the loop, at most.
+const AGENT_BATCH: usize = 1024;
+
 /// What woke the event loop.
 enum Wake {
     /// Time to try writing the event log again.
@@ -390,7 +393,17 @@ impl Executor {
                 Wake::Done((ix, _, None)) => {
                     self.aborts.remove(&ix);
                 }
-                Wake::Agent(msg) => self.agent_event(msg),
+                Wake::Agent(msg) => {
+                    self.agent_event(msg);
+                    // What else agents sent is taken in the same step: one
+                    // commit for a burst.
+                    for _ in 0..AGENT_BATCH {
+                        match self.agent_rx.try_recv() {
+                            Ok(msg) => self.agent_event(msg),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 Wake::Routed(batch) => self.admit_batch(batch),
             }
         }
