@@ -101,7 +101,7 @@ pub async fn run(
                     "storage: {error}; nothing new starts until the event log can be written (free space and it goes on)"
                 )),
                 SignalKind::StorageRecovered => {
-                    eprintln_to("storage: the event log is written again; the run goes on")
+                    eprintln_to("storage: the event log is written again; the run goes on");
                 }
                 _ => {}
             }
@@ -410,7 +410,9 @@ impl HumanPrinter {
                 name,
                 &format!(" {}", tool.as_deref().unwrap_or("?")),
             ),
-            SignalKind::AgentActivity { .. } | SignalKind::AgentUsage { .. } => return None,
+            SignalKind::AgentActivity { .. }
+            | SignalKind::AgentUsage { .. }
+            | SignalKind::AgentProcess { .. } => return None,
             SignalKind::Resumed {
                 from_seq,
                 reattempted,

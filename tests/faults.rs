@@ -247,7 +247,7 @@ fn a_run_directory_is_readable_by_its_owner_only() {
 [play]
 name = "private"
 [palette]
-roles = [{ role = "implementer" }, { role = "orchestrator", disposition = "emission_capable" }]
+roles = [{ role = "implementer" }, { role = "tester" }, { role = "orchestrator", disposition = "emission_capable" }]
 [capacity]
 max_nodes = 1
 [role_profiles.coder]
@@ -264,7 +264,16 @@ id = "build"
 role = "implementer"
 instruction = "build"
 sim = { duration_ms = 10 }
-"#,
+[agents.ex]
+binary = "AGENT"
+stream_format = "jsonl"
+[[operations]]
+id = "logged"
+role = "tester"
+agent = "ex"
+instruction = "write logs"
+"#
+        .replace("AGENT", env!("CARGO_BIN_EXE_playdeck-agent")),
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
@@ -293,6 +302,10 @@ sim = { duration_ms = 10 }
         seen += 1;
     }
     assert!(seen >= 8, "the run directory holds its files ({seen})");
+    assert!(
+        dir.path().join("run/logs/logged.1.stdout.log").exists(),
+        "agent logs were checked"
+    );
 }
 
 trait SocketLike {
@@ -535,4 +548,174 @@ instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}
             .success(),
         "yes was killed"
     );
+}
+
+/// A play whose one operation runs the example agent with `directives`.
+fn agent_play(dir: &std::path::Path, directives: &str) -> std::path::PathBuf {
+    let play = dir.join("agents.toml");
+    std::fs::write(
+        &play,
+        format!(
+            r#"
+[play]
+name = "survivors"
+[palette]
+roles = [{{ role = "implementer" }}]
+[agents.ex]
+binary = "{}"
+stream_format = "jsonl"
+[[operations]]
+id = "work"
+role = "implementer"
+agent = "ex"
+instruction = """work
+{directives}"""
+"#,
+            env!("CARGO_BIN_EXE_playdeck-agent")
+        ),
+    )
+    .unwrap();
+    play
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Pids the example agent reported as `what <pid>` in its output log.
+fn reported(run: &std::path::Path, what: &str) -> Vec<i32> {
+    let Ok(log) = std::fs::read_to_string(run.join("logs/work.1.stdout.log")) else {
+        return Vec::new();
+    };
+    log.lines()
+        .filter_map(|l| l.split(what).nth(1))
+        .filter_map(|rest| {
+            rest.trim()
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// While playdeck lives, a tool an agent started in a session of its own
+/// ends with the attempt: it is re-parented to playdeck and found by its
+/// run tag.
+#[test]
+fn what_an_agent_leaves_running_ends_with_its_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = agent_play(dir.path(), "@setsid 60\n@sleep 0.3");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = reported(&dir.path().join("run"), "setsid grandchild");
+    assert_eq!(left.len(), 1, "the agent reported its grandchild");
+    assert!(
+        !alive(left[0]),
+        "the setsid grandchild {} still runs",
+        left[0]
+    );
+}
+
+/// SIGKILL of playdeck with an agent at work: the agent (the group leader)
+/// dies with it (PR_SET_PDEATHSIG); what it started survives the crash,
+/// but a resume ends it (the run tag finds the group and the setsid
+/// escapee) before anything runs again, and says so.
+#[test]
+fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = agent_play(dir.path(), "@fork 60\n@setsid 60\n@sleep 60");
+    let run = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (forked, escaped) = loop {
+        let (f, e) = (
+            reported(&run, "started grandchild"),
+            reported(&run, "setsid grandchild"),
+        );
+        if !f.is_empty() && !e.is_empty() {
+            break (f[0], e[0]);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never reported"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let pgid = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "agent_process")
+        .map(|e| e["pgid"].as_i64().unwrap() as i32)
+        .expect("the process group is recorded");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive(pgid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent outlived playdeck"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        alive(forked) && alive(escaped),
+        "its tools survive the crash itself"
+    );
+    // The resume ends them before the new attempt starts.
+    let mut resumed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["resume", "run", "--headless", "--paused", "--play"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while alive(forked) || alive(escaped) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the survivors were not ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+        if log.contains("the stopped run's agents left running") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resume did not say so"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = resumed.kill();
+    let _ = resumed.wait();
 }

@@ -19,6 +19,8 @@
 //! @fork 30               start a `sleep 30` grandchild first
 //! @escape 30             start a `sleep 30` grandchild in a process group of
 //!                        its own, holding stdout open
+//! @setsid 30             start a `sleep 30` grandchild in a session of its
+//!                        own (setsid), not holding stdout
 //! @spinner 2             print dots without a newline for 2 s
 //! @empty                 print nothing at all
 //! @replay PATH           print the file at PATH line by line, nothing else
@@ -48,6 +50,7 @@ struct Plan {
     env: Vec<String>,
     fork: Option<f64>,
     escape: Option<f64>,
+    setsid: Option<f64>,
     spinner: f64,
     empty: bool,
     replay: Option<String>,
@@ -122,11 +125,12 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "silent" => p.silent = secs("silent")?,
             "fork" => p.fork = Some(secs("fork")?),
             "escape" => p.escape = Some(secs("escape")?),
+            "setsid" => p.setsid = Some(secs("setsid")?),
             "spinner" => p.spinner = secs("spinner")?,
             "exit" => {
                 p.exit = rest
                     .parse()
-                    .map_err(|_| format!("@exit wants a code, got {rest:?}"))?
+                    .map_err(|_| format!("@exit wants a code, got {rest:?}"))?;
             }
             "spawn" => {
                 let (role, what) = rest
@@ -138,7 +142,7 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "result" => {
                 p.result = Some(
                     serde_json::from_str(rest).map_err(|e| format!("@result is not JSON: {e}"))?,
-                )
+                );
             }
             "error" => p.error = Some(rest.into()),
             "stderr" => p.stderr.push(rest.into()),
@@ -219,6 +223,17 @@ fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, std
             .spawn()
             .inspect(|c| {
                 let text = format!("escaped grandchild {}", c.id());
+                say(json!({"type": "text", "text": text}));
+            })
+    });
+    let _left = plan.setsid.map(|s| {
+        std::process::Command::new("setsid")
+            .args(["sleep", &format!("{s}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .inspect(|c| {
+                let text = format!("setsid grandchild {}", c.id());
                 say(json!({"type": "text", "text": text}));
             })
     });

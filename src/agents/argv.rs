@@ -179,7 +179,7 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
     out.prompt_passed = "argv";
     match agent.prompt_via {
         PromptVia::Argv if req.prompt.len() >= ARG_LIMIT => {
-            large_prompt(&mut out, agent.stream_format, req)
+            large_prompt(&mut out, agent.stream_format, req);
         }
         // A prompt that starts with '-' would be read as a flag; a leading
         // space keeps it a positional argument and means nothing to a model.

@@ -43,6 +43,9 @@ pub struct ProfileOverlay {
 #[derive(Debug)]
 pub struct RunContext {
     pub run_id: String,
+    /// The run directory, absolute: every agent process is tagged with it
+    /// (`PLAYDECK_RUN_DIR`), so what agents leave behind can be found.
+    pub run_dir: Option<PathBuf>,
     /// Per-operation logs go here; none for previews.
     pub log_dir: Option<PathBuf>,
     /// The working directory when no instance gives one (the play's).
@@ -61,6 +64,7 @@ impl Default for RunContext {
     fn default() -> Self {
         RunContext {
             run_id: String::new(),
+            run_dir: None,
             log_dir: None,
             workspace: PathBuf::from("."),
             flag_profile: None,
@@ -259,9 +263,8 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
+    super::process::supervised(&mut cmd);
     // The binary and the directory were checked: what is left is the OS.
     let child = cmd.spawn().map_err(|e| {
         AgentFailure::new(
@@ -286,7 +289,20 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
             let _ = stdin.shutdown().await;
         });
     }
+    if let Some(pgid) = group.pgid() {
+        inv.events.emit(AgentEvent::Process { pgid });
+    }
     let ended = supervise(def, ctx, &inv, &mut group, logs).await;
+    // What it left behind (a tool that left its group and outlived it) is
+    // tagged with the run and this attempt: it ends with the attempt.
+    if let Some(tag) = &ctx.run_dir {
+        let (tag, op) = (tag.display().to_string(), inv.op_id.to_string());
+        let attempt = inv.attempt;
+        let _ = tokio::task::spawn_blocking(move || {
+            super::process::end_tagged(&tag, Some((&op, attempt)))
+        })
+        .await;
+    }
     outcome(def, ended)
 }
 
@@ -298,7 +314,7 @@ fn write_prompt_file(built: &BuiltCommand, prompt: &str) -> std::io::Result<()> 
         return Ok(());
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::private_dir(dir)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -319,6 +335,12 @@ fn environment(
     cwd: &Path,
 ) -> std::collections::BTreeMap<OsString, OsString> {
     let mut extra = built.env.clone();
+    if let Some(dir) = &ctx.run_dir {
+        extra.push((
+            super::process::RUN_TAG.to_string(),
+            dir.display().to_string(),
+        ));
+    }
     extra.extend([
         ("PLAYDECK_RUN_ID".to_string(), ctx.run_id.clone()),
         ("PLAYDECK_OP".to_string(), inv.name.to_string()),
@@ -545,18 +567,18 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
             .or(parsed.error.clone())
             .map(|l| format!(": {}", l.trim()))
             .unwrap_or_default();
+        use rustix::process::Signal;
+        let stopped = [Signal::TERM, Signal::INT, Signal::HUP].map(Signal::as_raw);
         return Err(match (status.code(), status.signal()) {
             (Some(code), _) => {
                 AgentFailure::new("nonzero_exit", format!("exited with code {code}{why}"))
             }
             // An operator or a supervisor stopped it.
-            (None, Some(sig)) if [libc::SIGTERM, libc::SIGINT, libc::SIGHUP].contains(&sig) => {
-                AgentFailure::new(
-                    "cancelled",
-                    format!("stopped by signal {sig} from outside playdeck"),
-                )
-            }
-            (None, Some(libc::SIGKILL)) => AgentFailure::new(
+            (None, Some(sig)) if stopped.contains(&sig) => AgentFailure::new(
+                "cancelled",
+                format!("stopped by signal {sig} from outside playdeck"),
+            ),
+            (None, Some(sig)) if sig == Signal::KILL.as_raw() => AgentFailure::new(
                 "nonzero_exit",
                 format!("killed by signal 9 from outside playdeck (out of memory?){why}"),
             ),
@@ -740,7 +762,7 @@ impl Logs {
                 err: None,
             });
         };
-        std::fs::create_dir_all(dir)?;
+        crate::store::private_dir(dir)?;
         let base = format!("{name}.{attempt}");
         // What ran, for whoever reads the logs later (no variable values:
         // they may be secrets).
@@ -755,13 +777,22 @@ impl Logs {
         if let Some(note) = &built.prompt_note {
             command["prompt_note"] = serde_json::Value::String(note.clone());
         }
-        std::fs::write(
-            dir.join(format!("{base}.command.json")),
-            format!("{command:#}\n"),
-        )?;
+        // Owner-only, like everything in a run directory: agent output
+        // holds code, prompts and whatever the agent printed.
+        let private = |path: &Path| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+        };
+        private(&dir.join(format!("{base}.command.json")))?
+            .write_all(format!("{command:#}\n").as_bytes())?;
         let stdout_path = dir.join(format!("{base}.stdout.log"));
-        let out = std::fs::File::create(&stdout_path)?;
-        let err = std::fs::File::create(dir.join(format!("{base}.stderr.log")))?;
+        let out = private(&stdout_path)?;
+        let err = private(&dir.join(format!("{base}.stderr.log")))?;
         Ok(Logs {
             stdout_path: Some(stdout_path),
             out: Some(std::io::LineWriter::new(out)),

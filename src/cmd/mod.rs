@@ -47,7 +47,7 @@ impl CmdError {
     pub fn report(&self) {
         match self {
             CmdError::Load(LoadError::Invalid(d)) => {
-                eprint!("{}", d.render(std::io::stderr().is_terminal()))
+                eprint!("{}", d.render(std::io::stderr().is_terminal()));
             }
             e => eprintln!("playdeck: {e}"),
         }

@@ -468,8 +468,8 @@ impl App {
             Overlay::Help { scroll } => match e.code {
                 KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
                 KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                _ if esc || matches!(e.code, KeyCode::Char('?') | KeyCode::Char('q')) => {
-                    self.overlay = Overlay::None
+                _ if esc || matches!(e.code, KeyCode::Char('?' | 'q')) => {
+                    self.overlay = Overlay::None;
                 }
                 _ => {}
             },
@@ -489,8 +489,8 @@ impl App {
                 KeyCode::Enter | KeyCode::Char(' ') => {
                     state.get_mut().toggle_selected();
                 }
-                _ if esc || matches!(e.code, KeyCode::Char('i') | KeyCode::Char('q')) => {
-                    self.overlay = Overlay::None
+                _ if esc || matches!(e.code, KeyCode::Char('i' | 'q')) => {
+                    self.overlay = Overlay::None;
                 }
                 _ => {}
             },
@@ -500,12 +500,12 @@ impl App {
                 KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
                 KeyCode::PageDown => *scroll += 10,
                 _ if esc || matches!(e.code, KeyCode::Enter | KeyCode::Char('q')) => {
-                    self.overlay = Overlay::None
+                    self.overlay = Overlay::None;
                 }
                 _ => {}
             },
             Overlay::ConfirmQuit => match e.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
+                KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
                     self.overlay = Overlay::None;
                     self.quitting = true;
                     self.info("cancelling the run…");
@@ -515,16 +515,16 @@ impl App {
                     }
                     return vec![Effect::Control(Request::Cancel)];
                 }
-                KeyCode::Char('n') | KeyCode::Char('N') => self.overlay = Overlay::None,
+                KeyCode::Char('n' | 'N') => self.overlay = Overlay::None,
                 _ if esc => self.overlay = Overlay::None,
                 _ => {}
             },
             Overlay::ConfirmRelease { .. } => match e.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
+                KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
                     self.overlay = Overlay::None;
                     return vec![Effect::Control(Request::Release)];
                 }
-                KeyCode::Char('n') | KeyCode::Char('N') => self.overlay = Overlay::None,
+                KeyCode::Char('n' | 'N') => self.overlay = Overlay::None,
                 _ if esc => self.overlay = Overlay::None,
                 _ => {}
             },
@@ -785,11 +785,11 @@ impl App {
                     self.capacity_offset,
                     usize::MAX,
                     page(self.geometry.capacity),
-                )
+                );
             }
             Pane::Budgets => {
                 self.budgets_offset =
-                    step(self.budgets_offset, usize::MAX, page(self.geometry.budgets))
+                    step(self.budgets_offset, usize::MAX, page(self.geometry.budgets));
             }
         }
         self.clamp();

@@ -101,6 +101,9 @@ pub enum AgentEvent {
     /// Something the operator should see (an unknown flag profile, a
     /// dropped flag, a stall).
     Warning(Arc<str>),
+    /// The attempt's process group started (its id, for the record: a
+    /// resume ends what a crashed process left running).
+    Process { pgid: i32 },
 }
 
 #[derive(Debug)]

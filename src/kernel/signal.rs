@@ -378,6 +378,13 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool: Option<Arc<str>>,
     },
+    /// A running agent's process group started.
+    AgentProcess {
+        op_id: OpId,
+        name: Arc<str>,
+        attempt: u32,
+        pgid: i32,
+    },
     /// A running agent's cost and token totals so far.
     AgentUsage {
         op_id: OpId,
@@ -496,6 +503,7 @@ impl SignalKind {
             SignalKind::CapacityReleased { .. } => "capacity_released",
             SignalKind::AgentActivity { .. } => "agent_activity",
             SignalKind::AgentUsage { .. } => "agent_usage",
+            SignalKind::AgentProcess { .. } => "agent_process",
             SignalKind::StorageFailed { .. } => "storage_failed",
             SignalKind::StorageRecovered => "storage_recovered",
             SignalKind::RunPaused => "run_paused",

@@ -352,6 +352,7 @@ impl RunProjection {
                     category: None,
                     instance: instance.clone(),
                     usage: None,
+                    pgid: None,
                 });
             }
             SignalKind::Skipped { reason, .. } => {
@@ -507,6 +508,18 @@ impl RunProjection {
                     n.activity = Some((*state, tool.clone()));
                 }
             }
+            SignalKind::AgentProcess {
+                op_id,
+                attempt,
+                pgid,
+                ..
+            } => {
+                if let Some(n) = self.node_mut(op_id)
+                    && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
+                {
+                    a.pgid = Some(*pgid);
+                }
+            }
             SignalKind::AgentUsage {
                 op_id,
                 attempt,
@@ -605,7 +618,7 @@ impl RunProjection {
             | SignalKind::ExpansionRejected { .. }
             | SignalKind::Budget { .. } => self.palette.apply(&s.kind, at),
             SignalKind::Instance { .. } | SignalKind::CapacityReleased { .. } => {
-                self.capacity.apply(&s.kind, at)
+                self.capacity.apply(&s.kind, at);
             }
             _ => {}
         }

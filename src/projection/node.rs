@@ -36,6 +36,9 @@ pub struct Attempt {
     /// Its agent's cost and tokens, as last reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Its agent's process group, when it ran one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgid: Option<i32>,
 }
 
 /// An operator's (or the policy's) decision on an approval gate.

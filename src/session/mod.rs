@@ -89,6 +89,9 @@ impl Session {
         opts: &SessionOptions,
         sinks: Vec<Box<dyn SignalSink>>,
     ) -> std::io::Result<Session> {
+        // Orphans agents leave (a setsid grandchild) come to this process,
+        // not to init, so they can be ended.
+        crate::agents::process::become_subreaper();
         if let Some(dir) = &opts.resume {
             return Session::resume(play, dir, opts, sinks).await;
         }
@@ -143,6 +146,14 @@ impl Session {
         let lock = crate::store::RunLock::take(dir).map_err(|e| fail(e.to_string()))?;
         let cp = crate::store::resume::read_stopped(dir, !opts.retry.is_empty()).map_err(fail)?;
         check_conflicts(play, &cp).map_err(fail)?;
+        // Agents of the stopped process that outlived it (their group, or a
+        // tool that left it) end before a new attempt starts beside them.
+        let tag = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let survivors = tokio::task::spawn_blocking(move || {
+            crate::agents::process::end_tagged(&tag.display().to_string(), None)
+        })
+        .await
+        .unwrap_or_default();
         // A capacity file that cannot be read is not silently replaced.
         let capacity_path = dir.join("capacity.json");
         let previous_capacity = match std::fs::read(&capacity_path) {
@@ -194,6 +205,21 @@ impl Session {
             r.adopt(prev);
         }
         let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
+        if !survivors.is_empty() {
+            let pids: Vec<String> = survivors.iter().map(i32::to_string).collect();
+            let message = format!(
+                "ended {} process(es) the stopped run's agents left running (pid {})",
+                survivors.len(),
+                pids.join(", ")
+            );
+            tracing::warn!("{message}");
+            let _ = run.external().send(crate::kernel::External::Signal(
+                crate::kernel::SignalKind::Warning {
+                    message: Arc::from(message),
+                    op_id: None,
+                },
+            ));
+        }
         parts.router.attach(run.external());
         parts.router.emit_counts();
         run.set_decorator(parts.router.clone());

@@ -50,8 +50,13 @@ pub fn run_context(
             )
         })
         .collect();
+    let run_dir = log_dir
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
     RunContext {
         run_id: run_id.to_string(),
+        run_dir,
         log_dir,
         workspace: play.dir.clone(),
         flag_profile: play.flag_profile.clone(),

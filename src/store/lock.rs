@@ -50,8 +50,17 @@ impl RunLock {
             .map_err(io)?;
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
             if e == rustix::io::Errno::WOULDBLOCK {
+                // The owner writes its pid just after it takes the lock.
                 let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
+                for _ in 0..25 {
+                    pid.clear();
+                    let _ = file.rewind();
+                    let _ = file.read_to_string(&mut pid);
+                    if !pid.trim().is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
                 let pid = pid.trim();
                 return Err(LockError::Owned {
                     dir: dir.display().to_string(),

@@ -24,12 +24,12 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
         Some("stream_event") if str_at(v, "/event/type") == Some("content_block_start") => {
             match str_at(v, "/event/content_block/type") {
                 Some("thinking" | "redacted_thinking") => {
-                    core.activity(ActivityState::Thinking, None, out)
+                    core.activity(ActivityState::Thinking, None, out);
                 }
                 Some("text") => core.activity(ActivityState::Writing, None, out),
                 Some("tool_use" | "server_tool_use") => {
                     let name = str_at(v, "/event/content_block/name");
-                    core.activity(ActivityState::Tool, name, out)
+                    core.activity(ActivityState::Tool, name, out);
                 }
                 _ => {}
             }
@@ -40,7 +40,7 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
             for b in blocks.into_iter().flatten() {
                 match str_at(b, "/type") {
                     Some("thinking" | "redacted_thinking") => {
-                        core.activity(ActivityState::Thinking, None, out)
+                        core.activity(ActivityState::Thinking, None, out);
                     }
                     Some("text") => {
                         core.activity(ActivityState::Writing, None, out);
@@ -49,7 +49,7 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
                         }
                     }
                     Some("tool_use" | "server_tool_use") => {
-                        core.activity(ActivityState::Tool, str_at(b, "/name"), out)
+                        core.activity(ActivityState::Tool, str_at(b, "/name"), out);
                     }
                     _ => {}
                 }

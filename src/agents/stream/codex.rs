@@ -38,7 +38,7 @@ pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Upda
     match kind {
         "turn.started" => core.activity(ActivityState::Thinking, None, out),
         "item.started" | "item.updated" | "item.completed" => {
-            item(core, s, v, kind == "item.completed", out)
+            item(core, s, v, kind == "item.completed", out);
         }
         "turn.completed" => {
             s.turn_completed = true;
@@ -120,7 +120,7 @@ fn tool_name(item_type: &str, v: &Value) -> Option<String> {
 fn legacy(core: &mut Core, s: &mut State, msg: &Value, out: &mut Vec<Update>) {
     match str_at(msg, "/type").unwrap_or("") {
         "agent_reasoning" | "agent_reasoning_delta" | "task_started" => {
-            core.activity(ActivityState::Thinking, None, out)
+            core.activity(ActivityState::Thinking, None, out);
         }
         "exec_command_begin" => core.activity(ActivityState::Tool, Some("shell"), out),
         "patch_apply_begin" => core.activity(ActivityState::Tool, Some("apply_patch"), out),
@@ -133,10 +133,10 @@ fn legacy(core: &mut Core, s: &mut State, msg: &Value, out: &mut Vec<Update>) {
                 (_, Some(t)) => t.to_string(),
                 _ => "mcp".into(),
             };
-            core.activity(ActivityState::Tool, Some(&tool), out)
+            core.activity(ActivityState::Tool, Some(&tool), out);
         }
         "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
-            core.activity(ActivityState::Thinking, None, out)
+            core.activity(ActivityState::Thinking, None, out);
         }
         "agent_message" => {
             core.activity(ActivityState::Writing, None, out);

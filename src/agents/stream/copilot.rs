@@ -24,7 +24,7 @@ pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Upda
     match str_at(v, "/type").unwrap_or("") {
         "assistant.turn_start" => core.activity(ActivityState::Thinking, None, out),
         "assistant.message_start" | "assistant.message_delta" => {
-            core.activity(ActivityState::Writing, None, out)
+            core.activity(ActivityState::Writing, None, out);
         }
         "assistant.message" => {
             if let Some(t) = str_at(v, "/data/content").filter(|t| !t.trim().is_empty()) {
@@ -34,7 +34,7 @@ pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Upda
         }
         "tool.execution_start" => {
             let name = str_at(v, "/data/toolName");
-            core.activity(ActivityState::Tool, name.or(Some("tool")), out)
+            core.activity(ActivityState::Tool, name.or(Some("tool")), out);
         }
         "tool.execution_complete" => core.activity(ActivityState::Thinking, None, out),
         "result" => s.exit_code = v.get("exitCode").and_then(Value::as_i64),

@@ -84,7 +84,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 Span::styled("n", bold(t)),
                 Span::raw(" cancel"),
             ]));
-            confirm(f, area, app, " Release idle capacity ", lines)
+            confirm(f, area, app, " Release idle capacity ", lines);
         }
     }
 }

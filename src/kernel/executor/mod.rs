@@ -690,6 +690,12 @@ impl Executor {
                 message,
                 op_id: Some(op_id),
             },
+            AgentEvent::Process { pgid } => SignalKind::AgentProcess {
+                op_id,
+                name,
+                attempt,
+                pgid,
+            },
         };
         self.bus.emit(kind);
     }
