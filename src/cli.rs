@@ -225,9 +225,11 @@ pub enum FormatArg {
 
 fn parse_speed(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x <= 1000.0 => Ok(x),
+        Ok(x) if (playdeck::vocab::SPEED_RANGE.0..=playdeck::vocab::SPEED_RANGE.1).contains(&x) => {
+            Ok(x)
+        }
         _ => Err(format!(
-            "{s:?} is not a speed; allowed: a number greater than 0 and at most 1000"
+            "{s:?} is not a speed; allowed: a number from 0.01 to 1000"
         )),
     }
 }

@@ -52,12 +52,25 @@ macro_rules! word_enum {
 
 pub(crate) use word_enum;
 
-/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`, the shape of ids and profile names.
+/// Longest name: names become file names (`logs/<id>.<attempt>...`), and
+/// a file name has at most 255 bytes.
+pub const NAME_MAX: usize = 128;
+
+/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`, at most [`NAME_MAX`] characters: the
+/// shape of ids and profile names.
 pub fn is_valid_name(s: &str) -> bool {
     let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+    s.len() <= NAME_MAX
+        && matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
+
+/// What [`is_valid_name`] allows, for messages.
+pub const NAME_RULE: &str = "^[A-Za-z0-9][A-Za-z0-9._-]*$ (a letter or digit, then letters, digits, '.', '_' or '-'), at most 128 characters";
+
+/// The slowest and fastest speed a run may play at: slower than 1/100
+/// would make a second last minutes of sim time per step.
+pub const SPEED_RANGE: (f64, f64) = (0.01, 1000.0);
 
 /// `spawn-<digits>` names belong to spawned operations.
 pub fn is_spawn_name(s: &str) -> bool {

@@ -719,3 +719,87 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
     let _ = resumed.kill();
     let _ = resumed.wait();
 }
+
+/// capacity.json of another schema, or deleted while the run had
+/// instances, is refused by resume and by the offline commands — never
+/// overwritten or recreated silently.
+#[test]
+fn a_capacity_file_of_another_schema_or_deleted_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("cap.toml");
+    std::fs::write(
+        &play,
+        r#"
+[play]
+name = "cap"
+[palette]
+roles = [{ role = "tester" }]
+[capacity]
+max_nodes = 1
+[role_profiles.checker]
+role = "tester"
+provider = "sim"
+max_instances = 1
+lifetime = "manual_release"
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+sim = { duration_ms = 10 }
+"#,
+    )
+    .unwrap();
+    let bin = || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+        c.current_dir(dir.path());
+        c
+    };
+    let out = bin()
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // As if it died before writing its result: resumable.
+    let run = dir.path().join("run");
+    std::fs::remove_file(run.join("result.json")).unwrap();
+    let cap = run.join("capacity.json");
+    let good = std::fs::read_to_string(&cap).unwrap();
+    let newer = good.replace("\"schema_version\": 1", "\"schema_version\": 7");
+    assert_ne!(newer, good);
+    std::fs::write(&cap, &newer).unwrap();
+    let resume = || {
+        bin()
+            .args(["resume", "run", "--headless"])
+            .output()
+            .unwrap()
+    };
+    let r = resume();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("schema_version 7") && err.contains("it reads 1"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cap).unwrap(),
+        newer,
+        "not overwritten"
+    );
+    let out = bin()
+        .args(["capacity", "status", "--run", "run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schema_version 7"));
+    // Deleted while the run had an instance (the manual_release checker).
+    std::fs::remove_file(&cap).unwrap();
+    let r = resume();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("capacity.json is missing") && err.contains("loop-run-checker-1"),
+        "{err}"
+    );
+    assert!(!cap.exists(), "not recreated");
+}

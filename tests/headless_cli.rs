@@ -542,7 +542,7 @@ fn bad_flags_are_rejected_with_what_is_allowed() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: a number greater than 0"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: a number from 0.01 to 1000"));
 }
 
 #[test]

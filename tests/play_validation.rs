@@ -157,7 +157,7 @@ fn numbers_out_of_range_and_type_errors() {
     );
     let h = helps(src);
     assert_eq!(h[1], "allowed: an integer from 1 to 100000");
-    assert_eq!(h[3], "allowed: a number greater than 0 and at most 1000");
+    assert_eq!(h[3], "allowed: a number from 0.01 to 1000");
 }
 
 #[test]
@@ -324,4 +324,76 @@ fn a_syntax_error_is_reported_once() {
     );
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "8:13");
+}
+
+/// Issue 11: plays that passed validation and could not run.
+#[test]
+fn an_id_too_long_for_a_file_name_is_refused() {
+    let long = "a".repeat(300);
+    let src = play(&format!(
+        "[[operations]]\nid = \"{long}\"\nrole = \"tester\"\ninstruction = \"x\"\n"
+    ));
+    let e = errors(&src);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "4:6");
+    assert!(
+        e[0].1.contains("(300 characters) is not a valid name"),
+        "{e:?}"
+    );
+    assert!(helps(&src)[0].contains("at most 128 characters"));
+}
+
+#[test]
+fn a_speed_that_never_finishes_is_refused() {
+    let src = "[play]\nname = \"t\"\nspeed = 1e-300\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n".to_string();
+    let e = errors(&src);
+    assert_eq!(e[0].0, "3:9", "{e:?}");
+    assert!(e[0].1.contains("speed"), "{e:?}");
+    assert!(helps(&src)[0].contains("0.01 to 1000") || e[0].1.contains("0.01 to 1000"));
+}
+
+#[test]
+fn a_when_pointer_at_the_operations_own_result_is_refused() {
+    let src = play(
+        "[[operations]]\nid = \"triage\"\nrole = \"tester\"\ninstruction = \"x\"\n\
+         sim = { duration_ms = 10, result = { summary = \"looked\" } }\n\
+         [[operations]]\nid = \"ship\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"triage\"]\n\
+         when = { pointer = \"/verdict\", equals = \"go\" }\n\
+         sim = { duration_ms = 10, result = { verdict = \"go\" } }\n",
+    );
+    let e = errors(&src);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "13:1");
+    assert!(e[0].1.contains("tests its own result"), "{e:?}");
+    // Pointed at what the dependency returns, it is fine.
+    let ok = src.replace(r#"summary = "looked""#, r#"verdict = "go""#);
+    assert!(Play::from_str("p.toml", &ok).is_ok());
+}
+
+#[test]
+fn a_play_file_that_is_not_utf8_is_refused_at_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    let mut bytes =
+        play("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"").into_bytes();
+    bytes.extend_from_slice(b"caf\xe9\"\n");
+    std::fs::write(&path, &bytes).unwrap();
+    let Err(playdeck::play::LoadError::Invalid(d)) = Play::load(&path) else {
+        panic!("refused as invalid");
+    };
+    assert_eq!(d.positions()[0], format!("{}:6:19", path.display()));
+    assert!(d.items[0].message.contains("not UTF-8"));
+}
+
+#[test]
+fn a_play_file_of_any_size_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.toml");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(playdeck::play::MAX_PLAY_BYTES + 1).unwrap();
+    let e = Play::load(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("huge.toml is 268435457 bytes; allowed: at most 268435456"),
+        "{e}"
+    );
 }

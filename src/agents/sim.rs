@@ -129,7 +129,8 @@ impl Agent for SimAgent {
     }
 }
 
-fn outcome(spec: &SimSpec, name: &str, attempt: u32) -> AgentOutcome {
+/// What attempt `attempt` of a simulated operation named `name` returns.
+pub fn outcome(spec: &SimSpec, name: &str, attempt: u32) -> AgentOutcome {
     let fails = spec.fail_attempts.is_none_or(|n| attempt <= n);
     if spec.outcome == SimOutcome::Fail && fails {
         let msg = spec

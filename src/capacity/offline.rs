@@ -16,21 +16,68 @@ pub fn capacity_path(run_dir: &Path) -> PathBuf {
     run_dir.join("capacity.json")
 }
 
+/// A finished run's capacity state; a missing file is an error here.
 pub fn read(run_dir: &Path) -> Result<CapacityFile, CapacityError> {
-    let path = capacity_path(run_dir);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    read_existing(run_dir)?.ok_or_else(|| {
         CapacityError::new(
             "missing",
             format!(
-                "no capacity state at {} ({e}); does the play have [capacity]?",
-                path.display()
+                "no capacity state at {}; does the play have [capacity]?",
+                capacity_path(run_dir).display()
             ),
         )
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
+    })
+}
+
+/// The capacity state of a run, if it has one. A file that is damaged or
+/// of another schema is an error naming it, never replaced.
+pub fn read_existing(run_dir: &Path) -> Result<Option<CapacityFile>, CapacityError> {
+    use super::state::{RECORD_TYPE, SCHEMA_VERSION};
+    let path = capacity_path(run_dir);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(CapacityError::new(
+                "io",
+                format!("cannot read {}: {e}", path.display()),
+            ));
+        }
+    };
+    // The schema first: a newer file is named as such, not as damaged.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema_version: Option<serde_json::Value>,
+        record_type: Option<serde_json::Value>,
+    }
+    if let Ok(h) = serde_json::from_slice::<Head>(&bytes) {
+        let version = h
+            .schema_version
+            .as_ref()
+            .and_then(serde_json::Value::as_u64);
+        if version != Some(u64::from(SCHEMA_VERSION))
+            || h.record_type.as_ref().and_then(serde_json::Value::as_str) != Some(RECORD_TYPE)
+        {
+            return Err(CapacityError::new(
+                "corrupt",
+                format!(
+                    "{}: schema_version {} / record_type {} is not one this playdeck reads (it reads {SCHEMA_VERSION} / {RECORD_TYPE:?}); nothing was changed",
+                    path.display(),
+                    h.schema_version.map_or("missing".into(), |v| v.to_string()),
+                    h.record_type.map_or("missing".into(), |v| v.to_string()),
+                ),
+            ));
+        }
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
         CapacityError::new(
             "corrupt",
-            format!("{} is not a capacity state file: {e}", path.display()),
+            format!(
+                "{}:{}:{}: the capacity file is damaged ({e}); nothing was changed",
+                path.display(),
+                e.line(),
+                e.column()
+            ),
         )
     })
 }

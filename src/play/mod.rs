@@ -79,6 +79,7 @@ pub struct OpDef {
     pub instruction: String,
     pub placement: Placement,
     pub when: Condition,
+    pub when_span: Option<Span>,
     pub approval: bool,
     pub agent: String,
     pub sim: Option<SimSpec>,
@@ -102,6 +103,33 @@ pub enum LoadError {
     },
     #[error("{0}")]
     Invalid(Diagnostics),
+    #[error(
+        "play file {path} is {size} bytes; allowed: at most {max} bytes (a play that large is not a play)"
+    )]
+    TooLarge { path: String, size: u64, max: u64 },
+}
+
+/// The largest play file read: a million generated operations fit, and a
+/// stray multi-gigabyte file is refused before it is read.
+pub const MAX_PLAY_BYTES: u64 = 256 << 20;
+
+/// A play's bytes as text; bytes that are not UTF-8 are an error at their
+/// line and column.
+fn text_of(file: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let source: Arc<str> = Arc::from(String::from_utf8_lossy(e.as_bytes()).as_ref());
+        // The lossy text is the same up to `at`.
+        let span = at..(at + 1).min(source.len());
+        LoadError::Invalid(Diagnostics {
+            file: Arc::from(file),
+            source,
+            items: vec![
+                Diagnostic::new(span, "the play file is not UTF-8 text", "not UTF-8")
+                    .help("play files are TOML, which is UTF-8; save the file as UTF-8"),
+            ],
+        })
+    })
 }
 
 impl Play {
@@ -109,10 +137,20 @@ impl Play {
     /// (`<config dir>/agents.toml`) under its `[agents]`.
     pub fn load(path: &Path) -> Result<Play, LoadError> {
         let user = agents_section::load_user_agents()?;
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
-            path: path.display().to_string(),
+        let shown = path.display().to_string();
+        let io = |source| LoadError::Io {
+            path: shown.clone(),
             source,
-        })?;
+        };
+        let size = std::fs::metadata(path).map_err(io)?.len();
+        if size > MAX_PLAY_BYTES {
+            return Err(LoadError::TooLarge {
+                path: shown,
+                size,
+                max: MAX_PLAY_BYTES,
+            });
+        }
+        let text = text_of(&shown, std::fs::read(path).map_err(io)?)?;
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => std::path::PathBuf::from("."),

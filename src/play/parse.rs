@@ -134,6 +134,7 @@ pub fn parse(
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     check_command_options(&mut r, &play);
+    check_when_targets(&mut r, &play);
     if play.palette.legacy {
         play.warnings
             .push(format!("{file}: {}", crate::palette::model::LEGACY_WARNING));
@@ -181,11 +182,12 @@ fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
     if let Some((n, _)) = t.int(r, "max_requests", 1, 10_000_000) {
         play.max_requests = n as usize;
     }
+    let (lo, hi) = crate::vocab::SPEED_RANGE;
     if let Some((x, _)) = t.number(
         r,
         "speed",
-        |x| x > 0.0 && x <= 1000.0,
-        "a number greater than 0 and at most 1000",
+        |x| (lo..=hi).contains(&x),
+        "a number from 0.01 to 1000",
     ) {
         play.speed = x;
     }
@@ -265,8 +267,12 @@ fn read_operation(
     if let Some((id, span)) = &id {
         if !is_valid_name(id) {
             r.push(
-                Diagnostic::new(span.clone(), format!("operation id {id:?} is not a valid name"), "invalid id")
-                    .help("ids match ^[A-Za-z0-9][A-Za-z0-9._-]*$ (a letter or digit, then letters, digits, '.', '_' or '-')"),
+                Diagnostic::new(
+                    span.clone(),
+                    format!("operation id {} is not a valid name", short(id)),
+                    "invalid id",
+                )
+                .help(format!("ids match {}", crate::vocab::NAME_RULE)),
             );
         } else if is_spawn_name(id) {
             r.push(
@@ -322,6 +328,7 @@ fn read_operation(
     };
 
     let mut when = Condition::Succeeded;
+    let when_span = t.get("when").map(|_| t.key_span("when"));
     if let Some(v) = t.get("when") {
         if !matches!(placement, Placement::After(_)) {
             r.push(
@@ -374,6 +381,7 @@ fn read_operation(
         instruction: instruction?.0,
         placement,
         when,
+        when_span,
         approval,
         agent: agent?,
         sim,
@@ -384,6 +392,16 @@ fn read_operation(
         tools,
         tools_span,
     })
+}
+
+/// A long value shown in a message: its start and its length.
+fn short(s: &str) -> String {
+    if s.chars().count() <= 40 {
+        format!("{s:?}")
+    } else {
+        let head: String = s.chars().take(32).collect();
+        format!("\"{head}…\" ({} characters)", s.chars().count())
+    }
 }
 
 fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> Option<Condition> {
@@ -565,6 +583,50 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
 /// `flag_profile` and `tools` only mean something to agent CLIs: on an
 /// operation that can only run on a built-in agent they would be silently
 /// ignored, so they are refused.
+/// A `when` pointer tests what the operations an operation depends on
+/// returned. One that matches the operation's own simulated result and
+/// none of its dependencies' can never hold: it was meant for the wrong
+/// result, and the operation would always be skipped.
+fn check_when_targets(r: &mut Reader, play: &Play) {
+    let result_of = |op: &OpDef| -> Option<Value> {
+        if play.runs_on(op) != "sim" {
+            return None;
+        }
+        let spec = op
+            .sim
+            .clone()
+            .unwrap_or_else(|| crate::agents::SimSpec::default_for(&op.instruction));
+        let attempts = spec.fail_attempts.map_or(1, |n| n + 1);
+        crate::agents::sim::outcome(&spec, &op.id, attempts).ok()
+    };
+    for op in &play.operations {
+        let (Condition::Pointer(p), Placement::After(deps), Some(span)) =
+            (&op.when, &op.placement, &op.when_span)
+        else {
+            continue;
+        };
+        let matches = |v: &Value| v.pointer(&p.pointer) == Some(&p.equals);
+        let own = result_of(op).is_some_and(|v| matches(&v));
+        let deps_match = deps.iter().any(|(d, _)| {
+            play.op(d)
+                .is_none_or(|d| result_of(d).is_none_or(|v| matches(&v)))
+        });
+        if own && !deps_match {
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!(
+                        "`when` of {} tests its own result: {} = {} is what {} returns, not what it depends on returns",
+                        op.id, p.pointer, p.equals, op.id
+                    ),
+                    "never holds",
+                )
+                .help("when tests the results of the operations in depends_on, to decide whether this one runs; point it at what they return"),
+            );
+        }
+    }
+}
+
 fn check_command_options(r: &mut Reader, play: &Play) {
     for op in &play.operations {
         let agent = play.runs_on(op);

@@ -155,26 +155,25 @@ impl Session {
         .await
         .unwrap_or_default();
         // A capacity file that cannot be read is not silently replaced.
-        let capacity_path = dir.join("capacity.json");
-        let previous_capacity = match std::fs::read(&capacity_path) {
-            Ok(b) => Some(
-                serde_json::from_slice::<crate::capacity::CapacityFile>(&b).map_err(|e| {
-                    fail(format!(
-                        "{}:{}:{}: the capacity file is damaged ({e}); nothing was changed",
-                        capacity_path.display(),
-                        e.line(),
-                        e.column()
-                    ))
-                })?,
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(fail(format!(
-                    "cannot read {}: {e}",
-                    capacity_path.display()
-                )));
-            }
-        };
+        let previous_capacity =
+            crate::capacity::offline::read_existing(dir).map_err(|e| fail(e.message))?;
+        // Deleted while the run had instances: their workspaces would be
+        // forgotten (a worktree with work in it), so say so instead.
+        let known: Vec<&str> = cp
+            .state
+            .capacity
+            .instances
+            .values()
+            .filter(|i| i.state.is_active())
+            .map(|i| &*i.name)
+            .collect();
+        if previous_capacity.is_none() && !known.is_empty() {
+            return Err(fail(format!(
+                "{} is missing, but the run had capacity instances ({}); put it back, or start over with --new-run (nothing was changed)",
+                dir.join("capacity.json").display(),
+                known.join(", ")
+            )));
+        }
         // The process died writing its last line: drop that part, so the
         // log goes on from a whole line.
         crate::store::resume::repair_log(&dir.join("events.jsonl")).map_err(fail)?;
