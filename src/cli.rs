@@ -23,6 +23,9 @@ pub enum Command {
     Validate {
         /// The play file.
         play: PathBuf,
+        /// Also say how each operation was placed in the graph.
+        #[arg(long)]
+        explain: bool,
     },
     /// The closed catalog of roles and modes, with their pack defaults.
     Catalog {

@@ -641,3 +641,31 @@ fn rule_a33_inject_the_operator_adds_work_through_admission() {
     drop(live.child.stdin.take());
     assert_eq!(live.child.wait().unwrap().code(), Some(0));
 }
+
+/// Issue 13 (A33-12): sequential authoring is kept, but validate says how
+/// each operation was placed.
+#[test]
+fn rule_a33_12_validate_says_how_operations_were_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "p.toml", PIPELINE);
+    let out = bin().arg("validate").arg(&play).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "note: 1 operation(s) placed by sequential authoring (no depends_on): b after: a"
+        ),
+        "{text}"
+    );
+    let out = bin()
+        .args(["validate", "--explain"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  a  root (the first operation)"), "{text}");
+    assert!(
+        text.contains("  b  after: a (sequential authoring)"),
+        "{text}"
+    );
+}

@@ -397,3 +397,22 @@ fn a_play_file_of_any_size_is_refused_before_it_is_read() {
         "{e}"
     );
 }
+
+/// Issue 13 (A33-58): a cycle is reported with the other problems of the
+/// file, not only once they are fixed.
+#[test]
+fn rule_a33_58_cycles_are_reported_with_every_other_problem() {
+    let src = play(
+        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n\
+         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"a\"]\n\
+         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"z\"\nsim = { duration_ms = -5 }\n",
+    );
+    let e = errors(&src);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].1.contains("dependency cycle: a -> b -> a")
+            || e[0].1.contains("dependency cycle: b -> a -> b"),
+        "{e:?}"
+    );
+    assert!(e[1].1.contains("duration_ms"), "{e:?}");
+}

@@ -7,9 +7,18 @@ use super::{CmdError, Outcome, block_on, load};
 use playdeck::inspect;
 use playdeck::play::{Play, demo};
 
-pub fn validate(play: &Path) -> Outcome {
+pub fn validate(play: &Path, explain: bool) -> Outcome {
     let p = load(Some(play))?;
     println!("{}", p.summary());
+    if explain {
+        let placements = p.placements();
+        let w = placements.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
+        for (id, how) in placements {
+            println!("  {id:<w$}  {how}");
+        }
+    } else if let Some(note) = p.sequential_note() {
+        println!("note: {note}");
+    }
     Ok(0)
 }
 

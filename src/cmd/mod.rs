@@ -67,7 +67,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             retry,
             args,
         }) => run::resume(&which, play, new_run, retry, args),
-        Some(Command::Validate { play }) => inspect::validate(&play),
+        Some(Command::Validate { play, explain }) => inspect::validate(&play, explain),
         Some(Command::Catalog { json }) => inspect::catalog(json),
         Some(Command::Palette { play, json }) => inspect::palette(play.as_deref(), json),
         Some(Command::Prompt { play, op }) => inspect::prompt(play.as_deref(), &op),

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::diag::Diagnostic;
 use super::{Placement, Play};
 use crate::kernel::{
     Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation, OperationKind, RunConfig,
@@ -143,40 +142,4 @@ impl super::OpDef {
             Value::Object(m)
         }
     }
-}
-
-/// Reports a dependency cycle with its path, at the first operation in it.
-pub(crate) fn check_acyclic(play: &Play) -> Result<(), Diagnostic> {
-    let Err(GraphError::Cycle { path }) = play.graph() else {
-        return Ok(());
-    };
-    let names: Vec<&str> = path.iter().map(|(_, n)| &**n).collect();
-    let def = |name: &str| play.operations.iter().find(|o| o.id == name);
-    let mut shown = String::new();
-    let mut implicit = false;
-    for (i, name) in names.iter().enumerate() {
-        let next = names[(i + 1) % names.len()];
-        shown.push_str(name);
-        shown.push_str(" -> ");
-        if def(next).is_some_and(|d| d.placement == Placement::AfterHeads) {
-            shown.push_str("(after heads) ");
-            implicit = true;
-        }
-    }
-    shown.push_str(names[0]);
-    let first = def(names[0]).expect("cycle names come from the play");
-    let mut help = String::from(
-        "an operation cannot wait, directly or not, for itself; remove one of these dependencies",
-    );
-    if implicit {
-        help.push_str(
-            "; \"(after heads)\" marks an operation without depends_on, which runs after the operations above it that nothing depends on yet",
-        );
-    }
-    Err(Diagnostic::new(
-        first.id_span.clone(),
-        format!("dependency cycle: {shown}"),
-        "this operation waits for itself",
-    )
-    .help(help))
 }

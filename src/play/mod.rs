@@ -193,6 +193,71 @@ impl Play {
         self.profile_for(op).map_or(&op.agent, |p| &p.provider)
     }
 
+    /// How each operation was placed in the graph, in file order: (id,
+    /// `root (independent_root)` | `after: plan (depends_on)` |
+    /// `after: plan, lint (sequential authoring)` | ...), from the graph the
+    /// run would get.
+    pub fn placements(&self) -> Vec<(String, String)> {
+        let built = self.build();
+        let names: std::collections::HashMap<crate::kernel::OpId, &str> = built
+            .op_ids
+            .iter()
+            .zip(&self.operations)
+            .map(|(id, o)| (*id, o.id.as_str()))
+            .collect();
+        built
+            .op_ids
+            .iter()
+            .zip(&self.operations)
+            .map(|(id, op)| {
+                let preds: Vec<&str> = built
+                    .graph
+                    .predecessors(*id)
+                    .iter()
+                    .filter_map(|(p, _)| names.get(p).copied())
+                    .collect();
+                let how = match (&op.placement, preds.is_empty()) {
+                    (Placement::Root, _) => "root (independent_root)".to_string(),
+                    (Placement::AfterHeads, true) => "root (the first operation)".to_string(),
+                    (Placement::AfterHeads, false) => {
+                        format!("after: {} (sequential authoring)", preds.join(", "))
+                    }
+                    (Placement::After(_), _) => {
+                        let when = match &op.when {
+                            Condition::Succeeded => String::new(),
+                            Condition::Failed => ", when failed".into(),
+                            Condition::Always => ", always".into(),
+                            Condition::Pointer(p) => {
+                                format!(", when {} = {}", p.pointer, p.equals)
+                            }
+                        };
+                        format!("after: {} (depends_on{when})", preds.join(", "))
+                    }
+                };
+                (op.id.clone(), how)
+            })
+            .collect()
+    }
+
+    /// What `validate` says of operations placed by sequential authoring
+    /// (no `depends_on`, not a root): they wait for the operations above
+    /// them, which is easy to miss.
+    pub fn sequential_note(&self) -> Option<String> {
+        let seq: Vec<String> = self
+            .placements()
+            .into_iter()
+            .filter(|(_, how)| how.ends_with("(sequential authoring)"))
+            .map(|(id, how)| format!("{id} {}", how.trim_end_matches(" (sequential authoring)")))
+            .collect();
+        (!seq.is_empty()).then(|| {
+            format!(
+                "{} operation(s) placed by sequential authoring (no depends_on): {}; `playdeck validate --explain` shows every placement",
+                seq.len(),
+                diag::list(&seq, 6)
+            )
+        })
+    }
+
     /// One line for `playdeck validate`.
     pub fn summary(&self) -> String {
         let approvals = self.operations.iter().filter(|o| o.approval).count();

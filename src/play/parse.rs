@@ -149,10 +149,6 @@ pub fn parse(
         r.diags.sort_by_key(|d| d.span.start);
         return Err(fail(r.diags));
     }
-    // The graph builder catches cycles; report them with positions.
-    if let Err(d) = super::build::check_acyclic(&play) {
-        return Err(fail(vec![d]));
-    }
     Ok(play)
 }
 
@@ -203,6 +199,16 @@ struct Shape {
     id: String,
     id_span: Span,
     deps: Vec<(String, Span)>,
+    /// How it is placed (an explicit `depends_on`, a root, or after the
+    /// heads before it), as the graph builder will place it.
+    placement: ShapePlacement,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ShapePlacement {
+    After,
+    Root,
+    AfterHeads,
 }
 
 fn read_operations(
@@ -239,8 +245,19 @@ fn read_operations(
         }
         let quiet = &mut Reader::default();
         if let Some((id, id_span)) = t.string(quiet, "id") {
-            let deps = t.strings(quiet, "depends_on").unwrap_or_default();
-            shapes.push(Shape { id, id_span, deps });
+            let explicit = t.strings(quiet, "depends_on");
+            let placement = match (&explicit, t.bool(quiet, "independent_root")) {
+                (Some(d), _) if !d.is_empty() => ShapePlacement::After,
+                (Some(_), _) | (None, Some((true, _))) => ShapePlacement::Root,
+                (None, _) => ShapePlacement::AfterHeads,
+            };
+            let deps = explicit.unwrap_or_default();
+            shapes.push(Shape {
+                id,
+                id_span,
+                deps,
+                placement,
+            });
         }
     }
 }
@@ -578,11 +595,141 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
             }
         }
     }
+    if let Some(d) = find_cycle(ops) {
+        r.push(d);
+    }
 }
 
-/// `flag_profile` and `tools` only mean something to agent CLIs: on an
-/// operation that can only run on a built-in agent they would be silently
-/// ignored, so they are refused.
+/// The edges the graph builder will make, by position: explicit
+/// dependencies, and for an operation without `depends_on` one from every
+/// operation before it that nothing depends on yet. Unknown and duplicate
+/// ids are left out (they are reported on their own).
+fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
+    let mut pos: HashMap<&str, usize> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        pos.entry(op.id.as_str()).or_insert(i);
+    }
+    let mut preds = vec![Vec::new(); ops.len()];
+    // Which operations are sources of an edge so far (a dependency on a
+    // later operation counts from the moment that one is placed).
+    let mut has_out = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate() {
+        if pos[op.id.as_str()] != i {
+            continue;
+        }
+        match op.placement {
+            ShapePlacement::After => {
+                for (d, _) in &op.deps {
+                    if let Some(&j) = pos.get(d.as_str())
+                        && j != i
+                    {
+                        preds[i].push(j);
+                        has_out[j] = true;
+                    }
+                }
+            }
+            ShapePlacement::Root => {}
+            ShapePlacement::AfterHeads => {
+                for j in 0..i {
+                    if !has_out[j] && pos[ops[j].id.as_str()] == j {
+                        preds[i].push(j);
+                    }
+                }
+                for j in preds[i].clone() {
+                    has_out[j] = true;
+                }
+            }
+        }
+    }
+    preds
+}
+
+/// A dependency cycle among the operations, reported at the first one in
+/// it with the whole path, together with every other problem of the file.
+fn find_cycle(ops: &[Shape]) -> Option<Diagnostic> {
+    let preds = shape_edges(ops);
+    // Iterative DFS over predecessors; a back edge closes a cycle.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark = vec![Mark::New; ops.len()];
+    for start in 0..ops.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = Mark::Open;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            if let Some(&p) = preds[node].get(*next) {
+                *next += 1;
+                match mark[p] {
+                    Mark::New => {
+                        mark[p] = Mark::Open;
+                        stack.push((p, 0));
+                    }
+                    Mark::Open => {
+                        // The path from p back to p along the stack, in
+                        // dependency order.
+                        let at = stack.iter().position(|(n, _)| *n == p).unwrap_or(0);
+                        let mut path: Vec<usize> = stack[at..].iter().map(|(n, _)| *n).collect();
+                        path.reverse();
+                        return Some(cycle_diagnostic(ops, &path));
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[node] = Mark::Done;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+fn cycle_diagnostic(ops: &[Shape], path: &[usize]) -> Diagnostic {
+    // Start at the operation written first.
+    let mut path = path.to_vec();
+    if let Some(k) = path
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, i)| **i)
+        .map(|(k, _)| k)
+    {
+        path.rotate_left(k);
+    }
+    let path = &path[..];
+    let mut shown = String::new();
+    let mut implicit = false;
+    for (k, &i) in path.iter().enumerate() {
+        let next = path[(k + 1) % path.len()];
+        shown.push_str(&ops[i].id);
+        shown.push_str(" -> ");
+        if ops[next].placement == ShapePlacement::AfterHeads {
+            shown.push_str("(after heads) ");
+            implicit = true;
+        }
+    }
+    shown.push_str(&ops[path[0]].id);
+    let first = path[0];
+    let mut help = String::from(
+        "an operation cannot wait, directly or not, for itself; remove one of these dependencies",
+    );
+    if implicit {
+        help.push_str(
+            "; \"(after heads)\" marks an operation without depends_on, which runs after the operations above it that nothing depends on yet",
+        );
+    }
+    Diagnostic::new(
+        ops[first].id_span.clone(),
+        format!("dependency cycle: {shown}"),
+        "this operation waits for itself",
+    )
+    .help(help)
+}
+
 /// A `when` pointer tests what the operations an operation depends on
 /// returned. One that matches the operation's own simulated result and
 /// none of its dependencies' can never hold: it was meant for the wrong
@@ -627,6 +774,9 @@ fn check_when_targets(r: &mut Reader, play: &Play) {
     }
 }
 
+/// `flag_profile` and `tools` only mean something to agent CLIs: on an
+/// operation that can only run on a built-in agent they would be silently
+/// ignored, so they are refused.
 fn check_command_options(r: &mut Reader, play: &Play) {
     for op in &play.operations {
         let agent = play.runs_on(op);
