@@ -423,6 +423,10 @@ pub struct GraphBuilder {
     has_out: Vec<bool>,
     /// Sources of edges whose source has not been added yet.
     pending_sources: HashSet<OpId>,
+    /// Positions that may still be heads (no outgoing edge), oldest first;
+    /// ones that gained an edge are dropped lazily, so sequential authoring
+    /// costs O(1) per operation, not a scan of everything before it.
+    head_candidates: Vec<usize>,
     duplicate: Option<OpId>,
 }
 
@@ -447,8 +451,13 @@ impl GraphBuilder {
             self.duplicate.get_or_insert(id);
             return id;
         }
-        self.index.insert(id, self.ops.len());
-        self.has_out.push(self.pending_sources.remove(&id));
+        let pos = self.ops.len();
+        self.index.insert(id, pos);
+        let out = self.pending_sources.remove(&id);
+        self.has_out.push(out);
+        if !out {
+            self.head_candidates.push(pos);
+        }
         self.ops.push(op);
         id
     }
@@ -464,11 +473,10 @@ impl GraphBuilder {
 
     /// The current heads: operations added so far with no outgoing edge.
     pub fn heads(&self) -> Vec<OpId> {
-        self.ops
+        self.head_candidates
             .iter()
-            .zip(&self.has_out)
-            .filter(|(_, out)| !**out)
-            .map(|(op, _)| op.op_id)
+            .filter(|&&p| !self.has_out[p])
+            .map(|&p| self.ops[p].op_id)
             .collect()
     }
 
@@ -476,6 +484,8 @@ impl GraphBuilder {
     /// operation of an empty builder is a root.
     pub fn add_after_heads(&mut self, op: Operation) -> OpId {
         let heads = self.heads();
+        // Every head gains an edge now: none of them is a head any more.
+        self.head_candidates.clear();
         let id = self.push(op);
         for head in heads {
             self.add_edge(head, id, Edge::dependency(Condition::Succeeded));

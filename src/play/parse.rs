@@ -611,8 +611,10 @@ fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
     }
     let mut preds = vec![Vec::new(); ops.len()];
     // Which operations are sources of an edge so far (a dependency on a
-    // later operation counts from the moment that one is placed).
+    // later operation counts from the moment that one is placed), and the
+    // ones that may still be heads (dropped lazily: linear overall).
     let mut has_out = vec![false; ops.len()];
+    let mut candidates: Vec<usize> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         if pos[op.id.as_str()] != i {
             continue;
@@ -630,15 +632,16 @@ fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
             }
             ShapePlacement::Root => {}
             ShapePlacement::AfterHeads => {
-                for j in 0..i {
-                    if !has_out[j] && pos[ops[j].id.as_str()] == j {
+                for j in candidates.drain(..) {
+                    if !has_out[j] {
                         preds[i].push(j);
+                        has_out[j] = true;
                     }
                 }
-                for j in preds[i].clone() {
-                    has_out[j] = true;
-                }
             }
+        }
+        if !has_out[i] {
+            candidates.push(i);
         }
     }
     preds
