@@ -47,7 +47,7 @@ fn play(case: &str, n: usize) -> String {
         );
         match deps {
             None => s.push_str("independent_root = true\n"),
-            Some(d) if d.is_empty() => {}
+            Some([]) => {}
             Some(d) => {
                 s.push_str("depends_on = [");
                 for (i, x) in d.iter().enumerate() {
