@@ -137,8 +137,36 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     let e = json(&out);
     assert_eq!(e["agents"].as_array().unwrap().len(), 1);
     assert_eq!(e["agents"][0]["source"], "created");
+    // More than a profile allows: what fits is made, the rest rejected,
+    // exit 1 (RPC-22).
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "ensure",
+            "--run",
+            "r1",
+            "--profile",
+            "coder=3",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    let e = json(&out);
+    assert_eq!(e["status"], "partial");
+    assert_eq!(e["agents"].as_array().unwrap().len(), 2);
+    assert_eq!(e["rejected"][0]["reason"], "over_max_instances");
+    let (code, out, _) = run(
+        d,
+        &["capacity", "ensure", "--run", "r1", "--profile", "coder=3"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("rejected: coder (over_max_instances): 2 of 3"),
+        "{out}"
+    );
+    // Input mistakes are errors, exit 2, and create nothing.
     for (args, code_, err) in [
-        (vec!["--profile", "coder=3"], 2, "over_max_instances"),
         (vec!["--profile", "nope"], 2, "unknown_profile"),
         (
             vec!["--profile", "coder", "--profile", "coder"],
@@ -190,12 +218,19 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     let (code, out, _) = run(d, &["ctl", "r1", "step"]);
     assert_eq!((code, out.as_str()), (0, "ok: step: build started\n"));
     until(&|v| v["type"] == "started" && v["name"] == "build");
+    // The default release takes what is due now (current_round): the
+    // idle coder goes, the busy one stays with its reason — partial,
+    // exit 1 (RPC-50); the manual_release checker is not touched (RPC-30).
     let (code, out, _) = run(d, &["ctl", "r1", "release", "--json"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "{out}");
     let r = json(&out);
-    // The idle checker goes; the busy coder stays, with its reason.
+    assert_eq!(r["status"], "partial");
+    assert_eq!(r["lifetimes"], serde_json::json!(["current_round"]));
     assert_eq!(r["released_count"], 1);
+    assert_eq!(r["retained"][0]["name"], "loop-r1-coder-1");
     assert_eq!(r["retained"][0]["reason"], "runtime_state=busy");
+    let (code, out, _) = run(d, &["ctl", "r1", "release", "--name", "nope"]);
+    assert_eq!(code, 2, "{out}");
 
     // Refusals from the kernel are exit 1 with the reason.
     let (code, _, err) = run(d, &["ctl", "r1", "approve", "build"]);
@@ -241,10 +276,40 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
         1,
         "the manual_release checker is still there: {s:#}"
     );
+    // After the run, the default release takes current_round and
+    // current_loop; the manual_release checker goes when asked for.
     let (code, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
     assert_eq!(code, 0);
-    assert_eq!(json(&out)["released_count"], 1);
-    let (_, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
+    assert_eq!(json(&out)["released_count"], 0);
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--run",
+            "r1",
+            "--lifetime",
+            "manual_release",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        json(&out)["released"],
+        serde_json::json!(["loop-r1-checker-1"])
+    );
+    let (_, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--run",
+            "r1",
+            "--lifetime",
+            "manual_release",
+            "--json",
+        ],
+    );
     assert_eq!(
         json(&out)["released_count"],
         0,
@@ -262,9 +327,17 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
             "--json",
         ],
     );
+    let e = json(&out);
     assert_eq!(
-        (code, json(&out)["error"]["code"].as_str()),
-        (1, Some("not_live"))
+        (code, e["status"].as_str(), e["error"]["code"].as_str()),
+        (1, Some("error"), Some("not_live"))
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ensure needs a live run"),
+        "{e}"
     );
 
     let (code, _, err) = run(d, &["ctl", "nope", "status"]);
