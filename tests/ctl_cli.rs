@@ -344,3 +344,99 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     assert_eq!(code, 2);
     assert!(err.contains("no run \"nope\""), "{err}");
 }
+
+/// RPC-41: capacity and lifecycle commands are for operators and
+/// scripts, not for the run's own agents. An agent that calls `playdeck
+/// ctl` on its run — with the run's tag in its environment, or with its
+/// environment emptied — is refused with `peer_is_agent`, and nothing it
+/// asked for happens; the operator's `ctl` works.
+#[test]
+fn rule_rpc_41_an_agent_cannot_drive_its_own_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = format!(
+        r#"
+[play]
+name = "self"
+[palette]
+roles = [{{ role = "implementer" }}, {{ role = "reviewer" }}]
+[agents.sneaky]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+env_vars = {{ PD = "{bin}" }}
+[[operations]]
+id = "gate"
+role = "reviewer"
+instruction = "ship it"
+approval = true
+independent_root = true
+sim = {{ duration_ms = 10 }}
+[[operations]]
+id = "sneak"
+role = "implementer"
+agent = "sneaky"
+independent_root = true
+instruction = '''
+"$PD" ctl "$PLAYDECK_RUN_DIR" approve gate --json > tagged.json; t=$?
+d="$PLAYDECK_RUN_DIR"; env -i PATH="$PATH" "$PD" ctl "$d" cancel --json > scrubbed.json; s=$?
+printf '{{"type":"result","result":{{"tagged_exit":%s,"tagged":%s,"scrubbed_exit":%s,"scrubbed":%s}}}}\n' "$t" "$(tr -d '\n' < tagged.json)" "$s" "$(tr -d '\n' < scrubbed.json)"
+exit 0
+'''
+"#,
+        bin = env!("CARGO_BIN_EXE_playdeck")
+    );
+    std::fs::write(dir.path().join("p.toml"), play).unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/s1",
+            "p.toml",
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    let done =
+        until(&|v| v["name"] == "sneak" && (v["type"] == "completed" || v["type"] == "failed"));
+    assert_eq!(done["type"], "completed", "{done:#}");
+    let r = &done["result"];
+    for which in ["tagged", "scrubbed"] {
+        assert_eq!(r[format!("{which}_exit")], 1, "{which}: {r:#}");
+        assert_eq!(r[which]["status"], "error", "{which}: {r:#}");
+        assert_eq!(r[which]["error"]["code"], "peer_is_agent", "{which}: {r:#}");
+    }
+    let why = r["tagged"]["error"]["message"].as_str().unwrap();
+    assert!(why.contains("one of this run's agent processes"), "{why}");
+
+    // Nothing it asked for happened: the gate still waits, the run goes on.
+    let d = dir.path();
+    let (code, out, _) = run(d, &["ctl", "s1", "status", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let s = json(&out);
+    assert_eq!(s["state"], "running");
+    assert_eq!(s["awaiting_approval"], serde_json::json!(["gate"]));
+    // The operator may.
+    let (code, _, _) = run(d, &["ctl", "s1", "approve", "gate"]);
+    assert_eq!(code, 0);
+    let result = until(&|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -5,6 +5,7 @@
 //! and status requests are answered here.
 
 mod client;
+mod peer;
 mod runs;
 mod server;
 

@@ -345,6 +345,8 @@ pub enum ErrorCode {
     Dropped,
     /// A release named an instance the run does not have.
     UnknownInstance,
+    /// The request came from one of the run's own agent processes.
+    PeerIsAgent,
     /// A code this build does not know (a newer peer).
     #[serde(other)]
     Other,
