@@ -239,7 +239,8 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum CapacityAction {
-    /// Ensure profiles have at least this many instances (live runs).
+    /// Ensure profiles have this many instances of a lifetime (live runs;
+    /// a finished run is refused with `not_live`).
     Ensure {
         /// A run directory, a run id, or `latest`.
         #[arg(long)]
@@ -247,7 +248,8 @@ pub enum CapacityAction {
         /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
         #[arg(long = "profile", required = true, value_name = "PROFILE[=COUNT]")]
         profiles: Vec<playdeck::kernel::command::ProfileCount>,
-        /// Lifetime of instances this creates.
+        /// Lifetime of the instances counted and created (default: each
+        /// profile's).
         #[arg(long)]
         lifetime: Option<playdeck::capacity::Lifetime>,
         #[arg(long)]
@@ -260,10 +262,14 @@ pub enum CapacityAction {
         #[arg(long)]
         json: bool,
     },
-    /// Release idle instances (a finished run's file is updated directly).
+    /// Release idle instances: of the lifetimes asked for and those named,
+    /// or the lifetimes due now (a finished run's file is updated
+    /// directly). Exit 1 when something selected was retained.
     Release {
         #[arg(long)]
         run: String,
+        #[command(flatten)]
+        select: playdeck::kernel::command::ReleaseSelect,
         #[arg(long)]
         json: bool,
     },

@@ -33,6 +33,7 @@ fn profile(name: &str, role: &str, max: u32) -> RoleProfile {
         reuse: None,
         lifetime: None,
         tools: None,
+        pinned: 0,
     }
 }
 
@@ -134,11 +135,12 @@ async fn ensure_status_release_release() {
     assert_eq!(status["active_nodes"], 2);
     assert_eq!(status["state"], "ensured");
 
-    let released = serde_json::to_value(r.release_idle()).unwrap();
+    let released = serde_json::to_value(r.release_select(&[], &[]).unwrap()).unwrap();
     assert_eq!(
         keys(&released),
         [
             "capacity_ref",
+            "lifetimes",
             "loop_id",
             "released",
             "released_count",
@@ -154,7 +156,9 @@ async fn ensure_status_release_release() {
         ),
         (Some(2), Some(0))
     );
-    let twice = serde_json::to_value(r.release_idle()).unwrap();
+    assert_eq!(released["status"], "ok");
+    assert_eq!(released["lifetimes"], json!(["current_round"]));
+    let twice = serde_json::to_value(r.release_select(&[], &[]).unwrap()).unwrap();
     assert_eq!(
         (
             twice["released_count"].as_u64(),
@@ -192,7 +196,7 @@ async fn ensure_status_release_release() {
 }
 
 #[tokio::test]
-async fn ensure_errors_are_typed_and_nothing_is_created() {
+async fn ensure_input_errors_are_typed_and_nothing_is_created() {
     let dir = tempfile::tempdir().unwrap();
     let r = Reconciler::new(
         config(
@@ -213,33 +217,153 @@ async fn ensure_errors_are_typed_and_nothing_is_created() {
     let e = code(&[("nope", 1)]);
     assert_eq!(e.code, "unknown_profile");
     assert!(e.message.contains("configured profiles: coder, checker"));
-    assert_eq!(code(&[("coder", 3)]).code, "over_max_instances");
     assert_eq!(
         code(&[("coder", 1), ("coder", 1)]).code,
         "duplicate_profile"
     );
-    r.ensure(&[("coder".into(), 2)], None).unwrap();
-    // 2 + 1 fits max_nodes 3; the same with a 4th node does not.
-    let tight = Reconciler::new(
+    // A mistake anywhere in the request creates nothing, even what fits.
+    assert_eq!(code(&[("checker", 1), ("nope", 1)]).code, "unknown_profile");
+    assert_eq!(r.status().active_nodes, 0);
+}
+
+/// RPC-22: ensure returns ready targets or structured blockers: what fits
+/// is created, each profile it could not satisfy is in `rejected` with
+/// its reason, and the answer is `partial`.
+#[tokio::test]
+async fn rule_rpc_22_ensure_creates_what_fits_and_lists_rejected_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(
         config(
             vec![
                 profile("coder", "implementer", 2),
                 profile("checker", "tester", 2),
+                profile("writer", "technical_writer", 2),
             ],
             3,
             dir.path(),
         ),
-        "r2",
-        dir.path().join("r2"),
+        "r1",
+        dir.path().to_path_buf(),
     );
-    std::fs::create_dir_all(dir.path().join("r2")).unwrap();
-    let w: Vec<(String, u32)> = vec![("coder".into(), 2), ("checker".into(), 2)];
-    assert_eq!(tight.ensure(&w, None).unwrap_err().code, "over_max_nodes");
+    let w: Vec<(String, u32)> = vec![
+        ("coder".into(), 3),
+        ("checker".into(), 2),
+        ("writer".into(), 1),
+    ];
+    let e = serde_json::to_value(r.ensure(&w, None).unwrap()).unwrap();
+    assert_eq!(e["status"], "partial");
+    // coder gets its max_instances 2, checker the one node left, writer none.
+    let names: Vec<&str> = e["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        tight.status().active_nodes,
-        0,
-        "a rejected ensure creates nothing"
+        names,
+        ["loop-r1-coder-1", "loop-r1-coder-2", "loop-r1-checker-1"]
     );
+    let rejected: Vec<(&str, &str, u64, u64)> = e["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["profile"].as_str().unwrap(),
+                x["reason"].as_str().unwrap(),
+                x["requested"].as_u64().unwrap(),
+                x["granted"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            ("coder", "over_max_instances", 3, 2),
+            ("checker", "over_max_nodes", 2, 1),
+            ("writer", "over_max_nodes", 1, 0),
+        ]
+    );
+    assert!(
+        e["rejected"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("max_instances 2"),
+        "{e:#}"
+    );
+    assert_eq!(r.status().active_nodes, 3);
+    // What fits everywhere is `ok`, with nothing rejected.
+    let ok = r.ensure(&[("coder".into(), 2)], None).unwrap();
+    assert_eq!(ok.status, playdeck::capacity::Outcome::Ok);
+    assert!(ok.rejected.is_empty());
+}
+
+/// RPC-20 / RPC-48: only instances of the lifetime asked for (or the
+/// profile's) count toward the target; `always_new` counts only instances
+/// no operation has used; the same request twice creates nothing more.
+#[tokio::test]
+async fn rule_rpc_20_ensure_counts_only_the_requested_lifetime_and_honours_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fresh = profile("tester_p", "tester", 3);
+    fresh.reuse = Some(Reuse::AlwaysNew);
+    let r = Reconciler::new(
+        config(
+            vec![profile("coder", "implementer", 4), fresh],
+            6,
+            dir.path(),
+        ),
+        "r1",
+        dir.path().to_path_buf(),
+    );
+    r.ensure(&[("coder".into(), 2)], None).unwrap();
+    // Two current_round coders do not make two manual_release ones.
+    let manual = r
+        .ensure(&[("coder".into(), 2)], Some(Lifetime::ManualRelease))
+        .unwrap();
+    let made: Vec<(&str, Lifetime, &str)> = manual
+        .agents
+        .iter()
+        .map(|a| (a.name.as_str(), a.lifetime, a.source.as_str()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            ("loop-r1-coder-3", Lifetime::ManualRelease, "created"),
+            ("loop-r1-coder-4", Lifetime::ManualRelease, "created"),
+        ]
+    );
+    // always_new: an instance an operation used does not count.
+    let LeaseAnswer::Granted(lease) = r.acquire(&req("t1", "tester")) else {
+        panic!("a lease")
+    };
+    r.release(lease.id);
+    let e = r.ensure(&[("tester_p".into(), 1)], None).unwrap();
+    assert_eq!(
+        (e.agents[0].name.as_str(), e.agents[0].source.as_str()),
+        ("loop-r1-tester_p-2", "created")
+    );
+    assert_eq!(r.status().active_nodes, 6);
+}
+
+/// RPC-48: ensure is idempotent for the same profile, count and lifetime.
+#[tokio::test]
+async fn rule_rpc_48_ensure_is_idempotent_for_profile_count_and_lifetime() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(
+        config(vec![profile("coder", "implementer", 4)], 4, dir.path()),
+        "r1",
+        dir.path().to_path_buf(),
+    );
+    for lifetime in [None, Some(Lifetime::CurrentLoop)] {
+        let first = r.ensure(&[("coder".into(), 2)], lifetime).unwrap();
+        let again = r.ensure(&[("coder".into(), 2)], lifetime).unwrap();
+        let names = |e: &playdeck::capacity::EnsureResult| {
+            e.agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&first), names(&again), "{lifetime:?}");
+        assert!(again.agents.iter().all(|a| a.source.as_str() == "reused"));
+    }
+    assert_eq!(r.status().active_nodes, 4);
 }
 
 #[tokio::test]
@@ -254,7 +378,7 @@ async fn a_busy_instance_is_retained_then_released_without_the_retain_fields() {
         panic!("a lease")
     };
     r.queue_depth("coder", 3);
-    let first = r.release_idle();
+    let first = r.release_select(&[], &[]).unwrap();
     assert_eq!((first.released_count, first.retained_count), (0, 1));
     assert_eq!(first.retained[0].reason, "runtime_state=busy queue_depth=3");
     assert_eq!(
@@ -271,7 +395,7 @@ async fn a_busy_instance_is_retained_then_released_without_the_retain_fields() {
     );
     // The operation finishes; a later release lets it go and strips the fields.
     r.release(lease.id);
-    let later = r.release_idle();
+    let later = r.release_select(&[], &[]).unwrap();
     assert_eq!((later.released_count, later.retained_count), (1, 0));
     let rec = serde_json::to_value(&r.status().agents[0]).unwrap();
     assert_eq!(rec["state"], "released");
@@ -339,7 +463,7 @@ fn instance_of_starts(signals: &[Arc<Signal>]) -> Vec<(String, String)> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn prefer_idle_reuses_always_new_creates_pinned_waits() {
+async fn prefer_idle_reuses_always_new_creates_pinned_uses_what_exists() {
     let dir = tempfile::tempdir().unwrap();
     // prefer_idle, one at a time: one instance serves all three.
     let r = Reconciler::new(
@@ -383,7 +507,7 @@ async fn prefer_idle_reuses_always_new_creates_pinned_waits() {
         instance_of_starts(&s).into_iter().map(|(_, i)| i).collect();
     assert_eq!(used.len(), 3);
 
-    // pinned: only existing instances; without one the operation waits.
+    // pinned: only existing instances; without one, none will come.
     let mut p = profile("coder", "implementer", 1);
     p.reuse = Some(Reuse::Pinned);
     let r = Reconciler::new(
@@ -392,14 +516,19 @@ async fn prefer_idle_reuses_always_new_creates_pinned_waits() {
         dir.path().to_path_buf(),
     );
     assert!(
-        matches!(r.acquire(&req("x", "implementer")), LeaseAnswer::Wait { reason, .. } if reason.contains("pinned"))
+        matches!(r.acquire(&req("x", "implementer")), LeaseAnswer::Unavailable { reason } if reason.contains("is pinned and has no instance"))
     );
-    r.ensure(&[("coder".into(), 1)], Some(Lifetime::ManualRelease))
+    let e = r
+        .ensure(&[("coder".into(), 1)], Some(Lifetime::ManualRelease))
         .unwrap();
-    assert!(matches!(
-        r.acquire(&req("x", "implementer")),
-        LeaseAnswer::Granted(_)
-    ));
+    assert!(e.agents[0].pinned, "ensure creates pinned instances");
+    let LeaseAnswer::Granted(_) = r.acquire(&req("x", "implementer")) else {
+        panic!("the ensured instance serves")
+    };
+    // Busy, but it exists: the next one waits for it.
+    assert!(
+        matches!(r.acquire(&req("y", "implementer")), LeaseAnswer::Wait { reason, .. } if reason.contains("every instance of it is busy"))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -503,9 +632,13 @@ async fn lifetimes_release_at_round_drain_run_end_or_never() {
         InstanceState::Ready,
         "manual_release stays"
     );
-    // The operator releases it, after the run.
+    // The operator releases it, after the run, by asking for its
+    // lifetime: the default release of a finished run leaves it.
     r.close().await;
-    let done = playdeck::capacity::offline::release(dir.path()).unwrap();
+    let none = playdeck::capacity::offline::release(dir.path(), &[], &[]).unwrap();
+    assert!(none.released.is_empty(), "{none:?}");
+    let done =
+        playdeck::capacity::offline::release(dir.path(), &[Lifetime::ManualRelease], &[]).unwrap();
     assert_eq!(done.released, ["loop-l-writer_p-1"]);
 }
 
@@ -704,7 +837,7 @@ async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
     }
     let list = git(repo.path(), &["worktree", "list"]);
     assert_eq!(list.lines().count(), 3, "{list}");
-    let released = r.release_idle();
+    let released = r.release_select(&[Lifetime::ManualRelease], &[]).unwrap();
     assert_eq!(released.released_count, 2);
     r.close().await;
     let list = git(repo.path(), &["worktree", "list"]);
@@ -772,4 +905,717 @@ async fn a_resumed_run_adopts_its_instances_and_releases_orphans() {
     new.close().await;
     let log = std::fs::read_to_string(dir.path().join("capacity.events.jsonl")).unwrap();
     assert!(log.contains("\"event\":\"orphaned\"") && log.contains("\"event\":\"adopted\""));
+}
+
+// ----- release: lifetimes, names, pinned, partial (RPC-29/30/32/50) ------------
+
+fn lifetimes_config(dir: &Path) -> Arc<CapacityConfig> {
+    let mut looper = profile("looper", "tester", 2);
+    looper.lifetime = Some(Lifetime::CurrentLoop);
+    let mut keeper = profile("keeper", "technical_writer", 2);
+    keeper.lifetime = Some(Lifetime::ManualRelease);
+    config(
+        vec![profile("coder", "implementer", 2), looper, keeper],
+        6,
+        dir,
+    )
+}
+
+fn ensure_one_each(r: &Reconciler) {
+    let w: Vec<(String, u32)> = ["coder", "looper", "keeper"]
+        .into_iter()
+        .map(|p| (p.to_string(), 1))
+        .collect();
+    assert_eq!(
+        r.ensure(&w, None).unwrap().status,
+        playdeck::capacity::Outcome::Ok
+    );
+}
+
+fn active_names(r: &Reconciler) -> Vec<String> {
+    r.status()
+        .agents
+        .into_iter()
+        .filter(|a| a.state.is_active())
+        .map(|a| a.name)
+        .collect()
+}
+
+/// RPC-29: release selects by lifetime, one or several; the default is
+/// the lifetimes due now (`current_round` while the run goes on).
+#[tokio::test]
+async fn rule_rpc_29_release_selects_by_lifetime() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(lifetimes_config(dir.path()), "r", dir.path().into());
+    ensure_one_each(&r);
+    let due = r.release_select(&[], &[]).unwrap();
+    assert_eq!(
+        (due.lifetimes.as_slice(), due.released.as_slice()),
+        (
+            &[Lifetime::CurrentRound][..],
+            &["loop-r-coder-1".to_string()][..]
+        )
+    );
+    ensure_one_each(&r);
+    let two = r
+        .release_select(&[Lifetime::CurrentRound, Lifetime::ManualRelease], &[])
+        .unwrap();
+    assert_eq!(two.released, ["loop-r-keeper-1", "loop-r-coder-2"]);
+    assert_eq!(active_names(&r), ["loop-r-looper-1"]);
+    let rest = r.release_select(&[Lifetime::CurrentLoop], &[]).unwrap();
+    assert_eq!(rest.released, ["loop-r-looper-1"]);
+}
+
+/// RPC-30: only instances of the requested lifetime go; a
+/// `manual_release` instance goes only when named or asked for by
+/// lifetime — never by a default release, a round end or the run's end.
+#[tokio::test]
+async fn rule_rpc_30_release_keeps_manual_release_unless_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(lifetimes_config(dir.path()), "r", dir.path().into());
+    ensure_one_each(&r);
+    r.round_ended(1);
+    assert_eq!(active_names(&r), ["loop-r-looper-1", "loop-r-keeper-1"]);
+    r.run_finished();
+    assert_eq!(active_names(&r), ["loop-r-keeper-1"]);
+    // Once the run has ended, the default takes current_loop too — still
+    // not the manual one.
+    let default = r.release_select(&[], &[]).unwrap();
+    assert_eq!(
+        default.lifetimes,
+        [Lifetime::CurrentRound, Lifetime::CurrentLoop]
+    );
+    assert!(default.released.is_empty());
+    let e = r
+        .release_select(&[], &["loop-r-nope-1".into()])
+        .unwrap_err();
+    assert_eq!(e.code, "unknown_instance");
+    assert!(e.message.contains("loop-r-keeper-1"), "{}", e.message);
+    let named = r.release_select(&[], &["loop-r-keeper-1".into()]).unwrap();
+    assert_eq!(named.released, ["loop-r-keeper-1"]);
+    assert_eq!(named.names, ["loop-r-keeper-1"]);
+    assert!(active_names(&r).is_empty());
+}
+
+/// RPC-32: pinned instances are long-lived: declared ones exist from the
+/// start, round and run ends and default releases leave them, and they go
+/// only when named or when their lifetime is asked for.
+#[tokio::test]
+async fn rule_rpc_32_release_keeps_pinned_instances_unless_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pin = profile("pin", "reviewer", 2);
+    pin.reuse = Some(Reuse::Pinned);
+    pin.pinned = 2;
+    let r = Reconciler::new(
+        config(vec![profile("coder", "implementer", 1), pin], 3, dir.path()),
+        "r",
+        dir.path().into(),
+    );
+    let pinned: Vec<(String, bool)> = r
+        .status()
+        .agents
+        .into_iter()
+        .map(|a| (a.name, a.pinned))
+        .collect();
+    assert_eq!(
+        pinned,
+        [
+            ("loop-r-pin-1".to_string(), true),
+            ("loop-r-pin-2".to_string(), true)
+        ]
+    );
+    r.ensure(&[("coder".into(), 1)], None).unwrap();
+    r.round_ended(1);
+    r.run_finished();
+    assert_eq!(active_names(&r), ["loop-r-pin-1", "loop-r-pin-2"]);
+    assert!(r.release_select(&[], &[]).unwrap().released.is_empty());
+    let named = r.release_select(&[], &["loop-r-pin-2".into()]).unwrap();
+    assert_eq!(named.released, ["loop-r-pin-2"]);
+    let by_lifetime = r.release_select(&[Lifetime::CurrentRound], &[]).unwrap();
+    assert_eq!(by_lifetime.released, ["loop-r-pin-1"]);
+}
+
+/// RPC-50: a release that keeps something it selected (busy) answers
+/// `partial`, never `ok`; with nothing kept it is `ok`.
+#[tokio::test]
+async fn rule_rpc_50_a_release_that_retains_answers_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(
+        config(vec![profile("coder", "implementer", 2)], 2, dir.path()),
+        "r",
+        dir.path().into(),
+    );
+    r.ensure(&[("coder".into(), 2)], None).unwrap();
+    let LeaseAnswer::Granted(lease) = r.acquire(&req("build", "implementer")) else {
+        panic!("a lease")
+    };
+    let partial = serde_json::to_value(r.release_select(&[], &[]).unwrap()).unwrap();
+    assert_eq!(partial["status"], "partial");
+    assert_eq!(
+        (
+            partial["released_count"].as_u64(),
+            partial["retained_count"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(partial["retained"][0]["runtime_state"], "busy");
+    r.release(lease.id);
+    let ok = serde_json::to_value(r.release_select(&[], &[]).unwrap()).unwrap();
+    assert_eq!(
+        (ok["status"].as_str(), ok["released_count"].as_u64()),
+        (Some("ok"), Some(1))
+    );
+}
+
+// ----- never waiting forever (RPC-07, RPC-38, RPC-39) ----------------------------
+
+fn failures(signals: &[Arc<Signal>]) -> Vec<(String, String, String)> {
+    signals
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Failed {
+                node,
+                error,
+                category,
+            } => Some((
+                node.name.to_string(),
+                category.to_string(),
+                error.to_string(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completed(signals: &[Arc<Signal>]) -> Vec<String> {
+    signals
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Completed { node, .. } => Some(node.name.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A run that would hang fails the test instead (the clock is paused, so
+/// a minute passes at once when nothing else can happen).
+async fn run_bounded(
+    r: &Arc<Reconciler>,
+    ops: Vec<Operation>,
+    max_concurrent: usize,
+) -> Vec<Arc<Signal>> {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_with(r, ops, max_concurrent),
+    )
+    .await
+    .expect("the run ends instead of waiting for capacity forever")
+}
+
+/// RPC-07: `pinned` uses existing instances; with none, and none declared
+/// or ensured, the operation fails at once as `capacity_unavailable`.
+#[tokio::test(start_paused = true)]
+async fn rule_rpc_07_a_pinned_profile_without_instances_fails_its_work_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pin = profile("pin", "implementer", 1);
+    pin.reuse = Some(Reuse::Pinned);
+    let r = Reconciler::new(config(vec![pin], 1, dir.path()), "p", dir.path().into());
+    let s = run_bounded(
+        &r,
+        vec![op("a", "implementer", 10), op("b", "tester", 10)],
+        2,
+    )
+    .await;
+    let f = failures(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("a", "capacity_unavailable")
+    );
+    assert!(
+        f[0].2.contains("profile pin is pinned and has no instance"),
+        "{}",
+        f[0].2
+    );
+    assert_eq!(completed(&s), ["b"]);
+}
+
+/// RPC-07: declared pinned instances (`pinned = N`) exist when the run
+/// starts and serve its operations; no other instance is ever made.
+#[tokio::test(start_paused = true)]
+async fn rule_rpc_07_declared_pinned_instances_serve_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pin = profile("pin", "implementer", 3);
+    pin.reuse = Some(Reuse::Pinned);
+    pin.pinned = 2;
+    let r = Reconciler::new(config(vec![pin], 3, dir.path()), "p", dir.path().into());
+    let s = run_bounded(
+        &r,
+        vec![
+            op("a", "implementer", 10),
+            op("b", "implementer", 10),
+            op("c", "implementer", 10),
+        ],
+        3,
+    )
+    .await;
+    assert_eq!(completed(&s).len(), 3);
+    let used: std::collections::BTreeSet<String> =
+        instance_of_starts(&s).into_iter().map(|(_, i)| i).collect();
+    assert_eq!(
+        used.into_iter().collect::<Vec<_>>(),
+        ["loop-p-pin-1", "loop-p-pin-2"]
+    );
+    assert_eq!(active_names(&r), ["loop-p-pin-1", "loop-p-pin-2"]);
+}
+
+/// RPC-38: when idle instances of another profile hold every node, one of
+/// them is reclaimed (round-scoped first, never manual or pinned) and the
+/// waiting operation runs.
+#[tokio::test(start_paused = true)]
+async fn rule_rpc_38_idle_instances_of_another_profile_are_reclaimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = profile("a", "implementer", 2);
+    a.lifetime = Some(Lifetime::CurrentLoop);
+    let r = Reconciler::new(
+        config(vec![a, profile("b", "tester", 1)], 2, dir.path()),
+        "x",
+        dir.path().into(),
+    );
+    let s = run_bounded(
+        &r,
+        vec![
+            op("a1", "implementer", 10),
+            op("a2", "implementer", 50),
+            op("t", "tester", 10),
+        ],
+        5,
+    )
+    .await;
+    assert!(failures(&s).is_empty(), "{:?}", failures(&s));
+    assert_eq!(completed(&s), ["a1", "t", "a2"]);
+    let reclaimed: Vec<Vec<String>> = s
+        .iter()
+        .filter_map(|x| match &x.kind {
+            SignalKind::CapacityReleased {
+                trigger, released, ..
+            } if &**trigger == "reclaim" => Some(released.iter().map(|n| n.to_string()).collect()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reclaimed, [vec!["loop-x-a-1".to_string()]]);
+}
+
+/// RPC-38: nodes held by idle instances nobody may reclaim
+/// (`manual_release`) with nothing running: the waiting operation fails
+/// as `capacity_unavailable`, naming what holds the nodes.
+#[tokio::test(start_paused = true)]
+async fn rule_rpc_38_unreclaimable_nodes_fail_waiting_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = profile("a", "implementer", 2);
+    a.lifetime = Some(Lifetime::ManualRelease);
+    let r = Reconciler::new(
+        config(vec![a, profile("b", "tester", 1)], 2, dir.path()),
+        "x",
+        dir.path().into(),
+    );
+    let s = run_bounded(
+        &r,
+        vec![
+            op("a1", "implementer", 10),
+            op("a2", "implementer", 50),
+            op("t", "tester", 10),
+        ],
+        5,
+    )
+    .await;
+    let f = failures(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("t", "capacity_unavailable")
+    );
+    assert!(
+        f[0].2.contains("max_nodes 2 is held by idle instances")
+            && f[0].2.contains("loop-x-a-1 (manual_release)"),
+        "{}",
+        f[0].2
+    );
+    // It waited while a2 worked: it failed only once nothing could change.
+    let failed_at = s
+        .iter()
+        .find(|x| matches!(&x.kind, SignalKind::Failed { .. }))
+        .unwrap()
+        .elapsed;
+    assert!(failed_at >= 0.05, "{failed_at}");
+}
+
+/// RPC-39: a profile whose worktree cannot be created fails its waiting
+/// operations as `capacity_unavailable` with git's reason, and the run
+/// ends.
+#[tokio::test(start_paused = true)]
+async fn rule_rpc_39_a_profile_whose_worktree_cannot_start_fails_its_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = profile("w", "implementer", 2);
+    w.workspace_mode = WorkspaceMode::GitWorktree;
+    // The directory is no repository: every `git worktree add` fails.
+    let r = Reconciler::new(config(vec![w], 2, dir.path()), "x", dir.path().into());
+    let s = run_bounded(
+        &r,
+        vec![op("a", "implementer", 10), op("b", "implementer", 10)],
+        2,
+    )
+    .await;
+    let f = failures(&s);
+    assert_eq!(f.len(), 2, "{f:?}");
+    for (_, category, error) in &f {
+        assert_eq!(category, "capacity_unavailable");
+        assert!(
+            error.contains("profile w cannot start instances: the play is not in a git repository"),
+            "{error}"
+        );
+    }
+    let e = r.ensure(&[("w".into(), 1)], None);
+    // The run has ended: ensure is refused as not live.
+    assert_eq!(e.unwrap_err().code, "not_live");
+}
+
+/// RPC-39 before the run ends: ensure of a broken profile lists it as
+/// `profile_broken`.
+#[tokio::test]
+async fn rule_rpc_39_ensure_of_a_broken_profile_is_rejected_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = profile("w", "implementer", 2);
+    w.workspace_mode = WorkspaceMode::GitWorktree;
+    let r = Reconciler::new(config(vec![w], 2, dir.path()), "x", dir.path().into());
+    r.ensure(&[("w".into(), 1)], None).unwrap();
+    wait_until(&r, |a| a.iter().all(|a| a.state == InstanceState::Failed)).await;
+    let e = r.ensure(&[("w".into(), 1)], None).unwrap();
+    assert_eq!(e.rejected.len(), 1);
+    assert_eq!(e.rejected[0].reason.as_str(), "profile_broken");
+    assert!(e.rejected[0].detail.contains("not in a git repository"));
+}
+
+async fn wait_until(r: &Reconciler, done: impl Fn(&[playdeck::capacity::InstanceRecord]) -> bool) {
+    for _ in 0..2000 {
+        if done(&r.status().agents) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("never: {:#?}", r.status().agents);
+}
+
+// ----- names (RPC-45) ------------------------------------------------------------
+
+/// RPC-45: a template that renders one name for two instances is refused
+/// at load with its position; at run time a name that exists is never
+/// given again.
+#[test]
+fn rule_rpc_45_instance_names_are_unique_at_load() {
+    let src = "[play]\nname = \"c\"\n[capacity]\nname_template = \"{loop_id}-{profile}{index}\"\n\
+               [role_profiles.c]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 12\n\
+               [role_profiles.c1]\nrole = \"tester\"\nprovider = \"sim\"\nmax_instances = 1\n"
+        .to_string()
+        + OPS;
+    let d = Play::from_str("c.toml", &src).unwrap_err();
+    assert_eq!(
+        d.items[0].message,
+        "name_template \"{loop_id}-{profile}{index}\" gives profile c (instance 11) and profile c1 (instance 1) the same name \"20261129-120000-ab12-c11\""
+    );
+    assert_eq!(d.positions()[0], "c.toml:4:1");
+    // The default template separates them.
+    let ok = src.replace("name_template = \"{loop_id}-{profile}{index}\"\n", "");
+    Play::from_str("c.toml", &ok).unwrap();
+}
+
+#[tokio::test]
+async fn rule_rpc_45_a_name_that_exists_is_not_created_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = (*config(
+        vec![profile("c", "implementer", 12), profile("c1", "tester", 1)],
+        13,
+        dir.path(),
+    ))
+    .clone();
+    cfg.name_template = "{loop_id}-{profile}{index}".into();
+    let r = Reconciler::new(Arc::new(cfg), "L", dir.path().into());
+    r.ensure(&[("c1".into(), 1)], None).unwrap();
+    let e = r.ensure(&[("c".into(), 12)], None).unwrap();
+    let names: Vec<String> = e.agents.iter().map(|a| a.name.clone()).collect();
+    assert!(names.contains(&"L-c12".to_string()), "{names:?}");
+    let all: Vec<String> = r.status().agents.into_iter().map(|a| a.name).collect();
+    let unique: std::collections::HashSet<&String> = all.iter().collect();
+    assert_eq!(unique.len(), all.len(), "{all:?}");
+    assert_eq!(all.iter().filter(|n| *n == "L-c11").count(), 1);
+    r.close().await;
+    let log = std::fs::read_to_string(dir.path().join("capacity.events.jsonl")).unwrap();
+    assert!(log.contains("\"event\":\"name_taken\""), "{log}");
+}
+
+// ----- pinned declarations at load (RPC-07) ----------------------------------------
+
+#[test]
+fn rule_rpc_07_pinned_declarations_are_checked_at_load() {
+    let base = "[play]\nname = \"c\"\n[capacity]\nmax_nodes = 2\n";
+    let e = Play::from_str(
+        "c.toml",
+        &format!("{base}[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\npinned = 1\n{OPS}"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.items[0].message,
+        "pinned of p declares pinned instances, but its reuse is prefer_idle"
+    );
+    let e = Play::from_str(
+        "c.toml",
+        &format!("{base}[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\nreuse = \"pinned\"\npinned = 3\n{OPS}"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.items[0].message,
+        "pinned = 3 of p is more than its max_instances 2"
+    );
+    let e = Play::from_str(
+        "c.toml",
+        &format!("{base}[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\nreuse = \"pinned\"\npinned = 2\n\
+                  [role_profiles.q]\nrole = \"tester\"\nprovider = \"sim\"\nmax_instances = 1\nreuse = \"pinned\"\npinned = 1\n{OPS}"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.items[0].message,
+        "the declared pinned instances need 3 nodes; max_nodes is 2"
+    );
+    assert_eq!(e.positions()[0], "c.toml:16:1", "at q's pinned");
+    // Pinned without a declaration: its operations are warned about.
+    let play = Play::from_str(
+        "c.toml",
+        &format!("{base}[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\nreuse = \"pinned\"\n{OPS}"),
+    )
+    .unwrap();
+    assert!(
+        play.warnings
+            .iter()
+            .any(|w| w.contains("runs on pinned profile p that declares no instances")),
+        "{:?}",
+        play.warnings
+    );
+}
+
+// ----- worktrees never lose work (issue 11), nor leak (RPC-52) -----------------------
+
+/// A git repository with one commit holding `README.md`.
+fn repo() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    std::fs::write(repo.path().join("README.md"), "hello\n").unwrap();
+    git(repo.path(), &["add", "README.md"]);
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    );
+    repo
+}
+
+fn worktree_profile(name: &str, role: &str, max: u32) -> RoleProfile {
+    let mut p = profile(name, role, max);
+    p.workspace_mode = WorkspaceMode::GitWorktree;
+    p
+}
+
+fn workspace_of(r: &Reconciler, name: &str) -> std::path::PathBuf {
+    let a = r
+        .status()
+        .agents
+        .into_iter()
+        .find(|a| a.name == name)
+        .unwrap();
+    a.placement.workspace.unwrap().into()
+}
+
+/// Issue 11: a release never deletes work. A worktree holding a file the
+/// agent created, or a change to a tracked file, stays with the reason
+/// `uncommitted_changes` (in the answer and in capacity.json); once the
+/// work is committed, the next release removes it and keeps the branch
+/// that holds the commit. A clean worktree goes, branch and all.
+#[tokio::test]
+async fn issue_11_release_keeps_a_worktree_holding_uncommitted_work() {
+    let repo = repo();
+    let run_dir = repo.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let r = Reconciler::new(
+        config(
+            vec![worktree_profile("w", "implementer", 3)],
+            3,
+            repo.path(),
+        ),
+        "x",
+        run_dir.clone(),
+    );
+    r.ensure(&[("w".into(), 3)], None).unwrap();
+    wait_until(&r, |a| a.iter().all(|a| a.state == InstanceState::Ready)).await;
+    let (w1, w2, w3) = (
+        workspace_of(&r, "loop-x-w-1"),
+        workspace_of(&r, "loop-x-w-2"),
+        workspace_of(&r, "loop-x-w-3"),
+    );
+    std::fs::create_dir_all(w1.join("notes")).unwrap();
+    std::fs::write(w1.join("notes/new.txt"), "the agent's work\n").unwrap();
+    std::fs::write(w2.join("README.md"), "changed\n").unwrap();
+
+    let first = serde_json::to_value(r.release_select(&[], &[]).unwrap()).unwrap();
+    assert_eq!(first["status"], "partial");
+    assert_eq!(first["released"], json!(["loop-x-w-3"]));
+    let kept: Vec<(&str, &str, &str)> = first["retained"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap(),
+                k["reason"].as_str().unwrap(),
+                k["runtime_state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("loop-x-w-1", "uncommitted_changes", "idle"),
+            ("loop-x-w-2", "uncommitted_changes", "idle"),
+        ]
+    );
+    let detail = |i: usize| first["retained"][i]["detail"].as_str().unwrap().to_string();
+    assert!(detail(0).contains("notes/new.txt"), "{}", detail(0));
+    assert!(
+        detail(0).contains("branch playdeck/x/loop-x-w-1"),
+        "{}",
+        detail(0)
+    );
+    assert!(detail(1).contains("README.md"), "{}", detail(1));
+    assert_eq!(
+        std::fs::read_to_string(w1.join("notes/new.txt")).unwrap(),
+        "the agent's work\n"
+    );
+
+    // The operator commits w-1's work on its branch; w-2 stays as it is.
+    git(&w1, &["add", "-A"]);
+    git(
+        &w1,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "work",
+        ],
+    );
+    let second = r.release_select(&[], &[]).unwrap();
+    assert_eq!(second.released, ["loop-x-w-1"]);
+    assert_eq!(second.retained.len(), 1);
+    assert_eq!(second.retained[0].name, "loop-x-w-2");
+    r.close().await;
+
+    assert!(!w1.exists() && !w3.exists(), "clean worktrees are removed");
+    assert_eq!(
+        std::fs::read_to_string(w2.join("README.md")).unwrap(),
+        "changed\n"
+    );
+    let branches = git(repo.path(), &["branch", "--list", "playdeck/*"]);
+    assert!(
+        branches.contains("playdeck/x/loop-x-w-1"),
+        "the branch with the commit stays: {branches}"
+    );
+    assert!(branches.contains("playdeck/x/loop-x-w-2"), "{branches}");
+    assert!(!branches.contains("playdeck/x/loop-x-w-3"), "{branches}");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("capacity.json")).unwrap())
+            .unwrap();
+    let w2rec = file["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "loop-x-w-2")
+        .unwrap();
+    assert_eq!(
+        (w2rec["state"].as_str(), w2rec["reason"].as_str()),
+        (Some("ready"), Some("uncommitted_changes"))
+    );
+    let log = std::fs::read_to_string(run_dir.join("capacity.events.jsonl")).unwrap();
+    assert!(log.contains("\"branch_kept\":true"), "{log}");
+}
+
+/// RPC-52: an instance whose worktree is still being added when the run
+/// ends is released as soon as the worktree is there; `close` waits for
+/// it, so nothing leaks.
+#[tokio::test]
+async fn rule_rpc_52_a_worktree_starting_at_run_end_is_released_when_ready() {
+    let repo = repo();
+    let run_dir = repo.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let r = Reconciler::new(
+        config(
+            vec![worktree_profile("w", "implementer", 1)],
+            1,
+            repo.path(),
+        ),
+        "x",
+        run_dir.clone(),
+    );
+    let e = r.ensure(&[("w".into(), 1)], None).unwrap();
+    assert_eq!(e.agents[0].state, InstanceState::Starting);
+    let ws = std::path::PathBuf::from(e.agents[0].placement.workspace.clone().unwrap());
+    r.run_finished();
+    r.close().await;
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("capacity.json")).unwrap())
+            .unwrap();
+    assert_eq!(file["agents"][0]["state"], "released");
+    assert!(!ws.exists(), "{} leaked", ws.display());
+    let list = git(repo.path(), &["worktree", "list"]);
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(!git(repo.path(), &["branch"]).contains("playdeck/"));
+}
+
+/// RPC-52: a finished run's file that still shows an instance starting
+/// (its process is gone) is released offline like an idle one.
+#[tokio::test]
+async fn rule_rpc_52_offline_release_takes_a_starting_record_of_a_finished_run() {
+    let repo = repo();
+    let run_dir = repo.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let r = Reconciler::new(
+        config(
+            vec![worktree_profile("w", "implementer", 1)],
+            1,
+            repo.path(),
+        ),
+        "x",
+        run_dir.clone(),
+    );
+    r.ensure(&[("w".into(), 1)], None).unwrap();
+    r.close().await;
+    let path = run_dir.join("capacity.json");
+    let mut file: playdeck::capacity::CapacityFile =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    file.agents[0].state = InstanceState::Starting;
+    file.run_finished = true;
+    std::fs::write(&path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
+    let ws = std::path::PathBuf::from(file.agents[0].placement.workspace.clone().unwrap());
+    assert!(ws.exists());
+    let out = playdeck::capacity::offline::release(&run_dir, &[], &[]).unwrap();
+    assert_eq!(out.released, ["loop-x-w-1"]);
+    assert!(!ws.exists());
 }

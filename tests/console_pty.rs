@@ -23,7 +23,6 @@ max_instances = 1
 role = "tester"
 provider = "sim"
 max_instances = 1
-lifetime = "manual_release"
 [[operations]]
 id = "plan"
 role = "orchestrator"
@@ -191,8 +190,8 @@ fn an_operator_session_in_a_terminal() {
         !s.contains("Palette inspector")
     });
 
-    // check finished on the checker instance (manual_release: idle now),
-    // build still holds the coder instance.
+    // check finished on the checker instance (current_round, due: idle
+    // now), build still holds the coder instance.
     screen.wait_for("check to finish", |s| s.contains("checker-1 ready"));
     press(b"x");
     let c = screen.wait_for("the release confirmation", |s| {

@@ -137,8 +137,36 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     let e = json(&out);
     assert_eq!(e["agents"].as_array().unwrap().len(), 1);
     assert_eq!(e["agents"][0]["source"], "created");
+    // More than a profile allows: what fits is made, the rest rejected,
+    // exit 1 (RPC-22).
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "ensure",
+            "--run",
+            "r1",
+            "--profile",
+            "coder=3",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    let e = json(&out);
+    assert_eq!(e["status"], "partial");
+    assert_eq!(e["agents"].as_array().unwrap().len(), 2);
+    assert_eq!(e["rejected"][0]["reason"], "over_max_instances");
+    let (code, out, _) = run(
+        d,
+        &["capacity", "ensure", "--run", "r1", "--profile", "coder=3"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("rejected: coder (over_max_instances): 2 of 3"),
+        "{out}"
+    );
+    // Input mistakes are errors, exit 2, and create nothing.
     for (args, code_, err) in [
-        (vec!["--profile", "coder=3"], 2, "over_max_instances"),
         (vec!["--profile", "nope"], 2, "unknown_profile"),
         (
             vec!["--profile", "coder", "--profile", "coder"],
@@ -190,12 +218,19 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     let (code, out, _) = run(d, &["ctl", "r1", "step"]);
     assert_eq!((code, out.as_str()), (0, "ok: step: build started\n"));
     until(&|v| v["type"] == "started" && v["name"] == "build");
+    // The default release takes what is due now (current_round): the
+    // idle coder goes, the busy one stays with its reason — partial,
+    // exit 1 (RPC-50); the manual_release checker is not touched (RPC-30).
     let (code, out, _) = run(d, &["ctl", "r1", "release", "--json"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "{out}");
     let r = json(&out);
-    // The idle checker goes; the busy coder stays, with its reason.
+    assert_eq!(r["status"], "partial");
+    assert_eq!(r["lifetimes"], serde_json::json!(["current_round"]));
     assert_eq!(r["released_count"], 1);
+    assert_eq!(r["retained"][0]["name"], "loop-r1-coder-1");
     assert_eq!(r["retained"][0]["reason"], "runtime_state=busy");
+    let (code, out, _) = run(d, &["ctl", "r1", "release", "--name", "nope"]);
+    assert_eq!(code, 2, "{out}");
 
     // Refusals from the kernel are exit 1 with the reason.
     let (code, _, err) = run(d, &["ctl", "r1", "approve", "build"]);
@@ -241,10 +276,40 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
         1,
         "the manual_release checker is still there: {s:#}"
     );
+    // After the run, the default release takes current_round and
+    // current_loop; the manual_release checker goes when asked for.
     let (code, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
     assert_eq!(code, 0);
-    assert_eq!(json(&out)["released_count"], 1);
-    let (_, out, _) = run(d, &["capacity", "release", "--run", "r1", "--json"]);
+    assert_eq!(json(&out)["released_count"], 0);
+    let (code, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--run",
+            "r1",
+            "--lifetime",
+            "manual_release",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        json(&out)["released"],
+        serde_json::json!(["loop-r1-checker-1"])
+    );
+    let (_, out, _) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--run",
+            "r1",
+            "--lifetime",
+            "manual_release",
+            "--json",
+        ],
+    );
     assert_eq!(
         json(&out)["released_count"],
         0,
@@ -262,12 +327,116 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
             "--json",
         ],
     );
+    let e = json(&out);
     assert_eq!(
-        (code, json(&out)["error"]["code"].as_str()),
-        (1, Some("not_live"))
+        (code, e["status"].as_str(), e["error"]["code"].as_str()),
+        (1, Some("error"), Some("not_live"))
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ensure needs a live run"),
+        "{e}"
     );
 
     let (code, _, err) = run(d, &["ctl", "nope", "status"]);
     assert_eq!(code, 2);
     assert!(err.contains("no run \"nope\""), "{err}");
+}
+
+/// RPC-41: capacity and lifecycle commands are for operators and
+/// scripts, not for the run's own agents. An agent that calls `playdeck
+/// ctl` on its run — with the run's tag in its environment, or with its
+/// environment emptied — is refused with `peer_is_agent`, and nothing it
+/// asked for happens; the operator's `ctl` works.
+#[test]
+fn rule_rpc_41_an_agent_cannot_drive_its_own_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = format!(
+        r#"
+[play]
+name = "self"
+[palette]
+roles = [{{ role = "implementer" }}, {{ role = "reviewer" }}]
+[agents.sneaky]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+env_vars = {{ PD = "{bin}" }}
+[[operations]]
+id = "gate"
+role = "reviewer"
+instruction = "ship it"
+approval = true
+independent_root = true
+sim = {{ duration_ms = 10 }}
+[[operations]]
+id = "sneak"
+role = "implementer"
+agent = "sneaky"
+independent_root = true
+instruction = '''
+"$PD" ctl "$PLAYDECK_RUN_DIR" approve gate --json > tagged.json; t=$?
+d="$PLAYDECK_RUN_DIR"; env -i PATH="$PATH" "$PD" ctl "$d" cancel --json > scrubbed.json; s=$?
+printf '{{"type":"result","result":{{"tagged_exit":%s,"tagged":%s,"scrubbed_exit":%s,"scrubbed":%s}}}}\n' "$t" "$(tr -d '\n' < tagged.json)" "$s" "$(tr -d '\n' < scrubbed.json)"
+exit 0
+'''
+"#,
+        bin = env!("CARGO_BIN_EXE_playdeck")
+    );
+    std::fs::write(dir.path().join("p.toml"), play).unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/s1",
+            "p.toml",
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    let done =
+        until(&|v| v["name"] == "sneak" && (v["type"] == "completed" || v["type"] == "failed"));
+    assert_eq!(done["type"], "completed", "{done:#}");
+    let r = &done["result"];
+    for which in ["tagged", "scrubbed"] {
+        assert_eq!(r[format!("{which}_exit")], 1, "{which}: {r:#}");
+        assert_eq!(r[which]["status"], "error", "{which}: {r:#}");
+        assert_eq!(r[which]["error"]["code"], "peer_is_agent", "{which}: {r:#}");
+    }
+    let why = r["tagged"]["error"]["message"].as_str().unwrap();
+    assert!(why.contains("one of this run's agent processes"), "{why}");
+
+    // Nothing it asked for happened: the gate still waits, the run goes on.
+    let d = dir.path();
+    let (code, out, _) = run(d, &["ctl", "s1", "status", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let s = json(&out);
+    assert_eq!(s["state"], "running");
+    assert_eq!(s["awaiting_approval"], serde_json::json!(["gate"]));
+    // The operator may.
+    let (code, _, _) = run(d, &["ctl", "s1", "approve", "gate"]);
+    assert_eq!(code, 0);
+    let result = until(&|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }

@@ -33,6 +33,10 @@ pub struct RoleProfile {
     /// own `tools`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<crate::vocab::ToolSet>,
+    /// `reuse = "pinned"` only: instances the run creates when it starts,
+    /// the profile's whole set (0: only `capacity ensure` creates them).
+    #[serde(default)]
+    pub pinned: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,9 +1,11 @@
 //! The capacity records and their JSON contract: instances, the state file
 //! `capacity.json`, and the results of ensure / status / release. The
-//! release rule (idle-only, busy retained with reasons) lives here, so a
-//! live run and a finished run's file release the same way.
+//! release rule (what a release selects; idle-only, busy retained with
+//! reasons; a worktree holding work kept) lives here, so a live run and a
+//! finished run's file release the same way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +30,14 @@ pub struct RetainFields {
     pub reason: String,
     pub runtime_state: String,
     pub queue_depth: usize,
+    /// What the operator can do about it (for `uncommitted_changes`: the
+    /// files, and how to let the instance go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
+
+/// The reason a release keeps a worktree that holds work nobody committed.
+pub const UNCOMMITTED_CHANGES: &str = "uncommitted_changes";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstanceRecord {
@@ -54,6 +63,10 @@ pub struct InstanceRecord {
     pub updated_at: String,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub retained: Option<RetainFields>,
+    /// An instance of a `reuse = "pinned"` profile: long-lived, so a
+    /// release leaves it unless it is named or its lifetime is asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,26 +127,87 @@ pub struct RetainedEntry {
     pub reason: String,
     pub runtime_state: String,
     pub queue_depth: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// `ok` when everything selected went, `partial` when something selected
+/// was kept (busy, starting, uncommitted changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    Partial,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Partial => "partial",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReleaseResult {
-    pub status: String,
+    pub status: Outcome,
     pub loop_id: String,
     pub capacity_ref: String,
+    /// The lifetimes the release selected.
+    pub lifetimes: Vec<Lifetime>,
+    /// The instances it was asked for by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     pub released_count: usize,
     pub retained_count: usize,
     pub released: Vec<String>,
     pub retained: Vec<RetainedEntry>,
 }
 
+/// Why an ensure could not give a profile everything it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// More than the profile's `max_instances`.
+    OverMaxInstances,
+    /// Every node of `max_nodes` is taken.
+    OverMaxNodes,
+    /// A pinned profile keeps to its declared `pinned = N` instances.
+    Pinned,
+    /// The profile's instances cannot start (a worktree failed).
+    ProfileBroken,
+}
+
+impl RejectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::OverMaxInstances => "over_max_instances",
+            RejectReason::OverMaxNodes => "over_max_nodes",
+            RejectReason::Pinned => "pinned",
+            RejectReason::ProfileBroken => "profile_broken",
+        }
+    }
+}
+
+/// One profile an ensure could not satisfy, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub profile: String,
+    pub requested: u32,
+    /// Instances it has now toward the request (reused and created).
+    pub granted: u32,
+    pub reason: RejectReason,
+    pub detail: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnsureResult {
-    pub status: String,
+    pub status: Outcome,
     pub loop_id: String,
     pub capacity_ref: String,
     pub agents: Vec<InstanceRecord>,
-    pub rejected: Vec<serde_json::Value>,
+    pub rejected: Vec<Rejected>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -171,68 +245,264 @@ impl CapacityError {
     }
 }
 
-/// The release rule, idle-only: ready instances matching `select` are
-/// released (their retain fields stripped); busy or starting ones are
-/// retained with the reason. Releasing twice changes nothing more.
-/// Returns the released names (for workspace cleanup) and the result.
-pub fn release_records(
+/// Which instances a release takes (role-profiles-and-capacity: "only
+/// agents ... matching the requested lifetime", "preserve long-lived
+/// pinned agents"). Asked for by lifetime or by name, it takes exactly
+/// those, pinned and `manual_release` ones included; asked for nothing, it
+/// takes the lifetimes due now, never a pinned or `manual_release`
+/// instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    lifetimes: Vec<Lifetime>,
+    names: Vec<String>,
+    explicit: bool,
+}
+
+impl Selection {
+    /// `lifetimes` and `names` as asked; `due` when both are empty.
+    pub fn new(lifetimes: &[Lifetime], names: &[String], due: &[Lifetime]) -> Selection {
+        let explicit = !lifetimes.is_empty() || !names.is_empty();
+        let mut l: Vec<Lifetime> = if explicit {
+            lifetimes.to_vec()
+        } else {
+            due.to_vec()
+        };
+        l.dedup();
+        let mut n = names.to_vec();
+        n.dedup();
+        Selection {
+            lifetimes: l,
+            names: n,
+            explicit,
+        }
+    }
+
+    pub fn takes(&self, r: &InstanceRecord) -> bool {
+        if self.explicit {
+            self.names.contains(&r.name) || self.lifetimes.contains(&r.lifetime)
+        } else {
+            self.lifetimes.contains(&r.lifetime)
+                && !r.pinned
+                && r.lifetime != Lifetime::ManualRelease
+        }
+    }
+
+    pub fn lifetimes(&self) -> &[Lifetime] {
+        &self.lifetimes
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// A name that is no instance of the run is a mistake in the request.
+    pub fn check_names(&self, agents: &[InstanceRecord]) -> Result<(), CapacityError> {
+        let unknown: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|n| !agents.iter().any(|a| &a.name == *n))
+            .map(String::as_str)
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let known: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+        Err(CapacityError::new(
+            "unknown_instance",
+            format!(
+                "no instance named {}; this run's instances: {}",
+                unknown.join(", "),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        ))
+    }
+}
+
+/// Where an instance stands for a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Nothing runs on it: it may go.
+    Idle,
+    /// It works (`busy`) or is starting: kept, with this runtime state.
+    Working(&'static str),
+    /// Another release is letting it go right now.
+    Leaving,
+}
+
+/// What a release will do, decided before any `git` runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReleasePlan {
+    /// Selected idle instances: released, unless the worktree they would
+    /// remove holds work.
+    pub idle: Vec<usize>,
+    /// Selected instances kept because they work or start.
+    pub working: Vec<(usize, &'static str)>,
+    /// Worktrees the release would remove, each with the instance that
+    /// stays if the worktree holds work (the last of its group).
+    pub checks: Vec<(PathBuf, usize)>,
+}
+
+/// Plans a release, idle-only: what `sel` takes and `standing` says is
+/// idle goes; busy or starting instances stay. A git worktree goes with
+/// the last instance on it, so a worktree every instance of which would
+/// go is checked for work first (see [`settle_idle`]).
+pub fn plan_release(
+    agents: &[InstanceRecord],
+    sel: &Selection,
+    standing: impl Fn(usize, &InstanceRecord) -> Standing,
+) -> ReleasePlan {
+    let mut plan = ReleasePlan::default();
+    for (i, a) in agents.iter().enumerate() {
+        if !a.state.is_active() || !sel.takes(a) {
+            continue;
+        }
+        match standing(i, a) {
+            Standing::Idle => plan.idle.push(i),
+            Standing::Working(s) => plan.working.push((i, s)),
+            Standing::Leaving => {}
+        }
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for &i in &plan.idle {
+        let a = &agents[i];
+        let Some(path) = a.placement.workspace.as_deref() else {
+            continue;
+        };
+        if a.workspace_mode != WorkspaceMode::GitWorktree || seen.contains(&path) {
+            continue;
+        }
+        seen.push(path);
+        let members: Vec<usize> = (0..agents.len())
+            .filter(|&j| {
+                agents[j].state.is_active()
+                    && agents[j].workspace_mode == WorkspaceMode::GitWorktree
+                    && agents[j].placement.workspace.as_deref() == Some(path)
+            })
+            .collect();
+        if members.iter().all(|j| plan.idle.contains(j)) {
+            let last = *members.last().expect("i is a member");
+            plan.checks.push((PathBuf::from(path), last));
+        }
+    }
+    plan
+}
+
+fn retained_entry(a: &InstanceRecord) -> Option<RetainedEntry> {
+    a.retained.as_ref().map(|r| RetainedEntry {
+        name: a.name.clone(),
+        reason: r.reason.clone(),
+        runtime_state: r.runtime_state.clone(),
+        queue_depth: r.queue_depth,
+        detail: r.detail.clone(),
+    })
+}
+
+/// Keeps the working instances of a plan, with their reason: "Refuse to
+/// unload busy agents".
+pub fn retain_working(
     agents: &mut [InstanceRecord],
-    select: impl Fn(&InstanceRecord) -> bool,
+    plan: &ReleasePlan,
     queue_depth: impl Fn(&str) -> usize,
-    loop_id: &str,
-    capacity_ref: &str,
-) -> ReleaseResult {
+) -> Vec<RetainedEntry> {
+    let at = now();
+    let mut kept = Vec::new();
+    for &(i, runtime_state) in &plan.working {
+        let a = &mut agents[i];
+        let depth = queue_depth(&a.profile);
+        let mut reason = format!("runtime_state={runtime_state}");
+        if depth > 0 {
+            reason.push_str(&format!(" queue_depth={depth}"));
+        }
+        if a.state == InstanceState::Busy {
+            a.state = InstanceState::Retained;
+        }
+        a.retained = Some(RetainFields {
+            reason,
+            runtime_state: runtime_state.to_string(),
+            queue_depth: depth,
+            detail: None,
+        });
+        a.updated_at = at.clone();
+        kept.extend(retained_entry(a));
+    }
+    kept
+}
+
+/// Lets the idle instances of a plan go, except the one that would remove
+/// a worktree holding work: `dirty` maps such worktrees to what is in them
+/// (`git status`). That instance stays idle, with the reason
+/// `uncommitted_changes`. Returns the released names and the kept.
+pub fn settle_idle(
+    agents: &mut [InstanceRecord],
+    plan: &ReleasePlan,
+    dirty: &HashMap<PathBuf, String>,
+    queue_depth: impl Fn(&str) -> usize,
+) -> (Vec<String>, Vec<RetainedEntry>) {
     let at = now();
     let mut released = Vec::new();
-    let mut retained = Vec::new();
-    for a in agents
-        .iter_mut()
-        .filter(|a| a.state.is_active() && select(a))
-    {
-        match a.state {
-            InstanceState::Ready | InstanceState::Planned => {
+    let mut kept = Vec::new();
+    for &i in &plan.idle {
+        let holds_work = plan
+            .checks
+            .iter()
+            .find(|(_, keeper)| *keeper == i)
+            .and_then(|(path, _)| dirty.get(path));
+        let a = &mut agents[i];
+        match holds_work {
+            Some(files) => {
+                // Its process is gone (a finished run's file): idle now.
+                a.state = InstanceState::Ready;
+                a.op = None;
+                a.retained = Some(RetainFields {
+                    reason: UNCOMMITTED_CHANGES.into(),
+                    runtime_state: "idle".into(),
+                    queue_depth: queue_depth(&a.profile),
+                    detail: Some(format!(
+                        "{files} — commit them on branch {} (or remove them), then release it again",
+                        a.placement.branch.as_deref().unwrap_or("?")
+                    )),
+                });
+                a.updated_at = at.clone();
+                kept.extend(retained_entry(a));
+            }
+            None => {
                 a.state = InstanceState::Released;
                 a.retained = None;
                 a.op = None;
                 a.updated_at = at.clone();
                 released.push(a.name.clone());
             }
-            InstanceState::Busy | InstanceState::Retained | InstanceState::Starting => {
-                let runtime_state = match a.state {
-                    InstanceState::Starting => "starting",
-                    _ => "busy",
-                };
-                let depth = queue_depth(&a.profile);
-                let mut reason = format!("runtime_state={runtime_state}");
-                if depth > 0 {
-                    reason.push_str(&format!(" queue_depth={depth}"));
-                }
-                if a.state == InstanceState::Busy {
-                    a.state = InstanceState::Retained;
-                }
-                a.retained = Some(RetainFields {
-                    reason: reason.clone(),
-                    runtime_state: runtime_state.to_string(),
-                    queue_depth: depth,
-                });
-                a.updated_at = at.clone();
-                retained.push(RetainedEntry {
-                    name: a.name.clone(),
-                    reason,
-                    runtime_state: runtime_state.to_string(),
-                    queue_depth: depth,
-                });
-            }
-            InstanceState::Released | InstanceState::Failed => {}
         }
     }
-    ReleaseResult {
-        status: "ok".into(),
-        loop_id: loop_id.to_string(),
-        capacity_ref: capacity_ref.to_string(),
-        released_count: released.len(),
-        retained_count: retained.len(),
-        released,
-        retained,
+    (released, kept)
+}
+
+impl ReleaseResult {
+    pub fn new(
+        sel: &Selection,
+        loop_id: &str,
+        capacity_ref: &str,
+        released: Vec<String>,
+        retained: Vec<RetainedEntry>,
+    ) -> ReleaseResult {
+        ReleaseResult {
+            status: if retained.is_empty() {
+                Outcome::Ok
+            } else {
+                Outcome::Partial
+            },
+            loop_id: loop_id.to_string(),
+            capacity_ref: capacity_ref.to_string(),
+            lifetimes: sel.lifetimes().to_vec(),
+            names: sel.names().to_vec(),
+            released_count: released.len(),
+            retained_count: retained.len(),
+            released,
+            retained,
+        }
     }
 }

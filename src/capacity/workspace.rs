@@ -1,7 +1,9 @@
 //! Instance workspaces: `inplace` shares the run's workspace; `git-worktree`
-//! is a real `git worktree add` on a branch of its own, removed on release.
+//! is a real `git worktree add` on a branch of its own, removed on release
+//! only when nothing in it would be lost.
 
 use std::path::Path;
+use std::process::Command;
 
 /// `git worktree add -b <branch> <path> HEAD` in `repo`.
 pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(), String> {
@@ -30,44 +32,111 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
     }
 }
 
-/// Removes the worktree; deletes its branch only when it holds no work that
-/// is not merged (`git branch -d`), so nothing an agent committed is lost.
-pub fn remove_worktree(repo: &Path, path: &Path, branch: Option<&str>) -> Result<(), String> {
+/// How many paths to name in a summary of uncommitted work.
+const NAMED_PATHS: usize = 5;
+
+/// What in the worktree at `path` is not committed — changed, staged,
+/// deleted, and files nobody added (every untracked file, not just
+/// directories): `None` when there is nothing, or the worktree is gone.
+/// When git cannot say, the answer is that it may hold work: a release
+/// never guesses in favour of deleting.
+pub fn uncommitted(path: &Path) -> Option<String> {
+    if !path.exists() {
+        return None;
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(path)
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            return Some(format!(
+                "cannot tell whether {} holds work (git status: {})",
+                path.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Err(e) => {
+            return Some(format!(
+                "cannot tell whether {} holds work (cannot run git: {e})",
+                path.display()
+            ));
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `XY path`: the status letters, then the path.
+    let paths: Vec<&str> = text
+        .lines()
+        .filter(|l| l.len() > 3)
+        .map(|l| &l[3..])
+        .collect();
+    if paths.is_empty() {
+        return None;
+    }
+    let mut named = paths[..paths.len().min(NAMED_PATHS)].join(", ");
+    if paths.len() > NAMED_PATHS {
+        named.push_str(&format!(" and {} more", paths.len() - NAMED_PATHS));
+    }
+    Some(format!(
+        "{} uncommitted path(s) in {}: {named}",
+        paths.len(),
+        path.display()
+    ))
+}
+
+/// What removing a worktree did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    /// Its branch holds commits that are not merged, so it stays.
+    pub branch_kept: bool,
+}
+
+/// Removes the worktree, without `--force`: git itself refuses one that
+/// holds changes (files ignored by `.gitignore` go with it), so work that
+/// appeared after the release checked is not lost either. Its branch is
+/// deleted only when it holds nothing that is not merged (`git branch
+/// -d`), so nothing an agent committed is lost.
+pub fn remove_worktree(repo: &Path, path: &Path, branch: Option<&str>) -> Result<Removed, String> {
     if !path.exists() {
         // Gone already (a crashed run's orphan): forget its registration.
-        let _ = std::process::Command::new("git")
+        let _ = Command::new("git")
             .arg("-C")
             .arg(repo)
             .args(["worktree", "prune"])
             .output();
-        if let Some(branch) = branch {
-            let _ = std::process::Command::new("git")
-                .arg("-C")
-                .arg(repo)
-                .args(["branch", "-d", branch])
-                .output();
+    } else {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["worktree", "remove"])
+            .arg(path)
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if !out.status.success() && path.exists() {
+            return Err(format!(
+                "kept {}: git worktree remove refused ({})",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
-        return Ok(());
     }
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["worktree", "remove", "--force"])
-        .arg(path)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() && path.exists() {
-        return Err(format!(
-            "git worktree remove failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let mut branch_kept = false;
     if let Some(branch) = branch {
-        let _ = std::process::Command::new("git")
+        let _ = Command::new("git")
             .arg("-C")
             .arg(repo)
             .args(["branch", "-d", branch])
             .output();
+        // Still there: git refused, it holds commits that are not merged.
+        branch_kept = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{branch}"))
+            .output()
+            .is_ok_and(|o| o.status.success());
     }
-    Ok(())
+    Ok(Removed { branch_kept })
 }

@@ -30,15 +30,24 @@ pub fn capacity(action: CapacityAction) -> Outcome {
             json,
         } => (run, Request::Ensure { profiles, lifetime }, json),
         CapacityAction::Status { run, json } => (run, Request::Capacity, json),
-        CapacityAction::Release { run, json } => (run, Request::Release, json),
+        CapacityAction::Release { run, select, json } => (run, Request::Release(select), json),
     };
     let result = control::resolve_run(&run).and_then(|dir| match control::send(&dir, &req) {
         Err(f) if f.code == ErrorCode::NotLive => match &req {
             Request::Capacity => Ok(Reply::Capacity(capacity::offline::status(&dir)?)),
-            Request::Release => Ok(Reply::Release(capacity::offline::release(&dir)?)),
+            Request::Release(sel) => Ok(Reply::Release(capacity::offline::release(
+                &dir,
+                &sel.lifetime,
+                &sel.name,
+            )?)),
+            // Instances of a finished run have no process to run on: a
+            // clear refusal, as JSON with --json.
             _ => Err(Failure::new(
                 f.code,
-                format!("{}; ensure needs a live run", f.message),
+                format!(
+                    "{}; ensure needs a live run (a finished run's capacity can be inspected and released, not ensured)",
+                    f.message
+                ),
             )),
         },
         other => other,
@@ -47,16 +56,18 @@ pub fn capacity(action: CapacityAction) -> Outcome {
 }
 
 /// Prints an answer; refusals print their message (or JSON error) and exit
-/// by their code.
+/// by their code. A `partial` release or ensure prints its answer and
+/// exits 1.
 fn answer(result: Result<Reply, Failure>, req: &Request, json: bool) -> Outcome {
+    let code = |reply: &Reply| i32::from(reply.partial());
     match (result, json) {
         (Ok(reply), true) => {
             println!("{}", to_json(&reply));
-            Ok(0)
+            Ok(code(&reply))
         }
         (Ok(reply), false) => {
             print!("{}", text(&reply, req));
-            Ok(0)
+            Ok(code(&reply))
         }
         (Err(f), true) => {
             println!("{}", serde_json::json!({"status": "error", "error": f}));
@@ -114,10 +125,18 @@ fn instances_text(s: &mut String, agents: &[capacity::InstanceRecord]) {
 }
 
 fn ensure_text(e: &EnsureResult) -> String {
-    let mut s = format!("capacity of {}: {}\n", e.loop_id, e.status);
+    let mut s = format!("capacity of {}: {}\n", e.loop_id, e.status.as_str());
     instances_text(&mut s, &e.agents);
     for r in &e.rejected {
-        let _ = writeln!(s, "rejected: {r}");
+        let _ = writeln!(
+            s,
+            "rejected: {} ({}): {} of {} — {}",
+            r.profile,
+            r.reason.as_str(),
+            r.granted,
+            r.requested,
+            r.detail
+        );
     }
     s
 }
@@ -146,18 +165,38 @@ fn capacity_text(c: &StatusResult) -> String {
 }
 
 fn release_text(r: &ReleaseResult) -> String {
-    let retained: Vec<String> = r
-        .retained
-        .iter()
-        .map(|x| format!("{} ({})", x.name, x.reason))
-        .collect();
-    format!(
-        "released {}: {}\nretained {}: {}\n",
+    let lifetimes: Vec<&str> = r.lifetimes.iter().map(|l| l.as_str()).collect();
+    let mut s = format!(
+        "release of {}: {} (lifetimes: {}{})\nreleased {}: {}\nretained {}:\n",
+        r.loop_id,
+        r.status.as_str(),
+        if lifetimes.is_empty() {
+            "none".to_string()
+        } else {
+            lifetimes.join(", ")
+        },
+        if r.names.is_empty() {
+            String::new()
+        } else {
+            format!("; named: {}", r.names.join(", "))
+        },
         r.released_count,
         r.released.join(", "),
         r.retained_count,
-        retained.join(", ")
-    )
+    );
+    for x in &r.retained {
+        let _ = writeln!(
+            s,
+            "  {} ({}){}",
+            x.name,
+            x.reason,
+            x.detail
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+    }
+    s
 }
 
 fn status_text(v: &RunStatus) -> String {

@@ -522,7 +522,7 @@ impl App {
             Overlay::ConfirmRelease { .. } => match e.code {
                 KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
                     self.overlay = Overlay::None;
-                    return vec![Effect::Control(Request::Release)];
+                    return vec![Effect::Control(Request::Release(Default::default()))];
                 }
                 KeyCode::Char('n' | 'N') => self.overlay = Overlay::None,
                 _ if esc => self.overlay = Overlay::None,

@@ -5,12 +5,15 @@
 //! and status requests are answered here.
 
 mod client;
+mod peer;
 mod runs;
 mod server;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capacity::{CapacityError, EnsureResult, Reconciler, ReleaseResult, StatusResult};
+use crate::capacity::{
+    CapacityError, EnsureResult, Outcome, Reconciler, ReleaseResult, StatusResult,
+};
 use crate::kernel::{
     Answer, CommandError, ErrorCode, Lane, NodeStatus, Request, RunHandle, signal::LaneCounts,
 };
@@ -32,6 +35,17 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A release that kept something it was asked to let go, or an ensure
+    /// that could not create everything: the command did not fully succeed
+    /// (exit 1), though it did what it could.
+    pub fn partial(&self) -> bool {
+        match self {
+            Reply::Release(r) => r.status == Outcome::Partial,
+            Reply::Ensure(e) => e.status == Outcome::Partial,
+            _ => false,
+        }
+    }
+
     /// One line for the operator (the console's status line).
     pub fn one_line(&self, req: &Request) -> String {
         match self {
@@ -47,15 +61,19 @@ impl Reply {
                 }
                 s
             }
-            Reply::Ensure(e) => format!(
-                "ensured: {} instance(s){}",
-                e.agents.len(),
-                if e.rejected.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} rejected", e.rejected.len())
+            Reply::Ensure(e) => {
+                let mut s = format!("ensured: {} instance(s)", e.agents.len());
+                for r in &e.rejected {
+                    s.push_str(&format!(
+                        "; {} rejected ({}): {} of {}",
+                        r.profile,
+                        r.reason.as_str(),
+                        r.granted,
+                        r.requested
+                    ));
                 }
-            ),
+                s
+            }
             Reply::Capacity(c) => format!(
                 "capacity: {} active of max_nodes {}",
                 c.active_nodes, c.max_nodes
@@ -133,7 +151,11 @@ pub async fn apply(
     let need_capacity = || capacity.ok_or_else(|| Failure::from(CommandError::NoCapacity));
     match req {
         Request::Status => status(h, capacity).await.map(Reply::Status),
-        Request::Release => Ok(Reply::Release(need_capacity()?.release_idle())),
+        Request::Release(sel) => Ok(Reply::Release(
+            need_capacity()?
+                .release_request(sel.lifetime, sel.name)
+                .await?,
+        )),
         Request::Ensure { profiles, lifetime } => {
             let profiles: Vec<(String, u32)> = profiles.into_iter().map(|p| (p.0, p.1)).collect();
             Ok(Reply::Ensure(need_capacity()?.ensure(&profiles, lifetime)?))

@@ -7,7 +7,8 @@
 //! `accept` error (descriptors exhausted) is logged and retried after a
 //! pause, connections are capped, a client that sends nothing or too much
 //! is answered or dropped after a timeout, and bytes that are not a UTF-8
-//! request line get an error answer.
+//! request line get an error answer. A request from one of the run's own
+//! agent processes is refused (`peer_is_agent`, see [`super::peer`]).
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -68,12 +69,24 @@ impl ControlServer {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        let task = tokio::spawn(serve(listener, handle, capacity));
+        // As agents get it in PLAYDECK_RUN_DIR.
+        let tag: Arc<str> = Arc::from(
+            std::fs::canonicalize(run_dir)
+                .unwrap_or_else(|_| run_dir.to_path_buf())
+                .display()
+                .to_string(),
+        );
+        let task = tokio::spawn(serve(listener, handle, capacity, tag));
         Ok(ControlServer { path, task })
     }
 }
 
-async fn serve(listener: UnixListener, handle: RunHandle, capacity: Option<Arc<Reconciler>>) {
+async fn serve(
+    listener: UnixListener,
+    handle: RunHandle,
+    capacity: Option<Arc<Reconciler>>,
+    tag: Arc<str>,
+) {
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut backoff = Duration::from_millis(10);
     loop {
@@ -83,9 +96,9 @@ async fn serve(listener: UnixListener, handle: RunHandle, capacity: Option<Arc<R
         match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = Duration::from_millis(10);
-                let (handle, capacity) = (handle.clone(), capacity.clone());
+                let (handle, capacity, tag) = (handle.clone(), capacity.clone(), tag.clone());
                 tokio::spawn(async move {
-                    connection(stream, &handle, capacity.as_deref()).await;
+                    connection(stream, &handle, capacity.as_deref(), &tag).await;
                     drop(place);
                 });
             }
@@ -99,7 +112,24 @@ async fn serve(listener: UnixListener, handle: RunHandle, capacity: Option<Arc<R
     }
 }
 
-async fn connection(stream: UnixStream, handle: &RunHandle, capacity: Option<&Reconciler>) {
+async fn connection(
+    stream: UnixStream,
+    handle: &RunHandle,
+    capacity: Option<&Reconciler>,
+    tag: &str,
+) {
+    // Who asks, before what: the peer's pid is the kernel's word (it
+    // cannot be forged by the client).
+    let agent = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+        Some(pid) => tokio::task::spawn_blocking({
+            let tag = tag.to_string();
+            move || super::peer::agent_of_this_run(pid, &tag).map(|why| (pid, why))
+        })
+        .await
+        .ok()
+        .flatten(),
+        None => None,
+    };
     let (read, mut write) = stream.into_split();
     let mut line = Vec::new();
     let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST as u64 + 1);
@@ -120,7 +150,22 @@ async fn connection(stream: UnixStream, handle: &RunHandle, capacity: Option<&Re
                 format!("the request is not UTF-8 ({e})"),
             )),
             Ok(text) => match serde_json::from_str::<Request>(text.trim()) {
-                Ok(req) => apply(handle, capacity, req).await,
+                Ok(req) => match &agent {
+                    Some((pid, why)) => {
+                        tracing::warn!(
+                            pid,
+                            "control socket: refused {} from an agent of this run: {why}",
+                            req.name()
+                        );
+                        Err(Failure::new(
+                            ErrorCode::PeerIsAgent,
+                            format!(
+                                "refused: the request comes from pid {pid}, one of this run's agent processes ({why}); agents may not drive their own run — an operator's `playdeck ctl` or `playdeck capacity` can"
+                            ),
+                        ))
+                    }
+                    None => apply(handle, capacity, req).await,
+                },
                 Err(e) => Err(Failure::new(
                     ErrorCode::BadRequest,
                     format!("not a control request: {e}"),

@@ -76,20 +76,41 @@ pub enum Request {
     Cancel,
     /// The run at a glance.
     Status,
-    /// Release idle capacity; busy instances are retained with reasons.
-    Release,
-    /// Ensure profiles have at least this many instances.
+    /// Release idle capacity: instances of the lifetimes asked for and
+    /// those named; with neither, the lifetimes due now (pinned and
+    /// manual_release instances stay). Busy and starting instances, and a
+    /// worktree holding uncommitted work, are retained with reasons.
+    Release(ReleaseSelect),
+    /// Ensure profiles have this many instances of the lifetime (what
+    /// fits is created; the rest is listed in `rejected`).
     Ensure {
         /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
         #[arg(long = "profile", required = true, value_name = "PROFILE[=COUNT]")]
         profiles: Vec<ProfileCount>,
-        /// Lifetime of instances this creates.
+        /// Lifetime of the instances counted and created (default: each
+        /// profile's).
         #[arg(long)]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lifetime: Option<Lifetime>,
     },
     /// Capacity instances, waiting work and what blocks release.
     Capacity,
+}
+
+/// What a release takes. Empty (the console's `x`, a bare `release`):
+/// the lifetimes due now — `current_round` while the run goes on,
+/// `current_loop` too once it has ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+pub struct ReleaseSelect {
+    /// Release instances of this lifetime, pinned ones included;
+    /// repeatable.
+    #[arg(long = "lifetime", value_name = "LIFETIME")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lifetime: Vec<Lifetime>,
+    /// Release this instance, whatever its lifetime; repeatable.
+    #[arg(long = "name", value_name = "INSTANCE")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub name: Vec<String>,
 }
 
 /// `coder=2` or `coder` (one): a profile and how many instances it needs.
@@ -191,7 +212,7 @@ impl Request {
             Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
-            Request::Release => "release",
+            Request::Release(_) => "release",
             Request::Ensure { .. } => "ensure",
             Request::Capacity => "capacity",
         }
@@ -322,6 +343,10 @@ pub enum ErrorCode {
     NotReactive,
     /// Admission dropped what was added (the ledger has the row).
     Dropped,
+    /// A release named an instance the run does not have.
+    UnknownInstance,
+    /// The request came from one of the run's own agent processes.
+    PeerIsAgent,
     /// A code this build does not know (a newer peer).
     #[serde(other)]
     Other,
@@ -338,7 +363,8 @@ impl ErrorCode {
             | ErrorCode::DuplicateProfile
             | ErrorCode::OverMaxInstances
             | ErrorCode::OverMaxNodes
-            | ErrorCode::BadProfile => 2,
+            | ErrorCode::BadProfile
+            | ErrorCode::UnknownInstance => 2,
             _ => 1,
         }
     }
@@ -441,6 +467,11 @@ mod tests {
             (
                 "ensure --profile coder=2 --lifetime manual_release",
                 r#"{"cmd":"ensure","profiles":[["coder",2]],"lifetime":"manual_release"}"#,
+            ),
+            ("release", r#"{"cmd":"release"}"#),
+            (
+                "release --lifetime current_loop --lifetime manual_release --name loop-r-coder-1",
+                r#"{"cmd":"release","lifetime":["current_loop","manual_release"],"name":["loop-r-coder-1"]}"#,
             ),
         ];
         for (line, json) in cases {

@@ -48,7 +48,18 @@ pub enum LeaseAnswer {
         queue: Arc<str>,
         reason: Arc<str>,
     },
+    /// Never: nothing the run does will give this operation an instance
+    /// (a pinned profile without instances, a profile that cannot start
+    /// any, every node held by instances nobody may reclaim). The
+    /// operation fails at once with the category `capacity_unavailable`
+    /// and this reason, rather than waiting forever.
+    Unavailable {
+        reason: Arc<str>,
+    },
 }
+
+/// The failure category of an operation capacity can never serve.
+pub const CAPACITY_UNAVAILABLE: &str = "capacity_unavailable";
 
 pub trait LeaseProvider: Send + Sync {
     /// Called for an operation about to start, with a slot free.

@@ -34,7 +34,9 @@ pub use graph::{
     OperationKind,
 };
 pub use lane::{Lane, lane_for};
-pub use lease::{Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained};
+pub use lease::{
+    CAPACITY_UNAVAILABLE, Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained,
+};
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
 pub use request::SpawnRequest;
 pub use restore::{Restore, RestoredNode};

@@ -36,6 +36,7 @@ const PROFILE_KEYS: &[&str] = &[
     "reuse",
     "lifetime",
     "tools",
+    "pinned",
 ];
 
 pub(super) fn read(
@@ -97,6 +98,8 @@ pub(super) fn read(
         None => {}
     }
 
+    // Where each profile is, and its `pinned` key, for checks across them.
+    let mut spans: IndexMap<String, (super::Span, Option<super::Span>)> = IndexMap::new();
     if let Some(v) = profiles_v
         && let Some(t) = r.table(v, "[role_profiles]")
     {
@@ -115,6 +118,8 @@ pub(super) fn read(
             if let Some(pt) = r.table(pv, &format!("[role_profiles.{name}]"))
                 && let Some(p) = read_profile(r, &pt, name, palette, &cfg, agents)
             {
+                let pinned = pt.contains("pinned").then(|| pt.key_span("pinned"));
+                spans.insert(name.to_string(), (span.clone(), pinned));
                 cfg.profiles.insert(name.to_string(), p);
             }
         }
@@ -147,8 +152,86 @@ pub(super) fn read(
         None if total > 0 => cfg.max_nodes = cfg.max_nodes.min(total),
         _ => {}
     }
+    check_pinned_nodes(r, &cfg, &spans);
+    let template_span = cap_table
+        .as_ref()
+        .filter(|t| t.contains("name_template"))
+        .map(|t| t.key_span("name_template"));
+    check_unique_names(r, &cfg, &spans, template_span);
     Some(cfg)
 }
+
+/// The declared pinned instances are made when the run starts: together
+/// they must fit `max_nodes`.
+fn check_pinned_nodes(
+    r: &mut Reader,
+    cfg: &CapacityConfig,
+    spans: &IndexMap<String, (super::Span, Option<super::Span>)>,
+) {
+    let mut sum = 0;
+    for p in cfg.profiles.values() {
+        sum += p.pinned;
+        if p.pinned > 0 && sum > cfg.max_nodes {
+            let span = spans
+                .get(&p.name)
+                .and_then(|(_, s)| s.clone())
+                .unwrap_or(0..0);
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!(
+                        "the declared pinned instances need {sum} nodes; max_nodes is {}",
+                        cfg.max_nodes
+                    ),
+                    "more pinned instances than nodes",
+                )
+                .help("lower pinned, or raise max_nodes (and max_instances)"),
+            );
+            return;
+        }
+    }
+}
+
+/// Instance names key worktrees, branches and lookups: two instances must
+/// never get one name. Every profile × index up to its `max_instances`
+/// is rendered (with a sample run id); a name rendered twice is an error.
+/// (Past `max_instances` — instances released and made again — a name
+/// already taken is passed over at run time.)
+fn check_unique_names(
+    r: &mut Reader,
+    cfg: &CapacityConfig,
+    spans: &IndexMap<String, (super::Span, Option<super::Span>)>,
+    template_span: Option<super::Span>,
+) {
+    let mut seen: std::collections::HashMap<String, (&str, u32)> = Default::default();
+    for p in cfg.profiles.values() {
+        for index in 1..=p.max_instances {
+            let name = render_name(&cfg.name_template, SAMPLE_RUN_ID, &p.name, index);
+            if let Some((other, other_index)) = seen.get(&name) {
+                let span = template_span
+                    .clone()
+                    .or_else(|| spans.get(&p.name).map(|(s, _)| s.clone()))
+                    .unwrap_or(0..0);
+                r.push(
+                    Diagnostic::new(
+                        span,
+                        format!(
+                            "name_template {:?} gives profile {other} (instance {other_index}) and profile {} (instance {index}) the same name {name:?}",
+                            cfg.name_template, p.name
+                        ),
+                        "instance names collide",
+                    )
+                    .help("put a separator between {profile} and {index} (as in \"loop-{loop_id}-{profile}-{index}\"), or rename a profile"),
+                );
+                return;
+            }
+            seen.insert(name, (&p.name, index));
+        }
+    }
+}
+
+/// A run id of the shape runs get, for rendering sample names.
+const SAMPLE_RUN_ID: &str = "20261129-120000-ab12";
 
 fn check_template(r: &mut Reader, tpl: &str, span: super::Span) {
     let missing: Vec<&str> = ["{loop_id}", "{profile}", "{index}"]
@@ -162,7 +245,7 @@ fn check_template(r: &mut Reader, tpl: &str, span: super::Span) {
         );
         return;
     }
-    let sample = render_name(tpl, "20261129-120000-ab12", "coder", 1);
+    let sample = render_name(tpl, SAMPLE_RUN_ID, "coder", 1);
     if !is_valid_name(&sample) {
         r.push(
             Diagnostic::new(
@@ -286,6 +369,38 @@ fn read_profile(
     }
     let reuse = t.choice(r, "reuse", Reuse::ALLOWED);
     let lifetime = t.choice(r, "lifetime", Lifetime::ALLOWED);
+    let pinned = t.int(r, "pinned", 0, 1000);
+    if let Some((n, span)) = &pinned {
+        let effective = reuse
+            .as_ref()
+            .and_then(|(x, _)| Reuse::parse(x))
+            .unwrap_or(cfg.reuse);
+        if effective != Reuse::Pinned {
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!(
+                        "pinned of {name} declares pinned instances, but its reuse is {effective}"
+                    ),
+                    "needs reuse = \"pinned\"",
+                )
+                .help("set reuse = \"pinned\" on the profile (or in [capacity]), or remove pinned"),
+            );
+        } else if let Some((max, _)) = &max
+            && n > max
+        {
+            r.push(
+                Diagnostic::new(
+                    span.clone(),
+                    format!("pinned = {n} of {name} is more than its max_instances {max}"),
+                    "more than max_instances",
+                )
+                .help(format!(
+                    "declare at most {max} pinned instances, or raise max_instances"
+                )),
+            );
+        }
+    }
     let tools = super::agents_section::read_tools(r, t, "tools");
     match provider.as_deref().map(|p| (p, agents.get(p))) {
         Some((p, None)) => {
@@ -348,6 +463,7 @@ fn read_profile(
         reuse: reuse.and_then(|(x, _)| Reuse::parse(&x)),
         lifetime: lifetime.and_then(|(x, _)| Lifetime::parse(&x)),
         tools,
+        pinned: pinned.map_or(0, |(n, _)| n as u32),
     })
 }
 
@@ -388,6 +504,7 @@ fn warn_overridden_flags(
 /// An operation's explicit `profile` must exist, be for its role, and
 /// needs capacity.
 pub(super) fn check_op_profiles(r: &mut Reader, cfg: Option<&CapacityConfig>, ops: &[OpDef]) {
+    warn_pinned_without_instances(r, cfg, ops);
     for op in ops {
         let (Some(p), Some(span)) = (&op.profile, &op.profile_span) else {
             continue;
@@ -430,6 +547,31 @@ pub(super) fn check_op_profiles(r: &mut Reader, cfg: Option<&CapacityConfig>, op
                 )),
             ),
             Some(_) => {}
+        }
+    }
+}
+
+/// An operation on a pinned profile that declares no instances runs only
+/// if someone ensures one before it starts; otherwise it fails at once
+/// with `capacity_unavailable`. Said at validation, where it can be fixed.
+fn warn_pinned_without_instances(r: &mut Reader, cfg: Option<&CapacityConfig>, ops: &[OpDef]) {
+    let Some(cfg) = cfg else { return };
+    for op in ops {
+        let Some(p) = cfg.profile_for(Some(&op.role), op.profile.as_deref()) else {
+            continue;
+        };
+        if cfg.reuse_of(p) == Reuse::Pinned && p.pinned == 0 {
+            let span = op
+                .profile_span
+                .clone()
+                .unwrap_or_else(|| op.role_span.clone());
+            r.warn(
+                span,
+                format!(
+                    "operation {:?} runs on pinned profile {} that declares no instances: it fails with capacity_unavailable unless `playdeck capacity ensure --profile {}` made one before it starts; declare pinned = N in [role_profiles.{}]",
+                    op.id, p.name, p.name, p.name
+                ),
+            );
         }
     }
 }

@@ -26,6 +26,8 @@ pub(super) enum Ask {
     Go(Option<Lease>),
     /// Wait in `queue`, for `reason`.
     Wait { queue: Arc<str>, reason: Arc<str> },
+    /// Capacity can never serve it: fail it with this reason.
+    Unavailable(Arc<str>),
 }
 
 #[derive(Default)]
@@ -49,6 +51,7 @@ impl CapacityGate {
             LeaseAnswer::NotManaged => Ask::Go(None),
             LeaseAnswer::Granted(l) => Ask::Go(Some(l)),
             LeaseAnswer::Wait { queue, reason } => Ask::Wait { queue, reason },
+            LeaseAnswer::Unavailable { reason } => Ask::Unavailable(reason),
         }
     }
 
@@ -60,7 +63,8 @@ impl CapacityGate {
             .map(|q| (q, self.queues[q].ops[0]))
     }
 
-    /// The head of queue `q` got its lease.
+    /// The head of queue `q` got its lease, or was told it never will:
+    /// either way it leaves the queue.
     pub fn granted(&mut self, q: usize) {
         if let Some(ix) = self.queues[q].ops.pop_front() {
             self.reasons.remove(&ix);

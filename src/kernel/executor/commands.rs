@@ -42,7 +42,7 @@ impl Executor {
                 instruction,
                 name,
             } => self.add(&after, role, instruction, name),
-            Request::Release | Request::Ensure { .. } | Request::Capacity => {
+            Request::Release(_) | Request::Ensure { .. } | Request::Capacity => {
                 Err(CommandError::NoCapacity)
             }
             Request::Status => Err(CommandError::BadRequest(

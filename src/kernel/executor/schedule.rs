@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::super::agent::AgentFailure;
 use super::super::control::ApprovalPolicy;
-use super::super::lease::LeaseRequest;
+use super::super::lease::{CAPACITY_UNAVAILABLE, LeaseRequest};
 use super::super::signal::{PauseReason, SignalKind, SkipReason};
 use super::super::snapshot::NodeStatus;
 use super::capacity::Ask;
@@ -244,6 +244,10 @@ impl Executor {
                             self.signal_capacity_wait(ix, reason);
                         }
                     }
+                    Ask::Unavailable(reason) => {
+                        self.gate.granted(q);
+                        self.capacity_unavailable(ix, &reason);
+                    }
                 }
                 continue;
             }
@@ -257,8 +261,15 @@ impl Executor {
                         self.signal_capacity_wait(ix, reason);
                     }
                 }
+                Ask::Unavailable(reason) => self.capacity_unavailable(ix, &reason),
             }
         }
+    }
+
+    /// Capacity can never serve `ix`: it fails now instead of waiting
+    /// forever (what depends on it settles as after any failure).
+    fn capacity_unavailable(&mut self, ix: NodeIndex, reason: &str) {
+        self.fail(ix, AgentFailure::new(CAPACITY_UNAVAILABLE, reason));
     }
 
     fn ask_lease(&self, ix: NodeIndex, queued: bool) -> Ask {

@@ -5,10 +5,12 @@
 //! change to `capacity.json` and `capacity.events.jsonl`.
 //!
 //! State lives behind one mutex held for short synchronous sections; file
-//! writes and `git` run on a writer thread, never under the lock.
+//! writes and `git` run on a writer thread, never under the lock. The one
+//! `git` a release runs itself — `git status` of a worktree it would
+//! remove, so work nobody committed is never deleted — runs with the lock
+//! released, the instances it concerns marked as leaving meanwhile.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
@@ -17,15 +19,17 @@ use serde_json::{Value, json};
 
 use super::config::{CapacityConfig, Lifetime, Reuse, RoleProfile, WorkspaceMode};
 use super::state::{
-    CapacityError, CapacityFile, EnsureResult, InstanceRecord, InstanceState, Placement,
-    RECORD_TYPE, ReleaseResult, RequestRecord, SCHEMA_VERSION, Source, StatusResult, now,
-    release_records,
+    CapacityError, CapacityFile, EnsureResult, InstanceRecord, InstanceState, Outcome, Placement,
+    RECORD_TYPE, RejectReason, Rejected, ReleaseResult, RequestRecord, SCHEMA_VERSION, Selection,
+    Source, Standing, StatusResult, now, plan_release, retain_working, settle_idle,
 };
 use super::workspace;
-use crate::kernel::{
-    External, ExternalSender, Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained,
-    SignalKind,
-};
+use crate::kernel::{External, ExternalSender, Lease, LeaseId, Retained, SignalKind};
+
+mod lease;
+mod writer;
+
+use writer::{Persist, writer_loop};
 
 /// Runtime facts about an instance that are not part of its record.
 #[derive(Default)]
@@ -34,6 +38,11 @@ struct Runtime {
     served: u32,
     workspace: Option<PathBuf>,
     group: Option<String>,
+    /// A release is checking its worktree: nobody may lease it meanwhile.
+    leaving: bool,
+    /// The run ended while its worktree was being added: it goes as soon
+    /// as the worktree is there.
+    release_when_ready: bool,
 }
 
 /// A shared git worktree (a `workspace_group`, or one instance's own).
@@ -57,19 +66,8 @@ struct CapState {
     broken: HashMap<String, String>,
     created_at: String,
     finished: bool,
-}
-
-enum Persist {
-    Write {
-        file: Box<CapacityFile>,
-        events: Vec<Value>,
-    },
-    Cleanup {
-        repo: PathBuf,
-        path: PathBuf,
-        branch: String,
-    },
-    Flush(tokio::sync::oneshot::Sender<()>),
+    /// The declared pinned instances (`pinned = N`) exist.
+    declared: bool,
 }
 
 pub struct Reconciler {
@@ -81,6 +79,10 @@ pub struct Reconciler {
     events: OnceLock<ExternalSender>,
     persist: Mutex<Option<mpsc::Sender<Persist>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// `git worktree add` tasks: [`Reconciler::close`] waits for them, so a
+    /// worktree that finishes starting after the run is released, not
+    /// leaked.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     me: Weak<Reconciler>,
     next_lease: AtomicU64,
 }
@@ -110,6 +112,7 @@ impl Reconciler {
             events: OnceLock::new(),
             persist: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            tasks: Mutex::new(Vec::new()),
             me: me.clone(),
             next_lease: AtomicU64::new(1),
         });
@@ -265,24 +268,55 @@ impl Reconciler {
             .count()
     }
 
-    /// Whether one more instance of `p` fits; the reason it does not.
-    fn can_create(&self, st: &CapState, p: &RoleProfile) -> Result<(), String> {
+    /// Whether one more instance of `p` fits, and what stops it.
+    fn can_create(&self, st: &CapState, p: &RoleProfile) -> Result<(), Blocked> {
         if let Some(err) = st.broken.get(&p.name) {
-            return Err(format!(
-                "capacity: profile {} cannot start instances: {err}",
-                p.name
-            ));
+            return Err(Blocked::Broken(err.clone()));
         }
         if Self::active(st, Some(&p.name)) >= p.max_instances as usize {
-            return Err(format!(
-                "capacity: profile {} at max_instances {}",
-                p.name, p.max_instances
-            ));
+            return Err(Blocked::MaxInstances);
         }
         if Self::active(st, None) >= self.cfg.max_nodes as usize {
-            return Err(format!("capacity: max_nodes {}", self.cfg.max_nodes));
+            return Err(Blocked::MaxNodes);
         }
         Ok(())
+    }
+
+    fn blocked_reason(&self, b: &Blocked, p: &RoleProfile) -> String {
+        match b {
+            Blocked::Broken(err) => {
+                format!("capacity: profile {} cannot start instances: {err}", p.name)
+            }
+            Blocked::MaxInstances => format!(
+                "capacity: profile {} at max_instances {}",
+                p.name, p.max_instances
+            ),
+            Blocked::MaxNodes => format!("capacity: max_nodes {}", self.cfg.max_nodes),
+        }
+    }
+
+    /// The instance name for the next index of `p` that no instance of the
+    /// run has: names key worktrees and branches, so a template that
+    /// renders one name twice (with `{profile}{index}`, `coder` number 11
+    /// and `coder1` number 1) never makes two instances share them. The
+    /// colliding index is passed over, and the event log says so.
+    fn fresh_name(&self, st: &mut CapState, p: &RoleProfile, events: &mut Vec<Value>) -> String {
+        loop {
+            let index = {
+                let n = st.next_index.entry(p.name.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let name = self.cfg.instance_name(&self.loop_id, &p.name, index);
+            if !st.recs.iter().any(|r| r.name == name) {
+                return name;
+            }
+            tracing::warn!(
+                "instance name {name} exists already; profile {} takes the next index",
+                p.name
+            );
+            events.push(json!({"at": now(), "event": "name_taken", "name": name, "profile": p.name, "index": index}));
+        }
     }
 
     /// Creates an instance of `p`; `inplace` ones are ready at once, git
@@ -294,13 +328,8 @@ impl Reconciler {
         lifetime: Option<Lifetime>,
         events: &mut Vec<Value>,
     ) -> usize {
-        let index = {
-            let n = st.next_index.entry(p.name.clone()).or_insert(0);
-            *n += 1;
-            *n
-        };
+        let name = self.fresh_name(st, p, events);
         st.next_node += 1;
-        let name = self.cfg.instance_name(&self.loop_id, &p.name, index);
         let at = now();
         let mut rt = Runtime::default();
         let mut placement = Placement {
@@ -355,6 +384,7 @@ impl Reconciler {
             created_at: at.clone(),
             updated_at: at,
             retained: None,
+            pinned: self.cfg.reuse_of(p) == Reuse::Pinned,
         });
         st.rt.push(rt);
         let i = st.recs.len() - 1;
@@ -362,12 +392,40 @@ impl Reconciler {
         i
     }
 
+    /// The pinned instances profiles declare (`pinned = N`), made when the
+    /// run first asks anything of capacity (its first operation): the
+    /// profile's whole set, counting what a resumed run took over.
+    fn declare(&self, st: &mut CapState, events: &mut Vec<Value>) {
+        // After the run nothing is made: a status of a finished run makes
+        // no instances.
+        if st.declared || st.finished {
+            return;
+        }
+        st.declared = true;
+        for p in self.cfg.profiles.values() {
+            if self.cfg.reuse_of(p) != Reuse::Pinned {
+                continue;
+            }
+            while Self::active(st, Some(&p.name)) < p.pinned as usize {
+                if let Err(b) = self.can_create(st, p) {
+                    // Validation keeps Σ pinned within max_nodes; a resumed
+                    // run's instances may still hold the nodes.
+                    let reason = self.blocked_reason(&b, p);
+                    tracing::warn!("declared pinned instances of {}: {reason}", p.name);
+                    events.push(json!({"at": now(), "event": "declared_short", "profile": p.name, "detail": reason}));
+                    break;
+                }
+                self.create(st, p, None, events);
+            }
+        }
+    }
+
     /// Starts `git worktree add` in the background; called with the state
     /// locked, so the outcome is reported from the task.
     fn start_worktree(&self, key: String, path: PathBuf, branch: String) {
         let repo = self.cfg.repo_root.clone();
         let me = self.me.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let result = match repo {
                 Some(repo) => workspace::create_worktree(&repo, &path, &branch).await,
                 // Validation refuses git-worktree outside a repository; this
@@ -378,6 +436,9 @@ impl Reconciler {
                 me.worktree_done(&key, result);
             }
         });
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
     }
 
     fn worktree_done(&self, key: &str, result: Result<(), String>) {
@@ -393,9 +454,17 @@ impl Reconciler {
                         && st.recs[i].state == InstanceState::Starting
                 })
                 .collect();
+            let mut gone = Vec::new();
             for i in members {
                 let at = now();
                 match &result {
+                    // The run ended meanwhile: nobody worked in the new
+                    // worktree, it goes at once.
+                    Ok(()) if st.rt[i].release_when_ready => {
+                        st.recs[i].state = InstanceState::Released;
+                        st.recs[i].retained = None;
+                        gone.push(st.recs[i].name.clone());
+                    }
                     Ok(()) => st.recs[i].state = InstanceState::Ready,
                     Err(e) => {
                         st.recs[i].state = InstanceState::Failed;
@@ -406,9 +475,17 @@ impl Reconciler {
                 }
                 st.recs[i].updated_at = at;
                 events.push(self.announce(&st, i));
+                if st.recs[i].state == InstanceState::Released {
+                    self.free_workspace(&mut st, i);
+                }
             }
             if result.is_err() {
                 st.groups.remove(key);
+            }
+            if !gone.is_empty() {
+                let detail = json!({"trigger": "run_end", "released": gone, "detail": "its worktree was still being added when the run ended"});
+                events.push(json!({"at": now(), "event": "release", "detail": detail}));
+                push_request(&mut st, "release", detail);
             }
             self.persist_now(&st, events);
         }
@@ -425,6 +502,8 @@ impl Reconciler {
         let r = &mut st.recs[i];
         r.state = InstanceState::Busy;
         r.op = Some(op.to_string());
+        // Whatever kept it before, it works now.
+        r.retained = None;
         r.source = if reused {
             Source::Reused
         } else {
@@ -444,45 +523,108 @@ impl Reconciler {
         }
     }
 
-    /// Releases what `select` picks, idle-only, and frees the workspaces of
-    /// what was released.
-    fn release_where(
-        &self,
-        select: impl Fn(&InstanceRecord) -> bool,
-        trigger: &str,
-    ) -> ReleaseResult {
-        let result = {
-            let mut st = self.lock();
-            let before: Vec<(InstanceState, bool)> = st
-                .recs
-                .iter()
-                .map(|r| (r.state, r.retained.is_some()))
-                .collect();
-            let waiting = st.waiting.clone();
-            let mut recs = std::mem::take(&mut st.recs);
-            let result = release_records(
-                &mut recs,
-                select,
-                |p| waiting.get(p).copied().unwrap_or(0),
-                &self.loop_id,
-                &self.capacity_ref,
-            );
-            st.recs = recs;
-            let mut events = Vec::new();
-            for (i, was) in before.into_iter().enumerate() {
-                if was != (st.recs[i].state, st.recs[i].retained.is_some()) {
-                    events.push(self.announce(&st, i));
-                }
-                if was.0 != InstanceState::Released && st.recs[i].state == InstanceState::Released {
-                    self.free_workspace(&mut st, i);
+    /// The lifetimes a release takes when asked for none: `current_round`
+    /// while the run goes on, `current_loop` too once it has ended.
+    fn due_now(st: &CapState) -> Vec<Lifetime> {
+        if st.finished {
+            vec![Lifetime::CurrentRound, Lifetime::CurrentLoop]
+        } else {
+            vec![Lifetime::CurrentRound]
+        }
+    }
+
+    /// Releases what `sel` takes, idle-only: busy and starting instances
+    /// are kept with their reason, and so is the instance whose release
+    /// would remove a worktree holding uncommitted work. With `later`
+    /// (the run's end), a selected instance still starting goes as soon as
+    /// its worktree is there.
+    fn release_selected(&self, sel: &Selection, trigger: &str, later: bool) -> ReleaseResult {
+        let mut st = self.lock();
+        let mut events = Vec::new();
+        self.declare(&mut st, &mut events);
+        let before: Vec<(InstanceState, bool)> = st
+            .recs
+            .iter()
+            .map(|r| (r.state, r.retained.is_some()))
+            .collect();
+        let plan = plan_release(&st.recs, sel, |i, r| {
+            if st.rt[i].leaving {
+                return Standing::Leaving;
+            }
+            match r.state {
+                InstanceState::Ready | InstanceState::Planned => Standing::Idle,
+                InstanceState::Starting => Standing::Working("starting"),
+                _ => Standing::Working("busy"),
+            }
+        });
+        let waiting = st.waiting.clone();
+        let depth = |p: &str| waiting.get(p).copied().unwrap_or(0);
+        let mut retained = retain_working(&mut st.recs, &plan, depth);
+        if later {
+            for &(i, state) in &plan.working {
+                if state == "starting" {
+                    st.rt[i].release_when_ready = true;
+                    if let Some(r) = st.recs[i].retained.as_mut() {
+                        r.detail = Some("released as soon as its worktree is added".into());
+                    }
                 }
             }
-            let released: Vec<Arc<str>> = result
+            retained = plan
+                .working
+                .iter()
+                .filter_map(|&(i, _)| {
+                    let a = &st.recs[i];
+                    let r = a.retained.as_ref()?;
+                    Some(super::state::RetainedEntry {
+                        name: a.name.clone(),
+                        reason: r.reason.clone(),
+                        runtime_state: r.runtime_state.clone(),
+                        queue_depth: r.queue_depth,
+                        detail: r.detail.clone(),
+                    })
+                })
+                .collect();
+        }
+        // `git status` of the worktrees this would remove, without the
+        // lock: the instances concerned are leaving, so nobody leases them.
+        let mut dirty = HashMap::new();
+        if !plan.checks.is_empty() {
+            for &i in &plan.idle {
+                st.rt[i].leaving = true;
+            }
+            drop(st);
+            for (path, _) in &plan.checks {
+                if let Some(files) = workspace::uncommitted(path) {
+                    dirty.insert(path.clone(), files);
+                }
+            }
+            st = self.lock();
+            for &i in &plan.idle {
+                st.rt[i].leaving = false;
+            }
+        }
+        let waiting = st.waiting.clone();
+        let (released, kept) = settle_idle(&mut st.recs, &plan, &dirty, |p| {
+            waiting.get(p).copied().unwrap_or(0)
+        });
+        retained.extend(kept);
+        for (i, was) in before.into_iter().enumerate() {
+            if was != (st.recs[i].state, st.recs[i].retained.is_some()) {
+                events.push(self.announce(&st, i));
+            }
+            if was.0 != InstanceState::Released && st.recs[i].state == InstanceState::Released {
+                self.free_workspace(&mut st, i);
+            }
+        }
+        let result = ReleaseResult::new(sel, &self.loop_id, &self.capacity_ref, released, retained);
+        self.emit(SignalKind::CapacityReleased {
+            trigger: Arc::from(trigger),
+            released: result
                 .released
                 .iter()
                 .map(|n| Arc::from(n.as_str()))
-                .collect();
-            let retained: Vec<Retained> = result
+                .collect(),
+            retained: result
                 .retained
                 .iter()
                 .map(|r| Retained {
@@ -491,18 +633,20 @@ impl Reconciler {
                     runtime_state: Arc::from(r.runtime_state.as_str()),
                     queue_depth: r.queue_depth,
                 })
-                .collect();
-            self.emit(SignalKind::CapacityReleased {
-                trigger: Arc::from(trigger),
-                released: released.into(),
-                retained: retained.into(),
-            });
-            let detail = json!({"trigger": trigger, "released": result.released, "retained": result.retained});
-            events.push(json!({"at": now(), "event": "release", "detail": detail}));
-            push_request(&mut st, "release", detail);
-            self.persist_now(&st, events);
-            result
-        };
+                .collect(),
+        });
+        let detail = json!({
+            "trigger": trigger,
+            "lifetimes": result.lifetimes,
+            "names": result.names,
+            "status": result.status,
+            "released": result.released,
+            "retained": result.retained,
+        });
+        events.push(json!({"at": now(), "event": "release", "detail": detail}));
+        push_request(&mut st, "release", detail);
+        self.persist_now(&st, events);
+        drop(st);
         self.changed();
         result
     }
@@ -526,40 +670,75 @@ impl Reconciler {
         }
     }
 
-    /// The operator's release: every idle instance, whatever its lifetime.
-    pub fn release_idle(&self) -> ReleaseResult {
-        self.release_where(|_| true, "operator")
+    /// The operator's release: instances of `lifetimes` and those named;
+    /// with neither, the lifetimes due now (pinned and `manual_release`
+    /// instances stay). A name the run does not have is an error. Runs
+    /// `git status` for worktrees it would remove: call it off the async
+    /// runtime, or use [`Reconciler::release_request`].
+    pub fn release_select(
+        &self,
+        lifetimes: &[Lifetime],
+        names: &[String],
+    ) -> Result<ReleaseResult, CapacityError> {
+        let sel = {
+            let st = self.lock();
+            let sel = Selection::new(lifetimes, names, &Self::due_now(&st));
+            sel.check_names(&st.recs)?;
+            sel
+        };
+        Ok(self.release_selected(&sel, "operator", false))
     }
 
-    /// What a release would do now, without doing it (the confirmation).
+    /// [`Reconciler::release_select`] on a blocking thread, for async
+    /// callers.
+    pub async fn release_request(
+        &self,
+        lifetimes: Vec<Lifetime>,
+        names: Vec<String>,
+    ) -> Result<ReleaseResult, CapacityError> {
+        let me = self.me.upgrade().expect("the reconciler is alive");
+        tokio::task::spawn_blocking(move || me.release_select(&lifetimes, &names))
+            .await
+            .unwrap_or_else(|e| Err(CapacityError::new("io", format!("the release failed: {e}"))))
+    }
+
+    /// What the operator's default release would do now, without doing it
+    /// (the confirmation). Worktrees are checked for work when it runs.
     pub fn release_preview(&self) -> ReleaseResult {
         let st = self.lock();
+        let sel = Selection::new(&[], &[], &Self::due_now(&st));
         let mut recs = st.recs.clone();
-        release_records(
-            &mut recs,
-            |_| true,
-            |p| st.waiting.get(p).copied().unwrap_or(0),
-            &self.loop_id,
-            &self.capacity_ref,
-        )
+        let plan = plan_release(&recs, &sel, |i, r| {
+            if st.rt[i].leaving {
+                return Standing::Leaving;
+            }
+            match r.state {
+                InstanceState::Ready | InstanceState::Planned => Standing::Idle,
+                InstanceState::Starting => Standing::Working("starting"),
+                _ => Standing::Working("busy"),
+            }
+        });
+        let depth = |p: &str| st.waiting.get(p).copied().unwrap_or(0);
+        let mut retained = retain_working(&mut recs, &plan, depth);
+        let (released, kept) = settle_idle(&mut recs, &plan, &HashMap::new(), depth);
+        retained.extend(kept);
+        ReleaseResult::new(&sel, &self.loop_id, &self.capacity_ref, released, retained)
     }
 
-    /// Ensures each named profile has at least `count` instances. Every
-    /// request is checked before anything is created.
+    /// Ensures each named profile has `count` instances of the lifetime
+    /// asked for (default: the profile's), following its reuse policy:
+    /// `prefer_idle` and `pinned` count every such instance, `always_new`
+    /// only those no operation has used yet. What fits is created; each
+    /// profile that cannot get everything is listed in `rejected` with the
+    /// reason, and the answer is `partial`. Unknown or repeated profiles
+    /// are errors, and nothing is created.
     pub fn ensure(
         &self,
         wanted: &[(String, u32)],
         lifetime: Option<Lifetime>,
     ) -> Result<EnsureResult, CapacityError> {
-        let mut st = self.lock();
-        if st.finished {
-            return Err(CapacityError::new(
-                "not_live",
-                "the run has finished; ensure needs a live run",
-            ));
-        }
         let mut seen = HashSet::new();
-        let mut need: Vec<(&RoleProfile, usize)> = Vec::new();
+        let mut asked: Vec<(&RoleProfile, u32)> = Vec::new();
         for (name, count) in wanted {
             if !seen.insert(name.as_str()) {
                 return Err(CapacityError::new(
@@ -577,69 +756,131 @@ impl Reconciler {
                     ),
                 ));
             };
-            if *count > p.max_instances {
-                return Err(CapacityError::new(
-                    "over_max_instances",
-                    format!(
-                        "profile {name} allows max_instances {}, asked for {count}",
-                        p.max_instances
-                    ),
-                ));
-            }
-            let active = Self::active(&st, Some(name));
-            need.push((p, (*count as usize).saturating_sub(active)));
+            asked.push((p, *count));
         }
-        let total = Self::active(&st, None) + need.iter().map(|(_, n)| n).sum::<usize>();
-        if total > self.cfg.max_nodes as usize {
+        let mut st = self.lock();
+        if st.finished {
             return Err(CapacityError::new(
-                "over_max_nodes",
-                format!(
-                    "ensuring this needs {total} instances; max_nodes is {}",
-                    self.cfg.max_nodes
-                ),
+                "not_live",
+                "the run has finished; ensure needs a live run",
             ));
         }
         let mut events = Vec::new();
-        let mut created = HashSet::new();
-        for (p, n) in &need {
-            for _ in 0..*n {
-                let i = self.create(&mut st, p, lifetime, &mut events);
-                created.insert(i);
-            }
-        }
+        self.declare(&mut st, &mut events);
         let mut agents = Vec::new();
-        for (name, _) in wanted {
-            for (i, r) in st.recs.iter().enumerate() {
-                if r.profile == *name && r.state.is_active() {
-                    let mut r = r.clone();
-                    r.source = if created.contains(&i) {
-                        Source::Created
-                    } else {
-                        Source::Reused
-                    };
-                    agents.push(r);
+        let mut rejected = Vec::new();
+        for (p, count) in asked {
+            let life = lifetime.unwrap_or_else(|| self.cfg.lifetime_of(p));
+            let reuse = self.cfg.reuse_of(p);
+            let counted: Vec<usize> = (0..st.recs.len())
+                .filter(|&i| {
+                    let r = &st.recs[i];
+                    r.profile == p.name
+                        && r.state.is_active()
+                        && r.lifetime == life
+                        && (reuse != Reuse::AlwaysNew || st.rt[i].served == 0)
+                })
+                .take(count as usize)
+                .collect();
+            let mut need = count as usize - counted.len();
+            let mut reject: Option<(RejectReason, String)> = None;
+            let mut cut = |need: &mut usize, room: usize, reason: RejectReason, detail: String| {
+                if *need > room {
+                    *need = room;
+                    reject.get_or_insert((reason, detail));
                 }
+            };
+            if let Some(err) = st.broken.get(&p.name) {
+                cut(
+                    &mut need,
+                    0,
+                    RejectReason::ProfileBroken,
+                    format!("profile {} cannot start instances: {err}", p.name),
+                );
+            }
+            let active = Self::active(&st, Some(&p.name));
+            if reuse == Reuse::Pinned && p.pinned > 0 {
+                cut(
+                    &mut need,
+                    (p.pinned as usize).saturating_sub(active),
+                    RejectReason::Pinned,
+                    format!(
+                        "profile {} is pinned to its {} declared instance(s) (pinned = {}), {active} active",
+                        p.name, p.pinned, p.pinned
+                    ),
+                );
+            }
+            cut(
+                &mut need,
+                (p.max_instances as usize).saturating_sub(active),
+                RejectReason::OverMaxInstances,
+                format!(
+                    "profile {} allows max_instances {} and has {active} active; asked for {count} {life}",
+                    p.name, p.max_instances
+                ),
+            );
+            let nodes = Self::active(&st, None);
+            cut(
+                &mut need,
+                (self.cfg.max_nodes as usize).saturating_sub(nodes),
+                RejectReason::OverMaxNodes,
+                format!(
+                    "max_nodes is {} and {nodes} instance(s) are active",
+                    self.cfg.max_nodes
+                ),
+            );
+            for &i in &counted {
+                let mut r = st.recs[i].clone();
+                r.source = Source::Reused;
+                agents.push(r);
+            }
+            for _ in 0..need {
+                let i = self.create(&mut st, p, Some(life), &mut events);
+                let mut r = st.recs[i].clone();
+                r.source = Source::Created;
+                agents.push(r);
+            }
+            if let Some((reason, detail)) = reject {
+                rejected.push(Rejected {
+                    profile: p.name.clone(),
+                    requested: count,
+                    granted: (counted.len() + need) as u32,
+                    reason,
+                    detail,
+                });
             }
         }
+        let status = if rejected.is_empty() {
+            Outcome::Ok
+        } else {
+            Outcome::Partial
+        };
         let detail = json!({
             "profiles": wanted.iter().map(|(n, c)| json!({"profile": n, "count": c})).collect::<Vec<_>>(),
             "lifetime": lifetime.map(|l| l.as_str()),
+            "status": status,
+            "rejected": rejected,
         });
         push_request(&mut st, "ensure", detail);
         self.persist_now(&st, events);
         drop(st);
         self.changed();
         Ok(EnsureResult {
-            status: "ok".into(),
+            status,
             loop_id: self.loop_id.to_string(),
             capacity_ref: self.capacity_ref.clone(),
             agents,
-            rejected: Vec::new(),
+            rejected,
         })
     }
 
     pub fn status(&self) -> StatusResult {
-        let st = self.lock();
+        let mut st = self.lock();
+        let mut events = Vec::new();
+        self.declare(&mut st, &mut events);
+        if !events.is_empty() {
+            self.persist_now(&st, events);
+        }
         let waiting: BTreeMap<String, usize> = st
             .waiting
             .iter()
@@ -661,9 +902,12 @@ impl Reconciler {
         let mut blocked = Vec::new();
         for (name, n) in &waiting {
             if let Some(p) = self.cfg.profiles.get(name)
-                && let Err(reason) = self.can_create(&st, p)
+                && let Err(b) = self.can_create(&st, p)
             {
-                blocked.push(format!("{n} operation(s) wait — {reason}"));
+                blocked.push(format!(
+                    "{n} operation(s) wait — {}",
+                    self.blocked_reason(&b, p)
+                ));
             }
         }
         for r in st.recs.iter().filter(|r| r.state.is_active()) {
@@ -686,9 +930,20 @@ impl Reconciler {
         }
     }
 
-    /// Waits until everything written so far is on disk, then stops the
-    /// writer. Called once the run is over.
+    /// Waits for worktrees still being added (an instance that finishes
+    /// starting after the run is released then), then until everything
+    /// written so far is on disk, then stops the writer. Called once the
+    /// run is over.
     pub async fn close(&self) {
+        loop {
+            let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+            if tasks.is_empty() {
+                break;
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sender = self
             .persist
@@ -707,6 +962,13 @@ impl Reconciler {
     }
 }
 
+/// What stops a new instance.
+enum Blocked {
+    Broken(String),
+    MaxInstances,
+    MaxNodes,
+}
+
 fn push_request(st: &mut CapState, kind: &str, detail: Value) {
     st.requests.push(RequestRecord {
         kind: kind.into(),
@@ -716,164 +978,5 @@ fn push_request(st: &mut CapState, kind: &str, detail: Value) {
     if st.requests.len() > MAX_REQUESTS {
         let extra = st.requests.len() - MAX_REQUESTS;
         st.requests.drain(..extra);
-    }
-}
-
-impl LeaseProvider for Reconciler {
-    fn acquire(&self, req: &LeaseRequest<'_>) -> LeaseAnswer {
-        let Some(p) = self.cfg.profile_for(req.role, req.profile) else {
-            return LeaseAnswer::NotManaged;
-        };
-        let queue: Arc<str> = Arc::from(p.name.as_str());
-        let wait = |reason: String| LeaseAnswer::Wait {
-            queue: queue.clone(),
-            reason: Arc::from(reason),
-        };
-        let mut st = self.lock();
-        let mut events = Vec::new();
-        let policy = self.cfg.reuse_of(p);
-        let idle = (0..st.recs.len())
-            .find(|&i| st.recs[i].profile == p.name && st.recs[i].state == InstanceState::Ready);
-        let creatable = self.can_create(&st, p);
-        let prefer_new = policy == Reuse::AlwaysNew && creatable.is_ok();
-        if let Some(i) = idle
-            && !prefer_new
-        {
-            let lease = self.grant(&mut st, i, req.name, &mut events);
-            self.persist_now(&st, events);
-            return LeaseAnswer::Granted(lease);
-        }
-        if policy == Reuse::Pinned {
-            return wait(format!(
-                "capacity: profile {} is pinned and has no idle instance",
-                p.name
-            ));
-        }
-        // Create only as many instances as there are operations waiting.
-        let starting = st
-            .recs
-            .iter()
-            .filter(|r| r.profile == p.name && r.state == InstanceState::Starting)
-            .count();
-        let demand = st.waiting.get(&p.name).copied().unwrap_or(0) + usize::from(!req.queued);
-        if starting > 0 && starting >= demand {
-            return wait(format!(
-                "capacity: an instance of profile {} is starting",
-                p.name
-            ));
-        }
-        match creatable {
-            Err(reason) => wait(reason),
-            Ok(()) => {
-                let i = self.create(&mut st, p, None, &mut events);
-                if st.recs[i].state == InstanceState::Ready {
-                    let lease = self.grant(&mut st, i, req.name, &mut events);
-                    self.persist_now(&st, events);
-                    LeaseAnswer::Granted(lease)
-                } else {
-                    let name = st.recs[i].name.clone();
-                    self.persist_now(&st, events);
-                    wait(format!("capacity: starting instance {name}"))
-                }
-            }
-        }
-    }
-
-    fn release(&self, lease: LeaseId) {
-        let mut st = self.lock();
-        let Some(i) = st.rt.iter().position(|r| r.lease == Some(lease)) else {
-            return;
-        };
-        st.rt[i].lease = None;
-        let r = &mut st.recs[i];
-        r.op = None;
-        if matches!(r.state, InstanceState::Busy | InstanceState::Retained) {
-            r.state = InstanceState::Ready;
-        }
-        r.updated_at = now();
-        let ev = self.announce(&st, i);
-        self.persist_now(&st, vec![ev]);
-    }
-
-    fn queue_depth(&self, queue: &str, depth: usize) {
-        self.lock().waiting.insert(queue.to_string(), depth);
-    }
-
-    fn pending(&self) -> bool {
-        self.lock()
-            .recs
-            .iter()
-            .any(|r| r.state == InstanceState::Starting)
-    }
-
-    fn round_ended(&self, _round: u32) {
-        self.release_where(|r| r.lifetime == Lifetime::CurrentRound, "round_end");
-    }
-
-    fn run_finished(&self) {
-        self.release_where(
-            |r| matches!(r.lifetime, Lifetime::CurrentRound | Lifetime::CurrentLoop),
-            "run_end",
-        );
-        let mut st = self.lock();
-        st.finished = true;
-        self.persist_now(&st, vec![json!({"at": now(), "event": "run_finished"})]);
-    }
-}
-
-/// The writer thread: appends events, rewrites the state file atomically
-/// (coalescing bursts to the latest state), removes worktrees.
-fn writer_loop(rx: mpsc::Receiver<Persist>, file_path: PathBuf, events_path: PathBuf) {
-    let mut events = match crate::store::append_private(&events_path) {
-        Ok(f) => Some(std::io::BufWriter::new(f)),
-        Err(e) => {
-            tracing::error!(path = %events_path.display(), "cannot open capacity events: {e}");
-            None
-        }
-    };
-    let write_file = |file: &CapacityFile| {
-        let mut bytes = serde_json::to_vec_pretty(file).expect("serialisable");
-        bytes.push(b'\n');
-        if let Err(e) = crate::store::write_atomic(&file_path, &bytes) {
-            tracing::error!(path = %file_path.display(), "cannot write capacity state: {e}");
-        }
-    };
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let mut latest: Option<Box<CapacityFile>> = None;
-        for msg in batch {
-            match msg {
-                Persist::Write { file, events: evs } => {
-                    if let Some(out) = &mut events {
-                        for e in evs {
-                            let _ = serde_json::to_writer(&mut *out, &e);
-                            let _ = out.write_all(b"\n");
-                        }
-                    }
-                    latest = Some(file);
-                }
-                Persist::Cleanup { repo, path, branch } => {
-                    if let Err(e) = workspace::remove_worktree(&repo, &path, Some(&branch)) {
-                        tracing::warn!(path = %path.display(), "{e}");
-                    }
-                }
-                Persist::Flush(done) => {
-                    if let Some(f) = latest.take() {
-                        write_file(&f);
-                    }
-                    if let Some(out) = &mut events {
-                        let _ = out.flush();
-                    }
-                    let _ = done.send(());
-                }
-            }
-        }
-        if let Some(f) = latest {
-            write_file(&f);
-        }
-        if let Some(out) = &mut events {
-            let _ = out.flush();
-        }
     }
 }

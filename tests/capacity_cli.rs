@@ -1,0 +1,217 @@
+//! Capacity through the binary, against a real git repository: a release
+//! never destroys an agent's work (issue 11).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+}
+
+fn run(dir: &Path, args: &[&str]) -> (i32, Value) {
+    let out = bin().args(args).current_dir(dir).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        }),
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An agent (a shell script, given its prompt on stdin) that writes a
+/// file in its worktree and answers.
+const PLAY: &str = r#"
+[play]
+name = "keep"
+[palette]
+roles = [{ role = "implementer" }, { role = "reviewer" }]
+[agents.writer]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[capacity]
+max_nodes = 1
+[role_profiles.coder]
+role = "implementer"
+provider = "writer"
+workspace_mode = "git-worktree"
+max_instances = 1
+lifetime = "current_loop"
+[[operations]]
+id = "write"
+role = "implementer"
+instruction = '''
+mkdir -p notes && echo 'the agent wrote this' > notes/new.txt
+echo '{"type":"result","result":{"wrote":"notes/new.txt"}}'
+exit 0
+'''
+[[operations]]
+id = "ship"
+role = "reviewer"
+instruction = "ship"
+depends_on = ["write"]
+approval = true
+sim = { duration_ms = 10 }
+"#;
+
+fn retained_reason(v: &Value) -> (&str, &str, &str) {
+    let k = &v["retained"][0];
+    (
+        v["status"].as_str().unwrap(),
+        k["name"].as_str().unwrap(),
+        k["reason"].as_str().unwrap(),
+    )
+}
+
+/// Issue 11: the agent leaves a file it created, uncommitted, in its
+/// worktree. A live release, the run's end and a release after the run
+/// all keep the worktree with the reason `uncommitted_changes` (partial,
+/// exit 1) and say so in capacity.json; once the operator commits, the
+/// next release removes the worktree and keeps the branch with the work.
+#[test]
+fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
+    let repo = tempfile::tempdir().unwrap();
+    let d = repo.path();
+    git(d, &["init", "-q"]);
+    std::fs::write(d.join("p.toml"), PLAY).unwrap();
+    git(d, &["add", "p.toml"]);
+    git(d, &["commit", "-q", "-m", "the play"]);
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/k1",
+            "p.toml",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    let wrote = until(&|v| {
+        v["name"] == "write" && matches!(v["type"].as_str(), Some("completed" | "failed"))
+    });
+    assert_eq!(wrote["type"], "completed", "{wrote:#}");
+    until(&|v| v["type"] == "awaiting_approval");
+    let worktree = d.join(".playdeck/runs/k1/worktrees/loop-k1-coder-1");
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("notes/new.txt")).unwrap(),
+        "the agent wrote this\n"
+    );
+
+    // Live: the operator asks for the loop's instances.
+    let (code, r) = run(
+        d,
+        &[
+            "ctl",
+            "k1",
+            "release",
+            "--lifetime",
+            "current_loop",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        retained_reason(&r),
+        ("partial", "loop-k1-coder-1", "uncommitted_changes")
+    );
+    assert!(
+        r["retained"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("notes/new.txt"),
+        "{r:#}"
+    );
+    assert!(worktree.join("notes/new.txt").exists());
+
+    // The run ends: its end releases current_loop, and keeps it too.
+    let (code, _) = run(d, &["ctl", "k1", "approve", "ship", "--json"]);
+    assert_eq!(code, 0);
+    let result = until(&|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join(".playdeck/runs/k1/capacity.json")).unwrap(),
+    )
+    .unwrap();
+    let rec = &file["agents"][0];
+    assert_eq!(
+        (rec["state"].as_str(), rec["reason"].as_str()),
+        (Some("ready"), Some("uncommitted_changes")),
+        "{file:#}"
+    );
+    assert!(worktree.join("notes/new.txt").exists());
+
+    // After the run: the default release (current_round, current_loop)
+    // keeps it, and says why.
+    let (code, r) = run(d, &["capacity", "release", "--run", "k1", "--json"]);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(
+        retained_reason(&r),
+        ("partial", "loop-k1-coder-1", "uncommitted_changes")
+    );
+    let (code, s) = run(d, &["capacity", "status", "--run", "k1", "--json"]);
+    assert_eq!(code, 0);
+    assert!(
+        s["blocked"][0]
+            .as_str()
+            .unwrap()
+            .contains("loop-k1-coder-1 retained: uncommitted_changes"),
+        "{s:#}"
+    );
+
+    // The operator commits the work on the instance's branch; then it goes.
+    git(&worktree, &["add", "-A"]);
+    git(&worktree, &["commit", "-q", "-m", "keep the agent's notes"]);
+    let (code, r) = run(d, &["capacity", "release", "--run", "k1", "--json"]);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["released"], serde_json::json!(["loop-k1-coder-1"]));
+    assert!(!worktree.exists(), "the clean worktree is removed");
+    let kept = git(d, &["show", "playdeck/k1/loop-k1-coder-1:notes/new.txt"]);
+    assert_eq!(kept, "the agent wrote this\n", "the branch keeps the work");
+    let list = git(d, &["worktree", "list"]);
+    assert_eq!(list.lines().count(), 1, "{list}");
+}
