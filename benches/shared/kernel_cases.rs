@@ -116,6 +116,7 @@ pub fn run_case(rt: &tokio::runtime::Runtime, case: &str, n: usize) -> Value {
     let cfg = RunConfig {
         max_concurrent: 10_000,
         max_spawn: if reactive { n } else { 50 },
+        max_requests: n + 1,
         signal_buffer: 1024,
         ..RunConfig::default()
     };

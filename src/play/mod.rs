@@ -10,6 +10,7 @@ pub mod diag;
 mod palette_section;
 pub mod parse;
 pub mod reader;
+mod segments;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,7 +83,7 @@ pub struct OpDef {
     pub when_span: Option<Span>,
     pub approval: bool,
     pub agent: String,
-    pub sim: Option<SimSpec>,
+    pub sim: Option<Box<SimSpec>>,
     /// A role profile named explicitly (`profile = "coder"`).
     pub profile: Option<String>,
     pub profile_span: Option<Span>,

@@ -4,11 +4,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use toml::de::DeValue;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use super::agents_section;
 use super::diag::{Diagnostic, Diagnostics, Span, did_you_mean, list};
 use super::reader::{Reader, Table, parse_document};
+use super::segments;
 use super::{
     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, OpDef, Placement, Play, is_spawn_name, is_valid_name,
 };
@@ -81,12 +83,34 @@ pub fn parse(
     dir: &std::path::Path,
     user_agents: &BTreeMap<String, AgentDef>,
 ) -> Result<Play, Diagnostics> {
+    parse_with(file, source, dir, user_agents, true)
+}
+
+fn parse_with(
+    file: &str,
+    source: &str,
+    dir: &std::path::Path,
+    user_agents: &BTreeMap<String, AgentDef>,
+    may_split: bool,
+) -> Result<Play, Diagnostics> {
     let fail = |items: Vec<Diagnostic>| Diagnostics {
         file: Arc::from(file),
         source: Arc::from(source),
         items,
     };
-    let doc = parse_document(source).map_err(fail)?;
+    // Operations are parsed one at a time when the file splits plainly
+    // (see `segments`); anything else is parsed whole, as are files with a
+    // syntax error, so diagnostics never depend on the split.
+    let split = segments::split(source).filter(|s| may_split && !s.operations.is_empty());
+    let rest = split.as_ref().map(|s| segments::rest(source, s));
+    let whole_errors = || parse_document(source).err().unwrap_or_default();
+    let doc = parse_document(rest.as_deref().unwrap_or(source))
+        .map_err(|e| if split.is_some() { whole_errors() } else { e })
+        .map_err(fail)?;
+    if split.is_some() && doc.get_ref().contains_key("operations") {
+        // `operations` written both ways: TOML's own message says how.
+        return Err(fail(whole_errors()));
+    }
     let mut r = Reader::default();
     let root = Table {
         t: doc.get_ref(),
@@ -125,7 +149,38 @@ pub fn parse(
         read_play(&mut r, &t, &mut play);
     }
     let mut shapes = Vec::new();
-    if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
+    if let Some(split) = &split {
+        play.operations.reserve_exact(split.operations.len());
+        shapes.reserve_exact(split.operations.len());
+        for (i, range) in split.operations.iter().enumerate() {
+            let (part, errors) = DeTable::parse_recoverable(&source[range.clone()]);
+            if !errors.is_empty() {
+                return Err(fail(whole_errors()));
+            }
+            let part = segments::shift(
+                Spanned::new(part.span(), DeValue::Table(part.into_inner())),
+                range.start,
+            );
+            let item = match part.get_ref() {
+                DeValue::Table(t) => match t.get("operations").map(Spanned::get_ref) {
+                    Some(DeValue::Array(a)) if a.len() == 1 => Some(&a[0]),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let Some(item) = item else {
+                return Err(fail(whole_errors()));
+            };
+            read_operation_item(
+                &mut r,
+                i,
+                item,
+                &play.agents,
+                &mut play.operations,
+                &mut shapes,
+            );
+        }
+    } else if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
         read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);
     }
     check_graph(&mut r, &play.source, &shapes);
@@ -236,29 +291,41 @@ fn read_operations(
         );
     }
     for (i, item) in items.iter().enumerate() {
-        let name = format!("operations[{i}]");
-        let Some(t) = r.table(item, &name) else {
-            continue;
+        read_operation_item(r, i, item, agents, out, shapes);
+    }
+}
+
+/// Reads `operations[i]`, and its shape even when it has errors.
+fn read_operation_item(
+    r: &mut Reader,
+    i: usize,
+    item: &super::reader::Val<'_>,
+    agents: &BTreeMap<String, AgentDef>,
+    out: &mut Vec<OpDef>,
+    shapes: &mut Vec<Shape>,
+) {
+    let name = format!("operations[{i}]");
+    let Some(t) = r.table(item, &name) else {
+        return;
+    };
+    if let Some(op) = read_operation(r, &t, agents) {
+        out.push(op);
+    }
+    let quiet = &mut Reader::default();
+    if let Some((id, id_span)) = t.string(quiet, "id") {
+        let explicit = t.strings(quiet, "depends_on");
+        let placement = match (&explicit, t.bool(quiet, "independent_root")) {
+            (Some(d), _) if !d.is_empty() => ShapePlacement::After,
+            (Some(_), _) | (None, Some((true, _))) => ShapePlacement::Root,
+            (None, _) => ShapePlacement::AfterHeads,
         };
-        if let Some(op) = read_operation(r, &t, agents) {
-            out.push(op);
-        }
-        let quiet = &mut Reader::default();
-        if let Some((id, id_span)) = t.string(quiet, "id") {
-            let explicit = t.strings(quiet, "depends_on");
-            let placement = match (&explicit, t.bool(quiet, "independent_root")) {
-                (Some(d), _) if !d.is_empty() => ShapePlacement::After,
-                (Some(_), _) | (None, Some((true, _))) => ShapePlacement::Root,
-                (None, _) => ShapePlacement::AfterHeads,
-            };
-            let deps = explicit.unwrap_or_default();
-            shapes.push(Shape {
-                id,
-                id_span,
-                deps,
-                placement,
-            });
-        }
+        let deps = explicit.unwrap_or_default();
+        shapes.push(Shape {
+            id,
+            id_span,
+            deps,
+            placement,
+        });
     }
 }
 
@@ -379,6 +446,7 @@ fn read_operation(
         }
         r.table(v, &format!("`sim` of {}", t.name))
             .and_then(|s| read_sim(r, &s))
+            .map(Box::new)
     });
     let profile = t.string(r, "profile");
     let flag_profile = agents_section::read_flag_profile(r, &t, "flag_profile");
@@ -744,7 +812,8 @@ fn check_when_targets(r: &mut Reader, play: &Play) {
         }
         let spec = op
             .sim
-            .clone()
+            .as_deref()
+            .cloned()
             .unwrap_or_else(|| crate::agents::SimSpec::default_for(&op.instruction));
         let attempts = spec.fail_attempts.map_or(1, |n| n + 1);
         crate::agents::sim::outcome(&spec, &op.id, attempts).ok()
@@ -813,5 +882,43 @@ fn check_command_options(r: &mut Reader, play: &Play) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    /// Parsing operation by operation reports exactly what parsing the file
+    /// whole does: the example plays, and each of them with every line
+    /// removed or doubled in turn (duplicate keys, tables opened twice,
+    /// operations cut in half, syntax errors).
+    #[test]
+    fn a_split_parse_says_what_a_whole_parse_says() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays");
+        let agents = BTreeMap::new();
+        let mut compared = 0;
+        for name in ["demo.toml", "agents.toml", "small.toml", "invalid.toml"] {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            // The plays are split, or the comparison proves nothing.
+            assert!(segments::split(&text).is_some_and(|s| s.operations.len() > 1));
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            let mut variants = vec![text.clone()];
+            for i in 0..lines.len() {
+                let mut cut = lines.clone();
+                cut.remove(i);
+                variants.push(cut.concat());
+                let mut twice = lines.clone();
+                twice.insert(i, lines[i]);
+                variants.push(twice.concat());
+            }
+            for v in &variants {
+                let split = parse_with(name, v, &dir, &agents, true);
+                let whole = parse_with(name, v, &dir, &agents, false);
+                assert_eq!(format!("{split:?}"), format!("{whole:?}"), "{name}:\n{v}");
+                compared += 1;
+            }
+        }
+        assert!(compared > 900, "{compared}");
     }
 }

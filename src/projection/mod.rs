@@ -118,6 +118,8 @@ impl RunProjection {
             context: cfg.context.clone(),
             ..RunProjection::default()
         };
+        p.nodes.reserve_exact(graph.len());
+        p.index.reserve(graph.len());
         for op in graph.operations() {
             p.insert(Node::new(op.clone()));
         }
@@ -342,6 +344,8 @@ impl RunProjection {
                 if role.is_some() {
                     n.op.assignee = role.clone();
                 }
+                // Most operations run once: no room for four attempts each.
+                n.attempts.reserve_exact(1);
                 n.attempts.push(Attempt {
                     attempt: *attempt,
                     started_at: at,

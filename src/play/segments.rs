@@ -1,0 +1,253 @@
+//! Splits a play at its `[[operations]]` headers, so each operation is
+//! parsed alone and dropped once read: the memory a play costs is the play
+//! and what is read from it, not a spanned document of all of it (a DOM of
+//! a 100 000-operation play is about 30 bytes per byte of text).
+//!
+//! Everything that is not an operation (`[play]`, `[palette]`, ...) is
+//! parsed as one document in which the operations' bytes are blanked to
+//! spaces, so its positions are those of the file. Each operation's text is
+//! parsed on its own and its positions moved by where it starts, so every
+//! diagnostic points where it did when the file was parsed whole.
+//!
+//! When the split is not certain (an `operations` key the header scan
+//! cannot read plainly, an `operations` table or array outside
+//! `[[operations]]` headers) or any part has a syntax error, the caller
+//! parses the file whole, so what is reported never depends on the split.
+
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+use toml_parser::Source;
+use toml_parser::lexer::TokenKind;
+
+/// Where the operations are.
+#[derive(Debug, PartialEq)]
+pub struct Split {
+    /// One range per `[[operations]]` table, with the sub-tables under it
+    /// (`[operations.sim]`, `[[operations.sim.emits]]`), in file order.
+    pub operations: Vec<Range<usize>>,
+}
+
+/// The plain text of a header key, or `None` for a quoted key with escapes
+/// (the scan does not decode them; the caller parses the file whole).
+fn key_text<'a>(kind: TokenKind, raw: &'a str) -> Option<&'a str> {
+    match kind {
+        TokenKind::Atom => Some(raw),
+        TokenKind::BasicString if !raw.contains('\\') => raw.get(1..raw.len() - 1),
+        TokenKind::LiteralString => raw.get(1..raw.len() - 1),
+        _ => None,
+    }
+}
+
+struct Header<'a> {
+    start: usize,
+    array: bool,
+    first: Option<&'a str>,
+    keys: usize,
+}
+
+/// Finds the `[[operations]]` tables. `None`: the split is not certain.
+pub fn split(source: &str) -> Option<Split> {
+    let src = Source::new(source);
+    let mut tokens = src.lex().peekable();
+    let mut line_start = true;
+    // Brackets and braces open in a value (arrays, inline tables may span
+    // lines): a `[` inside one never starts a header.
+    let mut depth = 0usize;
+    let mut headers: Vec<Header<'_>> = Vec::new();
+    while let Some(tok) = tokens.next() {
+        match tok.kind() {
+            TokenKind::Eof => break,
+            TokenKind::Whitespace | TokenKind::Comment => {}
+            TokenKind::Newline => line_start |= depth == 0,
+            TokenKind::LeftSquareBracket if line_start && depth == 0 => {
+                let start = tok.span().start();
+                let array = tokens
+                    .next_if(|t| {
+                        t.kind() == TokenKind::LeftSquareBracket && t.span().start() == start + 1
+                    })
+                    .is_some();
+                let mut first = None;
+                let mut keys = 0;
+                let mut closed = false;
+                for t in tokens.by_ref() {
+                    match t.kind() {
+                        TokenKind::Whitespace | TokenKind::Dot => {}
+                        TokenKind::RightSquareBracket => {
+                            closed = true;
+                            break;
+                        }
+                        TokenKind::Atom | TokenKind::BasicString | TokenKind::LiteralString => {
+                            let raw = &source[t.span().start()..t.span().end()];
+                            let text = key_text(t.kind(), raw)?;
+                            if keys == 0 {
+                                first = Some(text);
+                            }
+                            keys += 1;
+                        }
+                        // A header that is not plain: let the parser say.
+                        _ => return None,
+                    }
+                }
+                if !closed {
+                    return None;
+                }
+                headers.push(Header {
+                    start,
+                    array,
+                    first,
+                    keys,
+                });
+                line_start = false;
+            }
+            TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket => {
+                depth += 1;
+                line_start = false;
+            }
+            TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket => {
+                depth = depth.saturating_sub(1);
+                line_start = false;
+            }
+            _ => line_start = false,
+        }
+    }
+    let mut operations: Vec<Range<usize>> = Vec::new();
+    let mut open: Option<usize> = None;
+    for h in &headers {
+        let ours = h.first == Some("operations");
+        if ours && h.array && h.keys == 1 {
+            if let Some(s) = open.take() {
+                operations.push(s..h.start);
+            }
+            open = Some(h.start);
+        } else if ours && h.keys > 1 && open.is_some() {
+            // A sub-table of the current operation.
+        } else if ours {
+            // `[operations]`, or a sub-table before any [[operations]]:
+            // not the plain shape.
+            return None;
+        } else if let Some(s) = open.take() {
+            operations.push(s..h.start);
+        }
+    }
+    if let Some(s) = open {
+        operations.push(s..source.len());
+    }
+    Some(Split { operations })
+}
+
+/// The source with the operations' bytes blanked to spaces: the rest of the
+/// play, at the positions it has in the file.
+pub fn rest(source: &str, split: &Split) -> String {
+    let mut bytes = source.as_bytes().to_vec();
+    for r in &split.operations {
+        bytes[r.clone()].fill(b' ');
+    }
+    // Whole UTF-8 sequences were replaced by ASCII, the rest is untouched.
+    String::from_utf8(bytes).expect("blanking whole ranges keeps UTF-8")
+}
+
+/// Moves every position in `v` by `by` bytes.
+pub fn shift<'i>(v: Spanned<DeValue<'i>>, by: usize) -> Spanned<DeValue<'i>> {
+    let span = v.span();
+    let moved = span.start + by..span.end + by;
+    let value = match v.into_inner() {
+        DeValue::Array(mut items) => {
+            for item in items.iter_mut() {
+                let old = std::mem::replace(item, Spanned::new(0..0, DeValue::Boolean(false)));
+                *item = shift(old, by);
+            }
+            DeValue::Array(items)
+        }
+        DeValue::Table(t) => DeValue::Table(shift_table(t, by)),
+        other => other,
+    };
+    Spanned::new(moved, value)
+}
+
+fn shift_table(t: DeTable<'_>, by: usize) -> DeTable<'_> {
+    let mut out = DeTable::new();
+    for (k, v) in t {
+        let ks = k.span();
+        out.insert(
+            Spanned::new(ks.start + by..ks.end + by, k.into_inner()),
+            shift(v, by),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(source: &str) -> Option<Vec<&str>> {
+        split(source).map(|s| s.operations.iter().map(|r| &source[r.clone()]).collect())
+    }
+
+    #[test]
+    fn operations_and_their_sub_tables_are_cut_out() {
+        let src = "[play]\nname = \"x\"\n[[operations]]\nid = \"a\"\n[operations.sim]\nduration_ms = 1\n[[operations.sim.emits]]\nat_ms = 0\n[[operations]]\nid = \"b\"\n[palette]\nroles = []\n";
+        assert_eq!(
+            ops(src).unwrap(),
+            [
+                "[[operations]]\nid = \"a\"\n[operations.sim]\nduration_ms = 1\n[[operations.sim.emits]]\nat_ms = 0\n",
+                "[[operations]]\nid = \"b\"\n",
+            ]
+        );
+        let rest = rest(src, &split(src).unwrap());
+        assert_eq!(rest.len(), src.len());
+        assert!(rest.contains("[palette]") && !rest.contains("operations"));
+    }
+
+    #[test]
+    fn brackets_in_strings_and_values_are_not_headers() {
+        let src = "[[operations]]\nid = \"a\"\ninstruction = \"\"\"\n[[operations]]\n\"\"\"\ndepends_on = [\n[\"x\"],\n]\nctx = { a = [\n1] }\n[[operations]]\nid = \"b\"\n";
+        let got = ops(src).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].contains("instruction") && got[1].contains("\"b\""));
+    }
+
+    #[test]
+    fn quoted_and_spaced_headers_are_read() {
+        let src = "[ [\"operations\"] ]\nid = \"a\"\n[[ 'operations' ]]\nid = \"b\"\n";
+        // `[ [` is not an array-table header: the split is not certain.
+        assert_eq!(ops(src), None);
+        let src = "[[\"operations\"]]\nid = \"a\"\n[[ 'operations' ]]\nid = \"b\"\n";
+        assert_eq!(ops(src).unwrap().len(), 2);
+        assert_eq!(ops("[[\"op\\u0065rations\"]]\nid = \"a\"\n"), None);
+    }
+
+    #[test]
+    fn an_operations_table_outside_the_array_is_left_to_the_parser() {
+        assert_eq!(ops("[operations]\nid = \"a\"\n"), None);
+        assert_eq!(ops("[operations.sim]\nx = 1\n[[operations]]\n"), None);
+        assert_eq!(ops("[[operations]]\nid = \"a\"\n[operations]\n"), None);
+        assert_eq!(ops("[play]\nname = \"x\"\n").unwrap(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn shifted_positions_are_those_of_the_file() {
+        let src = "[play]\nname = \"x\"\n[[operations]]\nid = \"a\"\n";
+        let s = split(src).unwrap();
+        let r = s.operations[0].clone();
+        let (doc, errors) = DeTable::parse_recoverable(&src[r.clone()]);
+        assert!(errors.is_empty());
+        let v = shift(
+            Spanned::new(doc.span(), DeValue::Table(doc.into_inner())),
+            r.start,
+        );
+        let DeValue::Table(t) = v.get_ref() else {
+            panic!()
+        };
+        let DeValue::Array(a) = t.get("operations").unwrap().get_ref() else {
+            panic!()
+        };
+        let DeValue::Table(op) = a[0].get_ref() else {
+            panic!()
+        };
+        let id = op.get("id").unwrap();
+        assert_eq!(&src[id.span()], "\"a\"");
+    }
+}
