@@ -31,7 +31,7 @@ pub struct Split {
 
 /// The plain text of a header key, or `None` for a quoted key with escapes
 /// (the scan does not decode them; the caller parses the file whole).
-fn key_text<'a>(kind: TokenKind, raw: &'a str) -> Option<&'a str> {
+fn key_text(kind: TokenKind, raw: &str) -> Option<&str> {
     match kind {
         TokenKind::Atom => Some(raw),
         TokenKind::BasicString if !raw.contains('\\') => raw.get(1..raw.len() - 1),
