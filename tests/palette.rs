@@ -725,3 +725,159 @@ async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
         "{err}"
     );
 }
+
+// ----- authority: a spawned operation never exceeds its emitter ---------------
+
+/// An agent that acts on the first line of its instruction, so spawned
+/// work can be scripted through the requests that create it.
+struct Script;
+
+impl playdeck::kernel::Agent for Script {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        let first = inv.instruction.lines().next().unwrap_or("").to_string();
+        let spawn = |instruction: &str, assignee: &str| serde_json::json!({"spawn_request": {"instruction": instruction, "assignee": assignee}});
+        let out = match first.as_str() {
+            // A worker asks for an orchestrator child, hoping it recruits.
+            "attack" | "delegate" => spawn("recruit", "orchestrator"),
+            "recruit" => spawn("critique", "critic"),
+            _ => serde_json::json!({"summary": first}),
+        };
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(out)
+        })
+    }
+}
+
+struct ScriptAgents;
+
+impl playdeck::kernel::AgentResolver for ScriptAgents {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        (name == "script").then(|| Arc::new(Script) as Arc<dyn playdeck::kernel::Agent>)
+    }
+}
+
+/// Runs `play` on the kernel with the palette router as its node builder,
+/// every role on the scripted agent; returns the envelope and the router.
+async fn run_scripted(play: &Play) -> (playdeck::kernel::Envelope, Arc<PaletteRouter>) {
+    let p = RunProvisioner {
+        run_dir: None,
+        simulate: play.palette.simulate.clone(),
+        speed: 1.0,
+        agents: HashMap::new(),
+        default_agent: Arc::from("script"),
+    };
+    let r = PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(p));
+    let built = play.build();
+    let op_roles = play.op_roles(&built);
+    let (mut run, _h) = playdeck::kernel::Run::new(
+        built.graph,
+        play.run_config("r"),
+        Arc::new(ScriptAgents),
+        Arc::new(r.clone()),
+    )
+    .unwrap();
+    playdeck::palette::prepare(&r, &op_roles, &mut run)
+        .await
+        .unwrap();
+    (run.run().await, r)
+}
+
+fn authority_play(first_op: &str, role: &str, max_new_roles: u32) -> Play {
+    let src = format!(
+        "[play]\nname = \"a\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"implementer\", disposition = \"emission_capable\" }}]\n[palette.expansion]\nmax_new_roles = {max_new_roles}\n[[operations]]\nid = \"first\"\nrole = \"{role}\"\nagent = \"noop\"\ninstruction = \"{first_op}\"\n"
+    );
+    let mut play = Play::from_str("a.toml", &src).unwrap();
+    // The scripted agent runs the authored operation too.
+    play.operations[0].agent = "script".into();
+    play
+}
+
+#[tokio::test(start_paused = true)]
+async fn rule_a36_46_a_spawned_child_never_exceeds_its_emitters_authority() {
+    // The two-step attack: an emission-capable worker may not expand the
+    // palette, so it asks for an orchestrator child to do it.
+    let (env, r) = run_scripted(&authority_play("attack", "implementer", 1)).await;
+    let dropped = env.dropped_spawns.clone().unwrap();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0].reason, DropReason::RequesterNotAuthorized);
+    assert_eq!(dropped[0].assignee.as_deref(), Some("orchestrator"));
+    assert!(
+        dropped[0]
+            .detail
+            .contains("only the orchestrator may assign work to \"orchestrator\""),
+        "{}",
+        dropped[0].detail
+    );
+    assert_eq!(env.spawned_operations, Some(0));
+    let s = r.snapshot();
+    assert_eq!((s.consumed_new_roles, s.expanded_roles.len()), (0, 0));
+    assert!(r.route("critic").is_none(), "nothing was recruited");
+
+    // The orchestrator's own orchestrator child keeps the authority it was
+    // given: the same script recruits the critic.
+    let (env, r) = run_scripted(&authority_play("delegate", "orchestrator", 1)).await;
+    assert_eq!(env.spawned_operations, Some(2), "{:?}", env.dropped_spawns);
+    assert_eq!(r.snapshot().expanded_roles, ["critic"]);
+
+    // Without expansion there is nothing to launder: a worker may hand work
+    // to the orchestrator like to any palette role.
+    let (env, _) = run_scripted(&authority_play("attack", "implementer", 0)).await;
+    assert_eq!(env.spawned_operations, Some(1));
+    let reasons: Vec<DropReason> = env
+        .dropped_spawns
+        .unwrap()
+        .iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [DropReason::PaletteBudgetExhausted],
+        "the child recruits nothing"
+    );
+
+    // The fast path and the awaited path decide alike, and the clause the
+    // worker reads agrees with both.
+    let r = ready(config(
+        &[ORCH, ("implementer", Disposition::EmissionCapable)],
+        1,
+        slow(0),
+    ))
+    .await;
+    let req = SpawnRequest::new("recruit").to("orchestrator");
+    let now = r
+        .route_now(&req, &emitter("implementer"))
+        .unwrap()
+        .unwrap_err();
+    let later = r
+        .clone()
+        .route_request(req.clone(), emitter("implementer"))
+        .await
+        .unwrap_err();
+    assert_eq!(now, later);
+    assert_eq!(now.reason, DropReason::RequesterNotAuthorized);
+    assert!(
+        r.route_now(&req, &emitter("orchestrator"))
+            .unwrap()
+            .unwrap()
+            .is_some()
+    );
+    let budget = SpawnBudget {
+        accepted: 0,
+        max: 10,
+    };
+    let i: Arc<str> = Arc::from("x");
+    let worker = r.decorate(Some("implementer"), &i, budget);
+    assert!(
+        worker.contains("Allowed assignees now: implementer (omit"),
+        "{worker}"
+    );
+    let orch = r.decorate(Some("orchestrator"), &i, budget);
+    assert!(
+        orch.contains("Allowed assignees now: orchestrator, implementer"),
+        "{orch}"
+    );
+}

@@ -84,6 +84,9 @@ pub struct PaletteRouter {
     attempts: AtomicUsize,
 }
 
+/// The one role that may expand the palette (ADR-0036 D3 step 4).
+const ORCHESTRATOR: &str = "orchestrator";
+
 fn bounded(s: &str) -> String {
     truncate_chars(s, DROP_DETAIL_MAX).to_string()
 }
@@ -425,12 +428,12 @@ impl PaletteRouter {
             return Decision::Reject(self.reject(role, DropReason::UnknownCatalogRole, detail, by));
         }
         let policy = &self.cfg.palette.expansion;
-        if requester != Some("orchestrator") || !policy.orchestrator_may_expand {
+        if requester != Some(ORCHESTRATOR) || !policy.orchestrator_may_expand {
             let detail = match requester {
                 None => format!(
                     "{role:?} is outside the palette and the request has no trusted requester role"
                 ),
-                Some("orchestrator") => {
+                Some(ORCHESTRATOR) => {
                     format!("{role:?} is outside the palette and orchestrator_may_expand is false")
                 }
                 Some(r) => format!(
@@ -487,6 +490,36 @@ impl PaletteRouter {
         }
     }
 
+    /// Whether operations on `route` may expand the palette: an
+    /// emission-capable `orchestrator` in a play that allows expansion at
+    /// all. Such a route is authority in itself, so only the orchestrator
+    /// may assign work to it (see [`PaletteRouter::confine`]).
+    fn expands(&self, route: &RouteEntry) -> bool {
+        let policy = &self.cfg.palette.expansion;
+        &*route.role == ORCHESTRATOR
+            && route.disposition == Disposition::EmissionCapable
+            && policy.orchestrator_may_expand
+            && policy.max_new_roles > 0
+    }
+
+    /// A spawned operation's authority never exceeds its emitter's (P3,
+    /// D4): its trusted requester role is the route it runs on, so a route
+    /// that may expand the palette is open only to the orchestrator.
+    /// Otherwise a worker could spawn an `orchestrator` child and have it
+    /// recruit what the worker itself may not.
+    fn confine(&self, target: &RouteEntry, requester: Option<&str>) -> Result<(), Rejection> {
+        if !self.expands(target) || requester == Some(ORCHESTRATOR) {
+            return Ok(());
+        }
+        let who = requester.unwrap_or("an operation without a trusted requester role");
+        Err(Rejection::new(
+            DropReason::RequesterNotAuthorized,
+            format!(
+                "only the orchestrator may assign work to \"orchestrator\": an orchestrator operation may expand the palette, and {who} may not"
+            ),
+        ))
+    }
+
     /// Step 11: the child, built through the ordinary allowlisted builder
     /// (the request's operation was checked against the allowlist when it
     /// was read).
@@ -522,6 +555,7 @@ impl PaletteRouter {
                 .await?
             }
         };
+        self.confine(&target, emitter.requester_role.as_deref())?;
         Ok(Some(Self::candidate(&request, &target)))
     }
 }
@@ -615,14 +649,21 @@ impl NodeBuilder for Arc<PaletteRouter> {
         if request.instruction.trim().is_empty() {
             return Some(Ok(None));
         }
+        let requester = emitter.requester_role.as_deref();
         let Some(a) = &request.assignee else {
-            return Some(Ok(Some(PaletteRouter::candidate(request, &own))));
+            return Some(
+                self.confine(&own, requester)
+                    .map(|()| Some(PaletteRouter::candidate(request, &own))),
+            );
         };
         let role: Arc<str> = Arc::from(canonical(a));
         let by = Some(emitter.name.clone());
         let mut st = self.lock();
-        match self.decide(&mut st, &role, emitter.requester_role.as_deref(), &by) {
-            Decision::Route(r) => Some(Ok(Some(PaletteRouter::candidate(request, &r)))),
+        match self.decide(&mut st, &role, requester, &by) {
+            Decision::Route(r) => Some(
+                self.confine(&r, requester)
+                    .map(|()| Some(PaletteRouter::candidate(request, &r))),
+            ),
             Decision::Reject(rej) => Some(Err(rej)),
             Decision::Wait(_) | Decision::Provision => None,
         }
@@ -652,18 +693,21 @@ impl InstructionDecorator for PaletteRouter {
         let Some(entry) = role.and_then(|r| st.routes.get(r)) else {
             return instruction.clone();
         };
+        // The clause names what the router will accept: a route that may
+        // expand the palette is open to the orchestrator alone.
+        let is_orchestrator = &*entry.role == ORCHESTRATOR;
         let allowed: Vec<&str> = st
             .initial
             .iter()
             .chain(&st.expanded)
+            .filter(|r| is_orchestrator || !st.routes.get(*r).is_some_and(|e| self.expands(e)))
             .map(|s| &**s)
             .collect();
         let policy = &self.cfg.palette.expansion;
         let remaining_new = policy
             .max_new_roles
             .saturating_sub(st.consumed + st.reserved.len() as u32);
-        let may_expand =
-            &*entry.role == "orchestrator" && policy.orchestrator_may_expand && remaining_new > 0;
+        let may_expand = is_orchestrator && policy.orchestrator_may_expand && remaining_new > 0;
         let clause = render_delegation_clause(
             &entry.role,
             entry.disposition,
