@@ -157,7 +157,7 @@ fn initial_operations_outside_the_palette_need_budget_and_authority() {
 #[test]
 fn pack_overrides_are_validated_and_applied() {
     let src = format!(
-        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
+        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\ndefault_modes = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
     );
     let p = Play::from_str("p.toml", &src).unwrap();
     assert_eq!(p.palette.pack["critic"].model.as_deref(), Some("haiku"));
@@ -171,6 +171,47 @@ fn pack_overrides_are_validated_and_applied() {
             "`effort` in [pack.roles.critic] has an unknown value \"max\""
         ]
     );
+}
+
+#[test]
+fn rule_a36_03_default_modes_pass_modes_allow_at_load() {
+    // Narrowing modes_allow alone keeps the catalog's default mode
+    // (critic: adversarial), which the new list forbids.
+    let narrowed = |extra: &str| {
+        format!(
+            "[play]\nname = \"t\"\n[pack.roles.critic]\nmodes_allow = [\"teaching\"]\n{extra}[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\" }}]\n{OP}"
+        )
+    };
+    let d = Play::from_str("p.toml", &narrowed("")).unwrap_err();
+    assert_eq!(d.items.len(), 1, "{:?}", d.items);
+    let (l, c) = d.line_col(d.items[0].span.start);
+    assert_eq!(
+        (format!("{l}:{c}"), d.items[0].message.as_str()),
+        (
+            "4:1".to_string(),
+            "critic's default mode \"adversarial\" is not in its modes_allow"
+        )
+    );
+    assert!(
+        d.items[0]
+            .help
+            .as_deref()
+            .unwrap()
+            .contains("default_modes = [\"adversarial\"]")
+    );
+    // The legacy roster takes default modes from the pack as well.
+    let legacy = "[play]\nname = \"t\"\n[pack.roles.critic]\nmodes_allow = [\"socratic\"]\n";
+    let d = Play::from_str("p.toml", &format!("{legacy}{OP}")).unwrap_err();
+    assert!(d.items[0].message.contains("not in its modes_allow"));
+    // Setting the defaults with the list makes the pack consistent, and
+    // the role is provisioned with what the pack allows.
+    for (extra, modes) in [
+        ("default_modes = [\"teaching\"]\n", vec!["teaching"]),
+        ("default_modes = []\n", vec![]),
+    ] {
+        let p = Play::from_str("p.toml", &narrowed(extra)).unwrap();
+        assert_eq!(p.palette.pack["critic"].default_modes, modes);
+    }
 }
 
 // ----- the router ----------------------------------------------------------

@@ -333,6 +333,45 @@ fn read_pack(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, crate::pa
                 }
             }
             cfg.default_modes = modes;
+        } else if rt.contains("modes_allow") {
+            // The catalog's default modes stay: they must pass the new
+            // allow-list too, or the role would be provisioned with a mode
+            // the pack forbids and a resume would refuse the unchanged play.
+            let forbidden: Vec<&str> = cfg
+                .default_modes
+                .iter()
+                .filter(|m| !cfg.allows(m))
+                .map(String::as_str)
+                .collect();
+            if !forbidden.is_empty() {
+                let quoted = |v: &[&str]| {
+                    v.iter()
+                        .map(|m| format!("{m:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let defaults: Vec<&str> = cfg.default_modes.iter().map(String::as_str).collect();
+                let (s, verb) = if forbidden.len() == 1 {
+                    ("", "is")
+                } else {
+                    ("s", "are")
+                };
+                r.push(
+                    Diagnostic::new(
+                        rt.key_span("modes_allow"),
+                        format!(
+                            "{canon}'s default mode{s} {} {verb} not in its modes_allow",
+                            quoted(&forbidden)
+                        ),
+                        "excludes a default mode",
+                    )
+                    .help(format!(
+                        "the catalog gives {canon} default_modes = [{}]; set default_modes in [pack.roles.{name}] too (modes it allows, or []), or allow {}",
+                        quoted(&defaults),
+                        forbidden.join(", ")
+                    )),
+                );
+            }
         }
     }
     pack
