@@ -922,3 +922,99 @@ async fn rule_a36_46_a_spawned_child_never_exceeds_its_emitters_authority() {
         "{orch}"
     );
 }
+
+/// ADR-0036 D6: a resumed palette must be one the play could have
+/// produced; an edited or damaged snapshot names the field that is wrong.
+#[tokio::test(start_paused = true)]
+async fn rule_a36_65_resume_checks_the_palette_snapshot_field_by_field() {
+    let mut cfg = (*config(&[ORCH, ("implementer", Disposition::Terminal)], 2, slow(0))).clone();
+    cfg.profiles.insert(
+        "house_style".into(),
+        playdeck::palette::UserProfile {
+            description: None,
+            model: None,
+            modes: vec![],
+        },
+    );
+    let cfg = Arc::new(cfg);
+    let good = PaletteSnapshot {
+        initial_roles: vec!["orchestrator".into(), "implementer".into()],
+        expanded_roles: vec!["critic".into()],
+        reserved_roles: vec![],
+        max_new_roles: 2,
+        consumed_new_roles: 1,
+    };
+    router(cfg.clone(), None).restore(&good).await.unwrap();
+    // A run stopped before its palette was first recorded has the
+    // default snapshot: the declaration stands in.
+    router(cfg.clone(), None)
+        .restore(&PaletteSnapshot::default())
+        .await
+        .unwrap();
+    let cases: Vec<(PaletteSnapshot, &str, &str)> = vec![
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["house_style".into()],
+                ..good.clone()
+            },
+            "expanded_roles has \"house_style\"",
+            "user profile",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["implementer".into()],
+                ..good.clone()
+            },
+            "expanded_roles has \"implementer\"",
+            "initial palette role",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["critic".into(), "critic".into()],
+                consumed_new_roles: 2,
+                ..good.clone()
+            },
+            "expanded_roles has \"critic\" twice",
+            "twice",
+        ),
+        (
+            PaletteSnapshot {
+                consumed_new_roles: 0,
+                ..good.clone()
+            },
+            "consumed_new_roles is 0",
+            "expanded_roles has 1 role(s)",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["critic".into(), "debugger".into(), "refactorer".into()],
+                consumed_new_roles: 3,
+                ..good.clone()
+            },
+            "consumed_new_roles is 3",
+            "over max_new_roles 2",
+        ),
+        (
+            PaletteSnapshot {
+                initial_roles: vec![],
+                ..good.clone()
+            },
+            "initial_roles is empty",
+            "recruited roles",
+        ),
+        (
+            PaletteSnapshot {
+                max_new_roles: 5,
+                ..good.clone()
+            },
+            "max_new_roles is 5",
+            "the play allows 2",
+        ),
+    ];
+    for (snap, field, why) in cases {
+        let r = router(cfg.clone(), None);
+        let err = r.restore(&snap).await.unwrap_err();
+        assert!(err.contains(field) && err.contains(why), "{field}: {err}");
+        assert!(r.route("critic").is_none(), "nothing is restored: {err}");
+    }
+}

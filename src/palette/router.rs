@@ -261,6 +261,7 @@ impl PaletteRouter {
     /// again; a reservation that was in flight is dropped. The saved roles
     /// and their modes are checked against the current catalog and pack.
     pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+        self.check_snapshot(snap)?;
         let catalog = super::Catalog::builtin();
         // A run that stopped before its initial roles were recorded gets
         // them from the declaration (resume checked it is unchanged).
@@ -321,6 +322,72 @@ impl PaletteRouter {
         }
         self.lock().consumed = snap.consumed_new_roles;
         self.emit_counts();
+        Ok(())
+    }
+
+    /// D6: the saved accounting must be one this play could have produced,
+    /// or a damaged or edited checkpoint would restore a larger authority
+    /// set or a fresh budget. Each mismatch names the snapshot field.
+    fn check_snapshot(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+        let max = self.cfg.palette.expansion.max_new_roles;
+        let bad = |field: &str, what: String| {
+            Err(format!(
+                "the saved palette snapshot does not add up: {field} {what}"
+            ))
+        };
+        if snap.initial_roles.is_empty() {
+            // The run stopped before its palette was first recorded: the
+            // declaration stands in, and nothing can have been recruited.
+            if !snap.expanded_roles.is_empty() || snap.consumed_new_roles != 0 {
+                return bad(
+                    "initial_roles",
+                    "is empty, yet the snapshot records recruited roles".into(),
+                );
+            }
+        } else if snap.max_new_roles != max {
+            return bad(
+                "max_new_roles",
+                format!("is {}, but the play allows {max}", snap.max_new_roles),
+            );
+        }
+        let catalog = super::Catalog::builtin();
+        let mut seen: Vec<&str> = Vec::new();
+        for role in &snap.expanded_roles {
+            if catalog.role(role).is_none() {
+                let what = if self.cfg.profiles.contains_key(role) {
+                    "a user profile, which is never recruited (profiles are usable only in the initial palette)"
+                } else {
+                    "not a role of the current catalog"
+                };
+                return bad("expanded_roles", format!("has {role:?}: {what}"));
+            }
+            if snap.initial_roles.contains(role) || self.cfg.initial(role).is_some() {
+                return bad(
+                    "expanded_roles",
+                    format!("has {role:?}, which is an initial palette role"),
+                );
+            }
+            if seen.contains(&role.as_str()) {
+                return bad("expanded_roles", format!("has {role:?} twice"));
+            }
+            seen.push(role);
+        }
+        let expanded = snap.expanded_roles.len();
+        if snap.consumed_new_roles as usize != expanded {
+            return bad(
+                "consumed_new_roles",
+                format!(
+                    "is {}, but expanded_roles has {expanded} role(s); each recruited role costs exactly one unit",
+                    snap.consumed_new_roles
+                ),
+            );
+        }
+        if snap.consumed_new_roles > max {
+            return bad(
+                "consumed_new_roles",
+                format!("is {}, over max_new_roles {max}", snap.consumed_new_roles),
+            );
+        }
         Ok(())
     }
 
