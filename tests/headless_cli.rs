@@ -641,3 +641,49 @@ fn rule_a33_inject_the_operator_adds_work_through_admission() {
     drop(live.child.stdin.take());
     assert_eq!(live.child.wait().unwrap().code(), Some(0));
 }
+
+/// ADR-0036 DEFERRED: new plays declare palettes; the play the README
+/// shows first is one, so following the README prints no deprecation.
+#[test]
+fn rule_a36_67_the_readme_example_play_declares_its_palette() {
+    let play = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays/small.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().arg("validate").arg(&play).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("legacy roster"), "{stderr}");
+    let out = bin()
+        .args(["run", "--headless", "--approve", "all", "--speed", "50"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("legacy roster"), "{stderr}");
+    let v = lines(&out);
+    assert!(
+        !v.iter().any(|l| l["type"] == "warning"),
+        "no warning at all"
+    );
+    let provisioned: Vec<&str> = v
+        .iter()
+        .filter(|l| l["type"] == "role_provisioned")
+        .map(|l| l["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        provisioned,
+        [
+            "planner",
+            "implementer",
+            "technical_writer",
+            "tester",
+            "release_manager"
+        ]
+    );
+}
