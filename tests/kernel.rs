@@ -1062,3 +1062,50 @@ async fn a_retry_recounts_every_path_to_what_it_reopens() {
         ["queued", "started", "completed"]
     );
 }
+
+/// ADR-0033 D5: "inject() outside an active reactive run returns False and
+/// logs a warning" — for the Rust API as for `ctl add`.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_52_inject_outside_a_reactive_run_warns_and_returns_none() {
+    let new = |name: &str| NewOperation {
+        op: op(name, "worker", sim(100)),
+        depends_on: vec![],
+        parent: None,
+        independent: true,
+    };
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(300)));
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            reactive: false,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    settle().await;
+    assert_eq!(h.handle.inject(new("extra")).await, None);
+    let env = run.await.unwrap();
+    assert_eq!(names(&env, &env.completed_operations), ["a"]);
+    assert!(
+        env.dropped_spawns.is_none(),
+        "no ledger in a non-reactive run"
+    );
+    let warnings = h.signals.warnings();
+    assert_eq!(
+        warnings,
+        ["inject refused: the run is not reactive (reactive = false)"]
+    );
+
+    // A reactive run refuses once it was cancelled; it has ended, so the
+    // refusal is logged rather than signalled.
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(300)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    settle().await;
+    h.handle.request(Request::Cancel).await.unwrap();
+    assert_eq!(h.handle.inject(new("late")).await, None);
+    let env = run.await.unwrap();
+    assert_eq!(env.spawned_operations, Some(0));
+}

@@ -511,10 +511,28 @@ impl Executor {
                 let _ = reply.send(());
             }
             Command::Inject { op, reply } => {
-                let joined = if self.cancelled || self.finished.is_some() {
-                    None
+                // ADR-0033 D5: outside an active reactive run, inject()
+                // returns nothing and says why; there is no ledger to
+                // record it in (a non-reactive envelope has none).
+                let refused = if !self.cfg.reactive {
+                    Some("inject refused: the run is not reactive (reactive = false)")
+                } else if self.cancelled {
+                    Some("inject refused: the run was cancelled")
+                } else if self.finished.is_some() {
+                    Some("inject refused: the run has ended")
                 } else {
-                    self.inject(*op)
+                    None
+                };
+                let joined = match refused {
+                    Some(why) => {
+                        tracing::warn!(operation = %op.op.reference_id, "{why}");
+                        self.bus.emit(SignalKind::Warning {
+                            message: Arc::from(why),
+                            op_id: None,
+                        });
+                        None
+                    }
+                    None => self.inject(*op),
                 };
                 let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
             }
@@ -535,7 +553,11 @@ impl Executor {
             Command::SetApprovalPolicy(_, reply) => {
                 let _ = reply.send(());
             }
-            Command::Inject { reply, .. } => {
+            Command::Inject { op, reply } => {
+                tracing::warn!(
+                    operation = %op.op.reference_id,
+                    "inject refused: the run has ended"
+                );
                 let _ = reply.send(None);
             }
             Command::Snapshot(reply) => {
