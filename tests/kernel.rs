@@ -1109,3 +1109,73 @@ async fn rule_a33_52_inject_outside_a_reactive_run_warns_and_returns_none() {
     let env = run.await.unwrap();
     assert_eq!(env.spawned_operations, Some(0));
 }
+
+/// Streams an escalation and fails on its first attempt; later attempts
+/// succeed without one.
+struct EscalatesThenFails;
+
+impl playdeck::kernel::Agent for EscalatesThenFails {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        Box::pin(async move {
+            if inv.attempt == 1 {
+                inv.events.emit(playdeck::kernel::AgentEvent::Emitted(
+                    json!({"escalation": {"reason": "unsure about the schema"}}),
+                ));
+                sleep(Duration::from_millis(100)).await;
+                return Err(playdeck::kernel::AgentFailure::new("simulated", "it broke"));
+            }
+            sleep(Duration::from_millis(100)).await;
+            Ok(json!({"summary": "clean"}))
+        })
+    }
+}
+
+struct OneAgent;
+
+impl playdeck::kernel::AgentResolver for OneAgent {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        if name == "esc" {
+            Some(Arc::new(EscalatesThenFails))
+        } else {
+            Some(Arc::new(playdeck::agents::SimAgent::new(1.0)))
+        }
+    }
+}
+
+/// Escalation state belongs to an attempt: what a failed attempt streamed
+/// does not make a later, clean attempt escalated.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_57_a_failed_attempts_escalation_does_not_mark_a_clean_retry() {
+    let mut b = GraphBuilder::new();
+    b.add_root(
+        Operation::new("x", "do x")
+            .with_role("worker")
+            .with_agent("esc", Value::Null),
+    );
+    // Keeps the run open for the retry.
+    b.add_root(op("y", "worker", sim(1000)));
+    let (mut run, handle) = playdeck::kernel::Run::new(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(OneAgent),
+        Arc::new(routes(&["worker"])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let run = run.spawn();
+    sleep(Duration::from_millis(150)).await;
+    assert_eq!(signals.types_for("x"), ["queued", "started", "failed"]);
+    handle
+        .request(Request::Retry { op: "x".into() })
+        .await
+        .unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(names(&env, &env.completed_operations), ["x", "y"]);
+    assert_eq!(env.escalated_operations, Some(vec![]));
+    assert_eq!(signals.count("escalated"), 0);
+    assert_eq!(env.outcome, Outcome::Succeeded);
+}

@@ -38,11 +38,13 @@ struct Emissions {
     /// Identical requests on the stream, or in the result, are each a
     /// request of their own.
     streamed: HashMap<u64, u32>,
-    /// Escalations seen from this emitter (stream and result are one).
+    /// Escalations that attempt showed (on its stream and in its result
+    /// they are one).
     seen: HashSet<u64>,
     /// Sightings a resumed run already recorded: passed over once each.
     handled: Vec<u64>,
-    /// Escalations seen on the stream before the result arrived.
+    /// Escalations that attempt put on its stream before its result: they
+    /// are the attempt's, so a failed attempt's never reach a later one.
     escalations: Vec<Arc<str>>,
 }
 
@@ -64,13 +66,16 @@ impl Admission {
             e.attempt = attempt;
             e.read = 0;
             e.streamed.clear();
+            e.seen.clear();
+            e.escalations.clear();
         }
         e
     }
 
-    /// True the first time `ix` shows the escalation with identity `id`.
-    pub fn first_sighting(&mut self, ix: NodeIndex, id: u64) -> bool {
-        self.emissions.entry(ix).or_default().seen.insert(id)
+    /// True the first time `ix`'s attempt shows the escalation with
+    /// identity `id`.
+    pub fn first_sighting(&mut self, ix: NodeIndex, attempt: u32, id: u64) -> bool {
+        self.of(ix, attempt).seen.insert(id)
     }
 
     /// A spawn request `ix`'s attempt put on its stream.
@@ -124,19 +129,17 @@ impl Admission {
         e.read
     }
 
-    pub fn push_escalation(&mut self, ix: NodeIndex, reason: Arc<str>) {
-        self.emissions
-            .entry(ix)
-            .or_default()
-            .escalations
-            .push(reason);
+    pub fn push_escalation(&mut self, ix: NodeIndex, attempt: u32, reason: Arc<str>) {
+        self.of(ix, attempt).escalations.push(reason);
     }
 
-    pub fn take_escalations(&mut self, ix: NodeIndex) -> Vec<Arc<str>> {
-        self.emissions
-            .get_mut(&ix)
-            .map(|e| std::mem::take(&mut e.escalations))
-            .unwrap_or_default()
+    /// The escalations `ix`'s attempt streamed; an earlier attempt's are
+    /// not its own.
+    pub fn take_escalations(&mut self, ix: NodeIndex, attempt: u32) -> Vec<Arc<str>> {
+        match self.emissions.get_mut(&ix) {
+            Some(e) if e.attempt == attempt => std::mem::take(&mut e.escalations),
+            _ => Vec::new(),
+        }
     }
 
     /// The next generated name, `spawn-N`, in one allocation.
@@ -169,13 +172,14 @@ impl Executor {
         if !self.within_cap(ix, found.spawns.len() + found.escalations.len()) {
             return;
         }
+        let attempt = self.graph[ix].attempt;
         for esc in &found.escalations {
             if self
                 .adm
-                .first_sighting(ix, request::identity(esc) ^ u64::from(b'e'))
+                .first_sighting(ix, attempt, request::identity(esc) ^ u64::from(b'e'))
             {
                 let reason = Arc::from(request::escalation_reason(esc));
-                self.adm.push_escalation(ix, reason);
+                self.adm.push_escalation(ix, attempt, reason);
             }
         }
         if !found.spawns.is_empty() {
@@ -725,8 +729,9 @@ mod tests {
     fn escalations_are_one_whether_streamed_or_in_the_result() {
         let mut a = Admission::default();
         let x = NodeIndex::new(0);
-        assert!(a.first_sighting(x, 7));
-        assert!(!a.first_sighting(x, 7));
+        assert!(a.first_sighting(x, 1, 7));
+        assert!(!a.first_sighting(x, 1, 7));
+        assert!(a.first_sighting(x, 2, 7), "a new attempt escalates anew");
     }
 
     #[test]
@@ -748,8 +753,11 @@ mod tests {
     fn escalations_wait_for_the_result_and_are_taken_once() {
         let mut a = Admission::default();
         let x = NodeIndex::new(0);
-        a.push_escalation(x, Arc::from("security"));
-        assert_eq!(a.take_escalations(x), vec![Arc::<str>::from("security")]);
-        assert!(a.take_escalations(x).is_empty());
+        a.push_escalation(x, 1, Arc::from("security"));
+        assert_eq!(a.take_escalations(x, 1), vec![Arc::<str>::from("security")]);
+        assert!(a.take_escalations(x, 1).is_empty());
+        // A failed attempt's escalation is not the next attempt's.
+        a.push_escalation(x, 1, Arc::from("unsure"));
+        assert!(a.take_escalations(x, 2).is_empty());
     }
 }
