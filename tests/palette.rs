@@ -1018,3 +1018,132 @@ async fn rule_a36_65_resume_checks_the_palette_snapshot_field_by_field() {
         assert!(r.route("critic").is_none(), "nothing is restored: {err}");
     }
 }
+
+// ----- cancel while a role is being provisioned --------------------------------
+
+/// Runs `play` headless in a run directory under `dir`, cancelling it (the
+/// first SIGINT's path) after `cancel_after` of run time.
+async fn run_and_cancel(
+    play: &Play,
+    dir: &std::path::Path,
+    cancel_after: Duration,
+) -> playdeck::headless::Finished {
+    let opts = playdeck::headless::HeadlessOptions {
+        session: playdeck::session::SessionOptions {
+            run_dir: Some(dir.join("run")),
+            approvals: playdeck::kernel::ApprovalPolicy::ApproveAll,
+            ..Default::default()
+        },
+        asks_operator: false,
+        ..Default::default()
+    };
+    let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop) = tokio::sync::mpsc::unbounded_channel();
+    let run = playdeck::headless::run(
+        play,
+        &opts,
+        control,
+        stop,
+        Box::new(std::io::sink()),
+        Box::new(std::io::sink()),
+    );
+    let cancel = async {
+        tokio::time::sleep(cancel_after).await;
+        stop_tx.send(()).unwrap();
+    };
+    let (done, ()) = tokio::join!(run, cancel);
+    done.unwrap()
+}
+
+/// ADR-0033 P6: a dropped child stays inspectable. Cancelling while a new
+/// role is being provisioned leaves every request that waited on it in the
+/// ledger — the one for the new role and the one held behind it for
+/// request order — with its identity, in the envelope and the checkpoint
+/// alike.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_59_a_cancel_during_provisioning_leaves_every_request_in_the_ledger() {
+    let src = "[play]\nname = \"c\"\n[palette]\nroles = [{ role = \"orchestrator\", disposition = \"emission_capable\" }, { role = \"tester\" }]\n[palette.expansion]\nmax_new_roles = 1\n[palette.simulate]\nprovision_delay_ms = 5000\n[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\ninstruction = \"go\"\nsim = { duration_ms = 100, result = { spawn_request = [{ instruction = \"critique\", assignee = \"critic\" }, { instruction = \"test it\", assignee = \"tester\" }] } }\n";
+    let play = Play::from_str("c.toml", src).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let done = run_and_cancel(&play, dir.path(), Duration::from_millis(1000)).await;
+    let env = &done.envelope;
+    assert_eq!(env.outcome, playdeck::kernel::Outcome::Cancelled);
+    let dropped: Vec<(String, DropReason, String)> = env
+        .dropped_spawns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d.assignee.as_deref().unwrap_or("").to_string(),
+                d.reason,
+                d.detail.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert_eq!(
+        (dropped[0].0.as_str(), dropped[0].1),
+        ("critic", DropReason::RoleProvisionFailed)
+    );
+    assert!(
+        dropped[0]
+            .2
+            .contains("cancelled while critic was being provisioned"),
+        "{}",
+        dropped[0].2
+    );
+    assert_eq!(
+        (dropped[1].0.as_str(), dropped[1].1),
+        ("tester", DropReason::RoleProvisionFailed)
+    );
+    assert!(
+        dropped[1].2.contains("cancelled before admission"),
+        "{}",
+        dropped[1].2
+    );
+    assert_eq!(env.spawned_operations, Some(0));
+
+    // Each drop carries the request's identity on the log.
+    let events = playdeck::store::read_events(&done.run_dir.events_path()).unwrap();
+    let identities: Vec<bool> = events
+        .iter()
+        .filter_map(|s| match &s.kind {
+            playdeck::kernel::SignalKind::SpawnDropped { identity, .. } => Some(identity.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(identities, [true, true]);
+
+    // The checkpoint folds the same ledger, and nothing was charged.
+    let cp =
+        playdeck::store::checkpoint::Checkpoint::load(&done.run_dir.path.join("checkpoint.json"))
+            .unwrap();
+    let rows: Vec<(String, DropReason)> = cp
+        .state
+        .ledger
+        .iter()
+        .map(|e| match &e.outcome {
+            playdeck::kernel::LedgerOutcome::Dropped { reason, .. } => {
+                (e.assignee.as_deref().unwrap_or("").to_string(), *reason)
+            }
+            other => panic!("only drops: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("critic".to_string(), DropReason::RoleProvisionFailed),
+            ("tester".to_string(), DropReason::RoleProvisionFailed)
+        ]
+    );
+    let snap = cp.state.palette.snapshot.unwrap();
+    assert_eq!(
+        (
+            snap.consumed_new_roles,
+            snap.reserved_roles.len(),
+            snap.expanded_roles.len()
+        ),
+        (0, 0, 0)
+    );
+}

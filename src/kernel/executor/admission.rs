@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use futures_util::future::join_all;
 use petgraph::stable_graph::NodeIndex;
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
@@ -23,7 +22,7 @@ use super::super::signal::{
 };
 use super::super::snapshot::NodeStatus;
 use super::node::Node;
-use super::{Executor, RoutedBatch};
+use super::{Executor, RouteSlot, RoutedBatch, Routing};
 
 /// What an operation has emitted so far. Kept beside the graph, for the few
 /// operations that emit anything, so nodes stay small.
@@ -315,14 +314,84 @@ impl Executor {
         }
         if !pending.is_empty() {
             // Route the rest concurrently, admit in request order.
-            self.routing.push(Box::pin(async move {
-                let (metas, futs): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
-                let results = join_all(futs).await;
-                RoutedBatch {
-                    emitter: ix,
-                    items: metas.into_iter().zip(results).collect(),
+            self.routing.push(Routing {
+                emitter: ix,
+                items: pending
+                    .into_iter()
+                    .map(|(meta, fut)| (meta, RouteSlot::Waiting(fut)))
+                    .collect(),
+            });
+        }
+    }
+
+    /// The run is cancelled while requests are being routed: every one of
+    /// them ends in the ledger, with its identity, so the ledger, the
+    /// checkpoint and the envelope agree (ADR-0033 P6). A request already
+    /// refused keeps its reason; one still waiting on a role being
+    /// provisioned, and one held behind it for request order, is dropped as
+    /// `role_provision_failed` with a detail that says the run was
+    /// cancelled. Dropping the routing futures rolls the provisioning back
+    /// (the router's own signals say so first).
+    pub(super) fn drop_routing(&mut self) {
+        let batches: Vec<Routing> = std::mem::take(&mut self.routing).into_iter().collect();
+        let mut drops = Vec::new();
+        for batch in batches {
+            let mut items = Vec::with_capacity(batch.items.len());
+            let mut provisioning: Vec<Arc<str>> = Vec::new();
+            for (meta, slot) in batch.items {
+                let decided = match slot {
+                    RouteSlot::Decided(r) => Some(r),
+                    RouteSlot::Waiting(mut fut) => (&mut fut).now_or_never(),
+                };
+                if decided.is_none()
+                    && let Some(a) = &meta.assignee
+                    && !provisioning.contains(a)
+                {
+                    provisioning.push(a.clone());
                 }
-            }));
+                items.push((meta, decided));
+            }
+            drops.push((batch.emitter, items, provisioning));
+        }
+        // What the router said while its provisioning was dropped comes
+        // before the ledger rows it explains.
+        self.drain_external();
+        for (emitter, items, provisioning) in drops {
+            let waited_on = if provisioning.is_empty() {
+                "a role".to_string()
+            } else {
+                provisioning.join(", ")
+            };
+            for (meta, decided) in items {
+                let (reason, detail) = match decided {
+                    Some(Err(rej)) => (rej.reason, rej.detail),
+                    Some(Ok(None)) => (
+                        DropReason::NullChild,
+                        "the node builder made no operation of the request".into(),
+                    ),
+                    Some(Ok(Some(_))) => (
+                        DropReason::RoleProvisionFailed,
+                        format!(
+                            "cancelled before admission: the run was cancelled while {waited_on} was being provisioned, and this request waited behind it for request order"
+                        ),
+                    ),
+                    None => (
+                        DropReason::RoleProvisionFailed,
+                        format!(
+                            "cancelled: the run was cancelled while {} was being provisioned",
+                            meta.assignee.as_deref().unwrap_or("its role")
+                        ),
+                    ),
+                };
+                self.drop_spawn(
+                    Some(emitter),
+                    meta.assignee,
+                    reason,
+                    detail,
+                    None,
+                    meta.identity,
+                );
+            }
         }
     }
 

@@ -451,7 +451,7 @@ impl Executor {
         // Dropping the futures cancels the agents (and kills their processes).
         self.inflight = Default::default();
         self.aborts.clear();
-        self.routing = Default::default();
+        self.drop_routing();
         self.sched.clear();
         self.gate.drain();
         let all: Vec<NodeIndex> = self.graph.node_indices().collect();

@@ -156,6 +156,47 @@ struct RoutedBatch {
     items: Vec<(RequestMeta, RouteResult)>,
 }
 
+/// One request of a batch being routed: still waiting, or decided.
+enum RouteSlot {
+    Waiting(BoxFuture<RouteResult>),
+    Decided(RouteResult),
+}
+
+/// A batch whose routing is under way. Each request is polled on its own,
+/// so a cancel can tell which were decided and which still waited on a
+/// role being provisioned, and account for every one of them.
+struct Routing {
+    emitter: NodeIndex,
+    items: Vec<(RequestMeta, RouteSlot)>,
+}
+
+impl Future for Routing {
+    type Output = RoutedBatch;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RoutedBatch> {
+        let mut waiting = false;
+        for (_, slot) in &mut self.items {
+            if let RouteSlot::Waiting(fut) = slot {
+                match fut.as_mut().poll(cx) {
+                    Poll::Ready(r) => *slot = RouteSlot::Decided(r),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            return Poll::Pending;
+        }
+        let emitter = self.emitter;
+        let items = std::mem::take(&mut self.items)
+            .into_iter()
+            .map(|(meta, slot)| match slot {
+                RouteSlot::Decided(r) => (meta, r),
+                RouteSlot::Waiting(_) => unreachable!("every slot was decided"),
+            })
+            .collect();
+        Poll::Ready(RoutedBatch { emitter, items })
+    }
+}
+
 /// How long a run whose event log cannot be written waits before trying
 /// again.
 const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -323,7 +364,7 @@ struct Executor {
     inflight: FuturesUnordered<Tagged>,
     /// How to stop each running attempt alone.
     aborts: HashMap<NodeIndex, AbortHandle>,
-    routing: FuturesUnordered<BoxFuture<RoutedBatch>>,
+    routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).
     backlog: Arc<Backlog>,
