@@ -1179,3 +1179,164 @@ async fn rule_a33_57_a_failed_attempts_escalation_does_not_mark_a_clean_retry() 
     assert_eq!(signals.count("escalated"), 0);
     assert_eq!(env.outcome, Outcome::Succeeded);
 }
+
+/// Panics in its future, or at once, by name.
+struct Panics;
+
+impl playdeck::kernel::Agent for Panics {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        assert!(&*inv.name != "at-once", "the agent fell over at once");
+        Box::pin(async {
+            sleep(Duration::from_millis(50)).await;
+            panic!("the agent fell over later")
+        })
+    }
+}
+
+struct PanicAgents;
+
+impl playdeck::kernel::AgentResolver for PanicAgents {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        if name == "panics" {
+            Some(Arc::new(Panics))
+        } else {
+            Some(Arc::new(playdeck::agents::SimAgent::new(1.0)))
+        }
+    }
+}
+
+/// ADR-0033 D4: an unexpected error becomes an error result. An agent that
+/// panics fails its own operation (category `agent_panic`); the rest of
+/// the run goes on and ends with an envelope.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_agent_fails_its_operation_and_the_run_goes_on() {
+    let panics = |name: &str| {
+        Operation::new(name, format!("do {name}"))
+            .with_role("worker")
+            .with_agent("panics", Value::Null)
+    };
+    let mut b = GraphBuilder::new();
+    let later = b.add_root(panics("later"));
+    b.add_root(panics("at-once"));
+    b.add_after(
+        op("after", "worker", sim(100)),
+        [(later, Condition::Succeeded)],
+    );
+    b.add_root(op("other", "worker", sim(300)));
+    let (mut run, _handle) = playdeck::kernel::Run::new(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(PanicAgents),
+        Arc::new(routes(&["worker"])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let env = run.run().await;
+    assert_eq!(env.outcome, Outcome::Failed);
+    assert_eq!(names(&env, &env.failed_operations), ["at-once", "later"]);
+    assert_eq!(names(&env, &env.completed_operations), ["other"]);
+    assert_eq!(names(&env, &env.skipped_operations), ["after"]);
+    let failures: Vec<(String, String, String)> = signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Failed {
+                node,
+                error,
+                category,
+            } => Some((
+                node.name.to_string(),
+                category.to_string(),
+                error.to_string(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for (name, category, error) in failures {
+        assert_eq!(category, "agent_panic", "{name}");
+        assert!(
+            error.starts_with("the agent panicked: the agent fell over"),
+            "{error}"
+        );
+    }
+    assert_eq!(signals.count("run_finished"), 1);
+}
+
+/// A node builder that panics: at once for "sync", in its future for
+/// "async"; anything else goes to the static map.
+struct PanicBuilder(playdeck::kernel::StaticRoleBuilder);
+
+impl playdeck::kernel::NodeBuilder for PanicBuilder {
+    fn build(
+        &self,
+        request: &playdeck::kernel::SpawnRequest,
+        emitter: &playdeck::kernel::Emitter,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::RouteResult> {
+        if request.assignee.as_deref() == Some("async") {
+            return Box::pin(async { panic!("the router fell over later") });
+        }
+        self.0.build(request, emitter)
+    }
+
+    fn route_now(
+        &self,
+        request: &playdeck::kernel::SpawnRequest,
+        emitter: &playdeck::kernel::Emitter,
+    ) -> Option<playdeck::kernel::RouteResult> {
+        match request.assignee.as_deref() {
+            Some("sync") => panic!("the router fell over at once"),
+            Some("async") => None,
+            _ => self.0.route_now(request, emitter),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_node_builder_drops_the_request_with_a_reason() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "a",
+        "worker",
+        result(
+            100,
+            json!({"spawn_request": [
+                {"instruction": "x", "assignee": "sync"},
+                {"instruction": "y", "assignee": "async"},
+                {"instruction": "z", "assignee": "worker"},
+            ]}),
+        ),
+    ));
+    let h = harness_with(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(PanicBuilder(routes(&["worker"]))),
+    );
+    let (env, _, _) = h.run().await;
+    let dropped = env.dropped_spawns.clone().unwrap();
+    let rows: Vec<(&str, DropReason, &str)> = dropped
+        .iter()
+        .map(|d| (d.assignee.as_deref().unwrap(), d.reason, &*d.detail))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "sync",
+                DropReason::RoleProvisionFailed,
+                "routing the request panicked: the router fell over at once"
+            ),
+            (
+                "async",
+                DropReason::RoleProvisionFailed,
+                "routing the request panicked: the router fell over later"
+            ),
+        ]
+    );
+    assert_eq!(env.spawned_operations, Some(1), "the worker's request");
+    assert_eq!(names(&env, &env.completed_operations), ["a", "spawn-1"]);
+}

@@ -784,6 +784,10 @@ impl playdeck::kernel::Agent for Script {
             // A worker asks for an orchestrator child, hoping it recruits.
             "attack" | "delegate" => spawn("recruit", "orchestrator"),
             "recruit" => spawn("critique", "critic"),
+            "recruit and build" => serde_json::json!({"spawn_request": [
+                {"instruction": "critique", "assignee": "critic"},
+                {"instruction": "build", "assignee": "implementer"},
+            ]}),
             _ => serde_json::json!({"summary": first}),
         };
         Box::pin(async move {
@@ -804,14 +808,24 @@ impl playdeck::kernel::AgentResolver for ScriptAgents {
 /// Runs `play` on the kernel with the palette router as its node builder,
 /// every role on the scripted agent; returns the envelope and the router.
 async fn run_scripted(play: &Play) -> (playdeck::kernel::Envelope, Arc<PaletteRouter>) {
-    let p = RunProvisioner {
+    run_scripted_with(play, Arc::new(script_provisioner(play))).await
+}
+
+fn script_provisioner(play: &Play) -> RunProvisioner {
+    RunProvisioner {
         run_dir: None,
         simulate: play.palette.simulate.clone(),
         speed: 1.0,
         agents: HashMap::new(),
         default_agent: Arc::from("script"),
-    };
-    let r = PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(p));
+    }
+}
+
+async fn run_scripted_with(
+    play: &Play,
+    provisioner: Arc<dyn playdeck::palette::Provisioner>,
+) -> (playdeck::kernel::Envelope, Arc<PaletteRouter>) {
+    let r = PaletteRouter::new(Arc::new(play.palette.clone()), provisioner);
     let built = play.build();
     let op_roles = play.op_roles(&built);
     let (mut run, _h) = playdeck::kernel::Run::new(
@@ -1146,4 +1160,59 @@ async fn rule_a33_59_a_cancel_during_provisioning_leaves_every_request_in_the_le
         ),
         (0, 0, 0)
     );
+}
+
+/// A provisioner that panics for one role, now or once polled.
+struct Panicky {
+    inner: RunProvisioner,
+    role: &'static str,
+    at_once: bool,
+}
+
+impl playdeck::palette::Provisioner for Panicky {
+    fn provision(
+        &self,
+        req: playdeck::palette::ProvisionRequest,
+    ) -> playdeck::kernel::BoxFuture<Result<playdeck::palette::RouteEntry, String>> {
+        if &*req.role != self.role {
+            return self.inner.provision(req);
+        }
+        assert!(!self.at_once, "the provider's client exploded");
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            panic!("the provider's client exploded")
+        })
+    }
+}
+
+/// ADR-0033 D4 / ADR-0036 D3: a provisioner that panics is a failed
+/// provisioning: the request that needed it is dropped with the reason,
+/// what waited behind it is admitted, and the run ends with an envelope.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_provisioner_drops_its_requests_and_the_run_goes_on() {
+    for at_once in [false, true] {
+        let play = authority_play("recruit and build", "orchestrator", 1);
+        let p = Panicky {
+            inner: script_provisioner(&play),
+            role: "critic",
+            at_once,
+        };
+        let (env, r) = run_scripted_with(&play, Arc::new(p)).await;
+        let dropped = env.dropped_spawns.clone().unwrap();
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert_eq!(dropped[0].reason, DropReason::RoleProvisionFailed);
+        assert_eq!(dropped[0].assignee.as_deref(), Some("critic"));
+        assert!(
+            dropped[0]
+                .detail
+                .contains("the provisioner panicked: the provider's client exploded"),
+            "{}",
+            dropped[0].detail
+        );
+        assert_eq!(env.spawned_operations, Some(1), "the implementer's request");
+        assert_eq!(env.completed_operations.len(), 2);
+        let s = r.snapshot();
+        assert_eq!((s.consumed_new_roles, s.reserved_roles.len()), (0, 0));
+        assert!(r.route("critic").is_none());
+    }
 }

@@ -6,7 +6,10 @@
 //! touched (the kernel has no graph lock; it owns its state and receives
 //! this router's decisions as messages).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+
+use futures_util::FutureExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -87,6 +90,13 @@ pub struct PaletteRouter {
 /// The one role that may expand the palette (ADR-0036 D3 step 4).
 const ORCHESTRATOR: &str = "orchestrator";
 
+fn provisioner_panicked(payload: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "the provisioner panicked: {}",
+        crate::kernel::panic_message(payload)
+    )
+}
+
 fn bounded(s: &str) -> String {
     truncate_chars(s, DROP_DETAIL_MAX).to_string()
 }
@@ -114,6 +124,21 @@ impl PaletteRouter {
     /// How many provisioning attempts have started (initial ones included).
     pub fn provision_attempts(&self) -> usize {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Runs the provisioner. One that panics is a failed provisioning with
+    /// what the panic said (D3: provisioning failures are typed, never an
+    /// executor error), so the reservation is rolled back as for any other
+    /// failure.
+    async fn provision(&self, req: ProvisionRequest) -> Result<RouteEntry, String> {
+        let fut = match catch_unwind(AssertUnwindSafe(|| self.provisioner.provision(req))) {
+            Ok(fut) => fut,
+            Err(p) => return Err(provisioner_panicked(&*p)),
+        };
+        AssertUnwindSafe(fut)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| Err(provisioner_panicked(&*p)))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -240,8 +265,7 @@ impl PaletteRouter {
             let req = self.provision_request(&role, RoleOrigin::Initial, None);
             self.attempts.fetch_add(1, Ordering::Relaxed);
             let entry = Arc::new(
-                self.provisioner
-                    .provision(req)
+                self.provision(req)
                     .await
                     .map_err(|e| format!("initial palette role {role}: {e}"))?,
             );
@@ -308,8 +332,7 @@ impl PaletteRouter {
             }
             req.restoring = true;
             let entry = Arc::new(
-                self.provisioner
-                    .provision(req)
+                self.provision(req)
                     .await
                     .map_err(|e| format!("restoring palette role {role}: {e}"))?,
             );
@@ -463,7 +486,7 @@ impl PaletteRouter {
                 let req = self.provision_request(&role, RoleOrigin::Expanded, by);
                 self.attempts.fetch_add(1, Ordering::Relaxed);
                 // 8: outside the lock.
-                let result = self.provisioner.provision(req).await;
+                let result = self.provision(req).await;
                 guard.finish(result)
             }
         }

@@ -12,7 +12,9 @@ use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
 
 use super::super::agent::{AgentFailure, BoxFuture};
-use super::super::builder::{Emitter, RouteResult};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::super::builder::{Emitter, Rejection, RouteResult};
 use super::super::control::NewOperation;
 use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
 use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
@@ -151,6 +153,17 @@ impl Admission {
         buf[6..6 + digits.len()].copy_from_slice(digits);
         Arc::from(std::str::from_utf8(&buf[..6 + digits.len()]).expect("ascii"))
     }
+}
+
+/// A request whose routing panicked.
+fn router_panicked(payload: &(dyn std::any::Any + Send)) -> Rejection {
+    Rejection::new(
+        DropReason::RoleProvisionFailed,
+        format!(
+            "routing the request panicked: {}",
+            super::panic_message(payload)
+        ),
+    )
 }
 
 /// What admission needs to know about a request besides the routed result.
@@ -298,18 +311,20 @@ impl Executor {
             if pending.is_empty() {
                 // Decided without waiting (the static map, an existing
                 // role): admit now, in request order.
-                if let Some(routed) = self.builder.route_now(&req, &emitter) {
+                let now = catch_unwind(AssertUnwindSafe(|| self.builder.route_now(&req, &emitter)))
+                    .unwrap_or_else(|p| Some(Err(router_panicked(&*p))));
+                if let Some(routed) = now {
                     self.admit(Some(ix), meta, routed);
                     continue;
                 }
-                let mut fut = self.builder.build(&req, &emitter);
+                let mut fut = self.build_caught(&req, &emitter);
                 if let Some(routed) = (&mut fut).now_or_never() {
                     self.admit(Some(ix), meta, routed);
                     continue;
                 }
                 pending.push((meta, fut));
             } else {
-                pending.push((meta, self.builder.build(&req, &emitter)));
+                pending.push((meta, self.build_caught(&req, &emitter)));
             }
         }
         if !pending.is_empty() {
@@ -321,6 +336,21 @@ impl Executor {
                     .map(|(meta, fut)| (meta, RouteSlot::Waiting(fut)))
                     .collect(),
             });
+        }
+    }
+
+    /// The node builder's future for one request. A builder or provisioner
+    /// that panics drops that request as `role_provision_failed` with what
+    /// the panic said; the run goes on (ADR-0036 D3: router exceptions do
+    /// not escape as untyped executor errors).
+    fn build_caught(&self, req: &SpawnRequest, emitter: &Emitter) -> BoxFuture<RouteResult> {
+        match catch_unwind(AssertUnwindSafe(|| self.builder.build(req, emitter))) {
+            Ok(fut) => Box::pin(
+                AssertUnwindSafe(fut)
+                    .catch_unwind()
+                    .map(|r| r.unwrap_or_else(|p| Err(router_panicked(&*p)))),
+            ),
+            Err(p) => Box::pin(std::future::ready(Err(router_panicked(&*p)))),
         }
     }
 

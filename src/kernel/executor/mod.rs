@@ -23,9 +23,11 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use futures_util::StreamExt;
+use std::panic::AssertUnwindSafe;
+
 use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 // Keys here are op ids, node indices and names the kernel made or the play
@@ -89,6 +91,23 @@ impl Default for RunConfig {
             signal_buffer: 4096,
         }
     }
+}
+
+/// What a caught panic said (its message when it has one), for people.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+/// The failure of an attempt whose agent panicked.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> AgentFailure {
+    AgentFailure::new(
+        "agent_panic",
+        format!("the agent panicked: {}", panic_message(payload)),
+    )
 }
 
 /// Requests one attempt may make before it is stopped as a flood.
@@ -678,8 +697,24 @@ impl Executor {
             workspace,
             profile,
         };
+        // A panicking agent fails its own operation (ADR-0033 D4: an
+        // unexpected error becomes an error result), never the run.
+        let invoked = match std::panic::catch_unwind(AssertUnwindSafe(|| agent.invoke(inv))) {
+            Ok(fut) => fut,
+            Err(p) => {
+                self.sched.running -= 1;
+                self.gate.release(ix);
+                self.fail(ix, panicked(&*p));
+                return;
+            }
+        };
+        let caught: BoxFuture<AgentOutcome> = Box::pin(
+            AssertUnwindSafe(invoked)
+                .catch_unwind()
+                .map(|r| r.unwrap_or_else(|p| Err(panicked(&*p)))),
+        );
         let (handle, registration) = AbortHandle::new_pair();
-        let fut = Abortable::new(agent.invoke(inv), registration);
+        let fut = Abortable::new(caught, registration);
         self.aborts.insert(ix, handle);
         self.inflight.push(Tagged { ix, attempt, fut });
     }
