@@ -1,7 +1,6 @@
 //! ADR-0036: palette validation, the router's races, trusted identity, the
 //! two budgets and the delegation clause.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use playdeck::kernel::{
 };
 use playdeck::palette::{
     CLAUSE_BEGIN, Disposition, PaletteConfig, PaletteExpansionPolicy, PaletteRole, PaletteRouter,
-    PaletteSimulate, PaletteSnapshot, PlayRolePalette, RunProvisioner,
+    PaletteSimulate, PaletteSnapshot, PlayRolePalette, RoleSetups, RunProvisioner,
 };
 use playdeck::play::Play;
 
@@ -230,12 +229,14 @@ fn config(
                 role: r.to_string(),
                 disposition: *d,
                 modes: vec![],
+                setup: None,
             })
             .collect(),
         expansion: PaletteExpansionPolicy {
             max_new_roles,
             ..Default::default()
         },
+        defaults: None,
     };
     cfg.simulate = simulate;
     Arc::new(cfg)
@@ -246,8 +247,7 @@ fn router(cfg: Arc<PaletteConfig>, run_dir: Option<std::path::PathBuf>) -> Arc<P
         run_dir,
         simulate: cfg.simulate.clone(),
         speed: 1.0,
-        agents: HashMap::new(),
-        default_agent: Arc::from("sim"),
+        setups: Arc::new(RoleSetups::all_on("sim")),
     };
     PaletteRouter::new(cfg, Arc::new(p))
 }
@@ -816,8 +816,7 @@ fn script_provisioner(play: &Play) -> RunProvisioner {
         run_dir: None,
         simulate: play.palette.simulate.clone(),
         speed: 1.0,
-        agents: HashMap::new(),
-        default_agent: Arc::from("script"),
+        setups: Arc::new(RoleSetups::all_on("script")),
     }
 }
 
@@ -1215,4 +1214,306 @@ async fn rule_a33_37_a_panicking_provisioner_drops_its_requests_and_the_run_goes
         assert_eq!((s.consumed_new_roles, s.reserved_roles.len()), (0, 0));
         assert!(r.route("critic").is_none());
     }
+}
+
+// ----- what a role's spawned work runs on -------------------------------------
+
+const CLI: &str = "[agents.cli]\nbinary = \"cli-agent\"\nstream_format = \"jsonl\"\nflags.plan = [\"--plan\"]\n[agents.claude]\nbinary = \"claude\"\nstream_format = \"claude\"\n";
+
+fn cli_play(palette: &str) -> String {
+    format!(
+        "[play]\nname = \"p\"\n{CLI}{palette}[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\nagent = \"cli\"\nflag_profile = \"plan\"\ntools = {{ permission = \"workspace-write\", internal = [\"Read\", \"Edit\"] }}\ninstruction = \"go\"\n"
+    )
+}
+
+const ROLES: &str = "[palette]\nroles = [\n  { role = \"orchestrator\", disposition = \"emission_capable\" },\n  { role = \"reviewer\", agent = \"cli\", tools = { permission = \"read-only\", internal = [\"Read\"] } },\n  { role = \"tester\" },\n]\n[palette.expansion]\nmax_new_roles = 1\n";
+
+/// ADR-0036 D3 / ADR-0033 P4: a role's route carries its agent, flag
+/// profile and ToolSet — declared on its entry, else its own operations',
+/// else [palette.defaults] — and never falls back to the simulator in a
+/// play whose work runs on agent CLIs; validation says where a role has
+/// none.
+#[test]
+fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
+    let play = Play::from_str("p.toml", &cli_play(ROLES)).unwrap();
+    let setups = play.role_setups();
+    let orch = setups.for_role("orchestrator").unwrap();
+    assert_eq!(&*orch.agent, "cli");
+    assert_eq!(
+        *orch.params,
+        serde_json::json!({"flag_profile": "plan", "tools": {"internal": ["Read", "Edit"], "mcp": [], "permission": "workspace-write", "max_turns": 25}}),
+        "the role's own operation's flag profile and ToolSet"
+    );
+    let reviewer = setups.for_role("reviewer").unwrap();
+    assert_eq!(&*reviewer.agent, "cli");
+    assert_eq!(reviewer.params["tools"]["permission"], "read-only");
+    for role in ["tester", "critic"] {
+        let e = setups.for_role(role).unwrap_err();
+        assert!(matches!(e, playdeck::palette::SetupError::Missing(_)));
+        assert!(
+            e.to_string().starts_with(&format!(
+                "no agent for role {role}: this play's work runs on agent CLIs (cli)"
+            )),
+            "{e}"
+        );
+    }
+    // Validation says so, where it is written.
+    let w = &play.warnings;
+    assert_eq!(w.len(), 2, "{w:#?}");
+    assert!(
+        w[0].starts_with("p.toml:14:12: palette role \"tester\" has no agent"),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[1].starts_with("p.toml:17:1: roles the orchestrator recruits have no agent"),
+        "{}",
+        w[1]
+    );
+
+    // [palette.defaults] gives every other role one, recruited roles too.
+    let with_defaults = ROLES.replace(
+        "[palette.expansion]",
+        "[palette.defaults]\nagent = \"claude\"\ntools = { permission = \"read-only\" }\n[palette.expansion]",
+    );
+    let play = Play::from_str("p.toml", &cli_play(&with_defaults)).unwrap();
+    assert!(play.warnings.is_empty(), "{:?}", play.warnings);
+    let setups = play.role_setups();
+    for role in ["tester", "critic"] {
+        let s = setups.for_role(role).unwrap();
+        assert_eq!(
+            (&*s.agent, &s.params["tools"]["permission"]),
+            ("claude", &serde_json::json!("read-only"))
+        );
+    }
+
+    // A play that runs only on the simulator keeps simulating.
+    let sim = "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 1\n[[operations]]\nid = \"a\"\nrole = \"orchestrator\"\ninstruction = \"x\"\n";
+    let play = Play::from_str("s.toml", sim).unwrap();
+    assert!(play.warnings.is_empty());
+    assert_eq!(
+        &*play.role_setups().for_role("critic").unwrap().agent,
+        "sim"
+    );
+}
+
+#[test]
+fn rule_a36_40_a_roles_setup_is_checked_at_load_with_positions() {
+    let errors = |palette: &str| {
+        let d = Play::from_str("p.toml", &cli_play(palette)).unwrap_err();
+        d.items
+            .iter()
+            .map(|i| {
+                let (l, c) = d.line_col(i.span.start);
+                (format!("{l}:{c}"), i.message.clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let e = errors(
+        "[palette]\nroles = [{ role = \"orchestrator\", tools = { permission = \"read-only\" } }, { role = \"tester\", agent = \"sim\", flag_profile = \"plan\" }, { role = \"reviewer\", agent = \"claude\", tools = { permission = \"read-only\", internal = [\"Edit\"] } }]\n",
+    );
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert_eq!(e[0].0, "11:35");
+    assert!(
+        e[0].1
+            .contains("`tools` of [palette] roles[0] needs `agent` beside it"),
+        "{}",
+        e[0].1
+    );
+    assert_eq!(e[1].0, "11:109");
+    assert!(
+        e[1].1.contains(
+            "`flag_profile` of [palette] roles[1] has no effect: agent \"sim\" is built in"
+        ),
+        "{}",
+        e[1].1
+    );
+    assert_eq!(e[2].0, "11:173");
+    assert!(e[2].1.contains("Edit"), "{}", e[2].1);
+    let e = errors(
+        "[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.defaults]\nflag_profile = \"plan\"\n",
+    );
+    assert_eq!(
+        e.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(),
+        [
+            "[palette.defaults] is missing `agent`",
+            "`flag_profile` of `defaults` in [palette] needs `agent` beside it"
+        ]
+    );
+    // A name the play does not define may come from the user's agents file:
+    // a warning, and the run checks it when it starts.
+    let play = Play::from_str(
+        "p.toml",
+        &cli_play("[palette]\nroles = [{ role = \"orchestrator\" }, { role = \"tester\", agent = \"codex\" }]\n"),
+    )
+    .unwrap();
+    assert_eq!(play.warnings.len(), 1, "{:?}", play.warnings);
+    assert!(
+        play.warnings[0].contains("agent \"codex\" is neither built in"),
+        "{}",
+        play.warnings[0]
+    );
+    let e = play.role_setups().for_role("tester").unwrap_err();
+    assert!(matches!(e, playdeck::palette::SetupError::Invalid(_)));
+    assert!(
+        e.to_string()
+            .contains("available agents: sim, noop, claude, cli"),
+        "{e}"
+    );
+}
+
+// ----- through the binary, on real subprocesses ---------------------------------
+
+/// A play whose agent `w` is playdeck-agent (the example agent CLI, JSON
+/// lines): `@` lines of an instruction script it, spawned work included.
+fn agent_play(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let src = format!(
+        "[play]\nname = \"agents\"\n[agents.w]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n{body}"
+    );
+    let p = dir.join("play.toml");
+    std::fs::write(&p, src).unwrap();
+    p
+}
+
+fn playdeck(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn result_json(run: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap()
+}
+
+/// Each spawned operation's result, by the role it was spawned onto.
+fn results_by_role(
+    result: &serde_json::Value,
+    events: &[serde_json::Value],
+) -> Vec<(String, serde_json::Value)> {
+    let mut out: Vec<(String, serde_json::Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "spawned")
+        .map(|e| {
+            let id = e["op_id"].as_str().unwrap();
+            (
+                e["assignee"].as_str().unwrap_or("").to_string(),
+                result["operation_results"][id].clone(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn events_of(run: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// ADR-0036 D3: spawned work runs on its role's agent with its role's
+/// ToolSet (here, as the jsonl protocol exports it: PLAYDECK_PERMISSION,
+/// PLAYDECK_TOOLS), and a role with no agent in a play of agent CLIs gets
+/// no work at all — neither a palette role nor a recruited one.
+#[test]
+fn rule_a36_40_spawned_work_runs_with_its_roles_agent_and_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = "@sleep 0\\\\n@env PLAYDECK_PERMISSION\\\\n@env PLAYDECK_TOOLS";
+    let play = agent_play(
+        dir.path(),
+        &format!(
+            r#"[palette]
+roles = [
+  {{ role = "orchestrator", disposition = "emission_capable" }},
+  {{ role = "reviewer", agent = "w", tools = {{ permission = "read-only", internal = ["Read"] }} }},
+  {{ role = "tester" }},
+]
+[palette.expansion]
+max_new_roles = 1
+[[operations]]
+id = "kickoff"
+role = "orchestrator"
+agent = "w"
+tools = {{ permission = "workspace-write", internal = ["Read", "Edit"] }}
+instruction = """
+kickoff
+@sleep 0
+@result {{"spawn_request": [{{"instruction": "review\\n{env}", "assignee": "reviewer"}}, {{"instruction": "again\\n{env}"}}, {{"instruction": "test", "assignee": "tester"}}, {{"instruction": "critique", "assignee": "critic"}}]}}
+"""
+"#
+        ),
+    );
+    let run = dir.path().join("run");
+    let out = playdeck(
+        &[
+            "run",
+            "--headless",
+            "--run-dir",
+            run.to_str().unwrap(),
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("palette role \"tester\" has no agent"),
+        "{stderr}"
+    );
+    let result = result_json(&run);
+    let spawned = results_by_role(&result, &events_of(&run));
+    assert_eq!(spawned.len(), 2, "{spawned:#?}\n{stderr}");
+    assert_eq!(spawned[0].0, "orchestrator");
+    assert_eq!(
+        spawned[0].1["env"],
+        serde_json::json!({"PLAYDECK_PERMISSION": "workspace-write", "PLAYDECK_TOOLS": "Read,Edit"}),
+        "its own role: as the role's operation was written"
+    );
+    assert_eq!(spawned[1].0, "reviewer");
+    assert_eq!(
+        spawned[1].1["env"],
+        serde_json::json!({"PLAYDECK_PERMISSION": "read-only", "PLAYDECK_TOOLS": "Read"}),
+        "the reviewer's entry"
+    );
+    let dropped: Vec<(&str, &str, &str)> = result["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // The agent prints its result on its stream too: those repeats are
+        // duplicates.
+        .filter(|d| d["reason"] != "duplicate")
+        .map(|d| {
+            (
+                d["assignee"].as_str().unwrap(),
+                d["reason"].as_str().unwrap(),
+                d["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:#?}");
+    for (i, role) in ["tester", "critic"].into_iter().enumerate() {
+        assert_eq!(
+            (dropped[i].0, dropped[i].1),
+            (role, "role_provision_failed")
+        );
+        assert!(
+            dropped[i].2.contains(&format!("no agent for role {role}")),
+            "{}",
+            dropped[i].2
+        );
+    }
+    let budget = events_of(&run)
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "budget")
+        .unwrap();
+    assert_eq!(
+        budget["consumed_new_roles"], 0,
+        "a failed recruitment costs nothing"
+    );
 }

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustc_hash::FxHashMap;
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::catalog::{Catalog, Effort, RoleConfig, canonical};
 use super::clause::{install_clause, render_delegation_clause};
 use super::model::{Disposition, PaletteConfig, PaletteSnapshot, UserProfile};
+use super::provision::RoleSetup;
 use crate::kernel::signal::{DROP_DETAIL_MAX, truncate_chars};
 use crate::kernel::{
     BoxFuture, Candidate, DropReason, Emitter, External, ExternalSender, InstructionDecorator,
@@ -35,10 +35,10 @@ pub struct RouteEntry {
     pub modes: Arc<[Arc<str>]>,
     pub model: Option<Arc<str>>,
     pub effort: Option<Effort>,
-    /// The agent that runs operations of this role.
-    pub agent: Arc<str>,
-    /// Agent parameters for operations spawned onto this route.
-    pub params: Arc<Value>,
+    /// What work spawned onto this route (or added by the operator) runs
+    /// on; an initial role the play names no agent for has none, and that
+    /// work is refused as `role_provision_failed` with the reason.
+    pub setup: Result<RoleSetup, Arc<str>>,
     pub origin: RoleOrigin,
     /// The operation whose request recruited it (expansions).
     pub by: Option<Arc<str>>,
@@ -612,16 +612,21 @@ impl PaletteRouter {
 
     /// Step 11: the child, built through the ordinary allowlisted builder
     /// (the request's operation was checked against the allowlist when it
-    /// was read).
-    fn candidate(request: &SpawnRequest, target: &RouteEntry) -> Candidate {
-        Candidate {
+    /// was read). It runs with its role's agent, flag profile and ToolSet,
+    /// never with less restriction than the play gave the role.
+    fn candidate(request: &SpawnRequest, target: &RouteEntry) -> RouteResult {
+        let setup = target
+            .setup
+            .as_ref()
+            .map_err(|why| Rejection::new(DropReason::RoleProvisionFailed, bounded(why)))?;
+        Ok(Some(Candidate {
             instruction: request.instruction.clone(),
             assignee: Some(target.role.clone()),
             requester_role: Some(target.role.clone()),
-            agent: target.agent.clone(),
-            params: target.params.clone(),
+            agent: setup.agent.clone(),
+            params: setup.params.clone(),
             operation: request.operation,
-        }
+        }))
     }
 
     /// The whole algorithm for one request.
@@ -646,7 +651,7 @@ impl PaletteRouter {
             }
         };
         self.confine(&target, emitter.requester_role.as_deref())?;
-        Ok(Some(Self::candidate(&request, &target)))
+        Self::candidate(&request, &target)
     }
 }
 
@@ -743,7 +748,7 @@ impl NodeBuilder for Arc<PaletteRouter> {
         let Some(a) = &request.assignee else {
             return Some(
                 self.confine(&own, requester)
-                    .map(|()| Some(PaletteRouter::candidate(request, &own))),
+                    .and_then(|()| PaletteRouter::candidate(request, &own)),
             );
         };
         let role: Arc<str> = Arc::from(canonical(a));
@@ -752,23 +757,36 @@ impl NodeBuilder for Arc<PaletteRouter> {
         match self.decide(&mut st, &role, requester, &by) {
             Decision::Route(r) => Some(
                 self.confine(&r, requester)
-                    .map(|()| Some(PaletteRouter::candidate(request, &r))),
+                    .and_then(|()| PaletteRouter::candidate(request, &r)),
             ),
             Decision::Reject(rej) => Some(Err(rej)),
             Decision::Wait(_) | Decision::Provision => None,
         }
     }
 
-    fn route_role(&self, role: &str) -> Option<crate::kernel::RoleRoute> {
-        let role = canonical(role);
-        self.lock()
-            .routes
-            .get(role.as_str())
-            .map(|r| crate::kernel::RoleRoute {
-                role: r.role.clone(),
-                agent: r.agent.clone(),
-                params: r.params.clone(),
-            })
+    fn route_role(&self, role: &str) -> Result<crate::kernel::RoleRoute, Rejection> {
+        let canon = canonical(role);
+        let st = self.lock();
+        let Some(r) = st.routes.get(canon.as_str()) else {
+            let mut roles: Vec<&str> = st.routes.keys().map(|k| &**k).collect();
+            roles.sort_unstable();
+            return Err(Rejection::new(
+                DropReason::BuilderError,
+                format!(
+                    "no role {role:?} in this run: add work only for a role the run has ({})",
+                    roles.join(", ")
+                ),
+            ));
+        };
+        let setup = r
+            .setup
+            .as_ref()
+            .map_err(|why| Rejection::new(DropReason::RoleProvisionFailed, bounded(why)))?;
+        Ok(crate::kernel::RoleRoute {
+            role: r.role.clone(),
+            agent: setup.agent.clone(),
+            params: setup.params.clone(),
+        })
     }
 }
 
