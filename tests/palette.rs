@@ -1517,3 +1517,127 @@ kickoff
         "a failed recruitment costs nothing"
     );
 }
+
+/// A36-46 across a stop: spawned work keeps the trusted identity it was
+/// given (the spawn record carries it), so after a cancel and a resume the
+/// orchestrator's orchestrator child still recruits, and a worker's child
+/// still may not assign work to the orchestrator.
+#[test]
+fn rule_a36_46_spawned_authority_survives_a_resume() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let play = agent_play(
+        dir.path(),
+        r#"[palette]
+roles = [
+  { role = "orchestrator", disposition = "emission_capable" },
+  { role = "implementer", disposition = "emission_capable" },
+]
+[palette.expansion]
+max_new_roles = 1
+[palette.defaults]
+agent = "w"
+[[operations]]
+id = "lead"
+role = "orchestrator"
+agent = "w"
+instruction = """
+lead
+@sleep 0
+@result {"spawn_request": {"instruction": "recruit\\n@sleep 4\\n@spawn critic: critique", "assignee": "orchestrator"}}
+"""
+[[operations]]
+id = "work"
+role = "implementer"
+agent = "w"
+independent_root = true
+instruction = """
+work
+@sleep 0
+@spawn orchestrator: recruit for me
+@result {"spawn_request": {"instruction": "check\\n@sleep 4\\n@spawn orchestrator: recruit", "assignee": "implementer"}}
+"""
+"#,
+    );
+    let run = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&run)
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut spawned = 0;
+    while spawned < 2 {
+        let line = lines
+            .next()
+            .expect("the run ended before both children")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "spawned" {
+            spawned += 1;
+        }
+    }
+    // Both children are on their way: stop the run there.
+    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
+    for _ in lines.by_ref() {}
+    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+    assert_eq!(result_json(&run)["outcome"], "cancelled");
+
+    let out = playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result = result_json(&run);
+    assert_eq!(result["outcome"], "succeeded", "{stderr}");
+    let events = events_of(&run);
+    let budget = events.iter().rev().find(|e| e["type"] == "budget").unwrap();
+    assert_eq!(
+        budget["expanded_roles"],
+        serde_json::json!(["critic"]),
+        "{stderr}"
+    );
+    assert_eq!(budget["consumed_new_roles"], 1);
+    let at = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().position(pred);
+    let resumed = at(&|e| e["type"] == "resumed").expect("a resumed run");
+    let recruited = at(&|e| e["type"] == "role_provisioned" && e["role"] == "critic")
+        .expect("the orchestrator child recruited");
+    assert!(
+        recruited > resumed,
+        "recruited after the resume, as an orchestrator"
+    );
+    let critic = events
+        .iter()
+        .find(|e| e["type"] == "spawned" && e["assignee"] == "critic")
+        .unwrap();
+    let names = result["operation_names"].as_object().unwrap();
+    let parent = critic["parent_id"].as_str().unwrap();
+    let orchestrator_child = events
+        .iter()
+        .find(|e| e["type"] == "spawned" && e["assignee"] == "orchestrator")
+        .unwrap();
+    assert_eq!(parent, orchestrator_child["op_id"].as_str().unwrap());
+    assert!(names[parent].as_str().unwrap().starts_with("spawn-"));
+    // The worker and the worker's child were refused, before and after.
+    let refused: Vec<&str> = result["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == "requester_not_authorized")
+        .map(|d| names[d["emitter_id"].as_str().unwrap()].as_str().unwrap())
+        .collect();
+    assert_eq!(refused.len(), 2, "{:#}", result["dropped_spawns"]);
+    assert_eq!(refused[0], "work");
+    assert!(refused[1].starts_with("spawn-"), "{refused:?}");
+}
