@@ -1641,3 +1641,58 @@ work
     assert_eq!(refused[0], "work");
     assert!(refused[1].starts_with("spawn-"), "{refused:?}");
 }
+
+/// ADR-0036 D5's runtime grant/revoke is not taken: a role's disposition
+/// is fixed for a run. The checkpoint keeps the declared palette, so a
+/// resume whose play changed a disposition is refused as a conflict, and
+/// the run goes on only with the palette it started with.
+#[tokio::test(start_paused = true)]
+async fn rule_a36_57_dispositions_are_fixed_for_a_run() {
+    let src = |tester: &str| {
+        format!(
+            "[play]\nname = \"d\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"tester\", disposition = \"{tester}\" }}]\n[[operations]]\nid = \"long\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = {{ duration_ms = 60000 }}\n"
+        )
+    };
+    let play = Play::from_str("d.toml", &src("terminal")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let done = run_and_cancel(&play, dir.path(), Duration::from_millis(500)).await;
+    assert_eq!(done.envelope.outcome, playdeck::kernel::Outcome::Cancelled);
+    let resume = |play: Play| {
+        let run_dir = done.run_dir.path.clone();
+        async move {
+            let opts = playdeck::headless::HeadlessOptions {
+                session: playdeck::session::SessionOptions {
+                    resume: Some(run_dir),
+                    approvals: playdeck::kernel::ApprovalPolicy::ApproveAll,
+                    ..Default::default()
+                },
+                asks_operator: false,
+                ..Default::default()
+            };
+            let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
+            let (_stop, stop) = tokio::sync::mpsc::unbounded_channel();
+            playdeck::headless::run(
+                &play,
+                &opts,
+                control,
+                stop,
+                Box::new(std::io::sink()),
+                Box::new(std::io::sink()),
+            )
+            .await
+        }
+    };
+    let granted = Play::from_str("d.toml", &src("emission_capable")).unwrap();
+    let Err(playdeck::session::RunError::Open(e)) = resume(granted).await else {
+        panic!("a resume may not grant spawn permission");
+    };
+    let e = e.to_string();
+    assert!(e.contains("the play changed since it started"), "{e}");
+    assert!(
+        e.contains("[palette] was") && e.contains("\"disposition\":\"terminal\""),
+        "{e}"
+    );
+    // The unchanged play takes the run up again.
+    let done = resume(play).await.unwrap();
+    assert_eq!(done.envelope.outcome, playdeck::kernel::Outcome::Succeeded);
+}

@@ -11,9 +11,7 @@ pub mod router;
 use std::sync::Arc;
 
 pub use catalog::{CATALOG_NAME, Catalog, Effort, RoleConfig, canonical};
-pub use clause::{
-    CLAUSE_BEGIN, CLAUSE_END, install_clause, render_delegation_clause, revoke_spawn,
-};
+pub use clause::{CLAUSE_BEGIN, CLAUSE_END, install_clause, render_delegation_clause};
 pub use model::{
     AgentSetup, Disposition, PaletteConfig, PaletteExpansionPolicy, PalettePlanningContext,
     PaletteRole, PaletteRouteRejection, PaletteSimulate, PaletteSnapshot, PlayRolePalette,
