@@ -1271,6 +1271,25 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
         w[1]
     );
 
+    // The delegation clause offers only roles that can take work.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let r = playdeck::session::wiring::preview_router(&play);
+    rt.block_on(r.provision_initial()).unwrap();
+    let clause = r.decorate(
+        Some("orchestrator"),
+        &Arc::from("go"),
+        SpawnBudget {
+            accepted: 0,
+            max: 5,
+        },
+    );
+    assert!(
+        clause.contains("Allowed assignees now: orchestrator, reviewer (omit"),
+        "{clause}"
+    );
+
     // [palette.defaults] gives every other role one, recruited roles too.
     let with_defaults = ROLES.replace(
         "[palette.expansion]",

@@ -802,13 +802,18 @@ impl InstructionDecorator for PaletteRouter {
             return instruction.clone();
         };
         // The clause names what the router will accept: a route that may
-        // expand the palette is open to the orchestrator alone.
+        // expand the palette is open to the orchestrator alone, and a role
+        // with no agent takes no work.
         let is_orchestrator = &*entry.role == ORCHESTRATOR;
         let allowed: Vec<&str> = st
             .initial
             .iter()
             .chain(&st.expanded)
-            .filter(|r| is_orchestrator || !st.routes.get(*r).is_some_and(|e| self.expands(e)))
+            .filter(|r| {
+                st.routes
+                    .get(*r)
+                    .is_some_and(|e| e.setup.is_ok() && (is_orchestrator || !self.expands(e)))
+            })
             .map(|s| &**s)
             .collect();
         let policy = &self.cfg.palette.expansion;
