@@ -141,8 +141,9 @@ impl RunHandle {
     /// (cap, cycle, the ledger). Returns the operation's id once it joined,
     /// `None` when admission dropped it (with a ledger row), and `None` with
     /// a warning outside an active reactive run: in a run with
-    /// `reactive = false` (a `warning` signal, nothing in the ledger), after
-    /// a cancel (a `warning` signal) or once the run has ended (logged).
+    /// `reactive = false` (a `warning` signal, nothing in the ledger), and
+    /// after a cancel or once the run has ended (a `warning` signal while
+    /// the run still winds down, a log line after it).
     pub async fn inject(&self, op: NewOperation) -> Option<OpId> {
         let (reply, rx) = oneshot::channel();
         let name = op.op.reference_id.clone();

@@ -19,11 +19,10 @@ mod schedule;
 mod view;
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-
-use std::panic::AssertUnwindSafe;
 
 use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
