@@ -8,14 +8,13 @@
 //!   the palette; the time until all have their answer, and how many
 //!   provisioning attempts ran (must be exactly one).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use playdeck::kernel::{Emitter, NodeBuilder, SpawnRequest};
 use playdeck::palette::{
     Disposition, PaletteConfig, PaletteExpansionPolicy, PaletteRole, PaletteRouter,
-    PlayRolePalette, RunProvisioner,
+    PlayRolePalette, RoleSetups, RunProvisioner,
 };
 use serde_json::json;
 
@@ -26,6 +25,7 @@ fn router() -> Arc<PaletteRouter> {
         role: r.into(),
         disposition: d,
         modes: vec![],
+        setup: None,
     };
     cfg.palette = PlayRolePalette {
         roles: vec![
@@ -37,13 +37,13 @@ fn router() -> Arc<PaletteRouter> {
             max_new_roles: 1,
             ..Default::default()
         },
+        defaults: None,
     };
     let provisioner = RunProvisioner {
         run_dir: None,
         simulate: Default::default(),
         speed: 1.0,
-        agents: HashMap::new(),
-        default_agent: Arc::from("sim"),
+        setups: Arc::new(RoleSetups::all_on("sim")),
     };
     PaletteRouter::new(Arc::new(cfg), Arc::new(provisioner))
 }

@@ -90,10 +90,21 @@ pub async fn run(
     // that away from the runtime (and, unlike spawn_blocking, does not hold
     // a paused test clock still).
     let (printer_tx, printer) = tokio::sync::oneshot::channel();
+    // Told once when stdout cannot be written any more (the reader is gone:
+    // `| head -1`): the run is cancelled as on the first SIGINT, ADR-0033
+    // D1's "closing the consumer early cancels and awaits its driver".
+    let (gone_tx, gone) = tokio::sync::oneshot::channel::<std::io::Error>();
     std::thread::spawn(move || {
         let mut human = HumanPrinter;
         // One write per burst of lines (stdout is line-buffered otherwise).
         let mut buf = std::io::BufWriter::with_capacity(64 * 1024, out);
+        let mut gone_tx = Some(gone_tx);
+        let mut failed = |e: std::io::Error| {
+            if let Some(tx) = gone_tx.take() {
+                let _ = tx.send(e);
+            }
+        };
+        let mut open = true;
         while let Some(sig) = rx.blocking_recv() {
             // Storage trouble is said on stderr too, whatever the format.
             match &sig.kind {
@@ -105,6 +116,11 @@ pub async fn run(
                 }
                 _ => {}
             }
+            // Once stdout is gone the signals are still taken (the sink
+            // must not back up), just not printed.
+            if !open {
+                continue;
+            }
             let line = match format {
                 Format::Json => serde_json::to_string(&*sig).ok(),
                 // Agent text (stderr lines in failures, warnings, reasons)
@@ -113,18 +129,24 @@ pub async fn run(
                     .line(&sig)
                     .map(|l| crate::printable::printable(&l).into_owned()),
             };
-            if let Some(line) = line {
-                let _ = writeln!(buf, "{line}");
-            }
-            if rx.is_empty() {
-                let _ = buf.flush();
+            let written = match line {
+                Some(line) => writeln!(buf, "{line}"),
+                None => Ok(()),
+            };
+            let written = written.and_then(|()| if rx.is_empty() { buf.flush() } else { Ok(()) });
+            if let Err(e) = written {
+                open = false;
+                failed(e);
             }
         }
-        let _ = buf.flush();
+        if open && let Err(e) = buf.flush() {
+            open = false;
+            failed(e);
+        }
         let out = buf
             .into_inner()
             .unwrap_or_else(|e| e.into_inner().into_parts().0);
-        let _ = printer_tx.send(out);
+        let _ = printer_tx.send((out, open));
     });
 
     let h = handle.clone();
@@ -149,9 +171,26 @@ pub async fn run(
     });
     let h = handle.clone();
     let shutdown_task = tokio::spawn(async move {
-        if shutdown.recv().await.is_some() {
-            let _ = h.request(Request::Cancel).await;
+        let stdout_gone = async move {
+            match gone.await {
+                Ok(e) => e,
+                // The printer ended without a write error: never.
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let first_request = async {
+            if shutdown.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        };
+        // The first stop request, or stdout gone, cancels the run cleanly.
+        tokio::select! {
+            () = first_request => {}
+            e = stdout_gone => eprintln_to(&format!(
+                "stdout cannot be written ({e}): cancelling the run; result.json is still written"
+            )),
         }
+        let _ = h.request(Request::Cancel).await;
         if shutdown.recv().await.is_some() {
             eprintln_to("stopped at once on a second signal");
             std::process::exit(130);
@@ -162,10 +201,14 @@ pub async fn run(
     stdin_task.abort();
     shutdown_task.abort();
     session.close().await;
-    let mut out = printer.await.map_err(std::io::Error::other)?;
+    let (mut out, stdout_open) = printer.await.map_err(std::io::Error::other)?;
     run_dir.write_result(&envelope)?;
 
     let mut code = exit_code(envelope.outcome);
+    // Nobody read the run to its end: not a success, whatever it did.
+    if !stdout_open {
+        code = 1;
+    }
     // A run whose log could not be written to its end is not a success,
     // whatever its operations did.
     if let Some(error) = handle.snapshot().await.and_then(|s| s.run.storage) {
@@ -181,15 +224,18 @@ pub async fn run(
             if let Value::Object(m) = &mut v {
                 m.shift_insert(0, "type".into(), Value::String("result".into()));
             }
-            writeln!(out, "{v}")?;
-            out.flush()?;
+            if stdout_open && gone_now(writeln!(out, "{v}").and_then(|()| out.flush()))? {
+                code = 1;
+            }
             let summary = summary(play, &run_dir, &envelope, &handle).await;
             write!(err, "{}", printable_lines(&summary))?;
         }
         Format::Human => {
             let summary = summary(play, &run_dir, &envelope, &handle).await;
-            write!(out, "{}", printable_lines(&summary))?;
-            out.flush()?;
+            let text = printable_lines(&summary);
+            if stdout_open && gone_now(write!(out, "{text}").and_then(|()| out.flush()))? {
+                code = 1;
+            }
         }
     }
     err.flush()?;
@@ -198,6 +244,16 @@ pub async fn run(
         run_dir,
         exit_code: code,
     })
+}
+
+/// Whether a write to stdout found the reader gone (a closed pipe); any
+/// other error is one.
+fn gone_now(written: std::io::Result<()>) -> std::io::Result<bool> {
+    match written {
+        Ok(()) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// The summary quotes agents (drop details, names): each line printable.

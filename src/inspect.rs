@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::kernel::{InstructionDecorator, SpawnBudget};
-use crate::palette::{Catalog, PaletteRouter, RunProvisioner};
+use crate::palette::{Catalog, PaletteRouter};
 use crate::play::Play;
 
 /// `playdeck catalog --json`.
@@ -67,14 +67,7 @@ pub fn catalog_text() -> String {
 
 /// A router for previews: no run directory, no simulated delay or failure.
 fn preview_router(play: &Play) -> Arc<PaletteRouter> {
-    let provisioner = RunProvisioner {
-        run_dir: None,
-        simulate: Default::default(),
-        speed: 1.0,
-        agents: play.role_agents(),
-        default_agent: Arc::from("sim"),
-    };
-    PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(provisioner))
+    crate::session::wiring::preview_router(play)
 }
 
 /// Provisions the initial palette and the planned expansions the way a run
@@ -118,7 +111,7 @@ pub async fn palette_json(play: &Play) -> Result<Value, String> {
                 "modes": r.modes.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
                 "model": r.model,
                 "effort": r.effort.map(|e| e.as_str()),
-                "agent": r.agent,
+                "agent": r.setup.as_ref().ok().map(|s| &s.agent),
                 "profile": cfg.profiles.contains_key(&*r.role),
             })
         })

@@ -482,7 +482,7 @@ fn a_request_flood_is_stopped_at_the_cap_in_bounded_memory() {
 [play]
 name = "flood"
 [palette]
-roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "tester" }]
+roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "tester", agent = "noop" }]
 [agents.flood]
 binary = "yes"
 stream_format = "jsonl"

@@ -669,3 +669,105 @@ fn rule_a33_12_validate_says_how_operations_were_placed() {
         "{text}"
     );
 }
+
+/// ADR-0036 DEFERRED: new plays declare palettes; the play the README
+/// shows first is one, so following the README prints no deprecation.
+#[test]
+fn rule_a36_67_the_readme_example_play_declares_its_palette() {
+    let play = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays/small.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().arg("validate").arg(&play).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("legacy roster"), "{stderr}");
+    let out = bin()
+        .args(["run", "--headless", "--approve", "all", "--speed", "50"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("legacy roster"), "{stderr}");
+    let v = lines(&out);
+    assert!(
+        !v.iter().any(|l| l["type"] == "warning"),
+        "no warning at all"
+    );
+    let provisioned: Vec<&str> = v
+        .iter()
+        .filter(|l| l["type"] == "role_provisioned")
+        .map(|l| l["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        provisioned,
+        [
+            "planner",
+            "implementer",
+            "technical_writer",
+            "tester",
+            "release_manager"
+        ]
+    );
+}
+
+/// ADR-0033 D1: closing the consumer early cancels and awaits the driver.
+/// `playdeck run --headless … | head -1`: when stdout is gone the run is
+/// cancelled as on the first SIGINT, result.json is still written, and the
+/// exit code is 1.
+#[test]
+fn rule_a33_09_a_closed_stdout_cancels_the_run_and_still_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut play =
+        String::from("[play]\nname = \"long\"\n[palette]\nroles = [{ role = \"tester\" }]\n");
+    for i in 0..40 {
+        play.push_str(&format!(
+            "[[operations]]\nid = \"step{i}\"\nrole = \"tester\"\ninstruction = \"step {i}\"\nsim = {{ duration_ms = 300 }}\n"
+        ));
+    }
+    let play = write_play(dir.path(), "long.toml", &play);
+    let run_dir = dir.path().join("run");
+    let mut child = bin()
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&run_dir)
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `head -1`: one line, then the reader is gone.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["type"], "run_started");
+    drop(out);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run went on without its reader"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("stdout cannot be written"), "{stderr}");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["outcome"], "cancelled");
+    let skipped = result["skipped_operations"].as_array().unwrap().len();
+    assert!(skipped > 30, "cancelled early: {skipped} skipped");
+}

@@ -1062,3 +1062,281 @@ async fn a_retry_recounts_every_path_to_what_it_reopens() {
         ["queued", "started", "completed"]
     );
 }
+
+/// ADR-0033 D5: "inject() outside an active reactive run returns False and
+/// logs a warning" — for the Rust API as for `ctl add`.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_52_inject_outside_a_reactive_run_warns_and_returns_none() {
+    let new = |name: &str| NewOperation {
+        op: op(name, "worker", sim(100)),
+        depends_on: vec![],
+        parent: None,
+        independent: true,
+    };
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(300)));
+    let mut h = harness(
+        b.build().unwrap(),
+        RunConfig {
+            reactive: false,
+            ..cfg()
+        },
+    );
+    let run = h.spawn();
+    settle().await;
+    assert_eq!(h.handle.inject(new("extra")).await, None);
+    let env = run.await.unwrap();
+    assert_eq!(names(&env, &env.completed_operations), ["a"]);
+    assert!(
+        env.dropped_spawns.is_none(),
+        "no ledger in a non-reactive run"
+    );
+    let warnings = h.signals.warnings();
+    assert_eq!(
+        warnings,
+        ["inject refused: the run is not reactive (reactive = false)"]
+    );
+
+    // A reactive run refuses once it was cancelled; it has ended, so the
+    // refusal is logged rather than signalled.
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(300)));
+    let mut h = harness(b.build().unwrap(), cfg());
+    let run = h.spawn();
+    settle().await;
+    h.handle.request(Request::Cancel).await.unwrap();
+    assert_eq!(h.handle.inject(new("late")).await, None);
+    let env = run.await.unwrap();
+    assert_eq!(env.spawned_operations, Some(0));
+}
+
+/// Streams an escalation and fails on its first attempt; later attempts
+/// succeed without one.
+struct EscalatesThenFails;
+
+impl playdeck::kernel::Agent for EscalatesThenFails {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        Box::pin(async move {
+            if inv.attempt == 1 {
+                inv.events.emit(playdeck::kernel::AgentEvent::Emitted(
+                    json!({"escalation": {"reason": "unsure about the schema"}}),
+                ));
+                sleep(Duration::from_millis(100)).await;
+                return Err(playdeck::kernel::AgentFailure::new("simulated", "it broke"));
+            }
+            sleep(Duration::from_millis(100)).await;
+            Ok(json!({"summary": "clean"}))
+        })
+    }
+}
+
+struct OneAgent;
+
+impl playdeck::kernel::AgentResolver for OneAgent {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        if name == "esc" {
+            Some(Arc::new(EscalatesThenFails))
+        } else {
+            Some(Arc::new(playdeck::agents::SimAgent::new(1.0)))
+        }
+    }
+}
+
+/// Escalation state belongs to an attempt: what a failed attempt streamed
+/// does not make a later, clean attempt escalated.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_57_a_failed_attempts_escalation_does_not_mark_a_clean_retry() {
+    let mut b = GraphBuilder::new();
+    b.add_root(
+        Operation::new("x", "do x")
+            .with_role("worker")
+            .with_agent("esc", Value::Null),
+    );
+    // Keeps the run open for the retry.
+    b.add_root(op("y", "worker", sim(1000)));
+    let (mut run, handle) = playdeck::kernel::Run::new(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(OneAgent),
+        Arc::new(routes(&["worker"])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let run = run.spawn();
+    sleep(Duration::from_millis(150)).await;
+    assert_eq!(signals.types_for("x"), ["queued", "started", "failed"]);
+    handle
+        .request(Request::Retry { op: "x".into() })
+        .await
+        .unwrap();
+    let env = run.await.unwrap();
+    assert_eq!(names(&env, &env.completed_operations), ["x", "y"]);
+    assert_eq!(env.escalated_operations, Some(vec![]));
+    assert_eq!(signals.count("escalated"), 0);
+    assert_eq!(env.outcome, Outcome::Succeeded);
+}
+
+/// Panics in its future, or at once, by name.
+struct Panics;
+
+impl playdeck::kernel::Agent for Panics {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        assert!(&*inv.name != "at-once", "the agent fell over at once");
+        Box::pin(async {
+            sleep(Duration::from_millis(50)).await;
+            panic!("the agent fell over later")
+        })
+    }
+}
+
+struct PanicAgents;
+
+impl playdeck::kernel::AgentResolver for PanicAgents {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        if name == "panics" {
+            Some(Arc::new(Panics))
+        } else {
+            Some(Arc::new(playdeck::agents::SimAgent::new(1.0)))
+        }
+    }
+}
+
+/// ADR-0033 D4: an unexpected error becomes an error result. An agent that
+/// panics fails its own operation (category `agent_panic`); the rest of
+/// the run goes on and ends with an envelope.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_agent_fails_its_operation_and_the_run_goes_on() {
+    let panics = |name: &str| {
+        Operation::new(name, format!("do {name}"))
+            .with_role("worker")
+            .with_agent("panics", Value::Null)
+    };
+    let mut b = GraphBuilder::new();
+    let later = b.add_root(panics("later"));
+    b.add_root(panics("at-once"));
+    b.add_after(
+        op("after", "worker", sim(100)),
+        [(later, Condition::Succeeded)],
+    );
+    b.add_root(op("other", "worker", sim(300)));
+    let (mut run, _handle) = playdeck::kernel::Run::new(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(PanicAgents),
+        Arc::new(routes(&["worker"])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let env = run.run().await;
+    assert_eq!(env.outcome, Outcome::Failed);
+    assert_eq!(names(&env, &env.failed_operations), ["at-once", "later"]);
+    assert_eq!(names(&env, &env.completed_operations), ["other"]);
+    assert_eq!(names(&env, &env.skipped_operations), ["after"]);
+    let failures: Vec<(String, String, String)> = signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::Failed {
+                node,
+                error,
+                category,
+            } => Some((
+                node.name.to_string(),
+                category.to_string(),
+                error.to_string(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for (name, category, error) in failures {
+        assert_eq!(category, "agent_panic", "{name}");
+        assert!(
+            error.starts_with("the agent panicked: the agent fell over"),
+            "{error}"
+        );
+    }
+    assert_eq!(signals.count("run_finished"), 1);
+}
+
+/// A node builder that panics: at once for "sync", in its future for
+/// "async"; anything else goes to the static map.
+struct PanicBuilder(playdeck::kernel::StaticRoleBuilder);
+
+impl playdeck::kernel::NodeBuilder for PanicBuilder {
+    fn build(
+        &self,
+        request: &playdeck::kernel::SpawnRequest,
+        emitter: &playdeck::kernel::Emitter,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::RouteResult> {
+        if request.assignee.as_deref() == Some("async") {
+            return Box::pin(async { panic!("the router fell over later") });
+        }
+        self.0.build(request, emitter)
+    }
+
+    fn route_now(
+        &self,
+        request: &playdeck::kernel::SpawnRequest,
+        emitter: &playdeck::kernel::Emitter,
+    ) -> Option<playdeck::kernel::RouteResult> {
+        match request.assignee.as_deref() {
+            Some("sync") => panic!("the router fell over at once"),
+            Some("async") => None,
+            _ => self.0.route_now(request, emitter),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_node_builder_drops_the_request_with_a_reason() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op(
+        "a",
+        "worker",
+        result(
+            100,
+            json!({"spawn_request": [
+                {"instruction": "x", "assignee": "sync"},
+                {"instruction": "y", "assignee": "async"},
+                {"instruction": "z", "assignee": "worker"},
+            ]}),
+        ),
+    ));
+    let h = harness_with(
+        b.build().unwrap(),
+        cfg(),
+        Arc::new(PanicBuilder(routes(&["worker"]))),
+    );
+    let (env, _, _) = h.run().await;
+    let dropped = env.dropped_spawns.clone().unwrap();
+    let rows: Vec<(&str, DropReason, &str)> = dropped
+        .iter()
+        .map(|d| (d.assignee.as_deref().unwrap(), d.reason, &*d.detail))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "sync",
+                DropReason::RoleProvisionFailed,
+                "routing the request panicked: the router fell over at once"
+            ),
+            (
+                "async",
+                DropReason::RoleProvisionFailed,
+                "routing the request panicked: the router fell over later"
+            ),
+        ]
+    );
+    assert_eq!(env.spawned_operations, Some(1), "the worker's request");
+    assert_eq!(names(&env, &env.completed_operations), ["a", "spawn-1"]);
+}

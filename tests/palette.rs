@@ -1,7 +1,6 @@
 //! ADR-0036: palette validation, the router's races, trusted identity, the
 //! two budgets and the delegation clause.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use playdeck::kernel::{
 };
 use playdeck::palette::{
     CLAUSE_BEGIN, Disposition, PaletteConfig, PaletteExpansionPolicy, PaletteRole, PaletteRouter,
-    PaletteSimulate, PaletteSnapshot, PlayRolePalette, RunProvisioner,
+    PaletteSimulate, PaletteSnapshot, PlayRolePalette, RoleSetups, RunProvisioner,
 };
 use playdeck::play::Play;
 
@@ -157,7 +156,7 @@ fn initial_operations_outside_the_palette_need_budget_and_authority() {
 #[test]
 fn pack_overrides_are_validated_and_applied() {
     let src = format!(
-        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
+        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\ndefault_modes = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
     );
     let p = Play::from_str("p.toml", &src).unwrap();
     assert_eq!(p.palette.pack["critic"].model.as_deref(), Some("haiku"));
@@ -171,6 +170,47 @@ fn pack_overrides_are_validated_and_applied() {
             "`effort` in [pack.roles.critic] has an unknown value \"max\""
         ]
     );
+}
+
+#[test]
+fn rule_a36_03_default_modes_pass_modes_allow_at_load() {
+    // Narrowing modes_allow alone keeps the catalog's default mode
+    // (critic: adversarial), which the new list forbids.
+    let narrowed = |extra: &str| {
+        format!(
+            "[play]\nname = \"t\"\n[pack.roles.critic]\nmodes_allow = [\"teaching\"]\n{extra}[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\" }}]\n{OP}"
+        )
+    };
+    let d = Play::from_str("p.toml", &narrowed("")).unwrap_err();
+    assert_eq!(d.items.len(), 1, "{:?}", d.items);
+    let (l, c) = d.line_col(d.items[0].span.start);
+    assert_eq!(
+        (format!("{l}:{c}"), d.items[0].message.as_str()),
+        (
+            "4:1".to_string(),
+            "critic's default mode \"adversarial\" is not in its modes_allow"
+        )
+    );
+    assert!(
+        d.items[0]
+            .help
+            .as_deref()
+            .unwrap()
+            .contains("default_modes = [\"adversarial\"]")
+    );
+    // The legacy roster takes default modes from the pack as well.
+    let legacy = "[play]\nname = \"t\"\n[pack.roles.critic]\nmodes_allow = [\"socratic\"]\n";
+    let d = Play::from_str("p.toml", &format!("{legacy}{OP}")).unwrap_err();
+    assert!(d.items[0].message.contains("not in its modes_allow"));
+    // Setting the defaults with the list makes the pack consistent, and
+    // the role is provisioned with what the pack allows.
+    for (extra, modes) in [
+        ("default_modes = [\"teaching\"]\n", vec!["teaching"]),
+        ("default_modes = []\n", vec![]),
+    ] {
+        let p = Play::from_str("p.toml", &narrowed(extra)).unwrap();
+        assert_eq!(p.palette.pack["critic"].default_modes, modes);
+    }
 }
 
 // ----- the router ----------------------------------------------------------
@@ -189,12 +229,14 @@ fn config(
                 role: r.to_string(),
                 disposition: *d,
                 modes: vec![],
+                setup: None,
             })
             .collect(),
         expansion: PaletteExpansionPolicy {
             max_new_roles,
             ..Default::default()
         },
+        defaults: None,
     };
     cfg.simulate = simulate;
     Arc::new(cfg)
@@ -205,8 +247,7 @@ fn router(cfg: Arc<PaletteConfig>, run_dir: Option<std::path::PathBuf>) -> Arc<P
         run_dir,
         simulate: cfg.simulate.clone(),
         speed: 1.0,
-        agents: HashMap::new(),
-        default_agent: Arc::from("sim"),
+        setups: Arc::new(RoleSetups::all_on("sim")),
     };
     PaletteRouter::new(cfg, Arc::new(p))
 }
@@ -724,4 +765,953 @@ async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
         err.contains("no longer allows") && err.contains("concise"),
         "{err}"
     );
+}
+
+// ----- authority: a spawned operation never exceeds its emitter ---------------
+
+/// An agent that acts on the first line of its instruction, so spawned
+/// work can be scripted through the requests that create it.
+struct Script;
+
+impl playdeck::kernel::Agent for Script {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        let first = inv.instruction.lines().next().unwrap_or("").to_string();
+        let spawn = |instruction: &str, assignee: &str| serde_json::json!({"spawn_request": {"instruction": instruction, "assignee": assignee}});
+        let out = match first.as_str() {
+            // A worker asks for an orchestrator child, hoping it recruits.
+            "attack" | "delegate" => spawn("recruit", "orchestrator"),
+            "recruit" => spawn("critique", "critic"),
+            "recruit and build" => serde_json::json!({"spawn_request": [
+                {"instruction": "critique", "assignee": "critic"},
+                {"instruction": "build", "assignee": "implementer"},
+            ]}),
+            _ => serde_json::json!({"summary": first}),
+        };
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(out)
+        })
+    }
+}
+
+struct ScriptAgents;
+
+impl playdeck::kernel::AgentResolver for ScriptAgents {
+    fn resolve(&self, name: &str) -> Option<Arc<dyn playdeck::kernel::Agent>> {
+        (name == "script").then(|| Arc::new(Script) as Arc<dyn playdeck::kernel::Agent>)
+    }
+}
+
+/// Runs `play` on the kernel with the palette router as its node builder,
+/// every role on the scripted agent; returns the envelope and the router.
+async fn run_scripted(play: &Play) -> (playdeck::kernel::Envelope, Arc<PaletteRouter>) {
+    run_scripted_with(play, Arc::new(script_provisioner(play))).await
+}
+
+fn script_provisioner(play: &Play) -> RunProvisioner {
+    RunProvisioner {
+        run_dir: None,
+        simulate: play.palette.simulate.clone(),
+        speed: 1.0,
+        setups: Arc::new(RoleSetups::all_on("script")),
+    }
+}
+
+async fn run_scripted_with(
+    play: &Play,
+    provisioner: Arc<dyn playdeck::palette::Provisioner>,
+) -> (playdeck::kernel::Envelope, Arc<PaletteRouter>) {
+    let r = PaletteRouter::new(Arc::new(play.palette.clone()), provisioner);
+    let built = play.build();
+    let op_roles = play.op_roles(&built);
+    let (mut run, _h) = playdeck::kernel::Run::new(
+        built.graph,
+        play.run_config("r"),
+        Arc::new(ScriptAgents),
+        Arc::new(r.clone()),
+    )
+    .unwrap();
+    playdeck::palette::prepare(&r, &op_roles, &mut run)
+        .await
+        .unwrap();
+    (run.run().await, r)
+}
+
+fn authority_play(first_op: &str, role: &str, max_new_roles: u32) -> Play {
+    let src = format!(
+        "[play]\nname = \"a\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"implementer\", disposition = \"emission_capable\" }}]\n[palette.expansion]\nmax_new_roles = {max_new_roles}\n[[operations]]\nid = \"first\"\nrole = \"{role}\"\nagent = \"noop\"\ninstruction = \"{first_op}\"\n"
+    );
+    let mut play = Play::from_str("a.toml", &src).unwrap();
+    // The scripted agent runs the authored operation too.
+    play.operations[0].agent = "script".into();
+    play
+}
+
+#[tokio::test(start_paused = true)]
+async fn rule_a36_46_a_spawned_child_never_exceeds_its_emitters_authority() {
+    // The two-step attack: an emission-capable worker may not expand the
+    // palette, so it asks for an orchestrator child to do it.
+    let (env, r) = run_scripted(&authority_play("attack", "implementer", 1)).await;
+    let dropped = env.dropped_spawns.clone().unwrap();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0].reason, DropReason::RequesterNotAuthorized);
+    assert_eq!(dropped[0].assignee.as_deref(), Some("orchestrator"));
+    assert!(
+        dropped[0]
+            .detail
+            .contains("only the orchestrator may assign work to \"orchestrator\""),
+        "{}",
+        dropped[0].detail
+    );
+    assert_eq!(env.spawned_operations, Some(0));
+    let s = r.snapshot();
+    assert_eq!((s.consumed_new_roles, s.expanded_roles.len()), (0, 0));
+    assert!(r.route("critic").is_none(), "nothing was recruited");
+
+    // The orchestrator's own orchestrator child keeps the authority it was
+    // given: the same script recruits the critic.
+    let (env, r) = run_scripted(&authority_play("delegate", "orchestrator", 1)).await;
+    assert_eq!(env.spawned_operations, Some(2), "{:?}", env.dropped_spawns);
+    assert_eq!(r.snapshot().expanded_roles, ["critic"]);
+
+    // Without expansion there is nothing to launder: a worker may hand work
+    // to the orchestrator like to any palette role.
+    let (env, _) = run_scripted(&authority_play("attack", "implementer", 0)).await;
+    assert_eq!(env.spawned_operations, Some(1));
+    let reasons: Vec<DropReason> = env
+        .dropped_spawns
+        .unwrap()
+        .iter()
+        .map(|d| d.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [DropReason::PaletteBudgetExhausted],
+        "the child recruits nothing"
+    );
+
+    // The fast path and the awaited path decide alike, and the clause the
+    // worker reads agrees with both.
+    let r = ready(config(
+        &[ORCH, ("implementer", Disposition::EmissionCapable)],
+        1,
+        slow(0),
+    ))
+    .await;
+    let req = SpawnRequest::new("recruit").to("orchestrator");
+    let now = r
+        .route_now(&req, &emitter("implementer"))
+        .unwrap()
+        .unwrap_err();
+    let later = r
+        .clone()
+        .route_request(req.clone(), emitter("implementer"))
+        .await
+        .unwrap_err();
+    assert_eq!(now, later);
+    assert_eq!(now.reason, DropReason::RequesterNotAuthorized);
+    assert!(
+        r.route_now(&req, &emitter("orchestrator"))
+            .unwrap()
+            .unwrap()
+            .is_some()
+    );
+    let budget = SpawnBudget {
+        accepted: 0,
+        max: 10,
+    };
+    let i: Arc<str> = Arc::from("x");
+    let worker = r.decorate(Some("implementer"), &i, budget);
+    assert!(
+        worker.contains("Allowed assignees now: implementer (omit"),
+        "{worker}"
+    );
+    let orch = r.decorate(Some("orchestrator"), &i, budget);
+    assert!(
+        orch.contains("Allowed assignees now: orchestrator, implementer"),
+        "{orch}"
+    );
+}
+
+/// ADR-0036 D6: a resumed palette must be one the play could have
+/// produced; an edited or damaged snapshot names the field that is wrong.
+#[tokio::test(start_paused = true)]
+async fn rule_a36_65_resume_checks_the_palette_snapshot_field_by_field() {
+    let mut cfg = (*config(&[ORCH, ("implementer", Disposition::Terminal)], 2, slow(0))).clone();
+    cfg.profiles.insert(
+        "house_style".into(),
+        playdeck::palette::UserProfile {
+            description: None,
+            model: None,
+            modes: vec![],
+        },
+    );
+    let cfg = Arc::new(cfg);
+    let good = PaletteSnapshot {
+        initial_roles: vec!["orchestrator".into(), "implementer".into()],
+        expanded_roles: vec!["critic".into()],
+        reserved_roles: vec![],
+        max_new_roles: 2,
+        consumed_new_roles: 1,
+    };
+    router(cfg.clone(), None).restore(&good).await.unwrap();
+    // A run stopped before its palette was first recorded has the
+    // default snapshot: the declaration stands in.
+    router(cfg.clone(), None)
+        .restore(&PaletteSnapshot::default())
+        .await
+        .unwrap();
+    let cases: Vec<(PaletteSnapshot, &str, &str)> = vec![
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["house_style".into()],
+                ..good.clone()
+            },
+            "expanded_roles has \"house_style\"",
+            "user profile",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["implementer".into()],
+                ..good.clone()
+            },
+            "expanded_roles has \"implementer\"",
+            "initial palette role",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["critic".into(), "critic".into()],
+                consumed_new_roles: 2,
+                ..good.clone()
+            },
+            "expanded_roles has \"critic\" twice",
+            "twice",
+        ),
+        (
+            PaletteSnapshot {
+                consumed_new_roles: 0,
+                ..good.clone()
+            },
+            "consumed_new_roles is 0",
+            "expanded_roles has 1 role(s)",
+        ),
+        (
+            PaletteSnapshot {
+                expanded_roles: vec!["critic".into(), "debugger".into(), "refactorer".into()],
+                consumed_new_roles: 3,
+                ..good.clone()
+            },
+            "consumed_new_roles is 3",
+            "over max_new_roles 2",
+        ),
+        (
+            PaletteSnapshot {
+                initial_roles: vec![],
+                ..good.clone()
+            },
+            "initial_roles is empty",
+            "recruited roles",
+        ),
+        (
+            PaletteSnapshot {
+                max_new_roles: 5,
+                ..good.clone()
+            },
+            "max_new_roles is 5",
+            "the play allows 2",
+        ),
+    ];
+    for (snap, field, why) in cases {
+        let r = router(cfg.clone(), None);
+        let err = r.restore(&snap).await.unwrap_err();
+        assert!(err.contains(field) && err.contains(why), "{field}: {err}");
+        assert!(r.route("critic").is_none(), "nothing is restored: {err}");
+    }
+}
+
+// ----- cancel while a role is being provisioned --------------------------------
+
+/// Runs `play` headless in a run directory under `dir`, cancelling it (the
+/// first SIGINT's path) after `cancel_after` of run time.
+async fn run_and_cancel(
+    play: &Play,
+    dir: &std::path::Path,
+    cancel_after: Duration,
+) -> playdeck::headless::Finished {
+    let opts = playdeck::headless::HeadlessOptions {
+        session: playdeck::session::SessionOptions {
+            run_dir: Some(dir.join("run")),
+            approvals: playdeck::kernel::ApprovalPolicy::ApproveAll,
+            ..Default::default()
+        },
+        asks_operator: false,
+        ..Default::default()
+    };
+    let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop) = tokio::sync::mpsc::unbounded_channel();
+    let run = playdeck::headless::run(
+        play,
+        &opts,
+        control,
+        stop,
+        Box::new(std::io::sink()),
+        Box::new(std::io::sink()),
+    );
+    let cancel = async {
+        tokio::time::sleep(cancel_after).await;
+        stop_tx.send(()).unwrap();
+    };
+    let (done, ()) = tokio::join!(run, cancel);
+    done.unwrap()
+}
+
+/// ADR-0033 P6: a dropped child stays inspectable. Cancelling while a new
+/// role is being provisioned leaves every request that waited on it in the
+/// ledger — the one for the new role and the one held behind it for
+/// request order — with its identity, in the envelope and the checkpoint
+/// alike.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_59_a_cancel_during_provisioning_leaves_every_request_in_the_ledger() {
+    let src = "[play]\nname = \"c\"\n[palette]\nroles = [{ role = \"orchestrator\", disposition = \"emission_capable\" }, { role = \"tester\" }]\n[palette.expansion]\nmax_new_roles = 1\n[palette.simulate]\nprovision_delay_ms = 5000\n[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\ninstruction = \"go\"\nsim = { duration_ms = 100, result = { spawn_request = [{ instruction = \"critique\", assignee = \"critic\" }, { instruction = \"test it\", assignee = \"tester\" }] } }\n";
+    let play = Play::from_str("c.toml", src).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let done = run_and_cancel(&play, dir.path(), Duration::from_millis(1000)).await;
+    let env = &done.envelope;
+    assert_eq!(env.outcome, playdeck::kernel::Outcome::Cancelled);
+    let dropped: Vec<(String, DropReason, String)> = env
+        .dropped_spawns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d.assignee.as_deref().unwrap_or("").to_string(),
+                d.reason,
+                d.detail.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert_eq!(
+        (dropped[0].0.as_str(), dropped[0].1),
+        ("critic", DropReason::RoleProvisionFailed)
+    );
+    assert!(
+        dropped[0]
+            .2
+            .contains("cancelled while critic was being provisioned"),
+        "{}",
+        dropped[0].2
+    );
+    assert_eq!(
+        (dropped[1].0.as_str(), dropped[1].1),
+        ("tester", DropReason::RoleProvisionFailed)
+    );
+    assert!(
+        dropped[1].2.contains("cancelled before admission"),
+        "{}",
+        dropped[1].2
+    );
+    assert_eq!(env.spawned_operations, Some(0));
+
+    // Each drop carries the request's identity on the log.
+    let events = playdeck::store::read_events(&done.run_dir.events_path()).unwrap();
+    let identities: Vec<bool> = events
+        .iter()
+        .filter_map(|s| match &s.kind {
+            playdeck::kernel::SignalKind::SpawnDropped { identity, .. } => Some(identity.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(identities, [true, true]);
+
+    // The checkpoint folds the same ledger, and nothing was charged.
+    let cp =
+        playdeck::store::checkpoint::Checkpoint::load(&done.run_dir.path.join("checkpoint.json"))
+            .unwrap();
+    let rows: Vec<(String, DropReason)> = cp
+        .state
+        .ledger
+        .iter()
+        .map(|e| match &e.outcome {
+            playdeck::kernel::LedgerOutcome::Dropped { reason, .. } => {
+                (e.assignee.as_deref().unwrap_or("").to_string(), *reason)
+            }
+            other => panic!("only drops: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("critic".to_string(), DropReason::RoleProvisionFailed),
+            ("tester".to_string(), DropReason::RoleProvisionFailed)
+        ]
+    );
+    let snap = cp.state.palette.snapshot.unwrap();
+    assert_eq!(
+        (
+            snap.consumed_new_roles,
+            snap.reserved_roles.len(),
+            snap.expanded_roles.len()
+        ),
+        (0, 0, 0)
+    );
+}
+
+/// A provisioner that panics for one role, now or once polled.
+struct Panicky {
+    inner: RunProvisioner,
+    role: &'static str,
+    at_once: bool,
+}
+
+impl playdeck::palette::Provisioner for Panicky {
+    fn provision(
+        &self,
+        req: playdeck::palette::ProvisionRequest,
+    ) -> playdeck::kernel::BoxFuture<Result<playdeck::palette::RouteEntry, String>> {
+        if &*req.role != self.role {
+            return self.inner.provision(req);
+        }
+        assert!(!self.at_once, "the provider's client exploded");
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            panic!("the provider's client exploded")
+        })
+    }
+}
+
+/// ADR-0033 D4 / ADR-0036 D3: a provisioner that panics is a failed
+/// provisioning: the request that needed it is dropped with the reason,
+/// what waited behind it is admitted, and the run ends with an envelope.
+#[tokio::test(start_paused = true)]
+async fn rule_a33_37_a_panicking_provisioner_drops_its_requests_and_the_run_goes_on() {
+    for at_once in [false, true] {
+        let play = authority_play("recruit and build", "orchestrator", 1);
+        let p = Panicky {
+            inner: script_provisioner(&play),
+            role: "critic",
+            at_once,
+        };
+        let (env, r) = run_scripted_with(&play, Arc::new(p)).await;
+        let dropped = env.dropped_spawns.clone().unwrap();
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert_eq!(dropped[0].reason, DropReason::RoleProvisionFailed);
+        assert_eq!(dropped[0].assignee.as_deref(), Some("critic"));
+        assert!(
+            dropped[0]
+                .detail
+                .contains("the provisioner panicked: the provider's client exploded"),
+            "{}",
+            dropped[0].detail
+        );
+        assert_eq!(env.spawned_operations, Some(1), "the implementer's request");
+        assert_eq!(env.completed_operations.len(), 2);
+        let s = r.snapshot();
+        assert_eq!((s.consumed_new_roles, s.reserved_roles.len()), (0, 0));
+        assert!(r.route("critic").is_none());
+    }
+}
+
+// ----- what a role's spawned work runs on -------------------------------------
+
+const CLI: &str = "[agents.cli]\nbinary = \"cli-agent\"\nstream_format = \"jsonl\"\nflags.plan = [\"--plan\"]\n[agents.claude]\nbinary = \"claude\"\nstream_format = \"claude\"\n";
+
+fn cli_play(palette: &str) -> String {
+    format!(
+        "[play]\nname = \"p\"\n{CLI}{palette}[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\nagent = \"cli\"\nflag_profile = \"plan\"\ntools = {{ permission = \"workspace-write\", internal = [\"Read\", \"Edit\"] }}\ninstruction = \"go\"\n"
+    )
+}
+
+const ROLES: &str = "[palette]\nroles = [\n  { role = \"orchestrator\", disposition = \"emission_capable\" },\n  { role = \"reviewer\", agent = \"cli\", tools = { permission = \"read-only\", internal = [\"Read\"] } },\n  { role = \"tester\" },\n]\n[palette.expansion]\nmax_new_roles = 1\n";
+
+/// ADR-0036 D3 / ADR-0033 P4: a role's route carries its agent, flag
+/// profile and ToolSet — declared on its entry, else its own operations',
+/// else [palette.defaults] — and never falls back to the simulator in a
+/// play whose work runs on agent CLIs; validation says where a role has
+/// none.
+#[test]
+fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
+    let play = Play::from_str("p.toml", &cli_play(ROLES)).unwrap();
+    let setups = play.role_setups();
+    let orch = setups.for_role("orchestrator").unwrap();
+    assert_eq!(&*orch.agent, "cli");
+    assert_eq!(
+        *orch.params,
+        serde_json::json!({"flag_profile": "plan", "tools": {"internal": ["Read", "Edit"], "mcp": [], "permission": "workspace-write", "max_turns": 25}}),
+        "the role's own operation's flag profile and ToolSet"
+    );
+    let reviewer = setups.for_role("reviewer").unwrap();
+    assert_eq!(&*reviewer.agent, "cli");
+    assert_eq!(reviewer.params["tools"]["permission"], "read-only");
+    for role in ["tester", "critic"] {
+        let e = setups.for_role(role).unwrap_err();
+        assert!(matches!(e, playdeck::palette::SetupError::Missing(_)));
+        assert!(
+            e.to_string().starts_with(&format!(
+                "no agent for role {role}: this play's work runs on agent CLIs (cli)"
+            )),
+            "{e}"
+        );
+    }
+    // Validation says so, where it is written.
+    let w = &play.warnings;
+    assert_eq!(w.len(), 2, "{w:#?}");
+    assert!(
+        w[0].starts_with("p.toml:14:12: palette role \"tester\" has no agent"),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[1].starts_with("p.toml:17:1: roles the orchestrator recruits have no agent"),
+        "{}",
+        w[1]
+    );
+
+    // The delegation clause offers only roles that can take work.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let r = playdeck::session::wiring::preview_router(&play);
+    rt.block_on(r.provision_initial()).unwrap();
+    let clause = r.decorate(
+        Some("orchestrator"),
+        &Arc::from("go"),
+        SpawnBudget {
+            accepted: 0,
+            max: 5,
+        },
+    );
+    assert!(
+        clause.contains("Allowed assignees now: orchestrator, reviewer (omit"),
+        "{clause}"
+    );
+
+    // [palette.defaults] gives every other role one, recruited roles too.
+    let with_defaults = ROLES.replace(
+        "[palette.expansion]",
+        "[palette.defaults]\nagent = \"claude\"\ntools = { permission = \"read-only\" }\n[palette.expansion]",
+    );
+    let play = Play::from_str("p.toml", &cli_play(&with_defaults)).unwrap();
+    assert!(play.warnings.is_empty(), "{:?}", play.warnings);
+    let setups = play.role_setups();
+    for role in ["tester", "critic"] {
+        let s = setups.for_role(role).unwrap();
+        assert_eq!(
+            (&*s.agent, &s.params["tools"]["permission"]),
+            ("claude", &serde_json::json!("read-only"))
+        );
+    }
+
+    // A play that runs only on the simulator keeps simulating.
+    let sim = "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 1\n[[operations]]\nid = \"a\"\nrole = \"orchestrator\"\ninstruction = \"x\"\n";
+    let play = Play::from_str("s.toml", sim).unwrap();
+    assert!(play.warnings.is_empty());
+    assert_eq!(
+        &*play.role_setups().for_role("critic").unwrap().agent,
+        "sim"
+    );
+}
+
+#[test]
+fn rule_a36_40_a_roles_setup_is_checked_at_load_with_positions() {
+    let errors = |palette: &str| {
+        let d = Play::from_str("p.toml", &cli_play(palette)).unwrap_err();
+        d.items
+            .iter()
+            .map(|i| {
+                let (l, c) = d.line_col(i.span.start);
+                (format!("{l}:{c}"), i.message.clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let e = errors(
+        "[palette]\nroles = [{ role = \"orchestrator\", tools = { permission = \"read-only\" } }, { role = \"tester\", agent = \"sim\", flag_profile = \"plan\" }, { role = \"reviewer\", agent = \"claude\", tools = { permission = \"read-only\", internal = [\"Edit\"] } }]\n",
+    );
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert_eq!(e[0].0, "11:35");
+    assert!(
+        e[0].1
+            .contains("`tools` of [palette] roles[0] needs `agent` beside it"),
+        "{}",
+        e[0].1
+    );
+    assert_eq!(e[1].0, "11:109");
+    assert!(
+        e[1].1.contains(
+            "`flag_profile` of [palette] roles[1] has no effect: agent \"sim\" is built in"
+        ),
+        "{}",
+        e[1].1
+    );
+    assert_eq!(e[2].0, "11:173");
+    assert!(e[2].1.contains("Edit"), "{}", e[2].1);
+    let e = errors(
+        "[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.defaults]\nflag_profile = \"plan\"\n",
+    );
+    assert_eq!(
+        e.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(),
+        [
+            "[palette.defaults] is missing `agent`",
+            "`flag_profile` of `defaults` in [palette] needs `agent` beside it"
+        ]
+    );
+    // A name the play does not define may come from the user's agents file:
+    // a warning, and the run checks it when it starts.
+    let play = Play::from_str(
+        "p.toml",
+        &cli_play("[palette]\nroles = [{ role = \"orchestrator\" }, { role = \"tester\", agent = \"codex\" }]\n"),
+    )
+    .unwrap();
+    assert_eq!(play.warnings.len(), 1, "{:?}", play.warnings);
+    assert!(
+        play.warnings[0].contains("agent \"codex\" is neither built in"),
+        "{}",
+        play.warnings[0]
+    );
+    let e = play.role_setups().for_role("tester").unwrap_err();
+    assert!(matches!(e, playdeck::palette::SetupError::Invalid(_)));
+    assert!(
+        e.to_string()
+            .contains("available agents: sim, noop, claude, cli"),
+        "{e}"
+    );
+}
+
+// ----- through the binary, on real subprocesses ---------------------------------
+
+/// A play whose agent `w` is playdeck-agent (the example agent CLI, JSON
+/// lines): `@` lines of an instruction script it, spawned work included.
+fn agent_play(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let src = format!(
+        "[play]\nname = \"agents\"\n[agents.w]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n{body}"
+    );
+    let p = dir.join("play.toml");
+    std::fs::write(&p, src).unwrap();
+    p
+}
+
+fn playdeck(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn result_json(run: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap()
+}
+
+/// Each spawned operation's result, by the role it was spawned onto.
+fn results_by_role(
+    result: &serde_json::Value,
+    events: &[serde_json::Value],
+) -> Vec<(String, serde_json::Value)> {
+    let mut out: Vec<(String, serde_json::Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "spawned")
+        .map(|e| {
+            let id = e["op_id"].as_str().unwrap();
+            (
+                e["assignee"].as_str().unwrap_or("").to_string(),
+                result["operation_results"][id].clone(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn events_of(run: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// ADR-0036 D3: spawned work runs on its role's agent with its role's
+/// ToolSet (here, as the jsonl protocol exports it: PLAYDECK_PERMISSION,
+/// PLAYDECK_TOOLS), and a role with no agent in a play of agent CLIs gets
+/// no work at all — neither a palette role nor a recruited one.
+#[test]
+fn rule_a36_40_spawned_work_runs_with_its_roles_agent_and_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = "@sleep 0\\\\n@env PLAYDECK_PERMISSION\\\\n@env PLAYDECK_TOOLS";
+    let play = agent_play(
+        dir.path(),
+        &format!(
+            r#"[palette]
+roles = [
+  {{ role = "orchestrator", disposition = "emission_capable" }},
+  {{ role = "reviewer", agent = "w", tools = {{ permission = "read-only", internal = ["Read"] }} }},
+  {{ role = "tester" }},
+]
+[palette.expansion]
+max_new_roles = 1
+[[operations]]
+id = "kickoff"
+role = "orchestrator"
+agent = "w"
+tools = {{ permission = "workspace-write", internal = ["Read", "Edit"] }}
+instruction = """
+kickoff
+@sleep 0
+@result {{"spawn_request": [{{"instruction": "review\\n{env}", "assignee": "reviewer"}}, {{"instruction": "again\\n{env}"}}, {{"instruction": "test", "assignee": "tester"}}, {{"instruction": "critique", "assignee": "critic"}}]}}
+"""
+"#
+        ),
+    );
+    let run = dir.path().join("run");
+    let out = playdeck(
+        &[
+            "run",
+            "--headless",
+            "--run-dir",
+            run.to_str().unwrap(),
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("palette role \"tester\" has no agent"),
+        "{stderr}"
+    );
+    let result = result_json(&run);
+    let spawned = results_by_role(&result, &events_of(&run));
+    assert_eq!(spawned.len(), 2, "{spawned:#?}\n{stderr}");
+    assert_eq!(spawned[0].0, "orchestrator");
+    assert_eq!(
+        spawned[0].1["env"],
+        serde_json::json!({"PLAYDECK_PERMISSION": "workspace-write", "PLAYDECK_TOOLS": "Read,Edit"}),
+        "its own role: as the role's operation was written"
+    );
+    assert_eq!(spawned[1].0, "reviewer");
+    assert_eq!(
+        spawned[1].1["env"],
+        serde_json::json!({"PLAYDECK_PERMISSION": "read-only", "PLAYDECK_TOOLS": "Read"}),
+        "the reviewer's entry"
+    );
+    let dropped: Vec<(&str, &str, &str)> = result["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // The agent prints its result on its stream too: those repeats are
+        // duplicates.
+        .filter(|d| d["reason"] != "duplicate")
+        .map(|d| {
+            (
+                d["assignee"].as_str().unwrap(),
+                d["reason"].as_str().unwrap(),
+                d["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:#?}");
+    for (i, role) in ["tester", "critic"].into_iter().enumerate() {
+        assert_eq!(
+            (dropped[i].0, dropped[i].1),
+            (role, "role_provision_failed")
+        );
+        assert!(
+            dropped[i].2.contains(&format!("no agent for role {role}")),
+            "{}",
+            dropped[i].2
+        );
+    }
+    let budget = events_of(&run)
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "budget")
+        .unwrap();
+    assert_eq!(
+        budget["consumed_new_roles"], 0,
+        "a failed recruitment costs nothing"
+    );
+}
+
+/// A36-46 across a stop: spawned work keeps the trusted identity it was
+/// given (the spawn record carries it), so after a cancel and a resume the
+/// orchestrator's orchestrator child still recruits, and a worker's child
+/// still may not assign work to the orchestrator.
+#[test]
+fn rule_a36_46_spawned_authority_survives_a_resume() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let play = agent_play(
+        dir.path(),
+        r#"[palette]
+roles = [
+  { role = "orchestrator", disposition = "emission_capable" },
+  { role = "implementer", disposition = "emission_capable" },
+]
+[palette.expansion]
+max_new_roles = 1
+[palette.defaults]
+agent = "w"
+[[operations]]
+id = "lead"
+role = "orchestrator"
+agent = "w"
+instruction = """
+lead
+@sleep 0
+@result {"spawn_request": {"instruction": "recruit\\n@sleep 4\\n@spawn critic: critique", "assignee": "orchestrator"}}
+"""
+[[operations]]
+id = "work"
+role = "implementer"
+agent = "w"
+independent_root = true
+instruction = """
+work
+@sleep 0
+@spawn orchestrator: recruit for me
+@result {"spawn_request": {"instruction": "check\\n@sleep 4\\n@spawn orchestrator: recruit", "assignee": "implementer"}}
+"""
+"#,
+    );
+    let run = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&run)
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut spawned = 0;
+    while spawned < 2 {
+        let line = lines
+            .next()
+            .expect("the run ended before both children")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "spawned" {
+            spawned += 1;
+        }
+    }
+    // Both children are on their way: stop the run there.
+    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
+    for _ in lines.by_ref() {}
+    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+    assert_eq!(result_json(&run)["outcome"], "cancelled");
+
+    let out = playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result = result_json(&run);
+    assert_eq!(result["outcome"], "succeeded", "{stderr}");
+    let events = events_of(&run);
+    let budget = events.iter().rev().find(|e| e["type"] == "budget").unwrap();
+    assert_eq!(
+        budget["expanded_roles"],
+        serde_json::json!(["critic"]),
+        "{stderr}"
+    );
+    assert_eq!(budget["consumed_new_roles"], 1);
+    let at = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().position(pred);
+    let resumed = at(&|e| e["type"] == "resumed").expect("a resumed run");
+    let recruited = at(&|e| e["type"] == "role_provisioned" && e["role"] == "critic")
+        .expect("the orchestrator child recruited");
+    assert!(
+        recruited > resumed,
+        "recruited after the resume, as an orchestrator"
+    );
+    let critic = events
+        .iter()
+        .find(|e| e["type"] == "spawned" && e["assignee"] == "critic")
+        .unwrap();
+    let names = result["operation_names"].as_object().unwrap();
+    let parent = critic["parent_id"].as_str().unwrap();
+    let orchestrator_child = events
+        .iter()
+        .find(|e| e["type"] == "spawned" && e["assignee"] == "orchestrator")
+        .unwrap();
+    assert_eq!(parent, orchestrator_child["op_id"].as_str().unwrap());
+    assert!(names[parent].as_str().unwrap().starts_with("spawn-"));
+    // The worker and the worker's child were refused, before and after.
+    let refused: Vec<&str> = result["dropped_spawns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == "requester_not_authorized")
+        .map(|d| names[d["emitter_id"].as_str().unwrap()].as_str().unwrap())
+        .collect();
+    assert_eq!(refused.len(), 2, "{:#}", result["dropped_spawns"]);
+    assert_eq!(refused[0], "work");
+    assert!(refused[1].starts_with("spawn-"), "{refused:?}");
+}
+
+/// ADR-0036 D5's runtime grant/revoke is not taken: a role's disposition
+/// is fixed for a run. The checkpoint keeps the declared palette, so a
+/// resume whose play changed a disposition is refused as a conflict, and
+/// the run goes on only with the palette it started with.
+#[tokio::test(start_paused = true)]
+async fn rule_a36_57_dispositions_are_fixed_for_a_run() {
+    let src = |tester: &str| {
+        format!(
+            "[play]\nname = \"d\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"tester\", disposition = \"{tester}\" }}]\n[[operations]]\nid = \"long\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = {{ duration_ms = 60000 }}\n"
+        )
+    };
+    let play = Play::from_str("d.toml", &src("terminal")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let done = run_and_cancel(&play, dir.path(), Duration::from_millis(500)).await;
+    assert_eq!(done.envelope.outcome, playdeck::kernel::Outcome::Cancelled);
+    let resume = |play: Play| {
+        let run_dir = done.run_dir.path.clone();
+        async move {
+            let opts = playdeck::headless::HeadlessOptions {
+                session: playdeck::session::SessionOptions {
+                    resume: Some(run_dir),
+                    approvals: playdeck::kernel::ApprovalPolicy::ApproveAll,
+                    ..Default::default()
+                },
+                asks_operator: false,
+                ..Default::default()
+            };
+            let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
+            let (_stop, stop) = tokio::sync::mpsc::unbounded_channel();
+            playdeck::headless::run(
+                &play,
+                &opts,
+                control,
+                stop,
+                Box::new(std::io::sink()),
+                Box::new(std::io::sink()),
+            )
+            .await
+        }
+    };
+    let granted = Play::from_str("d.toml", &src("emission_capable")).unwrap();
+    let Err(playdeck::session::RunError::Open(e)) = resume(granted).await else {
+        panic!("a resume may not grant spawn permission");
+    };
+    let e = e.to_string();
+    assert!(e.contains("the play changed since it started"), "{e}");
+    assert!(
+        e.contains("[palette] was") && e.contains("\"disposition\":\"terminal\""),
+        "{e}"
+    );
+    // The unchanged play takes the run up again.
+    let done = resume(play).await.unwrap();
+    assert_eq!(done.envelope.outcome, playdeck::kernel::Outcome::Succeeded);
 }

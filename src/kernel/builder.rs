@@ -65,10 +65,23 @@ pub trait NodeBuilder: Send + Sync {
     }
 
     /// The route of a role the run has now, for work the operator adds
-    /// (trusted: no authority or budget applies, and no role is created).
-    fn route_role(&self, _role: &str) -> Option<RoleRoute> {
-        None
+    /// (trusted: no authority or budget applies, and no role is created),
+    /// or why work for it cannot be added.
+    fn route_role(&self, role: &str) -> Result<RoleRoute, Rejection> {
+        Err(no_role(role, &[]))
     }
+}
+
+/// Operator-added work names a role the run does not have.
+fn no_role(role: &str, roles: &[Arc<str>]) -> Rejection {
+    let names: Vec<&str> = roles.iter().map(|r| &**r).collect();
+    Rejection::new(
+        DropReason::BuilderError,
+        format!(
+            "no role {role:?} in this run: add work only for a role the run has ({})",
+            names.join(", ")
+        ),
+    )
 }
 
 /// A role the static map can route to.
@@ -149,8 +162,11 @@ impl NodeBuilder for StaticRoleBuilder {
         Some(self.route(request, emitter))
     }
 
-    fn route_role(&self, role: &str) -> Option<RoleRoute> {
-        self.routes.get(role).cloned()
+    fn route_role(&self, role: &str) -> Result<RoleRoute, Rejection> {
+        self.routes
+            .get(role)
+            .cloned()
+            .ok_or_else(|| no_role(role, &self.roles()))
     }
 }
 

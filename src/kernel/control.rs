@@ -136,13 +136,22 @@ impl RunHandle {
             && rx.await.is_ok()
     }
 
-    /// Trusted injection (ADR-0033 D3): the operation's id once it joined,
-    /// `None` when admission dropped it (see the ledger) or outside an
-    /// active run.
+    /// Trusted injection (ADR-0033 D3/D5): the operation bypasses the node
+    /// builder (no palette authority or budget applies) but not admission
+    /// (cap, cycle, the ledger). Returns the operation's id once it joined,
+    /// `None` when admission dropped it (with a ledger row), and `None` with
+    /// a warning outside an active reactive run: in a run with
+    /// `reactive = false` (a `warning` signal, nothing in the ledger), and
+    /// after a cancel or once the run has ended (a `warning` signal while
+    /// the run still winds down, a log line after it).
     pub async fn inject(&self, op: NewOperation) -> Option<OpId> {
         let (reply, rx) = oneshot::channel();
+        let name = op.op.reference_id.clone();
         let op = Box::new(op);
-        self.tx.send(Command::Inject { op, reply }).ok()?;
+        if self.tx.send(Command::Inject { op, reply }).is_err() {
+            tracing::warn!(operation = %name, "inject refused: the run has ended");
+            return None;
+        }
         rx.await.ok().flatten()
     }
 

@@ -28,7 +28,9 @@ pub use builder::{
 pub use command::{Answer, CommandError, ErrorCode, Request};
 pub use control::{ApprovalPolicy, NewOperation, Observed, RunHandle, Subscription};
 pub use envelope::Envelope;
-pub use executor::{External, ExternalSender, PaletteCounts, Run, RunConfig, deep_merge};
+pub use executor::{
+    External, ExternalSender, PaletteCounts, Run, RunConfig, deep_merge, panic_message,
+};
 pub use graph::{
     Condition, Edge, EdgeKind, Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation,
     OperationKind,

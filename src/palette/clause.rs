@@ -1,7 +1,14 @@
 //! ADR-0036 D5: one authoritative delegation clause in the prompt, between
-//! stable markers, so granting or revoking spawn permission replaces the
-//! clause instead of appending contradictory prose. The clause explains the
-//! rules; enforcement stays in the router and admission.
+//! stable markers, so a new clause replaces the old one instead of
+//! appending contradictory prose. The clause explains the rules;
+//! enforcement stays in the router and admission.
+//!
+//! Spawn authority is not granted or revoked while a run goes on: a role's
+//! disposition is what the play declares, the checkpoint keeps the
+//! declaration, and a resume with a changed one is a conflict. So each
+//! turn's clause is rendered from that fixed disposition (a leaf clause
+//! for terminal roles, the grant for emission-capable ones); there is no
+//! runtime revocation to render.
 
 use super::model::Disposition;
 
@@ -66,14 +73,6 @@ pub fn install_clause(instruction: &str, clause: &str) -> String {
     }
 }
 
-/// Revoking spawn permission restores the terminal leaf clause.
-pub fn revoke_spawn(instruction: &str, role: &str) -> String {
-    install_clause(
-        instruction,
-        &render_delegation_clause(role, Disposition::Terminal, &[], false, 0, 0),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,17 +108,19 @@ mod tests {
     }
 
     #[test]
-    fn installing_replaces_and_revoking_restores_the_leaf() {
+    fn installing_replaces_the_clause_grant_or_leaf() {
         let base = "Write the tests.";
         let once = install_clause(base, &grant());
         let twice = install_clause(&once, &grant());
         assert_eq!(once, twice, "one clause, never two");
         assert_eq!(twice.matches(CLAUSE_BEGIN).count(), 1);
-        let revoked = revoke_spawn(&twice, "orchestrator");
-        assert_eq!(revoked.matches(CLAUSE_BEGIN).count(), 1);
-        assert!(revoked.starts_with("Write the tests.\n\n"));
-        assert!(revoked.contains("cannot create graph work"));
-        assert!(!revoked.contains("may request new operations"));
+        let leaf =
+            render_delegation_clause("orchestrator", Disposition::Terminal, &[], false, 0, 0);
+        let leafed = install_clause(&twice, &leaf);
+        assert_eq!(leafed.matches(CLAUSE_BEGIN).count(), 1);
+        assert!(leafed.starts_with("Write the tests.\n\n"));
+        assert!(leafed.contains("cannot create graph work"));
+        assert!(!leafed.contains("may request new operations"));
         let after = "tail text";
         let with_tail = format!("{once}\n{after}");
         let replaced = install_clause(

@@ -11,14 +11,13 @@ pub mod router;
 use std::sync::Arc;
 
 pub use catalog::{CATALOG_NAME, Catalog, Effort, RoleConfig, canonical};
-pub use clause::{
-    CLAUSE_BEGIN, CLAUSE_END, install_clause, render_delegation_clause, revoke_spawn,
-};
+pub use clause::{CLAUSE_BEGIN, CLAUSE_END, install_clause, render_delegation_clause};
 pub use model::{
-    Disposition, PaletteConfig, PaletteExpansionPolicy, PalettePlanningContext, PaletteRole,
-    PaletteRouteRejection, PaletteSimulate, PaletteSnapshot, PlayRolePalette, UserProfile,
+    AgentSetup, Disposition, PaletteConfig, PaletteExpansionPolicy, PalettePlanningContext,
+    PaletteRole, PaletteRouteRejection, PaletteSimulate, PaletteSnapshot, PlayRolePalette,
+    SetupSites, UserProfile,
 };
-pub use provision::RunProvisioner;
+pub use provision::{RoleSetup, RoleSetups, RunProvisioner, SetupError};
 pub use router::{PaletteRouter, ProvisionRequest, Provisioner, RouteEntry};
 
 use crate::kernel::{AgentFailure, OpId, Run};

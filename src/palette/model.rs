@@ -34,6 +34,23 @@ pub struct PaletteRole {
     pub role: String,
     pub disposition: Disposition,
     pub modes: Vec<String>,
+    /// What work spawned onto this role (or added by the operator) runs on,
+    /// when the play says so on the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<AgentSetup>,
+}
+
+/// An agent and what it runs with: the agent-side half of a role route
+/// (ADR-0036 D3: a route is published only with its model, tools and
+/// policy resolved). `flag_profile` and `tools` are written for `agent`,
+/// so they come together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSetup {
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flag_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::vocab::ToolSet>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +74,10 @@ impl Default for PaletteExpansionPolicy {
 pub struct PlayRolePalette {
     pub roles: Vec<PaletteRole>,
     pub expansion: PaletteExpansionPolicy,
+    /// `[palette.defaults]`: what roles with no setup of their own run on
+    /// (recruited roles among them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<AgentSetup>,
 }
 
 /// For demos and tests: slow or failing provisioning.
@@ -85,6 +106,27 @@ pub struct PaletteConfig {
     /// The pack after the play's overrides, for every catalog role.
     pub pack: IndexMap<String, RoleConfig>,
     pub simulate: PaletteSimulate,
+    /// Where the play file declared what roles run on: checks that need
+    /// the operations use it after the palette is read. Not persisted.
+    #[serde(skip)]
+    pub sites: SetupSites,
+}
+
+/// Positions (byte ranges in the play file) of what `[palette]` says about
+/// agents, and the role profiles the play declares, for load-time checks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SetupSites {
+    /// Each declared `agent` (on a roles entry or in `[palette.defaults]`)
+    /// with where it is written.
+    pub agents: Vec<(String, std::ops::Range<usize>)>,
+    /// Each palette role with where its `role` is written.
+    pub roles: Vec<(String, std::ops::Range<usize>)>,
+    /// `max_new_roles`, when written.
+    pub max_new_roles: Option<std::ops::Range<usize>>,
+    /// (role, provider) of each enabled capacity role profile.
+    pub profiles: Vec<(String, String)>,
+    /// The agents the play itself defines under `[agents]`.
+    pub defined: Vec<String>,
 }
 
 pub const LEGACY_WARNING: &str = "this play has no [palette]: using the legacy roster (every active catalog role and user profile, all emission-capable, no expansion); this fallback is deprecated — declare [palette] roles";
@@ -102,22 +144,26 @@ impl PaletteConfig {
                 role: name.clone(),
                 disposition: Disposition::EmissionCapable,
                 modes: c.default_modes.clone(),
+                setup: None,
             })
             .collect();
         roles.extend(profiles.iter().map(|(name, p)| PaletteRole {
             role: name.clone(),
             disposition: Disposition::EmissionCapable,
             modes: p.modes.clone(),
+            setup: None,
         }));
         PaletteConfig {
             palette: PlayRolePalette {
                 roles,
                 expansion: PaletteExpansionPolicy::default(),
+                defaults: None,
             },
             legacy: true,
             profiles,
             pack,
             simulate: PaletteSimulate::default(),
+            sites: SetupSites::default(),
         }
     }
 

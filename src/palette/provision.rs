@@ -1,6 +1,7 @@
-//! The provisioner a run uses: resolves a role's pack config, creates its
-//! artifact directory in the run directory, and only then hands back the
-//! route. A play can make it slow or failing for demos and tests
+//! The provisioner a run uses: resolves a role's pack config and what its
+//! work runs on (agent, flag profile, ToolSet), creates its artifact
+//! directory in the run directory, and only then hands back the route. A
+//! play can make it slow or failing for demos and tests
 //! (`[palette.simulate]`).
 
 use std::collections::HashMap;
@@ -14,6 +15,73 @@ use super::model::PaletteSimulate;
 use super::router::{ProvisionRequest, Provisioner, RouteEntry};
 use crate::kernel::{BoxFuture, RoleOrigin};
 
+/// What a role's spawned (or operator-added) work runs on: the agent and
+/// its parameters (flag profile and ToolSet, as `AgentParams` carries
+/// them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleSetup {
+    pub agent: Arc<str>,
+    pub params: Arc<Value>,
+}
+
+impl RoleSetup {
+    /// An agent with nothing selected (the sim agent's default behaviour).
+    pub fn plain(agent: &str) -> RoleSetup {
+        RoleSetup {
+            agent: Arc::from(agent),
+            params: Arc::new(Value::Null),
+        }
+    }
+}
+
+/// Why a role has no setup.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SetupError {
+    /// Nothing names an agent for the role, and defaulting to the
+    /// simulator would run real work on it silently.
+    #[error("{0}")]
+    Missing(String),
+    /// The play names one that cannot be used (not defined, or a ToolSet
+    /// its format cannot express).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The setup of every role a run may route to, resolved once from the play
+/// (see `Play::role_setups`).
+#[derive(Debug, Clone)]
+pub struct RoleSetups {
+    /// Roles with a setup of their own (their palette entry, their first
+    /// operation, their role profile).
+    pub roles: HashMap<String, Result<RoleSetup, SetupError>>,
+    /// Every other role (recruited ones): `[palette.defaults]`, the sim
+    /// agent in a play whose work runs on no agent CLI, or why neither.
+    pub fallback: Result<RoleSetup, SetupError>,
+}
+
+impl RoleSetups {
+    /// Every role on one agent, with nothing selected (tests, previews of
+    /// simulated plays).
+    pub fn all_on(agent: &str) -> RoleSetups {
+        RoleSetups {
+            roles: HashMap::new(),
+            fallback: Ok(RoleSetup::plain(agent)),
+        }
+    }
+
+    pub fn for_role(&self, role: &str) -> Result<RoleSetup, SetupError> {
+        match self.roles.get(role) {
+            Some(r) => r.clone(),
+            None => self.fallback.clone().map_err(|e| match e {
+                SetupError::Missing(why) => SetupError::Missing(format!(
+                    "no agent for role {role}: {why}; name one with agent = \"...\" on its [palette] roles entry or in [palette.defaults]"
+                )),
+                SetupError::Invalid(why) => SetupError::Invalid(why),
+            }),
+        }
+    }
+}
+
 pub struct RunProvisioner {
     /// Where role artifact directories go (`<run>/roles/<role>/`); `None`
     /// creates none (previews).
@@ -21,9 +89,8 @@ pub struct RunProvisioner {
     pub simulate: PaletteSimulate,
     /// Sim time factor, applied to the simulated delay.
     pub speed: f64,
-    /// The agent of each role; roles not listed use `default_agent`.
-    pub agents: HashMap<String, Arc<str>>,
-    pub default_agent: Arc<str>,
+    /// What each role's work runs on.
+    pub setups: Arc<RoleSetups>,
 }
 
 impl Provisioner for RunProvisioner {
@@ -42,11 +109,7 @@ impl Provisioner for RunProvisioner {
             .run_dir
             .as_ref()
             .map(|d| d.join("roles").join(&*req.role));
-        let agent = self
-            .agents
-            .get(&*req.role)
-            .cloned()
-            .unwrap_or_else(|| self.default_agent.clone());
+        let setup = self.setups.for_role(&req.role);
         Box::pin(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -59,6 +122,17 @@ impl Provisioner for RunProvisioner {
             if req.origin == RoleOrigin::Expanded && !req.config.active {
                 return Err(format!("the pack marks {} inactive", req.role));
             }
+            // A recruited role without an agent is never published (D3:
+            // a route exists only once its tools and agent are set up). An
+            // initial role is in the palette whatever happens; without an
+            // agent its route refuses the work it would be given.
+            let setup = match setup {
+                Ok(s) => Ok(s),
+                Err(SetupError::Missing(why)) if req.origin == RoleOrigin::Initial => {
+                    Err(Arc::from(why))
+                }
+                Err(e) => return Err(e.to_string()),
+            };
             // Everything is resolved; the directory is the last step, so a
             // failure above leaves nothing behind.
             if let Some(dir) = &dir {
@@ -71,8 +145,7 @@ impl Provisioner for RunProvisioner {
                 modes: req.modes.iter().map(|m| Arc::from(m.as_str())).collect(),
                 model: req.config.model.as_deref().map(Arc::from),
                 effort: req.config.effort,
-                agent,
-                params: Arc::new(Value::Null),
+                setup,
                 origin: req.origin,
                 by: req.by,
                 artifact_dir: dir,

@@ -6,17 +6,20 @@
 //! touched (the kernel has no graph lock; it owns its state and receives
 //! this router's decisions as messages).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+
+use futures_util::FutureExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustc_hash::FxHashMap;
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::catalog::{Catalog, Effort, RoleConfig, canonical};
 use super::clause::{install_clause, render_delegation_clause};
 use super::model::{Disposition, PaletteConfig, PaletteSnapshot, UserProfile};
+use super::provision::RoleSetup;
 use crate::kernel::signal::{DROP_DETAIL_MAX, truncate_chars};
 use crate::kernel::{
     BoxFuture, Candidate, DropReason, Emitter, External, ExternalSender, InstructionDecorator,
@@ -32,10 +35,10 @@ pub struct RouteEntry {
     pub modes: Arc<[Arc<str>]>,
     pub model: Option<Arc<str>>,
     pub effort: Option<Effort>,
-    /// The agent that runs operations of this role.
-    pub agent: Arc<str>,
-    /// Agent parameters for operations spawned onto this route.
-    pub params: Arc<Value>,
+    /// What work spawned onto this route (or added by the operator) runs
+    /// on; an initial role the play names no agent for has none, and that
+    /// work is refused as `role_provision_failed` with the reason.
+    pub setup: Result<RoleSetup, Arc<str>>,
     pub origin: RoleOrigin,
     /// The operation whose request recruited it (expansions).
     pub by: Option<Arc<str>>,
@@ -84,6 +87,16 @@ pub struct PaletteRouter {
     attempts: AtomicUsize,
 }
 
+/// The one role that may expand the palette (ADR-0036 D3 step 4).
+const ORCHESTRATOR: &str = "orchestrator";
+
+fn provisioner_panicked(payload: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "the provisioner panicked: {}",
+        crate::kernel::panic_message(payload)
+    )
+}
+
 fn bounded(s: &str) -> String {
     truncate_chars(s, DROP_DETAIL_MAX).to_string()
 }
@@ -111,6 +124,21 @@ impl PaletteRouter {
     /// How many provisioning attempts have started (initial ones included).
     pub fn provision_attempts(&self) -> usize {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Runs the provisioner. One that panics is a failed provisioning with
+    /// what the panic said (D3: provisioning failures are typed, never an
+    /// executor error), so the reservation is rolled back as for any other
+    /// failure.
+    async fn provision(&self, req: ProvisionRequest) -> Result<RouteEntry, String> {
+        let fut = match catch_unwind(AssertUnwindSafe(|| self.provisioner.provision(req))) {
+            Ok(fut) => fut,
+            Err(p) => return Err(provisioner_panicked(&*p)),
+        };
+        AssertUnwindSafe(fut)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| Err(provisioner_panicked(&*p)))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -237,8 +265,7 @@ impl PaletteRouter {
             let req = self.provision_request(&role, RoleOrigin::Initial, None);
             self.attempts.fetch_add(1, Ordering::Relaxed);
             let entry = Arc::new(
-                self.provisioner
-                    .provision(req)
+                self.provision(req)
                     .await
                     .map_err(|e| format!("initial palette role {role}: {e}"))?,
             );
@@ -258,6 +285,7 @@ impl PaletteRouter {
     /// again; a reservation that was in flight is dropped. The saved roles
     /// and their modes are checked against the current catalog and pack.
     pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+        self.check_snapshot(snap)?;
         let catalog = super::Catalog::builtin();
         // A run that stopped before its initial roles were recorded gets
         // them from the declaration (resume checked it is unchanged).
@@ -304,8 +332,7 @@ impl PaletteRouter {
             }
             req.restoring = true;
             let entry = Arc::new(
-                self.provisioner
-                    .provision(req)
+                self.provision(req)
                     .await
                     .map_err(|e| format!("restoring palette role {role}: {e}"))?,
             );
@@ -318,6 +345,72 @@ impl PaletteRouter {
         }
         self.lock().consumed = snap.consumed_new_roles;
         self.emit_counts();
+        Ok(())
+    }
+
+    /// D6: the saved accounting must be one this play could have produced,
+    /// or a damaged or edited checkpoint would restore a larger authority
+    /// set or a fresh budget. Each mismatch names the snapshot field.
+    fn check_snapshot(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+        let max = self.cfg.palette.expansion.max_new_roles;
+        let bad = |field: &str, what: String| {
+            Err(format!(
+                "the saved palette snapshot does not add up: {field} {what}"
+            ))
+        };
+        if snap.initial_roles.is_empty() {
+            // The run stopped before its palette was first recorded: the
+            // declaration stands in, and nothing can have been recruited.
+            if !snap.expanded_roles.is_empty() || snap.consumed_new_roles != 0 {
+                return bad(
+                    "initial_roles",
+                    "is empty, yet the snapshot records recruited roles".into(),
+                );
+            }
+        } else if snap.max_new_roles != max {
+            return bad(
+                "max_new_roles",
+                format!("is {}, but the play allows {max}", snap.max_new_roles),
+            );
+        }
+        let catalog = super::Catalog::builtin();
+        let mut seen: Vec<&str> = Vec::new();
+        for role in &snap.expanded_roles {
+            if catalog.role(role).is_none() {
+                let what = if self.cfg.profiles.contains_key(role) {
+                    "a user profile, which is never recruited (profiles are usable only in the initial palette)"
+                } else {
+                    "not a role of the current catalog"
+                };
+                return bad("expanded_roles", format!("has {role:?}: {what}"));
+            }
+            if snap.initial_roles.contains(role) || self.cfg.initial(role).is_some() {
+                return bad(
+                    "expanded_roles",
+                    format!("has {role:?}, which is an initial palette role"),
+                );
+            }
+            if seen.contains(&role.as_str()) {
+                return bad("expanded_roles", format!("has {role:?} twice"));
+            }
+            seen.push(role);
+        }
+        let expanded = snap.expanded_roles.len();
+        if snap.consumed_new_roles as usize != expanded {
+            return bad(
+                "consumed_new_roles",
+                format!(
+                    "is {}, but expanded_roles has {expanded} role(s); each recruited role costs exactly one unit",
+                    snap.consumed_new_roles
+                ),
+            );
+        }
+        if snap.consumed_new_roles > max {
+            return bad(
+                "consumed_new_roles",
+                format!("is {}, over max_new_roles {max}", snap.consumed_new_roles),
+            );
+        }
         Ok(())
     }
 
@@ -393,7 +486,7 @@ impl PaletteRouter {
                 let req = self.provision_request(&role, RoleOrigin::Expanded, by);
                 self.attempts.fetch_add(1, Ordering::Relaxed);
                 // 8: outside the lock.
-                let result = self.provisioner.provision(req).await;
+                let result = self.provision(req).await;
                 guard.finish(result)
             }
         }
@@ -425,12 +518,12 @@ impl PaletteRouter {
             return Decision::Reject(self.reject(role, DropReason::UnknownCatalogRole, detail, by));
         }
         let policy = &self.cfg.palette.expansion;
-        if requester != Some("orchestrator") || !policy.orchestrator_may_expand {
+        if requester != Some(ORCHESTRATOR) || !policy.orchestrator_may_expand {
             let detail = match requester {
                 None => format!(
                     "{role:?} is outside the palette and the request has no trusted requester role"
                 ),
-                Some("orchestrator") => {
+                Some(ORCHESTRATOR) => {
                     format!("{role:?} is outside the palette and orchestrator_may_expand is false")
                 }
                 Some(r) => format!(
@@ -487,18 +580,53 @@ impl PaletteRouter {
         }
     }
 
+    /// Whether operations on `route` may expand the palette: an
+    /// emission-capable `orchestrator` in a play that allows expansion at
+    /// all. Such a route is authority in itself, so only the orchestrator
+    /// may assign work to it (see [`PaletteRouter::confine`]).
+    fn expands(&self, route: &RouteEntry) -> bool {
+        let policy = &self.cfg.palette.expansion;
+        &*route.role == ORCHESTRATOR
+            && route.disposition == Disposition::EmissionCapable
+            && policy.orchestrator_may_expand
+            && policy.max_new_roles > 0
+    }
+
+    /// A spawned operation's authority never exceeds its emitter's (P3,
+    /// D4): its trusted requester role is the route it runs on, so a route
+    /// that may expand the palette is open only to the orchestrator.
+    /// Otherwise a worker could spawn an `orchestrator` child and have it
+    /// recruit what the worker itself may not.
+    fn confine(&self, target: &RouteEntry, requester: Option<&str>) -> Result<(), Rejection> {
+        if !self.expands(target) || requester == Some(ORCHESTRATOR) {
+            return Ok(());
+        }
+        let who = requester.unwrap_or("an operation without a trusted requester role");
+        Err(Rejection::new(
+            DropReason::RequesterNotAuthorized,
+            format!(
+                "only the orchestrator may assign work to \"orchestrator\": an orchestrator operation may expand the palette, and {who} may not"
+            ),
+        ))
+    }
+
     /// Step 11: the child, built through the ordinary allowlisted builder
     /// (the request's operation was checked against the allowlist when it
-    /// was read).
-    fn candidate(request: &SpawnRequest, target: &RouteEntry) -> Candidate {
-        Candidate {
+    /// was read). It runs with its role's agent, flag profile and ToolSet,
+    /// never with less restriction than the play gave the role.
+    fn candidate(request: &SpawnRequest, target: &RouteEntry) -> RouteResult {
+        let setup = target
+            .setup
+            .as_ref()
+            .map_err(|why| Rejection::new(DropReason::RoleProvisionFailed, bounded(why)))?;
+        Ok(Some(Candidate {
             instruction: request.instruction.clone(),
             assignee: Some(target.role.clone()),
             requester_role: Some(target.role.clone()),
-            agent: target.agent.clone(),
-            params: target.params.clone(),
+            agent: setup.agent.clone(),
+            params: setup.params.clone(),
             operation: request.operation,
-        }
+        }))
     }
 
     /// The whole algorithm for one request.
@@ -522,7 +650,8 @@ impl PaletteRouter {
                 .await?
             }
         };
-        Ok(Some(Self::candidate(&request, &target)))
+        self.confine(&target, emitter.requester_role.as_deref())?;
+        Self::candidate(&request, &target)
     }
 }
 
@@ -615,29 +744,49 @@ impl NodeBuilder for Arc<PaletteRouter> {
         if request.instruction.trim().is_empty() {
             return Some(Ok(None));
         }
+        let requester = emitter.requester_role.as_deref();
         let Some(a) = &request.assignee else {
-            return Some(Ok(Some(PaletteRouter::candidate(request, &own))));
+            return Some(
+                self.confine(&own, requester)
+                    .and_then(|()| PaletteRouter::candidate(request, &own)),
+            );
         };
         let role: Arc<str> = Arc::from(canonical(a));
         let by = Some(emitter.name.clone());
         let mut st = self.lock();
-        match self.decide(&mut st, &role, emitter.requester_role.as_deref(), &by) {
-            Decision::Route(r) => Some(Ok(Some(PaletteRouter::candidate(request, &r)))),
+        match self.decide(&mut st, &role, requester, &by) {
+            Decision::Route(r) => Some(
+                self.confine(&r, requester)
+                    .and_then(|()| PaletteRouter::candidate(request, &r)),
+            ),
             Decision::Reject(rej) => Some(Err(rej)),
             Decision::Wait(_) | Decision::Provision => None,
         }
     }
 
-    fn route_role(&self, role: &str) -> Option<crate::kernel::RoleRoute> {
-        let role = canonical(role);
-        self.lock()
-            .routes
-            .get(role.as_str())
-            .map(|r| crate::kernel::RoleRoute {
-                role: r.role.clone(),
-                agent: r.agent.clone(),
-                params: r.params.clone(),
-            })
+    fn route_role(&self, role: &str) -> Result<crate::kernel::RoleRoute, Rejection> {
+        let canon = canonical(role);
+        let st = self.lock();
+        let Some(r) = st.routes.get(canon.as_str()) else {
+            let mut roles: Vec<&str> = st.routes.keys().map(|k| &**k).collect();
+            roles.sort_unstable();
+            return Err(Rejection::new(
+                DropReason::BuilderError,
+                format!(
+                    "no role {role:?} in this run: add work only for a role the run has ({})",
+                    roles.join(", ")
+                ),
+            ));
+        };
+        let setup = r
+            .setup
+            .as_ref()
+            .map_err(|why| Rejection::new(DropReason::RoleProvisionFailed, bounded(why)))?;
+        Ok(crate::kernel::RoleRoute {
+            role: r.role.clone(),
+            agent: setup.agent.clone(),
+            params: setup.params.clone(),
+        })
     }
 }
 
@@ -652,18 +801,26 @@ impl InstructionDecorator for PaletteRouter {
         let Some(entry) = role.and_then(|r| st.routes.get(r)) else {
             return instruction.clone();
         };
+        // The clause names what the router will accept: a route that may
+        // expand the palette is open to the orchestrator alone, and a role
+        // with no agent takes no work.
+        let is_orchestrator = &*entry.role == ORCHESTRATOR;
         let allowed: Vec<&str> = st
             .initial
             .iter()
             .chain(&st.expanded)
+            .filter(|r| {
+                st.routes
+                    .get(*r)
+                    .is_some_and(|e| e.setup.is_ok() && (is_orchestrator || !self.expands(e)))
+            })
             .map(|s| &**s)
             .collect();
         let policy = &self.cfg.palette.expansion;
         let remaining_new = policy
             .max_new_roles
             .saturating_sub(st.consumed + st.reserved.len() as u32);
-        let may_expand =
-            &*entry.role == "orchestrator" && policy.orchestrator_may_expand && remaining_new > 0;
+        let may_expand = is_orchestrator && policy.orchestrator_may_expand && remaining_new > 0;
         let clause = render_delegation_clause(
             &entry.role,
             entry.disposition,

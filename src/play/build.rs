@@ -27,15 +27,100 @@ impl Play {
         BuiltPlay { graph, op_ids }
     }
 
-    /// The agent each role's spawned work runs on: the agent of the first
-    /// operation of that role.
-    pub fn role_agents(&self) -> HashMap<String, Arc<str>> {
-        let mut m = HashMap::new();
-        for op in &self.operations {
-            m.entry(op.role.clone())
-                .or_insert_with(|| Arc::from(op.agent.as_str()));
+    /// What each role's spawned (and operator-added) work runs on — the
+    /// agent, flag profile and ToolSet of its route (ADR-0036 D3), first
+    /// found of:
+    ///
+    /// 1. `agent` (with `flag_profile`, `tools`) on its `[palette] roles`
+    ///    entry;
+    /// 2. its first operation's `agent`, `flag_profile` and `tools`, so
+    ///    spawned work runs as the play wrote the role's own work;
+    /// 3. its capacity role profile's `provider` (the profile's flag
+    ///    profile and ToolSet apply on its instances, as for any operation);
+    /// 4. `[palette.defaults]`;
+    /// 5. the `sim` agent, only when none of the play's work runs on an
+    ///    agent CLI.
+    ///
+    /// Otherwise the role has none: a recruited role fails provisioning
+    /// and work for an initial one is refused, both as
+    /// `role_provision_failed` — never silently simulated.
+    pub fn role_setups(&self) -> crate::palette::RoleSetups {
+        use crate::agents::{AgentParams, BUILTIN_AGENTS};
+        use crate::palette::{AgentSetup, RoleSetup, RoleSetups, SetupError};
+        let builtin = |a: &str| BUILTIN_AGENTS.contains(&a);
+        let declared = |setup: &AgentSetup, what: &str| -> Result<RoleSetup, SetupError> {
+            let agent = setup.agent.as_str();
+            if !builtin(agent) && !self.agents.contains_key(agent) {
+                let mut known: Vec<&str> = BUILTIN_AGENTS.to_vec();
+                known.extend(self.agents.keys().map(String::as_str));
+                return Err(SetupError::Invalid(format!(
+                    "{what} names agent {agent:?}, which is neither built in nor defined; available agents: {}",
+                    known.join(", ")
+                )));
+            }
+            if let (Some(def), Some(tools)) = (self.agents.get(agent), &setup.tools) {
+                crate::agents::argv::check_toolset(def.stream_format, tools)
+                    .map_err(|e| SetupError::Invalid(format!("{what}: {e}")))?;
+            }
+            let params = AgentParams {
+                flag_profile: setup.flag_profile.clone(),
+                tools: setup.tools.clone(),
+            };
+            Ok(RoleSetup {
+                agent: Arc::from(agent),
+                params: Arc::new(params.to_value()),
+            })
+        };
+        let mut roles = HashMap::new();
+        for pr in &self.palette.palette.roles {
+            if let Some(setup) = &pr.setup {
+                let what = format!("the [palette] roles entry of {}", pr.role);
+                roles.insert(pr.role.clone(), declared(setup, &what));
+            }
         }
-        m
+        for op in &self.operations {
+            roles.entry(op.role.clone()).or_insert_with(|| {
+                let params = AgentParams {
+                    flag_profile: op.flag_profile.clone(),
+                    tools: op.tools.clone(),
+                };
+                Ok(RoleSetup {
+                    agent: Arc::from(op.agent.as_str()),
+                    params: Arc::new(params.to_value()),
+                })
+            });
+        }
+        if let Some(cap) = self.capacity.as_ref().filter(|c| c.enabled) {
+            for p in cap.profiles.values() {
+                roles
+                    .entry(p.role.clone())
+                    .or_insert_with(|| Ok(RoleSetup::plain(&p.provider)));
+            }
+        }
+        let mut clis: Vec<&str> = self
+            .operations
+            .iter()
+            .map(|op| self.runs_on(op))
+            .chain(
+                self.palette
+                    .palette
+                    .roles
+                    .iter()
+                    .filter_map(|r| r.setup.as_ref().map(|s| s.agent.as_str())),
+            )
+            .filter(|a| !builtin(a))
+            .collect();
+        clis.sort_unstable();
+        clis.dedup();
+        let fallback = match &self.palette.palette.defaults {
+            Some(d) => declared(d, "[palette.defaults]"),
+            None if clis.is_empty() => Ok(RoleSetup::plain("sim")),
+            None => Err(SetupError::Missing(format!(
+                "this play's work runs on agent CLIs ({}), and [palette.defaults] names no agent for roles without one of their own",
+                clis.join(", ")
+            ))),
+        };
+        RoleSetups { roles, fallback }
     }
 
     /// (op_id, role) of each initial operation, for palette preparation.

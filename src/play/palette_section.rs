@@ -10,13 +10,22 @@ use toml::de::DeValue;
 use super::diag::{Diagnostic, did_you_mean, list};
 use super::reader::{Reader, Table};
 use super::{OpDef, is_valid_name};
+use crate::agents::{BUILTIN_AGENTS, StreamFormat};
 use crate::palette::{
-    CATALOG_NAME, Catalog, Disposition, Effort, PaletteConfig, PaletteExpansionPolicy, PaletteRole,
-    PaletteSimulate, PlayRolePalette, UserProfile, canonical,
+    AgentSetup, CATALOG_NAME, Catalog, Disposition, Effort, PaletteConfig, PaletteExpansionPolicy,
+    PaletteRole, PaletteSimulate, PlayRolePalette, SetupSites, UserProfile, canonical,
 };
 
-const PALETTE_KEYS: &[&str] = &["roles", "expansion", "simulate"];
-const ROLE_KEYS: &[&str] = &["role", "disposition", "modes"];
+const PALETTE_KEYS: &[&str] = &["roles", "expansion", "simulate", "defaults"];
+const ROLE_KEYS: &[&str] = &[
+    "role",
+    "disposition",
+    "modes",
+    "agent",
+    "flag_profile",
+    "tools",
+];
+const SETUP_KEYS: &[&str] = &["agent", "flag_profile", "tools"];
 const EXPANSION_KEYS: &[&str] = &["max_new_roles", "orchestrator_may_expand", "catalog"];
 const SIMULATE_KEYS: &[&str] = &["provision_delay_ms", "fail_roles"];
 const PACK_KEYS: &[&str] = &["roles"];
@@ -52,18 +61,28 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
     let catalog = Catalog::builtin();
     let pack = read_pack(r, root);
     let profiles = read_profiles(r, root);
+    let agents = PlayAgents::of(root);
+    let sites = SetupSites {
+        profiles: role_profiles(root),
+        defined: agents.0.iter().map(|(n, _)| n.clone()).collect(),
+        ..SetupSites::default()
+    };
     let Some(pv) = root.get("palette") else {
-        return PaletteConfig::legacy(pack, profiles);
+        let mut cfg = PaletteConfig::legacy(pack, profiles);
+        cfg.sites = sites;
+        return cfg;
     };
     let mut cfg = PaletteConfig {
         palette: PlayRolePalette {
             roles: Vec::new(),
             expansion: PaletteExpansionPolicy::default(),
+            defaults: None,
         },
         legacy: false,
         profiles,
         pack,
         simulate: PaletteSimulate::default(),
+        sites,
     };
     let Some(t) = r.table(pv, "[palette]") else {
         return cfg;
@@ -90,7 +109,7 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
                 for (i, item) in items.iter().enumerate() {
                     let what = format!("[palette] roles[{i}]");
                     if let Some(rt) = r.table(item, &what)
-                        && let Some(pr) = read_palette_role(r, &rt, &cfg, &mut seen)
+                        && let Some(pr) = read_palette_role(r, &rt, &mut cfg, &agents, &mut seen)
                     {
                         cfg.palette.roles.push(pr);
                     }
@@ -114,6 +133,7 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
         // Rule 6: non-negative.
         if let Some((n, _)) = e.int(r, "max_new_roles", 0, 1000) {
             cfg.palette.expansion.max_new_roles = n as u32;
+            cfg.sites.max_new_roles = Some(e.key_span("max_new_roles"));
         }
         if let Some((b, _)) = e.bool(r, "orchestrator_may_expand") {
             cfg.palette.expansion.orchestrator_may_expand = b;
@@ -128,6 +148,21 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
             }
             cfg.palette.expansion.catalog = c;
         }
+    }
+
+    if let Some(d) = t.table(r, "defaults") {
+        d.deny_unknown(r, SETUP_KEYS);
+        if d.get("agent").is_none() {
+            r.push(
+                Diagnostic::new(
+                    d.span.start..d.span.start,
+                    "[palette.defaults] is missing `agent`",
+                    "names no agent",
+                )
+                .help("agent = \"claude\": what roles with no agent of their own (recruited ones among them) run on"),
+            );
+        }
+        cfg.palette.defaults = read_setup(r, &d, &agents, &mut cfg.sites);
     }
 
     if let Some(s) = t.table(r, "simulate") {
@@ -163,7 +198,8 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
 fn read_palette_role(
     r: &mut Reader,
     t: &Table<'_, '_>,
-    cfg: &PaletteConfig,
+    cfg: &mut PaletteConfig,
+    agents: &PlayAgents,
     seen: &mut IndexMap<String, super::Span>,
 ) -> Option<PaletteRole> {
     t.deny_unknown(r, ROLE_KEYS);
@@ -253,10 +289,149 @@ fn read_palette_role(
             modes.push(m);
         }
     }
+    let setup = read_setup(r, t, agents, &mut cfg.sites);
+    cfg.sites.roles.push((canon.clone(), span));
     ok.then_some(PaletteRole {
         role: canon,
         disposition,
         modes,
+        setup,
+    })
+}
+
+/// The play's own `[agents]` (names and stream formats), read quietly: the
+/// agents section reports their problems. The user's agents file is not
+/// visible here; names from it are checked against the operations later
+/// and again when a run starts.
+struct PlayAgents(Vec<(String, Option<StreamFormat>)>);
+
+impl PlayAgents {
+    fn of(root: &Table<'_, '_>) -> PlayAgents {
+        let mut quiet = Reader::default();
+        let Some(t) = root.table(&mut quiet, "agents") else {
+            return PlayAgents(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (name, _, v) in t.entries() {
+            let format = quiet
+                .table(v, name)
+                .and_then(|a| a.string(&mut quiet, "stream_format"))
+                .and_then(|(f, _)| StreamFormat::parse(&f));
+            out.push((name.to_string(), format));
+        }
+        PlayAgents(out)
+    }
+
+    fn get(&self, name: &str) -> Option<Option<StreamFormat>> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
+    }
+}
+
+/// `(role, provider)` of each role profile an enabled `[capacity]` uses,
+/// read quietly (the capacity section validates them).
+fn role_profiles(root: &Table<'_, '_>) -> Vec<(String, String)> {
+    let mut quiet = Reader::default();
+    let enabled = root
+        .table(&mut quiet, "capacity")
+        .and_then(|c| c.bool(&mut quiet, "enabled"))
+        .is_none_or(|(b, _)| b);
+    let Some(t) = root.table(&mut quiet, "role_profiles").filter(|_| enabled) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, _, v) in t.entries() {
+        let Some(p) = quiet.table(v, name) else {
+            continue;
+        };
+        if let (Some((role, _)), Some((provider, _))) = (
+            p.string(&mut quiet, "role"),
+            p.string(&mut quiet, "provider"),
+        ) {
+            out.push((canonical(&role), provider));
+        }
+    }
+    out
+}
+
+/// `agent`, `flag_profile` and `tools` of a roles entry or of
+/// `[palette.defaults]`: what work of a role runs on. The flag profile and
+/// ToolSet are written for that agent, so they need it beside them.
+fn read_setup(
+    r: &mut Reader,
+    t: &Table<'_, '_>,
+    agents: &PlayAgents,
+    sites: &mut SetupSites,
+) -> Option<AgentSetup> {
+    let agent = t.string(r, "agent").and_then(|(a, span)| {
+        if is_valid_name(&a) {
+            Some((a, span))
+        } else {
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("`agent` of {} is not an agent name: {a:?}", t.name),
+                    "invalid name",
+                )
+                .help("an agent defined under [agents.<name>], or sim or noop"),
+            );
+            None
+        }
+    });
+    let flag_profile = super::agents_section::read_flag_profile(r, t, "flag_profile");
+    let tools = super::agents_section::read_tools(r, t, "tools");
+    let Some((agent, agent_span)) = agent else {
+        if t.get("agent").is_none() {
+            for key in ["flag_profile", "tools"] {
+                if t.contains(key) {
+                    r.push(
+                        Diagnostic::new(
+                            t.key_span(key),
+                            format!("`{key}` of {} needs `agent` beside it", t.name),
+                            "no agent",
+                        )
+                        .help("flag profiles and ToolSets are written for one agent's command line: name it with agent = \"...\""),
+                    );
+                }
+            }
+        }
+        return None;
+    };
+    if BUILTIN_AGENTS.contains(&agent.as_str()) {
+        for (key, set) in [
+            ("flag_profile", flag_profile.is_some()),
+            ("tools", tools.is_some()),
+        ] {
+            if set {
+                r.push(
+                    Diagnostic::new(
+                        t.key_span(key),
+                        format!(
+                            "`{key}` of {} has no effect: agent {agent:?} is built in",
+                            t.name
+                        ),
+                        "ignored by this agent",
+                    )
+                    .help("name an agent defined under [agents.<name>], or remove it"),
+                );
+            }
+        }
+    } else if let (Some(Some(format)), Some(tools)) = (agents.get(&agent), &tools)
+        && let Err(e) = crate::agents::argv::check_toolset(format, tools)
+    {
+        r.push(
+            Diagnostic::new(t.key_span("tools"), e.to_string(), "cannot be expressed").help(
+                format!(
+                    "the ToolSet table for {} is in the README (Real agents)",
+                    e.format
+                ),
+            ),
+        );
+    }
+    sites.agents.push((agent.clone(), agent_span));
+    Some(AgentSetup {
+        agent,
+        flag_profile,
+        tools,
     })
 }
 
@@ -333,6 +508,45 @@ fn read_pack(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, crate::pa
                 }
             }
             cfg.default_modes = modes;
+        } else if rt.contains("modes_allow") {
+            // The catalog's default modes stay: they must pass the new
+            // allow-list too, or the role would be provisioned with a mode
+            // the pack forbids and a resume would refuse the unchanged play.
+            let forbidden: Vec<&str> = cfg
+                .default_modes
+                .iter()
+                .filter(|m| !cfg.allows(m))
+                .map(String::as_str)
+                .collect();
+            if !forbidden.is_empty() {
+                let quoted = |v: &[&str]| {
+                    v.iter()
+                        .map(|m| format!("{m:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let defaults: Vec<&str> = cfg.default_modes.iter().map(String::as_str).collect();
+                let (s, verb) = if forbidden.len() == 1 {
+                    ("", "is")
+                } else {
+                    ("s", "are")
+                };
+                r.push(
+                    Diagnostic::new(
+                        rt.key_span("modes_allow"),
+                        format!(
+                            "{canon}'s default mode{s} {} {verb} not in its modes_allow",
+                            quoted(&forbidden)
+                        ),
+                        "excludes a default mode",
+                    )
+                    .help(format!(
+                        "the catalog gives {canon} default_modes = [{}]; set default_modes in [pack.roles.{name}] too (modes it allows, or []), or allow {}",
+                        quoted(&defaults),
+                        forbidden.join(", ")
+                    )),
+                );
+            }
         }
     }
     pack
@@ -447,6 +661,7 @@ pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef])
             );
         }
     }
+    check_role_agents(r, cfg, ops);
     let max = cfg.palette.expansion.max_new_roles as usize;
     if expansions.len() > max {
         let names: Vec<&str> = expansions.iter().map(|(r, _)| *r).collect();
@@ -456,5 +671,92 @@ pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef])
                     .help(format!("roles outside the palette used by operations: {}; add them to [palette] roles or raise [palette.expansion] max_new_roles", names.join(", "))),
             );
         }
+    }
+}
+
+/// Warns where spawned work would have no agent, before a run finds out
+/// (ADR-0036 D3: a route is published only with its agent set up; playdeck
+/// never falls back to the simulator in a play whose work runs on agent
+/// CLIs). Mirrors `Play::role_setups`, with what the file shows: an agent
+/// named only by the user's agents file is known once an operation uses
+/// it, and checked again when the run starts.
+fn check_role_agents(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef]) {
+    let builtin = |a: &str| BUILTIN_AGENTS.contains(&a);
+    let sites = &cfg.sites;
+    let mut known: Vec<&str> = ops.iter().map(|o| o.agent.as_str()).collect();
+    known.extend(sites.profiles.iter().map(|(_, p)| p.as_str()));
+    known.extend(sites.defined.iter().map(String::as_str));
+    for (agent, span) in &sites.agents {
+        if builtin(agent) || known.contains(&agent.as_str()) {
+            continue;
+        }
+        r.warn(
+            span.clone(),
+            format!(
+                "agent {agent:?} is neither built in, nor defined under [agents] in this play, nor used by one of its operations; unless your agents file defines it, the run is refused when it starts"
+            ),
+        );
+    }
+    let mut clis: Vec<&str> = ops
+        .iter()
+        .map(|o| o.agent.as_str())
+        .chain(sites.profiles.iter().map(|(_, p)| p.as_str()))
+        .chain(sites.agents.iter().map(|(a, _)| a.as_str()))
+        .filter(|a| !builtin(a))
+        .collect();
+    clis.sort_unstable();
+    clis.dedup();
+    if clis.is_empty() || cfg.palette.defaults.is_some() {
+        return;
+    }
+    let has_own = |role: &str| {
+        cfg.initial(role).is_some_and(|p| p.setup.is_some())
+            || ops.iter().any(|o| o.role == role)
+            || sites.profiles.iter().any(|(r, _)| r == role)
+    };
+    let why = format!(
+        "this play's work runs on agent CLIs ({}) and [palette.defaults] names no agent",
+        clis.join(", ")
+    );
+    if cfg.legacy {
+        let bare: Vec<&str> = cfg
+            .palette
+            .roles
+            .iter()
+            .map(|p| p.role.as_str())
+            .filter(|role| !has_own(role))
+            .collect();
+        if !bare.is_empty() {
+            r.warn(
+                0..0,
+                format!(
+                    "roles of the legacy roster with no operation or role profile have no agent ({why}): work spawned onto {} is refused (role_provision_failed); declare [palette] roles with agent = \"...\"",
+                    list(&bare, 8)
+                ),
+            );
+        }
+        return;
+    }
+    for (role, span) in &sites.roles {
+        if !has_own(role) {
+            r.warn(
+                span.clone(),
+                format!(
+                    "palette role {role:?} has no agent: no agent on its entry, no operation or role profile of its own, and {why}; work spawned onto it or added for it is refused (role_provision_failed); give its entry agent = \"...\""
+                ),
+            );
+        }
+    }
+    let policy = &cfg.palette.expansion;
+    if policy.orchestrator_may_expand
+        && policy.max_new_roles > 0
+        && let Some(span) = &sites.max_new_roles
+    {
+        r.warn(
+            span.clone(),
+            format!(
+                "roles the orchestrator recruits have no agent ({why}): recruiting a role with no operation or role profile of its own fails (role_provision_failed); set [palette.defaults] agent"
+            ),
+        );
     }
 }

@@ -19,8 +19,19 @@ pub fn palette_router(
         run_dir: run_dir.map(|p| p.to_path_buf()),
         simulate: play.palette.simulate.clone(),
         speed,
-        agents: play.role_agents(),
-        default_agent: Arc::from("sim"),
+        setups: Arc::new(play.role_setups()),
+    };
+    PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(provisioner))
+}
+
+/// A router for previews (`playdeck palette`, `prompt`): resolved as a run
+/// would be, with no run directory and no simulated delay or failure.
+pub fn preview_router(play: &Play) -> Arc<PaletteRouter> {
+    let provisioner = RunProvisioner {
+        run_dir: None,
+        simulate: Default::default(),
+        speed: 1.0,
+        setups: Arc::new(play.role_setups()),
     };
     PaletteRouter::new(Arc::new(play.palette.clone()), Arc::new(provisioner))
 }

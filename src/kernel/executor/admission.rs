@@ -7,13 +7,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use futures_util::future::join_all;
 use petgraph::stable_graph::NodeIndex;
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
 
 use super::super::agent::{AgentFailure, BoxFuture};
-use super::super::builder::{Emitter, RouteResult};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::super::builder::{Emitter, Rejection, RouteResult};
 use super::super::control::NewOperation;
 use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
 use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
@@ -23,7 +24,7 @@ use super::super::signal::{
 };
 use super::super::snapshot::NodeStatus;
 use super::node::Node;
-use super::{Executor, RoutedBatch};
+use super::{Executor, RouteSlot, RoutedBatch, Routing};
 
 /// What an operation has emitted so far. Kept beside the graph, for the few
 /// operations that emit anything, so nodes stay small.
@@ -38,11 +39,13 @@ struct Emissions {
     /// Identical requests on the stream, or in the result, are each a
     /// request of their own.
     streamed: HashMap<u64, u32>,
-    /// Escalations seen from this emitter (stream and result are one).
+    /// Escalations that attempt showed (on its stream and in its result
+    /// they are one).
     seen: HashSet<u64>,
     /// Sightings a resumed run already recorded: passed over once each.
     handled: Vec<u64>,
-    /// Escalations seen on the stream before the result arrived.
+    /// Escalations that attempt put on its stream before its result: they
+    /// are the attempt's, so a failed attempt's never reach a later one.
     escalations: Vec<Arc<str>>,
 }
 
@@ -64,13 +67,16 @@ impl Admission {
             e.attempt = attempt;
             e.read = 0;
             e.streamed.clear();
+            e.seen.clear();
+            e.escalations.clear();
         }
         e
     }
 
-    /// True the first time `ix` shows the escalation with identity `id`.
-    pub fn first_sighting(&mut self, ix: NodeIndex, id: u64) -> bool {
-        self.emissions.entry(ix).or_default().seen.insert(id)
+    /// True the first time `ix`'s attempt shows the escalation with
+    /// identity `id`.
+    pub fn first_sighting(&mut self, ix: NodeIndex, attempt: u32, id: u64) -> bool {
+        self.of(ix, attempt).seen.insert(id)
     }
 
     /// A spawn request `ix`'s attempt put on its stream.
@@ -124,19 +130,17 @@ impl Admission {
         e.read
     }
 
-    pub fn push_escalation(&mut self, ix: NodeIndex, reason: Arc<str>) {
-        self.emissions
-            .entry(ix)
-            .or_default()
-            .escalations
-            .push(reason);
+    pub fn push_escalation(&mut self, ix: NodeIndex, attempt: u32, reason: Arc<str>) {
+        self.of(ix, attempt).escalations.push(reason);
     }
 
-    pub fn take_escalations(&mut self, ix: NodeIndex) -> Vec<Arc<str>> {
-        self.emissions
-            .get_mut(&ix)
-            .map(|e| std::mem::take(&mut e.escalations))
-            .unwrap_or_default()
+    /// The escalations `ix`'s attempt streamed; an earlier attempt's are
+    /// not its own.
+    pub fn take_escalations(&mut self, ix: NodeIndex, attempt: u32) -> Vec<Arc<str>> {
+        match self.emissions.get_mut(&ix) {
+            Some(e) if e.attempt == attempt => std::mem::take(&mut e.escalations),
+            _ => Vec::new(),
+        }
     }
 
     /// The next generated name, `spawn-N`, in one allocation.
@@ -149,6 +153,17 @@ impl Admission {
         buf[6..6 + digits.len()].copy_from_slice(digits);
         Arc::from(std::str::from_utf8(&buf[..6 + digits.len()]).expect("ascii"))
     }
+}
+
+/// A request whose routing panicked.
+fn router_panicked(payload: &(dyn std::any::Any + Send)) -> Rejection {
+    Rejection::new(
+        DropReason::RoleProvisionFailed,
+        format!(
+            "routing the request panicked: {}",
+            super::panic_message(payload)
+        ),
+    )
 }
 
 /// What admission needs to know about a request besides the routed result.
@@ -169,13 +184,14 @@ impl Executor {
         if !self.within_cap(ix, found.spawns.len() + found.escalations.len()) {
             return;
         }
+        let attempt = self.graph[ix].attempt;
         for esc in &found.escalations {
             if self
                 .adm
-                .first_sighting(ix, request::identity(esc) ^ u64::from(b'e'))
+                .first_sighting(ix, attempt, request::identity(esc) ^ u64::from(b'e'))
             {
                 let reason = Arc::from(request::escalation_reason(esc));
-                self.adm.push_escalation(ix, reason);
+                self.adm.push_escalation(ix, attempt, reason);
             }
         }
         if !found.spawns.is_empty() {
@@ -295,30 +311,117 @@ impl Executor {
             if pending.is_empty() {
                 // Decided without waiting (the static map, an existing
                 // role): admit now, in request order.
-                if let Some(routed) = self.builder.route_now(&req, &emitter) {
+                let now = catch_unwind(AssertUnwindSafe(|| self.builder.route_now(&req, &emitter)))
+                    .unwrap_or_else(|p| Some(Err(router_panicked(&*p))));
+                if let Some(routed) = now {
                     self.admit(Some(ix), meta, routed);
                     continue;
                 }
-                let mut fut = self.builder.build(&req, &emitter);
+                let mut fut = self.build_caught(&req, &emitter);
                 if let Some(routed) = (&mut fut).now_or_never() {
                     self.admit(Some(ix), meta, routed);
                     continue;
                 }
                 pending.push((meta, fut));
             } else {
-                pending.push((meta, self.builder.build(&req, &emitter)));
+                pending.push((meta, self.build_caught(&req, &emitter)));
             }
         }
         if !pending.is_empty() {
             // Route the rest concurrently, admit in request order.
-            self.routing.push(Box::pin(async move {
-                let (metas, futs): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
-                let results = join_all(futs).await;
-                RoutedBatch {
-                    emitter: ix,
-                    items: metas.into_iter().zip(results).collect(),
+            self.routing.push(Routing {
+                emitter: ix,
+                items: pending
+                    .into_iter()
+                    .map(|(meta, fut)| (meta, RouteSlot::Waiting(fut)))
+                    .collect(),
+            });
+        }
+    }
+
+    /// The node builder's future for one request. A builder or provisioner
+    /// that panics drops that request as `role_provision_failed` with what
+    /// the panic said; the run goes on (ADR-0036 D3: router exceptions do
+    /// not escape as untyped executor errors).
+    fn build_caught(&self, req: &SpawnRequest, emitter: &Emitter) -> BoxFuture<RouteResult> {
+        match catch_unwind(AssertUnwindSafe(|| self.builder.build(req, emitter))) {
+            Ok(fut) => Box::pin(
+                AssertUnwindSafe(fut)
+                    .catch_unwind()
+                    .map(|r| r.unwrap_or_else(|p| Err(router_panicked(&*p)))),
+            ),
+            Err(p) => Box::pin(std::future::ready(Err(router_panicked(&*p)))),
+        }
+    }
+
+    /// The run is cancelled while requests are being routed: every one of
+    /// them ends in the ledger, with its identity, so the ledger, the
+    /// checkpoint and the envelope agree (ADR-0033 P6). A request already
+    /// refused keeps its reason; one still waiting on a role being
+    /// provisioned, and one held behind it for request order, is dropped as
+    /// `role_provision_failed` with a detail that says the run was
+    /// cancelled. Dropping the routing futures rolls the provisioning back
+    /// (the router's own signals say so first).
+    pub(super) fn drop_routing(&mut self) {
+        let batches: Vec<Routing> = std::mem::take(&mut self.routing).into_iter().collect();
+        let mut drops = Vec::new();
+        for batch in batches {
+            let mut items = Vec::with_capacity(batch.items.len());
+            let mut provisioning: Vec<Arc<str>> = Vec::new();
+            for (meta, slot) in batch.items {
+                let decided = match slot {
+                    RouteSlot::Decided(r) => Some(r),
+                    RouteSlot::Waiting(mut fut) => (&mut fut).now_or_never(),
+                };
+                if decided.is_none()
+                    && let Some(a) = &meta.assignee
+                    && !provisioning.contains(a)
+                {
+                    provisioning.push(a.clone());
                 }
-            }));
+                items.push((meta, decided));
+            }
+            drops.push((batch.emitter, items, provisioning));
+        }
+        // What the router said while its provisioning was dropped comes
+        // before the ledger rows it explains.
+        self.drain_external();
+        for (emitter, items, provisioning) in drops {
+            let waited_on = if provisioning.is_empty() {
+                "a role".to_string()
+            } else {
+                provisioning.join(", ")
+            };
+            for (meta, decided) in items {
+                let (reason, detail) = match decided {
+                    Some(Err(rej)) => (rej.reason, rej.detail),
+                    Some(Ok(None)) => (
+                        DropReason::NullChild,
+                        "the node builder made no operation of the request".into(),
+                    ),
+                    Some(Ok(Some(_))) => (
+                        DropReason::RoleProvisionFailed,
+                        format!(
+                            "cancelled before admission: the run was cancelled while {waited_on} was being provisioned, and this request waited behind it for request order"
+                        ),
+                    ),
+                    None => (
+                        DropReason::RoleProvisionFailed,
+                        format!(
+                            "cancelled: the run was cancelled while {} was being provisioned",
+                            meta.assignee.as_deref().unwrap_or("its role")
+                        ),
+                    ),
+                };
+                self.drop_spawn(
+                    Some(emitter),
+                    meta.assignee,
+                    reason,
+                    detail,
+                    None,
+                    meta.identity,
+                );
+            }
         }
     }
 
@@ -725,8 +828,9 @@ mod tests {
     fn escalations_are_one_whether_streamed_or_in_the_result() {
         let mut a = Admission::default();
         let x = NodeIndex::new(0);
-        assert!(a.first_sighting(x, 7));
-        assert!(!a.first_sighting(x, 7));
+        assert!(a.first_sighting(x, 1, 7));
+        assert!(!a.first_sighting(x, 1, 7));
+        assert!(a.first_sighting(x, 2, 7), "a new attempt escalates anew");
     }
 
     #[test]
@@ -748,8 +852,11 @@ mod tests {
     fn escalations_wait_for_the_result_and_are_taken_once() {
         let mut a = Admission::default();
         let x = NodeIndex::new(0);
-        a.push_escalation(x, Arc::from("security"));
-        assert_eq!(a.take_escalations(x), vec![Arc::<str>::from("security")]);
-        assert!(a.take_escalations(x).is_empty());
+        a.push_escalation(x, 1, Arc::from("security"));
+        assert_eq!(a.take_escalations(x, 1), vec![Arc::<str>::from("security")]);
+        assert!(a.take_escalations(x, 1).is_empty());
+        // A failed attempt's escalation is not the next attempt's.
+        a.push_escalation(x, 1, Arc::from("unsure"));
+        assert!(a.take_escalations(x, 2).is_empty());
     }
 }

@@ -11,7 +11,6 @@ use super::super::agent::AgentFailure;
 use super::super::command::{Answer, CommandError, OPERATOR, Request};
 use super::super::control::{ApprovalPolicy, NewOperation};
 use super::super::graph::{Condition, Edge, OpMetadata, Operation, OperationKind, new_op_id};
-use super::super::ledger::DropReason;
 use super::super::signal::{PauseReason, SignalKind, SkipReason};
 use super::super::snapshot::NodeStatus;
 use super::Executor;
@@ -132,18 +131,19 @@ impl Executor {
                 "--name {n:?} is not a name for a new operation; allowed: letters, digits, '.', '_' and '-', starting with a letter or digit, and not spawn-N"
             ));
         }
-        let Some(route) = self.builder.route_role(role.trim()) else {
-            let detail =
-                format!("no role {role:?} in this run: add work only for a role the run has");
-            self.drop_spawn(
-                None,
-                Some(Arc::from(role.trim())),
-                DropReason::BuilderError,
-                detail,
-                None,
-                None,
-            );
-            return Err(self.last_drop());
+        let route = match self.builder.route_role(role.trim()) {
+            Ok(route) => route,
+            Err(rej) => {
+                self.drop_spawn(
+                    None,
+                    Some(Arc::from(role.trim())),
+                    rej.reason,
+                    rej.detail,
+                    None,
+                    None,
+                );
+                return Err(self.last_drop());
+            }
         };
         let op = Operation {
             op_id: new_op_id(),
@@ -451,7 +451,7 @@ impl Executor {
         // Dropping the futures cancels the agents (and kills their processes).
         self.inflight = Default::default();
         self.aborts.clear();
-        self.routing = Default::default();
+        self.drop_routing();
         self.sched.clear();
         self.gate.drain();
         let all: Vec<NodeIndex> = self.graph.node_indices().collect();

@@ -19,13 +19,14 @@ mod schedule;
 mod view;
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use futures_util::StreamExt;
 use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 // Keys here are op ids, node indices and names the kernel made or the play
@@ -91,6 +92,23 @@ impl Default for RunConfig {
     }
 }
 
+/// What a caught panic said (its message when it has one), for people.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+/// The failure of an attempt whose agent panicked.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> AgentFailure {
+    AgentFailure::new(
+        "agent_panic",
+        format!("the agent panicked: {}", panic_message(payload)),
+    )
+}
+
 /// Requests one attempt may make before it is stopped as a flood.
 pub const DEFAULT_MAX_REQUESTS: usize = 10_000;
 
@@ -154,6 +172,47 @@ impl Future for Tagged {
 struct RoutedBatch {
     emitter: NodeIndex,
     items: Vec<(RequestMeta, RouteResult)>,
+}
+
+/// One request of a batch being routed: still waiting, or decided.
+enum RouteSlot {
+    Waiting(BoxFuture<RouteResult>),
+    Decided(RouteResult),
+}
+
+/// A batch whose routing is under way. Each request is polled on its own,
+/// so a cancel can tell which were decided and which still waited on a
+/// role being provisioned, and account for every one of them.
+struct Routing {
+    emitter: NodeIndex,
+    items: Vec<(RequestMeta, RouteSlot)>,
+}
+
+impl Future for Routing {
+    type Output = RoutedBatch;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RoutedBatch> {
+        let mut waiting = false;
+        for (_, slot) in &mut self.items {
+            if let RouteSlot::Waiting(fut) = slot {
+                match fut.as_mut().poll(cx) {
+                    Poll::Ready(r) => *slot = RouteSlot::Decided(r),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            return Poll::Pending;
+        }
+        let emitter = self.emitter;
+        let items = std::mem::take(&mut self.items)
+            .into_iter()
+            .map(|(meta, slot)| match slot {
+                RouteSlot::Decided(r) => (meta, r),
+                RouteSlot::Waiting(_) => unreachable!("every slot was decided"),
+            })
+            .collect();
+        Poll::Ready(RoutedBatch { emitter, items })
+    }
 }
 
 /// How long a run whose event log cannot be written waits before trying
@@ -323,7 +382,7 @@ struct Executor {
     inflight: FuturesUnordered<Tagged>,
     /// How to stop each running attempt alone.
     aborts: HashMap<NodeIndex, AbortHandle>,
-    routing: FuturesUnordered<BoxFuture<RoutedBatch>>,
+    routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).
     backlog: Arc<Backlog>,
@@ -511,10 +570,28 @@ impl Executor {
                 let _ = reply.send(());
             }
             Command::Inject { op, reply } => {
-                let joined = if self.cancelled || self.finished.is_some() {
-                    None
+                // ADR-0033 D5: outside an active reactive run, inject()
+                // returns nothing and says why; there is no ledger to
+                // record it in (a non-reactive envelope has none).
+                let refused = if !self.cfg.reactive {
+                    Some("inject refused: the run is not reactive (reactive = false)")
+                } else if self.cancelled {
+                    Some("inject refused: the run was cancelled")
+                } else if self.finished.is_some() {
+                    Some("inject refused: the run has ended")
                 } else {
-                    self.inject(*op)
+                    None
+                };
+                let joined = match refused {
+                    Some(why) => {
+                        tracing::warn!(operation = %op.op.reference_id, "{why}");
+                        self.bus.emit(SignalKind::Warning {
+                            message: Arc::from(why),
+                            op_id: None,
+                        });
+                        None
+                    }
+                    None => self.inject(*op),
                 };
                 let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
             }
@@ -535,7 +612,11 @@ impl Executor {
             Command::SetApprovalPolicy(_, reply) => {
                 let _ = reply.send(());
             }
-            Command::Inject { reply, .. } => {
+            Command::Inject { op, reply } => {
+                tracing::warn!(
+                    operation = %op.op.reference_id,
+                    "inject refused: the run has ended"
+                );
                 let _ = reply.send(None);
             }
             Command::Snapshot(reply) => {
@@ -615,8 +696,24 @@ impl Executor {
             workspace,
             profile,
         };
+        // A panicking agent fails its own operation (ADR-0033 D4: an
+        // unexpected error becomes an error result), never the run.
+        let invoked = match std::panic::catch_unwind(AssertUnwindSafe(|| agent.invoke(inv))) {
+            Ok(fut) => fut,
+            Err(p) => {
+                self.sched.running -= 1;
+                self.gate.release(ix);
+                self.fail(ix, panicked(&*p));
+                return;
+            }
+        };
+        let caught: BoxFuture<AgentOutcome> = Box::pin(
+            AssertUnwindSafe(invoked)
+                .catch_unwind()
+                .map(|r| r.unwrap_or_else(|p| Err(panicked(&*p)))),
+        );
         let (handle, registration) = AbortHandle::new_pair();
-        let fut = Abortable::new(agent.invoke(inv), registration);
+        let fut = Abortable::new(caught, registration);
         self.aborts.insert(ix, handle);
         self.inflight.push(Tagged { ix, attempt, fut });
     }

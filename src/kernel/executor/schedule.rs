@@ -296,7 +296,8 @@ impl Executor {
         } else {
             Arc::new(value)
         };
-        let mut escalations = self.adm.take_escalations(ix);
+        let attempt = self.graph[ix].attempt;
+        let mut escalations = self.adm.take_escalations(ix, attempt);
         let found = if self.cfg.reactive {
             request::extract(&result)
         } else {
@@ -305,7 +306,7 @@ impl Executor {
         // A result with more requests than an attempt may make fails the
         // attempt, as a stream over the cap does.
         let n = found.spawns.len() + found.escalations.len();
-        if n > 0 && self.adm.read(ix, self.graph[ix].attempt, n) > self.cfg.max_requests {
+        if n > 0 && self.adm.read(ix, attempt, n) > self.cfg.max_requests {
             let message = format!(
                 "the agent made more than {} requests in one attempt (max_requests); its result was not used",
                 self.cfg.max_requests
@@ -321,7 +322,7 @@ impl Executor {
         for esc in &found.escalations {
             if self
                 .adm
-                .first_sighting(ix, request::identity(esc) ^ u64::from(b'e'))
+                .first_sighting(ix, attempt, request::identity(esc) ^ u64::from(b'e'))
             {
                 escalations.push(Arc::from(request::escalation_reason(esc)));
             }
