@@ -222,6 +222,9 @@ const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Agent events taken in one step of the loop, at most.
 const AGENT_BATCH: usize = 1024;
 
+/// Other wake-ups taken in one step of the loop, at most.
+const STEP_BATCH: usize = 1024;
+
 /// What woke the event loop.
 enum Wake {
     /// Time to try writing the event log again.
@@ -430,44 +433,67 @@ impl Executor {
             if self.is_finished() {
                 break;
             }
-            let failing = self.storage.is_some();
-            let wake = tokio::select! {
-                biased;
-                cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
-                () = tokio::time::sleep(STORAGE_RETRY), if failing => Wake::Storage,
-                Some(ext) = self.external_rx.recv() => Wake::External(ext),
-                Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
-                Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
-                Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
+            let Some(wake) = self.next_wake(true).await else {
+                continue;
             };
             self.bus.tick();
-            match wake {
-                // The commit at the top of the loop tries again.
-                Wake::Storage => {}
-                Wake::Command(Some(cmd)) => self.command(cmd),
-                Wake::Command(None) => self.control_open = false,
-                Wake::External(ext) => self.external(ext),
-                Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
-                // Aborted: the node was settled when it was stopped.
-                Wake::Done((ix, _, None)) => {
-                    self.aborts.remove(&ix);
+            // Whatever else is ready is taken in the same step, so a burst
+            // of completions is one commit (one write) rather than one each.
+            // Nothing starts before the commit at the top of the loop.
+            self.wake(wake);
+            for _ in 1..STEP_BATCH {
+                match self.next_wake(false).await {
+                    Some(w) => self.wake(w),
+                    None => break,
                 }
-                Wake::Agent(msg) => {
-                    self.agent_event(msg);
-                    // What else agents sent is taken in the same step: one
-                    // commit for a burst.
-                    for _ in 0..AGENT_BATCH {
-                        match self.agent_rx.try_recv() {
-                            Ok(msg) => self.agent_event(msg),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                Wake::Routed(batch) => self.admit_batch(batch),
             }
         }
         self.bus.tick();
         self.finish()
+    }
+
+    /// What wakes the loop next: waits for it (`wait`), or only takes what
+    /// is ready now.
+    async fn next_wake(&mut self, wait: bool) -> Option<Wake> {
+        let failing = self.storage.is_some();
+        let wake = tokio::select! {
+            biased;
+            cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
+            () = tokio::time::sleep(STORAGE_RETRY), if failing && wait => Wake::Storage,
+            Some(ext) = self.external_rx.recv() => Wake::External(ext),
+            Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
+            Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
+            Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
+            () = std::future::ready(()), if !wait => return None,
+        };
+        Some(wake)
+    }
+
+    fn wake(&mut self, wake: Wake) {
+        match wake {
+            // The commit at the top of the loop tries again.
+            Wake::Storage => {}
+            Wake::Command(Some(cmd)) => self.command(cmd),
+            Wake::Command(None) => self.control_open = false,
+            Wake::External(ext) => self.external(ext),
+            Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
+            // Aborted: the node was settled when it was stopped.
+            Wake::Done((ix, _, None)) => {
+                self.aborts.remove(&ix);
+            }
+            Wake::Agent(msg) => {
+                self.agent_event(msg);
+                // What else agents sent is taken in the same step: one
+                // commit for a burst.
+                for _ in 0..AGENT_BATCH {
+                    match self.agent_rx.try_recv() {
+                        Ok(msg) => self.agent_event(msg),
+                        Err(_) => break,
+                    }
+                }
+            }
+            Wake::Routed(batch) => self.admit_batch(batch),
+        }
     }
 
     /// `run_started` (or `resumed`) and the initial graph.
