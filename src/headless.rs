@@ -74,8 +74,9 @@ pub async fn run(
     out: Out,
     mut err: Out,
 ) -> Result<Finished, crate::session::RunError> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Signal>>();
-    let mut session = Session::open(play, &opts.session, vec![Box::new(ChannelSink(tx))])
+    let t = std::time::Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Arc<Signal>>>();
+    let mut session = Session::open(play, &opts.session, vec![Box::new(ChannelSink::new(tx))])
         .await
         .map_err(crate::session::RunError::Open)?;
     if let Some(e) = &session.control_error {
@@ -105,36 +106,44 @@ pub async fn run(
             }
         };
         let mut open = true;
-        while let Some(sig) = rx.blocking_recv() {
-            // Storage trouble is said on stderr too, whatever the format.
-            match &sig.kind {
-                SignalKind::StorageFailed { error } => eprintln_to(&format!(
-                    "storage: {error}; nothing new starts until the event log can be written (free space and it goes on)"
-                )),
-                SignalKind::StorageRecovered => {
-                    eprintln_to("storage: the event log is written again; the run goes on");
+        while let Some(batch) = rx.blocking_recv() {
+            for sig in batch {
+                // Storage trouble is said on stderr too, whatever the format.
+                match &sig.kind {
+                    SignalKind::StorageFailed { error } => eprintln_to(&format!(
+                        "storage: {error}; nothing new starts until the event log can be written (free space and it goes on)"
+                    )),
+                    SignalKind::StorageRecovered => {
+                        eprintln_to("storage: the event log is written again; the run goes on");
+                    }
+                    _ => {}
                 }
-                _ => {}
+                // Once stdout is gone the signals are still taken (the sink
+                // must not back up), just not printed.
+                if !open {
+                    continue;
+                }
+                let line = match format {
+                    Format::Json => serde_json::to_string(&*sig).ok(),
+                    // Agent text (stderr lines in failures, warnings, reasons)
+                    // is in these lines: nothing in them may drive the terminal.
+                    Format::Human => human
+                        .line(&sig)
+                        .map(|l| crate::printable::printable(&l).into_owned()),
+                };
+                let written = match line {
+                    Some(line) => writeln!(buf, "{line}"),
+                    None => Ok(()),
+                };
+                if let Err(e) = written {
+                    open = false;
+                    failed(e);
+                }
             }
-            // Once stdout is gone the signals are still taken (the sink
-            // must not back up), just not printed.
-            if !open {
-                continue;
-            }
-            let line = match format {
-                Format::Json => serde_json::to_string(&*sig).ok(),
-                // Agent text (stderr lines in failures, warnings, reasons)
-                // is in these lines: nothing in them may drive the terminal.
-                Format::Human => human
-                    .line(&sig)
-                    .map(|l| crate::printable::printable(&l).into_owned()),
-            };
-            let written = match line {
-                Some(line) => writeln!(buf, "{line}"),
-                None => Ok(()),
-            };
-            let written = written.and_then(|()| if rx.is_empty() { buf.flush() } else { Ok(()) });
-            if let Err(e) = written {
+            if open
+                && rx.is_empty()
+                && let Err(e) = buf.flush()
+            {
                 open = false;
                 failed(e);
             }
@@ -197,12 +206,16 @@ pub async fn run(
         }
     });
 
+    tracing::debug!(ms = t.elapsed().as_millis(), "session open");
     let envelope = run.run().await;
+    tracing::debug!(ms = t.elapsed().as_millis(), "run finished");
     stdin_task.abort();
     shutdown_task.abort();
     session.close().await;
+    tracing::debug!(ms = t.elapsed().as_millis(), "session closed");
     let (mut out, stdout_open) = printer.await.map_err(std::io::Error::other)?;
     run_dir.write_result(&envelope)?;
+    tracing::debug!(ms = t.elapsed().as_millis(), "result written");
 
     let mut code = exit_code(envelope.outcome);
     // Nobody read the run to its end: not a success, whatever it did.

@@ -272,12 +272,39 @@ pub mod fault {
 }
 
 /// Forwards every signal to a channel, losslessly and without blocking the
-/// kernel: the headless printer reads the other end.
-pub struct ChannelSink(pub mpsc::UnboundedSender<Arc<Signal>>);
+/// kernel: the headless printer reads the other end. Signals go in batches,
+/// one per commit point, so a reader on another thread is woken once per
+/// step of the run rather than once per signal.
+pub struct ChannelSink {
+    tx: mpsc::UnboundedSender<Vec<Arc<Signal>>>,
+    pending: Vec<Arc<Signal>>,
+}
+
+impl ChannelSink {
+    pub fn new(tx: mpsc::UnboundedSender<Vec<Arc<Signal>>>) -> ChannelSink {
+        ChannelSink {
+            tx,
+            pending: Vec::new(),
+        }
+    }
+}
 
 impl SignalSink for ChannelSink {
     fn write(&mut self, signal: &Arc<Signal>) {
-        let _ = self.0.send(signal.clone());
+        self.pending.push(signal.clone());
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if !self.pending.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut self.pending));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChannelSink {
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 
