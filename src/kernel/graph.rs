@@ -172,22 +172,34 @@ impl OperationKind {
 /// from model output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpMetadata {
+    // What is unset is left out of the JSON: a checkpoint holds one of
+    // these per operation.
     /// The canonical role this operation acts as when it emits requests
     /// (ADR-0036 D4). `None` is unauthorised for palette expansion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requester_role: Option<Arc<str>>,
     /// The emitter this operation was spawned from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned_from: Option<OpId>,
     /// Waits for an operator's approve/deny before it may start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approval: bool,
     /// Name of the agent that runs it (`sim`, `noop`, ...).
     pub agent: Arc<str>,
     /// Agent-specific parameters (the sim behaviour, ...), opaque here.
+    #[serde(default, skip_serializing_if = "is_null")]
     pub params: Arc<Value>,
     /// The reason a spawn request gave, kept for the inspector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_reason: Option<Arc<str>>,
     /// A role profile named explicitly (capacity); otherwise the profile
     /// whose role matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Arc<str>>,
+}
+
+fn is_null(v: &Arc<Value>) -> bool {
+    v.is_null()
 }
 
 impl Default for OpMetadata {

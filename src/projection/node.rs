@@ -59,7 +59,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deps: Vec<DepRecord>,
     /// What it depends on, as its signals tell.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "none_before")]
     pub depends_on: Arc<[OpId]>,
     pub status: NodeStatus,
     #[serde(default = "queued")]
@@ -67,7 +67,7 @@ pub struct Node {
     /// Its first lifecycle signal was seen: it is in a lane and counted.
     #[serde(default)]
     pub placed: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
     #[serde(default)]
     pub attempt: u32,
@@ -119,6 +119,10 @@ pub struct Node {
 /// `None`): operations may legitimately return null.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<Value>>, D::Error> {
     Value::deserialize(d).map(|v| Some(Arc::new(v)))
+}
+
+fn none_before(d: &Arc<[OpId]>) -> bool {
+    d.is_empty()
 }
 
 fn queued() -> Lane {

@@ -6,8 +6,8 @@
 //! folds the log's lines after its `seq` over it, so the checkpoint may lag
 //! the log, never lead it. That lets it be written rarely: a writer thread
 //! owns its own projection, folds each batch after the event log has it,
-//! and writes a snapshot only when the events since the last one reach half
-//! its size (a geometric schedule, so the total cost stays linear in the
+//! and writes a snapshot only when the events since the last one are about
+//! as large as it (a geometric schedule, so the total cost stays linear in the
 //! run) and when the run ends. Before a snapshot is renamed into place the
 //! log is fsynced, so power loss cannot leave a checkpoint ahead of its log;
 //! while operations settle the log is also fsynced at least every
@@ -138,6 +138,13 @@ impl<W: Write> Write for Counted<W> {
         self.n += n as u64;
         Ok(n)
     }
+    // serde_json writes many small pieces: each goes to the buffer in one
+    // call, not through the default write_all's loop.
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.inner.write_all(buf)?;
+        self.n += buf.len() as u64;
+        Ok(())
+    }
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
@@ -237,8 +244,15 @@ fn writer(
         }
     };
     let snapshot = |cp: &Checkpoint, stats: &WriterStats| -> u64 {
+        let t = Instant::now();
         match cp.write(&path) {
             Ok(n) => {
+                tracing::debug!(
+                    seq = cp.state.seq,
+                    bytes = n,
+                    ms = t.elapsed().as_millis(),
+                    "checkpoint written"
+                );
                 stats.snapshots.fetch_add(1, Ordering::Relaxed);
                 stats.bytes.fetch_add(n, Ordering::Relaxed);
                 n
@@ -257,8 +271,10 @@ fn writer(
             cp.apply(&s);
             since += 1;
         }
-        // Average line ~200 bytes: half the snapshot's size in events.
-        let due = since >= MIN_EVENTS.max(last_size / 400);
+        // Average line ~200 bytes: the log since the snapshot is about as
+        // large as the snapshot. Snapshots then cost about as much as the
+        // log, and resume folds at most a snapshot's worth of lines.
+        let due = since >= MIN_EVENTS.max(last_size / 200);
         if due {
             sync_log(&stats);
             last_sync = Instant::now();
