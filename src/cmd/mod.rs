@@ -91,10 +91,16 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
 /// The play at `path`, or the built-in demo; load warnings are printed
 /// once.
 pub fn load(path: Option<&std::path::Path>) -> Result<Play, CmdError> {
+    let t = std::time::Instant::now();
     let play = match path {
         Some(p) => Play::load(p)?,
         None => Play::demo(),
     };
+    tracing::debug!(
+        ms = t.elapsed().as_millis(),
+        ops = play.operations.len(),
+        "play read"
+    );
     // Each warning names its file (and position, where it has one).
     for w in &play.warnings {
         eprintln!("playdeck: warning: {w}");

@@ -13,6 +13,9 @@ use playdeck::play::Play;
 use playdeck::session::{RunError, SessionOptions};
 
 pub fn run(args: RunArgs) -> Outcome {
+    if args.headless {
+        log_to_stderr();
+    }
     let play = load(args.play.as_deref())?;
     if args.headless {
         headless_run(&play, &args)
@@ -139,4 +142,18 @@ fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
         .try_init()
         .ok()?;
     Some(guard)
+}
+
+/// Headless, the log goes to stderr, and only when `PLAYDECK_LOG` asks
+/// for it (`PLAYDECK_LOG=debug` also times the phases of a run): stderr
+/// is the script's, and carries the answers and warnings already.
+fn log_to_stderr() {
+    use tracing_subscriber::EnvFilter;
+    if let Ok(filter) = EnvFilter::try_from_env("PLAYDECK_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
 }

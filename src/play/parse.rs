@@ -150,35 +150,16 @@ fn parse_with(
     }
     let mut shapes = Vec::new();
     if let Some(split) = &split {
+        let Some(parts) = read_split(source, &split.operations, &play.agents) else {
+            return Err(fail(whole_errors()));
+        };
         play.operations.reserve_exact(split.operations.len());
         shapes.reserve_exact(split.operations.len());
-        for (i, range) in split.operations.iter().enumerate() {
-            let (part, errors) = DeTable::parse_recoverable(&source[range.clone()]);
-            if !errors.is_empty() {
-                return Err(fail(whole_errors()));
-            }
-            let part = segments::shift(
-                Spanned::new(part.span(), DeValue::Table(part.into_inner())),
-                range.start,
-            );
-            let item = match part.get_ref() {
-                DeValue::Table(t) => match t.get("operations").map(Spanned::get_ref) {
-                    Some(DeValue::Array(a)) if a.len() == 1 => Some(&a[0]),
-                    _ => None,
-                },
-                _ => None,
-            };
-            let Some(item) = item else {
-                return Err(fail(whole_errors()));
-            };
-            read_operation_item(
-                &mut r,
-                i,
-                item,
-                &play.agents,
-                &mut play.operations,
-                &mut shapes,
-            );
+        for (part, ops, part_shapes) in parts {
+            r.diags.extend(part.diags);
+            r.warnings.extend(part.warnings);
+            play.operations.extend(ops);
+            shapes.extend(part_shapes);
         }
     } else if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
         read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);
@@ -264,6 +245,66 @@ enum ShapePlacement {
     After,
     Root,
     AfterHeads,
+}
+
+/// Operations read from one run of `[[operations]]` tables.
+type SplitPart = (Reader, Vec<OpDef>, Vec<Shape>);
+
+/// Reads the operations at `ranges` of `source`, each parsed alone, on as
+/// many threads as there are cores when there are many (they are
+/// independent; what each finds is put back in file order). `None`: a part
+/// has a syntax error or is not one operation, and the file is parsed whole.
+fn read_split(
+    source: &str,
+    ranges: &[std::ops::Range<usize>],
+    agents: &BTreeMap<String, AgentDef>,
+) -> Option<Vec<SplitPart>> {
+    const PER_THREAD: usize = 4096;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(ranges.len().div_ceil(PER_THREAD))
+        .max(1);
+    let chunk = ranges.len().div_ceil(threads).max(1);
+    let read = |first: usize, ranges: &[std::ops::Range<usize>]| -> Option<SplitPart> {
+        let mut r = Reader::default();
+        let mut ops = Vec::with_capacity(ranges.len());
+        let mut shapes = Vec::with_capacity(ranges.len());
+        for (i, range) in ranges.iter().enumerate() {
+            let (part, errors) = DeTable::parse_recoverable(&source[range.clone()]);
+            if !errors.is_empty() {
+                return None;
+            }
+            let part = segments::shift(
+                Spanned::new(part.span(), DeValue::Table(part.into_inner())),
+                range.start,
+            );
+            let DeValue::Table(t) = part.get_ref() else {
+                return None;
+            };
+            let Some(DeValue::Array(a)) = t.get("operations").map(Spanned::get_ref) else {
+                return None;
+            };
+            let [item] = &a[..] else {
+                return None;
+            };
+            read_operation_item(&mut r, first + i, item, agents, &mut ops, &mut shapes);
+        }
+        Some((r, ops, shapes))
+    };
+    if threads == 1 {
+        return read(0, ranges).map(|p| vec![p]);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ranges
+            .chunks(chunk)
+            .enumerate()
+            .map(|(k, part)| scope.spawn(move || read(k * chunk, part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    })
 }
 
 fn read_operations(
@@ -920,5 +961,48 @@ mod split_tests {
             }
         }
         assert!(compared > 900, "{compared}");
+    }
+
+    /// A play large enough to be read on several threads reports what the
+    /// whole parse does, in file order, errors from every part included.
+    #[test]
+    fn a_play_read_on_several_threads_reads_as_one() {
+        use std::fmt::Write as _;
+        let mut text = String::from("[play]\nname = \"big\"\n");
+        for i in 0..9000 {
+            let _ = write!(
+                text,
+                "[[operations]]\nid = \"op{i}\"\nrole = \"implementer\"\ninstruction = \"w\"\n"
+            );
+            match i {
+                10 => text.push_str("colour = \"red\"\n"),
+                5000 => text.push_str("depends_on = [\"nowhere\"]\n"),
+                8999 => text.push_str("approval = \"yes\"\n"),
+                _ => {}
+            }
+        }
+        let dir = std::path::Path::new(".");
+        let agents = BTreeMap::new();
+        let split = parse_with("big.toml", &text, dir, &agents, true);
+        let whole = parse_with("big.toml", &text, dir, &agents, false);
+        let Err(d) = &split else {
+            panic!("the errors were not found")
+        };
+        assert_eq!(d.items.len(), 3, "{d:?}");
+        assert_eq!(format!("{split:?}"), format!("{whole:?}"));
+        // And the valid play reads the same too.
+        let valid: String = text
+            .lines()
+            .filter(|l| {
+                !l.starts_with("colour")
+                    && !l.starts_with("depends_on")
+                    && !l.starts_with("approval")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let split = parse_with("big.toml", &valid, dir, &agents, true);
+        assert!(split.as_ref().is_ok_and(|p| p.operations.len() == 9000));
+        let whole = parse_with("big.toml", &valid, dir, &agents, false);
+        assert_eq!(format!("{split:?}"), format!("{whole:?}"));
     }
 }
