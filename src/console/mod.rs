@@ -10,5 +10,6 @@ pub mod run;
 pub mod screenshot;
 pub mod svg;
 pub mod terminal;
+pub mod text;
 pub mod theme;
 pub mod ui;
