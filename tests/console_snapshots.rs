@@ -253,6 +253,14 @@ async fn agent_activity_usage_and_output() {
         scroll: playdeck::console::scroll::ScrollList::text(),
         all: false,
     });
-    insta::assert_snapshot!("agent_node_inspector", text(&s.render()));
+    let t = text(&s.render());
+    // stderr lines are marked, and both logs are named.
+    assert!(t.contains("err│ warning: 2 lints"), "{t}");
+    assert!(
+        t.contains("/runs/demo/logs/op.1.stdout.log")
+            && t.contains("/runs/demo/logs/op.1.stderr.log"),
+        "{t}"
+    );
+    insta::assert_snapshot!("agent_node_inspector", t);
     s.finish().await;
 }

@@ -529,18 +529,33 @@ impl App {
     /// focused pane's.
     fn motion(&mut self, m: Motion) -> Vec<Effect> {
         match self.overlays.last_mut() {
-            Some(Overlay::Palette { state }) => {
-                let state = state.get_mut();
-                match m {
-                    Motion::Up => state.key_up(),
-                    Motion::Down => state.key_down(),
-                    Motion::Top => state.select_first(),
-                    Motion::Bottom => state.select_last(),
-                    Motion::PageUp => state.select_relative(|c| c.unwrap_or(0).saturating_sub(10)),
-                    Motion::PageDown => {
-                        state.select_relative(|c| c.map_or(0, |c| c.saturating_add(10)))
-                    }
+            Some(Overlay::Palette { .. }) => {
+                // Moved over the rows the tree shows now, not the ones its
+                // widget saw at the last frame: keys can come faster than
+                // frames.
+                let items = super::ui::palette_items(self);
+                let Some(Overlay::Palette { state }) = self.overlays.last_mut() else {
+                    return Vec::new();
                 };
+                let state = state.get_mut();
+                let rows: Vec<Vec<String>> = state
+                    .flatten(&items)
+                    .into_iter()
+                    .map(|f| f.identifier)
+                    .collect();
+                let last = rows.len().saturating_sub(1);
+                let at = rows.iter().position(|r| r.as_slice() == state.selected());
+                let to = match (m, at) {
+                    (Motion::Top, _) | (_, None) => 0,
+                    (Motion::Bottom, _) => last,
+                    (Motion::Up, Some(i)) => i.saturating_sub(1),
+                    (Motion::Down, Some(i)) => (i + 1).min(last),
+                    (Motion::PageUp, Some(i)) => i.saturating_sub(10),
+                    (Motion::PageDown, Some(i)) => (i + 10).min(last),
+                };
+                if let Some(id) = rows.get(to) {
+                    state.select(id.clone());
+                }
             }
             Some(o) => {
                 if let Some(s) = o.scroll_mut() {

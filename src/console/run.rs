@@ -312,7 +312,12 @@ where
                     app.on_mouse(m);
                     dirty = true;
                 }
-                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(Event::Resize(w, h))) => {
+                    // At once, not at the next frame: a key right after a
+                    // shrink must already meet the "too small" screen.
+                    app.too_small = super::ui::too_small(ratatui::layout::Rect::new(0, 0, w, h));
+                    dirty = true;
+                }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
                 None => return Ok(Ended::InputClosed),

@@ -39,7 +39,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     // A long state (a failure's cause) leaves room for what follows.
     let room = w.saturating_sub(width(&top[0].content));
     top.push(Span::styled(
-        fit(&format!("● {state}"), room.min((w * 3 / 5).max(20))),
+        fit(
+            &format!("● {state}"),
+            room.min((w * 3 / 5).max(w.saturating_sub(40))),
+        ),
         bold.fg(state_color),
     ));
     let waiting = vm.approvals_waiting();

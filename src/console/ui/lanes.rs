@@ -36,11 +36,10 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         // as the header counts them.
         let skipped = app.vm.counts.skipped;
         let title_main = if *lane == Lane::Failed && skipped > 0 && app.filter.is_empty() {
-            let t = title_text(*lane, app.vm.counts.failed, room);
-            let with = format!("{t} ↷{}", group(skipped));
-            if width(&with) <= room { with } else { t }
+            let extra = format!("↷{}", group(skipped));
+            title_text(*lane, app.vm.counts.failed, room, Some(&extra))
         } else {
-            title_text(*lane, len, room)
+            title_text(*lane, len, room, None)
         };
         let mut title = vec![Span::styled(
             title_main,
@@ -136,17 +135,10 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
 }
 
 /// `queued 4 944`, `approval 2`, or `appr 0` as room shrinks; the count
-/// always shows.
-fn title_text(lane: Lane, len: usize, room: usize) -> String {
+/// always shows, and `extra` (the skipped beside the failed) as long as a
+/// shorter name makes room for it.
+fn title_text(lane: Lane, len: usize, room: usize, extra: Option<&str>) -> String {
     let count = group(len);
-    let long = format!("{} {count}", lane.title());
-    if width(&long) <= room {
-        return long;
-    }
-    let short = format!("{} {count}", lane_name(lane, 0));
-    if width(&short) <= room {
-        return short;
-    }
     let tiny = match lane {
         Lane::Queued => "que",
         Lane::Running => "run",
@@ -156,8 +148,15 @@ fn title_text(lane: Lane, len: usize, room: usize) -> String {
         Lane::Failed => "fail",
         Lane::Escalated => "esc",
     };
-    let tiny = format!("{tiny} {count}");
-    if width(&tiny) <= room { tiny } else { count }
+    let names = [lane.title(), lane_name(lane, 0), tiny];
+    let mut with = Vec::new();
+    if let Some(x) = extra {
+        with.extend(names.iter().map(|n| format!("{n} {count} {x}")));
+    }
+    with.into_iter()
+        .chain(names.iter().map(|n| format!("{n} {count}")))
+        .find(|t| width(t) <= room)
+        .unwrap_or(count)
 }
 
 /// A row's parts, fitted to `w` columns (the marker's column included).
@@ -281,13 +280,18 @@ mod tests {
 
     #[test]
     fn titles_stay_recognisable_as_lanes_narrow() {
+        let t = |l, n, room, x| title_text(l, n, room, x);
         assert_eq!(
-            title_text(Lane::AwaitingApproval, 2, 30),
+            t(Lane::AwaitingApproval, 2, 30, None),
             "awaiting approval 2"
         );
-        assert_eq!(title_text(Lane::AwaitingApproval, 2, 12), "approval 2");
-        assert_eq!(title_text(Lane::Failed, 0, 6), "fail 0");
-        assert_eq!(title_text(Lane::Queued, 4944, 30), "queued 4 944");
+        assert_eq!(t(Lane::AwaitingApproval, 2, 12, None), "approval 2");
+        assert_eq!(t(Lane::Failed, 0, 6, None), "fail 0");
+        assert_eq!(t(Lane::Queued, 4944, 30, None), "queued 4 944");
+        // The skipped count beside the failed one outlasts the long name.
+        assert_eq!(t(Lane::Failed, 1, 12, Some("↷2")), "failed 1 ↷2");
+        assert_eq!(t(Lane::Failed, 1, 9, Some("↷2")), "fail 1 ↷2");
+        assert_eq!(t(Lane::Failed, 1, 7, Some("↷2")), "fail 1");
         assert_eq!(short_time(2.46), "2.5s");
         assert_eq!(short_time(42.0), "42s");
         assert_eq!(short_time(245.0), "4m05");

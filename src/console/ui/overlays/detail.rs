@@ -80,7 +80,7 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
                 lines.push(field(t, "why", reason.to_string()));
             }
             if let Some(by) = &meta.requester_role {
-                lines.push(field(t, "requested as", by.to_string()));
+                lines.push(field(t, "as role", by.to_string()));
             }
             lines.push(field(t, "agent", meta.agent.to_string()));
             if let Some(p) = &meta.profile {
@@ -233,7 +233,8 @@ pub fn warnings(app: &App) -> Window {
         .rev()
         .map(|(at, msg)| {
             Line::from(vec![
-                Span::styled(format!("{:>8} ", duration(*at)), Style::default().fg(t.dim)),
+                // Left-aligned, so a wrapped message hangs under itself.
+                Span::styled(format!("{:<8} ", duration(*at)), Style::default().fg(t.dim)),
                 Span::styled(msg.to_string(), Style::default().fg(t.warning)),
             ])
         })

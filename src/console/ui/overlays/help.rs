@@ -37,14 +37,15 @@ pub fn window(app: &App, of: Mode) -> Window {
         lines.extend(rows);
         lines.push(Line::from(""));
     }
-    if matches!(of, Mode::Live | Mode::Replay) {
-        lines.push(Line::from(Span::styled(
-            "mouse: click selects, the wheel scrolls",
-            Style::default().fg(t.dim),
-        )));
-    }
+    // The notes take the place of the last section's blank line.
+    lines.pop();
+    let mouse = if matches!(of, Mode::Live | Mode::Replay) {
+        "mouse: click selects, the wheel scrolls · "
+    } else {
+        ""
+    };
     lines.push(Line::from(Span::styled(
-        "keys can be changed in config.toml [keys]; see the README",
+        format!("{mouse}keys can be changed in config.toml [keys] (see the README)"),
         Style::default().fg(t.dim),
     )));
     Window {
