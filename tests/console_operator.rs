@@ -515,11 +515,15 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         // 39 queued behind one running: the cursor's place, and how many
         // hide below in a lane without it.
         assert!(t.contains("[1/39]"), "{t}");
-        // Cut in the middle: the distinguishing end stays, the role too.
-        assert!(t.contains("shard-…est-00 impl"), "{t}");
+        // Longer than the lane, cut in the middle: the distinguishing end
+        // stays.
+        assert!(t.contains("shard-mig…u-west-00"), "{t}");
         s.press(&keys("G")).await;
         let t = text(&s.render());
-        assert!(t.contains("[39/39]") && t.contains("shard-…est-39"), "{t}");
+        assert!(
+            t.contains("[39/39]") && t.contains("shard-mig…u-west-39"),
+            "{t}"
+        );
         // Columns keep their width as lanes fill and empty.
         assert_eq!(s.app.geometry.lane_cols, before, "stable lane widths");
         s.finish().await;
@@ -880,6 +884,12 @@ sim = { duration_ms = 500 }
                 paused: false,
             },
         });
+        // Cancelled from elsewhere while the console watched.
+        assert_eq!(
+            exit_line(&app, Outcome::Cancelled, Ended::Quit),
+            "playdeck: run r1 cancelled (through playdeck ctl); resume it: playdeck resume r1"
+        );
+        app.quit_cancelled = true;
         assert_eq!(
             exit_line(&app, Outcome::Cancelled, Ended::Quit),
             "playdeck: run r1 cancelled (quit from the console); resume it: playdeck resume r1"

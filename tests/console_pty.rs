@@ -510,3 +510,32 @@ fn a_replay_of_a_live_run_follows_it() {
     let _ = live.kill();
     let _ = live.wait();
 }
+
+/// A run cancelled from outside (`playdeck ctl RUN cancel`) while the
+/// console watches: the console shows it finished, and its exit line says
+/// where the cancel came from.
+#[test]
+fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the lanes", |s| s.contains("running 1"));
+    let ctl = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["ctl", "latest", "cancel"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(ctl.status.success(), "{ctl:?}");
+    screen.wait_for("the cancelled run", |s| s.contains("finished: cancelled"));
+    // Finished: q leaves without a question.
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 1);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(
+        after.contains("cancelled (through playdeck ctl); resume it: playdeck resume "),
+        "{after}"
+    );
+}

@@ -579,6 +579,8 @@ impl App {
             || self.vm.run.finished.is_some()
             || self.quitting
         {
+            // A run still going is cancelled as the console leaves.
+            self.quit_cancelled |= self.vm.run.finished.is_none() && self.replay.is_none();
             self.quitting = true;
             self.should_exit = true;
             return Vec::new();
@@ -596,6 +598,7 @@ impl App {
             Some(Overlay::ConfirmQuit) => {
                 self.overlays.clear();
                 self.quitting = true;
+                self.quit_cancelled = true;
                 self.info("cancelling the run…");
                 vec![Effect::Control(Request::Cancel)]
             }

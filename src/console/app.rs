@@ -171,6 +171,9 @@ pub struct App {
     pub hooks: Hooks,
     /// Quit was confirmed; the run is being cancelled.
     pub quitting: bool,
+    /// The operator quit a run that was still going: the cancel is the
+    /// console's (not a signal's or `playdeck ctl`'s).
+    pub quit_cancelled: bool,
     pub should_exit: bool,
     /// `R` on a finished run: the operation whose retry was offered, named
     /// again when the console exits.
@@ -213,6 +216,7 @@ impl App {
             clock: 0.0,
             hooks,
             quitting: false,
+            quit_cancelled: false,
             should_exit: false,
             retry_offer: None,
             too_small: false,

@@ -192,9 +192,11 @@ pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
         ),
         Outcome::Cancelled => {
             let how = match ended {
-                Ended::Quit => "quit from the console",
                 Ended::Stopped => "stopped by a signal",
                 Ended::InputClosed => "the terminal closed",
+                Ended::Quit if app.quit_cancelled => "quit from the console",
+                // It had ended before the operator left.
+                Ended::Quit => "through playdeck ctl",
             };
             format!("playdeck: {run} {id} cancelled ({how}); resume it: playdeck resume {name}")
         }

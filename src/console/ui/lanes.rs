@@ -201,8 +201,13 @@ pub fn row_cells(name: &str, role: &str, time: &str, w: usize) -> RowCells {
         let role_w = rw.min(rest - nw - gap(rw));
         return cells(name.to_string(), role_w.max(role_min), "");
     }
-    // The name cut in the middle beside a short role, or alone.
-    if role_min > 0 && rest >= NAME_MIN + 1 + role_min {
+    // The whole name alone: it is what the operator acts on.
+    if nw <= rest {
+        return cells(name.to_string(), 0, "");
+    }
+    // Longer than the lane: cut in the middle, beside a short role when
+    // the lane is wide enough for both to say something.
+    if role_min > 0 && rest >= 2 * NAME_MIN + 1 + role_min {
         return cells(fit_middle(name, rest - 1 - role_min), role_min, "");
     }
     cells(fit_middle(name, rest), 0, "")
@@ -253,10 +258,20 @@ mod tests {
             row("scope", "planner", "2.0s", 22),
             " scope planner    2.0s"
         );
-        // Short of room: the name is cut in the middle, the role kept.
+        // Short of room: the time goes, then the role; the name is cut
+        // (in the middle) only when it is longer than the lane.
         assert_eq!(
             row("integration-tests", "tester", "12s", 22),
-            " integra…n-tests test…"
+            " integration-tests    "
+        );
+        assert_eq!(
+            row(
+                "shard-migration-region-eu-west-07",
+                "implementer",
+                "1.0s",
+                24
+            ),
+            " shard-mi…-west-07 impl…"
         );
         // The time goes before the name is cut.
         assert_eq!(
@@ -269,7 +284,11 @@ mod tests {
         );
         assert_eq!(
             row("research-api", "researcher", "3.5s", 16),
-            " rese…-api rese…"
+            " research-api   "
+        );
+        assert_eq!(
+            row("deploy-prod", "release_manager", "30s", 17),
+            " deploy-prod     "
         );
         // A name alone keeps its end.
         assert_eq!(row("research-deps", "", "3.0s", 10), " rese…deps");
