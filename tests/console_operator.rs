@@ -595,6 +595,23 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         assert!(live.contains("Keys · the console"), "{live}");
         assert!(live.contains("pause (running work finishes"), "{live}");
         assert!(!live.contains("one event back"), "no replay keys: {live}");
+        // What the screen beneath refuses now is dimmed: the run is not
+        // paused, so resume and step are; pause is not.
+        let buf = s.render();
+        let dim = s.app.theme().dim;
+        let fg_of = |needle: &str| {
+            let rows = text(&buf);
+            let (y, row) = rows
+                .lines()
+                .enumerate()
+                .find(|(_, r)| r.contains(needle))
+                .unwrap_or_else(|| panic!("{needle} in {rows}"));
+            let x = row[..row.find(needle).unwrap()].chars().count();
+            buf[(x as u16, y as u16)].fg
+        };
+        assert_eq!(fg_of("resume  "), dim);
+        assert_eq!(fg_of("step: start the selected"), dim);
+        assert_ne!(fg_of("pause (running work finishes"), dim);
         // Sized to its content: the window ends where its lines do.
         let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
         assert_eq!(h.more_below(), 0, "all of it fits at 160×48");

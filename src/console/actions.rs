@@ -22,9 +22,20 @@ pub const PALETTE_BRANCHES: [&str; 5] =
 impl App {
     /// Whether `a` can be used now; the error says why not, for people.
     pub fn available(&self, a: Action) -> Result<(), String> {
+        self.available_under(a, self.overlays.len())
+    }
+
+    /// Whether `a` could be used with only the first `depth` overlays open:
+    /// help asks it of the screen beneath itself.
+    pub fn available_under(&self, a: Action, depth: usize) -> Result<(), String> {
         use Action::*;
-        let mode = self.mode();
-        let top = self.overlays.last();
+        let top = depth.checked_sub(1).and_then(|i| self.overlays.get(i));
+        let mode = match top {
+            _ if self.too_small => Mode::TooSmall,
+            Some(o) => o.mode(),
+            None if self.replay.is_some() => Mode::Replay,
+            None => Mode::Live,
+        };
         match a {
             Pause | Resume | Step | Release | AddWork => {
                 self.live_run(a)?;
@@ -47,7 +58,7 @@ impl App {
             }
             Approve | Deny | Hold | Retry => {
                 self.not_replay(a)?;
-                let Some(ix) = self.target() else {
+                let Some(ix) = self.target_under(top) else {
                     return Err(match a {
                         Approve | Deny => "select an operation in the awaiting approval lane",
                         Hold => "select an operation that has not started to hold it",

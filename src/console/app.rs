@@ -345,7 +345,13 @@ impl App {
     /// The operation the operation keys act on: the inspected one, else the
     /// one selected in the lanes.
     pub fn target(&self) -> Option<u32> {
-        match self.overlays.last() {
+        self.target_under(self.overlays.last())
+    }
+
+    /// The operation the operation keys would act on with `top` the
+    /// topmost overlay.
+    pub fn target_under(&self, top: Option<&Overlay>) -> Option<u32> {
+        match top {
             Some(Overlay::Inspector { node, .. }) => Some(*node),
             None if self.focus == Pane::Lanes => self.selected_node(),
             _ => None,

@@ -1,6 +1,7 @@
 //! Help: the keys of the mode it was opened from, scope by scope, from the
 //! key table; keys another scope of the mode takes first are left out, so
-//! no line contradicts another.
+//! no line contradicts another, and what `available` refuses now is
+//! dimmed.
 
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -8,10 +9,18 @@ use ratatui::text::{Line, Span};
 use super::{Window, heading};
 use crate::console::app::App;
 use crate::console::keymap::{ACTIONS, Mode};
+use crate::console::overlay::Overlay;
 use crate::console::text::pad;
 
 pub fn window(app: &App, of: Mode) -> Window {
     let t = app.theme();
+    // What cannot be used on the screen beneath right now is dimmed, for
+    // the same reason the key would give.
+    let beneath = app
+        .overlays
+        .iter()
+        .rposition(|o| matches!(o, Overlay::Help { .. }))
+        .unwrap_or(app.overlays.len());
     let mut lines = Vec::new();
     for scope in of.layers() {
         let rows: Vec<Line> = ACTIONS
@@ -20,12 +29,15 @@ pub fn window(app: &App, of: Mode) -> Window {
             .filter_map(|a| {
                 let keys = app.keymap.label_in(of, a.action);
                 (!keys.is_empty()).then(|| {
+                    let now = app.available_under(a.action, beneath).is_ok();
+                    let (k, h) = if now {
+                        (Style::default().fg(t.accent), Style::default())
+                    } else {
+                        (Style::default().fg(t.dim), Style::default().fg(t.dim))
+                    };
                     Line::from(vec![
-                        Span::styled(
-                            format!("  {} ", pad(&keys, 13)),
-                            Style::default().fg(t.accent),
-                        ),
-                        Span::raw(a.help),
+                        Span::styled(format!("  {} ", pad(&keys, 13)), k),
+                        Span::styled(a.help, h),
                     ])
                 })
             })
