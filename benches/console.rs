@@ -140,15 +140,15 @@ fn frame_case(n: u64) -> Value {
     }
     a.after_fold();
     let area = ratatui::layout::Rect::new(0, 0, 200, 60);
-    a.geometry = ui::layout(area, &a).geometry;
-    a.clamp();
+    a.arrange(area);
     let Ok(mut term) = Terminal::new(TestBackend::new(200, 60));
     let mut times = Vec::new();
     for i in 0..200 {
-        // Move the selection so frames differ, as when an operator scrolls.
-        a.lane_row[0] = i * 97 % a.lane_len(0).max(1);
-        a.clamp();
+        // Move the selection so frames differ, as when an operator scrolls;
+        // the layout pass is part of every frame.
+        a.lanes[0].select(i * 97 % a.lane_len(0).max(1));
         let t = Instant::now();
+        a.arrange(area);
         let Ok(_) = term.draw(|f| ui::draw(f, &a));
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
@@ -242,14 +242,16 @@ fn latency_case() -> Value {
         let pr = pressed.clone();
         let mut frames = 0usize;
         let (_stop_tx, mut stop) = mpsc::unbounded_channel();
+        let mut source = run::Source::Live {
+            sub: &mut sub,
+            session: None,
+        };
         run::event_loop(
             &mut a,
-            &mut sub,
+            &mut source,
             &mut events,
             |app| {
-                let area = ratatui::layout::Rect::new(0, 0, 200, 60);
-                app.geometry = ui::layout(area, app).geometry;
-                app.clamp();
+                app.arrange(ratatui::layout::Rect::new(0, 0, 200, 60));
                 let Ok(_) = term.draw(|f| ui::draw(f, app));
                 frames += 1;
                 let mut p = pr.lock().unwrap();
@@ -261,7 +263,6 @@ fn latency_case() -> Value {
                 }
                 Ok(())
             },
-            None,
             &mut stop,
         )
         .await

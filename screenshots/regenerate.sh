@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Renders every screenshot listed in shots.txt with `playdeck screenshot`
-# (the built-in demo play, a virtual moment of the run, deterministic).
+# (the built-in demo play or the one named, a virtual moment of the run,
+# deterministic).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-grep -v '^#' screenshots/shots.txt | while IFS='|' read -r name at size theme keys; do
+grep -v '^#' screenshots/shots.txt | while IFS='|' read -r name at size theme keys play; do
   name=$(echo "$name" | xargs); at=$(echo "$at" | xargs); size=$(echo "$size" | xargs)
-  theme=$(echo "$theme" | xargs); keys=$(echo "$keys" | xargs)
+  theme=$(echo "$theme" | xargs); keys=$(echo "$keys" | xargs); play=$(echo "${play:-}" | xargs)
   [ -z "$name" ] && continue
   [ "$keys" = "-" ] && keys=""
-  ./target/release/playdeck screenshot --at "$at" --size "$size" --theme "$theme" --keys "$keys" \
+  # shellcheck disable=SC2086 # no play: the demo
+  ./target/release/playdeck screenshot $play --at "$at" --size "$size" --theme "$theme" --keys "$keys" \
     --out "screenshots/$name.svg"
   echo "screenshots/$name.svg"
 done

@@ -818,10 +818,15 @@ async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
         2,
     )
     .await;
-    assert_eq!(instance_of_starts(&s).len(), 2);
+    // Under load b may start on coder-1 once a is done, while coder-2 is
+    // still being added: every instance that ran work has its worktree,
+    // and whatever was created is gone after the release and the close.
+    let used: std::collections::BTreeSet<String> =
+        instance_of_starts(&s).into_iter().map(|(_, i)| i).collect();
+    assert!(!used.is_empty());
     let agents = r.status().agents;
-    assert_eq!(agents.len(), 2);
-    for a in &agents {
+    assert!(agents.len() <= 2 && agents.len() >= used.len());
+    for a in agents.iter().filter(|a| used.contains(&*a.name)) {
         let path = a.placement.workspace.as_ref().unwrap();
         assert!(
             Path::new(path).join(".git").exists(),
@@ -836,12 +841,34 @@ async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
         );
     }
     let list = git(repo.path(), &["worktree", "list"]);
-    assert_eq!(list.lines().count(), 3, "{list}");
-    let released = r.release_select(&[Lifetime::ManualRelease], &[]).unwrap();
-    assert_eq!(released.released_count, 2);
+    assert!(list.lines().count() > used.len(), "{list}");
+    let mut released = r.release_select(&[Lifetime::ManualRelease], &[]).unwrap();
+    assert!(released.released_count >= used.len());
+    // One still being added is kept, saying so (RPC-29); once it is ready
+    // a second release takes it.
+    for _ in 0..200 {
+        if released.retained.is_empty() {
+            break;
+        }
+        assert!(
+            released
+                .retained
+                .iter()
+                .all(|x| x.runtime_state == "starting"),
+            "{released:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        released = r.release_select(&[Lifetime::ManualRelease], &[]).unwrap();
+    }
     r.close().await;
     let list = git(repo.path(), &["worktree", "list"]);
-    assert_eq!(list.lines().count(), 1, "{list}");
+    assert_eq!(
+        list.lines().count(),
+        1,
+        "{list}\nreleased: {released:?}\nafter: {:?}\nevents: {}",
+        r.status().agents,
+        std::fs::read_to_string(run_dir.join("capacity-events.jsonl")).unwrap_or_default()
+    );
     for a in &agents {
         assert!(!Path::new(a.placement.workspace.as_ref().unwrap()).exists());
     }

@@ -79,6 +79,8 @@ struct Console {
     screen: Screen,
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// Kept for resizing the terminal.
+    master: Box<dyn portable_pty::MasterPty + Send>,
 }
 
 impl Console {
@@ -121,7 +123,24 @@ impl Console {
             screen: Screen { parser },
             writer,
             child,
+            master: pty.master,
         }
+    }
+
+    /// Resizes the terminal, as a person dragging the window would.
+    fn resize(&mut self, cols: u16, rows: u16) {
+        self.screen.parser.lock().unwrap().screen_mut().set_size(
+            std::num::NonZero::new(rows).unwrap(),
+            std::num::NonZero::new(cols).unwrap(),
+        );
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
     }
 
     fn press(&mut self, keys: &[u8]) {
@@ -171,9 +190,11 @@ fn an_operator_session_in_a_terminal() {
         s.contains("● paused") && s.contains("paused 2")
     });
 
+    // The paused lane holds build and check: select check and step it.
+    press(b"lllj");
     press(b"s");
-    screen.wait_for("a step", |s| {
-        s.contains("step: build started") && s.contains("running 1")
+    screen.wait_for("a step of the selected operation", |s| {
+        s.contains("step: check started") && s.contains("running 1")
     });
 
     press(b"r");
@@ -192,7 +213,9 @@ fn an_operator_session_in_a_terminal() {
 
     // check finished on the checker instance (current_round, due: idle
     // now), build still holds the coder instance.
-    screen.wait_for("check to finish", |s| s.contains("checker-1 ready"));
+    screen.wait_for("check to finish", |s| {
+        s.contains("checker-1 ready") && s.contains("coder-1 busy")
+    });
     press(b"x");
     let c = screen.wait_for("the release confirmation", |s| {
         s.contains("Release idle capacity")
@@ -220,6 +243,13 @@ fn an_operator_session_in_a_terminal() {
         "the terminal left the alternate screen"
     );
     assert!(!p.screen().hide_cursor(), "the cursor is visible again");
+    // One line says how the run ended and how to take it up again.
+    let after = p.screen().contents();
+    assert!(
+        after.contains("playdeck: run ")
+            && after.contains("cancelled (quit from the console); resume it: playdeck resume "),
+        "{after}"
+    );
     // The run ended cleanly: its result says cancelled, its socket is gone.
     let runs: Vec<_> = std::fs::read_dir(dir.path().join(".playdeck/runs"))
         .unwrap()
@@ -374,4 +404,137 @@ fn resuming_a_crashed_run_in_the_console() {
     assert_eq!(console.wait_exit(), 1);
     let log = std::fs::read_to_string(dir.path().join("rec/events.jsonl")).unwrap();
     assert!(log.contains("\"type\":\"resumed\""));
+    // The exit line says it was resumed, and what to retry.
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: resumed run"));
+    assert!(
+        after.contains(" failed — ") && after.contains("retry: playdeck resume "),
+        "{after}"
+    );
+}
+
+/// Shrunk below 80×24, the console shows only its notice: keys that would
+/// act on the hidden screen do nothing, and quit quits without asking.
+#[test]
+fn a_terminal_too_small_takes_only_quit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the lanes", |s| s.contains("Spawn ledger"));
+    console.resize(60, 20);
+    screen.wait_for("the notice", |s| s.contains("too small for playdeck"));
+    // Pause, release, help, deny: nothing opens, nothing pauses.
+    console.press(b"px?d");
+    std::thread::sleep(Duration::from_millis(400));
+    console.resize(120, 36);
+    let c = screen.wait_for("the console again", |s| s.contains("Spawn ledger"));
+    assert!(
+        !c.contains("Release idle capacity") && !c.contains("Keys ·"),
+        "{c}"
+    );
+    assert!(c.contains("● running"), "p did nothing while hidden: {c}");
+    console.resize(60, 20);
+    screen.wait_for("the notice", |s| s.contains("too small for playdeck"));
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 1, "the run was cancelled");
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(
+        after.contains("cancelled (quit from the console)"),
+        "{after}"
+    );
+}
+
+/// SIGTERM ends the run without a question and leaves the exit line.
+#[test]
+fn sigterm_cancels_and_says_how_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the lanes", |s| s.contains("running 1"));
+    let pid = console.child.process_id().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(console.wait_exit(), 1);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(
+        after.contains("cancelled (stopped by a signal); resume it: playdeck resume "),
+        "{after}"
+    );
+    assert!(!screen.parser.lock().unwrap().screen().alternate_screen());
+}
+
+/// `playdeck replay` of a run that is still going follows it: events
+/// written after the replay opened appear.
+#[test]
+fn a_replay_of_a_live_run_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut live = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "pty.toml", "--headless", "--run-dir", "live"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = dir.path().join("live/ctl/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "the live run never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut console = Console::open(dir.path(), &["replay", "live"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the replay following", |s| {
+        s.contains("playdeck replay") && s.contains("following the live run")
+    });
+    // At the end of what was recorded, the replay goes on with the run:
+    // ship starts only once plan, build and check are done (~5.5 s in).
+    console.press(b"G");
+    screen.wait_for("events written after it opened", |s| {
+        s.contains("done 3") && s.contains("following the live run")
+    });
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 0);
+    let _ = live.kill();
+    let _ = live.wait();
+}
+
+/// A run cancelled from outside (`playdeck ctl RUN cancel`) while the
+/// console watches: the console shows it finished, and its exit line says
+/// where the cancel came from.
+#[test]
+fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the lanes", |s| s.contains("running 1"));
+    let ctl = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["ctl", "latest", "cancel"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(ctl.status.success(), "{ctl:?}");
+    screen.wait_for("the cancelled run", |s| s.contains("finished: cancelled"));
+    // Finished: q leaves without a question.
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 1);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(
+        after.contains("cancelled (through playdeck ctl); resume it: playdeck resume "),
+        "{after}"
+    );
 }

@@ -64,21 +64,21 @@ fn keys(k: &str) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn whole_screen_120x36_mid_run() {
-    let s = scene(12.0, 120, 36).await;
+    let mut s = scene(12.0, 120, 36).await;
     insta::assert_snapshot!(text(&s.render()));
     s.finish().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn whole_screen_80x24_mid_run() {
-    let s = scene(22.0, 80, 24).await;
+    let mut s = scene(22.0, 80, 24).await;
     insta::assert_snapshot!(text(&s.render()));
     s.finish().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn too_small_says_so() {
-    let s = scene(1.0, 70, 20).await;
+    let mut s = scene(1.0, 70, 20).await;
     let t = text(&s.render());
     assert!(t.contains("The terminal is too small for playdeck."), "{t}");
     assert!(
@@ -191,7 +191,7 @@ async fn filter_and_ledger_outcome_filter() {
 /// agent's signals and output are put in by hand, as a runner would.
 #[tokio::test(start_paused = true)]
 async fn agent_activity_usage_and_output() {
-    use playdeck::console::app::Overlay;
+    use playdeck::console::overlay::Overlay;
     use playdeck::kernel::{ActivityState, Lane, Signal, SignalKind, Usage};
     // Wide enough for the running column to show the tool.
     let mut s = scene(12.0, 200, 40).await;
@@ -249,10 +249,19 @@ async fn agent_activity_usage_and_output() {
     let screen = text(&s.render());
     assert!(screen.contains("⚙ Bash"), "{screen}");
     insta::assert_snapshot!("agent_running_lane", screen);
-    s.app.overlay = Overlay::Inspector {
+    s.app.overlays.push(Overlay::Inspector {
         node: ix,
-        scroll: 0,
-    };
-    insta::assert_snapshot!("agent_node_inspector", text(&s.render()));
+        scroll: playdeck::console::scroll::ScrollList::text(),
+        all: false,
+    });
+    let t = text(&s.render());
+    // stderr lines are marked, and both logs are named.
+    assert!(t.contains("err│ warning: 2 lints"), "{t}");
+    assert!(
+        t.contains("/runs/demo/logs/op.1.stdout.log")
+            && t.contains("/runs/demo/logs/op.1.stderr.log"),
+        "{t}"
+    );
+    insta::assert_snapshot!("agent_node_inspector", t);
     s.finish().await;
 }

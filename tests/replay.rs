@@ -160,3 +160,177 @@ fn control_keys_explain_they_are_disabled_in_a_replay() {
         [playdeck::console::app::Effect::Replay(ReplayCmd::PlayPause)]
     );
 }
+
+/// A recorded run of the crash play (played to its end), its facts and log.
+async fn recorded() -> (playdeck::console::model::PlayFacts, Vec<Signal>) {
+    let dir = tempfile::tempdir().unwrap();
+    let play = play(dir.path());
+    let facts = playdeck::console::run::facts(&play);
+    let scene = Scene::at(&play, 30.0, 120, 36, None).await.unwrap();
+    let log = scene.log();
+    scene.finish().await;
+    (facts, log)
+}
+
+fn replay_app(facts: &playdeck::console::model::PlayFacts, keymap: Keymap) -> App {
+    let themes = theme::load_all(None).unwrap();
+    App::new(facts, themes, 0, keymap, false, Hooks::default())
+}
+
+fn screen(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    app.arrange(ratatui::layout::Rect::new(0, 0, w, h));
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    term.draw(|f| playdeck::console::ui::draw(f, app)).unwrap();
+    term.backend().buffer().clone()
+}
+
+fn rows(buf: &ratatui::buffer::Buffer) -> Vec<String> {
+    (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_step_shows_its_event_and_marks_what_it_changed() {
+    use playdeck::kernel::SignalKind;
+    let (facts, log) = recorded().await;
+    let mut app = replay_app(&facts, Keymap::defaults());
+    let mut player = Player::new(Timeline::new(log.clone(), facts.clone()));
+    // The first operation to start.
+    let (i, name) = log
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| match &s.kind {
+            SignalKind::Started { node, .. } => Some((i, node.name.to_string())),
+            _ => None,
+        })
+        .unwrap();
+    player.apply(&mut app, ReplayCmd::JumpTo(format!("#{}", i)));
+    player.apply(&mut app, ReplayCmd::Events(1));
+    let bar = app.replay.clone().unwrap();
+    let event = bar.event.unwrap();
+    assert!(
+        event.starts_with(&format!("#{} ", i + 1)) && event.contains(&format!("▶ started {name}")),
+        "{event}"
+    );
+    let ix = app
+        .vm
+        .by_name(&name)
+        .map(|n| app.vm.ix(&n.op.op_id).unwrap());
+    assert_eq!(app.changed, ix, "the operation the step changed");
+    let buf = screen(&mut app, 120, 36);
+    let text = rows(&buf);
+    assert!(
+        text.iter().any(|r| r.contains(&event)),
+        "the status line shows the event: {text:#?}"
+    );
+    // Its row in the running lane is marked.
+    let (y, row) = text
+        .iter()
+        .enumerate()
+        .find(|(y, r)| *y > 2 && r.contains(&name[..name.len().min(6)]))
+        .unwrap();
+    let x = row
+        .char_indices()
+        .position(|(b, _)| row[b..].starts_with(&name[..name.len().min(6)]))
+        .unwrap();
+    assert!(
+        buf[(x as u16, y as u16)]
+            .modifier
+            .contains(ratatui::style::Modifier::UNDERLINED),
+        "{row}"
+    );
+    // The footer's hints come from the key table: rebinding a key changes
+    // the hint.
+    let footer = &text[text.len() - 3];
+    assert!(footer.contains("space play/pause"), "{footer}");
+    let mut o = std::collections::HashMap::new();
+    o.insert("replay_play".to_string(), vec!["p".to_string()]);
+    let mut app = replay_app(&facts, Keymap::with(&o).unwrap());
+    player.sync(&mut app);
+    let text = rows(&screen(&mut app, 120, 36));
+    let footer = &text[text.len() - 3];
+    assert!(
+        footer.contains("p play/pause") && !footer.contains("space"),
+        "{footer}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn jumps_out_of_range_say_so_and_stale_messages_clear() {
+    let (facts, log) = recorded().await;
+    let n = log.len();
+    let mut app = replay_app(&facts, Keymap::defaults());
+    let mut player = Player::new(Timeline::new(log, facts));
+    player.apply(&mut app, ReplayCmd::JumpTo("#99999".into()));
+    let st = app.status.clone().unwrap();
+    assert!(
+        st.text.contains("there is no event #99 999") && st.text.contains("showing the last"),
+        "{}",
+        st.text
+    );
+    assert_eq!(player.pos, n);
+    player.apply(&mut app, ReplayCmd::JumpTo("9:00".into()));
+    let st = app.status.clone().unwrap();
+    assert!(st.text.contains("9m00s is past the end"), "{}", st.text);
+    // The next move answers for itself: the old message is gone.
+    player.apply(&mut app, ReplayCmd::Events(-1));
+    assert!(app.status.is_none(), "{:?}", app.status);
+    player.apply(&mut app, ReplayCmd::JumpTo("soon".into()));
+    assert!(app.status.as_ref().unwrap().text.contains("write a time"));
+    player.apply(&mut app, ReplayCmd::Start);
+    assert!(app.status.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_log_is_a_snapshot_and_a_growing_one_is_followed() {
+    use playdeck::console::app::Follow;
+    use playdeck::console::replay::LogTail;
+    use std::io::Write;
+    let (facts, log) = recorded().await;
+    assert!(Player::new(Timeline::new(log.clone(), facts.clone())).follow == Follow::Complete);
+    // The first half, as a run that stopped (or is still being written)
+    // leaves it.
+    let half = log.len() / 2;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let line = |s: &Signal| serde_json::to_string(s).unwrap() + "\n";
+    let mut f = std::fs::File::create(&path).unwrap();
+    for s in &log[..half] {
+        f.write_all(line(s).as_bytes()).unwrap();
+    }
+    f.flush().unwrap();
+    let mut app = replay_app(&facts, Keymap::defaults());
+    let tl = Timeline::new(log[..half].to_vec(), facts.clone());
+    let mut player = Player::new(tl);
+    assert_eq!(player.follow, Follow::Snapshot, "no end: a snapshot");
+    player.apply(&mut app, ReplayCmd::End);
+    let text = rows(&screen(&mut app, 120, 36)).join("\n");
+    assert!(text.contains("snapshot: the run stopped here"), "{text}");
+    // The log grows: a partial line is held back until it is whole.
+    let mut tail = LogTail::new(
+        &path,
+        std::fs::metadata(&path).unwrap().len(),
+        log[half].seq,
+    );
+    player.follow = Follow::Following;
+    let rest: String = log[half..].iter().map(line).collect();
+    let (a, b) = rest.split_at(rest.len() / 2 + 7);
+    f.write_all(a.as_bytes()).unwrap();
+    f.flush().unwrap();
+    let first = tail.poll();
+    assert!(!first.is_empty() && first.len() < log.len() - half);
+    player.grow(&mut app, first);
+    f.write_all(b.as_bytes()).unwrap();
+    f.flush().unwrap();
+    let second = tail.poll();
+    player.grow(&mut app, second);
+    assert_eq!(player.pos, log.len(), "a replay at its end follows the run");
+    assert_eq!(app.vm, fold_to(&log, &facts, log.len()));
+    assert_eq!(player.follow, Follow::Complete, "the run's end was read");
+    assert!(tail.poll().is_empty());
+}

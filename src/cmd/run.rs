@@ -1,5 +1,6 @@
 //! `playdeck run` (the console, or headless) and `playdeck resume`.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -89,10 +90,14 @@ fn console(play: &Play, args: &RunArgs) -> Outcome {
         session: session_options(args),
         theme: args.theme.clone(),
     };
-    block_on(true, async {
+    let exit = block_on(true, async {
         playdeck::console::run::run(play, opts, stop_requests()).await
     })?
-    .map_err(run_error)
+    .map_err(run_error)?;
+    // The terminal is back: one line says how the run ended and how to
+    // take it up. A closed terminal (SIGHUP) cannot take it; that is fine.
+    let _ = writeln!(std::io::stderr(), "{}", exit.line);
+    Ok(exit.code)
 }
 
 fn run_error(e: RunError) -> CmdError {

@@ -1,16 +1,18 @@
-//! The console's state besides the view model: focus, selection, scroll,
-//! overlays, filter, theme, status line. Input becomes actions through the
-//! key table; actions change this state or return effects (run control,
-//! release, bell) for the event loop to carry out. Nothing here blocks.
+//! The console's state besides the view model: focus, lists, overlays,
+//! filter, theme, status line. Keys become actions through the key table
+//! and are carried out in `actions.rs`; actions change this state or
+//! return effects (run control, replay moves, the report, the bell) for
+//! the event loop to carry out. Nothing here blocks.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
-use ratatui::layout::{Position, Rect};
-use tui_tree_widget::TreeState;
+use ratatui::layout::Rect;
 
-use super::keymap::{Action, Keymap};
+use super::keymap::{Keymap, Mode};
 use super::model::{PlayFacts, ViewModel, lane_index};
+use super::overlay::Overlay;
+use super::scroll::ScrollList;
 use super::theme::Theme;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
@@ -43,26 +45,6 @@ impl LedgerFilter {
     }
 }
 
-pub enum Overlay {
-    None,
-    Help {
-        scroll: u16,
-    },
-    /// A RefCell: the tree widget records what it drew in its state, and
-    /// drawing has only `&App`.
-    Palette {
-        state: std::cell::RefCell<TreeState<String>>,
-    },
-    Inspector {
-        node: u32,
-        scroll: u16,
-    },
-    ConfirmQuit,
-    ConfirmRelease {
-        preview: ReleaseResult,
-    },
-}
-
 /// What a replay key asks of the player.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplayCmd {
@@ -79,6 +61,18 @@ pub enum ReplayCmd {
     JumpTo(String),
 }
 
+/// Whether a replay's log can still grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// A finished or stopped run: the log is complete.
+    Complete,
+    /// The run is live: new events are read as they are written.
+    Following,
+    /// The log ends without the run's end and nothing writes it: what was
+    /// recorded before the run stopped.
+    Snapshot,
+}
+
 /// Where a replay stands, for the timeline bar.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayBar {
@@ -89,6 +83,10 @@ pub struct ReplayBar {
     pub end: f64,
     pub playing: bool,
     pub speed: f64,
+    /// The last event applied, as a person reads it (`#40 9.4s started
+    /// kickoff`).
+    pub event: Option<String>,
+    pub follow: Follow,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +121,11 @@ pub struct Hooks {
     pub release_preview: Option<Arc<dyn Fn() -> ReleaseResult + Send + Sync>>,
     /// The last lines agent CLIs printed, for the node inspector.
     pub tails: Option<Arc<crate::agents::Tails>>,
+    /// The run directory (the report goes there).
+    pub run_dir: Option<PathBuf>,
+    /// How a person names this run to `playdeck resume`: its id when it is
+    /// under `.playdeck/runs`, else its directory.
+    pub resume_name: Option<String>,
 }
 
 /// Where panes were drawn last, for mouse hits and page sizes.
@@ -141,21 +144,21 @@ pub struct App {
     /// Which bottom pane shows when only one fits.
     pub bottom: Pane,
     pub lane_col: usize,
-    pub lane_row: [usize; 7],
-    pub lane_offset: [usize; 7],
-    pub ledger_row: usize,
-    pub ledger_offset: usize,
+    /// Each lane's rows (filter applied).
+    pub lanes: [ScrollList; 7],
+    /// The ledger's rows, newest first (filter applied).
+    pub ledger: ScrollList,
     pub ledger_filter: LedgerFilter,
-    pub capacity_offset: usize,
-    pub budgets_offset: usize,
-    pub overlay: Overlay,
-    /// Applied filter on operation name or role.
+    pub capacity: ScrollList,
+    pub budgets: ScrollList,
+    /// What covers the main screen, topmost last.
+    pub overlays: Vec<Overlay>,
+    /// Filter on operation name or role.
     pub filter: String,
-    pub editing_filter: bool,
     /// A replay: where it stands (the timeline bar); `None` in a live run.
     pub replay: Option<ReplayBar>,
-    /// Typing a `:` jump target.
-    pub jump_input: Option<String>,
+    /// The operation the last replay step changed, highlighted.
+    pub changed: Option<u32>,
     pub themes: Vec<Theme>,
     pub theme: usize,
     pub keymap: Keymap,
@@ -168,7 +171,15 @@ pub struct App {
     pub hooks: Hooks,
     /// Quit was confirmed; the run is being cancelled.
     pub quitting: bool,
+    /// The operator quit a run that was still going: the cancel is the
+    /// console's (not a signal's or `playdeck ctl`'s).
+    pub quit_cancelled: bool,
     pub should_exit: bool,
+    /// `R` on a finished run: the operation whose retry was offered, named
+    /// again when the console exits.
+    pub retry_offer: Option<String>,
+    /// The terminal is smaller than the console needs: only quit works.
+    pub too_small: bool,
     pub geometry: Geometry,
 }
 
@@ -186,18 +197,15 @@ impl App {
             focus: Pane::Lanes,
             bottom: Pane::Ledger,
             lane_col: 0,
-            lane_row: [0; 7],
-            lane_offset: [0; 7],
-            ledger_row: 0,
-            ledger_offset: 0,
+            lanes: [ScrollList::list(); 7],
+            ledger: ScrollList::list(),
             ledger_filter: LedgerFilter::All,
-            capacity_offset: 0,
-            budgets_offset: 0,
-            overlay: Overlay::None,
+            capacity: ScrollList::text(),
+            budgets: ScrollList::text(),
+            overlays: Vec::new(),
             filter: String::new(),
-            editing_filter: false,
             replay: None,
-            jump_input: None,
+            changed: None,
             themes,
             theme,
             keymap,
@@ -208,7 +216,10 @@ impl App {
             clock: 0.0,
             hooks,
             quitting: false,
+            quit_cancelled: false,
             should_exit: false,
+            retry_offer: None,
+            too_small: false,
             geometry: Geometry::default(),
         }
     }
@@ -217,8 +228,28 @@ impl App {
         &self.themes[self.theme]
     }
 
+    /// What the screen shows, which decides what keys mean.
+    pub fn mode(&self) -> Mode {
+        if self.too_small {
+            return Mode::TooSmall;
+        }
+        match self.overlays.last() {
+            Some(o) => o.mode(),
+            None if self.replay.is_some() => Mode::Replay,
+            None => Mode::Live,
+        }
+    }
+
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlays.last()
+    }
+
     pub fn info(&mut self, text: impl Into<String>) {
         self.set_status(text, Level::Info);
+    }
+
+    pub fn warn(&mut self, text: impl Into<String>) {
+        self.set_status(text, Level::Warning);
     }
 
     pub fn set_status(&mut self, text: impl Into<String>, level: Level) {
@@ -240,8 +271,11 @@ impl App {
         if self.vm.warnings.len() > self.seen_warnings {
             self.seen_warnings = self.vm.warnings.len();
             let (_, w) = self.vm.warnings.last().expect("one");
-            let w = w.to_string();
-            self.set_status(w, Level::Warning);
+            let w = format!("warning: {w}");
+            self.warn(w);
+        } else if self.vm.warnings.len() < self.seen_warnings {
+            // A replay went back in time.
+            self.seen_warnings = self.vm.warnings.len();
         }
         let waiting = self.vm.approvals_waiting();
         if waiting > self.seen_approvals && self.bell {
@@ -292,11 +326,62 @@ impl App {
         }
     }
 
+    /// Where an operation is in its lane's rows (filter applied).
+    pub fn lane_row_of(&self, ix: u32) -> Option<(usize, usize)> {
+        let col = lane_index(self.vm.node(ix).lane);
+        let row = self.vm.lanes[col]
+            .iter()
+            .filter(|&i| self.matches(i))
+            .position(|i| i == ix)?;
+        Some((col, row))
+    }
+
     pub fn selected_node(&self) -> Option<u32> {
         let col = self.lane_col;
-        self.lane_window(col, self.lane_row[col], 1)
-            .first()
-            .copied()
+        let row = self.lanes[col].selected()?;
+        self.lane_window(col, row, 1).first().copied()
+    }
+
+    /// The operation the operation keys act on: the inspected one, else the
+    /// one selected in the lanes.
+    pub fn target(&self) -> Option<u32> {
+        self.target_under(self.overlays.last())
+    }
+
+    /// The operation the operation keys would act on with `top` the
+    /// topmost overlay.
+    pub fn target_under(&self, top: Option<&Overlay>) -> Option<u32> {
+        match top {
+            Some(Overlay::Inspector { node, .. }) => Some(*node),
+            None if self.focus == Pane::Lanes => self.selected_node(),
+            _ => None,
+        }
+    }
+
+    /// Selects an operation in its lane, focusing the lanes; a filter that
+    /// hides it is cleared.
+    pub fn go_to(&mut self, ix: u32) {
+        if self.lane_row_of(ix).is_none() {
+            self.filter.clear();
+            self.clamp();
+        }
+        if let Some((col, row)) = self.lane_row_of(ix) {
+            self.focus = Pane::Lanes;
+            self.lane_col = col;
+            self.lanes[col].select(row);
+        }
+    }
+
+    /// Changes the filter, keeping the selected operation selected when it
+    /// still shows.
+    pub fn set_filter(&mut self, f: impl FnOnce(&mut String)) {
+        let keep = self.selected_node();
+        f(&mut self.filter);
+        self.clamp();
+        match keep.and_then(|ix| self.lane_row_of(ix)) {
+            Some((col, row)) if col == self.lane_col => self.lanes[col].select(row),
+            _ => self.lanes[self.lane_col].select(0),
+        }
     }
 
     fn ledger_keeps(&self, i: usize) -> bool {
@@ -329,505 +414,48 @@ impl App {
             .collect()
     }
 
-    /// Keeps selections inside their lists and visible in their panes.
+    /// The ledger row selected in the ledger pane.
+    pub fn selected_ledger_row(&self) -> Option<usize> {
+        let row = self.ledger.selected()?;
+        self.ledger_window(row, 1).first().copied()
+    }
+
+    /// Keeps every list's length current, and so its cursor inside it.
     pub fn clamp(&mut self) {
-        let heights = self
-            .geometry
-            .lane_cols
-            .map(|r| r.height.saturating_sub(2) as usize);
-        for (col, h) in heights.into_iter().enumerate() {
+        for col in 0..7 {
             let len = self.lane_len(col);
-            self.lane_row[col] = self.lane_row[col].min(len.saturating_sub(1));
-            let h = h.max(1);
-            let row = self.lane_row[col];
-            let off = &mut self.lane_offset[col];
-            if row < *off {
-                *off = row;
-            } else if row >= *off + h {
-                *off = row + 1 - h;
-            }
-            *off = (*off).min(len.saturating_sub(h));
+            self.lanes[col].set_len(len);
         }
         let len = self.ledger_len();
-        self.ledger_row = self.ledger_row.min(len.saturating_sub(1));
-        let h = (self.geometry.ledger.height.saturating_sub(3) as usize).max(1);
-        if self.ledger_row < self.ledger_offset {
-            self.ledger_offset = self.ledger_row;
-        } else if self.ledger_row >= self.ledger_offset + h {
-            self.ledger_offset = self.ledger_row + 1 - h;
-        }
+        self.ledger.set_len(len);
     }
 
-    // ----- input -----------------------------------------------------------
-
-    pub fn on_key(&mut self, e: KeyEvent) -> Vec<Effect> {
-        if self.editing_filter {
-            self.edit_filter(e);
-            return Vec::new();
+    /// Lays the screen out for `area`: pane geometry, each list's window,
+    /// the open overlay's content. Done before each frame (and by tests),
+    /// so keys always move lists that know their size.
+    pub fn arrange(&mut self, area: Rect) {
+        self.too_small = super::ui::too_small(area);
+        if self.too_small {
+            return;
         }
-        if let Some(input) = &mut self.jump_input {
-            match e.code {
-                KeyCode::Enter => {
-                    let text = std::mem::take(input);
-                    self.jump_input = None;
-                    return vec![Effect::Replay(ReplayCmd::JumpTo(text))];
-                }
-                KeyCode::Esc => self.jump_input = None,
-                KeyCode::Backspace => {
-                    input.pop();
-                }
-                KeyCode::Char(c) if !e.modifiers.contains(KeyModifiers::CONTROL) => input.push(c),
-                _ => {}
-            }
-            return Vec::new();
+        let areas = super::ui::layout(area, self);
+        self.geometry = areas.geometry;
+        let inner = |r: Rect, chrome: u16| r.height.saturating_sub(chrome) as usize;
+        for col in 0..7 {
+            let len = self.lane_len(col);
+            let h = inner(self.geometry.lane_cols[col], 2);
+            self.lanes[col].resize(len, h);
         }
-        if !matches!(self.overlay, Overlay::None) {
-            return self.overlay_key(e);
-        }
-        let action = if self.replay.is_some() {
-            self.keymap.replay_action(&e)
-        } else {
-            self.keymap.action(&e)
-        };
-        match action {
-            Some(a) => self.act(a),
-            None => Vec::new(),
-        }
-    }
-
-    /// A replay key, or a control key a replay refuses.
-    fn replay_act(&mut self, a: Action) -> Option<Vec<Effect>> {
-        self.replay.as_ref()?;
-        let cmd = match a {
-            Action::PlayPause => ReplayCmd::PlayPause,
-            Action::Faster => ReplayCmd::Faster,
-            Action::Slower => ReplayCmd::Slower,
-            Action::EventBack => ReplayCmd::Events(-1),
-            Action::EventForward => ReplayCmd::Events(1),
-            Action::Back10 => ReplayCmd::Seconds(-10.0),
-            Action::Forward10 => ReplayCmd::Seconds(10.0),
-            Action::Start => ReplayCmd::Start,
-            Action::End => ReplayCmd::End,
-            Action::Jump => {
-                self.jump_input = Some(String::new());
-                return Some(Vec::new());
-            }
-            Action::Quit => {
-                self.should_exit = true;
-                return Some(Vec::new());
-            }
-            Action::Pause
-            | Action::Resume
-            | Action::Step
-            | Action::Approve
-            | Action::Deny
-            | Action::Hold
-            | Action::Retry
-            | Action::Release => {
-                self.set_status(
-                    format!(
-                        "{} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)",
-                        crate::console::keymap::info(a).name
-                    ),
-                    Level::Warning,
-                );
-                return Some(Vec::new());
-            }
-            _ => return None,
-        };
-        Some(vec![Effect::Replay(cmd)])
-    }
-
-    fn edit_filter(&mut self, e: KeyEvent) {
-        match e.code {
-            KeyCode::Enter => {
-                self.editing_filter = false;
-                self.info(if self.filter.is_empty() {
-                    "filter cleared".to_string()
-                } else {
-                    format!("filter: {}", self.filter)
-                });
-            }
-            KeyCode::Esc => {
-                self.editing_filter = false;
-                self.filter.clear();
-            }
-            KeyCode::Backspace => {
-                self.filter.pop();
-            }
-            KeyCode::Char(c) if !e.modifiers.contains(KeyModifiers::CONTROL) => self.filter.push(c),
-            _ => {}
-        }
-        self.lane_row = [0; 7];
-        self.clamp();
-    }
-
-    fn overlay_key(&mut self, e: KeyEvent) -> Vec<Effect> {
-        let esc = matches!(e.code, KeyCode::Esc);
-        match &mut self.overlay {
-            Overlay::Help { scroll } => match e.code {
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                _ if esc || matches!(e.code, KeyCode::Char('?' | 'q')) => {
-                    self.overlay = Overlay::None;
-                }
-                _ => {}
-            },
-            Overlay::Palette { state } => match e.code {
-                KeyCode::Up | KeyCode::Char('k') => {
-                    state.get_mut().key_up();
-                }
-                KeyCode::Down | KeyCode::Char('j') => {
-                    state.get_mut().key_down();
-                }
-                KeyCode::Left | KeyCode::Char('h') => {
-                    state.get_mut().key_left();
-                }
-                KeyCode::Right | KeyCode::Char('l') => {
-                    state.get_mut().key_right();
-                }
-                KeyCode::Enter | KeyCode::Char(' ') => {
-                    state.get_mut().toggle_selected();
-                }
-                _ if esc || matches!(e.code, KeyCode::Char('i' | 'q')) => {
-                    self.overlay = Overlay::None;
-                }
-                _ => {}
-            },
-            Overlay::Inspector { scroll, .. } => match e.code {
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
-                KeyCode::PageDown => *scroll += 10,
-                _ if esc || matches!(e.code, KeyCode::Enter | KeyCode::Char('q')) => {
-                    self.overlay = Overlay::None;
-                }
-                _ => {}
-            },
-            Overlay::ConfirmQuit => match e.code {
-                KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
-                    self.overlay = Overlay::None;
-                    self.quitting = true;
-                    self.info("cancelling the run…");
-                    if self.vm.run.finished.is_some() {
-                        self.should_exit = true;
-                        return Vec::new();
-                    }
-                    return vec![Effect::Control(Request::Cancel)];
-                }
-                KeyCode::Char('n' | 'N') => self.overlay = Overlay::None,
-                _ if esc => self.overlay = Overlay::None,
-                _ => {}
-            },
-            Overlay::ConfirmRelease { .. } => match e.code {
-                KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
-                    self.overlay = Overlay::None;
-                    return vec![Effect::Control(Request::Release(Default::default()))];
-                }
-                KeyCode::Char('n' | 'N') => self.overlay = Overlay::None,
-                _ if esc => self.overlay = Overlay::None,
-                _ => {}
-            },
-            Overlay::None => {}
-        }
-        Vec::new()
-    }
-
-    fn finished(&mut self) -> bool {
-        if self.vm.run.finished.is_some() {
-            self.set_status(
-                "the run has finished; only viewing works now",
-                Level::Warning,
-            );
-            true
-        } else {
-            false
-        }
-    }
-
-    pub fn act(&mut self, a: Action) -> Vec<Effect> {
-        if let Some(effects) = self.replay_act(a) {
-            return effects;
-        }
-        let control = |c| vec![Effect::Control(c)];
-        match a {
-            // Replay keys do nothing in a live run.
-            Action::PlayPause
-            | Action::Faster
-            | Action::Slower
-            | Action::EventBack
-            | Action::EventForward
-            | Action::Back10
-            | Action::Forward10
-            | Action::Start
-            | Action::End
-            | Action::Jump => Vec::new(),
-            Action::Pause | Action::Resume | Action::Step if self.finished() => Vec::new(),
-            Action::Pause => control(Request::Pause),
-            Action::Resume => control(Request::Resume),
-            Action::Step => {
-                if !self.vm.run.paused {
-                    self.set_status("step works while paused: press p first", Level::Warning);
-                    return Vec::new();
-                }
-                control(Request::Step { op: None })
-            }
-            Action::Release => {
-                match &self.hooks.release_preview {
-                    Some(preview) if self.vm.facts.capacity => {
-                        let preview = preview();
-                        self.overlay = Overlay::ConfirmRelease { preview };
-                    }
-                    _ => self.set_status("this run has no [capacity] to release", Level::Warning),
-                }
-                Vec::new()
-            }
-            Action::PaletteInspector => {
-                let mut state = TreeState::default();
-                for id in ["initial", "expanded", "reserved", "budgets", "rejections"] {
-                    state.open(vec![id.to_string()]);
-                }
-                state.select(vec!["initial".to_string()]);
-                self.overlay = Overlay::Palette {
-                    state: std::cell::RefCell::new(state),
-                };
-                Vec::new()
-            }
-            Action::Approve | Action::Deny => self.decide(a == Action::Approve),
-            Action::Report => vec![Effect::Report],
-            Action::Hold => self.hold(),
-            Action::Retry => self.retry(),
-            Action::NodeInspector => {
-                let node = match self.focus {
-                    Pane::Ledger => self.ledger_node(),
-                    _ => self.selected_node(),
-                };
-                match node {
-                    Some(node) => self.overlay = Overlay::Inspector { node, scroll: 0 },
-                    None => self.set_status("nothing selected to inspect", Level::Warning),
-                }
-                Vec::new()
-            }
-            Action::FocusNext | Action::FocusPrev => {
-                let i = PANES.iter().position(|p| *p == self.focus).unwrap_or(0);
-                let n = PANES.len();
-                let j = if a == Action::FocusNext {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.focus = PANES[j];
-                if self.focus != Pane::Lanes {
-                    self.bottom = self.focus;
-                }
-                Vec::new()
-            }
-            Action::Up
-            | Action::Down
-            | Action::PageUp
-            | Action::PageDown
-            | Action::Top
-            | Action::Bottom => {
-                self.move_rows(a);
-                Vec::new()
-            }
-            Action::Left | Action::Right => {
-                if self.focus == Pane::Lanes {
-                    self.lane_col = if a == Action::Left {
-                        (self.lane_col + 6) % 7
-                    } else {
-                        (self.lane_col + 1) % 7
-                    };
-                }
-                Vec::new()
-            }
-            Action::Filter => {
-                self.editing_filter = true;
-                Vec::new()
-            }
-            Action::LedgerFilter => {
-                self.ledger_filter = match self.ledger_filter {
-                    LedgerFilter::All => LedgerFilter::Accepted,
-                    LedgerFilter::Accepted => LedgerFilter::Dropped,
-                    LedgerFilter::Dropped => LedgerFilter::All,
-                };
-                self.ledger_row = 0;
-                let label = self.ledger_filter.label();
-                self.info(format!("ledger: {label}"));
-                Vec::new()
-            }
-            Action::Back => {
-                if !self.filter.is_empty() {
-                    self.filter.clear();
-                    self.info("filter cleared");
-                } else if self.focus != Pane::Lanes {
-                    self.focus = Pane::Lanes;
-                }
-                Vec::new()
-            }
-            Action::CycleTheme => {
-                self.theme = (self.theme + 1) % self.themes.len();
-                let name = self.theme().name.clone();
-                self.info(format!("theme: {name}"));
-                Vec::new()
-            }
-            Action::Help => {
-                self.overlay = Overlay::Help { scroll: 0 };
-                Vec::new()
-            }
-            Action::Quit => {
-                if self.vm.run.finished.is_some() || self.quitting {
-                    self.should_exit = true;
-                } else {
-                    self.overlay = Overlay::ConfirmQuit;
-                }
-                Vec::new()
-            }
-        }
-    }
-
-    fn ledger_node(&self) -> Option<u32> {
-        let row = &self.vm.ledger[*self.ledger_window(self.ledger_row, 1).first()?];
-        let LedgerOutcome::Accepted { op_id, .. } = &row.outcome else {
-            return None;
-        };
-        self.vm.ix(op_id)
-    }
-
-    fn decide(&mut self, approve: bool) -> Vec<Effect> {
-        let Some(ix) = self.selected_node().filter(|_| self.focus == Pane::Lanes) else {
-            self.set_status(
-                "select an operation in the awaiting approval lane",
-                Level::Warning,
-            );
-            return Vec::new();
-        };
-        let n = self.vm.node(ix);
-        if n.lane != Lane::AwaitingApproval {
-            let name = n.name().to_string();
-            self.set_status(format!("{name} is not awaiting approval"), Level::Warning);
-            return Vec::new();
-        }
-        let name = n.name().to_string();
-        vec![Effect::Control(if approve {
-            Request::Approve { op: name }
-        } else {
-            Request::Deny {
-                op: name,
-                reason: Vec::new(),
-            }
-        })]
-    }
-
-    fn hold(&mut self) -> Vec<Effect> {
-        let Some(ix) = self.selected_node().filter(|_| self.focus == Pane::Lanes) else {
-            self.set_status("select a queued operation to hold", Level::Warning);
-            return Vec::new();
-        };
-        let n = self.vm.node(ix);
-        let name = n.name().to_string();
-        if n.held {
-            return vec![Effect::Control(Request::Unhold { op: name })];
-        }
-        if !matches!(n.lane, Lane::Queued | Lane::Paused | Lane::AwaitingApproval) {
-            self.set_status(
-                format!("{name} has started; only queued operations can be held"),
-                Level::Warning,
-            );
-            return Vec::new();
-        }
-        vec![Effect::Control(Request::Hold { op: name })]
-    }
-
-    fn retry(&mut self) -> Vec<Effect> {
-        let Some(ix) = self.selected_node().filter(|_| self.focus == Pane::Lanes) else {
-            self.set_status("select a failed operation to retry", Level::Warning);
-            return Vec::new();
-        };
-        let n = self.vm.node(ix);
-        let name = n.name().to_string();
-        if n.lane != Lane::Failed || n.skipped() {
-            self.set_status(
-                format!("{name} has not failed; only failed or denied operations can be retried"),
-                Level::Warning,
-            );
-            return Vec::new();
-        }
-        vec![Effect::Control(Request::Retry { op: name })]
-    }
-
-    fn move_rows(&mut self, a: Action) {
-        let page = |r: Rect| (r.height.saturating_sub(3) as usize).max(1);
-        let step = |pos: usize, len: usize, page: usize| -> usize {
-            match a {
-                Action::Up => pos.saturating_sub(1),
-                Action::Down => (pos + 1).min(len.saturating_sub(1)),
-                Action::PageUp => pos.saturating_sub(page),
-                Action::PageDown => (pos + page).min(len.saturating_sub(1)),
-                Action::Top => 0,
-                Action::Bottom => len.saturating_sub(1),
-                _ => pos,
-            }
-        };
-        match self.focus {
-            Pane::Lanes => {
-                let col = self.lane_col;
-                let len = self.lane_len(col);
-                self.lane_row[col] =
-                    step(self.lane_row[col], len, page(self.geometry.lane_cols[col]));
-            }
-            Pane::Ledger => {
-                let len = self.ledger_len();
-                self.ledger_row = step(self.ledger_row, len, page(self.geometry.ledger));
-            }
-            Pane::Capacity => {
-                self.capacity_offset = step(
-                    self.capacity_offset,
-                    usize::MAX,
-                    page(self.geometry.capacity),
-                );
-            }
-            Pane::Budgets => {
-                self.budgets_offset =
-                    step(self.budgets_offset, usize::MAX, page(self.geometry.budgets));
-            }
-        }
-        self.clamp();
-    }
-
-    pub fn on_mouse(&mut self, m: MouseEvent) {
-        let at = Position::new(m.column, m.row);
-        let g = self.geometry;
-        match m.kind {
-            MouseEventKind::Down(MouseButton::Left) => {
-                if let Some(col) = g.lane_cols.iter().position(|r| r.contains(at)) {
-                    self.focus = Pane::Lanes;
-                    self.lane_col = col;
-                    let row = (m.row.saturating_sub(g.lane_cols[col].y + 1)) as usize;
-                    self.lane_row[col] = self.lane_offset[col] + row;
-                } else if g.ledger.contains(at) {
-                    self.focus = Pane::Ledger;
-                    self.bottom = Pane::Ledger;
-                    let row = (m.row.saturating_sub(g.ledger.y + 2)) as usize;
-                    self.ledger_row = self.ledger_offset + row;
-                } else if g.capacity.contains(at) {
-                    self.focus = Pane::Capacity;
-                    self.bottom = Pane::Capacity;
-                } else if g.budgets.contains(at) {
-                    self.focus = Pane::Budgets;
-                    self.bottom = Pane::Budgets;
-                }
-                self.clamp();
-            }
-            MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
-                let up = matches!(m.kind, MouseEventKind::ScrollUp);
-                if let Some(col) = g.lane_cols.iter().position(|r| r.contains(at)) {
-                    self.focus = Pane::Lanes;
-                    self.lane_col = col;
-                }
-                self.move_rows(if up { Action::Up } else { Action::Down });
-            }
-            _ => {}
+        let len = self.ledger_len();
+        self.ledger.resize(len, inner(self.geometry.ledger, 3));
+        let (len, h) = super::ui::capacity_size(self, self.geometry.capacity);
+        self.capacity.resize(len, h);
+        let (len, h) = super::ui::budgets_size(self, self.geometry.budgets);
+        self.budgets.resize(len, h);
+        if let Some((len, h)) = super::ui::overlay_size(self, area)
+            && let Some(s) = self.overlays.last_mut().and_then(Overlay::scroll_mut)
+        {
+            s.resize(len, h);
         }
     }
 
@@ -835,7 +463,10 @@ impl App {
     pub fn run_state(&self) -> String {
         let r = &self.vm.run;
         if let Some(o) = r.finished {
-            return format!("finished: {}", o.as_str());
+            return match self.vm.cause() {
+                Some(c) => format!("finished: {} — {c}", o.as_str()),
+                None => format!("finished: {}", o.as_str()),
+            };
         }
         if self.quitting {
             return "cancelling".into();
@@ -856,7 +487,14 @@ impl App {
                 "paused".into()
             }
         } else {
-            "running".into()
+            // Nothing runs and holds are what keeps work waiting: say so,
+            // or "running" reads as a hang.
+            let held = self.vm.held();
+            if self.vm.running() == 0 && held > 0 {
+                format!("running — {held} held")
+            } else {
+                "running".into()
+            }
         }
     }
 
@@ -875,9 +513,11 @@ impl App {
     /// The exact blocker of an operation that has not started.
     pub fn waiting_for(&self, ix: u32) -> Option<String> {
         let n = self.vm.node(ix);
+        if n.held && !n.lane.is_terminal() && n.lane != Lane::Running {
+            return Some("held by the operator (o releases the hold)".into());
+        }
         match n.lane {
             Lane::AwaitingApproval => Some("approval by an operator".into()),
-            Lane::Paused if n.held => Some("held by the operator".into()),
             Lane::Paused => Some("the run is paused".into()),
             Lane::Queued => {
                 if let Some(c) = &n.capacity_wait {
@@ -891,7 +531,18 @@ impl App {
                     .map(|d| d.name().to_string())
                     .collect();
                 if !pending.is_empty() {
-                    return Some(format!("dependency {}", pending.join(", ")));
+                    let n = pending.len();
+                    let shown: Vec<&str> = pending.iter().take(5).map(String::as_str).collect();
+                    let more = if n > 5 {
+                        format!(" (+{} more)", super::text::group(n - 5))
+                    } else {
+                        String::new()
+                    };
+                    return Some(format!(
+                        "{} {}{more}",
+                        if n == 1 { "dependency" } else { "dependencies" },
+                        shown.join(", ")
+                    ));
                 }
                 Some(format!(
                     "concurrency limit ({} of {} running)",
@@ -901,6 +552,14 @@ impl App {
             }
             _ => None,
         }
+    }
+
+    /// How to name this run to `playdeck resume`.
+    pub fn resume_name(&self) -> String {
+        self.hooks
+            .resume_name
+            .clone()
+            .unwrap_or_else(|| self.vm.run.run_id.to_string())
     }
 
     pub fn lane_of_col(col: usize) -> Lane {

@@ -1,6 +1,15 @@
-//! The one key table: it drives key handling, the footer and the help
-//! overlay. Bindings can be changed in the config file; a key bound to two
-//! actions is an error.
+//! The one key table. Every key the console answers is an [`Action`] here,
+//! with a short label (the footer), a help line (the help overlay) and the
+//! scope it belongs to. What is on screen is a [`Mode`]; a mode reads a
+//! stack of scopes, its own first: the replay's `←` steps an event where
+//! the live console's `←` moves a lane, an overlay's `q` closes it where
+//! the main screen's `q` quits. Key handling, the footer and the help
+//! overlay all ask this table which keys work in a mode, so none of them
+//! can disagree with the others.
+//!
+//! Bindings can be changed in the config file. A key bound to two actions
+//! that can both be reached in one mode is an error, except that a mode's
+//! own scope (replay, an overlay) may take a key the shared scopes use.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,34 +18,42 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
+    // Run control (a live run).
     Pause,
     Resume,
     Step,
     Release,
-    PaletteInspector,
+    AddWork,
+    // The selected (or inspected) operation.
     Approve,
     Deny,
     Hold,
     Retry,
-    NodeInspector,
-    FocusNext,
-    FocusPrev,
-    Up,
-    Down,
-    Left,
-    Right,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
+    // What the main screen shows.
+    Open,
+    PaletteInspector,
+    Warnings,
     Filter,
     LedgerFilter,
     Back,
     CycleTheme,
     Report,
+    // Moving between panes and lanes.
+    FocusNext,
+    FocusPrev,
+    Left,
+    Right,
+    // Moving in any list or text.
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    // Everywhere.
     Help,
     Quit,
-    // Replay only (they shadow other keys there).
+    // A replay.
     PlayPause,
     Faster,
     Slower,
@@ -47,27 +64,135 @@ pub enum Action {
     Start,
     End,
     Jump,
+    // Any overlay.
+    Close,
+    // The palette tree.
+    Collapse,
+    Expand,
+    Toggle,
+    // The node inspector.
+    ShowAll,
+    // A detail (a ledger row).
+    GoTo,
+    // A question.
+    Yes,
+    No,
+    // Typing (a filter, a jump, a reason, a form).
+    Submit,
+    Cancel,
+    NextField,
+    PrevField,
 }
 
-/// Where an action applies, for the footer and the help overlay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A group of actions: a help section, and a layer a mode reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     Run,
-    Selection,
-    Navigation,
+    Operation,
     View,
-    /// Replay of a recorded run (`playdeck replay`).
+    Move,
+    Lists,
+    Global,
     Replay,
+    Overlay,
+    Tree,
+    Inspector,
+    Detail,
+    Confirm,
+    Text,
 }
 
 impl Scope {
     pub fn title(self) -> &'static str {
         match self {
             Scope::Run => "run",
-            Scope::Selection => "selected operation",
-            Scope::Navigation => "moving around",
+            Scope::Operation => "selected operation",
             Scope::View => "view",
+            Scope::Move => "panes and lanes",
+            Scope::Lists => "lists and text",
+            Scope::Global => "always",
             Scope::Replay => "replay (time travel)",
+            Scope::Overlay => "this window",
+            Scope::Tree => "palette tree",
+            Scope::Inspector => "node inspector",
+            Scope::Detail => "detail",
+            Scope::Confirm => "question",
+            Scope::Text => "typing",
+        }
+    }
+
+    /// Shared scopes are read by several modes and may not take each
+    /// other's keys; a mode's own scope may shadow them.
+    fn shared(self) -> bool {
+        matches!(
+            self,
+            Scope::Run
+                | Scope::Operation
+                | Scope::View
+                | Scope::Move
+                | Scope::Lists
+                | Scope::Global
+        )
+    }
+}
+
+/// What the screen shows, which decides what keys mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Live,
+    Replay,
+    Help,
+    Palette,
+    Inspector,
+    /// A detail window: a ledger row, a palette entry, the warnings.
+    Detail,
+    Confirm,
+    /// Typing: a filter, a jump target, a deny reason, the add form.
+    Text,
+    /// The terminal is too small to show the console: only quit works.
+    TooSmall,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 9] = [
+        Mode::Live,
+        Mode::Replay,
+        Mode::Help,
+        Mode::Palette,
+        Mode::Inspector,
+        Mode::Detail,
+        Mode::Confirm,
+        Mode::Text,
+        Mode::TooSmall,
+    ];
+
+    /// The scopes a mode reads, its own first.
+    pub fn layers(self) -> &'static [Scope] {
+        use Scope::*;
+        match self {
+            Mode::Live => &[Run, Operation, View, Move, Lists, Global],
+            Mode::Replay => &[Replay, View, Move, Lists, Global],
+            Mode::Help => &[Overlay, Lists, Global],
+            Mode::Palette => &[Tree, Overlay, Lists, Global],
+            Mode::Inspector => &[Inspector, Operation, Overlay, Lists, Global],
+            Mode::Detail => &[Detail, Overlay, Lists, Global],
+            Mode::Confirm => &[Confirm, Global],
+            Mode::Text => &[Text, Global],
+            Mode::TooSmall => &[Global],
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Mode::Live => "the console",
+            Mode::Replay => "a replay",
+            Mode::Help => "help",
+            Mode::Palette => "the palette inspector",
+            Mode::Inspector => "the node inspector",
+            Mode::Detail => "a detail window",
+            Mode::Confirm => "a question",
+            Mode::Text => "typing",
+            Mode::TooSmall => "a terminal too small",
         }
     }
 }
@@ -76,272 +201,84 @@ pub struct ActionInfo {
     pub action: Action,
     /// The name used in the config file's `[keys]` table.
     pub name: &'static str,
+    /// A word or two for the footer.
+    pub label: &'static str,
+    /// A line for the help overlay.
     pub help: &'static str,
     pub scope: Scope,
     pub default: &'static [&'static str],
+    /// Worth a place in the footer when it can be used.
+    pub footer: bool,
 }
 
-pub const ACTIONS: &[ActionInfo] = &[
-    ActionInfo {
-        action: Action::Pause,
-        name: "pause",
-        help: "pause (running work finishes)",
-        scope: Scope::Run,
-        default: &["p"],
-    },
-    ActionInfo {
-        action: Action::Resume,
-        name: "resume",
-        help: "resume",
-        scope: Scope::Run,
-        default: &["r"],
-    },
-    ActionInfo {
-        action: Action::Step,
-        name: "step",
-        help: "step: let one waiting operation start",
-        scope: Scope::Run,
-        default: &["s"],
-    },
-    ActionInfo {
-        action: Action::Release,
-        name: "release",
-        help: "release idle capacity",
-        scope: Scope::Run,
-        default: &["x"],
-    },
-    ActionInfo {
-        action: Action::PaletteInspector,
-        name: "palette",
-        help: "palette inspector",
-        scope: Scope::View,
-        default: &["i"],
-    },
-    ActionInfo {
-        action: Action::Approve,
-        name: "approve",
-        help: "approve",
-        scope: Scope::Selection,
-        default: &["a"],
-    },
-    ActionInfo {
-        action: Action::Deny,
-        name: "deny",
-        help: "deny",
-        scope: Scope::Selection,
-        default: &["d"],
-    },
-    ActionInfo {
-        action: Action::Hold,
-        name: "hold",
-        help: "hold / unhold",
-        scope: Scope::Selection,
-        default: &["o"],
-    },
-    ActionInfo {
-        action: Action::Retry,
-        name: "retry",
-        help: "retry a failed operation",
-        scope: Scope::Selection,
-        default: &["R"],
-    },
-    ActionInfo {
-        action: Action::NodeInspector,
-        name: "inspect",
-        help: "inspect",
-        scope: Scope::Selection,
-        default: &["enter"],
-    },
-    ActionInfo {
-        action: Action::FocusNext,
-        name: "focus_next",
-        help: "next pane",
-        scope: Scope::Navigation,
-        default: &["tab"],
-    },
-    ActionInfo {
-        action: Action::FocusPrev,
-        name: "focus_prev",
-        help: "previous pane",
-        scope: Scope::Navigation,
-        default: &["shift-tab"],
-    },
-    ActionInfo {
-        action: Action::Up,
-        name: "up",
-        help: "up",
-        scope: Scope::Navigation,
-        default: &["up", "k"],
-    },
-    ActionInfo {
-        action: Action::Down,
-        name: "down",
-        help: "down",
-        scope: Scope::Navigation,
-        default: &["down", "j"],
-    },
-    ActionInfo {
-        action: Action::Left,
-        name: "left",
-        help: "left (previous lane)",
-        scope: Scope::Navigation,
-        default: &["left", "h"],
-    },
-    ActionInfo {
-        action: Action::Right,
-        name: "right",
-        help: "right (next lane)",
-        scope: Scope::Navigation,
-        default: &["right", "l"],
-    },
-    ActionInfo {
-        action: Action::PageUp,
-        name: "page_up",
-        help: "page up",
-        scope: Scope::Navigation,
-        default: &["pageup"],
-    },
-    ActionInfo {
-        action: Action::PageDown,
-        name: "page_down",
-        help: "page down",
-        scope: Scope::Navigation,
-        default: &["pagedown"],
-    },
-    ActionInfo {
-        action: Action::Top,
-        name: "top",
-        help: "first row",
-        scope: Scope::Navigation,
-        default: &["home", "g"],
-    },
-    ActionInfo {
-        action: Action::Bottom,
-        name: "bottom",
-        help: "last row",
-        scope: Scope::Navigation,
-        default: &["end", "G"],
-    },
-    ActionInfo {
-        action: Action::Filter,
-        name: "filter",
-        help: "filter operations by name or role",
-        scope: Scope::View,
-        default: &["/"],
-    },
-    ActionInfo {
-        action: Action::LedgerFilter,
-        name: "ledger_filter",
-        help: "ledger: all / accepted / dropped",
-        scope: Scope::View,
-        default: &["f"],
-    },
-    ActionInfo {
-        action: Action::Back,
-        name: "back",
-        help: "close, back, clear filter",
-        scope: Scope::View,
-        default: &["esc"],
-    },
-    ActionInfo {
-        action: Action::CycleTheme,
-        name: "theme",
-        help: "next theme",
-        scope: Scope::View,
-        default: &["t"],
-    },
-    ActionInfo {
-        action: Action::Report,
-        name: "report",
-        help: "write the run report (report.md in the run directory)",
-        scope: Scope::View,
-        default: &["e"],
-    },
-    ActionInfo {
-        action: Action::Help,
-        name: "help",
-        help: "help",
-        scope: Scope::View,
-        default: &["?"],
-    },
-    ActionInfo {
-        action: Action::Quit,
-        name: "quit",
-        help: "quit",
-        scope: Scope::Run,
-        default: &["q", "ctrl-c"],
-    },
-    ActionInfo {
-        action: Action::PlayPause,
-        name: "replay_play",
-        help: "play / pause",
-        scope: Scope::Replay,
-        default: &["space"],
-    },
-    ActionInfo {
-        action: Action::Faster,
-        name: "replay_faster",
-        help: "faster (up to ×64)",
-        scope: Scope::Replay,
-        default: &["+", "="],
-    },
-    ActionInfo {
-        action: Action::Slower,
-        name: "replay_slower",
-        help: "slower (down to ×0.25)",
-        scope: Scope::Replay,
-        default: &["-"],
-    },
-    ActionInfo {
-        action: Action::EventBack,
-        name: "replay_event_back",
-        help: "one event back",
-        scope: Scope::Replay,
-        default: &["left"],
-    },
-    ActionInfo {
-        action: Action::EventForward,
-        name: "replay_event_forward",
-        help: "one event forward",
-        scope: Scope::Replay,
-        default: &["right"],
-    },
-    ActionInfo {
-        action: Action::Back10,
-        name: "replay_back",
-        help: "ten seconds back",
-        scope: Scope::Replay,
-        default: &["["],
-    },
-    ActionInfo {
-        action: Action::Forward10,
-        name: "replay_forward",
-        help: "ten seconds forward",
-        scope: Scope::Replay,
-        default: &["]"],
-    },
-    ActionInfo {
-        action: Action::Start,
-        name: "replay_start",
-        help: "to the start",
-        scope: Scope::Replay,
-        default: &["g", "home"],
-    },
-    ActionInfo {
-        action: Action::End,
-        name: "replay_end",
-        help: "to the end",
-        scope: Scope::Replay,
-        default: &["G", "end"],
-    },
-    ActionInfo {
-        action: Action::Jump,
-        name: "replay_jump",
-        help: "jump to a time (12.5) or an event (#120)",
-        scope: Scope::Replay,
-        default: &[":"],
-    },
-];
+macro_rules! actions {
+    ($($action:ident $name:literal $label:literal $scope:ident [$($key:literal),*] $footer:literal $help:literal;)*) => {
+        pub const ACTIONS: &[ActionInfo] = &[$(ActionInfo {
+            action: Action::$action,
+            name: $name,
+            label: $label,
+            help: $help,
+            scope: Scope::$scope,
+            default: &[$($key),*],
+            footer: $footer,
+        }),*];
+    };
+}
+
+// The order is the footer's and the help's order within a scope.
+actions! {
+    Pause "pause" "pause" Run ["p"] true "pause (running work finishes, nothing new starts)";
+    Resume "resume" "resume" Run ["r"] true "resume";
+    Step "step" "step" Run ["s"] true "step: start the selected paused operation, else the next one";
+    AddWork "add" "add work" Run ["A"] true "add work to the run, after the selected operation";
+    Release "release" "release" Run ["x"] true "release idle capacity (asks first, says what stays and why)";
+    Approve "approve" "approve" Operation ["a"] true "approve the operation awaiting approval";
+    Deny "deny" "deny" Operation ["d"] true "deny it (asks first, with an optional reason)";
+    Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
+    Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
+    Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
+    PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
+    Warnings "warnings" "warnings" View ["w"] true "every warning of the run";
+    Filter "filter" "filter" View ["/"] true "filter operations by name or role";
+    LedgerFilter "ledger_filter" "outcome" View ["f"] true "ledger: all / accepted / dropped";
+    Back "back" "back" View ["esc"] true "clear the filter, back to the lanes";
+    CycleTheme "theme" "theme" View ["t"] false "next theme";
+    Report "report" "report" View ["e"] true "write the run report (report.md in the run directory)";
+    FocusNext "focus_next" "pane" Move ["tab"] true "next pane";
+    FocusPrev "focus_prev" "pane back" Move ["shift-tab"] false "previous pane";
+    Left "left" "lane" Move ["left", "h"] false "previous lane";
+    Right "right" "lane" Move ["right", "l"] false "next lane";
+    Up "up" "up" Lists ["up", "k"] false "up";
+    Down "down" "down" Lists ["down", "j"] false "down";
+    PageUp "page_up" "page up" Lists ["pageup"] false "page up";
+    PageDown "page_down" "page down" Lists ["pagedown"] false "page down";
+    Top "top" "top" Lists ["home", "g"] false "to the top";
+    Bottom "bottom" "bottom" Lists ["end", "G"] false "to the bottom";
+    Help "help" "help" Global ["?"] true "help: the keys of what is on screen";
+    Quit "quit" "quit" Global ["q", "ctrl-c"] true "quit (a run still going asks first: quitting cancels it)";
+    PlayPause "replay_play" "play/pause" Replay ["space"] true "play / pause";
+    EventBack "replay_event_back" "event back" Replay ["left"] true "one event back";
+    EventForward "replay_event_forward" "event" Replay ["right"] true "one event forward";
+    Jump "replay_jump" "jump" Replay [":"] true "jump to a time (12.5, 1:05) or an event (#120)";
+    Faster "replay_faster" "faster" Replay ["+", "="] true "faster (up to ×64)";
+    Slower "replay_slower" "slower" Replay ["-"] true "slower (down to ×0.25)";
+    Back10 "replay_back" "-10 s" Replay ["["] false "ten seconds back";
+    Forward10 "replay_forward" "+10 s" Replay ["]"] true "ten seconds forward";
+    Start "replay_start" "start" Replay ["g", "home"] false "to the start";
+    End "replay_end" "end" Replay ["G", "end"] false "to the end";
+    Close "close" "close" Overlay ["esc", "q"] true "close this window";
+    Collapse "collapse" "collapse" Tree ["left", "h"] true "close a branch";
+    Expand "expand" "expand" Tree ["right", "l"] true "open a branch";
+    Toggle "toggle" "open" Tree ["enter", "space"] true "open or close a branch; on an entry, its detail";
+    ShowAll "show_all" "show all" Inspector ["space"] true "show long sections in full (or collapse them again)";
+    GoTo "go_to" "go to" Detail ["enter"] true "go to the operation it names";
+    Yes "yes" "yes" Confirm ["y", "enter"] true "yes";
+    No "no" "no" Confirm ["n", "esc"] true "no";
+    Submit "submit" "submit" Text ["enter"] true "done: apply what was typed";
+    Cancel "cancel" "cancel" Text ["esc"] true "cancel";
+    NextField "next_field" "next field" Text ["tab"] true "next field";
+    PrevField "prev_field" "previous field" Text ["shift-tab"] false "previous field";
+}
 
 pub fn info(action: Action) -> &'static ActionInfo {
     ACTIONS
@@ -377,11 +314,12 @@ impl KeyCombo {
             "pagedown" => KeyCode::PageDown,
             "home" => KeyCode::Home,
             "end" => KeyCode::End,
+            "backspace" => KeyCode::Backspace,
             "space" => KeyCode::Char(' '),
             r if r.chars().count() == 1 => KeyCode::Char(r.chars().next().expect("one char")),
             _ => {
                 return Err(format!(
-                    "{s:?} is not a key; write a character (\"p\", \"G\", \"?\"), ctrl-<char>, or one of enter, esc, tab, shift-tab, up, down, left, right, pageup, pagedown, home, end, space"
+                    "{s:?} is not a key; write a character (\"p\", \"G\", \"?\"), ctrl-<char>, or one of enter, esc, tab, shift-tab, up, down, left, right, pageup, pagedown, home, end, backspace, space"
                 ));
             }
         };
@@ -393,6 +331,11 @@ impl KeyCombo {
             code: e.code,
             ctrl: e.modifiers.contains(KeyModifiers::CONTROL),
         }
+    }
+
+    /// A character typed as text (no ctrl).
+    pub fn is_text(&self) -> bool {
+        matches!(self.code, KeyCode::Char(_)) && !self.ctrl
     }
 }
 
@@ -414,6 +357,7 @@ impl fmt::Display for KeyCombo {
             KeyCode::PageDown => f.write_str("pgdn"),
             KeyCode::Home => f.write_str("home"),
             KeyCode::End => f.write_str("end"),
+            KeyCode::Backspace => f.write_str("backspace"),
             KeyCode::Char(' ') => f.write_str("space"),
             KeyCode::Char(c) => write!(f, "{c}"),
             _ => f.write_str("?"),
@@ -424,9 +368,8 @@ impl fmt::Display for KeyCombo {
 #[derive(Debug, Clone)]
 pub struct Keymap {
     keys: HashMap<Action, Vec<KeyCombo>>,
-    lookup: HashMap<KeyCombo, Action>,
-    /// Replay keys: looked up first in a replay, where they shadow others.
-    replay: HashMap<KeyCombo, Action>,
+    /// One table per scope.
+    scopes: HashMap<Scope, HashMap<KeyCombo, Action>>,
 }
 
 impl Keymap {
@@ -446,14 +389,8 @@ impl Keymap {
             }
         }
         let mut keys = HashMap::new();
-        let mut lookup: HashMap<KeyCombo, Action> = HashMap::new();
-        let mut replay: HashMap<KeyCombo, Action> = HashMap::new();
+        let mut scopes: HashMap<Scope, HashMap<KeyCombo, Action>> = HashMap::new();
         for a in ACTIONS {
-            let table = if a.scope == Scope::Replay {
-                &mut replay
-            } else {
-                &mut lookup
-            };
             let combos: Vec<KeyCombo> = match overrides.get(a.name) {
                 Some(list) => list
                     .iter()
@@ -466,56 +403,130 @@ impl Keymap {
                     .map(|k| KeyCombo::parse(k).expect("valid default"))
                     .collect(),
             };
+            let table = scopes.entry(a.scope).or_default();
             for c in &combos {
                 if let Some(other) = table.insert(*c, a.action) {
-                    return Err(format!(
-                        "[keys]: {c} is bound to both {} and {}; each key does one thing",
-                        info(other).name,
-                        a.name
-                    ));
+                    return Err(duplicate(*c, other, a.action));
                 }
             }
             keys.insert(a.action, combos);
         }
-        Ok(Keymap {
-            keys,
-            lookup,
-            replay,
-        })
+        let map = Keymap { keys, scopes };
+        map.check_layers()?;
+        Ok(map)
     }
 
-    /// The action of a key in a live run.
-    pub fn action(&self, e: &KeyEvent) -> Option<Action> {
-        Self::find(&self.lookup, e)
-    }
-
-    /// The action of a key in a replay: replay keys first.
-    pub fn replay_action(&self, e: &KeyEvent) -> Option<Action> {
-        Self::find(&self.replay, e).or_else(|| Self::find(&self.lookup, e))
-    }
-
-    fn find(table: &HashMap<KeyCombo, Action>, e: &KeyEvent) -> Option<Action> {
-        let combo = KeyCombo::from_event(e);
-        table.get(&combo).copied().or_else(|| {
-            // Terminals report shifted letters as uppercase, with or
-            // without SHIFT; shift-tab arrives as BackTab.
-            match e.code {
-                KeyCode::Char(c) if !combo.ctrl => table
-                    .get(&KeyCombo {
-                        code: KeyCode::Char(c),
-                        ctrl: false,
-                    })
-                    .copied(),
-                _ => None,
+    /// Within one mode, two shared scopes may not take the same key (it
+    /// would silently do only one thing); a mode's own scope may.
+    fn check_layers(&self) -> Result<(), String> {
+        for mode in Mode::ALL {
+            let layers = mode.layers();
+            for (i, upper) in layers.iter().enumerate() {
+                for lower in &layers[i + 1..] {
+                    if !(upper.shared() && lower.shared()) {
+                        continue;
+                    }
+                    let (Some(u), Some(l)) = (self.scopes.get(upper), self.scopes.get(lower))
+                    else {
+                        continue;
+                    };
+                    // Sorted, so the message does not depend on hashing.
+                    let mut clashes: Vec<(String, Action, Action)> = u
+                        .iter()
+                        .filter_map(|(k, a)| l.get(k).map(|b| (k.to_string(), *a, *b)))
+                        .collect();
+                    clashes.sort_by(|x, y| x.0.cmp(&y.0));
+                    if let Some((k, a, b)) = clashes.first() {
+                        return Err(format!(
+                            "[keys]: {k} is bound to both {} and {}; each key does one thing",
+                            info(*a).name,
+                            info(*b).name
+                        ));
+                    }
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// The action a key means in `mode`. While typing, plain characters
+    /// are text unless the typing scope itself binds them.
+    pub fn action(&self, mode: Mode, e: &KeyEvent) -> Option<Action> {
+        let combo = KeyCombo::from_event(e);
+        for scope in mode.layers() {
+            if mode == Mode::Text && *scope != Scope::Text && combo.is_text() {
+                continue;
+            }
+            if let Some(a) = self.find(*scope, e) {
+                return Some(a);
+            }
+        }
+        None
+    }
+
+    fn find(&self, scope: Scope, e: &KeyEvent) -> Option<Action> {
+        let table = self.scopes.get(&scope)?;
+        let combo = KeyCombo::from_event(e);
+        table.get(&combo).copied().or_else(|| match e.code {
+            // Terminals report shifted letters as uppercase, with or
+            // without SHIFT, so the plain character is the key.
+            KeyCode::Char(c) if !combo.ctrl => table
+                .get(&KeyCombo {
+                    code: KeyCode::Char(c),
+                    ctrl: false,
+                })
+                .copied(),
+            _ => None,
         })
     }
 
+    /// Every key bound to `a`.
     pub fn keys(&self, a: Action) -> &[KeyCombo] {
         self.keys.get(&a).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// "p" or "↑/k", for the footer and help.
+    /// The keys that do `a` in `mode`: bound to it and not taken by a
+    /// scope the mode reads first. Empty when `a` is not reachable there.
+    pub fn keys_in(&self, mode: Mode, a: Action) -> Vec<KeyCombo> {
+        let layers = mode.layers();
+        let Some(at) = layers.iter().position(|s| *s == info(a).scope) else {
+            return Vec::new();
+        };
+        self.keys(a)
+            .iter()
+            // While typing, characters are text whatever else they mean.
+            .filter(|k| mode != Mode::Text || layers[at] == Scope::Text || !k.is_text())
+            .filter(|k| {
+                !layers[..at].iter().any(|s| {
+                    (mode != Mode::Text || *s == Scope::Text || !k.is_text())
+                        && self.scopes.get(s).is_some_and(|t| t.contains_key(k))
+                })
+            })
+            .copied()
+            .collect()
+    }
+
+    /// The actions of `mode` that some key reaches, scope by scope in the
+    /// table's order.
+    pub fn actions_in(&self, mode: Mode) -> Vec<Action> {
+        mode.layers()
+            .iter()
+            .flat_map(|s| ACTIONS.iter().filter(move |a| a.scope == *s))
+            .map(|a| a.action)
+            .filter(|a| !self.keys_in(mode, *a).is_empty())
+            .collect()
+    }
+
+    /// "p" or "↑/k": the keys that do `a` in `mode`.
+    pub fn label_in(&self, mode: Mode, a: Action) -> String {
+        self.keys_in(mode, a)
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// All keys bound to `a`, for messages that name the key.
     pub fn label(&self, a: Action) -> String {
         self.keys(a)
             .iter()
@@ -523,6 +534,14 @@ impl Keymap {
             .collect::<Vec<_>>()
             .join("/")
     }
+}
+
+fn duplicate(k: KeyCombo, a: Action, b: Action) -> String {
+    format!(
+        "[keys]: {k} is bound to both {} and {}; each key does one thing",
+        info(a).name,
+        info(b).name
+    )
 }
 
 #[cfg(test)]
@@ -533,19 +552,67 @@ mod tests {
         KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
     }
 
+    fn code(c: KeyCode) -> KeyEvent {
+        KeyEvent::new(c, KeyModifiers::NONE)
+    }
+
     #[test]
-    fn defaults_cover_every_action_once() {
+    fn defaults_cover_every_action_in_some_mode() {
         let k = Keymap::defaults();
-        assert_eq!(k.action(&key('p')), Some(Action::Pause));
+        assert_eq!(k.action(Mode::Live, &key('p')), Some(Action::Pause));
         assert_eq!(
-            k.action(&KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            k.action(
+                Mode::Live,
+                &KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)
+            ),
             Some(Action::Quit)
         );
-        assert_eq!(k.action(&key('G')), Some(Action::Bottom));
-        assert_eq!(k.label(Action::Up), "↑/k");
+        assert_eq!(k.action(Mode::Live, &key('G')), Some(Action::Bottom));
+        assert_eq!(k.label_in(Mode::Live, Action::Up), "↑/k");
         for a in ACTIONS {
-            assert!(!k.keys(a.action).is_empty(), "{}", a.name);
+            assert!(
+                Mode::ALL
+                    .iter()
+                    .any(|m| !k.keys_in(*m, a.action).is_empty()),
+                "{} is reachable in no mode",
+                a.name
+            );
         }
+    }
+
+    #[test]
+    fn a_mode_reads_its_own_scope_first_and_says_so() {
+        let k = Keymap::defaults();
+        // ← steps an event in a replay; h still moves a lane there.
+        assert_eq!(
+            k.action(Mode::Replay, &code(KeyCode::Left)),
+            Some(Action::EventBack)
+        );
+        assert_eq!(k.action(Mode::Replay, &key('h')), Some(Action::Left));
+        assert_eq!(k.label_in(Mode::Replay, Action::Left), "h");
+        assert_eq!(k.label_in(Mode::Live, Action::Left), "←/h");
+        // g is the start of the recording, not the top of a list.
+        assert_eq!(k.action(Mode::Replay, &key('g')), Some(Action::Start));
+        assert!(k.keys_in(Mode::Replay, Action::Top).is_empty());
+        assert!(!k.actions_in(Mode::Replay).contains(&Action::Top));
+        // Run control is not part of a replay at all.
+        assert_eq!(k.action(Mode::Replay, &key('p')), None);
+        assert!(!k.actions_in(Mode::Replay).contains(&Action::Pause));
+        // In an overlay q closes; ctrl-c still quits.
+        assert_eq!(k.action(Mode::Inspector, &key('q')), Some(Action::Close));
+        assert_eq!(k.label_in(Mode::Inspector, Action::Quit), "ctrl-c");
+        assert_eq!(k.action(Mode::Inspector, &key('R')), Some(Action::Retry));
+        // Typing: characters are text, enter submits, ctrl-c quits.
+        assert_eq!(k.action(Mode::Text, &key('q')), None);
+        assert_eq!(k.action(Mode::Text, &key('?')), None);
+        assert_eq!(
+            k.action(Mode::Text, &code(KeyCode::Enter)),
+            Some(Action::Submit)
+        );
+        assert_eq!(k.label_in(Mode::Text, Action::Quit), "ctrl-c");
+        // Too small: quit and help, nothing else.
+        assert_eq!(k.action(Mode::TooSmall, &key('d')), None);
+        assert_eq!(k.action(Mode::TooSmall, &key('q')), Some(Action::Quit));
     }
 
     #[test]
@@ -553,11 +620,26 @@ mod tests {
         let mut o = HashMap::new();
         o.insert("pause".to_string(), vec!["space".to_string()]);
         let k = Keymap::with(&o).unwrap();
-        assert_eq!(k.action(&key(' ')), Some(Action::Pause));
-        assert_eq!(k.action(&key('p')), None);
+        assert_eq!(k.action(Mode::Live, &key(' ')), Some(Action::Pause));
+        assert_eq!(k.action(Mode::Live, &key('p')), None);
+        // The replay's space is its own.
+        assert_eq!(k.action(Mode::Replay, &key(' ')), Some(Action::PlayPause));
         o.insert("resume".to_string(), vec!["space".to_string()]);
         let e = Keymap::with(&o).unwrap_err();
         assert!(e.contains("space is bound to both pause and resume"), "{e}");
+        // Across shared scopes too: pause on t would hide the theme key.
+        let mut o = HashMap::new();
+        o.insert("pause".to_string(), vec!["t".to_string()]);
+        let e = Keymap::with(&o).unwrap_err();
+        assert!(e.contains("t is bound to both pause and theme"), "{e}");
+        // The README's example stays valid: q quits, and closes overlays.
+        let mut o = HashMap::new();
+        o.insert(
+            "quit".to_string(),
+            vec!["q".to_string(), "ctrl-q".to_string()],
+        );
+        let k = Keymap::with(&o).unwrap();
+        assert_eq!(k.label_in(Mode::Help, Action::Quit), "ctrl-q");
         let mut bad = HashMap::new();
         bad.insert("explode".to_string(), vec!["e".to_string()]);
         assert!(

@@ -1,14 +1,18 @@
 //! The operator console: a full-screen view of a run, folded from its
 //! signals, with keyboard and mouse control.
 
+pub mod actions;
 pub mod app;
 pub mod config;
 pub mod keymap;
 pub mod model;
+pub mod overlay;
 pub mod replay;
 pub mod run;
 pub mod screenshot;
+pub mod scroll;
 pub mod svg;
 pub mod terminal;
+pub mod text;
 pub mod theme;
 pub mod ui;

@@ -143,6 +143,69 @@ impl ViewModel {
         self.run.finished.is_none()
     }
 
+    /// Operations held by the operator that have not started.
+    pub fn held(&self) -> usize {
+        [Lane::Queued, Lane::Paused, Lane::AwaitingApproval]
+            .iter()
+            .flat_map(|l| self.lane(*l).iter())
+            .filter(|&ix| self.node(ix).held)
+            .count()
+    }
+
+    /// Why a finished run failed, for the header and the exit line:
+    /// `1 failed: integration-tests · 1 escalated: security-review`.
+    /// Counts come from the projection's lane counts, names from the lanes
+    /// (skipped operations are a consequence, not a cause).
+    pub fn cause(&self) -> Option<String> {
+        if self.run.finished != Some(crate::kernel::Outcome::Failed) {
+            return None;
+        }
+        let names = |lane: Lane, n: usize| {
+            let shown: Vec<String> = self
+                .lane(lane)
+                .iter()
+                .map(|ix| self.node(ix))
+                .filter(|n| !n.skipped())
+                .take(2)
+                .map(|n| n.name().to_string())
+                .collect();
+            let more = n.saturating_sub(shown.len());
+            let mut s = shown.join(", ");
+            if more > 0 {
+                s.push_str(&format!(" +{}", super::text::group(more)));
+            }
+            s
+        };
+        let mut parts = Vec::new();
+        if self.counts.failed > 0 {
+            parts.push(format!(
+                "{} failed: {}",
+                self.counts.failed,
+                names(Lane::Failed, self.counts.failed)
+            ));
+        }
+        if self.counts.escalated > 0 {
+            parts.push(format!(
+                "{} escalated: {}",
+                self.counts.escalated,
+                names(Lane::Escalated, self.counts.escalated)
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+
+    /// Failed (not skipped) operations a retry could take up, first ones
+    /// first.
+    pub fn retryable(&self, n: usize) -> Vec<String> {
+        self.lane(Lane::Failed)
+            .iter()
+            .map(|ix| self.node(ix))
+            .filter(|n| !n.skipped())
+            .take(n)
+            .map(|n| n.name().to_string())
+            .collect()
+    }
+
     /// Catalog roles a request could still recruit: the play's, less those
     /// expanded since.
     pub fn expansion_only(&self) -> impl Iterator<Item = &Arc<str>> {

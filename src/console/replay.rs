@@ -1,19 +1,20 @@
 //! `playdeck replay RUN`: the console on a recorded run, read-only, with
 //! time travel. The view model at any event is the nearest periodic
 //! snapshot plus the events after it, so a seek anywhere in a long log
-//! costs one clone and a bounded fold.
+//! costs one clone and a bounded fold. A run still live is followed: its
+//! log is read as it grows. The event loop is the live console's
+//! (`run::event_loop`), over a replay source.
 
-use std::io;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
-use crossterm::event::{Event, EventStream, KeyEventKind};
-use futures_util::StreamExt;
+use crossterm::event::EventStream;
 use tokio::sync::mpsc;
 
-use super::app::{App, Effect, Level, ReplayBar, ReplayCmd};
+use super::app::{App, Follow, ReplayBar, ReplayCmd};
 use super::model::{PlayFacts, ViewModel};
-use crate::kernel::Signal;
+use super::text::group;
+use crate::kernel::{Signal, SignalKind};
 
 /// Snapshots kept over the whole log: seek cost falls with their number,
 /// memory grows with it.
@@ -23,8 +24,9 @@ pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 
 /// A recorded run and view models along it.
 pub struct Timeline {
-    signals: Arc<[Signal]>,
+    signals: Vec<Signal>,
     facts: PlayFacts,
+    interval: usize,
     /// (events applied, view model then), from 0.
     snapshots: Vec<(usize, ViewModel)>,
 }
@@ -38,19 +40,30 @@ impl Timeline {
     /// A snapshot every `interval` events (tests use small ones).
     pub fn with_interval(signals: Vec<Signal>, facts: PlayFacts, interval: usize) -> Timeline {
         let interval = interval.max(1);
-        let mut vm = ViewModel::new(&facts);
-        let mut snapshots = vec![(0, vm.clone())];
-        for (i, s) in signals.iter().enumerate() {
-            vm.fold(s);
-            if (i + 1) % interval == 0 {
-                vm.settle();
-                snapshots.push((i + 1, vm.clone()));
-            }
-        }
-        Timeline {
-            signals: signals.into(),
+        let vm = ViewModel::new(&facts);
+        let mut t = Timeline {
+            signals: Vec::new(),
             facts,
-            snapshots,
+            interval,
+            snapshots: vec![(0, vm)],
+        };
+        t.extend(signals);
+        t
+    }
+
+    /// Appends events (a live run's log grew), with snapshots as due.
+    pub fn extend(&mut self, more: Vec<Signal>) {
+        if more.is_empty() {
+            return;
+        }
+        let mut vm = self.state_at(self.len());
+        for s in more {
+            vm.fold(&s);
+            self.signals.push(s);
+            if self.signals.len().is_multiple_of(self.interval) {
+                vm.settle();
+                self.snapshots.push((self.signals.len(), vm.clone()));
+            }
         }
     }
 
@@ -64,6 +77,20 @@ impl Timeline {
 
     pub fn facts(&self) -> &PlayFacts {
         &self.facts
+    }
+
+    /// The last event's `seq` (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.signals.last().map_or(0, |s| s.seq)
+    }
+
+    /// Whether the log ends with the run's end.
+    pub fn complete(&self) -> bool {
+        self.signals
+            .iter()
+            .rev()
+            .find(|s| !matches!(s.kind, SignalKind::AgentUsage { .. }))
+            .is_some_and(|s| matches!(s.kind, SignalKind::RunFinished { .. }))
     }
 
     /// Run time after `pos` events.
@@ -99,6 +126,29 @@ impl Timeline {
     pub fn between(&self, from: usize, to: usize) -> &[Signal] {
         &self.signals[from.min(self.len())..to.min(self.len())]
     }
+
+    /// Event `pos` (numbered from 1), if there is one.
+    pub fn event(&self, pos: usize) -> Option<&Signal> {
+        pos.checked_sub(1).and_then(|i| self.signals.get(i))
+    }
+}
+
+/// An event as a person reads it: `#40 9.4s ▶ started kickoff
+/// (orchestrator)`, in the headless printer's words.
+pub fn describe(pos: usize, s: &Signal) -> String {
+    let what = crate::headless::HumanPrinter
+        .line(s)
+        .map(|l| {
+            // The printer's own time column is replaced by ours.
+            let l = l.trim_start();
+            let l = l.split_once("s  ").map_or(l, |(_, rest)| rest);
+            l.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .unwrap_or_else(|| match s.kind.node() {
+            Some(n) => format!("{} {}", s.kind.type_name().replace('_', " "), n.name),
+            None => s.kind.type_name().replace('_', " "),
+        });
+    format!("#{} {}  {what}", group(pos), super::ui::duration(s.elapsed))
 }
 
 /// Plays a timeline into an app.
@@ -109,16 +159,23 @@ pub struct Player {
     speed_ix: usize,
     /// Run time being shown (between events while playing).
     pub clock: f64,
+    pub follow: Follow,
 }
 
 impl Player {
     pub fn new(timeline: Timeline) -> Player {
+        let follow = if timeline.complete() {
+            Follow::Complete
+        } else {
+            Follow::Snapshot
+        };
         Player {
             timeline,
             pos: 0,
             playing: false,
             speed_ix: 2,
             clock: 0.0,
+            follow,
         }
     }
 
@@ -157,7 +214,7 @@ impl Player {
     }
 
     /// Plays `dt` of wall time.
-    pub fn tick(&mut self, app: &mut App, dt: Duration) {
+    pub fn tick(&mut self, app: &mut App, dt: std::time::Duration) {
         if !self.playing {
             return;
         }
@@ -167,17 +224,41 @@ impl Player {
             self.advance(app, pos);
         }
         if self.pos >= self.timeline.len() {
-            self.playing = false;
             self.clock = self.timeline.end_time();
-            app.info("end of the recording");
+            if self.follow != Follow::Following {
+                self.playing = false;
+                app.info("end of the recording");
+            }
+        }
+        self.sync(app);
+    }
+
+    /// New events of a live run: shown at once when the replay was at its
+    /// end, as a live console would.
+    pub fn grow(&mut self, app: &mut App, more: Vec<Signal>) {
+        if more.is_empty() {
+            return;
+        }
+        let at_end = self.pos >= self.timeline.len();
+        self.timeline.extend(more);
+        if self.timeline.complete() {
+            self.follow = Follow::Complete;
+        }
+        if at_end {
+            let end = self.timeline.len();
+            self.advance(app, end);
+            self.clock = self.timeline.end_time();
         }
         self.sync(app);
     }
 
     pub fn apply(&mut self, app: &mut App, cmd: ReplayCmd) {
+        // A move answers for itself: an old message would be stale.
+        app.status = None;
+        let len = self.timeline.len();
         match cmd {
             ReplayCmd::PlayPause => {
-                if self.pos >= self.timeline.len() && !self.playing {
+                if self.pos >= len && !self.playing {
                     self.seek(app, 0);
                 }
                 self.playing = !self.playing;
@@ -185,7 +266,7 @@ impl Player {
             ReplayCmd::Faster => self.speed_ix = (self.speed_ix + 1).min(SPEEDS.len() - 1),
             ReplayCmd::Slower => self.speed_ix = self.speed_ix.saturating_sub(1),
             ReplayCmd::Events(n) => {
-                let pos = (self.pos as i64 + n).clamp(0, self.timeline.len() as i64) as usize;
+                let pos = (self.pos as i64 + n).clamp(0, len as i64) as usize;
                 self.seek(app, pos);
             }
             ReplayCmd::Seconds(d) => {
@@ -195,23 +276,45 @@ impl Player {
                 self.clock = t.min(self.timeline.end_time());
             }
             ReplayCmd::Start => self.seek(app, 0),
-            ReplayCmd::End => self.seek(app, self.timeline.len()),
+            ReplayCmd::End => self.seek(app, len),
             ReplayCmd::JumpTo(text) => match parse_target(&text) {
-                Ok(Target::Event(n)) => self.seek(app, n),
+                Ok(Target::Event(n)) => {
+                    if n > len {
+                        app.warn(format!(
+                            "there is no event #{}: the recording has {} events; showing the last",
+                            group(n),
+                            group(len)
+                        ));
+                    }
+                    self.seek(app, n);
+                }
                 Ok(Target::Time(t)) => {
+                    let end = self.timeline.end_time();
+                    if t > end {
+                        app.warn(format!(
+                            "{} is past the end: the recording ends at {}; showing the end",
+                            super::ui::duration(t),
+                            super::ui::duration(end)
+                        ));
+                    }
                     let pos = self.timeline.pos_at_time(t);
                     self.seek(app, pos);
-                    self.clock = t.min(self.timeline.end_time());
+                    self.clock = t.min(end);
                 }
-                Err(e) => app.set_status(e, Level::Warning),
+                Err(e) => app.warn(e),
             },
         }
         self.sync(app);
     }
 
-    /// Tells the app where the replay stands.
+    /// Tells the app where the replay stands: the bar, the last event and
+    /// the operation it changed.
     pub fn sync(&self, app: &mut App) {
         app.clock = self.clock;
+        let last = self.timeline.event(self.pos);
+        app.changed = last
+            .and_then(|s| s.kind.node())
+            .and_then(|h| app.vm.ix(&h.op_id));
         app.replay = Some(ReplayBar {
             pos: self.pos,
             total: self.timeline.len(),
@@ -219,6 +322,8 @@ impl Player {
             end: self.timeline.end_time(),
             playing: self.playing,
             speed: self.speed(),
+            event: last.map(|s| describe(self.pos, s)),
+            follow: self.follow,
         });
     }
 }
@@ -251,95 +356,106 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
         .ok_or_else(bad)
 }
 
-const FRAME: Duration = Duration::from_millis(33);
+/// A live run's event log, read as it grows: only whole lines, only the
+/// events that come next.
+pub struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+    next_seq: u64,
+}
 
-/// The replay's event loop, over any input stream and frame sink.
-pub async fn event_loop<E, D>(
-    app: &mut App,
-    player: &mut Player,
-    events: &mut E,
-    mut draw: D,
-    run_dir: Option<&std::path::Path>,
-    stop: &mut mpsc::UnboundedReceiver<()>,
-) -> io::Result<()>
-where
-    E: futures_util::Stream<Item = io::Result<Event>> + Unpin,
-    D: FnMut(&mut App) -> io::Result<()>,
-{
-    let mut tick = tokio::time::interval(FRAME);
-    let mut last = Instant::now();
-    player.sync(app);
-    loop {
-        draw(app)?;
-        if app.should_exit {
-            return Ok(());
+impl LogTail {
+    /// Follows `path` after its first `offset` bytes, expecting `next_seq`.
+    pub fn new(path: &Path, offset: u64, next_seq: u64) -> LogTail {
+        LogTail {
+            path: path.to_path_buf(),
+            offset,
+            partial: Vec::new(),
+            next_seq,
         }
-        tokio::select! {
-            ev = events.next() => match ev {
-                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
-                    for e in app.on_key(k) {
-                        match e {
-                            Effect::Replay(cmd) => player.apply(app, cmd),
-                            Effect::Report => match run_dir {
-                                Some(dir) => match crate::store::report::write_for(dir) {
-                                    Ok(p) => app.info(format!("report written to {}", p.display())),
-                                    Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
-                                },
-                                None => app.set_status("no run directory to write the report to", Level::Warning),
-                            },
-                            // Nothing runs in a replay.
-                            Effect::Control(_) | Effect::Bell => {}
-                        }
-                    }
-                }
-                Some(Ok(Event::Mouse(m))) => app.on_mouse(m),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            },
-            Some(()) = stop.recv() => return Ok(()),
-            _ = tick.tick() => {
-                let now = Instant::now();
-                player.tick(app, now - last);
-                last = now;
+    }
+
+    /// The events written since the last call.
+    pub fn poll(&mut self) -> Vec<Signal> {
+        let mut buf = Vec::new();
+        let read = std::fs::File::open(&self.path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(self.offset))?;
+            f.read_to_end(&mut buf)
+        });
+        let Ok(n) = read else {
+            return Vec::new();
+        };
+        self.offset += n as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut out = Vec::new();
+        while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            if let Ok(s) = serde_json::from_slice::<Signal>(&line)
+                && s.seq == self.next_seq
+            {
+                self.next_seq += 1;
+                out.push(s);
             }
         }
+        out
     }
 }
 
-/// Opens the console on a recorded run.
+/// Whether a run directory's run is live: its control socket answers.
+pub fn is_live(dir: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(crate::control::socket_path(dir)).is_ok()
+}
+
+/// Opens the console on a recorded run; a live one is followed.
 pub async fn run(
-    run_dir: &std::path::Path,
+    run_dir: &Path,
     signals: Vec<Signal>,
     facts: PlayFacts,
     config: super::config::ConsoleConfig,
     speed: f64,
     mut stop: mpsc::UnboundedReceiver<()>,
 ) -> io::Result<()> {
+    let events_path = run_dir.join("events.jsonl");
+    // Where the log stood when it was read: following goes on from there.
+    let offset = std::fs::metadata(&events_path).map_or(0, |m| m.len());
     let timeline = Timeline::new(signals, facts);
+    let next_seq = timeline.last_seq() + 1;
     let mut app = App::new(
         timeline.facts(),
         config.themes,
         config.theme,
         config.keymap,
         false,
-        super::app::Hooks::default(),
+        super::app::Hooks {
+            run_dir: Some(run_dir.to_path_buf()),
+            ..Default::default()
+        },
     );
     let mut player = Player::new(timeline);
+    let tail = if player.follow == Follow::Snapshot && is_live(run_dir) {
+        player.follow = Follow::Following;
+        Some(LogTail::new(&events_path, offset, next_seq))
+    } else {
+        None
+    };
     player.set_speed(speed);
     player.playing = true;
-    app.info("replay: space plays and pauses, ←/→ step, [ ] ten seconds, : jumps, ? for all keys");
+    player.sync(&mut app);
     let mut term = super::terminal::init()?;
     let mut input = EventStream::new();
-    let r = event_loop(
+    let mut source = super::run::Source::Replay {
+        player: &mut player,
+        tail,
+    };
+    let r = super::run::event_loop(
         &mut app,
-        &mut player,
+        &mut source,
         &mut input,
         |app| super::run::draw(&mut term, app),
-        Some(run_dir),
         &mut stop,
     )
     .await;
     super::terminal::restore();
-    r
+    r.map(|_| ())
 }

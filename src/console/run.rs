@@ -1,8 +1,8 @@
-//! The console's event loop: terminal input, the run's signals, status
-//! messages and a clock tick in one `select!`. Signals are folded in
-//! bounded batches so keys stay responsive under a flood; frames are drawn
-//! only when something changed, at most 30 a second, inside synchronized
-//! updates.
+//! The console's one event loop: terminal input, the source (a live run's
+//! signals, or a replay's clock), status messages and a clock tick in one
+//! `select!`. Signals are folded in bounded batches so keys stay
+//! responsive under a flood; frames are drawn only when something changed,
+//! at most 30 a second, inside synchronized updates.
 
 use std::io;
 use std::sync::Arc;
@@ -17,8 +17,10 @@ use tokio::time::Instant;
 use super::app::{App, Effect, Hooks, Level};
 use super::config::ConsoleConfig;
 use super::model::{PlayFacts, ProfileView};
+use super::replay::{LogTail, Player};
 use super::terminal;
-use crate::kernel::{Observed, Request, RunHandle, Subscription};
+use super::text::group;
+use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
 use crate::play::Play;
 use crate::session::{RunError, Session, SessionOptions};
 
@@ -70,16 +72,46 @@ pub fn hooks(session: &Session) -> Hooks {
             f
         }),
         tails: Some(session.tails.clone()),
+        run_dir: Some(session.run_dir.path.clone()),
+        resume_name: Some(resume_name(&session.run_dir)),
     }
 }
 
-/// Opens the console on `play`. Returns the exit code (0 when every
-/// operation succeeded, 1 otherwise).
+/// How a person names a run to `playdeck resume`: its id when it lives
+/// where ids are looked up, else its directory.
+pub fn resume_name(dir: &crate::store::RunDir) -> String {
+    if dir.path == std::path::Path::new(crate::store::RUNS_DIR).join(&dir.run_id) {
+        dir.run_id.clone()
+    } else {
+        dir.path.display().to_string()
+    }
+}
+
+/// How the console ended, for the line it leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The operator quit.
+    Quit,
+    /// SIGINT, SIGTERM or SIGHUP.
+    Stopped,
+    /// The terminal's input closed.
+    InputClosed,
+}
+
+/// What the console leaves behind: the exit code (0 when every operation
+/// succeeded, 1 otherwise) and one line for the terminal it returns to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exit {
+    pub code: i32,
+    pub line: String,
+}
+
+/// Opens the console on `play`.
 pub async fn run(
     play: &Play,
     opts: ConsoleOptions,
     mut stop: mpsc::UnboundedReceiver<()>,
-) -> Result<i32, RunError> {
+) -> Result<Exit, RunError> {
     // Everything that can fail on input fails before the terminal changes.
     let cfg = ConsoleConfig::load(opts.theme.as_deref())
         .map_err(|e| RunError::Open(io::Error::other(e)))?;
@@ -108,12 +140,15 @@ pub async fn run(
     }
     let mut term = terminal::init()?;
     let mut events = EventStream::new();
+    let mut source = Source::Live {
+        sub: &mut sub,
+        session: Some(&session),
+    };
     let looped = event_loop(
         &mut app,
-        &mut sub,
+        &mut source,
         &mut events,
         |app| draw(&mut term, app),
-        Some(&session),
         &mut stop,
     )
     .await;
@@ -124,77 +159,201 @@ pub async fn run(
     }
     let envelope = run_task.await;
     terminal::restore();
+    // The last signals (the cancel, the finish) for the exit line.
+    while let Some(Observed::Signal(s)) = sub.try_next() {
+        app.fold(&s);
+    }
+    app.after_fold();
     session.close().await;
-    looped?;
+    let ended = looped?;
     let envelope = envelope.map_err(io::Error::other)?;
     session.run_dir.write_result(&envelope)?;
-    Ok(crate::headless::exit_code(envelope.outcome))
+    Ok(Exit {
+        code: crate::headless::exit_code(envelope.outcome),
+        line: exit_line(&app, envelope.outcome, ended),
+    })
 }
 
-/// The loop itself, over any input stream and any frame sink, so tests and
-/// benchmarks drive exactly what the terminal drives. Without a session,
-/// run-control effects are ignored.
+/// One line for the terminal the console leaves: the run, how it ended
+/// and, when there is something to take up, the command that does.
+pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
+    let vm = &app.vm;
+    let run = if vm.run.resumes > 0 {
+        "resumed run"
+    } else {
+        "run"
+    };
+    let id = &vm.run.run_id;
+    let name = app.resume_name();
+    match outcome {
+        Outcome::Succeeded => format!(
+            "playdeck: {run} {id} succeeded ({} operations)",
+            group(vm.counts.total())
+        ),
+        Outcome::Cancelled => {
+            let how = match ended {
+                Ended::Stopped => "stopped by a signal",
+                Ended::InputClosed => "the terminal closed",
+                Ended::Quit if app.quit_cancelled => "quit from the console",
+                // It had ended before the operator left.
+                Ended::Quit => "through playdeck ctl",
+            };
+            format!("playdeck: {run} {id} cancelled ({how}); resume it: playdeck resume {name}")
+        }
+        Outcome::Failed => {
+            let cause = vm.cause().map(|c| format!(" — {c}")).unwrap_or_default();
+            let ops = match &app.retry_offer {
+                Some(op) => vec![op.clone()],
+                None => vm.retryable(3),
+            };
+            if ops.is_empty() {
+                format!("playdeck: {run} {id} failed{cause}")
+            } else {
+                let retry: Vec<String> = ops.iter().map(|o| format!(" --retry {o}")).collect();
+                format!(
+                    "playdeck: {run} {id} failed{cause}; retry: playdeck resume {name}{}",
+                    retry.join("")
+                )
+            }
+        }
+    }
+}
+
+/// Where a console's events come from: a live run's signals, or a
+/// recording played back.
+pub enum Source<'a> {
+    Live {
+        sub: &'a mut Subscription,
+        /// Without a session (benchmarks), run control is ignored.
+        session: Option<&'a Session>,
+    },
+    Replay {
+        player: &'a mut Player,
+        /// A live run's log, followed.
+        tail: Option<LogTail>,
+    },
+}
+
+impl Source<'_> {
+    /// The next thing a live run says (never, for a replay).
+    async fn observe(&mut self) -> Observed {
+        match self {
+            Source::Live { sub, .. } => sub.next().await,
+            Source::Replay { .. } => std::future::pending().await,
+        }
+    }
+
+    /// A replay needs the clock while it plays or follows.
+    fn ticks(&self) -> bool {
+        match self {
+            Source::Live { .. } => false,
+            Source::Replay { player, tail } => player.playing || tail.is_some(),
+        }
+    }
+
+    fn session(&self) -> Option<&Session> {
+        match self {
+            Source::Live { session, .. } => *session,
+            Source::Replay { .. } => None,
+        }
+    }
+}
+
+/// The one event loop, for a live run and a replay alike, over any input
+/// stream and any frame sink, so tests and benchmarks drive exactly what
+/// the terminal drives. Frames are drawn only when something changed, at
+/// most 30 a second; a live run's signals are folded in bounded batches so
+/// keys stay responsive under a flood.
 pub async fn event_loop<E, D>(
     app: &mut App,
-    sub: &mut Subscription,
+    source: &mut Source<'_>,
     events: &mut E,
     mut draw: D,
-    session: Option<&Session>,
     stop: &mut mpsc::UnboundedReceiver<()>,
-) -> io::Result<()>
+) -> io::Result<Ended>
 where
     E: futures_util::Stream<Item = io::Result<Event>> + Unpin,
     D: FnMut(&mut App) -> io::Result<()>,
 {
     let started = Instant::now();
+    let live = matches!(source, Source::Live { .. });
     let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut frame_tick = tokio::time::interval(FRAME);
+    let mut last_tick = Instant::now();
+    let mut last_poll = Instant::now();
     let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<(String, Level)>();
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
-    let mut signals_open = true;
+    let mut signals_open = live;
     loop {
-        app.clock = match app.vm.run.finished {
-            Some(_) => app.vm.run.elapsed,
-            None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
-        };
+        if live {
+            app.clock = match app.vm.run.finished {
+                Some(_) => app.vm.run.elapsed,
+                None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
+            };
+        }
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
             draw(app)?;
             dirty = false;
             last_draw = Some(Instant::now());
         }
         if app.should_exit {
-            return Ok(());
+            return Ok(Ended::Quit);
         }
         let next_frame = last_draw.map_or_else(Instant::now, |t| t + FRAME);
+        let ticks = source.ticks();
         tokio::select! {
             biased;
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                     let effects = app.on_key(k);
-                    carry_out(app, effects, session, &msg_tx);
+                    carry_out(app, effects, source, &msg_tx);
                     dirty = true;
                 }
                 Some(Ok(Event::Mouse(m))) => {
                     app.on_mouse(m);
                     dirty = true;
                 }
-                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(Event::Resize(w, h))) => {
+                    // At once, not at the next frame: a key right after a
+                    // shrink must already meet the "too small" screen.
+                    app.too_small = super::ui::too_small(ratatui::layout::Rect::new(0, 0, w, h));
+                    dirty = true;
+                }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
-                None => return Ok(()),
+                None => return Ok(Ended::InputClosed),
             },
             Some(()) = stop.recv() => {
                 // SIGTERM / SIGHUP: no questions, end the run and leave.
                 app.quitting = true;
-                if let Some(s) = session {
+                if let Some(s) = source.session() {
                     let _ = s.handle.request(Request::Cancel).await;
                 }
-                return Ok(());
+                return Ok(Ended::Stopped);
             }
-            obs = sub.next(), if signals_open => {
-                signals_open = fold_batch(app, obs, sub, session).await;
+            obs = source.observe(), if signals_open => {
+                if let Source::Live { sub, session } = source {
+                    signals_open = fold_batch(app, obs, sub, *session).await;
+                }
                 let effects = app.after_fold();
-                carry_out(app, effects, session, &msg_tx);
+                carry_out(app, effects, source, &msg_tx);
+                dirty = true;
+            }
+            _ = frame_tick.tick(), if ticks => {
+                let now = Instant::now();
+                if let Source::Replay { player, tail } = source {
+                    player.tick(app, now - last_tick);
+                    // A live run's log is looked at a few times a second.
+                    if let Some(tail) = tail
+                        && now - last_poll >= Duration::from_millis(250)
+                    {
+                        last_poll = now;
+                        let more = tail.poll();
+                        player.grow(app, more);
+                    }
+                }
+                last_tick = now;
                 dirty = true;
             }
             Some((text, level)) = msg_rx.recv() => {
@@ -202,8 +361,12 @@ where
                 dirty = true;
             }
             _ = tick.tick() => {
-                if app.vm.run.finished.is_none() {
+                // The clock in the header moves while the run goes on.
+                if live && app.vm.run.finished.is_none() {
                     dirty = true;
+                }
+                if !ticks {
+                    last_tick = Instant::now();
                 }
             }
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
@@ -282,11 +445,7 @@ pub async fn resync(app: &mut App, session: &Session) {
 
 pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
     let size = term.size()?;
-    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-    if !super::ui::too_small(area) {
-        app.geometry = super::ui::layout(area, app).geometry;
-        app.clamp();
-    }
+    app.arrange(ratatui::layout::Rect::new(0, 0, size.width, size.height));
     crossterm::execute!(io::stdout(), BeginSynchronizedUpdate)?;
     let r = term.draw(|f| super::ui::draw(f, app)).map(|_| ());
     crossterm::execute!(io::stdout(), EndSynchronizedUpdate)?;
@@ -294,26 +453,30 @@ pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
 }
 
 /// Runs effects: run control in tasks (answers come back as status
-/// messages), the report, the bell.
+/// messages), replay moves, the report, the bell.
 pub fn carry_out(
     app: &mut App,
     effects: Vec<Effect>,
-    session: Option<&Session>,
+    source: &mut Source<'_>,
     msgs: &mpsc::UnboundedSender<(String, Level)>,
 ) {
-    let Some(session) = session else {
-        return;
-    };
     for e in effects {
         match e {
-            Effect::Bell => terminal::bell(),
-            // A live run has no timeline.
-            Effect::Replay(_) => {}
-            Effect::Report => match crate::store::report::write_for(&session.run_dir.path) {
-                Ok(path) => app.info(format!("report written to {}", path.display())),
-                Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
-            },
+            Effect::Bell => {
+                if source.session().is_some() {
+                    terminal::bell();
+                }
+            }
+            Effect::Replay(cmd) => {
+                if let Source::Replay { player, .. } = source {
+                    player.apply(app, cmd);
+                }
+            }
+            Effect::Report => write_report(app),
             Effect::Control(req) => {
+                let Some(session) = source.session() else {
+                    continue;
+                };
                 let h = session.handle.clone();
                 let capacity = session.reconciler.clone();
                 let tx = msgs.clone();
@@ -322,6 +485,17 @@ pub fn carry_out(
                 });
             }
         }
+    }
+}
+
+/// Writes the run report into the run directory and says where.
+pub fn write_report(app: &mut App) {
+    let Some(dir) = app.hooks.run_dir.clone() else {
+        return;
+    };
+    match crate::store::report::write_for(&dir) {
+        Ok(path) => app.info(format!("report written to {}", path.display())),
+        Err(e) => app.set_status(format!("no report: {e}"), Level::Error),
     }
 }
 

@@ -11,7 +11,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 
-use super::app::{App, Effect, Level};
+use super::app::{App, Effect};
 use super::keymap::Keymap;
 use super::run::{command, facts, hooks};
 use super::theme;
@@ -95,8 +95,23 @@ impl Scene {
             control: false,
             ..SessionOptions::default()
         };
+        Scene::with(play, opts, dir, at, width, height, theme_name).await
+    }
+
+    /// Like [`Scene::at`], for a session opened with `opts` (a resume, a
+    /// retry); `dir` is kept as long as the scene.
+    pub async fn with(
+        play: &Play,
+        opts: SessionOptions,
+        dir: tempfile::TempDir,
+        at: f64,
+        width: u16,
+        height: u16,
+        theme_name: Option<&str>,
+    ) -> std::io::Result<Scene> {
         let mut session = Session::open(play, &opts, Vec::new()).await?;
         let sub = session.handle.subscribe();
+        let history = std::mem::take(&mut session.history);
         let run = session.take_run().expect("a fresh session");
         let task = tokio::spawn(run.run());
         tokio::time::sleep(Duration::from_secs_f64(at)).await;
@@ -111,7 +126,7 @@ impl Scene {
                 ))
             })?,
         };
-        let app = App::new(
+        let mut app = App::new(
             &facts(play),
             themes,
             t,
@@ -119,6 +134,10 @@ impl Scene {
             false,
             hooks(&session),
         );
+        // A resumed run shows what happened before, as the console does.
+        for s in &history {
+            app.fold(s);
+        }
         let mut scene = Scene {
             app,
             session,
@@ -138,9 +157,14 @@ impl Scene {
             self.app.fold(&s);
         }
         self.app.after_fold();
-        self.app.geometry = super::ui::layout(self.area, &self.app).geometry;
-        self.app.clamp();
         self.app.clock = self.at;
+        self.app.arrange(self.area);
+    }
+
+    /// Changes the screen's size (as a terminal resize would).
+    pub fn resize(&mut self, width: u16, height: u16) {
+        self.area = ratatui::layout::Rect::new(0, 0, width, height);
+        self.app.arrange(self.area);
     }
 
     /// Presses keys at this moment, carrying out their effects; `+N` lets
@@ -148,36 +172,48 @@ impl Scene {
     pub async fn press(&mut self, keys: &[String]) {
         for k in keys {
             if let Some(secs) = k.strip_prefix('+').and_then(|n| n.parse::<f64>().ok()) {
-                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                settle().await;
-                self.at += secs;
-                self.refresh();
+                self.wait(secs).await;
                 continue;
             }
-            let effects = self.app.on_key(key_event(k));
-            for e in effects {
-                match e {
-                    Effect::Control(req) => {
-                        let capacity = self.session.reconciler.as_deref();
-                        let (text, level) = command(&self.session.handle, capacity, req).await;
-                        self.app.set_status(text, level);
-                    }
-                    Effect::Report => {
-                        match crate::store::report::write_for(&self.session.run_dir.path) {
-                            Ok(p) => self.app.info(format!("report written to {}", p.display())),
-                            Err(e) => self.app.set_status(format!("no report: {e}"), Level::Error),
-                        }
-                    }
-                    Effect::Bell | Effect::Replay(_) => {}
-                }
-            }
-            settle().await;
-            self.refresh();
+            self.key(key_event(k)).await;
         }
     }
 
-    /// Renders the whole console.
-    pub fn render(&self) -> Buffer {
+    /// Presses one key, carrying out its effects as the event loop would.
+    pub async fn key(&mut self, e: KeyEvent) {
+        let effects = self.app.on_key(e);
+        for e in effects {
+            match e {
+                Effect::Control(req) => {
+                    let capacity = self.session.reconciler.as_deref();
+                    let (text, level) = command(&self.session.handle, capacity, req).await;
+                    self.app.set_status(text, level);
+                }
+                Effect::Report => super::run::write_report(&mut self.app),
+                Effect::Bell | Effect::Replay(_) => {}
+            }
+        }
+        settle().await;
+        self.refresh();
+    }
+
+    /// Lets `secs` of run time pass.
+    pub async fn wait(&mut self, secs: f64) {
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+        settle().await;
+        self.at += secs;
+        self.refresh();
+    }
+
+    /// The run's signals so far, from its log.
+    pub fn log(&self) -> Vec<crate::kernel::Signal> {
+        crate::store::resume::read_log(&self.session.run_dir.events_path()).unwrap_or_default()
+    }
+
+    /// Renders the whole console (laid out for its size first, as a frame
+    /// is).
+    pub fn render(&mut self) -> Buffer {
+        self.app.arrange(self.area);
         let Ok(mut term) = Terminal::new(TestBackend::new(self.area.width, self.area.height));
         let Ok(_) = term.draw(|f| super::ui::draw(f, &self.app));
         term.backend().buffer().clone()

@@ -3,6 +3,7 @@
 //! cycle. Unknown keys are errors naming the file and the key.
 
 use std::path::Path;
+use std::str::FromStr;
 
 use ratatui::style::Color;
 use serde::Deserialize;
@@ -80,31 +81,18 @@ pub struct Theme {
     pub skipped: Color,
 }
 
+/// A colour as a theme writes it. ratatui's own parser reads the names
+/// (`red`, `light-blue`, `dark-gray`…), `#rrggbb` and ANSI indices
+/// (`0`–`255`); `default` is our word for the terminal's own colour.
 fn color(s: &str, key: &str) -> Result<Color, String> {
     let s = s.trim();
-    if let Some(hex) = s.strip_prefix('#')
-        && hex.len() == 6
-        && let Ok(v) = u32::from_str_radix(hex, 16)
-    {
-        return Ok(Color::Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
+    if s == "default" {
+        return Ok(Color::Reset);
     }
-    Ok(match s {
-        "default" | "reset" => Color::Reset,
-        "black" => Color::Black,
-        "red" => Color::Red,
-        "green" => Color::Green,
-        "yellow" => Color::Yellow,
-        "blue" => Color::Blue,
-        "magenta" => Color::Magenta,
-        "cyan" => Color::Cyan,
-        "gray" | "grey" => Color::Gray,
-        "darkgray" | "darkgrey" => Color::DarkGray,
-        "white" => Color::White,
-        _ => {
-            return Err(format!(
-                "`{key}` = {s:?} is not a colour; allowed: \"#rrggbb\", \"default\", or a name (black, red, green, yellow, blue, magenta, cyan, gray, darkgray, white)"
-            ));
-        }
+    Color::from_str(s).map_err(|_| {
+        format!(
+            "`{key}` = {s:?} is not a colour; allowed: \"#rrggbb\", an ANSI index 0-255, \"default\", or a name (black, red, green, yellow, blue, magenta, cyan, gray, dark-gray, light-red, light-green, light-yellow, light-blue, light-magenta, light-cyan, white)"
+        )
     })
 }
 
@@ -221,6 +209,16 @@ mod tests {
             e.contains("`colors.accent` = \"teal-ish\" is not a colour"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn colours_are_read_by_ratatui() {
+        assert_eq!(color("default", "k"), Ok(Color::Reset));
+        assert_eq!(color("#0a0B0c", "k"), Ok(Color::Rgb(10, 11, 12)));
+        assert_eq!(color("light-blue", "k"), Ok(Color::LightBlue));
+        assert_eq!(color("dark grey", "k"), Ok(Color::DarkGray));
+        assert_eq!(color("208", "k"), Ok(Color::Indexed(208)));
+        assert!(color("#12345", "k").is_err());
     }
 
     #[test]

@@ -50,13 +50,15 @@ impl RunLock {
             .map_err(io)?;
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
             if e == rustix::io::Errno::WOULDBLOCK {
-                // The owner writes its pid just after it takes the lock.
+                // The owner writes its pid just after it takes the lock;
+                // until then the file is empty or still holds a previous
+                // owner's pid (a crashed run), which is no live process.
                 let mut pid = String::new();
                 for _ in 0..25 {
                     pid.clear();
                     let _ = file.rewind();
                     let _ = file.read_to_string(&mut pid);
-                    if !pid.trim().is_empty() {
+                    if alive(pid.trim()) {
                         break;
                     }
                     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -80,6 +82,14 @@ impl RunLock {
     }
 }
 
+/// Whether `pid` names a live process.
+fn alive(pid: &str) -> bool {
+    pid.parse::<i32>()
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +102,14 @@ mod tests {
         assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
         drop(first);
         RunLock::take(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_dead_owners_pid_is_not_named() {
+        assert!(alive(&std::process::id().to_string()));
+        assert!(!alive(""));
+        assert!(!alive("not a pid"));
+        // pid_max is at most 2^22: this one is no process.
+        assert!(!alive("4194305"));
     }
 }

@@ -5,17 +5,22 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Gauge, Paragraph, Wrap};
+use ratatui::widgets::{Gauge, Paragraph};
 
-use super::{fit, pane_block};
+use super::{more_below, pane_block};
 use crate::console::app::{App, Pane};
+use crate::console::text::wrap_hanging;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let p = &app.vm.palette;
-    let block = pane_block(
-        Line::from(" Palette & budgets "),
-        app.focus == Pane::Budgets,
+    let block = more_below(
+        pane_block(
+            Line::from(" Palette & budgets "),
+            app.focus == Pane::Budgets,
+            t,
+        ),
+        app.budgets.more_below(),
         t,
     );
     let inner = block.inner(area);
@@ -85,7 +90,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             );
         }
     }
-    let w = rest.width as usize;
+    let window = app.budgets.visible();
+    let lines: Vec<Line> = lines(app, rest.width as usize)
+        .into_iter()
+        .skip(window.start)
+        .take(window.len())
+        .collect();
+    f.render_widget(Paragraph::new(lines), rest);
+}
+
+/// The role lists and refusals, wrapped to `w` columns: every name shows,
+/// however many there are.
+pub fn lines(app: &App, w: usize) -> Vec<Line<'static>> {
+    let t = app.theme();
+    let p = &app.vm.palette;
     let label = |s: &'static str| {
         Span::styled(
             s,
@@ -128,9 +146,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         let text: Vec<String> = by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
         lines.push(Line::from(vec![
             label("refused  "),
-            Span::styled(fit(&text.join(", "), w), Style::default().fg(t.warning)),
+            Span::styled(text.join(", "), Style::default().fg(t.warning)),
         ]));
     }
-    let lines: Vec<Line> = lines.into_iter().skip(app.budgets_offset).collect();
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), rest);
+    // Values wrap under themselves, past the label.
+    lines.iter().flat_map(|l| wrap_hanging(l, w, 9)).collect()
 }

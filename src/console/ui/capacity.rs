@@ -7,15 +7,20 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
-use super::{fit, pane_block, short_instance};
+use super::{more_below, pane_block, short_instance};
 use crate::console::app::{App, Pane};
+use crate::console::text::{fit, group, width};
 use crate::vocab::InstanceState;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let c = &app.vm.capacity;
     let facts = &app.vm.facts;
-    let block = pane_block(Line::from(" Capacity "), app.focus == Pane::Capacity, t);
+    let block = more_below(
+        pane_block(Line::from(" Capacity "), app.focus == Pane::Capacity, t),
+        app.capacity.more_below(),
+        t,
+    );
     let inner = block.inner(area);
     f.render_widget(block, area);
     if inner.height < 2 {
@@ -54,7 +59,24 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             ),
         g,
     );
-    let w = rest.width as usize;
+    let window = app.capacity.visible();
+    let lines: Vec<Line> = lines(app, rest.width as usize)
+        .into_iter()
+        .skip(window.start)
+        .take(window.len())
+        .collect();
+    f.render_widget(Paragraph::new(lines), rest);
+}
+
+/// The profiles with their instances, what waits and the last release,
+/// each line fitted to `w` columns.
+pub fn lines(app: &App, w: usize) -> Vec<Line<'static>> {
+    let t = app.theme();
+    let c = &app.vm.capacity;
+    let facts = &app.vm.facts;
+    if !facts.capacity {
+        return Vec::new();
+    }
     let run_id = &app.vm.run.run_id;
     let bold = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
     let mut lines: Vec<Line> = Vec::new();
@@ -92,7 +114,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             lines.push(Line::from(vec![
                 Span::raw(text.clone()),
                 Span::styled(
-                    fit(&tail, w.saturating_sub(text.chars().count())),
+                    fit(&tail, w.saturating_sub(width(&text))),
                     Style::default().fg(color),
                 ),
             ]));
@@ -103,7 +125,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             format!("waiting for capacity ({})", c.waiting.len()),
             bold.fg(t.warning),
         )));
-        for &ix in c.waiting.iter().take(5) {
+        // The pane scrolls, but a flood of waiting work is summed up.
+        const SHOWN: usize = 20;
+        for &ix in c.waiting.iter().take(SHOWN) {
             let n = app.vm.node(ix);
             let why = n
                 .capacity_wait
@@ -114,6 +138,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 &format!("  {} — {why}", n.name()),
                 w,
             ))));
+        }
+        if c.waiting.len() > SHOWN {
+            lines.push(Line::from(Span::styled(
+                format!("  +{} more", group(c.waiting.len() - SHOWN)),
+                Style::default().fg(t.dim),
+            )));
         }
     }
     if let Some(r) = &c.last_release {
@@ -147,6 +177,5 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             )));
         }
     }
-    let lines: Vec<Line> = lines.into_iter().skip(app.capacity_offset).collect();
-    f.render_widget(Paragraph::new(lines), rest);
+    lines
 }

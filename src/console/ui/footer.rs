@@ -1,4 +1,6 @@
-//! The footer: the keys valid now (from the key table) and the status line.
+//! The footer: the keys that work now, written from the key table (what
+//! the mode reads, what `available` allows), with help and quit always at
+//! the right; a replay's timeline; the status line.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -6,132 +8,100 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::console::app::{App, Level, Overlay, Pane};
+use crate::console::app::{App, Follow, Level};
 use crate::console::keymap::{Action, info};
-use crate::kernel::Lane;
+use crate::console::overlay::Overlay;
+use crate::console::text::{fit, group, width};
 
-/// The actions worth showing now, in order.
+/// The actions the footer offers now, in the table's order, help and quit
+/// last.
 pub fn context_actions(app: &App) -> Vec<Action> {
-    if app.replay.is_some() {
-        return vec![
-            Action::PlayPause,
-            Action::EventForward,
-            Action::Forward10,
-            Action::Faster,
-            Action::Slower,
-            Action::Jump,
-            Action::NodeInspector,
-            Action::Help,
-            Action::Quit,
-        ];
-    }
-    let vm = &app.vm;
-    let mut v = Vec::new();
-    let live = vm.run.finished.is_none();
-    if live {
-        if vm.run.paused {
-            v.extend([Action::Resume, Action::Step]);
-        } else {
-            v.push(Action::Pause);
-        }
-    }
-    if app.focus == Pane::Lanes
-        && let Some(ix) = app.selected_node()
-    {
-        let n = vm.node(ix);
-        if live && n.lane == Lane::AwaitingApproval {
-            v.extend([Action::Approve, Action::Deny]);
-        }
-        if live && (matches!(n.lane, Lane::Queued | Lane::Paused) || n.held) {
-            v.push(Action::Hold);
-        }
-        v.push(Action::NodeInspector);
-    }
-    if app.focus == Pane::Ledger {
-        v.push(Action::LedgerFilter);
-    }
-    if live && vm.facts.capacity {
-        v.push(Action::Release);
-    }
-    v.extend([
-        Action::PaletteInspector,
-        Action::FocusNext,
-        Action::Filter,
-        Action::CycleTheme,
-        Action::Help,
-        Action::Quit,
-    ]);
-    v
+    let mode = app.mode();
+    let (mut main, mut end): (Vec<Action>, Vec<Action>) = app
+        .keymap
+        .actions_in(mode)
+        .into_iter()
+        .filter(|a| info(*a).footer && app.available(*a).is_ok())
+        .partition(|a| !matches!(a, Action::Help | Action::Quit));
+    // Two keys for one thing read as one hint.
+    main.dedup_by_key(|a| info(*a).label);
+    main.append(&mut end);
+    main
 }
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let key = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
     let text = Style::default().fg(t.dim);
-    let mut keys: Vec<Span> = vec![Span::raw(" ")];
-    let overlay_keys: Option<&[(&str, &str)]> = match &app.overlay {
-        Overlay::None => None,
-        Overlay::Help { .. } => Some(&[("↑/↓", "scroll"), ("esc", "close")]),
-        Overlay::Palette { .. } => Some(&[
-            ("↑/↓", "move"),
-            ("←/→", "close/open"),
-            ("⏎", "toggle"),
-            ("esc", "close"),
-        ]),
-        Overlay::Inspector { .. } => Some(&[("↑/↓", "scroll"), ("esc", "close")]),
-        Overlay::ConfirmQuit | Overlay::ConfirmRelease { .. } => {
-            Some(&[("y", "yes"), ("n/esc", "no")])
-        }
+    let mode = app.mode();
+    let hint = |a: Action| -> Vec<Span<'static>> {
+        vec![
+            Span::styled(app.keymap.label_in(mode, a), key),
+            Span::styled(format!(" {}  ", app.action_label(a)), text),
+        ]
     };
-    if app.editing_filter {
-        keys.extend([
-            Span::styled("⏎", key),
-            Span::styled(" apply  ", text),
-            Span::styled("esc", key),
-            Span::styled(" clear", text),
-        ]);
-    } else if let Some(list) = overlay_keys {
-        for (k, what) in list {
-            keys.push(Span::styled(*k, key));
-            keys.push(Span::styled(format!(" {what}  "), text));
+    let actions = context_actions(app);
+    let (main, end): (Vec<Action>, Vec<Action>) = actions
+        .into_iter()
+        .partition(|a| !matches!(a, Action::Help | Action::Quit));
+    // Help and quit are never pushed off: they take their room first, and
+    // the other hints fill what is left, whole or not at all.
+    let end: Vec<Span> = end.into_iter().flat_map(hint).collect();
+    let end_w: usize = end.iter().map(|s| width(&s.content)).sum();
+    let room = (area.width as usize).saturating_sub(end_w + 1);
+    let mut keys: Vec<Span> = vec![Span::raw(" ")];
+    let mut used = 0;
+    for a in main {
+        let h = hint(a);
+        let w: usize = h.iter().map(|s| width(&s.content)).sum();
+        if used + w > room {
+            break;
         }
-    } else {
-        for a in context_actions(app) {
-            keys.push(Span::styled(app.keymap.label(a), key));
-            keys.push(Span::styled(format!(" {}  ", short(a)), text));
-        }
+        used += w;
+        keys.extend(h);
     }
-    let status = if let Some(input) = &app.jump_input {
-        Line::from(vec![
+    keys.push(Span::raw(" ".repeat(room - used)));
+    keys.extend(end);
+
+    let status = match app.overlay() {
+        Some(Overlay::Jump { text: input }) => Line::from(vec![
             Span::styled(" jump to (12.5, 1:05, #120): ", key),
             Span::raw(input.clone()),
             Span::styled("▏", key),
-        ])
-    } else if app.editing_filter {
-        Line::from(vec![
+        ]),
+        Some(Overlay::Filter) => Line::from(vec![
             Span::styled(" filter: ", key),
             Span::raw(app.filter.clone()),
             Span::styled("▏", key),
-        ])
-    } else {
-        match &app.status {
-            Some(s) => {
+        ]),
+        _ => match (&app.status, &app.replay) {
+            (Some(s), _) => {
                 let color = match s.level {
                     Level::Info => t.foreground,
                     Level::Warning => t.warning,
                     Level::Error => t.error,
                 };
                 Line::from(Span::styled(
-                    format!(" {}", s.text),
+                    fit(&format!(" {}", s.text), area.width as usize),
                     Style::default().fg(color),
                 ))
             }
-            None if !app.filter.is_empty() => Line::from(Span::styled(
+            (None, Some(bar)) => Line::from(Span::styled(
+                fit(
+                    &format!(
+                        " {}",
+                        bar.event.as_deref().unwrap_or("the start of the run")
+                    ),
+                    area.width as usize,
+                ),
+                Style::default().fg(t.foreground),
+            )),
+            (None, None) if !app.filter.is_empty() => Line::from(Span::styled(
                 format!(" filter: {} (esc clears)", app.filter),
                 text,
             )),
-            None => Line::from(""),
-        }
+            (None, None) => Line::from(""),
+        },
     };
     let mut lines = vec![Line::from(keys)];
     if let Some(bar) = &app.replay {
@@ -144,8 +114,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     );
 }
 
-/// `▶ ×4  12.3s / 40.1s  event 120 / 1623  ████████░░░░░░`
-fn timeline(bar: &crate::console::app::ReplayBar, width: u16, app: &App) -> Line<'static> {
+/// `▶ ×4  12.3s / 40.1s  #120 / 1 623  ████████░░░░  following the live run`
+fn timeline(bar: &crate::console::app::ReplayBar, w: u16, app: &App) -> Line<'static> {
     let t = app.theme();
     let speed = if bar.speed < 1.0 {
         format!("×{}", bar.speed)
@@ -157,10 +127,15 @@ fn timeline(bar: &crate::console::app::ReplayBar, width: u16, app: &App) -> Line
         if bar.playing { "▶" } else { "‖" },
         super::duration(bar.at),
         super::duration(bar.end),
-        bar.pos,
-        bar.total
+        group(bar.pos),
+        group(bar.total)
     );
-    let room = (width as usize).saturating_sub(label.chars().count() + 1);
+    let follow = match bar.follow {
+        Follow::Complete => String::new(),
+        Follow::Following => "  ● following the live run".into(),
+        Follow::Snapshot => "  snapshot: the run stopped here".into(),
+    };
+    let room = (w as usize).saturating_sub(width(&label) + width(&follow) + 1);
     let filled = if bar.total == 0 {
         0
     } else {
@@ -173,32 +148,6 @@ fn timeline(bar: &crate::console::app::ReplayBar, width: u16, app: &App) -> Line
         ),
         Span::styled("█".repeat(filled), Style::default().fg(t.lanes[1])),
         Span::styled("░".repeat(room - filled), Style::default().fg(t.dim)),
+        Span::styled(follow, Style::default().fg(t.warning)),
     ])
-}
-
-fn short(a: Action) -> &'static str {
-    match a {
-        Action::Pause => "pause",
-        Action::Resume => "resume",
-        Action::Step => "step",
-        Action::Release => "release",
-        Action::PaletteInspector => "palette",
-        Action::Approve => "approve",
-        Action::Deny => "deny",
-        Action::Hold => "hold",
-        Action::NodeInspector => "inspect",
-        Action::FocusNext => "pane",
-        Action::Filter => "filter",
-        Action::LedgerFilter => "outcome",
-        Action::CycleTheme => "theme",
-        Action::Help => "help",
-        Action::Quit => "quit",
-        Action::PlayPause => "play/pause",
-        Action::EventForward => "event (← back)",
-        Action::Forward10 => "10 s (] [)",
-        Action::Faster => "faster",
-        Action::Slower => "slower",
-        Action::Jump => "jump",
-        other => info(other).name,
-    }
 }

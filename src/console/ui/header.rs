@@ -1,4 +1,7 @@
-//! The header: play, run, state, time, round, lane counts, approvals.
+//! The header: what matters most first, so a narrow screen cuts the least
+//! important: the run state, approvals waiting, warnings, time and round,
+//! then the play and run; below, the lane counts from the projection's one
+//! set of counts (skipped apart from failed) and both budgets.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -6,8 +9,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::duration;
+use super::{duration, lane_name};
 use crate::console::app::App;
+use crate::console::text::{fit, group, width};
 use crate::kernel::Lane;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
@@ -17,49 +21,96 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let bold = base.add_modifier(Modifier::BOLD);
     let state = app.run_state();
     let state_color = match state.as_str() {
-        "running" => t.lanes[1],
+        s if s.starts_with("running") => t.lanes[1],
         "paused" | "draining" | "stepping" => t.lanes[3],
         s if s.ends_with("succeeded") => t.ok,
         s if s.starts_with("finished") => t.error,
         _ => t.warning,
     };
-    let mut top = vec![
-        Span::styled(
-            if app.replay.is_some() {
-                " playdeck replay "
-            } else {
-                " playdeck "
-            },
-            bold.fg(t.accent),
+    let w = area.width as usize;
+    let mut top: Vec<Span> = vec![Span::styled(
+        if app.replay.is_some() {
+            " playdeck replay "
+        } else {
+            " playdeck "
+        },
+        bold.fg(t.accent),
+    )];
+    // A long state (a failure's cause) leaves room for what follows.
+    let room = w.saturating_sub(width(&top[0].content));
+    top.push(Span::styled(
+        fit(
+            &format!("● {state}"),
+            room.min((w * 3 / 5).max(w.saturating_sub(40))),
         ),
-        Span::styled(format!("{} ", vm.run.play), bold),
-        Span::styled(format!("· run {} · ", vm.run.run_id), base.fg(t.dim)),
-        Span::styled(format!("● {state}"), bold.fg(state_color)),
-        Span::styled(
-            format!(" · {} · round {}", duration(app.clock), vm.run.round.max(1)),
-            base,
-        ),
-    ];
+        bold.fg(state_color),
+    ));
     let waiting = vm.approvals_waiting();
     if waiting > 0 {
+        top.push(Span::styled("  ", base));
         top.push(Span::styled(
-            format!("  ⚑ {waiting} awaiting approval"),
+            format!("⚑ {waiting} awaiting approval"),
             bold.fg(t.warning).add_modifier(Modifier::REVERSED),
         ));
     }
+    if !vm.warnings.is_empty() {
+        let n = vm.warnings.len();
+        top.push(Span::styled(
+            format!(
+                "  ⚠ {} warning{} (w)",
+                group(n),
+                if n == 1 { "" } else { "s" }
+            ),
+            bold.fg(t.warning),
+        ));
+    }
+    top.push(Span::styled(
+        format!(" · {} · round {}", duration(app.clock), vm.run.round.max(1)),
+        base,
+    ));
+    top.push(Span::styled(
+        format!(
+            " · {} · run {}{}",
+            vm.run.play,
+            vm.run.run_id,
+            if vm.run.resumes > 0 { " (resumed)" } else { "" }
+        ),
+        base.fg(t.dim),
+    ));
+    let top = cut(top, w);
+
+    let c = &vm.counts;
+    // Lane order, with skipped beside failed: the same counts as `ctl
+    // status` and the report.
+    let parts: [(&str, usize, Option<usize>); 8] = [
+        (lane_name(Lane::Queued, 99), c.queued, Some(0)),
+        (lane_name(Lane::Running, 99), c.running, Some(1)),
+        ("awaiting approval", c.awaiting_approval, Some(2)),
+        (lane_name(Lane::Paused, 99), c.paused, Some(3)),
+        (lane_name(Lane::Succeeded, 99), c.succeeded, Some(4)),
+        (lane_name(Lane::Failed, 99), c.failed, Some(5)),
+        ("skipped", c.skipped, None),
+        (lane_name(Lane::Escalated, 99), c.escalated, Some(6)),
+    ];
+    let narrow = w < 130;
     let mut counts = vec![Span::styled(" ", base)];
-    for (i, lane) in Lane::ALL.iter().enumerate() {
-        let n = vm.count(*lane);
-        let mut label = format!("{} {n}", lane.title());
-        if *lane == Lane::Failed && vm.counts.skipped > 0 {
-            label.push_str(&format!(" ({} skipped)", vm.counts.skipped));
-        }
+    for (name, n, lane) in parts {
+        let name = match (narrow, name) {
+            (true, "awaiting approval") => "approval",
+            (true, "succeeded") => "done",
+            (true, "escalated") => "escal.",
+            (_, n) => n,
+        };
+        let color = match lane {
+            Some(i) => t.lanes[i],
+            None => t.skipped,
+        };
         let style = if n > 0 {
-            base.fg(t.lanes[i])
+            base.fg(color)
         } else {
             base.fg(t.dim)
         };
-        counts.push(Span::styled(label, style));
+        counts.push(Span::styled(format!("{name} {}", group(n)), style));
         counts.push(Span::styled("  ", base));
     }
     if let Some(b) = &vm.palette.budgets {
@@ -74,8 +125,29 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             base.fg(t.dim),
         ));
     }
+    let counts = cut(counts, w);
     f.render_widget(
         Paragraph::new(vec![Line::from(top), Line::from(counts)]).style(base),
         area,
     );
+}
+
+/// Spans up to `w` columns, the last one that does not fit cut with `…`.
+fn cut(spans: Vec<Span<'static>>, w: usize) -> Vec<Span<'static>> {
+    let mut out = Vec::new();
+    let mut used = 0;
+    for s in spans {
+        let sw = width(&s.content);
+        if used + sw <= w {
+            used += sw;
+            out.push(s);
+            continue;
+        }
+        let room = w - used;
+        if room > 1 {
+            out.push(Span::styled(fit(&s.content, room), s.style));
+        }
+        break;
+    }
+    out
 }

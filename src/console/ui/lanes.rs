@@ -1,14 +1,24 @@
 //! The lanes: one column per lifecycle state, members in the order they
-//! entered, only the visible rows built.
+//! entered, only the visible rows built. A row keeps what tells it apart
+//! first: the name (cut in the middle, keeping its end), then the role,
+//! then the time.
 
 use ratatui::Frame;
+use ratatui::layout::Alignment;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{duration, fit, pane_block, selected_style};
+use super::{lane_name, pane_block, selected_style};
 use crate::console::app::{App, Geometry, Pane};
+use crate::console::text::{fit, fit_middle, group, width};
 use crate::kernel::{ActivityState, Lane};
+
+/// A lane folded to its title at a narrow screen: `┌ fail 0 ┐`.
+pub const FOLDED_WIDTH: u16 = 10;
+/// A name is cut no shorter than this before the role gives way.
+const NAME_MIN: usize = 8;
+const ROLE_MIN: usize = 5;
 
 pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
     let t = app.theme();
@@ -18,29 +28,55 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             continue;
         }
         let focused = app.focus == Pane::Lanes && app.lane_col == col;
-        let len = app.lane_len(col);
+        let list = &app.lanes[col];
+        let len = list.len();
         let color = t.lanes[col];
-        let title_text = if area.width < 9 {
-            format!("{len}")
-        } else if (area.width as usize) < lane.title().len() + 7 {
-            format!("{} {len}", short_title(*lane))
+        let room = area.width.saturating_sub(4) as usize;
+        // Skipped operations share the failed lane but are counted apart,
+        // as the header counts them.
+        let skipped = app.vm.counts.skipped;
+        let title_main = if *lane == Lane::Failed && skipped > 0 && app.filter.is_empty() {
+            let extra = format!("↷{}", group(skipped));
+            title_text(*lane, app.vm.counts.failed, room, Some(&extra))
         } else {
-            format!("{} {len}", lane.title())
+            title_text(*lane, len, room, None)
         };
-        let title = Line::from(Span::styled(
-            format!(
-                " {} ",
-                fit(&title_text, area.width.saturating_sub(4) as usize)
-            ),
+        let mut title = vec![Span::styled(
+            title_main,
             Style::default().fg(color).add_modifier(Modifier::BOLD),
-        ));
-        let block = pane_block(title, focused, t);
+        )];
+        // A filter hides rows: every lane says so, with what it matches.
+        let used = width(&title[0].content);
+        if !app.filter.is_empty() && room > used + 3 {
+            title.push(Span::styled(
+                fit(&format!(" /{}", app.filter), room - used),
+                Style::default().fg(t.warning),
+            ));
+        }
+        let mut title = Line::from(title);
+        title.spans.insert(0, Span::raw(" "));
+        title.spans.push(Span::raw(" "));
+        let mut block = pane_block(title, focused, t);
+        // Where the cursor is in a long lane, or how much is below.
+        let below = list.more_below();
+        let marker = match list.selected() {
+            Some(row) if focused && len > list.height() => {
+                Some(format!("[{}/{}]", group(row + 1), group(len)))
+            }
+            _ if below > 0 => Some(format!("+{} more", group(below))),
+            _ => None,
+        };
+        if let Some(m) = marker.filter(|m| width(m) + 4 <= area.width as usize) {
+            block = block.title_bottom(
+                Line::from(Span::styled(format!(" {m} "), Style::default().fg(t.dim)))
+                    .alignment(Alignment::Right),
+            );
+        }
         let inner = block.inner(area);
         f.render_widget(block, area);
-        let h = inner.height as usize;
         let w = inner.width as usize;
-        let offset = app.lane_offset[col];
-        let rows = app.lane_window(col, offset, h);
+        let window = list.visible();
+        let rows = app.lane_window(col, window.start, window.len());
         let mut lines = Vec::with_capacity(rows.len());
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
@@ -55,12 +91,6 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             } else {
                 " "
             };
-            // Narrow columns keep the name and drop the time.
-            let time = if w < 16 {
-                String::new()
-            } else {
-                duration(app.node_time(ix))
-            };
             // A running agent CLI shows what it does instead of its role.
             let activity = match (&n.activity, n.lane) {
                 (Some((state, tool)), Lane::Running) => activity_label(*state, tool.as_deref()),
@@ -69,50 +99,135 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             let role = activity
                 .as_deref()
                 .unwrap_or_else(|| n.role().map_or("", |r| &**r));
-            let name_w = w.saturating_sub(time.chars().count() + 2);
-            let left = if role.is_empty() || name_w < 14 {
-                fit(n.name(), name_w)
-            } else {
-                let name = fit(
-                    n.name(),
-                    name_w.saturating_sub(2).min(n.name().chars().count()),
-                );
-                let rest = name_w.saturating_sub(name.chars().count() + 1);
-                format!("{name} {}", fit(role, rest))
-            };
-            let pad = w.saturating_sub(left.chars().count() + time.chars().count() + 1);
-            let name_len = n.name().chars().count().min(left.chars().count());
-            let (nm, rl) = left.split_at(
-                left.char_indices()
-                    .nth(name_len)
-                    .map_or(left.len(), |(b, _)| b),
-            );
-            let row_style = if n.skipped() {
+            let cells = row_cells(n.name(), role, &short_time(app.node_time(ix)), w);
+            let name_style = if n.skipped() {
                 Style::default().fg(t.skipped)
             } else {
                 Style::default().fg(t.foreground)
             };
             let mut spans = vec![
                 Span::styled(marker, Style::default().fg(color)),
-                Span::styled(nm.to_string(), row_style),
-                Span::styled(rl.to_string(), Style::default().fg(t.dim)),
-                Span::raw(" ".repeat(pad)),
-                Span::styled(time, Style::default().fg(t.dim)),
+                Span::styled(cells.name, name_style),
+                Span::styled(cells.role, Style::default().fg(t.dim)),
+                Span::raw(" ".repeat(cells.pad)),
+                Span::styled(cells.time, Style::default().fg(t.dim)),
             ];
-            let selected = focused && offset + i == app.lane_row[col];
-            if selected {
+            if focused && list.selected() == Some(window.start + i) {
                 let s = selected_style(t);
+                spans = spans.into_iter().map(|sp| sp.patch_style(s)).collect();
+            } else if app.changed == Some(ix) {
+                // What the last replay step changed.
+                let s = Style::default()
+                    .fg(t.accent)
+                    .add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
                 spans = spans.into_iter().map(|sp| sp.patch_style(s)).collect();
             }
             lines.push(Line::from(spans));
         }
-        if rows.is_empty() && h > 0 && w > 6 {
+        if rows.is_empty() && inner.height > 0 && w > 2 {
             lines.push(Line::from(Span::styled(
                 fit("—", w),
                 Style::default().fg(t.dim),
             )));
         }
         f.render_widget(Paragraph::new(lines), inner);
+    }
+}
+
+/// `queued 4 944`, `approval 2`, or `appr 0` as room shrinks; the count
+/// always shows, and `extra` (the skipped beside the failed) as long as a
+/// shorter name makes room for it.
+fn title_text(lane: Lane, len: usize, room: usize, extra: Option<&str>) -> String {
+    let count = group(len);
+    let tiny = match lane {
+        Lane::Queued => "que",
+        Lane::Running => "run",
+        Lane::AwaitingApproval => "appr",
+        Lane::Paused => "paus",
+        Lane::Succeeded => "done",
+        Lane::Failed => "fail",
+        Lane::Escalated => "esc",
+    };
+    let names = [lane.title(), lane_name(lane, 0), tiny];
+    let mut with = Vec::new();
+    if let Some(x) = extra {
+        with.extend(names.iter().map(|n| format!("{n} {count} {x}")));
+    }
+    with.into_iter()
+        .chain(names.iter().map(|n| format!("{n} {count}")))
+        .find(|t| width(t) <= room)
+        .unwrap_or(count)
+}
+
+/// A row's parts, fitted to `w` columns (the marker's column included).
+#[derive(Debug, PartialEq)]
+pub struct RowCells {
+    pub name: String,
+    /// With its leading space.
+    pub role: String,
+    pub pad: usize,
+    pub time: String,
+}
+
+pub fn row_cells(name: &str, role: &str, time: &str, w: usize) -> RowCells {
+    let rest = w.saturating_sub(1);
+    let (nw, rw, tw) = (width(name), width(role), width(time));
+    // The least of the role worth showing.
+    let role_min = rw.min(ROLE_MIN);
+    let cells = |name: String, role_w: usize, time: &str| {
+        let role = if role_w == 0 {
+            String::new()
+        } else {
+            format!(" {}", fit(role, role_w))
+        };
+        let pad = rest.saturating_sub(width(&name) + width(&role) + width(time));
+        RowCells {
+            name,
+            role,
+            pad,
+            time: time.to_string(),
+        }
+    };
+    let gap = |r: usize| usize::from(r > 0);
+    // Everything, or the whole name with as much role as fits beside the
+    // time.
+    let with_time = rest.saturating_sub(tw + 1);
+    if tw > 0 && nw + gap(role_min) + role_min <= with_time {
+        let role_w = rw.min(with_time - nw - gap(rw)).max(role_min);
+        return cells(name.to_string(), role_w, time);
+    }
+    // The whole name and some role, without the time.
+    if nw + gap(role_min) + role_min <= rest {
+        let role_w = rw.min(rest - nw - gap(rw));
+        return cells(name.to_string(), role_w.max(role_min), "");
+    }
+    // The whole name alone: it is what the operator acts on.
+    if nw <= rest {
+        return cells(name.to_string(), 0, "");
+    }
+    // Longer than the lane: cut in the middle, beside a short role when
+    // the lane is wide enough for both to say something.
+    if role_min > 0 && rest >= 2 * NAME_MIN + 1 + role_min {
+        return cells(fit_middle(name, rest - 1 - role_min), role_min, "");
+    }
+    cells(fit_middle(name, rest), 0, "")
+}
+
+/// `2.5s`, `12s`, `4m05`, `1h02`: at most four columns, for lane rows.
+pub fn short_time(secs: f64) -> String {
+    let secs = secs.max(0.0);
+    if secs < 10.0 {
+        format!("{secs:.1}s")
+    } else if secs < 60.0 {
+        format!("{}s", secs as u64)
+    } else if secs < 3600.0 {
+        format!("{}m{:02}", (secs / 60.0) as u64, (secs % 60.0) as u64)
+    } else {
+        format!(
+            "{}h{:02}",
+            (secs / 3600.0) as u64,
+            ((secs % 3600.0) / 60.0) as u64
+        )
     }
 }
 
@@ -126,14 +241,78 @@ pub fn activity_label(state: ActivityState, tool: Option<&str>) -> Option<String
     }
 }
 
-fn short_title(l: Lane) -> &'static str {
-    match l {
-        Lane::Queued => "queued",
-        Lane::Running => "running",
-        Lane::AwaitingApproval => "approval",
-        Lane::Paused => "paused",
-        Lane::Succeeded => "done",
-        Lane::Failed => "failed",
-        Lane::Escalated => "escal.",
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, role: &str, time: &str, w: usize) -> String {
+        let c = row_cells(name, role, time, w);
+        let s = format!(" {}{}{}{}", c.name, c.role, " ".repeat(c.pad), c.time);
+        assert_eq!(width(&s), w, "{s:?} fills the row exactly");
+        s
+    }
+
+    #[test]
+    fn rows_keep_the_name_then_the_role_then_the_time() {
+        assert_eq!(
+            row("scope", "planner", "2.0s", 22),
+            " scope planner    2.0s"
+        );
+        // Short of room: the time goes, then the role; the name is cut
+        // (in the middle) only when it is longer than the lane.
+        assert_eq!(
+            row("integration-tests", "tester", "12s", 22),
+            " integration-tests    "
+        );
+        assert_eq!(
+            row(
+                "shard-migration-region-eu-west-07",
+                "implementer",
+                "1.0s",
+                24
+            ),
+            " shard-mi…-west-07 impl…"
+        );
+        // The time goes before the name is cut.
+        assert_eq!(
+            row("smoke-prod", "tester", "30s", 21),
+            " smoke-prod test… 30s"
+        );
+        assert_eq!(
+            row("impl-schema", "implementer", "1.0s", 21),
+            " impl-schema impleme…"
+        );
+        assert_eq!(
+            row("research-api", "researcher", "3.5s", 16),
+            " research-api   "
+        );
+        assert_eq!(
+            row("deploy-prod", "release_manager", "30s", 17),
+            " deploy-prod     "
+        );
+        // A name alone keeps its end.
+        assert_eq!(row("research-deps", "", "3.0s", 10), " rese…deps");
+        // CJK names take two columns a char.
+        let r = row("部署生产环境-第二阶段", "实施者", "1.0s", 20);
+        assert!(r.contains('…'), "{r}");
+    }
+
+    #[test]
+    fn titles_stay_recognisable_as_lanes_narrow() {
+        let t = |l, n, room, x| title_text(l, n, room, x);
+        assert_eq!(
+            t(Lane::AwaitingApproval, 2, 30, None),
+            "awaiting approval 2"
+        );
+        assert_eq!(t(Lane::AwaitingApproval, 2, 12, None), "approval 2");
+        assert_eq!(t(Lane::Failed, 0, 6, None), "fail 0");
+        assert_eq!(t(Lane::Queued, 4944, 30, None), "queued 4 944");
+        // The skipped count beside the failed one outlasts the long name.
+        assert_eq!(t(Lane::Failed, 1, 12, Some("↷2")), "failed 1 ↷2");
+        assert_eq!(t(Lane::Failed, 1, 9, Some("↷2")), "fail 1 ↷2");
+        assert_eq!(t(Lane::Failed, 1, 7, Some("↷2")), "fail 1");
+        assert_eq!(short_time(2.46), "2.5s");
+        assert_eq!(short_time(42.0), "42s");
+        assert_eq!(short_time(245.0), "4m05");
     }
 }

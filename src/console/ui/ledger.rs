@@ -7,14 +7,15 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{fit, pane_block, selected_style};
+use super::{pane_block, selected_style};
 use crate::console::app::{App, Pane};
+use crate::console::text::{fit, group, pad, width};
 use crate::kernel::LedgerOutcome;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let focused = app.focus == Pane::Ledger;
-    let total = app.ledger_len();
+    let total = app.ledger.len();
     let title = Line::from(vec![
         Span::raw(" Spawn ledger "),
         Span::styled(
@@ -22,7 +23,21 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Style::default().fg(t.dim),
         ),
     ]);
-    let block = pane_block(title, focused, t);
+    let mut block = pane_block(title, focused, t);
+    if let Some(row) = app
+        .ledger
+        .selected()
+        .filter(|_| total > app.ledger.height())
+        && focused
+    {
+        block = block.title_bottom(
+            Line::from(Span::styled(
+                format!(" [{}/{}] ", group(row + 1), group(total)),
+                Style::default().fg(t.dim),
+            ))
+            .alignment(ratatui::layout::Alignment::Right),
+        );
+    }
     let inner = block.inner(area);
     f.render_widget(block, area);
     if inner.height < 2 {
@@ -33,10 +48,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         fit("   time  emitter → assignee          outcome", w),
         Style::default().fg(t.dim).add_modifier(Modifier::BOLD),
     ))];
-    let h = inner.height as usize - 1;
-    let rows = app.ledger_window(app.ledger_offset, h);
+    let window = app.ledger.visible();
+    let rows = app.ledger_window(window.start, window.len());
     for (k, &ri) in rows.iter().enumerate() {
-        let i = app.ledger_offset + k;
+        let i = window.start + k;
         let r = &app.vm.ledger[ri];
         let who = format!(
             "{} → {}",
@@ -50,14 +65,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             }
         };
         let time = format!("{:>6.1}s ", r.elapsed);
-        let who = format!("{:<25} ", fit(&who, 25));
-        let rest = w.saturating_sub(time.chars().count() + who.chars().count());
+        let who = format!("{} ", pad(&who, 25));
+        let rest = w.saturating_sub(width(&time) + width(&who));
         let mut spans = vec![
             Span::styled(time, Style::default().fg(t.dim)),
             Span::raw(who),
             Span::styled(fit(&outcome, rest), Style::default().fg(color)),
         ];
-        if focused && i == app.ledger_row {
+        if focused && app.ledger.selected() == Some(i) {
             let s = selected_style(t);
             spans = spans.into_iter().map(|sp| sp.patch_style(s)).collect();
         }

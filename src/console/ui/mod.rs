@@ -18,9 +18,14 @@ use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::app::{App, Geometry, Pane};
 use super::theme::Theme;
+use crate::kernel::Lane;
+
+pub use super::text::fit;
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
+/// From here on all three bottom panes fit side by side.
+const WIDE: (u16, u16) = (110, 30);
 
 pub use budgets::draw as draw_budgets;
 pub use capacity::draw as draw_capacity;
@@ -28,6 +33,7 @@ pub use footer::draw as draw_footer;
 pub use header::draw as draw_header;
 pub use lanes::draw as draw_lanes;
 pub use ledger::draw as draw_ledger;
+pub use overlays::{collapsible, overlay_size, palette_items};
 
 /// Where the parts of the screen go.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +49,10 @@ pub fn too_small(area: Rect) -> bool {
     area.width < MIN_WIDTH || area.height < MIN_HEIGHT
 }
 
+/// Lane widths at a wide screen, in shares: fixed, so columns do not jump
+/// as lanes fill and empty; the lanes most runs crowd get the most.
+const LANE_SHARES: [u32; 7] = [5, 5, 3, 3, 5, 3, 3];
+
 pub fn layout(area: Rect, app: &App) -> Areas {
     // A replay adds its timeline to the footer.
     let footer_h = if app.replay.is_some() { 3 } else { 2 };
@@ -52,7 +62,7 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         Constraint::Length(footer_h),
     ])
     .areas(area);
-    let wide = area.width >= 110 && area.height >= 30;
+    let wide = area.width >= WIDE.0 && area.height >= WIDE.1;
     let lanes_h = if wide {
         (body.height * 11 / 20).max(10)
     } else {
@@ -64,18 +74,24 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         lanes,
         ..Geometry::default()
     };
-    // Lane columns share the width, but empty lanes shrink to their title
-    // so the busy ones keep readable names.
-    let counts: Vec<usize> = (0..7).map(|c| app.lane_len(c)).collect();
-    let constraints: Vec<Constraint> = (0..7)
-        .map(|c| {
-            if counts[c] == 0 && c != app.lane_col {
-                Constraint::Length(if wide { 13 } else { 7 })
-            } else {
-                Constraint::Fill(1)
-            }
-        })
-        .collect();
+    let constraints: Vec<Constraint> = if wide {
+        LANE_SHARES
+            .iter()
+            .map(|s| Constraint::Fill(*s as u16))
+            .collect()
+    } else {
+        // Too narrow for seven readable columns: empty lanes fold to a
+        // short title so the busy ones keep readable names.
+        (0..7)
+            .map(|c| {
+                if app.lane_len(c) == 0 && c != app.lane_col {
+                    Constraint::Length(lanes::FOLDED_WIDTH)
+                } else {
+                    Constraint::Fill(1)
+                }
+            })
+            .collect()
+    };
     let cols = Layout::horizontal(constraints).split(lanes);
     for (i, r) in cols.iter().enumerate() {
         g.lane_cols[i] = *r;
@@ -123,14 +139,18 @@ pub fn draw(f: &mut Frame, app: &App) {
                 "It is {}×{}; playdeck needs at least {MIN_WIDTH}×{MIN_HEIGHT} (120×36 shows every pane).",
                 area.width, area.height
             )),
-            Line::from("Enlarge the window, or press q to quit."),
+            Line::from(format!(
+                "Enlarge the window, or press {} to quit; no other key does anything here.",
+                app.keymap
+                    .label_in(super::keymap::Mode::TooSmall, super::keymap::Action::Quit)
+            )),
         ];
         let y = area.height / 2;
         let r = Rect::new(
             area.x,
-            area.y + y.saturating_sub(1),
+            area.y + y.saturating_sub(2),
             area.width,
-            3.min(area.height),
+            5.min(area.height),
         );
         f.render_widget(
             Paragraph::new(msg)
@@ -157,6 +177,44 @@ pub fn draw(f: &mut Frame, app: &App) {
     overlays::draw(f, area, app);
 }
 
+/// The capacity pane's content length and window height at `area`.
+pub fn capacity_size(app: &App, area: Rect) -> (usize, usize) {
+    if area.area() == 0 {
+        return (0, 1);
+    }
+    let inner = pane_block(Line::default(), false, app.theme()).inner(area);
+    (
+        capacity::lines(app, inner.width as usize).len(),
+        inner.height.saturating_sub(1) as usize,
+    )
+}
+
+/// The budgets pane's content length and window height at `area`.
+pub fn budgets_size(app: &App, area: Rect) -> (usize, usize) {
+    if area.area() == 0 {
+        return (0, 1);
+    }
+    let inner = pane_block(Line::default(), false, app.theme()).inner(area);
+    (
+        budgets::lines(app, inner.width as usize).len(),
+        inner.height.saturating_sub(2) as usize,
+    )
+}
+
+/// `↓ 12 more` on a pane's bottom border when its text goes on below.
+pub fn more_below<'a>(block: Block<'a>, below: usize, t: &Theme) -> Block<'a> {
+    if below == 0 {
+        return block;
+    }
+    block.title_bottom(
+        Line::from(Span::styled(
+            format!(" ↓ {} more ", super::text::group(below)),
+            Style::default().fg(t.dim),
+        ))
+        .alignment(ratatui::layout::Alignment::Right),
+    )
+}
+
 /// A pane's frame, highlighted when it has the focus.
 pub fn pane_block<'a>(title: Line<'a>, focused: bool, t: &Theme) -> Block<'a> {
     let border = if focused { t.border_focused } else { t.border };
@@ -173,19 +231,6 @@ pub fn pane_block<'a>(title: Line<'a>, focused: bool, t: &Theme) -> Block<'a> {
         b = b.title_style(Style::default().add_modifier(Modifier::REVERSED));
     }
     b
-}
-
-/// Cuts `s` to `w` columns, marking the cut with `…`.
-pub fn fit(s: &str, w: usize) -> String {
-    if w == 0 {
-        return String::new();
-    }
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// `12.3s`, `4m05s`, `1h02m`.
@@ -218,5 +263,22 @@ pub fn selected_style(t: &Theme) -> Style {
         s.add_modifier(Modifier::REVERSED)
     } else {
         s
+    }
+}
+
+/// A lane's name for a header or a column of `room` columns: the full
+/// title, else a recognisable short one.
+pub fn lane_name(l: Lane, room: usize) -> &'static str {
+    if room >= l.title().len() {
+        return l.title();
+    }
+    match l {
+        Lane::Queued => "queued",
+        Lane::Running => "running",
+        Lane::AwaitingApproval => "approval",
+        Lane::Paused => "paused",
+        Lane::Succeeded => "done",
+        Lane::Failed => "failed",
+        Lane::Escalated => "escal.",
     }
 }

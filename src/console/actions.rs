@@ -1,0 +1,726 @@
+//! Carrying out actions. [`App::available`] is the one place that decides
+//! whether an action can be used now and, if not, why: the footer offers
+//! what it allows, help dims what it refuses, and [`App::act`] refuses
+//! with its reason. Nothing else second-guesses it.
+
+use std::cell::RefCell;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Position;
+use tui_tree_widget::TreeState;
+
+use super::app::{App, Effect, LedgerFilter, PANES, Pane, ReplayCmd};
+use super::keymap::{Action, Mode, Scope, info};
+use super::overlay::{AddForm, Overlay};
+use super::scroll::{Motion, ScrollList};
+use crate::kernel::{Lane, LedgerOutcome, Request};
+
+/// Tree identifiers of the palette inspector's branches, open at first.
+pub const PALETTE_BRANCHES: [&str; 5] =
+    ["initial", "expanded", "reserved", "budgets", "rejections"];
+
+impl App {
+    /// Whether `a` can be used now; the error says why not, for people.
+    pub fn available(&self, a: Action) -> Result<(), String> {
+        self.available_under(a, self.overlays.len())
+    }
+
+    /// Whether `a` could be used with only the first `depth` overlays open:
+    /// help asks it of the screen beneath itself.
+    pub fn available_under(&self, a: Action, depth: usize) -> Result<(), String> {
+        use Action::*;
+        let top = depth.checked_sub(1).and_then(|i| self.overlays.get(i));
+        let mode = match top {
+            _ if self.too_small => Mode::TooSmall,
+            Some(o) => o.mode(),
+            None if self.replay.is_some() => Mode::Replay,
+            None => Mode::Live,
+        };
+        match a {
+            Pause | Resume | Step | Release | AddWork => {
+                self.live_run(a)?;
+                let r = &self.vm.run;
+                match a {
+                    Pause if r.paused => Err("the run is already paused (r resumes)".into()),
+                    Resume if !r.paused => Err("the run is not paused".into()),
+                    Step if !r.paused => {
+                        Err("step works while paused: press p first, then s for each step".into())
+                    }
+                    Release if !self.vm.facts.capacity || self.hooks.release_preview.is_none() => {
+                        Err("this run has no [capacity] to release".into())
+                    }
+                    AddWork if !r.reactive => Err(
+                        "the run is not reactive (reactive = false): nothing can be added to it"
+                            .into(),
+                    ),
+                    _ => Ok(()),
+                }
+            }
+            Approve | Deny | Hold | Retry => {
+                self.not_replay(a)?;
+                let Some(ix) = self.target_under(top) else {
+                    return Err(match a {
+                        Approve | Deny => "select an operation in the awaiting approval lane",
+                        Hold => "select an operation that has not started to hold it",
+                        _ => "select a failed operation to retry it",
+                    }
+                    .into());
+                };
+                let n = self.vm.node(ix);
+                let name = n.name();
+                let finished = self.vm.run.finished.is_some();
+                match a {
+                    _ if finished && a != Retry => {
+                        Err("the run has finished; only viewing works now".into())
+                    }
+                    Approve | Deny if n.lane != Lane::AwaitingApproval => {
+                        Err(format!("{name} is not awaiting approval"))
+                    }
+                    Hold if !n.held
+                        && !matches!(
+                            n.lane,
+                            Lane::Queued | Lane::Paused | Lane::AwaitingApproval
+                        ) =>
+                    {
+                        Err(format!(
+                            "{name} has started; only an operation that has not started can be held"
+                        ))
+                    }
+                    Retry if n.lane != Lane::Failed || n.skipped() => Err(format!(
+                        "{name} has not failed; only failed or denied operations can be retried"
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            Open => match self.focus {
+                Pane::Lanes if self.selected_node().is_none() => {
+                    Err("nothing selected to inspect".into())
+                }
+                Pane::Ledger if self.selected_ledger_row().is_none() => {
+                    Err("the ledger has no row to open".into())
+                }
+                Pane::Capacity => {
+                    Err("the capacity pane has nothing to open; x releases idle capacity".into())
+                }
+                _ => Ok(()),
+            },
+            Warnings if self.vm.warnings.is_empty() => Err("the run has no warnings".into()),
+            LedgerFilter if self.focus != Pane::Ledger => Err(format!(
+                "{} filters the spawn ledger: move to it with {} first",
+                self.keymap.label(LedgerFilter),
+                self.keymap.label(FocusNext)
+            )),
+            Back if self.filter.is_empty() && self.focus == Pane::Lanes => {
+                Err("no filter to clear".into())
+            }
+            CycleTheme if self.themes.len() < 2 => Err("there is only one theme".into()),
+            Report if self.hooks.run_dir.is_none() => {
+                Err("no run directory to write the report to".into())
+            }
+            Left | Right if mode == Mode::Live || mode == Mode::Replay => {
+                if self.focus == Pane::Lanes {
+                    Ok(())
+                } else {
+                    Err("← → move between lanes; tab back to the lanes first".into())
+                }
+            }
+            Help if mode == Mode::TooSmall => Err("the terminal is too small".into()),
+            PlayPause | Faster | Slower | EventBack | EventForward | Back10 | Forward10 | Start
+            | End | Jump
+                if self.replay.is_none() =>
+            {
+                Err("only a replay has a timeline".into())
+            }
+            GoTo => match top {
+                Some(Overlay::LedgerRow { row, .. }) => match self.ledger_op(*row) {
+                    Some(_) => Ok(()),
+                    None => Err("this request was dropped: no operation came of it".into()),
+                },
+                _ => Err("nothing to go to".into()),
+            },
+            ShowAll => match top {
+                Some(Overlay::Inspector { node, all, .. })
+                    if *all || super::ui::collapsible(self, *node) =>
+                {
+                    Ok(())
+                }
+                _ => Err("nothing here is collapsed".into()),
+            },
+            NextField | PrevField if !matches!(top, Some(Overlay::Add(_))) => {
+                Err("one field only".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Run control needs a live run that has not finished.
+    fn live_run(&self, a: Action) -> Result<(), String> {
+        self.not_replay(a)?;
+        if self.vm.run.finished.is_some() {
+            return Err("the run has finished; only viewing works now".into());
+        }
+        if self.quitting {
+            return Err("the run is being cancelled".into());
+        }
+        Ok(())
+    }
+
+    fn not_replay(&self, a: Action) -> Result<(), String> {
+        if self.replay.is_some() {
+            return Err(format!(
+                "{} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)",
+                info(a).name
+            ));
+        }
+        Ok(())
+    }
+
+    /// The footer's word for `a` now (the table's label, or what it would
+    /// do to the selection).
+    pub fn action_label(&self, a: Action) -> &'static str {
+        match a {
+            Action::Hold if self.target().is_some_and(|ix| self.vm.node(ix).held) => "unhold",
+            Action::Open => match self.focus {
+                Pane::Ledger => "details",
+                Pane::Budgets => "palette",
+                _ => "inspect",
+            },
+            Action::Toggle => {
+                if self.palette_leaf_selected() {
+                    "details"
+                } else {
+                    "open/close"
+                }
+            }
+            Action::GoTo => "go to the operation",
+            Action::Help if matches!(self.overlays.last(), Some(Overlay::Help { .. })) => {
+                "close help"
+            }
+            Action::ShowAll
+                if matches!(
+                    self.overlays.last(),
+                    Some(Overlay::Inspector { all: true, .. })
+                ) =>
+            {
+                "collapse"
+            }
+            Action::Submit => match self.overlays.last() {
+                Some(Overlay::Deny { .. }) => "deny",
+                Some(Overlay::Add(_)) => "add",
+                Some(Overlay::Jump { .. }) => "jump",
+                _ => "done",
+            },
+            _ => info(a).label,
+        }
+    }
+
+    // ----- input -----------------------------------------------------------
+
+    pub fn on_key(&mut self, e: KeyEvent) -> Vec<Effect> {
+        let mode = self.mode();
+        match self.keymap.action(mode, &e) {
+            Some(a) => self.act(a),
+            None if mode == Mode::Text => {
+                self.type_key(e);
+                Vec::new()
+            }
+            None if mode == Mode::Replay => {
+                // A control key: say why it does nothing here.
+                if let Some(a) = self.keymap.action(Mode::Live, &e)
+                    && matches!(info(a).scope, Scope::Run | Scope::Operation)
+                    && let Err(why) = self.not_replay(a)
+                {
+                    self.warn(why);
+                }
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Carries out an action the key table named, if it is available now.
+    pub fn act(&mut self, a: Action) -> Vec<Effect> {
+        if let Err(why) = self.available(a) {
+            self.warn(why);
+            return Vec::new();
+        }
+        let control = |r| vec![Effect::Control(r)];
+        let replay = |c| vec![Effect::Replay(c)];
+        match a {
+            Action::Pause => control(Request::Pause),
+            Action::Resume => control(Request::Resume),
+            Action::Step => {
+                // The selected paused operation, else the next one.
+                let op = self
+                    .target()
+                    .map(|ix| self.vm.node(ix))
+                    .filter(|n| n.lane == Lane::Paused && !n.held)
+                    .map(|n| n.name().to_string());
+                control(Request::Step { op })
+            }
+            Action::Release => {
+                if let Some(preview) = &self.hooks.release_preview {
+                    let preview = preview();
+                    self.overlays.push(Overlay::ConfirmRelease { preview });
+                }
+                Vec::new()
+            }
+            Action::AddWork => {
+                let after = self.target().map(|ix| self.vm.node(ix).name().to_string());
+                self.overlays
+                    .push(Overlay::Add(AddForm::after(after.as_deref())));
+                Vec::new()
+            }
+            Action::Approve => control(Request::Approve {
+                op: self.target_name(),
+            }),
+            Action::Deny => {
+                let op = self.target_name();
+                self.overlays.push(Overlay::Deny {
+                    op,
+                    reason: String::new(),
+                });
+                Vec::new()
+            }
+            Action::Hold => {
+                let op = self.target_name();
+                let held = self.target().is_some_and(|ix| self.vm.node(ix).held);
+                control(if held {
+                    Request::Unhold { op }
+                } else {
+                    Request::Hold { op }
+                })
+            }
+            Action::Retry => {
+                let op = self.target_name();
+                if self.vm.run.finished.is_some() {
+                    // The kernel that could retry it has stopped: a new
+                    // process takes the run up again.
+                    self.warn(format!(
+                        "the run has finished; to retry {op}: playdeck resume {} --retry {op} (shown again when you quit)",
+                        self.resume_name()
+                    ));
+                    self.retry_offer = Some(op);
+                    return Vec::new();
+                }
+                control(Request::Retry { op })
+            }
+            Action::Open => {
+                match self.focus {
+                    Pane::Ledger => {
+                        if let Some(row) = self.selected_ledger_row() {
+                            self.overlays.push(Overlay::LedgerRow {
+                                row,
+                                scroll: ScrollList::text(),
+                            });
+                        }
+                    }
+                    Pane::Budgets => self.open_palette(),
+                    _ => {
+                        if let Some(node) = self.selected_node() {
+                            self.inspect(node);
+                        }
+                    }
+                }
+                Vec::new()
+            }
+            Action::PaletteInspector => {
+                self.open_palette();
+                Vec::new()
+            }
+            Action::Warnings => {
+                self.overlays.push(Overlay::Warnings {
+                    scroll: ScrollList::text(),
+                });
+                Vec::new()
+            }
+            Action::Filter => {
+                self.overlays.push(Overlay::Filter);
+                Vec::new()
+            }
+            Action::LedgerFilter => {
+                self.ledger_filter = match self.ledger_filter {
+                    LedgerFilter::All => LedgerFilter::Accepted,
+                    LedgerFilter::Accepted => LedgerFilter::Dropped,
+                    LedgerFilter::Dropped => LedgerFilter::All,
+                };
+                self.clamp();
+                self.ledger.select(0);
+                let label = self.ledger_filter.label();
+                self.info(format!("ledger: {label}"));
+                Vec::new()
+            }
+            Action::Back => {
+                if !self.filter.is_empty() {
+                    self.set_filter(String::clear);
+                    self.info("filter cleared");
+                } else {
+                    self.focus = Pane::Lanes;
+                }
+                Vec::new()
+            }
+            Action::CycleTheme => {
+                self.theme = (self.theme + 1) % self.themes.len();
+                let name = self.theme().name.clone();
+                self.info(format!("theme: {name}"));
+                Vec::new()
+            }
+            Action::Report => vec![Effect::Report],
+            Action::FocusNext | Action::FocusPrev => {
+                let i = PANES.iter().position(|p| *p == self.focus).unwrap_or(0);
+                let n = PANES.len();
+                let j = if a == Action::FocusNext {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.focus = PANES[j];
+                if self.focus != Pane::Lanes {
+                    self.bottom = self.focus;
+                }
+                Vec::new()
+            }
+            Action::Left | Action::Right => {
+                self.lane_col = if a == Action::Left {
+                    (self.lane_col + 6) % 7
+                } else {
+                    (self.lane_col + 1) % 7
+                };
+                Vec::new()
+            }
+            Action::Up => self.motion(Motion::Up),
+            Action::Down => self.motion(Motion::Down),
+            Action::PageUp => self.motion(Motion::PageUp),
+            Action::PageDown => self.motion(Motion::PageDown),
+            Action::Top => self.motion(Motion::Top),
+            Action::Bottom => self.motion(Motion::Bottom),
+            Action::Help => {
+                if matches!(self.overlays.last(), Some(Overlay::Help { .. })) {
+                    self.overlays.pop();
+                } else {
+                    let of = self.mode();
+                    self.overlays.push(Overlay::Help {
+                        of,
+                        scroll: ScrollList::text(),
+                    });
+                }
+                Vec::new()
+            }
+            Action::Quit => self.quit(),
+            Action::PlayPause => replay(ReplayCmd::PlayPause),
+            Action::Faster => replay(ReplayCmd::Faster),
+            Action::Slower => replay(ReplayCmd::Slower),
+            Action::EventBack => replay(ReplayCmd::Events(-1)),
+            Action::EventForward => replay(ReplayCmd::Events(1)),
+            Action::Back10 => replay(ReplayCmd::Seconds(-10.0)),
+            Action::Forward10 => replay(ReplayCmd::Seconds(10.0)),
+            Action::Start => replay(ReplayCmd::Start),
+            Action::End => replay(ReplayCmd::End),
+            Action::Jump => {
+                self.overlays.push(Overlay::Jump {
+                    text: String::new(),
+                });
+                Vec::new()
+            }
+            Action::Close | Action::No => {
+                self.overlays.pop();
+                Vec::new()
+            }
+            Action::Collapse | Action::Expand | Action::Toggle => {
+                self.tree_key(a);
+                Vec::new()
+            }
+            Action::ShowAll => {
+                if let Some(Overlay::Inspector { all, .. }) = self.overlays.last_mut() {
+                    *all = !*all;
+                }
+                Vec::new()
+            }
+            Action::GoTo => {
+                let Some(Overlay::LedgerRow { row, .. }) = self.overlays.last() else {
+                    return Vec::new();
+                };
+                if let Some(ix) = self.ledger_op(*row) {
+                    self.overlays.clear();
+                    self.go_to(ix);
+                    self.inspect(ix);
+                }
+                Vec::new()
+            }
+            Action::Yes => self.confirm(),
+            Action::Submit => self.submit(),
+            Action::Cancel => {
+                if matches!(self.overlays.last(), Some(Overlay::Filter)) {
+                    self.set_filter(String::clear);
+                }
+                self.overlays.pop();
+                Vec::new()
+            }
+            Action::NextField | Action::PrevField => {
+                if let Some(Overlay::Add(form)) = self.overlays.last_mut() {
+                    form.next(a == Action::NextField);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn target_name(&self) -> String {
+        self.target()
+            .map(|ix| self.vm.node(ix).name().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The operation a ledger row accepted, when the view knows it.
+    pub fn ledger_op(&self, row: usize) -> Option<u32> {
+        match &self.vm.ledger.get(row)?.outcome {
+            LedgerOutcome::Accepted { op_id, .. } => self.vm.ix(op_id),
+            LedgerOutcome::Dropped { op_id, .. } => op_id.as_ref().and_then(|o| self.vm.ix(o)),
+        }
+    }
+
+    fn inspect(&mut self, node: u32) {
+        self.overlays.push(Overlay::Inspector {
+            node,
+            scroll: ScrollList::text(),
+            all: false,
+        });
+    }
+
+    fn open_palette(&mut self) {
+        let mut state = TreeState::default();
+        for id in PALETTE_BRANCHES {
+            state.open(vec![id.to_string()]);
+        }
+        state.select(vec!["initial".to_string()]);
+        self.overlays.push(Overlay::Palette {
+            state: RefCell::new(state),
+        });
+    }
+
+    fn palette_leaf_selected(&self) -> bool {
+        match self.overlays.last() {
+            Some(Overlay::Palette { state }) => state
+                .borrow()
+                .selected()
+                .last()
+                .is_some_and(|id| id.contains(':')),
+            _ => false,
+        }
+    }
+
+    fn tree_key(&mut self, a: Action) {
+        let leaf = self.palette_leaf_selected();
+        let Some(Overlay::Palette { state }) = self.overlays.last_mut() else {
+            return;
+        };
+        let state = state.get_mut();
+        match a {
+            Action::Collapse => {
+                state.key_left();
+            }
+            Action::Expand => {
+                state.key_right();
+            }
+            _ if leaf => {
+                // A leaf's line is cut to the window; its detail has it all.
+                let id = state.selected().last().cloned().unwrap_or_default();
+                self.overlays.push(Overlay::PaletteEntry {
+                    id,
+                    scroll: ScrollList::text(),
+                });
+            }
+            _ => {
+                state.toggle_selected();
+            }
+        }
+    }
+
+    /// Moves whatever list has the keys: the open window's, else the
+    /// focused pane's.
+    fn motion(&mut self, m: Motion) -> Vec<Effect> {
+        match self.overlays.last_mut() {
+            Some(Overlay::Palette { .. }) => {
+                // Moved over the rows the tree shows now, not the ones its
+                // widget saw at the last frame: keys can come faster than
+                // frames.
+                let items = super::ui::palette_items(self);
+                let Some(Overlay::Palette { state }) = self.overlays.last_mut() else {
+                    return Vec::new();
+                };
+                let state = state.get_mut();
+                let rows: Vec<Vec<String>> = state
+                    .flatten(&items)
+                    .into_iter()
+                    .map(|f| f.identifier)
+                    .collect();
+                let last = rows.len().saturating_sub(1);
+                let at = rows.iter().position(|r| r.as_slice() == state.selected());
+                let to = match (m, at) {
+                    (Motion::Top, _) | (_, None) => 0,
+                    (Motion::Bottom, _) => last,
+                    (Motion::Up, Some(i)) => i.saturating_sub(1),
+                    (Motion::Down, Some(i)) => (i + 1).min(last),
+                    (Motion::PageUp, Some(i)) => i.saturating_sub(10),
+                    (Motion::PageDown, Some(i)) => (i + 10).min(last),
+                };
+                if let Some(id) = rows.get(to) {
+                    state.select(id.clone());
+                }
+            }
+            Some(o) => {
+                if let Some(s) = o.scroll_mut() {
+                    s.apply(m);
+                }
+            }
+            None => match self.focus {
+                Pane::Lanes => self.lanes[self.lane_col].apply(m),
+                Pane::Ledger => self.ledger.apply(m),
+                Pane::Capacity => self.capacity.apply(m),
+                Pane::Budgets => self.budgets.apply(m),
+            },
+        }
+        Vec::new()
+    }
+
+    fn quit(&mut self) -> Vec<Effect> {
+        // Too small to ask: quitting is the one thing that works, at once.
+        if self.too_small
+            || self.replay.is_some()
+            || self.vm.run.finished.is_some()
+            || self.quitting
+        {
+            // A run still going is cancelled as the console leaves.
+            self.quit_cancelled |= self.vm.run.finished.is_none() && self.replay.is_none();
+            self.quitting = true;
+            self.should_exit = true;
+            return Vec::new();
+        }
+        if matches!(self.overlays.last(), Some(Overlay::ConfirmQuit)) {
+            // A second ctrl-c (or q) answers the question.
+            return self.confirm();
+        }
+        self.overlays.push(Overlay::ConfirmQuit);
+        Vec::new()
+    }
+
+    fn confirm(&mut self) -> Vec<Effect> {
+        match self.overlays.pop() {
+            Some(Overlay::ConfirmQuit) => {
+                self.overlays.clear();
+                self.quitting = true;
+                self.quit_cancelled = true;
+                self.info("cancelling the run…");
+                vec![Effect::Control(Request::Cancel)]
+            }
+            Some(Overlay::ConfirmRelease { .. }) => {
+                vec![Effect::Control(Request::Release(Default::default()))]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn submit(&mut self) -> Vec<Effect> {
+        match self.overlays.pop() {
+            Some(Overlay::Filter) => {
+                self.info(if self.filter.is_empty() {
+                    "filter cleared".to_string()
+                } else {
+                    format!("filter: {}", self.filter)
+                });
+                Vec::new()
+            }
+            Some(Overlay::Jump { text }) => vec![Effect::Replay(ReplayCmd::JumpTo(text))],
+            Some(Overlay::Deny { op, reason }) => {
+                let reason = reason.trim().to_string();
+                vec![Effect::Control(Request::Deny {
+                    op,
+                    reason: if reason.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![reason]
+                    },
+                })]
+            }
+            Some(Overlay::Add(form)) => vec![Effect::Control(form.request())],
+            Some(other) => {
+                self.overlays.push(other);
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// A key typed into the text being edited.
+    fn type_key(&mut self, e: KeyEvent) {
+        let ch = match e.code {
+            KeyCode::Char(c) if !e.modifiers.contains(KeyModifiers::CONTROL) => Some(c),
+            KeyCode::Backspace => None,
+            _ => return,
+        };
+        let edit = |s: &mut String| match ch {
+            Some(c) => s.push(c),
+            None => {
+                s.pop();
+            }
+        };
+        match self.overlays.last_mut() {
+            Some(Overlay::Filter) => self.set_filter(edit),
+            Some(Overlay::Jump { text }) => edit(text),
+            Some(Overlay::Deny { reason, .. }) => edit(reason),
+            Some(Overlay::Add(form)) => edit(form.field_mut()),
+            _ => {}
+        }
+    }
+
+    pub fn on_mouse(&mut self, m: MouseEvent) {
+        if self.too_small {
+            return;
+        }
+        let at = Position::new(m.column, m.row);
+        let g = self.geometry;
+        let wheel = match m.kind {
+            MouseEventKind::ScrollUp => Some(Motion::Up),
+            MouseEventKind::ScrollDown => Some(Motion::Down),
+            _ => None,
+        };
+        if !self.overlays.is_empty() {
+            if let Some(w) = wheel {
+                self.motion(w);
+            }
+            return;
+        }
+        match m.kind {
+            MouseEventKind::Down(MouseButton::Left) => {
+                if let Some(col) = g.lane_cols.iter().position(|r| r.contains(at)) {
+                    self.focus = Pane::Lanes;
+                    self.lane_col = col;
+                    let row = m.row.saturating_sub(g.lane_cols[col].y + 1) as usize;
+                    let off = self.lanes[col].offset();
+                    self.lanes[col].select(off + row);
+                } else if g.ledger.contains(at) {
+                    self.focus = Pane::Ledger;
+                    self.bottom = Pane::Ledger;
+                    let row = m.row.saturating_sub(g.ledger.y + 2) as usize;
+                    let off = self.ledger.offset();
+                    self.ledger.select(off + row);
+                } else if g.capacity.contains(at) {
+                    self.focus = Pane::Capacity;
+                    self.bottom = Pane::Capacity;
+                } else if g.budgets.contains(at) {
+                    self.focus = Pane::Budgets;
+                    self.bottom = Pane::Budgets;
+                }
+            }
+            _ => {
+                if let Some(w) = wheel {
+                    if let Some(col) = g.lane_cols.iter().position(|r| r.contains(at)) {
+                        self.focus = Pane::Lanes;
+                        self.lane_col = col;
+                    }
+                    self.motion(w);
+                }
+            }
+        }
+    }
+}

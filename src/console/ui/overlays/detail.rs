@@ -1,0 +1,249 @@
+//! Detail windows: a spawn ledger row in full (reason, request, emitter,
+//! the operation it became), a palette entry in full, every warning.
+
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+use super::palette::{entries, find};
+use super::{Window, field, heading};
+use crate::console::app::App;
+use crate::console::text::group;
+use crate::console::ui::duration;
+use crate::kernel::LedgerOutcome;
+
+pub fn ledger_row(app: &App, row: usize) -> Window {
+    let t = app.theme();
+    let vm = &app.vm;
+    let Some(r) = vm.ledger.get(row) else {
+        return Window {
+            title: "Spawn request".into(),
+            lines: vec![Line::from("this row is no longer in the ledger")],
+            min_w: 40,
+            max_w: 100,
+            hang: 12,
+        };
+    };
+    let mut lines = Vec::new();
+    let (title, outcome) = match &r.outcome {
+        LedgerOutcome::Accepted { name, .. } => (
+            format!("Spawn request · accepted as {name}"),
+            Span::styled(format!("✓ accepted as {name}"), Style::default().fg(t.ok)),
+        ),
+        LedgerOutcome::Dropped { reason, .. } => (
+            format!("Spawn request · dropped ({})", reason.as_str()),
+            Span::styled(
+                format!("✗ dropped: {}", reason.as_str()),
+                Style::default().fg(t.error),
+            ),
+        ),
+    };
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<12}", "outcome"), super::bold(t)),
+        outcome,
+    ]));
+    if let LedgerOutcome::Dropped { detail, .. } = &r.outcome {
+        lines.push(field(t, "reason", detail.to_string()));
+    }
+    lines.push(field(
+        t,
+        "when",
+        format!("{} (event #{})", duration(r.elapsed), group(r.seq as usize)),
+    ));
+    let emitter = match (&r.emitter_name, r.emitter_id) {
+        (Some(n), Some(id)) => {
+            let role = vm
+                .find(&id)
+                .and_then(|e| e.role().cloned())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            format!("{n}{role} · {id}")
+        }
+        (None, Some(id)) => id.to_string(),
+        _ => "the operator".to_string(),
+    };
+    lines.push(field(t, "emitter", emitter));
+    lines.push(field(
+        t,
+        "assignee",
+        r.assignee
+            .as_deref()
+            .unwrap_or("(the emitter's own role)")
+            .to_string(),
+    ));
+    match app.ledger_op(row).map(|ix| vm.node(ix)) {
+        Some(n) => {
+            lines.push(Line::from(""));
+            lines.push(heading(t, "request"));
+            let meta = &n.op.metadata;
+            lines.push(field(t, "operation", n.op.operation.as_str()));
+            if let Some(reason) = &meta.spawn_reason {
+                lines.push(field(t, "why", reason.to_string()));
+            }
+            if let Some(by) = &meta.requester_role {
+                lines.push(field(t, "as role", by.to_string()));
+            }
+            lines.push(field(t, "agent", meta.agent.to_string()));
+            if let Some(p) = &meta.profile {
+                lines.push(field(t, "profile", p.to_string()));
+            }
+            if !meta.params.is_null() {
+                lines.push(field(t, "params", meta.params.to_string()));
+            }
+            lines.push(heading(t, "instruction"));
+            for l in n.op.instruction.lines() {
+                lines.push(Line::from(format!("  {l}")));
+            }
+            lines.push(Line::from(""));
+            let mut state = n.lane.title().to_string();
+            if n.skipped() {
+                state.push_str(" (skipped)");
+            }
+            lines.push(Line::from(vec![
+                Span::styled(format!("{:<12}", "became"), super::bold(t)),
+                Span::raw(format!("{} — {state} now · ", n.name())),
+                Span::styled(
+                    format!(
+                        "{} goes to it",
+                        app.keymap.label_in(
+                            crate::console::keymap::Mode::Detail,
+                            crate::console::keymap::Action::GoTo
+                        )
+                    ),
+                    Style::default().fg(t.accent),
+                ),
+            ]));
+        }
+        None => {
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                "The log records a dropped request's reason and detail, not its text.",
+                Style::default().fg(t.dim),
+            )));
+        }
+    }
+    Window {
+        title,
+        lines,
+        min_w: 50,
+        max_w: 110,
+        hang: 12,
+    }
+}
+
+pub fn palette_entry(app: &App, id: &str) -> Window {
+    let t = app.theme();
+    let p = &app.vm.palette;
+    let (kind, rest) = id.split_once(':').unwrap_or(("", id));
+    let mut lines = Vec::new();
+    let role_row = match kind {
+        "i" => p.initial.iter().find(|r| &*r.role == rest),
+        "e" => p.expanded.iter().find(|r| &*r.role == rest),
+        _ => None,
+    };
+    let title = if let Some(r) = role_row {
+        lines.push(field(t, "role", r.role.to_string()));
+        lines.push(field(t, "disposition", r.disposition.to_string()));
+        let modes: Vec<&str> = r.modes.iter().map(|m| &**m).collect();
+        lines.push(field(
+            t,
+            "modes",
+            if modes.is_empty() {
+                "—".into()
+            } else {
+                modes.join(", ")
+            },
+        ));
+        lines.push(field(
+            t,
+            "model",
+            r.model.as_deref().unwrap_or("—").to_string(),
+        ));
+        lines.push(field(
+            t,
+            "effort",
+            r.effort.as_deref().unwrap_or("—").to_string(),
+        ));
+        lines.push(field(
+            t,
+            "provisioned",
+            format!(
+                "at {}{}",
+                duration(r.at),
+                r.by.as_deref()
+                    .map(|b| format!(", recruited by {b}"))
+                    .unwrap_or_default()
+            ),
+        ));
+        format!("Role {}", r.role)
+    } else if kind == "x" {
+        let (reason, n) = rest.rsplit_once(':').unwrap_or((rest, "0"));
+        let n: usize = n.parse().unwrap_or(0);
+        match p
+            .rejections
+            .iter()
+            .filter(|r| r.reason.as_str() == reason)
+            .nth(n)
+        {
+            Some(r) => {
+                lines.push(field(t, "role", r.role.to_string()));
+                lines.push(field(t, "reason", reason.to_string()));
+                lines.push(field(
+                    t,
+                    "asked by",
+                    r.by.as_deref().unwrap_or("?").to_string(),
+                ));
+                lines.push(field(t, "when", duration(r.at)));
+                lines.push(field(t, "detail", r.detail.to_string()));
+                format!("Refused: {}", r.role)
+            }
+            None => "Refusal".into(),
+        }
+    } else {
+        let entries = entries(app);
+        let text = find(&entries, id).map_or_else(String::new, |e| e.text.clone());
+        lines.push(Line::from(text));
+        if kind == "o" {
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                "A catalog role the orchestrator may still recruit (it costs one new-role unit).",
+                Style::default().fg(t.dim),
+            )));
+        }
+        match kind {
+            "r" => format!("Reservation {rest}"),
+            "o" => format!("Recruitable {rest}"),
+            _ => "Palette".into(),
+        }
+    };
+    Window {
+        title,
+        lines,
+        min_w: 40,
+        max_w: 100,
+        hang: 12,
+    }
+}
+
+/// Every warning, newest first.
+pub fn warnings(app: &App) -> Window {
+    let t = app.theme();
+    let w = &app.vm.warnings;
+    let lines = w
+        .iter()
+        .rev()
+        .map(|(at, msg)| {
+            Line::from(vec![
+                // Left-aligned, so a wrapped message hangs under itself.
+                Span::styled(format!("{:<8} ", duration(*at)), Style::default().fg(t.dim)),
+                Span::styled(msg.to_string(), Style::default().fg(t.warning)),
+            ])
+        })
+        .collect();
+    Window {
+        title: format!("Warnings ({}), newest first", group(w.len())),
+        lines,
+        min_w: 40,
+        max_w: 120,
+        hang: 9,
+    }
+}

@@ -1,0 +1,238 @@
+//! Questions and forms: quit, release, deny (with a reason), add work. The
+//! keys they name come from the key table.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+
+use super::{bold, frame, popup};
+use crate::capacity::ReleaseResult;
+use crate::console::app::App;
+use crate::console::keymap::{Action, Mode};
+use crate::console::overlay::{ADD_FIELDS, AddForm};
+use crate::console::text::{fit, width};
+use crate::console::ui::short_instance;
+use crate::vocab::InstanceState;
+
+/// `y/⏎ quit   n/esc keep watching`.
+fn answers(app: &App, yes: &str, no: &str) -> Line<'static> {
+    let t = app.theme();
+    Line::from(vec![
+        Span::styled(app.keymap.label_in(Mode::Confirm, Action::Yes), bold(t)),
+        Span::raw(format!(" {yes}   ")),
+        Span::styled(app.keymap.label_in(Mode::Confirm, Action::No), bold(t)),
+        Span::raw(format!(" {no}")),
+    ])
+}
+
+/// `⏎ deny   esc cancel`, the typing scope's keys.
+fn typing_keys(app: &App, submit: &str, extra: Option<&str>) -> Line<'static> {
+    let t = app.theme();
+    let mut spans = vec![
+        Span::styled(app.keymap.label_in(Mode::Text, Action::Submit), bold(t)),
+        Span::raw(format!(" {submit}   ")),
+        Span::styled(app.keymap.label_in(Mode::Text, Action::Cancel), bold(t)),
+        Span::raw(" cancel"),
+    ];
+    if let Some(e) = extra {
+        spans.push(Span::raw("   "));
+        spans.push(Span::styled(
+            app.keymap.label_in(Mode::Text, Action::NextField),
+            bold(t),
+        ));
+        spans.push(Span::raw(format!(" {e}")));
+    }
+    Line::from(spans)
+}
+
+fn dialog(f: &mut Frame, area: Rect, app: &App, title: &str, lines: Vec<Line>) {
+    let w = lines.iter().map(|l| l.width() as u16).max().unwrap_or(20) + 4;
+    let w = w.max(width(title) as u16 + 6).max(44);
+    let r = popup(area, w, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(Paragraph::new(lines).block(frame(title, app.theme())), r);
+}
+
+pub fn confirm_quit(f: &mut Frame, area: Rect, app: &App) {
+    let ctrl_c = app.keymap.label_in(Mode::Confirm, Action::Quit);
+    let mut lines = vec![
+        Line::from("The run is still going. Quitting cancels it:"),
+        Line::from("running operations are stopped and reported as cancelled,"),
+        Line::from("the rest is skipped, and every agent process is ended."),
+        Line::from(""),
+        answers(app, "quit", "keep watching"),
+    ];
+    if !ctrl_c.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!("({ctrl_c} again quits too)"),
+            Style::default().fg(app.theme().dim),
+        )));
+    }
+    dialog(f, area, app, "Quit playdeck?", lines);
+}
+
+pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseResult) {
+    let t = app.theme();
+    let run_id = &app.vm.run.run_id;
+    let mut lines = vec![Line::from(
+        "Release idle capacity now? Busy instances are never unloaded.",
+    )];
+    lines.push(Line::from(""));
+    // Idle instances the default release does not take (manual_release,
+    // pinned, current_loop before the run ends): said, with how to take one.
+    let listed = |n: &str| {
+        preview.released.iter().any(|r| r == n) || preview.retained.iter().any(|r| r.name == n)
+    };
+    let not_due: Vec<_> = app
+        .vm
+        .capacity
+        .instances
+        .values()
+        .filter(|i| i.state == InstanceState::Ready && !listed(&i.name))
+        .collect();
+    if preview.released.is_empty() {
+        let what = if not_due.is_empty() {
+            "Nothing is idle: nothing would be released."
+        } else {
+            "Nothing idle is due: nothing would be released."
+        };
+        lines.push(Line::from(Span::styled(what, Style::default().fg(t.dim))));
+    } else {
+        lines.push(Line::from(Span::styled(
+            format!("Released ({}):", preview.released_count),
+            bold(t).fg(t.ok),
+        )));
+        for n in &preview.released {
+            lines.push(Line::from(format!("  {}", short_instance(n, run_id))));
+        }
+    }
+    if !preview.retained.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!("Retained ({}):", preview.retained_count),
+            bold(t).fg(t.warning),
+        )));
+        for r in &preview.retained {
+            lines.push(Line::from(format!(
+                "  {} — {}",
+                short_instance(&r.name, run_id),
+                r.reason
+            )));
+        }
+    }
+    if !not_due.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!("Idle, not due ({}):", not_due.len()),
+            bold(t),
+        )));
+        for i in &not_due {
+            lines.push(Line::from(format!(
+                "  {} — {}: playdeck ctl {run_id} release --name {}",
+                short_instance(&i.name, run_id),
+                i.lifetime,
+                i.name
+            )));
+        }
+    }
+    lines.push(Line::from(""));
+    lines.push(answers(app, "release", "cancel"));
+    dialog(f, area, app, "Release idle capacity", lines);
+}
+
+/// A text field: its label, what was typed and, when it has the keys, a
+/// cursor.
+fn input(app: &App, label: &str, text: &str, focused: bool, w: usize) -> Line<'static> {
+    let t = app.theme();
+    let label_style = if focused {
+        bold(t)
+    } else {
+        Style::default().fg(t.dim)
+    };
+    let room = w.saturating_sub(width(label) + 3);
+    // The end of a long text is where the typing is.
+    let shown = if width(text) > room {
+        let cut = fit(&text.chars().rev().collect::<String>(), room);
+        cut.chars().rev().collect()
+    } else {
+        text.to_string()
+    };
+    let mut spans = vec![
+        Span::styled(format!("{label} "), label_style),
+        Span::styled(
+            shown,
+            Style::default()
+                .fg(t.foreground)
+                .add_modifier(Modifier::UNDERLINED),
+        ),
+    ];
+    if focused {
+        spans.push(Span::styled("▏", bold(t)));
+    }
+    Line::from(spans)
+}
+
+pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
+    let t = app.theme();
+    let lines = vec![
+        Line::from(vec![
+            Span::raw("Deny "),
+            Span::styled(op.to_string(), bold(t)),
+            Span::raw("? It fails, and what waits on it is skipped."),
+        ]),
+        Line::from(Span::styled(
+            "A reason is recorded with the denial (optional).",
+            Style::default().fg(t.dim),
+        )),
+        Line::from(""),
+        input(app, "reason", reason, true, 60),
+        Line::from(""),
+        typing_keys(app, "deny", None),
+    ];
+    dialog(f, area, app, &format!("Deny {op}"), lines);
+}
+
+pub fn add(f: &mut Frame, area: Rect, app: &App, form: &AddForm) {
+    let t = app.theme();
+    let help = [
+        "operations it waits for, by name (commas between)",
+        "the role that does it",
+        "what to do",
+        "optional; an existing operation's name adds dependencies to it",
+    ];
+    let mut lines = vec![
+        Line::from("Add work to the live run: a new operation after others."),
+        Line::from(""),
+    ];
+    for (i, label) in ADD_FIELDS.iter().enumerate() {
+        lines.push(input(
+            app,
+            &format!("{label:<12}"),
+            &form.fields[i],
+            form.focus == i,
+            76,
+        ));
+        lines.push(Line::from(Span::styled(
+            format!("{:<13}{}", "", help[i]),
+            Style::default().fg(t.dim),
+        )));
+    }
+    // The roles it can name now: the palette's, recruited ones included.
+    let p = &app.vm.palette;
+    let roles: Vec<&str> = p
+        .initial
+        .iter()
+        .chain(p.expanded.iter())
+        .map(|r| &*r.role)
+        .collect();
+    if !roles.is_empty() {
+        lines.push(Line::from(""));
+        lines.push(Line::from(vec![
+            Span::styled("roles  ", Style::default().fg(t.dim)),
+            Span::raw(fit(&roles.join(", "), 70)),
+        ]));
+    }
+    lines.push(Line::from(""));
+    lines.push(typing_keys(app, "add", Some("next field")));
+    dialog(f, area, app, "Add work", lines);
+}

@@ -1,0 +1,298 @@
+//! The node inspector. What went wrong comes first (the error of a failed
+//! operation, the reason of an escalation or a skip); long sections (the
+//! dependencies of a 5 000-way join, a long result) are collapsed to their
+//! first lines and a count until asked for in full.
+
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+use super::{Window, bold, field, heading};
+use crate::console::app::App;
+use crate::console::keymap::{Action, Mode};
+use crate::console::text::group;
+use crate::console::ui::{duration, short_instance};
+use crate::kernel::{ActivityState, Lane, SpawnBudget, Usage};
+
+/// Names shown of a long list before it is collapsed.
+const LIST_MAX: usize = 8;
+/// Lines shown of a long text before it is collapsed.
+const TEXT_MAX: usize = 12;
+
+pub fn window(app: &App, ix: u32, all: bool) -> Window {
+    let t = app.theme();
+    let vm = &app.vm;
+    let n = vm.node(ix);
+    let show_all = app.keymap.label_in(Mode::Inspector, Action::ShowAll);
+    let more = |hidden: usize, what: &str| {
+        Line::from(Span::styled(
+            format!("  … {} more {what} ({show_all} shows all)", group(hidden)),
+            Style::default().fg(t.dim),
+        ))
+    };
+    let mut lines = Vec::new();
+
+    // What went wrong, first.
+    if let Some(e) = &n.error {
+        let mut h = vec![Span::styled("error", bold(t).fg(t.error))];
+        if let Some(c) = &n.category {
+            h.push(Span::styled(format!("  ({c})"), Style::default().fg(t.dim)));
+        }
+        lines.push(Line::from(h));
+        for l in e.lines() {
+            lines.push(Line::from(Span::styled(
+                format!("  {l}"),
+                Style::default().fg(t.error),
+            )));
+        }
+        lines.push(Line::from(""));
+    } else if let Some(e) = &n.escalation {
+        lines.push(Line::from(Span::styled(
+            "escalated",
+            bold(t).fg(t.lanes[6]),
+        )));
+        lines.push(Line::from(Span::styled(
+            format!("  {e}"),
+            Style::default().fg(t.lanes[6]),
+        )));
+        lines.push(Line::from(""));
+    } else if let Some(r) = n.skip_reason.filter(|_| n.skipped()) {
+        lines.push(Line::from(Span::styled("skipped", bold(t).fg(t.skipped))));
+        lines.push(Line::from(format!("  {}", r.describe())));
+        lines.push(Line::from(""));
+    }
+
+    lines.push(field(t, "op id", n.op.op_id.to_string()));
+    lines.push(field(t, "role", n.role().map_or("—", |r| &**r).to_string()));
+    let mut lane = n.lane.title().to_string();
+    if n.skipped() {
+        lane.push_str(" (skipped)");
+    }
+    if n.held {
+        lane.push_str(" · held by the operator");
+    }
+    lines.push(field(t, "lane", lane));
+    if n.attempt > 1 {
+        lines.push(field(t, "attempt", n.attempt.to_string()));
+        for e in n.earlier() {
+            let how = e.error.as_deref().unwrap_or(&e.outcome);
+            lines.push(Line::from(vec![
+                Span::raw(format!("{:<12}", "")),
+                Span::styled(
+                    format!("attempt {}: {how}", e.attempt),
+                    Style::default().fg(t.dim),
+                ),
+            ]));
+        }
+    }
+    if let Some(w) = app.waiting_for(ix) {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<12}", "waiting for"), bold(t)),
+            Span::styled(w, Style::default().fg(t.warning)),
+        ]));
+    }
+    if let Some(i) = n.current().and_then(|a| a.instance.as_ref()) {
+        lines.push(field(
+            t,
+            "instance",
+            short_instance(i, &vm.run.run_id).to_string(),
+        ));
+    }
+    if let Some((state, tool)) = &n.activity
+        && n.lane == Lane::Running
+    {
+        let what = match state {
+            ActivityState::Tool => format!("running tool {}", tool.as_deref().unwrap_or("?")),
+            other => other.as_str().to_string(),
+        };
+        lines.push(field(t, "agent", what));
+    }
+    if let Some(u) = &n.usage() {
+        lines.push(field(t, "usage", usage_text(u)));
+    }
+    let deps = n.depends_on.len();
+    let shown = if all { deps } else { deps.min(LIST_MAX) };
+    let names: Vec<String> = n
+        .depends_on
+        .iter()
+        .take(shown)
+        .map(|d| vm.name_of(d).map_or(d.to_string(), |s| s.to_string()))
+        .collect();
+    let label = if deps > LIST_MAX {
+        format!("{} operations: ", group(deps))
+    } else {
+        String::new()
+    };
+    lines.push(field(
+        t,
+        "depends on",
+        if deps == 0 {
+            "—".into()
+        } else {
+            format!("{label}{}", names.join(", "))
+        },
+    ));
+    if shown < deps {
+        lines.push(more(deps - shown, "dependencies"));
+    }
+    if let Some(p) = n.parent() {
+        lines.push(field(
+            t,
+            "spawned by",
+            vm.name_of(&p).map_or(p.to_string(), |s| s.to_string()),
+        ));
+    }
+    let history = vm.history(ix);
+    let timings: Vec<String> = history
+        .iter()
+        .enumerate()
+        .map(|(i, (lane, at))| {
+            let until = history.get(i + 1).map_or(app.clock, |(_, t)| *t);
+            let spent = if lane.is_terminal() {
+                String::new()
+            } else {
+                format!(" for {}", duration(until - at))
+            };
+            format!("{} at {}{spent}", lane.title(), duration(*at))
+        })
+        .collect();
+    lines.push(field(t, "timings", timings.join(" → ")));
+    for d in &n.decisions {
+        let what = if d.approved { "approved" } else { "denied" };
+        let why = d
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        lines.push(field(
+            t,
+            "decision",
+            format!("{what} by {} at {}{why}", d.by, duration(d.at)),
+        ));
+    }
+
+    lines.push(Line::from(""));
+    lines.push(heading(t, "instruction"));
+    let instruction = match &app.hooks.decorate {
+        Some(d) => d.decorate(
+            n.role().map(|r| &**r),
+            &n.op.instruction,
+            SpawnBudget {
+                accepted: vm.palette.budgets.as_ref().map_or(0, |b| b.spawns_accepted),
+                max: vm.run.max_spawn,
+            },
+        ),
+        None => n.op.instruction.clone(),
+    };
+    section(&mut lines, instruction.lines(), all, &more, "lines");
+
+    if n.error.is_none()
+        && let Some(r) = &n.result
+    {
+        lines.push(Line::from(""));
+        lines.push(heading(t, "result"));
+        let text = serde_json::to_string_pretty(&**r).unwrap_or_default();
+        section(&mut lines, text.lines(), all, &more, "lines");
+    }
+
+    if let Some(tail) = app.hooks.tails.as_ref().and_then(|t| t.get(&n.op.op_id)) {
+        lines.push(Line::from(""));
+        lines.push(Line::from(vec![
+            Span::styled("output", bold(t)),
+            Span::styled(
+                format!(
+                    "  (attempt {}, the last {} lines; {} marks stderr)",
+                    tail.attempt,
+                    tail.lines.len(),
+                    STDERR_MARK.trim()
+                ),
+                Style::default().fg(t.dim),
+            ),
+        ]));
+        if let Some(log) = &tail.log {
+            // Both logs, in full, beside each other in the run directory.
+            let stdout = log.display().to_string();
+            let stderr = stdout
+                .strip_suffix(".stdout.log")
+                .map_or_else(|| stdout.clone(), |b| format!("{b}.stderr.log"));
+            lines.push(field(t, "stdout log", stdout));
+            lines.push(field(t, "stderr log", stderr));
+        }
+        for l in &tail.lines {
+            if l.stderr {
+                lines.push(Line::from(vec![
+                    Span::styled(STDERR_MARK, Style::default().fg(t.warning)),
+                    Span::styled(l.text.clone(), Style::default().fg(t.warning)),
+                ]));
+            } else {
+                lines.push(Line::from(format!("       {}", l.text)));
+            }
+        }
+    }
+    Window {
+        title: n.name().to_string(),
+        lines,
+        min_w: 60,
+        max_w: 120,
+        hang: 12,
+    }
+}
+
+/// Whether the inspector of `ix` hides anything until shown in full.
+pub fn collapsible(app: &App, ix: u32) -> bool {
+    let n = app.vm.node(ix);
+    let long = |text: &str| text.lines().nth(TEXT_MAX).is_some();
+    n.depends_on.len() > LIST_MAX
+        || long(&n.op.instruction)
+        || n.error.is_none()
+            && n.result
+                .as_ref()
+                .is_some_and(|r| long(&serde_json::to_string_pretty(&**r).unwrap_or_default()))
+}
+
+/// Marks a line the agent printed on stderr.
+const STDERR_MARK: &str = "  err│ ";
+
+/// Lines of a text, the first `TEXT_MAX` unless `all`.
+fn section<'a>(
+    lines: &mut Vec<Line<'static>>,
+    text: impl Iterator<Item = &'a str>,
+    all: bool,
+    more: &dyn Fn(usize, &str) -> Line<'static>,
+    what: &str,
+) {
+    let text: Vec<&str> = text.collect();
+    let shown = if all {
+        text.len()
+    } else {
+        text.len().min(TEXT_MAX)
+    };
+    for l in &text[..shown] {
+        lines.push(Line::from(format!("  {l}")));
+    }
+    if shown < text.len() {
+        lines.push(more(text.len() - shown, what));
+    }
+}
+
+/// `$0.0123 · 12.3k tokens in · 2.1k out`, with what the stream reported.
+pub fn usage_text(u: &Usage) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = u.cost_usd {
+        parts.push(format!("${c:.4}"));
+    }
+    if let Some(i) = u.input_tokens {
+        parts.push(format!("{} tokens in", tokens(i)));
+    }
+    if let Some(o) = u.output_tokens {
+        parts.push(format!("{} out", tokens(o)));
+    }
+    parts.join(" · ")
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 10_000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}

@@ -1,0 +1,939 @@
+//! The console as an operator meets it (issue 15), on ratatui's TestBackend
+//! with runs played under tokio's paused clock: decisions are safe, every
+//! detail is readable, the status is honest. Whole windows are insta
+//! snapshots; the rest are assertions on the rendered text and the run's
+//! own log.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use playdeck::console::keymap::{Action, Mode};
+use playdeck::console::overlay::Overlay;
+use playdeck::console::screenshot::Scene;
+use playdeck::kernel::{Lane, Outcome, SignalKind};
+use playdeck::play::Play;
+use playdeck::session::SessionOptions;
+use ratatui::buffer::Buffer;
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    redact(&out)
+}
+
+/// Op ids depend on test order; temporary directories on the machine.
+fn redact(s: &str) -> String {
+    let b = s.as_bytes();
+    let is_uuid = |w: &[u8]| {
+        w.len() == 36
+            && w.iter().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => *c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if i + 36 <= b.len() && is_uuid(&b[i..i + 36]) {
+            out.push_str("[op-id]");
+            i += 36;
+        } else {
+            let ch = s[i..].chars().next().expect("char");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+fn keys(k: &str) -> Vec<String> {
+    k.split_whitespace().map(str::to_string).collect()
+}
+
+fn key(code: KeyCode, ctrl: bool) -> KeyEvent {
+    KeyEvent::new(
+        code,
+        if ctrl {
+            KeyModifiers::CONTROL
+        } else {
+            KeyModifiers::NONE
+        },
+    )
+}
+
+/// Types text into whatever has the keys.
+async fn type_text(s: &mut Scene, t: &str) {
+    for c in t.chars() {
+        s.key(key(KeyCode::Char(c), false)).await;
+    }
+}
+
+async fn demo(at: f64, w: u16, h: u16) -> Scene {
+    Scene::at(&Play::demo(), at, w, h, None).await.unwrap()
+}
+
+fn play(text: &str) -> Play {
+    Play::from_str_in("test.toml", text, std::path::Path::new(".")).unwrap()
+}
+
+/// Fails, skips what follows and escalates; finishes in about a second.
+const FAILS: &str = r#"
+[play]
+name = "fails"
+max_concurrent = 2
+[palette]
+roles = [{ role = "implementer" }, { role = "tester" }, { role = "reviewer" }]
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "build"
+independent_root = true
+sim = { duration_ms = 300 }
+[[operations]]
+id = "integration-tests"
+role = "tester"
+instruction = "test"
+depends_on = ["build"]
+sim = { duration_ms = 300, outcome = "fail", error = "2 of 48 integration tests failed: checkout times out", fail_attempts = 1 }
+[[operations]]
+id = "load-tests"
+role = "tester"
+instruction = "load"
+depends_on = ["integration-tests"]
+sim = { duration_ms = 300 }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "ship"
+depends_on = ["load-tests"]
+sim = { duration_ms = 300 }
+[[operations]]
+id = "security-review"
+role = "reviewer"
+instruction = "review"
+independent_root = true
+sim = { duration_ms = 500, outcome = "escalate", escalation = "tokens in debug logs" }
+"#;
+
+/// FAILS with a gate that keeps the run going until someone decides.
+fn fails_held_open() -> Play {
+    play(&format!(
+        "{FAILS}\n[[operations]]\nid = \"gate\"\nrole = \"reviewer\"\ninstruction = \"sign off\"\nindependent_root = true\napproval = true\nsim = {{ duration_ms = 100 }}\n"
+    ))
+}
+
+fn selected_name(s: &Scene) -> Option<String> {
+    s.app
+        .selected_node()
+        .map(|ix| s.app.vm.node(ix).name().to_string())
+}
+
+/// Moves the lane cursor to `name`.
+fn select(s: &mut Scene, name: &str) {
+    let ix = s
+        .app
+        .vm
+        .by_name(name)
+        .map(|n| s.app.vm.ix(&n.op.op_id).unwrap())
+        .unwrap_or_else(|| panic!("no operation {name}"));
+    s.app.go_to(ix);
+    assert_eq!(selected_name(s).as_deref(), Some(name));
+}
+
+fn status(s: &Scene) -> String {
+    s.app
+        .status
+        .as_ref()
+        .map(|st| st.text.clone())
+        .unwrap_or_default()
+}
+
+mod decisions {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn too_small_blocks_every_key_but_quit_and_quit_quits() {
+        let mut s = demo(30.0, 120, 36).await;
+        select(&mut s, "deploy-prod");
+        s.resize(70, 20);
+        let t = text(&s.render());
+        assert!(t.contains("The terminal is too small"), "{t}");
+        assert!(t.contains("no other key does"), "{t}");
+        assert_eq!(s.app.mode(), Mode::TooSmall);
+        // deny, approve, release, help, filter, pause: none acts on the
+        // hidden screen.
+        s.press(&keys("d a x ? / p enter")).await;
+        assert!(s.app.overlays.is_empty(), "no hidden dialog opened");
+        let n = s.app.vm.by_name("deploy-prod").unwrap();
+        assert_eq!(n.lane, Lane::AwaitingApproval, "not decided");
+        assert!(!s.app.vm.run.paused);
+        assert!(!s.app.should_exit);
+        // Quit needs no question it could not show.
+        s.press(&keys("q")).await;
+        assert!(s.app.should_exit && s.app.quitting);
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deny_asks_first_and_records_the_reason() {
+        let mut s = demo(30.0, 120, 36).await;
+        select(&mut s, "deploy-prod");
+        // Asked, and cancelled: nothing happens to the gate.
+        s.press(&keys("d")).await;
+        assert!(matches!(s.app.overlay(), Some(Overlay::Deny { .. })));
+        s.press(&keys("esc")).await;
+        assert!(s.app.overlays.is_empty());
+        assert_eq!(
+            s.app.vm.by_name("deploy-prod").unwrap().lane,
+            Lane::AwaitingApproval
+        );
+        // Asked, with a reason typed (q and ? are text here).
+        s.press(&keys("d")).await;
+        type_text(&mut s, "not on a Friday? q").await;
+        insta::assert_snapshot!("deny_with_a_reason", text(&s.render()));
+        s.press(&keys("enter")).await;
+        assert_eq!(status(&s), "denied deploy-prod");
+        let denied = s
+            .log()
+            .into_iter()
+            .find_map(|sig| match sig.kind {
+                SignalKind::Denied { node, by, reason } => Some((node.name, by, reason)),
+                _ => None,
+            })
+            .expect("a denial in the log");
+        assert_eq!(&*denied.0, "deploy-prod");
+        assert_eq!(&*denied.1, "operator");
+        assert_eq!(&*denied.2, "not on a Friday? q");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quit_asks_and_a_second_ctrl_c_answers() {
+        let mut s = demo(12.0, 120, 36).await;
+        s.key(key(KeyCode::Char('c'), true)).await;
+        assert!(matches!(s.app.overlay(), Some(Overlay::ConfirmQuit)));
+        let t = text(&s.render());
+        assert!(t.contains("q/ctrl-c again quits too"), "{t}");
+        s.key(key(KeyCode::Char('c'), true)).await;
+        assert!(s.app.quitting, "the second ctrl-c confirms");
+        s.wait(1.0).await;
+        assert!(s.app.should_exit, "and the console leaves once cancelled");
+        assert_eq!(s.app.vm.run.finished, Some(Outcome::Cancelled));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_on_a_finished_run_offers_the_resume_command() {
+        let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();
+        assert_eq!(s.app.vm.run.finished, Some(Outcome::Failed));
+        select(&mut s, "integration-tests");
+        s.press(&keys("R")).await;
+        let name = s.app.resume_name();
+        let st = status(&s);
+        assert!(
+            st.contains(&format!("playdeck resume {name} --retry integration-tests")),
+            "{st}"
+        );
+        assert_eq!(s.app.retry_offer.as_deref(), Some("integration-tests"));
+        let line = playdeck::console::run::exit_line(
+            &s.app,
+            Outcome::Failed,
+            playdeck::console::run::Ended::Quit,
+        );
+        assert!(
+            line.ends_with("--retry integration-tests"),
+            "the exit line repeats it: {line}"
+        );
+        // Something that did not fail is not offered.
+        select(&mut s, "load-tests");
+        s.press(&keys("R")).await;
+        assert!(status(&s).contains("has not failed"), "{}", status(&s));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn step_starts_the_selected_paused_operation() {
+        let p = play(
+            r#"
+[play]
+name = "step"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "first"
+role = "implementer"
+instruction = "a"
+independent_root = true
+sim = { duration_ms = 5000 }
+[[operations]]
+id = "second"
+role = "implementer"
+instruction = "b"
+independent_root = true
+sim = { duration_ms = 5000 }
+"#,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SessionOptions {
+            run_dir: Some(dir.path().join("run")),
+            run_id: Some("step".into()),
+            control: false,
+            paused: true,
+            ..SessionOptions::default()
+        };
+        let mut s = Scene::with(&p, opts, dir, 1.0, 120, 36, None)
+            .await
+            .unwrap();
+        assert_eq!(s.app.vm.count(Lane::Paused), 2);
+        select(&mut s, "second");
+        let t = text(&s.render());
+        assert!(t.contains("s step"), "the footer offers it: {t}");
+        s.press(&keys("s")).await;
+        assert_eq!(status(&s), "step: second started");
+        assert_eq!(s.app.vm.by_name("second").unwrap().lane, Lane::Running);
+        assert_eq!(s.app.vm.by_name("first").unwrap().lane, Lane::Paused);
+        // With nothing paused selected, the next one starts.
+        select(&mut s, "second");
+        s.press(&keys("s")).await;
+        assert_eq!(status(&s), "step: first started");
+        s.finish().await;
+    }
+}
+
+mod details {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ledger_row_opens_into_its_detail_and_goes_to_the_operation() {
+        let mut s = demo(30.0, 120, 36).await;
+        // The ledger, newest first: spawn-6 refused at the cap, then spawn-5.
+        s.press(&keys("tab tab enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("Spawn request · dropped (max_spawn_exceeded)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("spawn-6 refused: 5 of max_spawn 5 already accepted"),
+            "the full reason: {t}"
+        );
+        assert!(
+            s.app.available(Action::GoTo).is_err(),
+            "a dropped request became nothing to go to"
+        );
+        s.press(&keys("esc down enter")).await;
+        let t = text(&s.render());
+        insta::assert_snapshot!("ledger_row_detail", t);
+        assert!(
+            t.contains("accepted as spawn-5") && t.contains("unit-tests"),
+            "{t}"
+        );
+        s.press(&keys("enter")).await;
+        match s.app.overlay() {
+            Some(Overlay::Inspector { node, .. }) => {
+                assert_eq!(&**s.app.vm.node(*node).name(), "spawn-5");
+            }
+            _ => panic!("go to opens the spawned operation"),
+        }
+        assert_eq!(selected_name(&s).as_deref(), Some("spawn-5"));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn palette_entries_open_into_their_detail() {
+        let mut s = demo(30.0, 120, 36).await;
+        s.press(&keys("i")).await;
+        let t = text(&s.render());
+        // The cursor and the branch markers are different glyphs.
+        assert!(t.contains("» ▾ Initial roles (10)"), "{t}");
+        assert!(t.contains("▸ palette_budget_exhausted (1)"), "{t}");
+        // G reaches the last row, g the first.
+        s.press(&keys("G")).await;
+        let t = text(&s.render());
+        assert!(
+            t.lines()
+                .any(|l| l.contains("»   ▸ unknown_catalog_role (1)")),
+            "{t}"
+        );
+        s.press(&keys("enter down enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Refused: astrologer"), "{t}");
+        assert!(t.contains("no catalog role \"astrologer\""), "{t}");
+        s.press(&keys("esc g down enter")).await;
+        insta::assert_snapshot!("palette_role_detail", text(&s.render()));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn g_and_shift_g_move_every_list_and_window() {
+        let mut s = demo(30.0, 120, 36).await;
+        // The budgets pane has more than it shows: End shows its last
+        // line, not an empty pane.
+        s.press(&keys("tab G")).await;
+        let b = s.app.budgets;
+        assert!(b.len() > b.height(), "the pane is longer than its window");
+        assert_eq!(b.visible().end, b.len());
+        assert!(!b.visible().is_empty());
+        let t = text(&s.render());
+        assert!(t.contains("palette_budget_exhausted"), "{t}");
+        s.press(&keys("up")).await;
+        assert_eq!(
+            s.app.budgets.visible().end,
+            b.len() - 1,
+            "and moves back at once"
+        );
+        // The capacity pane at 80×24, where it is short of room.
+        let mut c = demo(30.0, 80, 24).await;
+        c.press(&keys("tab tab tab G")).await;
+        let cap = c.app.capacity;
+        assert_eq!(cap.visible().end, cap.len());
+        assert!(!cap.is_empty() && !cap.visible().is_empty());
+        c.finish().await;
+        // Help: the bottom, then the top.
+        s.press(&keys("? G")).await;
+        let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
+        assert!(h.offset() > 0 && h.more_below() == 0);
+        s.press(&keys("g")).await;
+        let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
+        assert_eq!(h.offset(), 0);
+        // A lane.
+        s.press(&keys("esc esc G")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("retro"));
+        s.press(&keys("g")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("smoke-prod"));
+        s.finish().await;
+    }
+
+    const JOIN: &str = r#"
+[play]
+name = "join"
+max_concurrent = 20
+[palette]
+roles = [{ role = "implementer" }, { role = "tester" }]
+[[operations]]
+id = "broken"
+role = "tester"
+instruction = "fails"
+independent_root = true
+sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == right" }
+"#;
+
+    fn join_play() -> Play {
+        let mut text = JOIN.to_string();
+        let mut deps = Vec::new();
+        for i in 0..12 {
+            text.push_str(&format!(
+                "[[operations]]\nid = \"shard-{i:02}\"\nrole = \"implementer\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 100 }}\n"
+            ));
+            deps.push(format!("\"shard-{i:02}\""));
+        }
+        text.push_str(&format!(
+            "[[operations]]\nid = \"join\"\nrole = \"implementer\"\ninstruction = \"x\"\ndepends_on = [{}]\nsim = {{ duration_ms = 60000 }}\n",
+            deps.join(", ")
+        ));
+        play(&text)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_inspector_puts_the_error_first_and_collapses_long_lists() {
+        let mut s = Scene::at(&join_play(), 2.0, 120, 36, None).await.unwrap();
+        select(&mut s, "broken");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        let first = t
+            .lines()
+            .find(|l| l.contains("║ ") && !l.contains("╔"))
+            .unwrap_or("");
+        assert!(
+            first.contains("error  (simulated)") || first.contains("error"),
+            "{t}"
+        );
+        let error_at = t.find("assertion failed").unwrap();
+        let id_at = t.find("op id").unwrap();
+        assert!(error_at < id_at, "the error comes first: {t}");
+        s.press(&keys("esc")).await;
+        select(&mut s, "join");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("12 operations: shard-00"), "{t}");
+        assert!(t.contains("… 4 more dependencies (space shows all)"), "{t}");
+        assert!(!t.contains("shard-11"), "{t}");
+        assert!(t.contains("space show all"), "the footer offers it: {t}");
+        s.press(&keys("space")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("shard-11") && !t.contains("4 more dependencies"),
+            "{t}"
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn operation_keys_work_inside_the_inspector() {
+        let mut s = demo(30.0, 120, 36).await;
+        select(&mut s, "integration-tests");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("R retry"), "the footer offers retry here: {t}");
+        s.press(&keys("R")).await;
+        assert_eq!(status(&s), "retrying integration-tests");
+        s.press(&keys("esc")).await;
+        select(&mut s, "smoke-prod");
+        s.press(&keys("enter o")).await;
+        assert_eq!(status(&s), "holding smoke-prod");
+        assert!(s.app.vm.by_name("smoke-prod").unwrap().held);
+        let t = text(&s.render());
+        assert!(t.contains("o unhold"), "{t}");
+        assert!(t.contains("held by the operator"), "{t}");
+        s.press(&keys("esc")).await;
+        select(&mut s, "deploy-prod");
+        s.press(&keys("enter a")).await;
+        assert_eq!(status(&s), "approved deploy-prod");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lanes_mark_their_position_and_cut_names_keeping_the_end() {
+        let mut text_play = String::from(
+            "[play]\nname = \"wide\"\nmax_concurrent = 1\n[palette]\nroles = [{ role = \"implementer\" }]\n",
+        );
+        for i in 0..40 {
+            text_play.push_str(&format!(
+                "[[operations]]\nid = \"shard-migration-region-eu-west-{i:02}\"\nrole = \"implementer\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 60000 }}\n"
+            ));
+        }
+        let p = play(&text_play);
+        let mut s = Scene::at(&p, 0.0, 120, 36, None).await.unwrap();
+        let before = s.app.geometry.lane_cols;
+        s.wait(1.0).await;
+        let t = text(&s.render());
+        // 39 queued behind one running: the cursor's place, and how many
+        // hide below in a lane without it.
+        assert!(t.contains("[1/39]"), "{t}");
+        // Longer than the lane, cut in the middle: the distinguishing end
+        // stays.
+        assert!(t.contains("shard-mig…u-west-00"), "{t}");
+        s.press(&keys("G")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("[39/39]") && t.contains("shard-mig…u-west-39"),
+            "{t}"
+        );
+        // Columns keep their width as lanes fill and empty.
+        assert_eq!(s.app.geometry.lane_cols, before, "stable lane widths");
+        s.finish().await;
+        // At 80×24 a lane that cannot show all says how many more there are.
+        let mut s = Scene::at(&p, 1.0, 80, 24, None).await.unwrap();
+        s.press(&keys("l")).await;
+        let t = text(&s.render());
+        assert!(t.contains("+") && t.contains("more"), "{t}");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_80x24_state_approvals_and_help_stay_visible() {
+        let mut s = demo(30.0, 80, 24).await;
+        let t = text(&s.render());
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].contains("● running") && lines[0].contains("⚑ 1"),
+            "{t}"
+        );
+        let footer = lines[lines.len() - 2];
+        assert!(
+            footer.contains("? help") && footer.contains("q/ctrl-c quit"),
+            "{footer}"
+        );
+        // Empty lanes fold but keep a title that says which lane they are.
+        assert!(t.contains("run 0") && t.contains("paus 0"), "{t}");
+        insta::assert_snapshot!("compact_with_approval", t);
+        s.finish().await;
+    }
+
+    fn warnings_play() -> Play {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("screenshots/plays/warnings.toml");
+        Play::load(&path).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn warnings_are_counted_in_the_header_and_all_listed() {
+        let mut s = Scene::at(&warnings_play(), 3.0, 120, 36, None)
+            .await
+            .unwrap();
+        let t = text(&s.render());
+        assert!(
+            t.lines().next().unwrap().contains("⚠ 3 warnings (w)"),
+            "{t}"
+        );
+        assert!(t.contains("w warnings"), "the footer offers them: {t}");
+        s.press(&keys("w")).await;
+        let t = text(&s.render());
+        insta::assert_snapshot!("warnings_overlay", t);
+        assert!(t.contains("Warnings (3), newest first"), "{t}");
+        assert!(t.contains("\"phone\"") && t.contains("\"rehearse\""), "{t}");
+        assert!(t.contains("legacy roster"), "{t}");
+        s.finish().await;
+        // None: nothing to open, and the footer does not offer it.
+        let mut s = demo(3.0, 120, 36).await;
+        assert!(!text(&s.render()).contains("w warnings"));
+        s.press(&keys("w")).await;
+        assert_eq!(status(&s), "the run has no warnings");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn help_shows_the_keys_of_what_is_on_screen_only() {
+        let mut s = demo(30.0, 160, 48).await;
+        s.press(&keys("?")).await;
+        let live = text(&s.render());
+        assert!(live.contains("Keys · the console"), "{live}");
+        assert!(live.contains("pause (running work finishes"), "{live}");
+        assert!(!live.contains("one event back"), "no replay keys: {live}");
+        // What the screen beneath refuses now is dimmed: the run is not
+        // paused, so resume and step are; pause is not.
+        let buf = s.render();
+        let dim = s.app.theme().dim;
+        let fg_of = |needle: &str| {
+            let rows = text(&buf);
+            let (y, row) = rows
+                .lines()
+                .enumerate()
+                .find(|(_, r)| r.contains(needle))
+                .unwrap_or_else(|| panic!("{needle} in {rows}"));
+            let x = row[..row.find(needle).unwrap()].chars().count();
+            buf[(x as u16, y as u16)].fg
+        };
+        assert_eq!(fg_of("resume  "), dim);
+        assert_eq!(fg_of("step: start the selected"), dim);
+        assert_ne!(fg_of("pause (running work finishes"), dim);
+        // Sized to its content: the window ends where its lines do.
+        let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
+        assert_eq!(h.more_below(), 0, "all of it fits at 160×48");
+        s.press(&keys("esc")).await;
+        select(&mut s, "deploy-prod");
+        s.press(&keys("enter ?")).await;
+        let inspector = text(&s.render());
+        assert!(
+            inspector.contains("Keys · the node inspector"),
+            "{inspector}"
+        );
+        assert!(inspector.contains("approve the operation"), "{inspector}");
+        assert!(!inspector.contains("pause (running"), "{inspector}");
+        // Closing help goes back to the inspector.
+        s.press(&keys("esc")).await;
+        assert!(matches!(s.app.overlay(), Some(Overlay::Inspector { .. })));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_add_form_adds_work_after_the_selected_operation() {
+        let mut s = demo(12.0, 120, 36).await;
+        select(&mut s, "impl-schema");
+        s.press(&keys("A")).await;
+        match s.app.overlay() {
+            Some(Overlay::Add(f)) => {
+                assert_eq!(f.fields[0], "impl-schema", "after is the selection");
+                assert_eq!(f.focus, 1, "the role is asked next");
+            }
+            _ => panic!("A opens the add form"),
+        }
+        type_text(&mut s, "tester").await;
+        s.press(&keys("tab")).await;
+        type_text(&mut s, "Check the migration rolls back").await;
+        insta::assert_snapshot!("add_form", text(&s.render()));
+        s.press(&keys("enter")).await;
+        let st = status(&s);
+        assert!(st.starts_with("added spawn-"), "{st}");
+        let name = st.trim_start_matches("added ");
+        let n = s
+            .app
+            .vm
+            .by_name(name)
+            .expect("the new operation is in the view");
+        assert_eq!(n.role().map(|r| &**r), Some("tester"));
+        let after = s.app.vm.by_name("impl-schema").unwrap().op.op_id;
+        assert!(n.depends_on.contains(&after), "it waits for impl-schema");
+        // The ledger has it, from the operator.
+        let t = text(&s.render());
+        assert!(t.contains("(operator) → tester"), "{t}");
+        // A request the kernel refuses says why, in the status line.
+        s.press(&keys("A")).await;
+        type_text(&mut s, "astrologer").await;
+        s.press(&keys("tab")).await;
+        type_text(&mut s, "read the stars").await;
+        s.press(&keys("enter")).await;
+        assert!(!status(&s).starts_with("added"), "{}", status(&s));
+        s.finish().await;
+    }
+}
+
+mod status {
+    use super::*;
+    use playdeck::console::replay::Timeline;
+
+    fn counts(s: &Scene) -> playdeck::kernel::signal::LaneCounts {
+        s.app.vm.counts.clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn skipped_are_counted_apart_and_a_failure_names_its_cause() {
+        let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();
+        let t = text(&s.render());
+        let header: Vec<&str> = t.lines().take(2).collect();
+        assert!(
+            header[0].contains(
+                "● finished: failed — 1 failed: integration-tests · 1 escalated: security-review"
+            ),
+            "{t}"
+        );
+        assert!(
+            header[1].contains("failed 1") && header[1].contains("skipped 2"),
+            "{t}"
+        );
+        assert!(t.contains("fail 1 ↷2"), "the lane title too: {t}");
+        // One source: the report counts the same.
+        let report = playdeck::store::report::Report::from_signals(&s.log());
+        assert_eq!(report.lanes["skipped"], 2);
+        assert_eq!(report.lanes["failed"], 1);
+        assert_eq!(counts(&s).skipped, 2);
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_reopens_what_it_skipped_at_once_everywhere() {
+        let mut s = Scene::at(&fails_held_open(), 3.0, 120, 36, None)
+            .await
+            .unwrap();
+        assert_eq!(counts(&s).skipped, 2);
+        select(&mut s, "integration-tests");
+        s.press(&keys("R")).await;
+        // Right after the retry, before the new attempt ends.
+        let c = counts(&s);
+        assert_eq!((c.skipped, c.failed), (0, 0), "{c:?}");
+        let t = text(&s.render());
+        assert!(t.contains("skipped 0"), "{t}");
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.lanes, c, "ctl status agrees");
+        let log = s.log();
+        let replayed = Timeline::new(log.clone(), s.app.vm.facts.clone());
+        assert_eq!(replayed.state_at(replayed.len()).counts, c, "replay agrees");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resume_with_retry_agrees_in_header_replay_and_ctl_status() {
+        let p = play(FAILS);
+        let runs = tempfile::tempdir().unwrap();
+        let run_dir = runs.path().join("run");
+        let first = SessionOptions {
+            run_dir: Some(run_dir.clone()),
+            run_id: Some("fails".into()),
+            control: false,
+            ..SessionOptions::default()
+        };
+        let s = Scene::with(&p, first, tempfile::tempdir().unwrap(), 5.0, 120, 36, None)
+            .await
+            .unwrap();
+        assert_eq!(s.app.vm.run.finished, Some(Outcome::Failed));
+        assert_eq!(counts(&s).skipped, 2);
+        s.finish().await;
+
+        let again = SessionOptions {
+            resume: Some(run_dir.clone()),
+            retry: vec!["integration-tests".into()],
+            control: false,
+            ..SessionOptions::default()
+        };
+        let mut s = Scene::with(&p, again, tempfile::tempdir().unwrap(), 0.0, 120, 36, None)
+            .await
+            .unwrap();
+        // What the retry reopened left the skipped count at once.
+        let c = counts(&s);
+        assert_eq!(c.skipped, 0, "{c:?}");
+        assert_eq!(c.failed, 0, "{c:?}");
+        let t = text(&s.render());
+        assert!(t.contains("skipped 0") && t.contains("(resumed)"), "{t}");
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.lanes, c, "ctl status agrees");
+        let replayed = Timeline::new(s.log(), s.app.vm.facts.clone());
+        assert_eq!(replayed.state_at(replayed.len()).counts, c, "replay agrees");
+        // And it runs to the end this time.
+        s.wait(5.0).await;
+        let c = counts(&s);
+        assert_eq!((c.failed, c.skipped, c.escalated), (0, 0, 1), "{c:?}");
+        let replayed = Timeline::new(s.log(), s.app.vm.facts.clone());
+        assert_eq!(replayed.state_at(replayed.len()).counts, c);
+        let line = playdeck::console::run::exit_line(
+            &s.app,
+            Outcome::Failed,
+            playdeck::console::run::Ended::Quit,
+        );
+        assert!(
+            line.starts_with("playdeck: resumed run fails failed"),
+            "{line}"
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_active_filter_shows_in_the_lanes_and_clearing_keeps_the_selection() {
+        let mut s = demo(30.0, 120, 36).await;
+        s.press(&keys("/ r e t enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("queued 1 /ret"), "{t}");
+        assert_eq!(selected_name(&s).as_deref(), Some("retro"));
+        s.press(&keys("esc")).await;
+        assert!(s.app.filter.is_empty());
+        assert_eq!(
+            selected_name(&s).as_deref(),
+            Some("retro"),
+            "clearing keeps the selection"
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_footer_offers_what_applies_to_the_selection() {
+        let mut s = demo(30.0, 120, 36).await;
+        let footer = |s: &mut Scene| {
+            let t = text(&s.render());
+            let lines: Vec<&str> = t.lines().collect();
+            lines[lines.len() - 2].to_string()
+        };
+        select(&mut s, "integration-tests");
+        let f = footer(&mut s);
+        assert!(f.contains("R retry") && f.contains("e report"), "{f}");
+        assert!(!f.contains("a approve"), "{f}");
+        select(&mut s, "deploy-prod");
+        let f = footer(&mut s);
+        assert!(f.contains("a approve") && f.contains("d deny"), "{f}");
+        assert!(!f.contains("R retry"), "{f}");
+        select(&mut s, "retro");
+        s.press(&keys("o")).await;
+        let f = footer(&mut s);
+        assert!(f.contains("o unhold"), "{f}");
+        // What the footer leaves out, the key refuses with the same reason.
+        s.press(&keys("a")).await;
+        assert_eq!(status(&s), "retro is not awaiting approval");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_operation_says_so_and_the_header_says_held() {
+        let p = play(
+            r#"
+[play]
+name = "held"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "quick"
+role = "implementer"
+instruction = "a"
+independent_root = true
+sim = { duration_ms = 500 }
+[[operations]]
+id = "later"
+role = "implementer"
+instruction = "b"
+independent_root = true
+sim = { duration_ms = 500 }
+"#,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SessionOptions {
+            run_dir: Some(dir.path().join("run")),
+            run_id: Some("held".into()),
+            control: false,
+            paused: true,
+            ..SessionOptions::default()
+        };
+        let mut s = Scene::with(&p, opts, dir, 0.5, 120, 36, None)
+            .await
+            .unwrap();
+        select(&mut s, "later");
+        s.press(&keys("o r +2")).await;
+        let t = text(&s.render());
+        assert!(
+            t.lines().next().unwrap().contains("● running — 1 held"),
+            "{t}"
+        );
+        select(&mut s, "later");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("waiting for held by the operator"), "{t}");
+        s.finish().await;
+    }
+
+    #[test]
+    fn the_exit_line_names_the_run_its_outcome_and_how_to_take_it_up() {
+        use playdeck::console::run::{Ended, exit_line};
+        let themes = playdeck::console::theme::load_all(None).unwrap();
+        let mut app = playdeck::console::app::App::new(
+            &Default::default(),
+            themes,
+            0,
+            playdeck::console::keymap::Keymap::defaults(),
+            false,
+            Default::default(),
+        );
+        app.vm.fold(&playdeck::kernel::Signal {
+            v: 1,
+            seq: 1,
+            elapsed: 0.0,
+            kind: SignalKind::RunStarted {
+                run_id: "r1".into(),
+                play: "p".into(),
+                operations: 0,
+                max_concurrent: 1,
+                reactive: true,
+                max_spawn: 1,
+                paused: false,
+            },
+        });
+        // Cancelled from elsewhere while the console watched.
+        assert_eq!(
+            exit_line(&app, Outcome::Cancelled, Ended::Quit),
+            "playdeck: run r1 cancelled (through playdeck ctl); resume it: playdeck resume r1"
+        );
+        app.quit_cancelled = true;
+        assert_eq!(
+            exit_line(&app, Outcome::Cancelled, Ended::Quit),
+            "playdeck: run r1 cancelled (quit from the console); resume it: playdeck resume r1"
+        );
+        assert_eq!(
+            exit_line(&app, Outcome::Cancelled, Ended::Stopped),
+            "playdeck: run r1 cancelled (stopped by a signal); resume it: playdeck resume r1"
+        );
+        assert_eq!(
+            exit_line(&app, Outcome::Succeeded, Ended::Quit),
+            "playdeck: run r1 succeeded (0 operations)"
+        );
+        app.hooks.resume_name = Some("/tmp/runs/r1".into());
+        app.vm.fold(&playdeck::kernel::Signal {
+            v: 1,
+            seq: 2,
+            elapsed: 0.0,
+            kind: SignalKind::Resumed {
+                from_seq: 1,
+                resumes: 1,
+                reattempted: Vec::new().into(),
+                dropped_reservations: Vec::new().into(),
+            },
+        });
+        assert_eq!(
+            exit_line(&app, Outcome::Cancelled, Ended::InputClosed),
+            "playdeck: resumed run r1 cancelled (the terminal closed); resume it: playdeck resume /tmp/runs/r1"
+        );
+    }
+}
