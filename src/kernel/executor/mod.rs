@@ -429,6 +429,12 @@ impl Executor {
             self.commit();
             self.advance();
             self.check_round();
+            // What is ready already (an agent that answered at once) is
+            // taken before writing: its lines go out with what advance
+            // wrote, in one write at the top of the loop.
+            if self.take_ready(0).await {
+                continue;
+            }
             self.commit();
             if self.is_finished() {
                 break;
@@ -437,19 +443,30 @@ impl Executor {
                 continue;
             };
             self.bus.tick();
-            // Whatever else is ready is taken in the same step, so a burst
-            // of completions is one commit (one write) rather than one each.
-            // Nothing starts before the commit at the top of the loop.
             self.wake(wake);
-            for _ in 1..STEP_BATCH {
-                match self.next_wake(false).await {
-                    Some(w) => self.wake(w),
-                    None => break,
-                }
-            }
+            self.take_ready(1).await;
         }
         self.bus.tick();
         self.finish()
+    }
+
+    /// Takes what is ready now, up to a step's worth (`taken` already):
+    /// a burst of completions is one commit (one write) rather than one
+    /// each. Nothing starts before the commit at the top of the loop.
+    /// Whether anything was taken.
+    async fn take_ready(&mut self, taken: usize) -> bool {
+        let mut any = false;
+        for _ in taken..STEP_BATCH {
+            let Some(w) = self.next_wake(false).await else {
+                break;
+            };
+            if !any && taken == 0 {
+                self.bus.tick();
+            }
+            any = true;
+            self.wake(w);
+        }
+        any
     }
 
     /// What wakes the loop next: waits for it (`wait`), or only takes what
