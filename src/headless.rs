@@ -67,7 +67,7 @@ pub struct Finished {
 /// `shutdown` yields once per stop request (SIGINT, SIGTERM, SIGHUP): the
 /// first cancels the run cleanly, a second one exits at once.
 pub async fn run(
-    play: &Play,
+    mut play: Play,
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
     mut shutdown: mpsc::UnboundedReceiver<()>,
@@ -76,9 +76,10 @@ pub async fn run(
 ) -> Result<Finished, crate::session::RunError> {
     let t = std::time::Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Arc<Signal>>>();
-    let mut session = Session::open(play, &opts.session, vec![Box::new(ChannelSink::new(tx))])
+    let mut session = Session::open(&play, &opts.session, vec![Box::new(ChannelSink::new(tx))])
         .await
         .map_err(crate::session::RunError::Open)?;
+    play.release_definitions();
     if let Some(e) = &session.control_error {
         let _ = writeln!(err, "playdeck: warning: {e}");
     }
@@ -240,11 +241,11 @@ pub async fn run(
             if stdout_open && gone_now(writeln!(out, "{v}").and_then(|()| out.flush()))? {
                 code = 1;
             }
-            let summary = summary(play, &run_dir, &envelope, &handle).await;
+            let summary = summary(&play, &run_dir, &envelope, &handle).await;
             write!(err, "{}", printable_lines(&summary))?;
         }
         Format::Human => {
-            let summary = summary(play, &run_dir, &envelope, &handle).await;
+            let summary = summary(&play, &run_dir, &envelope, &handle).await;
             let text = printable_lines(&summary);
             if stdout_open && gone_now(write!(out, "{text}").and_then(|()| out.flush()))? {
                 code = 1;

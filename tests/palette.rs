@@ -564,7 +564,7 @@ async fn run_play(play: &Play) -> (playdeck::kernel::Envelope, Vec<playdeck::ker
     // No timeout here: the printer is a plain thread, and a paused clock
     // with a pending timer would jump ahead while waiting for it.
     let done = playdeck::headless::run(
-        play,
+        play.clone(),
         &opts,
         control,
         stop,
@@ -1053,7 +1053,7 @@ async fn run_and_cancel(
     let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
     let (stop_tx, stop) = tokio::sync::mpsc::unbounded_channel();
     let run = playdeck::headless::run(
-        play,
+        play.clone(),
         &opts,
         control,
         stop,
@@ -1691,7 +1691,7 @@ async fn rule_a36_57_dispositions_are_fixed_for_a_run() {
             let (_tx, control) = tokio::sync::mpsc::unbounded_channel();
             let (_stop, stop) = tokio::sync::mpsc::unbounded_channel();
             playdeck::headless::run(
-                &play,
+                play.clone(),
                 &opts,
                 control,
                 stop,

@@ -19,7 +19,7 @@ pub fn run(args: RunArgs) -> Outcome {
     }
     let play = load(args.play.as_deref())?;
     if args.headless {
-        headless_run(&play, &args)
+        headless_run(play, &args)
     } else {
         console(&play, &args)
     }
@@ -47,7 +47,7 @@ fn session_options(args: &RunArgs) -> SessionOptions {
     }
 }
 
-fn headless_run(play: &Play, args: &RunArgs) -> Outcome {
+fn headless_run(play: Play, args: &RunArgs) -> Outcome {
     let opts = HeadlessOptions {
         session: session_options(args),
         asks_operator: args.approve.is_none(),

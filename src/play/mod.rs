@@ -259,6 +259,16 @@ impl Play {
         })
     }
 
+    /// Lets go of the operations' definitions and the source text once a
+    /// run's graph is built from them: the graph holds what the run needs,
+    /// and a 100 000-operation play keeps about 50 MB in them otherwise.
+    /// What is left (name, palette, capacity, agents) still describes the
+    /// run.
+    pub fn release_definitions(&mut self) {
+        self.operations = Vec::new();
+        self.source = Arc::from("");
+    }
+
     /// One line for `playdeck validate`.
     pub fn summary(&self) -> String {
         let approvals = self.operations.iter().filter(|o| o.approval).count();
