@@ -473,6 +473,62 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         s.finish().await;
     }
 
+    /// Issue 13 (ADR-0033 sequential authoring): the inspector says how an
+    /// operation without `depends_on` was placed.
+    #[tokio::test(start_paused = true)]
+    async fn rule_a33_12_the_inspector_shows_how_an_operation_was_placed() {
+        let text_play = r#"
+[play]
+name = "placed"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "plan"
+role = "implementer"
+instruction = "x"
+sim = { duration_ms = 60000 }
+[[operations]]
+id = "lint"
+role = "implementer"
+instruction = "x"
+independent_root = true
+sim = { duration_ms = 60000 }
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "x"
+sim = { duration_ms = 100 }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "x"
+depends_on = ["build"]
+sim = { duration_ms = 100 }
+"#;
+        let mut s = Scene::at(&play(text_play), 1.0, 120, 36, None)
+            .await
+            .unwrap();
+        for (name, want) in [
+            ("plan", Some("root (the first operation)")),
+            ("lint", Some("root (independent_root)")),
+            (
+                "build",
+                Some("after the operations above it (sequential authoring"),
+            ),
+            ("ship", None),
+        ] {
+            select(&mut s, name);
+            s.press(&keys("enter")).await;
+            let t = text(&s.render());
+            match want {
+                Some(w) => assert!(t.contains(&format!("placed      {w}")), "{name}: {t}"),
+                None => assert!(!t.contains("placed  "), "{name}: {t}"),
+            }
+            s.press(&keys("esc")).await;
+        }
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn operation_keys_work_inside_the_inspector() {
         let mut s = demo(30.0, 120, 36).await;

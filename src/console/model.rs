@@ -86,6 +86,11 @@ pub struct PlayFacts {
     pub profiles: Vec<ProfileView>,
     /// The play has `[capacity]`.
     pub capacity: bool,
+    /// How authored operations without `depends_on` were placed (by
+    /// name): a root, or after the operations above them (sequential
+    /// authoring), which is easy to miss. Absent: placed by `depends_on`,
+    /// spawned or added.
+    pub placed: std::collections::HashMap<Arc<str>, &'static str>,
 }
 
 pub fn lane_index(l: Lane) -> usize {
