@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::kernel::{
@@ -76,10 +75,13 @@ pub async fn run(
 ) -> Result<Finished, crate::session::RunError> {
     let t = std::time::Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Arc<Signal>>>();
-    let mut session = Session::open(&play, &opts.session, vec![Box::new(ChannelSink::new(tx))])
-        .await
-        .map_err(crate::session::RunError::Open)?;
-    play.release_definitions();
+    let mut session = Session::open_releasing(
+        &mut play,
+        &opts.session,
+        vec![Box::new(ChannelSink::new(tx))],
+    )
+    .await
+    .map_err(crate::session::RunError::Open)?;
     if let Some(e) = &session.control_error {
         let _ = writeln!(err, "playdeck: warning: {e}");
     }
@@ -225,7 +227,7 @@ pub async fn run(
     }
     // A run whose log could not be written to its end is not a success,
     // whatever its operations did.
-    if let Some(error) = handle.snapshot().await.and_then(|s| s.run.storage) {
+    if let Some(error) = handle.overview().await.and_then(|s| s.run.storage) {
         code = 1;
         let _ = writeln!(
             err,
@@ -234,11 +236,16 @@ pub async fn run(
     }
     match opts.format {
         Format::Json => {
-            let mut v = serde_json::to_value(&envelope).map_err(std::io::Error::other)?;
-            if let Value::Object(m) = &mut v {
-                m.shift_insert(0, "type".into(), Value::String("result".into()));
-            }
-            if stdout_open && gone_now(writeln!(out, "{v}").and_then(|()| out.flush()))? {
+            // Serialised straight to stdout, not through a JSON tree of the
+            // whole envelope.
+            let line = |out: &mut Out| -> std::io::Result<()> {
+                let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+                serde_json::to_writer(&mut w, &ResultLine::new(&envelope))
+                    .map_err(std::io::Error::other)?;
+                writeln!(w)?;
+                w.flush()
+            };
+            if stdout_open && gone_now(line(&mut out))? {
                 code = 1;
             }
             let summary = summary(&play, &run_dir, &envelope, &handle).await;
@@ -521,16 +528,12 @@ fn role_suffix(role: &Option<Arc<str>>) -> String {
 /// The readable end-of-run summary: lanes, spawns and where the files are.
 pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -> String {
     let mut s = String::new();
-    let snap = h.snapshot().await;
+    let snap = h.overview().await;
     let _ = writeln!(s, "\nplaydeck · \"{}\" · run {}", play.name, dir.run_id);
     let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
     let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
     if let Some(snap) = &snap {
-        let mut lanes = crate::kernel::signal::LaneCounts::default();
-        for n in &snap.nodes {
-            lanes.add(n.lane, n.status == crate::kernel::NodeStatus::Skipped);
-        }
-        let _ = writeln!(s, "lanes: {}", lanes.describe());
+        let _ = writeln!(s, "lanes: {}", snap.counts.describe());
         let accepted = snap
             .ledger
             .iter()
@@ -574,4 +577,22 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     }
     let _ = writeln!(s, "run directory: {}", dir.path.display());
     s
+}
+
+/// The last line of the JSON output: the envelope with `"type": "result"`
+/// first.
+#[derive(serde::Serialize)]
+struct ResultLine<'a> {
+    r#type: &'static str,
+    #[serde(flatten)]
+    envelope: &'a Envelope,
+}
+
+impl<'a> ResultLine<'a> {
+    fn new(envelope: &'a Envelope) -> Self {
+        ResultLine {
+            r#type: "result",
+            envelope,
+        }
+    }
 }

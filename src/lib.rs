@@ -12,6 +12,7 @@ pub mod control;
 pub mod headless;
 pub mod inspect;
 pub mod kernel;
+pub mod memory;
 pub mod palette;
 pub mod paths;
 pub mod play;

@@ -105,6 +105,17 @@ impl RunProjection {
     /// The state before the first signal of a run of `graph`: every
     /// initial operation with its edges, and the run's settings.
     pub fn seed(graph: &Graph, cfg: &RunConfig) -> RunProjection {
+        RunProjection::seed_from(cfg, graph.len(), graph.operations(), graph.edges())
+    }
+
+    /// [`RunProjection::seed`] from the `n` operations and the edges of a
+    /// graph in any form (a run's own, once the built graph is gone).
+    pub fn seed_from<'a>(
+        cfg: &RunConfig,
+        n: usize,
+        operations: impl Iterator<Item = &'a Operation>,
+        edges: impl Iterator<Item = (OpId, OpId, &'a crate::kernel::Edge)>,
+    ) -> RunProjection {
         let mut p = RunProjection {
             run: RunInfo {
                 run_id: cfg.run_id.clone(),
@@ -118,12 +129,12 @@ impl RunProjection {
             context: cfg.context.clone(),
             ..RunProjection::default()
         };
-        p.nodes.reserve_exact(graph.len());
-        p.index.reserve(graph.len());
-        for op in graph.operations() {
+        p.nodes.reserve_exact(n);
+        p.index.reserve(n);
+        for op in operations {
             p.insert(Node::new(op.clone()));
         }
-        for (from, to, edge) in graph.edges() {
+        for (from, to, edge) in edges {
             if let Some(&i) = p.index.get(&to) {
                 p.nodes[i as usize].deps.push(DepRecord {
                     from,
@@ -533,7 +544,7 @@ impl RunProjection {
                 if let Some(n) = self.node_mut(op_id)
                     && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
                 {
-                    a.usage = Some(*usage);
+                    a.usage = Some(Box::new(*usage));
                 }
             }
             SignalKind::Spawned {

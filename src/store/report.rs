@@ -171,7 +171,11 @@ impl Report {
         let usage = p
             .nodes
             .iter()
-            .flat_map(|n| n.attempts.iter().filter_map(|a| a.usage))
+            .flat_map(|n| {
+                n.attempts
+                    .iter()
+                    .filter_map(|a| a.usage.as_deref().copied())
+            })
             .fold(None, |t: Option<UsageTotal>, u| {
                 let mut t = t.unwrap_or_default();
                 t.add(&u);

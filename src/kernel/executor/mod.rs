@@ -330,6 +330,26 @@ impl Run {
         Ok((run, handle))
     }
 
+    /// Its operations and edges as they stand (before [`Run::run`]: the
+    /// initial graph), so a checkpoint can be seeded without a second
+    /// copy of the graph alive beside this one.
+    pub fn graph_parts(
+        &self,
+    ) -> (
+        usize,
+        impl Iterator<Item = &super::graph::Operation>,
+        impl Iterator<Item = (OpId, OpId, &Edge)>,
+    ) {
+        use petgraph::visit::{EdgeRef, IntoEdgeReferences};
+        let g = &self.ex.graph;
+        (
+            g.node_count(),
+            g.node_indices().map(move |ix| &g[ix].op),
+            g.edge_references()
+                .map(move |e| (g[e.source()].op.op_id, g[e.target()].op.op_id, e.weight())),
+        )
+    }
+
     /// Adds a sink that sees every signal, in order (the event log).
     pub fn add_sink(&mut self, sink: Box<dyn SignalSink>) {
         self.ex.bus.sinks.push(sink);
@@ -638,8 +658,8 @@ impl Executor {
                 };
                 let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
             }
-            Command::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
+            Command::Snapshot { nodes, reply } => {
+                let _ = reply.send(self.snapshot_with(nodes));
             }
         }
         // The answer goes out after the signals it caused are durable.
@@ -662,8 +682,8 @@ impl Executor {
                 );
                 let _ = reply.send(None);
             }
-            Command::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
+            Command::Snapshot { nodes, reply } => {
+                let _ = reply.send(self.snapshot_with(nodes));
             }
         }
     }

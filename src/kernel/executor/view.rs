@@ -16,8 +16,10 @@ use super::super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
 use super::Executor;
 
 impl FinalState for Mutex<Executor> {
-    fn snapshot(&self) -> Snapshot {
-        self.lock().unwrap_or_else(|e| e.into_inner()).snapshot()
+    fn snapshot(&self, nodes: bool) -> Snapshot {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .snapshot_with(nodes)
     }
 }
 
@@ -51,10 +53,11 @@ impl Executor {
         }
     }
 
-    pub(super) fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot_with(&self, with_nodes: bool) -> Snapshot {
         let nodes = self
             .graph
             .node_indices()
+            .filter(|_| with_nodes)
             .map(|ix| {
                 let n = &self.graph[ix];
                 NodeSnapshot {
@@ -97,6 +100,7 @@ impl Executor {
                 storage: self.storage.clone(),
             },
             nodes,
+            counts: self.counts(),
             ledger: self.adm.ledger.clone(),
         }
     }
@@ -233,7 +237,7 @@ mod tests {
         ex.begin();
         ex.advance();
         ex.apply(Request::Hold { op: "b".into() }).unwrap();
-        let snap = ex.snapshot();
+        let snap = ex.snapshot_with(true);
         let why = |n: &str| {
             snap.nodes
                 .iter()
