@@ -544,10 +544,12 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
                 _ => None,
             })
             .collect();
-        let _ = writeln!(s, "spawns: {accepted} accepted, {} dropped", dropped.len());
+        // A row stands for itself and the identical drops folded into it.
+        let total: usize = dropped.iter().map(|(e, ..)| 1 + e.repeats as usize).sum();
+        let _ = writeln!(s, "spawns: {accepted} accepted, {total} dropped");
         let mut by_reason: BTreeMap<DropReason, usize> = BTreeMap::new();
-        for (_, r, _) in &dropped {
-            *by_reason.entry(*r).or_default() += 1;
+        for (e, r, _) in &dropped {
+            *by_reason.entry(*r).or_default() += 1 + e.repeats as usize;
         }
         if !by_reason.is_empty() {
             let parts: Vec<String> = by_reason
@@ -559,11 +561,16 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
         for (e, reason, detail) in &dropped {
             let _ = writeln!(
                 s,
-                "  dropped  {:<24} {} → {}: {}",
+                "  dropped  {:<24} {} → {}: {}{}",
                 reason.as_str(),
                 e.emitter_name.as_deref().unwrap_or("-"),
                 e.assignee.as_deref().unwrap_or("(emitter's role)"),
-                detail
+                detail,
+                if e.repeats > 0 {
+                    format!(" (×{})", e.repeats + 1)
+                } else {
+                    String::new()
+                }
             );
         }
     }

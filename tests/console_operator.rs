@@ -344,6 +344,87 @@ mod details {
         s.finish().await;
     }
 
+    /// An orchestrator that asks three times for a role the catalog does
+    /// not have (the same request), then, in its result, for a reviewer
+    /// with a request that is not valid.
+    const DROPS: &str = r#"
+[play]
+name = "drops"
+[palette]
+roles = [{ role = "orchestrator" }, { role = "reviewer" }]
+[[operations]]
+id = "kickoff"
+role = "orchestrator"
+instruction = "plan"
+independent_root = true
+sim = { duration_ms = 1000, emits = [
+  { at_ms = 100, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+  { at_ms = 200, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+  { at_ms = 300, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+], result = { spawn_request = { instruction = 42, assignee = "reviewer", reason = "numbers" } } }
+"#;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_request_shows_what_it_asked_and_repeats_fold_into_one_row() {
+        let mut s = Scene::at(&play(DROPS), 2.0, 140, 40, None).await.unwrap();
+        // The ledger, newest first: the invalid request, then the three
+        // identical drops folded into one row.
+        let t = text(&s.render());
+        assert!(
+            t.contains("✗ ×3 requester_not_"),
+            "a folded row says how many it stands for: {t}"
+        );
+        s.press(&keys("tab tab down enter")).await;
+        let t = text(&s.render());
+        insta::assert_snapshot!("ledger_dropped_detail", t);
+        for want in [
+            "Spawn request · dropped (requester_not_authorized)",
+            "repeated    ×3 — this drop and 2 more right after it",
+            "emitter     kickoff (orchestrator)",
+            "assignee    astronaut",
+            "operation   chat",
+            "why         the plan needs it",
+            "  Land the rocket",
+            "  then report back",
+            "became      nothing: no operation was made of it",
+        ] {
+            assert!(t.contains(want), "{want:?} in {t}");
+        }
+        // A request that could not be read still shows what it said.
+        s.press(&keys("esc up enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("dropped (builder_error)"), "{t}");
+        assert!(t.contains("why         numbers"), "{t}");
+        assert!(t.contains("(none that could be read)"), "{t}");
+        // The log carries it, so a replay or report reads the same.
+        let log = s.log();
+        let asked: Vec<_> = log
+            .iter()
+            .filter_map(|sig| match &sig.kind {
+                SignalKind::SpawnDropped { request, .. } => request.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked.len(), 4, "every drop carries its request");
+        assert_eq!(
+            asked[0].instruction.as_deref(),
+            Some("Land the rocket\nthen report back")
+        );
+        let report = playdeck::store::report::Report::from_signals(&log);
+        assert_eq!(
+            report.dropped_spawns["requester_not_authorized"][0].count,
+            3
+        );
+        assert!(
+            report
+                .to_markdown()
+                .contains("### requester_not_authorized (3)"),
+            "{}",
+            report.to_markdown()
+        );
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn palette_entries_open_into_their_detail() {
         let mut s = demo(30.0, 120, 36).await;

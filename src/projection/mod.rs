@@ -593,6 +593,7 @@ impl RunProjection {
                 detail,
                 op_id,
                 identity,
+                request,
             } => {
                 // Admission numbers a candidate before the cap refuses it
                 // ("spawn-N refused: ...").
@@ -614,6 +615,7 @@ impl RunProjection {
                         reason: *reason,
                         detail: detail.clone(),
                         op_id: *op_id,
+                        request: request.clone(),
                     },
                 );
             }

@@ -50,6 +50,9 @@ pub struct Dropped {
     pub assignee: Option<Arc<str>>,
     pub detail: Arc<str>,
     pub at: f64,
+    /// Requests this row stands for: identical drops one after another are
+    /// folded into one ledger row.
+    pub count: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -158,6 +161,7 @@ impl Report {
                         assignee: e.assignee.clone(),
                         detail: detail.clone(),
                         at: e.elapsed,
+                        count: 1 + e.repeats,
                     });
             }
         }
@@ -331,22 +335,28 @@ impl Report {
                     .unwrap_or_default()
             );
         }
-        let dropped: usize = self.dropped_spawns.values().map(Vec::len).sum();
+        let count = |rows: &[Dropped]| rows.iter().map(|d| d.count as usize).sum::<usize>();
+        let dropped: usize = self.dropped_spawns.values().map(|r| count(r)).sum();
         let _ = writeln!(
             s,
             "\n## Spawns\n\n{} accepted, {dropped} dropped.\n",
             self.spawns_accepted
         );
         for (reason, rows) in &self.dropped_spawns {
-            let _ = writeln!(s, "### {reason} ({})\n", rows.len());
+            let _ = writeln!(s, "### {reason} ({})\n", count(rows));
             for d in rows {
                 let _ = writeln!(
                     s,
-                    "- {:.1}s {} → {}: {}",
+                    "- {:.1}s {} → {}: {}{}",
                     d.at,
                     d.emitter.as_deref().unwrap_or("—"),
                     d.assignee.as_deref().unwrap_or("—"),
-                    d.detail
+                    d.detail,
+                    if d.count > 1 {
+                        format!(" (×{})", d.count)
+                    } else {
+                        String::new()
+                    }
                 );
             }
             let _ = writeln!(s);
