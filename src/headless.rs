@@ -524,7 +524,16 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     let snap = h.snapshot().await;
     let _ = writeln!(s, "\nplaydeck · \"{}\" · run {}", play.name, dir.run_id);
     let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
-    let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
+    let cause = snap
+        .as_ref()
+        .and_then(crate::projection::snapshot_cause)
+        .map(|c| format!(" — {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "outcome: {}{cause} after {elapsed:.1}s",
+        env.outcome.as_str()
+    );
     if let Some(snap) = &snap {
         let mut lanes = crate::kernel::signal::LaneCounts::default();
         for n in &snap.nodes {

@@ -783,6 +783,26 @@ mod status {
         assert_eq!(report.lanes["skipped"], 2);
         assert_eq!(report.lanes["failed"], 1);
         assert_eq!(counts(&s).skipped, 2);
+        // And names the same cause, as ctl status and the exit line do.
+        let cause = "1 failed: integration-tests · 1 escalated: security-review";
+        assert_eq!(report.cause.as_deref(), Some(cause));
+        assert!(
+            report
+                .to_markdown()
+                .contains(&format!("**Outcome:** failed — {cause} after")),
+            "{}",
+            report.to_markdown()
+        );
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.cause.as_deref(), Some(cause));
+        let line = playdeck::console::run::exit_line(
+            &s.app,
+            Outcome::Failed,
+            playdeck::console::run::Ended::Quit,
+        );
+        assert!(line.contains(&format!("failed — {cause};")), "{line}");
         s.finish().await;
     }
 

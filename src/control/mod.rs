@@ -125,6 +125,9 @@ pub struct RunStatus {
     pub play: String,
     /// `running`, `paused`, `pausing`, or `finished: <outcome>`.
     pub state: String,
+    /// Why a finished run failed: `1 escalated: security-review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     pub elapsed: f64,
     pub round: u32,
     pub running: usize,
@@ -179,6 +182,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
             awaiting.push(n.name.to_string());
         }
     }
+    let cause = crate::projection::snapshot_cause(&snap);
     let state = match (&snap.run.finished, snap.run.paused) {
         (Some(o), _) => format!("finished: {}", o.as_str()),
         (None, true) if snap.run.running > 0 => "pausing".into(),
@@ -189,6 +193,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         run_id: snap.run.run_id.to_string(),
         play: snap.run.play.to_string(),
         state,
+        cause,
         elapsed: snap.elapsed,
         round: snap.run.round,
         running: snap.run.running,

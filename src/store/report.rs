@@ -104,6 +104,9 @@ pub struct Report {
     pub play: Arc<str>,
     /// `running` when the log ends before the run did.
     pub outcome: String,
+    /// Why a failed run failed: `1 escalated: security-review`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     pub duration_secs: f64,
     pub resumes: u32,
     pub events: u64,
@@ -193,6 +196,7 @@ impl Report {
                 .run
                 .finished
                 .map_or_else(|| "running".to_string(), |o| o.as_str().to_string()),
+            cause: p.cause(),
             duration_secs: end,
             resumes: p.run.resumes,
             events: p.events,
@@ -247,8 +251,12 @@ impl Report {
         let _ = writeln!(s, "# Run {} — {}\n", self.run_id, self.play);
         let _ = writeln!(
             s,
-            "**Outcome:** {} after {:.1}s · {} events{}\n",
+            "**Outcome:** {}{} after {:.1}s · {} events{}\n",
             self.outcome,
+            self.cause
+                .as_ref()
+                .map(|c| format!(" — {c}"))
+                .unwrap_or_default(),
             self.duration_secs,
             self.events,
             match self.resumes {
