@@ -969,6 +969,16 @@ sim = { duration_ms = 500 }
             t.lines().next().unwrap().contains("● running — 1 held"),
             "{t}"
         );
+        // The lane counts say it too, as ctl status does.
+        let counts_line = t.lines().nth(1).unwrap();
+        assert!(
+            counts_line.contains("paused 1  held 1  done 1"),
+            "{counts_line}"
+        );
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.held, 1);
         select(&mut s, "later");
         s.press(&keys("enter")).await;
         let t = text(&s.render());

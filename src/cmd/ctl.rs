@@ -213,7 +213,12 @@ fn status_text(v: &RunStatus) -> String {
         v.elapsed,
         v.running,
     );
-    let _ = writeln!(s, "lanes: {}", v.lanes.describe());
+    let held = if v.held > 0 {
+        format!(" · held {}", v.held)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(s, "lanes: {}{held}", v.lanes.describe());
     if !v.awaiting_approval.is_empty() {
         let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
     }

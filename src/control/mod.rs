@@ -133,6 +133,9 @@ pub struct RunStatus {
     pub running: usize,
     /// Operations per lane; skipped ones apart from failed.
     pub lanes: LaneCounts,
+    /// Operations the operator holds (counted in their lanes too).
+    #[serde(default)]
+    pub held: usize,
     pub awaiting_approval: Vec<String>,
     pub spawns: Spawns,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,8 +179,10 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         .ok_or_else(|| Failure::from(CommandError::RunFinished))?;
     let mut lanes = LaneCounts::default();
     let mut awaiting = Vec::new();
+    let mut held = 0;
     for n in &snap.nodes {
         lanes.add(n.lane, n.status == NodeStatus::Skipped);
+        held += usize::from(n.held && !n.status.is_terminal() && n.lane != Lane::Running);
         if n.lane == Lane::AwaitingApproval {
             awaiting.push(n.name.to_string());
         }
@@ -198,6 +203,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         round: snap.run.round,
         running: snap.run.running,
         lanes,
+        held,
         awaiting_approval: awaiting,
         spawns: Spawns {
             accepted: snap.run.spawn_accepted,
