@@ -70,7 +70,7 @@ pub async fn run(
     mut play: Play,
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
-    mut shutdown: mpsc::UnboundedReceiver<()>,
+    mut shutdown: mpsc::UnboundedReceiver<crate::session::StopSignal>,
     out: Out,
     mut err: Out,
 ) -> Result<Finished, crate::session::RunError> {

@@ -988,7 +988,7 @@ sim = { duration_ms = 500 }
 
     #[test]
     fn the_exit_line_names_the_run_its_outcome_and_how_to_take_it_up() {
-        use playdeck::console::run::{Ended, exit_line};
+        use playdeck::console::run::{Ended, StopSignal, exit_line};
         let themes = playdeck::console::theme::load_all(None).unwrap();
         let mut app = playdeck::console::app::App::new(
             &Default::default(),
@@ -1023,8 +1023,8 @@ sim = { duration_ms = 500 }
             "playdeck: run r1 cancelled (quit from the console); resume it: playdeck resume r1"
         );
         assert_eq!(
-            exit_line(&app, Outcome::Cancelled, Ended::Stopped),
-            "playdeck: run r1 cancelled (stopped by a signal); resume it: playdeck resume r1"
+            exit_line(&app, Outcome::Cancelled, Ended::Stopped(StopSignal::Hangup)),
+            "playdeck: run r1 cancelled (stopped by SIGHUP); resume it: playdeck resume r1"
         );
         assert_eq!(
             exit_line(&app, Outcome::Succeeded, Ended::Quit),

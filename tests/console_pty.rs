@@ -446,9 +446,21 @@ fn a_terminal_too_small_takes_only_quit() {
     );
 }
 
-/// SIGTERM ends the run without a question and leaves the exit line.
+/// SIGTERM and SIGHUP end the run without a question and leave the exit
+/// line, naming the signal.
 #[test]
 fn sigterm_cancels_and_says_how_to_resume() {
+    stopped_by("TERM");
+}
+
+#[test]
+fn sighup_cancels_and_says_how_to_resume() {
+    stopped_by("HUP");
+}
+
+/// The console sent SIG`name` while a run goes: it cancels the run,
+/// restores the terminal and its exit line names the signal.
+fn stopped_by(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
     let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
@@ -458,14 +470,16 @@ fn sigterm_cancels_and_says_how_to_resume() {
     screen.wait_for("the lanes", |s| s.contains("running 1"));
     let pid = console.child.process_id().unwrap();
     let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([&format!("-{name}"), &pid.to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     assert_eq!(console.wait_exit(), 1);
     let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
     assert!(
-        after.contains("cancelled (stopped by a signal); resume it: playdeck resume "),
+        after.contains(&format!(
+            "cancelled (stopped by SIG{name}); resume it: playdeck resume "
+        )),
         "{after}"
     );
     assert!(!screen.parser.lock().unwrap().screen().alternate_screen());
