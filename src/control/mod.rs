@@ -28,7 +28,8 @@ pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_pat
 pub enum Reply {
     /// A kernel command was carried out.
     Done(Answer),
-    Status(RunStatus),
+    /// Boxed: the run at a glance is much larger than the other answers.
+    Status(Box<RunStatus>),
     Release(ReleaseResult),
     Ensure(EnsureResult),
     Capacity(StatusResult),
@@ -156,7 +157,9 @@ pub async fn apply(
 ) -> Result<Reply, Failure> {
     let need_capacity = || capacity.ok_or_else(|| Failure::from(CommandError::NoCapacity));
     match req {
-        Request::Status => status(h, capacity).await.map(Reply::Status),
+        Request::Status => status(h, capacity)
+            .await
+            .map(|s| Reply::Status(Box::new(s))),
         Request::Release(sel) => Ok(Reply::Release(
             need_capacity()?
                 .release_request(sel.lifetime, sel.name)
