@@ -207,7 +207,7 @@ fn status_text(v: &RunStatus) -> String {
         v.state,
         v.cause
             .as_ref()
-            .map(|c| format!(" ({c})"))
+            .map(|c| format!(" — {c}"))
             .unwrap_or_default(),
         v.round,
         v.elapsed,
