@@ -750,6 +750,24 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         type_text(&mut s, "read the stars").await;
         s.press(&keys("enter")).await;
         assert!(!status(&s).starts_with("added"), "{}", status(&s));
+        // Its ledger row keeps what the operator asked for.
+        let (row, e) = s
+            .app
+            .vm
+            .ledger
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| e.assignee.as_deref() == Some("astrologer"))
+            .expect("a ledger row for the refused add");
+        assert_eq!(e.emitter_id, None, "from the operator");
+        s.app.overlays.push(Overlay::LedgerRow {
+            row,
+            scroll: playdeck::console::scroll::ScrollList::text(),
+        });
+        let t = text(&s.render());
+        assert!(t.contains("emitter     the operator"), "{t}");
+        assert!(t.contains("  read the stars"), "{t}");
         s.finish().await;
     }
 }

@@ -200,6 +200,21 @@ pub(super) struct Asked {
     request: Option<Arc<RequestPayload>>,
 }
 
+impl Asked {
+    /// What the operator asked for (no identity: it is not an agent's).
+    pub(super) fn operator(instruction: &str) -> Asked {
+        Asked {
+            identity: None,
+            request: Some(RequestPayload::new(
+                instruction,
+                OperationKind::Operate.as_str(),
+                None,
+                false,
+            )),
+        }
+    }
+}
+
 impl From<Option<RequestId>> for Asked {
     fn from(identity: Option<RequestId>) -> Self {
         Asked {

@@ -159,7 +159,7 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
                     }
                 }
                 None => lines.push(Line::from(Span::styled(
-                    "The request's text was not recorded: the operator's own request, or a log written before playdeck kept it.",
+                    "The request's text is not in the log: an injection, or a log written before playdeck kept it.",
                     Style::default().fg(t.dim),
                 ))),
             }
