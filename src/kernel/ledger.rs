@@ -145,17 +145,29 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Whether a drop would be counted in the ledger's last row (same
+/// emitter, reason and assignee) instead of opening one.
+pub fn repeats_last(
+    ledger: &[LedgerEntry],
+    emitter_id: Option<OpId>,
+    reason: DropReason,
+    assignee: Option<&Arc<str>>,
+) -> bool {
+    ledger.last().is_some_and(|last| {
+        matches!(&last.outcome, LedgerOutcome::Dropped { reason: before, .. } if *before == reason)
+            && last.emitter_id == emitter_id
+            && last.assignee.as_ref() == assignee
+    })
+}
+
 /// Adds a row to a ledger: a drop that repeats the last row (same
 /// emitter, reason and assignee) is counted there instead, so an agent that
 /// repeats itself cannot flood the ledger. One rule for the kernel and
 /// every fold of the signals.
 pub fn record(ledger: &mut Vec<LedgerEntry>, e: LedgerEntry) {
     if let LedgerOutcome::Dropped { reason, .. } = &e.outcome
+        && repeats_last(ledger, e.emitter_id, *reason, e.assignee.as_ref())
         && let Some(last) = ledger.last_mut()
-        && let LedgerOutcome::Dropped { reason: before, .. } = &last.outcome
-        && before == reason
-        && last.emitter_id == e.emitter_id
-        && last.assignee == e.assignee
     {
         last.repeats += 1;
         return;

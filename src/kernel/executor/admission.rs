@@ -194,7 +194,6 @@ impl RequestMeta {
 }
 
 /// What a dropped request's ledger row says of the request itself.
-#[derive(Default)]
 pub(super) struct Asked {
     identity: Option<RequestId>,
     request: Option<Arc<RequestPayload>>,
@@ -506,6 +505,16 @@ impl Executor {
         let Asked { identity, request } = asked.into();
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
         let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
+        // A drop folded into the last row shows that row's request: a
+        // flood of them does not repeat its text in the log.
+        let request = request.filter(|_| {
+            !crate::kernel::ledger::repeats_last(
+                &self.adm.ledger,
+                emitter_id,
+                reason,
+                assignee.as_ref(),
+            )
+        });
         let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
         let (seq, elapsed) = self.bus.emit(SignalKind::SpawnDropped {
             reason,
