@@ -69,7 +69,7 @@ pub async fn run(
     mut play: Play,
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
-    mut shutdown: mpsc::UnboundedReceiver<()>,
+    mut shutdown: mpsc::UnboundedReceiver<crate::session::StopSignal>,
     out: Out,
     mut err: Out,
 ) -> Result<Finished, crate::session::RunError> {
@@ -531,7 +531,16 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     let snap = h.overview().await;
     let _ = writeln!(s, "\nplaydeck · \"{}\" · run {}", play.name, dir.run_id);
     let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
-    let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
+    let cause = snap
+        .as_ref()
+        .and_then(crate::projection::snapshot_cause)
+        .map(|c| format!(" — {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "outcome: {}{cause} after {elapsed:.1}s",
+        env.outcome.as_str()
+    );
     if let Some(snap) = &snap {
         let _ = writeln!(s, "lanes: {}", snap.counts.describe());
         let accepted = snap
@@ -547,10 +556,12 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
                 _ => None,
             })
             .collect();
-        let _ = writeln!(s, "spawns: {accepted} accepted, {} dropped", dropped.len());
+        // A row stands for itself and the identical drops folded into it.
+        let total: usize = dropped.iter().map(|(e, ..)| 1 + e.repeats as usize).sum();
+        let _ = writeln!(s, "spawns: {accepted} accepted, {total} dropped");
         let mut by_reason: BTreeMap<DropReason, usize> = BTreeMap::new();
-        for (_, r, _) in &dropped {
-            *by_reason.entry(*r).or_default() += 1;
+        for (e, r, _) in &dropped {
+            *by_reason.entry(*r).or_default() += 1 + e.repeats as usize;
         }
         if !by_reason.is_empty() {
             let parts: Vec<String> = by_reason
@@ -562,11 +573,16 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
         for (e, reason, detail) in &dropped {
             let _ = writeln!(
                 s,
-                "  dropped  {:<24} {} → {}: {}",
+                "  dropped  {:<24} {} → {}: {}{}",
                 reason.as_str(),
                 e.emitter_name.as_deref().unwrap_or("-"),
                 e.assignee.as_deref().unwrap_or("(emitter's role)"),
-                detail
+                detail,
+                if e.repeats > 0 {
+                    format!(" (×{})", e.repeats + 1)
+                } else {
+                    String::new()
+                }
             );
         }
     }

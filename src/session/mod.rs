@@ -17,6 +17,25 @@ use crate::play::Play;
 use crate::store::RunDir;
 use crate::store::checkpoint::{Checkpoint, CheckpointSink};
 
+/// A signal that asks a surface (the console, a replay, a headless run) to
+/// stop; the console names it in its exit line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Interrupt,
+    Terminate,
+    Hangup,
+}
+
+impl StopSignal {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
     /// Overrides `[play] speed`.

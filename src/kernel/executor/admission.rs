@@ -16,8 +16,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::super::builder::{Emitter, Rejection, RouteResult};
 use super::super::control::NewOperation;
-use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
-use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
+use super::super::graph::{Edge, OpId, OpMetadata, Operation, OperationKind, new_op_id};
+use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome, RequestPayload};
 use super::super::request::{self, RequestId, SpawnRequest};
 use super::super::signal::{
     DROP_DETAIL_MAX, DepRecord, SPAWNED_INSTRUCTION_MAX, SignalKind, SpawnRecord, truncate_chars,
@@ -174,6 +174,53 @@ pub(super) struct RequestMeta {
     reason: Option<Arc<str>>,
     /// The request's identity, recorded so dedup survives a resume.
     identity: Option<RequestId>,
+    /// Kept for the ledger, should the request be dropped.
+    instruction: Arc<str>,
+    operation: OperationKind,
+}
+
+impl RequestMeta {
+    fn asked(&self) -> Asked {
+        Asked {
+            identity: self.identity,
+            request: Some(RequestPayload::new(
+                &self.instruction,
+                self.operation.as_str(),
+                self.reason.as_ref(),
+                self.independent,
+            )),
+        }
+    }
+}
+
+/// What a dropped request's ledger row says of the request itself.
+pub(super) struct Asked {
+    identity: Option<RequestId>,
+    request: Option<Arc<RequestPayload>>,
+}
+
+impl Asked {
+    /// What the operator asked for (no identity: it is not an agent's).
+    pub(super) fn operator(instruction: &str) -> Asked {
+        Asked {
+            identity: None,
+            request: Some(RequestPayload::new(
+                instruction,
+                OperationKind::Operate.as_str(),
+                None,
+                false,
+            )),
+        }
+    }
+}
+
+impl From<Option<RequestId>> for Asked {
+    fn from(identity: Option<RequestId>) -> Self {
+        Asked {
+            identity,
+            request: None,
+        }
+    }
 }
 
 impl Executor {
@@ -276,7 +323,10 @@ impl Executor {
                     DropReason::Duplicate,
                     detail,
                     None,
-                    identity,
+                    Asked {
+                        identity,
+                        request: RequestPayload::read(raw),
+                    },
                 );
                 continue;
             }
@@ -289,7 +339,10 @@ impl Executor {
                         DropReason::BuilderError,
                         e,
                         None,
-                        identity,
+                        Asked {
+                            identity,
+                            request: RequestPayload::read(raw),
+                        },
                     );
                     continue;
                 }
@@ -307,6 +360,8 @@ impl Executor {
                 independent: req.independent,
                 reason: req.reason.as_deref().map(Arc::from),
                 identity,
+                instruction: req.instruction.clone(),
+                operation: req.operation,
             };
             if pending.is_empty() {
                 // Decided without waiting (the static map, an existing
@@ -415,11 +470,11 @@ impl Executor {
                 };
                 self.drop_spawn(
                     Some(emitter),
-                    meta.assignee,
+                    meta.assignee.clone(),
                     reason,
                     detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
             }
         }
@@ -445,10 +500,21 @@ impl Executor {
         reason: DropReason,
         detail: String,
         op_id: Option<OpId>,
-        identity: Option<RequestId>,
+        asked: impl Into<Asked>,
     ) {
+        let Asked { identity, request } = asked.into();
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
         let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
+        // A drop folded into the last row shows that row's request: a
+        // flood of them does not repeat its text in the log.
+        let request = request.filter(|_| {
+            !crate::kernel::ledger::repeats_last(
+                &self.adm.ledger,
+                emitter_id,
+                reason,
+                assignee.as_ref(),
+            )
+        });
         let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
         let (seq, elapsed) = self.bus.emit(SignalKind::SpawnDropped {
             reason,
@@ -457,6 +523,7 @@ impl Executor {
             detail: detail.clone(),
             op_id,
             identity,
+            request: request.clone(),
         });
         crate::kernel::ledger::record(
             &mut self.adm.ledger,
@@ -470,6 +537,7 @@ impl Executor {
                     reason,
                     detail,
                     op_id,
+                    request,
                 },
                 repeats: 0,
             },
@@ -484,11 +552,11 @@ impl Executor {
             Err(rej) => {
                 self.drop_spawn(
                     emitter,
-                    meta.assignee,
+                    meta.assignee.clone(),
                     rej.reason,
                     rej.detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
                 return;
             }
@@ -496,11 +564,11 @@ impl Executor {
                 let detail = "the node builder made no operation of the request".into();
                 self.drop_spawn(
                     emitter,
-                    meta.assignee,
+                    meta.assignee.clone(),
                     DropReason::NullChild,
                     detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
                 return;
             }
@@ -509,7 +577,7 @@ impl Executor {
         // Identity is allocated after routing, before the cap: a refused
         // candidate leaves a gap in the spawn-N sequence, as the spec allows.
         let name = self.adm.next_name();
-        let assignee = candidate.assignee.clone().or(meta.assignee);
+        let assignee = candidate.assignee.clone().or_else(|| meta.assignee.clone());
         if self.adm.accepted >= self.cfg.max_spawn {
             let detail = format!(
                 "{name} refused: {} of max_spawn {} already accepted",
@@ -521,7 +589,7 @@ impl Executor {
                 DropReason::MaxSpawnExceeded,
                 detail,
                 None,
-                meta.identity,
+                meta.asked(),
             );
             return;
         }

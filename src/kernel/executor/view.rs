@@ -197,6 +197,7 @@ impl Executor {
                             reason,
                             detail,
                             op_id,
+                            ..
                         } => Some(DroppedSpawn {
                             reason: *reason,
                             assignee: e.assignee.clone(),
