@@ -165,9 +165,10 @@ impl RunHandle {
         self.snapshot_with(true).await
     }
 
-    /// A snapshot without the list of operations (`nodes` is empty; the
-    /// lane counts, the run state and the ledger are there): what a
-    /// summary needs, without a view of every operation of a large run.
+    /// A snapshot whose `nodes` are only the failed and escalated
+    /// operations (the lane counts, the run state and the ledger are all
+    /// there): what a summary needs, without a view of every operation of
+    /// a large run.
     pub async fn overview(&self) -> Option<Snapshot> {
         self.snapshot_with(false).await
     }

@@ -10,6 +10,7 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::control::FinalState;
 use super::super::envelope::Envelope;
+use super::super::lane::Lane;
 use super::super::ledger::{DroppedSpawn, LedgerOutcome};
 use super::super::signal::{LaneCounts, Outcome, SignalKind};
 use super::super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
@@ -57,7 +58,10 @@ impl Executor {
         let nodes = self
             .graph
             .node_indices()
-            .filter(|_| with_nodes)
+            // An overview lists only what went wrong: what a cause names.
+            .filter(|&ix| {
+                with_nodes || matches!(self.graph[ix].lane, Lane::Failed | Lane::Escalated)
+            })
             .map(|ix| {
                 let n = &self.graph[ix];
                 NodeSnapshot {
