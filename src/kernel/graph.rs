@@ -4,8 +4,6 @@
 //! "independent root" are distinct calls, so fan-out is never serialised by
 //! accident).
 
-use std::collections::HashSet;
-
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -436,7 +434,7 @@ pub struct GraphBuilder {
     /// Operations (by position) that have at least one outgoing edge.
     has_out: Vec<bool>,
     /// Sources of edges whose source has not been added yet.
-    pending_sources: HashSet<OpId>,
+    pending_sources: rustc_hash::FxHashSet<OpId>,
     /// Positions that may still be heads (no outgoing edge), oldest first;
     /// ones that gained an edge are dropped lazily, so sequential authoring
     /// costs O(1) per operation, not a scan of everything before it.

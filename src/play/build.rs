@@ -1,7 +1,7 @@
 //! From a validated play to what the kernel runs: the graph (built with the
 //! explicit placement calls) and the run settings.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -71,7 +71,7 @@ impl Play {
                 params: Arc::new(params.to_value()),
             })
         };
-        let mut roles = HashMap::new();
+        let mut roles = std::collections::HashMap::new();
         for pr in &self.palette.palette.roles {
             if let Some(setup) = &pr.setup {
                 let what = format!("the [palette] roles entry of {}", pr.role);
@@ -149,7 +149,7 @@ impl Play {
         // Roles, agents and profiles are a handful of names over many
         // operations, and most operations have no parameters: each is
         // allocated once and shared.
-        let mut names: HashMap<String, Arc<str>> = HashMap::new();
+        let mut names: HashMap<String, Arc<str>> = HashMap::default();
         let mut shared = |s: &str| -> Arc<str> {
             if let Some(a) = names.get(s) {
                 return a.clone();

@@ -1,6 +1,9 @@
 //! Reads a play document into [`Play`], collecting every problem.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Keys are the play's own ids, hashed by the million for large plays: Fx.
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -666,7 +669,7 @@ fn read_emit(r: &mut Reader, e: &Table<'_, '_>) -> Option<SimEmit> {
 
 /// Duplicate ids, unknown and self dependencies.
 fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
-    let mut first: HashMap<&str, &Span> = HashMap::new();
+    let mut first: HashMap<&str, &Span> = HashMap::default();
     for op in ops {
         if let Some(prev) = first.get(op.id.as_str()) {
             let (line, _) = super::diag::line_col(source, prev.start);
@@ -723,7 +726,7 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
 /// operation before it that nothing depends on yet. Unknown and duplicate
 /// ids are left out (they are reported on their own).
 fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
-    let mut pos: HashMap<&str, usize> = HashMap::new();
+    let mut pos: HashMap<&str, usize> = HashMap::default();
     for (i, op) in ops.iter().enumerate() {
         pos.entry(op.id.as_str()).or_insert(i);
     }
