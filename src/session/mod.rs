@@ -112,10 +112,11 @@ impl Session {
     }
 
     /// Like [`Session::open`], for a caller that needs only the play's
-    /// settings afterwards (a headless run): a fresh run lets go of the
-    /// operation definitions as soon as the graph is built, so they are
-    /// never alive beside the run's own graph and its checkpoint (about
-    /// 40 MB at 100 000 operations).
+    /// settings afterwards and shows no history (a headless run): a fresh
+    /// run lets go of the operation definitions as soon as the graph is
+    /// built, so they are never alive beside the run's own graph and its
+    /// checkpoint (about 40 MB at 100 000 operations), and a resumed run
+    /// does not read its earlier events back (`history` stays empty).
     pub async fn open_releasing(
         play: &mut Play,
         opts: &SessionOptions,
@@ -133,7 +134,8 @@ impl Session {
         // not to init, so they can be ended.
         crate::agents::process::become_subreaper();
         if let Some(dir) = &opts.resume {
-            return Session::resume(play.get(), dir, opts, sinks).await;
+            let history = matches!(play, PlayIn::Kept(_));
+            return Session::resume(play.get(), dir, opts, sinks, history).await;
         }
         let (mut run_dir, lock) = RunDir::create(opts.run_dir.as_deref(), &play.get().source)?;
         // The run directory has its copy now.
@@ -193,6 +195,7 @@ impl Session {
         dir: &Path,
         opts: &SessionOptions,
         sinks: Vec<Box<dyn SignalSink>>,
+        with_history: bool,
     ) -> std::io::Result<Session> {
         let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
         // One owner: a live run, or a second resume, is refused here, before
@@ -236,7 +239,11 @@ impl Session {
             path: dir.to_path_buf(),
             run_id: cp.state.run.run_id.to_string(),
         };
-        let history = crate::store::resume::read_log(&run_dir.events_path()).map_err(fail)?;
+        let history = if with_history {
+            crate::store::resume::read_log(&run_dir.events_path()).map_err(fail)?
+        } else {
+            Vec::new()
+        };
         let parts = Parts::new(play, &run_dir, speed);
         let snapshot = cp.state.palette.snapshot.clone().unwrap_or_default();
         parts.router.restore(&snapshot).await.map_err(fail)?;

@@ -29,18 +29,19 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
         ));
     }
     let mut cp = Checkpoint::load(&cp_path).map_err(|e| e.to_string())?;
-    let log = read_log(&events)?;
-    let last = log.last().map_or(0, |s| s.seq);
+    // What the checkpoint covers is only checked, not decoded: resume
+    // costs the snapshot and the log's tail, not the whole log.
+    let (tail, last, lines) = read_log_after(&events, cp.state.seq)?;
     if last < cp.state.seq {
         return Err(format!(
             "{}:{}: the event log ends at event {last} but {} covers up to event {}: lines are missing from the log; nothing was changed",
             events.display(),
-            log.len() + 1,
+            lines + 1,
             cp_path.display(),
             cp.state.seq
         ));
     }
-    for s in &log {
+    for s in &tail {
         cp.apply(s);
     }
     match cp.state.run.finished {
@@ -62,15 +63,46 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
 /// Every signal of a log, checked: events are numbered from 1 without a
 /// gap, a repeat or a step back. Only a cut last line is tolerated.
 pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
+    read_log_after(path, 0).map(|(signals, _, _)| signals)
+}
+
+/// The number a line written by playdeck starts with (`{"v":1,"seq":N,`),
+/// read without decoding the line; `None` for any other line.
+fn leading_seq(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(br#"{"v":1,"seq":"#)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(digits) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// [`read_log`] from event `after + 1` on: the lines before are checked
+/// for their numbering (a line in playdeck's own shape by the number it
+/// starts with, any other line decoded), not decoded. Also the last event
+/// number seen and how many events the log holds.
+pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usize), String> {
     let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let complete = text.last() == Some(&b'\n');
     let mut out: Vec<Signal> = Vec::new();
+    let mut seen = 0u64;
+    let mut count = 0usize;
     let mut lines = text.split(|&b| b == b'\n').peekable();
     let mut n = 0;
     while let Some(line) = lines.next() {
         n += 1;
         let last = lines.peek().is_none_or(|l| l.is_empty() && complete);
         if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        count += 1;
+        // A whole line the checkpoint covers, in its place: passed over.
+        if !last
+            && let Some(seq) = leading_seq(line)
+            && seq == seen + 1
+            && seq <= after
+        {
+            seen = seq;
             continue;
         }
         let s = match serde_json::from_slice::<Signal>(line) {
@@ -84,12 +116,12 @@ pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
                 ));
             }
         };
-        let expected = out.last().map_or(1, |p| p.seq + 1);
+        let expected = seen + 1;
         if s.seq != expected {
-            let what = match out.last() {
-                Some(p) if s.seq == p.seq => "is a repeat of the line before".to_string(),
-                Some(p) if s.seq < p.seq => {
-                    format!("comes after event {}: lines are out of order", p.seq)
+            let what = match seen {
+                p if p > 0 && s.seq == p => "is a repeat of the line before".to_string(),
+                p if s.seq < p => {
+                    format!("comes after event {p}: lines are out of order")
                 }
                 _ => format!("should be event {expected}: lines are missing or out of order"),
             };
@@ -99,9 +131,12 @@ pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
                 s.seq
             ));
         }
-        out.push(s);
+        seen = s.seq;
+        if s.seq > after {
+            out.push(s);
+        }
     }
-    Ok(out)
+    Ok((out, seen, count))
 }
 
 /// Cuts a partly written last line off the log, so appending goes on from
@@ -287,4 +322,42 @@ pub fn play_path(dir: &Path) -> std::path::PathBuf {
         .and_then(|v| v["play_path"].as_str().map(std::path::PathBuf::from))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| dir.join("play.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(seq: u64) -> String {
+        format!(
+            r#"{{"v":1,"seq":{seq},"elapsed":0.0,"type":"warning","message":"x","op_id":null}}"#
+        )
+    }
+
+    /// Resume decodes only the tail: lines the checkpoint covers are
+    /// checked by the number they start with (so even a line whose body
+    /// would not decode is passed over), and their numbering still is
+    /// checked, so a reordered or missing early line is refused by line.
+    #[test]
+    fn only_the_tail_is_decoded_and_the_numbering_is_checked_throughout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut lines: Vec<String> = (1..=6).map(line).collect();
+        lines[1] = r#"{"v":1,"seq":2,"not":"decoded"}"#.into();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let (tail, last, count) = read_log_after(&path, 4).unwrap();
+        assert_eq!(tail.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![5, 6]);
+        assert_eq!((last, count), (6, 6));
+        // From the start, the odd line is decoded and refused.
+        assert!(read_log(&path).unwrap_err().contains("events.jsonl:2:"));
+
+        lines[1] = line(2);
+        lines.swap(1, 2);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let e = read_log_after(&path, 4).unwrap_err();
+        assert!(
+            e.contains("events.jsonl:2: event 3 should be event 2"),
+            "{e}"
+        );
+    }
 }
