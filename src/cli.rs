@@ -226,14 +226,17 @@ pub enum FormatArg {
     Human,
 }
 
-fn parse_speed(s: &str) -> Result<f64, String> {
+/// A `--speed` that is not a number in [`playdeck::vocab::SPEED_RANGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a speed; allowed: a number from 0.01 to 1000")]
+pub struct NotASpeed(String);
+
+fn parse_speed(s: &str) -> Result<f64, NotASpeed> {
     match s.parse::<f64>() {
         Ok(x) if (playdeck::vocab::SPEED_RANGE.0..=playdeck::vocab::SPEED_RANGE.1).contains(&x) => {
             Ok(x)
         }
-        _ => Err(format!(
-            "{s:?} is not a speed; allowed: a number from 0.01 to 1000"
-        )),
+        _ => Err(NotASpeed(s.to_string())),
     }
 }
 

@@ -557,7 +557,7 @@ fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> O
                         format!("invalid JSON pointer in {}", c.name),
                         "invalid pointer",
                     )
-                    .help(msg),
+                    .help(msg.to_string()),
                 );
                 return None;
             }

@@ -190,7 +190,7 @@ impl Executor {
                         Some(ix),
                         assignee_of(raw),
                         DropReason::BuilderError,
-                        e,
+                        e.to_string(),
                         None,
                         identity,
                     );
