@@ -120,6 +120,7 @@ pub enum Command {
         action: CapacityAction,
     },
     /// Render the console at a moment of a run to SVG, deterministically.
+    #[cfg(feature = "screenshot")]
     Screenshot(ScreenshotArgs),
     /// The built-in demo play.
     Demo {
@@ -129,6 +130,7 @@ pub enum Command {
     },
 }
 
+#[cfg(feature = "screenshot")]
 #[derive(Debug, clap::Args)]
 pub struct ScreenshotArgs {
     /// The play file; the built-in demo when omitted.
@@ -278,6 +280,7 @@ pub enum CapacityAction {
     },
 }
 
+#[cfg(feature = "screenshot")]
 fn parse_size(s: &str) -> Result<(u16, u16), String> {
     playdeck::console::screenshot::parse_size(s)
 }

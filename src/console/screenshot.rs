@@ -245,6 +245,7 @@ pub async fn render_at(
 }
 
 /// The whole command: renders and writes the SVG.
+#[cfg(feature = "screenshot")]
 pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
     // Screenshots play the run in virtual time; an agent CLI is a real
     // process in real time, and its stall and runtime limits would fire at
