@@ -312,15 +312,11 @@ impl PaletteRouter {
             let role: Arc<str> = Arc::from(pr.role.as_str());
             let req = self.provision_request(&role, RoleOrigin::Initial, None);
             self.attempts.fetch_add(1, Ordering::Relaxed);
-            let entry =
-                Arc::new(
-                    self.provision(req)
-                        .await
-                        .map_err(|error| PaletteError::Initial {
-                            role: role.clone(),
-                            error,
-                        })?,
-                );
+            let provisioned = self.provision(req).await;
+            let entry = Arc::new(provisioned.map_err(|error| PaletteError::Initial {
+                role: role.clone(),
+                error,
+            })?);
             {
                 let mut st = self.lock();
                 st.routes.insert(role.clone(), entry.clone());
@@ -383,15 +379,11 @@ impl PaletteRouter {
                 });
             }
             req.restoring = true;
-            let entry =
-                Arc::new(
-                    self.provision(req)
-                        .await
-                        .map_err(|error| PaletteError::Restoring {
-                            role: name.clone(),
-                            error,
-                        })?,
-                );
+            let provisioned = self.provision(req).await;
+            let entry = Arc::new(provisioned.map_err(|error| PaletteError::Restoring {
+                role: name.clone(),
+                error,
+            })?);
             let mut st = self.lock();
             st.routes.insert(name.clone(), entry);
             match origin {

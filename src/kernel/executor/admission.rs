@@ -39,32 +39,55 @@ impl Executor {
         identity: Option<RequestId>,
     ) {
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
-        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
-        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
-        let (seq, elapsed) = self.bus.emit(SignalKind::SpawnDropped {
+        let at = self.bus.emit(SignalKind::SpawnDropped {
             reason,
             assignee: assignee.clone(),
-            emitter_id,
+            emitter_id: self.op_id_of(emitter),
             detail: detail.clone(),
             op_id,
             identity,
         });
-        crate::kernel::ledger::record(
-            &mut self.adm.ledger,
-            LedgerEntry {
-                seq,
-                elapsed,
-                emitter_id,
-                emitter_name,
-                assignee,
-                outcome: LedgerOutcome::Dropped {
-                    reason,
-                    detail,
-                    op_id,
-                },
-                repeats: 0,
-            },
-        );
+        let outcome = LedgerOutcome::Dropped {
+            reason,
+            detail,
+            op_id,
+        };
+        self.ledger_row(at, emitter, assignee, outcome);
+    }
+
+    /// Records what became of a request in the ledger, under its emitter,
+    /// at the seq and time of the signal that said so.
+    pub(super) fn ledger_row(
+        &mut self,
+        (seq, elapsed): (u64, f64),
+        emitter: Option<NodeIndex>,
+        assignee: Option<Arc<str>>,
+        outcome: LedgerOutcome,
+    ) {
+        let entry = LedgerEntry {
+            seq,
+            elapsed,
+            emitter_id: self.op_id_of(emitter),
+            emitter_name: emitter.map(|e| self.graph[e].op.reference_id.clone()),
+            assignee,
+            outcome,
+            repeats: 0,
+        };
+        crate::kernel::ledger::record(&mut self.adm.ledger, entry);
+    }
+
+    pub(super) fn op_id_of(&self, ix: Option<NodeIndex>) -> Option<OpId> {
+        ix.map(|e| self.graph[e].op.op_id)
+    }
+
+    /// The edges into a node as signals record them, by op id.
+    pub(super) fn dep_records(&self, deps: &[(NodeIndex, Edge)]) -> Vec<DepRecord> {
+        deps.iter()
+            .map(|(from, edge)| DepRecord {
+                from: self.graph[*from].op.op_id,
+                edge: edge.clone(),
+            })
+            .collect()
     }
 
     /// Admission (ADR-0033 D3 steps 1–7) of a routed request.
@@ -171,13 +194,7 @@ impl Executor {
             reason: op.metadata.spawn_reason.clone(),
             kind: op.operation,
             profile: op.metadata.profile.clone(),
-            edges: deps
-                .iter()
-                .map(|(from, edge)| DepRecord {
-                    from: self.graph[*from].op.op_id,
-                    edge: edge.clone(),
-                })
-                .collect(),
+            edges: self.dep_records(&deps),
             identity,
         });
         let ix = self.graph.add_node(Node::new(op, self.empty_deps.clone()));
@@ -188,28 +205,20 @@ impl Executor {
         }
         self.adm.accepted += 1;
         self.emit_budget();
-        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
-        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
-        let (seq, elapsed) = self.bus.emit(SignalKind::Spawned {
+        let at = self.bus.emit(SignalKind::Spawned {
             op_id,
             name: name.clone(),
-            parent_id: emitter_id,
+            parent_id: self.op_id_of(emitter),
             independent,
             assignee: assignee.clone(),
             instruction,
             record,
         });
-        crate::kernel::ledger::record(
-            &mut self.adm.ledger,
-            LedgerEntry {
-                seq,
-                elapsed,
-                emitter_id,
-                emitter_name,
-                assignee,
-                outcome: LedgerOutcome::Accepted { op_id, name },
-                repeats: 0,
-            },
+        self.ledger_row(
+            at,
+            emitter,
+            assignee,
+            LedgerOutcome::Accepted { op_id, name },
         );
         self.node_added(ix);
         // Settle it while it is still in cache: a burst of admissions

@@ -9,8 +9,8 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::control::NewOperation;
 use super::super::graph::Edge;
-use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
-use super::super::signal::{DepRecord, SignalKind};
+use super::super::ledger::{DropReason, LedgerOutcome};
+use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
 use super::Executor;
 
@@ -118,13 +118,7 @@ impl Executor {
             );
             return None;
         }
-        let records: Vec<DepRecord> = deps
-            .iter()
-            .map(|(from, edge)| DepRecord {
-                from: self.graph[*from].op.op_id,
-                edge: edge.clone(),
-            })
-            .collect();
+        let records = self.dep_records(&deps);
         for (from, edge) in deps {
             self.graph.add_edge(from, existing, edge);
         }
@@ -140,30 +134,19 @@ impl Executor {
         }
         self.relink(existing);
         self.adm.accepted += 1;
-        let node = self.header(existing);
-        let emitter_id = emitter.map(|e| self.graph[e].op.op_id);
         let kind = SignalKind::DependenciesAdded {
-            node,
+            node: self.header(existing),
             edges: records,
-            emitter_id,
+            emitter_id: self.op_id_of(emitter),
         };
-        let (seq, elapsed) = self.emit_node(existing, kind);
-        let emitter_name = emitter.map(|e| self.graph[e].op.reference_id.clone());
-        crate::kernel::ledger::record(
-            &mut self.adm.ledger,
-            LedgerEntry {
-                seq,
-                elapsed,
-                emitter_id,
-                emitter_name,
-                assignee: self.graph[existing].op.assignee.clone(),
-                outcome: LedgerOutcome::Accepted {
-                    op_id: self.graph[existing].op.op_id,
-                    name: target,
-                },
-                repeats: 0,
-            },
-        );
+        let at = self.emit_node(existing, kind);
+        let op = &self.graph[existing].op;
+        let (assignee, op_id) = (op.assignee.clone(), op.op_id);
+        let outcome = LedgerOutcome::Accepted {
+            op_id,
+            name: target,
+        };
+        self.ledger_row(at, emitter, assignee, outcome);
         self.emit_budget();
         Some(existing)
     }
