@@ -92,6 +92,7 @@ impl Gen {
                 detail: Arc::from("cap"),
                 op_id: None,
                 identity: None,
+                request: None,
             }));
         }
     }

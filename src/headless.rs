@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::kernel::{
@@ -70,16 +69,19 @@ pub async fn run(
     mut play: Play,
     opts: &HeadlessOptions,
     mut control: mpsc::UnboundedReceiver<String>,
-    mut shutdown: mpsc::UnboundedReceiver<()>,
+    mut shutdown: mpsc::UnboundedReceiver<crate::session::StopSignal>,
     out: Out,
     mut err: Out,
 ) -> Result<Finished, crate::session::RunError> {
     let t = std::time::Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Arc<Signal>>>();
-    let mut session = Session::open(&play, &opts.session, vec![Box::new(ChannelSink::new(tx))])
-        .await
-        .map_err(crate::session::RunError::Open)?;
-    play.release_definitions();
+    let mut session = Session::open_releasing(
+        &mut play,
+        &opts.session,
+        vec![Box::new(ChannelSink::new(tx))],
+    )
+    .await
+    .map_err(crate::session::RunError::Open)?;
     if let Some(e) = &session.control_error {
         let _ = writeln!(err, "playdeck: warning: {e}");
     }
@@ -225,7 +227,7 @@ pub async fn run(
     }
     // A run whose log could not be written to its end is not a success,
     // whatever its operations did.
-    if let Some(error) = handle.snapshot().await.and_then(|s| s.run.storage) {
+    if let Some(error) = handle.overview().await.and_then(|s| s.run.storage) {
         code = 1;
         let _ = writeln!(
             err,
@@ -234,11 +236,16 @@ pub async fn run(
     }
     match opts.format {
         Format::Json => {
-            let mut v = serde_json::to_value(&envelope).map_err(std::io::Error::other)?;
-            if let Value::Object(m) = &mut v {
-                m.shift_insert(0, "type".into(), Value::String("result".into()));
-            }
-            if stdout_open && gone_now(writeln!(out, "{v}").and_then(|()| out.flush()))? {
+            // Serialised straight to stdout, not through a JSON tree of the
+            // whole envelope.
+            let line = |out: &mut Out| -> std::io::Result<()> {
+                let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+                serde_json::to_writer(&mut w, &ResultLine::new(&envelope))
+                    .map_err(std::io::Error::other)?;
+                writeln!(w)?;
+                w.flush()
+            };
+            if stdout_open && gone_now(line(&mut out))? {
                 code = 1;
             }
             let summary = summary(&play, &run_dir, &envelope, &handle).await;
@@ -532,16 +539,21 @@ fn role_suffix(role: &Option<Arc<str>>) -> String {
 /// The readable end-of-run summary: lanes, spawns and where the files are.
 pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -> String {
     let mut s = String::new();
-    let snap = h.snapshot().await;
+    let snap = h.overview().await;
     let _ = writeln!(s, "\nplaydeck · \"{}\" · run {}", play.name, dir.run_id);
     let elapsed = snap.as_ref().map_or(0.0, |s| s.elapsed);
-    let _ = writeln!(s, "outcome: {} after {elapsed:.1}s", env.outcome.as_str());
+    let cause = snap
+        .as_ref()
+        .and_then(crate::projection::snapshot_cause)
+        .map(|c| format!(" — {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "outcome: {}{cause} after {elapsed:.1}s",
+        env.outcome.as_str()
+    );
     if let Some(snap) = &snap {
-        let mut lanes = crate::kernel::signal::LaneCounts::default();
-        for n in &snap.nodes {
-            lanes.add(n.lane, n.status == crate::kernel::NodeStatus::Skipped);
-        }
-        let _ = writeln!(s, "lanes: {}", lanes.describe());
+        let _ = writeln!(s, "lanes: {}", snap.counts.describe());
         let accepted = snap
             .ledger
             .iter()
@@ -555,10 +567,12 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
                 _ => None,
             })
             .collect();
-        let _ = writeln!(s, "spawns: {accepted} accepted, {} dropped", dropped.len());
+        // A row stands for itself and the identical drops folded into it.
+        let total: usize = dropped.iter().map(|(e, ..)| 1 + e.repeats as usize).sum();
+        let _ = writeln!(s, "spawns: {accepted} accepted, {total} dropped");
         let mut by_reason: BTreeMap<DropReason, usize> = BTreeMap::new();
-        for (_, r, _) in &dropped {
-            *by_reason.entry(*r).or_default() += 1;
+        for (e, r, _) in &dropped {
+            *by_reason.entry(*r).or_default() += 1 + e.repeats as usize;
         }
         if !by_reason.is_empty() {
             let parts: Vec<String> = by_reason
@@ -570,11 +584,16 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
         for (e, reason, detail) in &dropped {
             let _ = writeln!(
                 s,
-                "  dropped  {:<24} {} → {}: {}",
+                "  dropped  {:<24} {} → {}: {}{}",
                 reason.as_str(),
                 e.emitter_name.as_deref().unwrap_or("-"),
                 e.assignee.as_deref().unwrap_or("(emitter's role)"),
-                detail
+                detail,
+                if e.repeats > 0 {
+                    format!(" (×{})", e.repeats + 1)
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -585,4 +604,22 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     }
     let _ = writeln!(s, "run directory: {}", dir.path.display());
     s
+}
+
+/// The last line of the JSON output: the envelope with `"type": "result"`
+/// first.
+#[derive(serde::Serialize)]
+struct ResultLine<'a> {
+    r#type: &'static str,
+    #[serde(flatten)]
+    envelope: &'a Envelope,
+}
+
+impl<'a> ResultLine<'a> {
+    fn new(envelope: &'a Envelope) -> Self {
+        ResultLine {
+            r#type: "result",
+            envelope,
+        }
+    }
 }

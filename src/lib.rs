@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod headless;
 pub mod inspect;
 pub mod kernel;
+pub mod memory;
 pub mod palette;
 pub mod paths;
 pub mod play;

@@ -1324,7 +1324,9 @@ async fn rule_rpc_39_ensure_of_a_broken_profile_is_rejected_with_the_reason() {
 }
 
 async fn wait_until(r: &Reconciler, done: impl Fn(&[playdeck::capacity::InstanceRecord]) -> bool) {
-    for _ in 0..2000 {
+    // Real git worktrees: on a loaded two-core machine three of them have
+    // taken over 10 s; this bounds a hang, it does not time anything.
+    for _ in 0..12_000 {
         if done(&r.status().agents) {
             return;
         }

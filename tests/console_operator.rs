@@ -344,6 +344,91 @@ mod details {
         s.finish().await;
     }
 
+    /// An orchestrator that asks three times for a role the catalog does
+    /// not have (the same request), then, in its result, for a reviewer
+    /// with a request that is not valid.
+    const DROPS: &str = r#"
+[play]
+name = "drops"
+[palette]
+roles = [{ role = "orchestrator" }, { role = "reviewer" }]
+[[operations]]
+id = "kickoff"
+role = "orchestrator"
+instruction = "plan"
+independent_root = true
+sim = { duration_ms = 1000, emits = [
+  { at_ms = 100, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+  { at_ms = 200, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+  { at_ms = 300, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
+], result = { spawn_request = { instruction = 42, assignee = "reviewer", reason = "numbers" } } }
+"#;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_request_shows_what_it_asked_and_repeats_fold_into_one_row() {
+        let mut s = Scene::at(&play(DROPS), 2.0, 140, 40, None).await.unwrap();
+        // The ledger, newest first: the invalid request, then the three
+        // identical drops folded into one row.
+        let t = text(&s.render());
+        assert!(
+            t.contains("✗ ×3 requester_not_"),
+            "a folded row says how many it stands for: {t}"
+        );
+        s.press(&keys("tab tab down enter")).await;
+        let t = text(&s.render());
+        insta::assert_snapshot!("ledger_dropped_detail", t);
+        for want in [
+            "Spawn request · dropped (requester_not_authorized)",
+            "repeated    ×3 — this drop and 2 more right after it",
+            "emitter     kickoff (orchestrator)",
+            "assignee    astronaut",
+            "operation   chat",
+            "why         the plan needs it",
+            "  Land the rocket",
+            "  then report back",
+            "became      nothing: no operation was made of it",
+        ] {
+            assert!(t.contains(want), "{want:?} in {t}");
+        }
+        // A request that could not be read still shows what it said.
+        s.press(&keys("esc up enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("dropped (builder_error)"), "{t}");
+        assert!(t.contains("why         numbers"), "{t}");
+        assert!(t.contains("(none that could be read)"), "{t}");
+        // The log carries it, so a replay or report reads the same.
+        let log = s.log();
+        let asked: Vec<_> = log
+            .iter()
+            .filter_map(|sig| match &sig.kind {
+                SignalKind::SpawnDropped { request, .. } => request.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            asked.len(),
+            2,
+            "every drop carries its request, but for repeats folded into a row that has it"
+        );
+        assert_eq!(
+            asked[0].instruction.as_deref(),
+            Some("Land the rocket\nthen report back")
+        );
+        let report = playdeck::store::report::Report::from_signals(&log);
+        assert_eq!(
+            report.dropped_spawns["requester_not_authorized"][0].count,
+            3
+        );
+        assert!(
+            report
+                .to_markdown()
+                .contains("### requester_not_authorized (3)"),
+            "{}",
+            report.to_markdown()
+        );
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn palette_entries_open_into_their_detail() {
         let mut s = demo(30.0, 120, 36).await;
@@ -470,6 +555,62 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
             t.contains("shard-11") && !t.contains("4 more dependencies"),
             "{t}"
         );
+        s.finish().await;
+    }
+
+    /// Issue 13 (ADR-0033 sequential authoring): the inspector says how an
+    /// operation without `depends_on` was placed.
+    #[tokio::test(start_paused = true)]
+    async fn rule_a33_12_the_inspector_shows_how_an_operation_was_placed() {
+        let text_play = r#"
+[play]
+name = "placed"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "plan"
+role = "implementer"
+instruction = "x"
+sim = { duration_ms = 60000 }
+[[operations]]
+id = "lint"
+role = "implementer"
+instruction = "x"
+independent_root = true
+sim = { duration_ms = 60000 }
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "x"
+sim = { duration_ms = 100 }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "x"
+depends_on = ["build"]
+sim = { duration_ms = 100 }
+"#;
+        let mut s = Scene::at(&play(text_play), 1.0, 120, 36, None)
+            .await
+            .unwrap();
+        for (name, want) in [
+            ("plan", Some("root (the first operation)")),
+            ("lint", Some("root (independent_root)")),
+            (
+                "build",
+                Some("after the operations above it (sequential authoring"),
+            ),
+            ("ship", None),
+        ] {
+            select(&mut s, name);
+            s.press(&keys("enter")).await;
+            let t = text(&s.render());
+            match want {
+                Some(w) => assert!(t.contains(&format!("placed      {w}")), "{name}: {t}"),
+                None => assert!(!t.contains("placed  "), "{name}: {t}"),
+            }
+            s.press(&keys("esc")).await;
+        }
         s.finish().await;
     }
 
@@ -669,6 +810,24 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         type_text(&mut s, "read the stars").await;
         s.press(&keys("enter")).await;
         assert!(!status(&s).starts_with("added"), "{}", status(&s));
+        // Its ledger row keeps what the operator asked for.
+        let (row, e) = s
+            .app
+            .vm
+            .ledger
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| e.assignee.as_deref() == Some("astrologer"))
+            .expect("a ledger row for the refused add");
+        assert_eq!(e.emitter_id, None, "from the operator");
+        s.app.overlays.push(Overlay::LedgerRow {
+            row,
+            scroll: playdeck::console::scroll::ScrollList::text(),
+        });
+        let t = text(&s.render());
+        assert!(t.contains("emitter     the operator"), "{t}");
+        assert!(t.contains("  read the stars"), "{t}");
         s.finish().await;
     }
 }
@@ -702,6 +861,26 @@ mod status {
         assert_eq!(report.lanes["skipped"], 2);
         assert_eq!(report.lanes["failed"], 1);
         assert_eq!(counts(&s).skipped, 2);
+        // And names the same cause, as ctl status and the exit line do.
+        let cause = "1 failed: integration-tests · 1 escalated: security-review";
+        assert_eq!(report.cause.as_deref(), Some(cause));
+        assert!(
+            report
+                .to_markdown()
+                .contains(&format!("**Outcome:** failed — {cause} after")),
+            "{}",
+            report.to_markdown()
+        );
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.cause.as_deref(), Some(cause));
+        let line = playdeck::console::run::exit_line(
+            &s.app,
+            Outcome::Failed,
+            playdeck::console::run::Ended::Quit,
+        );
+        assert!(line.contains(&format!("failed — {cause};")), "{line}");
         s.finish().await;
     }
 
@@ -868,6 +1047,16 @@ sim = { duration_ms = 500 }
             t.lines().next().unwrap().contains("● running — 1 held"),
             "{t}"
         );
+        // The lane counts say it too, as ctl status does.
+        let counts_line = t.lines().nth(1).unwrap();
+        assert!(
+            counts_line.contains("paused 1  held 1  done 1"),
+            "{counts_line}"
+        );
+        let ctl = playdeck::control::status(&s.session.handle, None)
+            .await
+            .unwrap();
+        assert_eq!(ctl.held, 1);
         select(&mut s, "later");
         s.press(&keys("enter")).await;
         let t = text(&s.render());
@@ -877,7 +1066,7 @@ sim = { duration_ms = 500 }
 
     #[test]
     fn the_exit_line_names_the_run_its_outcome_and_how_to_take_it_up() {
-        use playdeck::console::run::{Ended, exit_line};
+        use playdeck::console::run::{Ended, StopSignal, exit_line};
         let themes = playdeck::console::theme::load_all(None).unwrap();
         let mut app = playdeck::console::app::App::new(
             &Default::default(),
@@ -912,8 +1101,8 @@ sim = { duration_ms = 500 }
             "playdeck: run r1 cancelled (quit from the console); resume it: playdeck resume r1"
         );
         assert_eq!(
-            exit_line(&app, Outcome::Cancelled, Ended::Stopped),
-            "playdeck: run r1 cancelled (stopped by a signal); resume it: playdeck resume r1"
+            exit_line(&app, Outcome::Cancelled, Ended::Stopped(StopSignal::Hangup)),
+            "playdeck: run r1 cancelled (stopped by SIGHUP); resume it: playdeck resume r1"
         );
         assert_eq!(
             exit_line(&app, Outcome::Succeeded, Ended::Quit),

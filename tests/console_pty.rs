@@ -446,9 +446,21 @@ fn a_terminal_too_small_takes_only_quit() {
     );
 }
 
-/// SIGTERM ends the run without a question and leaves the exit line.
+/// SIGTERM and SIGHUP end the run without a question and leave the exit
+/// line, naming the signal.
 #[test]
 fn sigterm_cancels_and_says_how_to_resume() {
+    stopped_by("TERM");
+}
+
+#[test]
+fn sighup_cancels_and_says_how_to_resume() {
+    stopped_by("HUP");
+}
+
+/// The console sent SIG`name` while a run goes: it cancels the run,
+/// restores the terminal and its exit line names the signal.
+fn stopped_by(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
     let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
@@ -458,14 +470,16 @@ fn sigterm_cancels_and_says_how_to_resume() {
     screen.wait_for("the lanes", |s| s.contains("running 1"));
     let pid = console.child.process_id().unwrap();
     let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([&format!("-{name}"), &pid.to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     assert_eq!(console.wait_exit(), 1);
     let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
     assert!(
-        after.contains("cancelled (stopped by a signal); resume it: playdeck resume "),
+        after.contains(&format!(
+            "cancelled (stopped by SIG{name}); resume it: playdeck resume "
+        )),
         "{after}"
     );
     assert!(!screen.parser.lock().unwrap().screen().alternate_screen());
@@ -535,6 +549,66 @@ fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
     let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
     assert!(
         after.contains("cancelled (through playdeck ctl); resume it: playdeck resume "),
+        "{after}"
+    );
+}
+
+/// A failed run names its cause the same way in the console's header,
+/// `playdeck ctl RUN status` (text and JSON) and the exit line.
+#[test]
+fn a_failure_names_its_cause_in_the_console_ctl_status_and_the_exit_line() {
+    const FAILS: &str = r#"
+[play]
+name = "fails"
+[palette]
+roles = [{ role = "tester" }, { role = "implementer" }]
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+sim = { duration_ms = 300, outcome = "fail", error = "3 checks failed" }
+[[operations]]
+id = "ship"
+role = "implementer"
+instruction = "ship"
+depends_on = ["check"]
+sim = { duration_ms = 300 }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fails.toml"), FAILS).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "fails.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the failed run", |s| {
+        s.contains("finished: failed — 1 failed: check")
+    });
+    let ctl = |json: bool| {
+        let mut args = vec!["ctl", "latest", "status"];
+        if json {
+            args.push("--json");
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = ctl(false);
+    assert!(
+        text.contains("\"fails\": finished: failed — 1 failed: check — round"),
+        "{text}"
+    );
+    assert!(text.contains("failed 1 · skipped 1"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&ctl(true)).unwrap();
+    assert_eq!(v["cause"], "1 failed: check", "{v:#}");
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 1);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(
+        after.contains("failed — 1 failed: check; retry: playdeck resume "),
         "{after}"
     );
 }

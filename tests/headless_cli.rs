@@ -217,6 +217,10 @@ fn exit_codes_follow_the_outcome() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // The summary names the cause as the console, ctl status and the
+    // report do (the skipped one is not a cause).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("outcome: failed — 1 failed: a after"), "{err}");
     let v = lines(&out);
     assert_eq!(v.last().unwrap()["outcome"], "failed");
     assert_eq!(

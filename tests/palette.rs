@@ -1065,7 +1065,9 @@ async fn run_and_cancel(
     );
     let cancel = async {
         tokio::time::sleep(cancel_after).await;
-        stop_tx.send(()).unwrap();
+        stop_tx
+            .send(playdeck::session::StopSignal::Interrupt)
+            .unwrap();
     };
     let (done, ()) = tokio::join!(run, cancel);
     done.unwrap()

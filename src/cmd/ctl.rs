@@ -201,10 +201,24 @@ fn release_text(r: &ReleaseResult) -> String {
 
 fn status_text(v: &RunStatus) -> String {
     let mut s = format!(
-        "run {} \"{}\": {} — round {}, {:.1}s, {} running\n",
-        v.run_id, v.play, v.state, v.round, v.elapsed, v.running,
+        "run {} \"{}\": {}{} — round {}, {:.1}s, {} running\n",
+        v.run_id,
+        v.play,
+        v.state,
+        v.cause
+            .as_ref()
+            .map(|c| format!(" — {c}"))
+            .unwrap_or_default(),
+        v.round,
+        v.elapsed,
+        v.running,
     );
-    let _ = writeln!(s, "lanes: {}", v.lanes.describe());
+    let held = if v.held > 0 {
+        format!(" · held {}", v.held)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(s, "lanes: {}{held}", v.lanes.describe());
     if !v.awaiting_approval.is_empty() {
         let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
     }

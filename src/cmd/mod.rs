@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::cli::{Command, RunArgs};
 use playdeck::control::Failure;
 use playdeck::play::{LoadError, Play};
+use playdeck::session::StopSignal;
 
 /// Why a command could not do its work.
 #[derive(Debug, thiserror::Error)]
@@ -143,22 +144,22 @@ pub fn need_terminal(what: &str, instead: &str) -> Result<(), CmdError> {
     }
 }
 
-/// One message per SIGINT, SIGTERM or SIGHUP. Must be called inside the
-/// runtime.
-pub fn stop_requests() -> mpsc::UnboundedReceiver<()> {
+/// One message per SIGINT, SIGTERM or SIGHUP, naming it. Must be called
+/// inside the runtime.
+pub fn stop_requests() -> mpsc::UnboundedReceiver<StopSignal> {
     use tokio::signal::unix::{SignalKind, signal};
     let (tx, rx) = mpsc::unbounded_channel();
-    for kind in [
-        SignalKind::interrupt(),
-        SignalKind::terminate(),
-        SignalKind::hangup(),
+    for (kind, stop) in [
+        (SignalKind::interrupt(), StopSignal::Interrupt),
+        (SignalKind::terminate(), StopSignal::Terminate),
+        (SignalKind::hangup(), StopSignal::Hangup),
     ] {
         let tx = tx.clone();
         match signal(kind) {
             Ok(mut s) => {
                 tokio::spawn(async move {
                     while s.recv().await.is_some() {
-                        if tx.send(()).is_err() {
+                        if tx.send(stop).is_err() {
                             break;
                         }
                     }

@@ -86,6 +86,11 @@ pub struct PlayFacts {
     pub profiles: Vec<ProfileView>,
     /// The play has `[capacity]`.
     pub capacity: bool,
+    /// How authored operations without `depends_on` were placed (by
+    /// name): a root, or after the operations above them (sequential
+    /// authoring), which is easy to miss. Absent: placed by `depends_on`,
+    /// spawned or added.
+    pub placed: std::collections::HashMap<Arc<str>, &'static str>,
 }
 
 pub fn lane_index(l: Lane) -> usize {
@@ -152,46 +157,11 @@ impl ViewModel {
             .count()
     }
 
-    /// Why a finished run failed, for the header and the exit line:
-    /// `1 failed: integration-tests · 1 escalated: security-review`.
-    /// Counts come from the projection's lane counts, names from the lanes
-    /// (skipped operations are a consequence, not a cause).
+    /// Why a finished run failed, for the header and the exit line: the
+    /// projection's one wording, shared with `ctl status`, the report and
+    /// the headless summary.
     pub fn cause(&self) -> Option<String> {
-        if self.run.finished != Some(crate::kernel::Outcome::Failed) {
-            return None;
-        }
-        let names = |lane: Lane, n: usize| {
-            let shown: Vec<String> = self
-                .lane(lane)
-                .iter()
-                .map(|ix| self.node(ix))
-                .filter(|n| !n.skipped())
-                .take(2)
-                .map(|n| n.name().to_string())
-                .collect();
-            let more = n.saturating_sub(shown.len());
-            let mut s = shown.join(", ");
-            if more > 0 {
-                s.push_str(&format!(" +{}", super::text::group(more)));
-            }
-            s
-        };
-        let mut parts = Vec::new();
-        if self.counts.failed > 0 {
-            parts.push(format!(
-                "{} failed: {}",
-                self.counts.failed,
-                names(Lane::Failed, self.counts.failed)
-            ));
-        }
-        if self.counts.escalated > 0 {
-            parts.push(format!(
-                "{} escalated: {}",
-                self.counts.escalated,
-                names(Lane::Escalated, self.counts.escalated)
-            ));
-        }
-        (!parts.is_empty()).then(|| parts.join(" · "))
+        self.proj.cause()
     }
 
     /// Failed (not skipped) operations a retry could take up, first ones

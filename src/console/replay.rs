@@ -414,7 +414,7 @@ pub async fn run(
     facts: PlayFacts,
     config: super::config::ConsoleConfig,
     speed: f64,
-    mut stop: mpsc::UnboundedReceiver<()>,
+    mut stop: mpsc::UnboundedReceiver<super::run::StopSignal>,
 ) -> io::Result<()> {
     let events_path = run_dir.join("events.jsonl");
     // Where the log stood when it was read: following goes on from there.

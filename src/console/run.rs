@@ -21,7 +21,7 @@ use super::replay::{LogTail, Player};
 use super::terminal;
 use super::text::group;
 use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
-use crate::play::Play;
+use crate::play::{Placement, Play};
 use crate::session::{RunError, Session, SessionOptions};
 
 const FRAME: Duration = Duration::from_millis(33);
@@ -60,6 +60,22 @@ pub fn facts(play: &Play) -> PlayFacts {
                     .collect()
             })
             .unwrap_or_default(),
+        placed: play
+            .operations
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| {
+                let how = match op.placement {
+                    Placement::Root => "root (independent_root)",
+                    Placement::AfterHeads if i == 0 => "root (the first operation)",
+                    Placement::AfterHeads => {
+                        "after the operations above it (sequential authoring: no depends_on)"
+                    }
+                    Placement::After(_) => return None,
+                };
+                Some((Arc::from(op.id.as_str()), how))
+            })
+            .collect(),
     }
 }
 
@@ -87,13 +103,15 @@ pub fn resume_name(dir: &crate::store::RunDir) -> String {
     }
 }
 
+pub use crate::session::StopSignal;
+
 /// How the console ended, for the line it leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
     /// The operator quit.
     Quit,
-    /// SIGINT, SIGTERM or SIGHUP.
-    Stopped,
+    /// A signal from outside.
+    Stopped(StopSignal),
     /// The terminal's input closed.
     InputClosed,
 }
@@ -110,7 +128,7 @@ pub struct Exit {
 pub async fn run(
     play: &Play,
     opts: ConsoleOptions,
-    mut stop: mpsc::UnboundedReceiver<()>,
+    mut stop: mpsc::UnboundedReceiver<StopSignal>,
 ) -> Result<Exit, RunError> {
     // Everything that can fail on input fails before the terminal changes.
     let cfg = ConsoleConfig::load(opts.theme.as_deref())
@@ -192,11 +210,11 @@ pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
         ),
         Outcome::Cancelled => {
             let how = match ended {
-                Ended::Stopped => "stopped by a signal",
-                Ended::InputClosed => "the terminal closed",
-                Ended::Quit if app.quit_cancelled => "quit from the console",
+                Ended::Stopped(sig) => format!("stopped by {}", sig.name()),
+                Ended::InputClosed => "the terminal closed".into(),
+                Ended::Quit if app.quit_cancelled => "quit from the console".into(),
                 // It had ended before the operator left.
-                Ended::Quit => "through playdeck ctl",
+                Ended::Quit => "through playdeck ctl".into(),
             };
             format!("playdeck: {run} {id} cancelled ({how}); resume it: playdeck resume {name}")
         }
@@ -269,7 +287,7 @@ pub async fn event_loop<E, D>(
     source: &mut Source<'_>,
     events: &mut E,
     mut draw: D,
-    stop: &mut mpsc::UnboundedReceiver<()>,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
 ) -> io::Result<Ended>
 where
     E: futures_util::Stream<Item = io::Result<Event>> + Unpin,
@@ -324,13 +342,13 @@ where
                 Some(Err(e)) => return Err(e),
                 None => return Ok(Ended::InputClosed),
             },
-            Some(()) = stop.recv() => {
+            Some(sig) = stop.recv() => {
                 // SIGTERM / SIGHUP: no questions, end the run and leave.
                 app.quitting = true;
                 if let Some(s) = source.session() {
                     let _ = s.handle.request(Request::Cancel).await;
                 }
-                return Ok(Ended::Stopped);
+                return Ok(Ended::Stopped(sig));
             }
             obs = source.observe(), if signals_open => {
                 if let Source::Live { sub, session } = source {

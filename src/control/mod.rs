@@ -28,7 +28,8 @@ pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_pat
 pub enum Reply {
     /// A kernel command was carried out.
     Done(Answer),
-    Status(RunStatus),
+    /// Boxed: the run at a glance is much larger than the other answers.
+    Status(Box<RunStatus>),
     Release(ReleaseResult),
     Ensure(EnsureResult),
     Capacity(StatusResult),
@@ -125,11 +126,17 @@ pub struct RunStatus {
     pub play: String,
     /// `running`, `paused`, `pausing`, or `finished: <outcome>`.
     pub state: String,
+    /// Why a finished run failed: `1 escalated: security-review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     pub elapsed: f64,
     pub round: u32,
     pub running: usize,
     /// Operations per lane; skipped ones apart from failed.
     pub lanes: LaneCounts,
+    /// Operations the operator holds (counted in their lanes too).
+    #[serde(default)]
+    pub held: usize,
     pub awaiting_approval: Vec<String>,
     pub spawns: Spawns,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,7 +157,9 @@ pub async fn apply(
 ) -> Result<Reply, Failure> {
     let need_capacity = || capacity.ok_or_else(|| Failure::from(CommandError::NoCapacity));
     match req {
-        Request::Status => status(h, capacity).await.map(Reply::Status),
+        Request::Status => status(h, capacity)
+            .await
+            .map(|s| Reply::Status(Box::new(s))),
         Request::Release(sel) => Ok(Reply::Release(
             need_capacity()?
                 .release_request(sel.lifetime, sel.name)
@@ -173,12 +182,15 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         .ok_or_else(|| Failure::from(CommandError::RunFinished))?;
     let mut lanes = LaneCounts::default();
     let mut awaiting = Vec::new();
+    let mut held = 0;
     for n in &snap.nodes {
         lanes.add(n.lane, n.status == NodeStatus::Skipped);
+        held += usize::from(n.held && !n.status.is_terminal() && n.lane != Lane::Running);
         if n.lane == Lane::AwaitingApproval {
             awaiting.push(n.name.to_string());
         }
     }
+    let cause = crate::projection::snapshot_cause(&snap);
     let state = match (&snap.run.finished, snap.run.paused) {
         (Some(o), _) => format!("finished: {}", o.as_str()),
         (None, true) if snap.run.running > 0 => "pausing".into(),
@@ -189,10 +201,12 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         run_id: snap.run.run_id.to_string(),
         play: snap.run.play.to_string(),
         state,
+        cause,
         elapsed: snap.elapsed,
         round: snap.run.round,
         running: snap.run.running,
         lanes,
+        held,
         awaiting_approval: awaiting,
         spawns: Spawns {
             accepted: snap.run.spawn_accepted,

@@ -42,11 +42,16 @@ pub(crate) enum Command {
         op: Box<NewOperation>,
         reply: oneshot::Sender<Option<OpId>>,
     },
-    Snapshot(oneshot::Sender<Snapshot>),
+    /// `nodes`: whether the snapshot lists every operation (an overview
+    /// has only the counts).
+    Snapshot {
+        nodes: bool,
+        reply: oneshot::Sender<Snapshot>,
+    },
 }
 
 pub(crate) trait FinalState: Send + Sync {
-    fn snapshot(&self) -> Snapshot;
+    fn snapshot(&self, nodes: bool) -> Snapshot;
 }
 
 /// A clonable handle on one run.
@@ -157,12 +162,24 @@ impl RunHandle {
 
     /// A consistent snapshot of the run (the final one once it is over).
     pub async fn snapshot(&self) -> Option<Snapshot> {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send(Command::Snapshot(tx)).is_ok()
+        self.snapshot_with(true).await
+    }
+
+    /// A snapshot whose `nodes` are only the failed and escalated
+    /// operations (the lane counts, the run state and the ledger are all
+    /// there): what a summary needs, without a view of every operation of
+    /// a large run.
+    pub async fn overview(&self) -> Option<Snapshot> {
+        self.snapshot_with(false).await
+    }
+
+    async fn snapshot_with(&self, nodes: bool) -> Option<Snapshot> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Command::Snapshot { nodes, reply }).is_ok()
             && let Ok(s) = rx.await
         {
             return Some(s);
         }
-        self.final_state.get().map(|f| f.snapshot())
+        self.final_state.get().map(|f| f.snapshot(nodes))
     }
 }

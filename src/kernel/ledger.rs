@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::graph::OpId;
+use super::signal::{SPAWNED_INSTRUCTION_MAX, truncate_chars};
 
 /// Why a spawn request did not become an operation. The kernel's reasons
 /// and the palette router's share one ledger.
@@ -62,7 +63,65 @@ pub enum LedgerOutcome {
         reason: DropReason,
         detail: Arc<str>,
         op_id: Option<OpId>,
+        /// What the request asked for, when it could be read (logs written
+        /// before it was recorded have none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Arc<RequestPayload>>,
     },
+}
+
+/// What a dropped spawn request asked for, as far as it could be read: an
+/// operator sees what was refused without the agent's transcript. The
+/// assignee is on the ledger row itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestPayload {
+    /// Cut to SPAWNED_INSTRUCTION_MAX, as a `spawned` signal's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Arc<str>>,
+    /// Why the agent asked (the request's `reason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub independent: bool,
+}
+
+impl RequestPayload {
+    /// What a request that was read asked for.
+    pub fn new(
+        instruction: &str,
+        operation: &str,
+        reason: Option<&Arc<str>>,
+        independent: bool,
+    ) -> Arc<RequestPayload> {
+        Arc::new(RequestPayload {
+            instruction: Some(Arc::from(truncate_chars(
+                instruction,
+                SPAWNED_INSTRUCTION_MAX,
+            ))),
+            operation: Some(Arc::from(operation)),
+            reason: reason.cloned(),
+            independent,
+        })
+    }
+
+    /// Whatever a raw request object (one that may not be valid) says:
+    /// its string fields, as written. `None` when it says nothing.
+    pub fn read(raw: &serde_json::Value) -> Option<Arc<RequestPayload>> {
+        let text = |k: &str| {
+            raw.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(|s| Arc::from(truncate_chars(s, SPAWNED_INSTRUCTION_MAX)))
+        };
+        let p = RequestPayload {
+            instruction: text("instruction"),
+            operation: text("operation"),
+            reason: text("reason"),
+            independent: raw.get("independent") == Some(&serde_json::Value::Bool(true)),
+        };
+        (p != RequestPayload::default()).then(|| Arc::new(p))
+    }
 }
 
 /// One row of the ledger.
@@ -86,17 +145,29 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Whether a drop would be counted in the ledger's last row (same
+/// emitter, reason and assignee) instead of opening one.
+pub fn repeats_last(
+    ledger: &[LedgerEntry],
+    emitter_id: Option<OpId>,
+    reason: DropReason,
+    assignee: Option<&Arc<str>>,
+) -> bool {
+    ledger.last().is_some_and(|last| {
+        matches!(&last.outcome, LedgerOutcome::Dropped { reason: before, .. } if *before == reason)
+            && last.emitter_id == emitter_id
+            && last.assignee.as_ref() == assignee
+    })
+}
+
 /// Adds a row to a ledger: a drop that repeats the last row (same
 /// emitter, reason and assignee) is counted there instead, so an agent that
 /// repeats itself cannot flood the ledger. One rule for the kernel and
 /// every fold of the signals.
 pub fn record(ledger: &mut Vec<LedgerEntry>, e: LedgerEntry) {
     if let LedgerOutcome::Dropped { reason, .. } = &e.outcome
+        && repeats_last(ledger, e.emitter_id, *reason, e.assignee.as_ref())
         && let Some(last) = ledger.last_mut()
-        && let LedgerOutcome::Dropped { reason: before, .. } = &last.outcome
-        && before == reason
-        && last.emitter_id == e.emitter_id
-        && last.assignee == e.assignee
     {
         last.repeats += 1;
         return;
@@ -124,4 +195,38 @@ fn one() -> u32 {
 
 fn is_one(n: &u32) -> bool {
     *n == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Signal, SignalKind};
+
+    #[test]
+    fn a_dropped_spawn_logged_before_requests_were_kept_still_reads() {
+        let old = r#"{"v":1,"seq":7,"elapsed":0.1,"type":"spawn_dropped","reason":"duplicate","assignee":null,"emitter_id":null,"detail":"again","op_id":null}"#;
+        let s: Signal = serde_json::from_str(old).unwrap();
+        let SignalKind::SpawnDropped { request, .. } = &s.kind else {
+            panic!("{s:?}");
+        };
+        assert_eq!(request, &None);
+        // And a signal without one writes the line as before.
+        assert!(!serde_json::to_string(&s).unwrap().contains("request"));
+    }
+
+    #[test]
+    fn a_request_that_cannot_be_read_keeps_what_it_said() {
+        let raw = serde_json::json!({"instruction": 42, "operation": "chat", "reason": "why"});
+        let p = RequestPayload::read(&raw).unwrap();
+        assert_eq!(p.instruction, None);
+        assert_eq!(p.operation.as_deref(), Some("chat"));
+        assert_eq!(p.reason.as_deref(), Some("why"));
+        assert_eq!(RequestPayload::read(&serde_json::json!([1])), None);
+        let long = "x".repeat(SPAWNED_INSTRUCTION_MAX + 10);
+        let p = RequestPayload::new(&long, "operate", None, false);
+        assert_eq!(
+            p.instruction.as_deref().map(str::len),
+            Some(SPAWNED_INSTRUCTION_MAX)
+        );
+    }
 }

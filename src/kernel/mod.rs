@@ -39,7 +39,7 @@ pub use lane::{Lane, lane_for};
 pub use lease::{
     CAPACITY_UNAVAILABLE, Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained,
 };
-pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome};
+pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome, RequestPayload};
 pub use request::SpawnRequest;
 pub use restore::{Restore, RestoredNode};
 pub use signal::{

@@ -315,6 +315,10 @@ pub enum SignalKind {
         /// survives a resume).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         identity: Option<super::request::RequestId>,
+        /// What the request asked for, when it could be read (absent in
+        /// logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Arc<super::ledger::RequestPayload>>,
     },
     /// A role route was published: an initial palette role before the run,
     /// or an expansion (ADR-0036 D2, D3).

@@ -86,7 +86,10 @@ pub struct Snapshot {
     pub seq: u64,
     pub elapsed: f64,
     pub run: RunState,
-    /// In insertion order.
+    /// In insertion order (an overview: only failed and escalated ones).
     pub nodes: Vec<NodeSnapshot>,
+    /// How many operations are in each lane.
+    #[serde(default)]
+    pub counts: super::signal::LaneCounts,
     pub ledger: Vec<LedgerEntry>,
 }

@@ -29,6 +29,57 @@ pub use capacity::{CapacityState, Instance, Release};
 pub use node::{Attempt, Decision, Node};
 pub use palette::{Budgets, PaletteState, Rejection, RoleRow};
 
+/// Why a run failed, worded once for every surface (the console's header
+/// and exit line, `ctl status`, the report, the headless summary):
+/// `1 failed: integration-tests · 1 escalated: security-review`, naming
+/// the first two of each, `+N` for the rest. `ops` are the run's
+/// operations in the order they joined it, as (lane, skipped, name);
+/// skipped operations are a consequence, not a cause. `None` when none
+/// failed or escalated.
+pub fn failure_cause<'a>(ops: impl IntoIterator<Item = (Lane, bool, &'a str)>) -> Option<String> {
+    const NAMED: usize = 2;
+    let mut failed: (usize, Vec<&str>) = (0, Vec::new());
+    let mut escalated: (usize, Vec<&str>) = (0, Vec::new());
+    for (lane, skipped, name) in ops {
+        let slot = match lane {
+            Lane::Failed if !skipped => &mut failed,
+            Lane::Escalated => &mut escalated,
+            _ => continue,
+        };
+        slot.0 += 1;
+        if slot.1.len() < NAMED {
+            slot.1.push(name);
+        }
+    }
+    let parts: Vec<String> = [("failed", failed), ("escalated", escalated)]
+        .into_iter()
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(word, (n, names))| {
+            let more = n - names.len();
+            let more = if more > 0 {
+                format!(" +{more}")
+            } else {
+                String::new()
+            };
+            format!("{n} {word}: {}{more}", names.join(", "))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
+/// Why the run a kernel snapshot shows failed ([`failure_cause`]); `None`
+/// unless it finished failed.
+pub fn snapshot_cause(snap: &Snapshot) -> Option<String> {
+    if snap.run.finished != Some(Outcome::Failed) {
+        return None;
+    }
+    failure_cause(
+        snap.nodes
+            .iter()
+            .map(|n| (n.lane, n.status == NodeStatus::Skipped, &*n.name)),
+    )
+}
+
 /// The run as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -105,6 +156,17 @@ impl RunProjection {
     /// The state before the first signal of a run of `graph`: every
     /// initial operation with its edges, and the run's settings.
     pub fn seed(graph: &Graph, cfg: &RunConfig) -> RunProjection {
+        RunProjection::seed_from(cfg, graph.len(), graph.operations(), graph.edges())
+    }
+
+    /// [`RunProjection::seed`] from the `n` operations and the edges of a
+    /// graph in any form (a run's own, once the built graph is gone).
+    pub fn seed_from<'a>(
+        cfg: &RunConfig,
+        n: usize,
+        operations: impl Iterator<Item = &'a Operation>,
+        edges: impl Iterator<Item = (OpId, OpId, &'a crate::kernel::Edge)>,
+    ) -> RunProjection {
         let mut p = RunProjection {
             run: RunInfo {
                 run_id: cfg.run_id.clone(),
@@ -118,12 +180,12 @@ impl RunProjection {
             context: cfg.context.clone(),
             ..RunProjection::default()
         };
-        p.nodes.reserve_exact(graph.len());
-        p.index.reserve(graph.len());
-        for op in graph.operations() {
+        p.nodes.reserve_exact(n);
+        p.index.reserve(n);
+        for op in operations {
             p.insert(Node::new(op.clone()));
         }
-        for (from, to, edge) in graph.edges() {
+        for (from, to, edge) in edges {
             if let Some(&i) = p.index.get(&to) {
                 p.nodes[i as usize].deps.push(DepRecord {
                     from,
@@ -533,7 +595,7 @@ impl RunProjection {
                 if let Some(n) = self.node_mut(op_id)
                     && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
                 {
-                    a.usage = Some(*usage);
+                    a.usage = Some(Box::new(*usage));
                 }
             }
             SignalKind::Spawned {
@@ -593,6 +655,7 @@ impl RunProjection {
                 detail,
                 op_id,
                 identity,
+                request,
             } => {
                 // Admission numbers a candidate before the cap refuses it
                 // ("spawn-N refused: ...").
@@ -614,6 +677,7 @@ impl RunProjection {
                         reason: *reason,
                         detail: detail.clone(),
                         op_id: *op_id,
+                        request: request.clone(),
                     },
                 );
             }
@@ -675,6 +739,19 @@ impl RunProjection {
     /// Operations currently running.
     pub fn running(&self) -> usize {
         self.counts.running
+    }
+
+    /// Why the run failed (see [`failure_cause`]); `None` unless it
+    /// finished failed.
+    pub fn cause(&self) -> Option<String> {
+        if self.run.finished != Some(Outcome::Failed) {
+            return None;
+        }
+        failure_cause(
+            self.nodes
+                .iter()
+                .map(|n| (n.lane, n.skipped(), &**n.name())),
+        )
     }
 
     /// Rebuilds the operations, lanes and ledger from a kernel snapshot

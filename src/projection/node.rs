@@ -19,8 +19,8 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<f64>,
     /// `running` (still, or when the process died), `succeeded`,
-    /// `escalated`, `failed`.
-    pub outcome: String,
+    /// `escalated`, `failed` (borrowed: no allocation per attempt).
+    pub outcome: std::borrow::Cow<'static, str>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -33,9 +33,10 @@ pub struct Attempt {
     pub category: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<Arc<str>>,
-    /// Its agent's cost and tokens, as last reported.
+    /// Its agent's cost and tokens, as last reported (boxed: most
+    /// attempts have none, and a run holds one record per attempt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// Its agent's process group, when it ran one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pgid: Option<i32>,
@@ -191,7 +192,7 @@ impl Node {
 
     /// Its agent's usage in the current attempt.
     pub fn usage(&self) -> Option<Usage> {
-        self.current().and_then(|a| a.usage)
+        self.current().and_then(|a| a.usage.as_deref().copied())
     }
 
     /// How earlier attempts ended, for the inspector.

@@ -78,6 +78,17 @@ impl Checkpoint {
         }
     }
 
+    /// [`Checkpoint::seed`] from a run that has not started.
+    pub fn seed_run(run: &crate::kernel::Run, cfg: &RunConfig) -> Checkpoint {
+        let (n, ops, edges) = run.graph_parts();
+        Checkpoint {
+            format: CHECKPOINT_FORMAT,
+            play_path: None,
+            declared_palette: Value::Null,
+            state: RunProjection::seed_from(cfg, n, ops, edges),
+        }
+    }
+
     pub fn apply(&mut self, s: &Signal) {
         self.state.apply(s);
     }

@@ -150,10 +150,13 @@ impl RunDir {
         })
     }
 
+    /// Writes `result.json`, serialised straight into the file: no copy of
+    /// the envelope's text in memory.
     pub fn write_result(&self, env: &Envelope) -> io::Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(env).map_err(io::Error::other)?;
-        bytes.push(b'\n');
-        write_atomic(&self.path.join("result.json"), &bytes)
+        write_atomic_with(&self.path.join("result.json"), |w| {
+            serde_json::to_writer_pretty(&mut *w, env).map_err(io::Error::other)?;
+            w.write_all(b"\n")
+        })
     }
 }
 

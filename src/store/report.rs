@@ -50,6 +50,9 @@ pub struct Dropped {
     pub assignee: Option<Arc<str>>,
     pub detail: Arc<str>,
     pub at: f64,
+    /// Requests this row stands for: identical drops one after another are
+    /// folded into one ledger row.
+    pub count: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -101,6 +104,9 @@ pub struct Report {
     pub play: Arc<str>,
     /// `running` when the log ends before the run did.
     pub outcome: String,
+    /// Why a failed run failed: `1 escalated: security-review`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     pub duration_secs: f64,
     pub resumes: u32,
     pub events: u64,
@@ -158,6 +164,7 @@ impl Report {
                         assignee: e.assignee.clone(),
                         detail: detail.clone(),
                         at: e.elapsed,
+                        count: 1 + e.repeats,
                     });
             }
         }
@@ -171,7 +178,11 @@ impl Report {
         let usage = p
             .nodes
             .iter()
-            .flat_map(|n| n.attempts.iter().filter_map(|a| a.usage))
+            .flat_map(|n| {
+                n.attempts
+                    .iter()
+                    .filter_map(|a| a.usage.as_deref().copied())
+            })
             .fold(None, |t: Option<UsageTotal>, u| {
                 let mut t = t.unwrap_or_default();
                 t.add(&u);
@@ -189,6 +200,7 @@ impl Report {
                 .run
                 .finished
                 .map_or_else(|| "running".to_string(), |o| o.as_str().to_string()),
+            cause: p.cause(),
             duration_secs: end,
             resumes: p.run.resumes,
             events: p.events,
@@ -243,8 +255,12 @@ impl Report {
         let _ = writeln!(s, "# Run {} — {}\n", self.run_id, self.play);
         let _ = writeln!(
             s,
-            "**Outcome:** {} after {:.1}s · {} events{}\n",
+            "**Outcome:** {}{} after {:.1}s · {} events{}\n",
             self.outcome,
+            self.cause
+                .as_ref()
+                .map(|c| format!(" — {c}"))
+                .unwrap_or_default(),
             self.duration_secs,
             self.events,
             match self.resumes {
@@ -331,22 +347,28 @@ impl Report {
                     .unwrap_or_default()
             );
         }
-        let dropped: usize = self.dropped_spawns.values().map(Vec::len).sum();
+        let count = |rows: &[Dropped]| rows.iter().map(|d| d.count as usize).sum::<usize>();
+        let dropped: usize = self.dropped_spawns.values().map(|r| count(r)).sum();
         let _ = writeln!(
             s,
             "\n## Spawns\n\n{} accepted, {dropped} dropped.\n",
             self.spawns_accepted
         );
         for (reason, rows) in &self.dropped_spawns {
-            let _ = writeln!(s, "### {reason} ({})\n", rows.len());
+            let _ = writeln!(s, "### {reason} ({})\n", count(rows));
             for d in rows {
                 let _ = writeln!(
                     s,
-                    "- {:.1}s {} → {}: {}",
+                    "- {:.1}s {} → {}: {}{}",
                     d.at,
                     d.emitter.as_deref().unwrap_or("—"),
                     d.assignee.as_deref().unwrap_or("—"),
-                    d.detail
+                    d.detail,
+                    if d.count > 1 {
+                        format!(" (×{})", d.count)
+                    } else {
+                        String::new()
+                    }
                 );
             }
             let _ = writeln!(s);

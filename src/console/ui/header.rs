@@ -112,6 +112,18 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         };
         counts.push(Span::styled(format!("{name} {}", group(n)), style));
         counts.push(Span::styled("  ", base));
+        // Held operations sit in the lanes before running; said after
+        // paused, and only when there are any.
+        if name == lane_name(Lane::Paused, 99) {
+            let held = vm.held();
+            if held > 0 {
+                counts.push(Span::styled(
+                    format!("held {}", group(held)),
+                    base.fg(t.warning),
+                ));
+                counts.push(Span::styled("  ", base));
+            }
+        }
     }
     if let Some(b) = &vm.palette.budgets {
         counts.push(Span::styled(

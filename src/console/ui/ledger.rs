@@ -60,6 +60,15 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         );
         let (outcome, color) = match &r.outcome {
             LedgerOutcome::Accepted { name, .. } => (format!("✓ {name}"), t.ok),
+            // Repeats folded into the row show how many it stands for.
+            LedgerOutcome::Dropped { reason, detail, .. } if r.repeats > 0 => (
+                format!(
+                    "✗ ×{} {}: {detail}",
+                    group(r.repeats as usize + 1),
+                    reason.as_str()
+                ),
+                t.error,
+            ),
             LedgerOutcome::Dropped { reason, detail, .. } => {
                 (format!("✗ {}: {detail}", reason.as_str()), t.error)
             }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use petgraph::stable_graph::NodeIndex;
 
 use super::super::builder::RouteResult;
+use super::super::graph::OperationKind;
 use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
-use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome};
+use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome, RequestPayload};
 use super::super::request::RequestId;
 use super::super::signal::{
     DROP_DETAIL_MAX, DepRecord, SPAWNED_INSTRUCTION_MAX, SignalKind, SpawnRecord, truncate_chars,
@@ -16,6 +17,36 @@ use super::super::signal::{
 use super::Executor;
 use super::node::Node;
 use super::routing::RequestMeta;
+
+/// What a dropped request's ledger row says of the request itself.
+pub(super) struct Asked {
+    pub identity: Option<RequestId>,
+    pub request: Option<Arc<RequestPayload>>,
+}
+
+impl Asked {
+    /// What the operator asked for (no identity: it is not an agent's).
+    pub(super) fn operator(instruction: &str) -> Asked {
+        Asked {
+            identity: None,
+            request: Some(RequestPayload::new(
+                instruction,
+                OperationKind::Operate.as_str(),
+                None,
+                false,
+            )),
+        }
+    }
+}
+
+impl From<Option<RequestId>> for Asked {
+    fn from(identity: Option<RequestId>) -> Self {
+        Asked {
+            identity,
+            request: None,
+        }
+    }
+}
 
 impl Executor {
     /// Makes room for `k` more operations at once, so a burst of admissions
@@ -36,21 +67,35 @@ impl Executor {
         reason: DropReason,
         detail: String,
         op_id: Option<OpId>,
-        identity: Option<RequestId>,
+        asked: impl Into<Asked>,
     ) {
+        let Asked { identity, request } = asked.into();
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
+        let emitter_id = self.op_id_of(emitter);
+        // A drop folded into the last row shows that row's request: a
+        // flood of them does not repeat its text in the log.
+        let request = request.filter(|_| {
+            !crate::kernel::ledger::repeats_last(
+                &self.adm.ledger,
+                emitter_id,
+                reason,
+                assignee.as_ref(),
+            )
+        });
         let at = self.bus.emit(SignalKind::SpawnDropped {
             reason,
             assignee: assignee.clone(),
-            emitter_id: self.op_id_of(emitter),
+            emitter_id,
             detail: detail.clone(),
             op_id,
             identity,
+            request: request.clone(),
         });
         let outcome = LedgerOutcome::Dropped {
             reason,
             detail,
             op_id,
+            request,
         };
         self.ledger_row(at, emitter, assignee, outcome);
     }
@@ -103,11 +148,11 @@ impl Executor {
             Err(rej) => {
                 self.drop_spawn(
                     emitter,
-                    meta.assignee,
+                    meta.assignee.clone(),
                     rej.reason,
                     rej.detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
                 return;
             }
@@ -115,11 +160,11 @@ impl Executor {
                 let detail = "the node builder made no operation of the request".into();
                 self.drop_spawn(
                     emitter,
-                    meta.assignee,
+                    meta.assignee.clone(),
                     DropReason::NullChild,
                     detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
                 return;
             }
@@ -128,7 +173,7 @@ impl Executor {
         // Identity is allocated after routing, before the cap: a refused
         // candidate leaves a gap in the spawn-N sequence, as the spec allows.
         let name = self.adm.next_name();
-        let assignee = candidate.assignee.clone().or(meta.assignee);
+        let assignee = candidate.assignee.clone().or_else(|| meta.assignee.clone());
         if self.adm.accepted >= self.cfg.max_spawn {
             let detail = format!(
                 "{name} refused: {} of max_spawn {} already accepted",
@@ -140,7 +185,7 @@ impl Executor {
                 DropReason::MaxSpawnExceeded,
                 detail,
                 None,
-                meta.identity,
+                meta.asked(),
             );
             return;
         }
@@ -258,6 +303,8 @@ mod tests {
             independent: false,
             reason: Some(Arc::from("needs tests")),
             identity: Some(RequestId(9)),
+            instruction: Arc::from("write the tests"),
+            operation: OperationKind::Operate,
         }
     }
 
@@ -341,6 +388,25 @@ mod tests {
             }
         );
         assert_eq!(ex.adm.spawn_seq, 0, "no name was used");
+        let asked: Vec<_> = ex
+            .adm
+            .ledger
+            .iter()
+            .map(|e| match &e.outcome {
+                LedgerOutcome::Dropped { request, .. } => {
+                    request.as_ref().and_then(|r| r.instruction.clone())
+                }
+                LedgerOutcome::Accepted { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                Some(Arc::from("write the tests")),
+                Some(Arc::from("write the tests"))
+            ],
+            "each row keeps what was asked"
+        );
         assert!(
             ex.adm
                 .ledger

@@ -140,7 +140,7 @@ impl Executor {
                     rej.reason,
                     rej.detail,
                     None,
-                    None,
+                    super::admission::Asked::operator(&instruction),
                 );
                 return Err(self.last_drop());
             }

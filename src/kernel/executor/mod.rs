@@ -232,6 +232,26 @@ impl Run {
         Ok((run, handle))
     }
 
+    /// Its operations and edges as they stand (before [`Run::run`]: the
+    /// initial graph), so a checkpoint can be seeded without a second
+    /// copy of the graph alive beside this one.
+    pub fn graph_parts(
+        &self,
+    ) -> (
+        usize,
+        impl Iterator<Item = &super::graph::Operation>,
+        impl Iterator<Item = (OpId, OpId, &Edge)>,
+    ) {
+        use petgraph::visit::{EdgeRef, IntoEdgeReferences};
+        let g = &self.ex.graph;
+        (
+            g.node_count(),
+            g.node_indices().map(move |ix| &g[ix].op),
+            g.edge_references()
+                .map(move |e| (g[e.source()].op.op_id, g[e.target()].op.op_id, e.weight())),
+        )
+    }
+
     /// Adds a sink that sees every signal, in order (the event log).
     pub fn add_sink(&mut self, sink: Box<dyn SignalSink>) {
         self.ex.bus.sinks.push(sink);

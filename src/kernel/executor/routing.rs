@@ -16,11 +16,13 @@ use serde_json::Value;
 
 use super::super::agent::{AgentFailure, BoxFuture};
 use super::super::builder::{Emitter, Rejection, RouteResult};
-use super::super::ledger::DropReason;
+use super::super::graph::OperationKind;
+use super::super::ledger::{DropReason, RequestPayload};
 use super::super::request::{self, RequestId, SpawnRequest};
 use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
 use super::Executor;
+use super::admission::Asked;
 
 /// A request whose routing panicked.
 fn router_panicked(payload: &(dyn std::any::Any + Send)) -> Rejection {
@@ -87,6 +89,23 @@ pub(super) struct RequestMeta {
     pub reason: Option<Arc<str>>,
     /// The request's identity, recorded so dedup survives a resume.
     pub identity: Option<RequestId>,
+    /// Kept for the ledger, should the request be dropped.
+    pub instruction: Arc<str>,
+    pub operation: OperationKind,
+}
+
+impl RequestMeta {
+    pub(super) fn asked(&self) -> Asked {
+        Asked {
+            identity: self.identity,
+            request: Some(RequestPayload::new(
+                &self.instruction,
+                self.operation.as_str(),
+                self.reason.as_ref(),
+                self.independent,
+            )),
+        }
+    }
 }
 
 impl Executor {
@@ -179,7 +198,10 @@ impl Executor {
                     DropReason::Duplicate,
                     detail,
                     None,
-                    identity,
+                    Asked {
+                        identity,
+                        request: RequestPayload::read(raw),
+                    },
                 );
                 continue;
             }
@@ -192,7 +214,10 @@ impl Executor {
                         DropReason::BuilderError,
                         e.to_string(),
                         None,
-                        identity,
+                        Asked {
+                            identity,
+                            request: RequestPayload::read(raw),
+                        },
                     );
                     continue;
                 }
@@ -210,6 +235,8 @@ impl Executor {
                 independent: req.independent,
                 reason: req.reason.as_deref().map(Arc::from),
                 identity,
+                instruction: req.instruction.clone(),
+                operation: req.operation,
             };
             if pending.is_empty() {
                 // Decided without waiting (the static map, an existing
@@ -318,11 +345,11 @@ impl Executor {
                 };
                 self.drop_spawn(
                     Some(emitter),
-                    meta.assignee,
+                    meta.assignee.clone(),
                     reason,
                     detail,
                     None,
-                    meta.identity,
+                    meta.asked(),
                 );
             }
         }
@@ -360,6 +387,8 @@ mod tests {
             independent: false,
             reason: None,
             identity: Some(RequestId(7)),
+            instruction: Arc::from("x"),
+            operation: OperationKind::Operate,
         }
     }
 

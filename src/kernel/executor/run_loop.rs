@@ -231,8 +231,8 @@ impl Executor {
                 };
                 let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
             }
-            Command::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
+            Command::Snapshot { nodes, reply } => {
+                let _ = reply.send(self.snapshot_with(nodes));
             }
         }
         // The answer goes out after the signals it caused are durable.
@@ -255,8 +255,8 @@ impl Executor {
                 );
                 let _ = reply.send(None);
             }
-            Command::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
+            Command::Snapshot { nodes, reply } => {
+                let _ = reply.send(self.snapshot_with(nodes));
             }
         }
     }

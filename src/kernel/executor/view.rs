@@ -10,14 +10,17 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::control::FinalState;
 use super::super::envelope::Envelope;
+use super::super::lane::Lane;
 use super::super::ledger::{DroppedSpawn, LedgerOutcome};
 use super::super::signal::{LaneCounts, Outcome, SignalKind};
 use super::super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
 use super::Executor;
 
 impl FinalState for Mutex<Executor> {
-    fn snapshot(&self) -> Snapshot {
-        self.lock().unwrap_or_else(|e| e.into_inner()).snapshot()
+    fn snapshot(&self, nodes: bool) -> Snapshot {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .snapshot_with(nodes)
     }
 }
 
@@ -51,10 +54,14 @@ impl Executor {
         }
     }
 
-    pub(super) fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot_with(&self, with_nodes: bool) -> Snapshot {
         let nodes = self
             .graph
             .node_indices()
+            // An overview lists only what went wrong: what a cause names.
+            .filter(|&ix| {
+                with_nodes || matches!(self.graph[ix].lane, Lane::Failed | Lane::Escalated)
+            })
             .map(|ix| {
                 let n = &self.graph[ix];
                 NodeSnapshot {
@@ -97,6 +104,7 @@ impl Executor {
                 storage: self.storage.clone(),
             },
             nodes,
+            counts: self.counts(),
             ledger: self.adm.ledger.clone(),
         }
     }
@@ -193,6 +201,7 @@ impl Executor {
                             reason,
                             detail,
                             op_id,
+                            ..
                         } => Some(DroppedSpawn {
                             reason: *reason,
                             assignee: e.assignee.clone(),
@@ -233,7 +242,7 @@ mod tests {
         ex.begin();
         ex.advance();
         ex.apply(Request::Hold { op: "b".into() }).unwrap();
-        let snap = ex.snapshot();
+        let snap = ex.snapshot_with(true);
         let why = |n: &str| {
             snap.nodes
                 .iter()

@@ -44,6 +44,17 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
     if let LedgerOutcome::Dropped { detail, .. } = &r.outcome {
         lines.push(field(t, "reason", detail.to_string()));
     }
+    if r.repeats > 0 {
+        lines.push(field(
+            t,
+            "repeated",
+            format!(
+                "×{} — this drop and {} more right after it, from the same emitter for the same assignee and reason (the first is shown)",
+                group(r.repeats as usize + 1),
+                group(r.repeats as usize)
+            ),
+        ));
+    }
     lines.push(field(
         t,
         "when",
@@ -70,8 +81,28 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
             .unwrap_or("(the emitter's own role)")
             .to_string(),
     ));
-    match app.ledger_op(row).map(|ix| vm.node(ix)) {
-        Some(n) => {
+    let go_to = || {
+        Span::styled(
+            format!(
+                "{} goes to it",
+                app.keymap.label_in(
+                    crate::console::keymap::Mode::Detail,
+                    crate::console::keymap::Action::GoTo
+                )
+            ),
+            Style::default().fg(t.accent),
+        )
+    };
+    let op = app.ledger_op(row).map(|ix| vm.node(ix));
+    let state = |n: &crate::projection::Node| {
+        let mut state = n.lane.title().to_string();
+        if n.skipped() {
+            state.push_str(" (skipped)");
+        }
+        state
+    };
+    match (&r.outcome, op) {
+        (LedgerOutcome::Accepted { .. }, Some(n)) => {
             lines.push(Line::from(""));
             lines.push(heading(t, "request"));
             let meta = &n.op.metadata;
@@ -94,29 +125,58 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
                 lines.push(Line::from(format!("  {l}")));
             }
             lines.push(Line::from(""));
-            let mut state = n.lane.title().to_string();
-            if n.skipped() {
-                state.push_str(" (skipped)");
-            }
             lines.push(Line::from(vec![
                 Span::styled(format!("{:<12}", "became"), super::bold(t)),
-                Span::raw(format!("{} — {state} now · ", n.name())),
-                Span::styled(
-                    format!(
-                        "{} goes to it",
-                        app.keymap.label_in(
-                            crate::console::keymap::Mode::Detail,
-                            crate::console::keymap::Action::GoTo
-                        )
-                    ),
-                    Style::default().fg(t.accent),
-                ),
+                Span::raw(format!("{} — {} now · ", n.name(), state(n))),
+                go_to(),
             ]));
         }
-        None => {
+        (LedgerOutcome::Dropped { request, .. }, op) => {
+            lines.push(Line::from(""));
+            lines.push(heading(t, "request"));
+            match request {
+                Some(p) => {
+                    if let Some(o) = &p.operation {
+                        lines.push(field(t, "operation", o.to_string()));
+                    }
+                    if let Some(why) = &p.reason {
+                        lines.push(field(t, "why", why.to_string()));
+                    }
+                    if p.independent {
+                        lines.push(field(t, "independent", "yes (no dependency on its emitter)"));
+                    }
+                    lines.push(heading(t, "instruction"));
+                    match &p.instruction {
+                        Some(i) => {
+                            for l in i.lines() {
+                                lines.push(Line::from(format!("  {l}")));
+                            }
+                        }
+                        None => lines.push(Line::from(Span::styled(
+                            "  (none that could be read)",
+                            Style::default().fg(t.dim),
+                        ))),
+                    }
+                }
+                None => lines.push(Line::from(Span::styled(
+                    "The request's text is not in the log: an injection, or a log written before playdeck kept it.",
+                    Style::default().fg(t.dim),
+                ))),
+            }
+            lines.push(Line::from(""));
+            match op {
+                Some(n) => lines.push(Line::from(vec![
+                    Span::styled(format!("{:<12}", "concerned"), super::bold(t)),
+                    Span::raw(format!("{} — {} now · ", n.name(), state(n))),
+                    go_to(),
+                ])),
+                None => lines.push(field(t, "became", "nothing: no operation was made of it")),
+            }
+        }
+        (LedgerOutcome::Accepted { .. }, None) => {
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(
-                "The log records a dropped request's reason and detail, not its text.",
+                "The operation it became is not in this view.",
                 Style::default().fg(t.dim),
             )));
         }

@@ -134,6 +134,9 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
     if shown < deps {
         lines.push(more(deps - shown, "dependencies"));
     }
+    if let Some(how) = vm.facts.placed.get(n.name()) {
+        lines.push(field(t, "placed", (*how).to_string()));
+    }
     if let Some(p) = n.parent() {
         lines.push(field(
             t,
@@ -274,14 +277,19 @@ fn section<'a>(
     }
 }
 
-/// `$0.0123 · 12.3k tokens in · 2.1k out`, with what the stream reported.
+/// `$0.0123 · 12.3k tokens in (10.1k cached) · 2.1k out`, with what the
+/// stream reported (the input count includes the cached part, the same for
+/// every format).
 pub fn usage_text(u: &Usage) -> String {
     let mut parts = Vec::new();
     if let Some(c) = u.cost_usd {
         parts.push(format!("${c:.4}"));
     }
     if let Some(i) = u.input_tokens {
-        parts.push(format!("{} tokens in", tokens(i)));
+        match u.cached_input_tokens.filter(|&c| c > 0) {
+            Some(c) => parts.push(format!("{} tokens in ({} cached)", tokens(i), tokens(c))),
+            None => parts.push(format!("{} tokens in", tokens(i))),
+        }
     }
     if let Some(o) = u.output_tokens {
         parts.push(format!("{} out", tokens(o)));
@@ -294,5 +302,29 @@ fn tokens(n: u64) -> String {
         format!("{:.1}k", n as f64 / 1000.0)
     } else {
         n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_names_the_cached_part_of_the_input() {
+        let u = Usage {
+            cost_usd: Some(0.0123),
+            input_tokens: Some(12_345),
+            cached_input_tokens: Some(10_100),
+            output_tokens: Some(2_100),
+        };
+        assert_eq!(
+            usage_text(&u),
+            "$0.0123 · 12.3k tokens in (10.1k cached) · 2100 out"
+        );
+        let plain = Usage {
+            cached_input_tokens: Some(0),
+            ..u
+        };
+        assert_eq!(usage_text(&plain), "$0.0123 · 12.3k tokens in · 2100 out");
     }
 }

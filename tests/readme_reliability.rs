@@ -1,0 +1,53 @@
+//! The README's reliability promises name the tests that show them; each
+//! named test must exist, so a promise cannot outlive its proof.
+
+use std::path::Path;
+
+#[test]
+fn every_reliability_promise_names_a_test_that_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Reliability\n")
+        .nth(1)
+        .expect("README has a Reliability section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut checked = 0;
+    for row in section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+    {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let Some(tests) = cells.last() else { continue };
+        if tests.starts_with("test") {
+            continue; // the header
+        }
+        let mut file = None;
+        for quoted in tests.split('`').skip(1).step_by(2) {
+            if !quoted
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_ …".contains(c))
+            {
+                continue; // a command quoted in the prose, not a test
+            }
+            let mut words = quoted.split_whitespace();
+            let (f, name) = match (words.next(), words.next()) {
+                (Some(f), Some(name)) => (f.to_string(), name),
+                (Some(name), None) => (file.clone().expect("a file named first"), name),
+                _ => continue,
+            };
+            let name = name.trim_start_matches('…');
+            let source = std::fs::read_to_string(root.join("tests").join(format!("{f}.rs")))
+                .unwrap_or_else(|e| panic!("tests/{f}.rs named in the README: {e}"));
+            assert!(
+                source.contains(&format!("fn {name}(")),
+                "the README names {f} {name}, which tests/{f}.rs does not define"
+            );
+            file = Some(f);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} tests named");
+}
