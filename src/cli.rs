@@ -281,6 +281,6 @@ pub enum CapacityAction {
 }
 
 #[cfg(feature = "screenshot")]
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
+fn parse_size(s: &str) -> Result<(u16, u16), playdeck::console::screenshot::NotASize> {
     playdeck::console::screenshot::parse_size(s)
 }
