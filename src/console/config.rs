@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::keymap::{KeyError, Keymap};
-use super::theme::{self, Theme, ThemeError};
+use super::theme::{self, FileError, Theme, ThemeError};
 
 /// Why the console's config could not be used: the file, key or theme at
 /// fault and what is allowed.
@@ -15,13 +15,8 @@ use super::theme::{self, Theme, ThemeError};
 pub enum ConfigError {
     #[error(transparent)]
     Theme(#[from] ThemeError),
-    #[error("{file}: {error}")]
-    Read { file: String, error: std::io::Error },
-    #[error("{file}: {error}")]
-    Toml {
-        file: String,
-        error: toml::de::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Keys(#[from] KeyError),
     #[error("no theme {name:?}; themes: {}", .themes.join(", "))]
@@ -67,15 +62,8 @@ impl ConsoleConfig {
         let themes = theme::load_all(dir.as_ref().map(|d| d.join("themes")).as_deref())?;
         let file = match dir.as_ref().map(|d| d.join("config.toml")) {
             Some(path) if path.is_file() => {
-                let file = || path.display().to_string();
-                let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Read {
-                    file: file(),
-                    error,
-                })?;
-                toml::from_str::<ConfigFile>(&text).map_err(|error| ConfigError::Toml {
-                    file: file(),
-                    error,
-                })?
+                let text = FileError::read(&path)?;
+                FileError::toml::<ConfigFile>(&path.display().to_string(), &text)?
             }
             _ => ConfigFile::default(),
         };

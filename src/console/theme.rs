@@ -106,9 +106,10 @@ pub struct NotAColour {
     pub value: String,
 }
 
-/// A theme file that cannot be used, named, with why.
+/// A console file (a theme, the config) that could not be read or is not
+/// the TOML it should be, named.
 #[derive(Debug, thiserror::Error)]
-pub enum ThemeError {
+pub enum FileError {
     #[error("{file}: {error}")]
     Read { file: String, error: std::io::Error },
     #[error("{file}: {error}")]
@@ -116,6 +117,31 @@ pub enum ThemeError {
         file: String,
         error: toml::de::Error,
     },
+}
+
+impl FileError {
+    /// The text of the file at `path`.
+    pub fn read(path: &Path) -> Result<String, FileError> {
+        std::fs::read_to_string(path).map_err(|error| FileError::Read {
+            file: path.display().to_string(),
+            error,
+        })
+    }
+
+    /// `text` as `T`; `file` names it.
+    pub fn toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, FileError> {
+        toml::from_str(text).map_err(|error| FileError::Toml {
+            file: file.to_string(),
+            error,
+        })
+    }
+}
+
+/// A theme file that cannot be used, named, with why.
+#[derive(Debug, thiserror::Error)]
+pub enum ThemeError {
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("{file}: {error}")]
     Colour { file: String, error: NotAColour },
 }
@@ -123,10 +149,7 @@ pub enum ThemeError {
 impl Theme {
     /// Parses theme TOML; `file` names it in errors.
     pub fn parse(name: &str, file: &str, text: &str) -> Result<Theme, ThemeError> {
-        let t: ThemeFile = toml::from_str(text).map_err(|error| ThemeError::Toml {
-            file: file.to_string(),
-            error,
-        })?;
+        let t: ThemeFile = FileError::toml(file, text)?;
         let c = &t.colors;
         let l = &t.lanes;
         let f = |v: &str, k: &'static str| {
@@ -195,10 +218,7 @@ pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, ThemeError> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let text = std::fs::read_to_string(&path).map_err(|error| ThemeError::Read {
-            file: path.display().to_string(),
-            error,
-        })?;
+        let text = FileError::read(&path)?;
         let theme = Theme::parse(&name, &path.display().to_string(), &text)?;
         match themes.iter_mut().find(|t| t.name == name) {
             Some(t) => *t = theme,
