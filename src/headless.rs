@@ -126,17 +126,17 @@ pub async fn run(
                 if !open {
                     continue;
                 }
-                let line = match format {
-                    Format::Json => serde_json::to_string(&*sig).ok(),
+                let written = match format {
+                    // Straight into the buffer: no string per signal.
+                    Format::Json => serde_json::to_writer(&mut buf, &*sig)
+                        .map_err(std::io::Error::other)
+                        .and_then(|()| buf.write_all(b"\n")),
                     // Agent text (stderr lines in failures, warnings, reasons)
                     // is in these lines: nothing in them may drive the terminal.
-                    Format::Human => human
-                        .line(&sig)
-                        .map(|l| crate::printable::printable(&l).into_owned()),
-                };
-                let written = match line {
-                    Some(line) => writeln!(buf, "{line}"),
-                    None => Ok(()),
+                    Format::Human => match human.line(&sig) {
+                        Some(l) => writeln!(buf, "{}", crate::printable::printable(&l)),
+                        None => Ok(()),
+                    },
                 };
                 if let Err(e) = written {
                     open = false;

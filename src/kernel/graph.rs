@@ -436,8 +436,10 @@ pub(crate) fn find_cycle<N, E>(g: &StableDiGraph<N, E>) -> Option<Vec<NodeIndex>
 /// any order.
 #[derive(Default)]
 pub struct GraphBuilder {
-    ops: Vec<Operation>,
-    index: HashMap<OpId, usize>,
+    /// Operations go straight into the graph (node `i` is the `i`-th
+    /// added): a large play is never held as a list and as a graph at once.
+    inner: StableDiGraph<Operation, Edge>,
+    index: HashMap<OpId, NodeIndex>,
     edges: Vec<(OpId, OpId, Edge)>,
     /// Operations (by position) that have at least one outgoing edge.
     has_out: Vec<bool>,
@@ -457,7 +459,7 @@ impl GraphBuilder {
 
     pub fn with_capacity(n: usize) -> Self {
         GraphBuilder {
-            ops: Vec::with_capacity(n),
+            inner: StableDiGraph::with_capacity(n, 0),
             index: HashMap::with_capacity_and_hasher(n, Default::default()),
             edges: Vec::with_capacity(n),
             has_out: Vec::with_capacity(n),
@@ -471,20 +473,21 @@ impl GraphBuilder {
             self.duplicate.get_or_insert(id);
             return id;
         }
-        let pos = self.ops.len();
-        self.index.insert(id, pos);
+        let pos = self.has_out.len();
         let out = self.pending_sources.remove(&id);
         self.has_out.push(out);
         if !out {
             self.head_candidates.push(pos);
         }
-        self.ops.push(op);
+        let ix = self.inner.add_node(op);
+        debug_assert_eq!(ix.index(), pos);
+        self.index.insert(id, ix);
         id
     }
 
     fn mark_source(&mut self, from: OpId) {
         match self.index.get(&from) {
-            Some(&pos) => self.has_out[pos] = true,
+            Some(&ix) => self.has_out[ix.index()] = true,
             None => {
                 self.pending_sources.insert(from);
             }
@@ -496,7 +499,7 @@ impl GraphBuilder {
         self.head_candidates
             .iter()
             .filter(|&&p| !self.has_out[p])
-            .map(|&p| self.ops[p].op_id)
+            .map(|&p| self.inner[NodeIndex::new(p)].op_id)
             .collect()
     }
 
@@ -537,11 +540,11 @@ impl GraphBuilder {
     }
 
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.has_out.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.has_out.is_empty()
     }
 
     /// Resolves edges and validates: every endpoint exists, no self edge, the
@@ -550,13 +553,8 @@ impl GraphBuilder {
         if let Some(dup) = self.duplicate {
             return Err(GraphError::DuplicateOperation(dup));
         }
-        let mut inner = StableDiGraph::with_capacity(self.ops.len(), self.edges.len());
-        let mut index = HashMap::with_capacity_and_hasher(self.ops.len(), Default::default());
-        for op in self.ops {
-            let id = op.op_id;
-            let ix = inner.add_node(op);
-            index.insert(id, ix);
-        }
+        let (mut inner, index) = (self.inner, self.index);
+        inner.reserve_edges(self.edges.len());
         for (from, to, edge) in self.edges {
             let (Some(&a), Some(&b)) = (index.get(&from), index.get(&to)) else {
                 return Err(GraphError::UnknownOperation { from, to });

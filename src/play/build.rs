@@ -146,9 +146,25 @@ impl Play {
             .map(|(o, id)| (o.id.as_str(), *id))
             .collect();
         let mut b = GraphBuilder::with_capacity(self.operations.len());
+        // Roles, agents and profiles are a handful of names over many
+        // operations, and most operations have no parameters: each is
+        // allocated once and shared.
+        let mut names: HashMap<String, Arc<str>> = HashMap::new();
+        let mut shared = |s: &str| -> Arc<str> {
+            if let Some(a) = names.get(s) {
+                return a.clone();
+            }
+            let a: Arc<str> = Arc::from(s);
+            names.insert(s.to_string(), a.clone());
+            a
+        };
+        let no_params = Arc::new(Value::Null);
         for (def, &op_id) in self.operations.iter().zip(&op_ids) {
-            let role: Arc<str> = Arc::from(def.role.as_str());
-            let params = def.params();
+            let role = shared(&def.role);
+            let params = match def.params() {
+                Value::Null => no_params.clone(),
+                p => Arc::new(p),
+            };
             let op = Operation {
                 op_id,
                 reference_id: Arc::from(def.id.as_str()),
@@ -159,10 +175,10 @@ impl Play {
                     requester_role: Some(role),
                     spawned_from: None,
                     approval: def.approval,
-                    agent: Arc::from(def.agent.as_str()),
-                    params: Arc::new(params),
+                    agent: shared(&def.agent),
+                    params,
                     spawn_reason: None,
-                    profile: def.profile.as_deref().map(Arc::from),
+                    profile: def.profile.as_deref().map(&mut shared),
                 },
             };
             match &def.placement {

@@ -156,13 +156,22 @@ pub(crate) fn parse_with(
         let Some(parts) = read_split(source, &split.operations, &play.agents) else {
             return Err(fail(whole_errors()));
         };
-        play.operations.reserve_exact(split.operations.len());
-        shapes.reserve_exact(split.operations.len());
-        for (part, ops, part_shapes) in parts {
+        // The first part's vectors grow to hold the rest (a large block
+        // grows in place, by remapping), and each later part is freed as
+        // soon as it is moved in: the definitions are never all held twice.
+        let n = split.operations.len();
+        for (i, (part, ops, part_shapes)) in parts.into_iter().enumerate() {
             r.diags.extend(part.diags);
             r.warnings.extend(part.warnings);
-            play.operations.extend(ops);
-            shapes.extend(part_shapes);
+            if i == 0 {
+                play.operations = ops;
+                shapes = part_shapes;
+                play.operations.reserve_exact(n - play.operations.len());
+                shapes.reserve_exact(n - shapes.len());
+            } else {
+                play.operations.extend(ops);
+                shapes.extend(part_shapes);
+            }
         }
     } else if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
         read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);

@@ -156,7 +156,12 @@ impl RunProjection {
     /// The state before the first signal of a run of `graph`: every
     /// initial operation with its edges, and the run's settings.
     pub fn seed(graph: &Graph, cfg: &RunConfig) -> RunProjection {
-        RunProjection::seed_from(cfg, graph.len(), graph.operations(), graph.edges())
+        RunProjection::seed_from(
+            cfg,
+            graph.len(),
+            graph.operations().map(|op| Arc::new(op.clone())),
+            graph.edges(),
+        )
     }
 
     /// [`RunProjection::seed`] from the `n` operations and the edges of a
@@ -164,7 +169,7 @@ impl RunProjection {
     pub fn seed_from<'a>(
         cfg: &RunConfig,
         n: usize,
-        operations: impl Iterator<Item = &'a Operation>,
+        operations: impl Iterator<Item = Arc<Operation>>,
         edges: impl Iterator<Item = (OpId, OpId, &'a crate::kernel::Edge)>,
     ) -> RunProjection {
         let mut p = RunProjection {
@@ -183,7 +188,7 @@ impl RunProjection {
         p.nodes.reserve_exact(n);
         p.index.reserve(n);
         for op in operations {
-            p.insert(Node::new(op.clone()));
+            p.insert(Node::new(op));
         }
         for (from, to, edge) in edges {
             if let Some(&i) = p.index.get(&to) {
@@ -380,11 +385,17 @@ impl RunProjection {
                 instruction,
                 approval,
             } => {
-                n.op.instruction = instruction.clone();
-                if role.is_some() {
-                    n.op.assignee = role.clone();
+                // Written only when it changed: the definition is shared
+                // with the run's graph until then.
+                if n.op.instruction != *instruction {
+                    Arc::make_mut(&mut n.op).instruction = instruction.clone();
                 }
-                n.op.metadata.approval = *approval;
+                if role.is_some() && n.op.assignee != *role {
+                    Arc::make_mut(&mut n.op).assignee = role.clone();
+                }
+                if n.op.metadata.approval != *approval {
+                    Arc::make_mut(&mut n.op).metadata.approval = *approval;
+                }
                 n.depends_on = node.depends_on.clone();
                 n.queued_at = at;
                 // Re-queued for a new attempt after a resume.
@@ -403,8 +414,8 @@ impl RunProjection {
                 n.started_at = Some(at);
                 n.capacity_wait = None;
                 n.activity = None;
-                if role.is_some() {
-                    n.op.assignee = role.clone();
+                if role.is_some() && n.op.assignee != *role {
+                    Arc::make_mut(&mut n.op).assignee = role.clone();
                 }
                 // Most operations run once: no room for four attempts each.
                 n.attempts.reserve_exact(1);

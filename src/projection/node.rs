@@ -54,7 +54,8 @@ pub struct Decision {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
-    pub op: Operation,
+    /// Shared with the run's graph while they agree.
+    pub op: Arc<Operation>,
     /// Incoming edges with their conditions (from the initial graph or the
     /// spawn record); empty when only the log was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -131,7 +132,8 @@ fn queued() -> Lane {
 }
 
 impl Node {
-    pub fn new(op: Operation) -> Node {
+    pub fn new(op: impl Into<Arc<Operation>>) -> Node {
+        let op = op.into();
         Node {
             op,
             deps: Vec::new(),

@@ -136,6 +136,8 @@ impl Session {
             return Session::resume(play.get(), dir, opts, sinks).await;
         }
         let (mut run_dir, lock) = RunDir::create(opts.run_dir.as_deref(), &play.get().source)?;
+        // The run directory has its copy now.
+        play.release_source();
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();
         }
@@ -453,6 +455,12 @@ impl PlayIn<'_> {
         match self {
             PlayIn::Kept(p) => p,
             PlayIn::Released(p) => p,
+        }
+    }
+
+    fn release_source(&mut self) {
+        if let PlayIn::Released(p) = self {
+            p.source = Arc::from("");
         }
     }
 

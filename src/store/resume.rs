@@ -236,7 +236,7 @@ pub fn rebuild(
     let st = &cp.state;
     let mut b = GraphBuilder::with_capacity(st.nodes.len());
     for n in &st.nodes {
-        b.add_root(n.op.clone());
+        b.add_root((*n.op).clone());
     }
     for n in &st.nodes {
         for d in &n.deps {

@@ -286,7 +286,7 @@ mod tests {
     fn an_agent_that_is_not_there_fails_only_its_operation() {
         let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
         let a = ex.ix("a");
-        ex.graph[a].op.metadata.agent = Arc::from("missing");
+        Arc::make_mut(&mut ex.graph[a].op).metadata.agent = Arc::from("missing");
         ex.begin();
         ex.advance();
         assert_eq!(ex.graph[a].status, NodeStatus::Failed);

@@ -239,14 +239,14 @@ impl Run {
         &self,
     ) -> (
         usize,
-        impl Iterator<Item = &super::graph::Operation>,
+        impl Iterator<Item = Arc<super::graph::Operation>>,
         impl Iterator<Item = (OpId, OpId, &Edge)>,
     ) {
         use petgraph::visit::{EdgeRef, IntoEdgeReferences};
         let g = &self.ex.graph;
         (
             g.node_count(),
-            g.node_indices().map(move |ix| &g[ix].op),
+            g.node_indices().map(move |ix| g[ix].op.clone()),
             g.edge_references()
                 .map(move |e| (g[e.source()].op.op_id, g[e.target()].op.op_id, e.weight())),
         )

@@ -20,7 +20,9 @@ pub(super) enum Approval {
 }
 
 pub(super) struct Node {
-    pub op: Operation,
+    /// Shared with the checkpoint's projection of the same operation: a
+    /// large run holds each definition once.
+    pub op: Arc<Operation>,
     pub depends_on: Arc<[OpId]>,
     pub status: NodeStatus,
     pub lane: Lane,
@@ -41,7 +43,8 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(op: Operation, no_deps: Arc<[OpId]>) -> Self {
+    pub fn new(op: impl Into<Arc<Operation>>, no_deps: Arc<[OpId]>) -> Self {
+        let op = op.into();
         let approval = if op.metadata.approval {
             Approval::Undecided
         } else {
