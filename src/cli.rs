@@ -120,6 +120,7 @@ pub enum Command {
         action: CapacityAction,
     },
     /// Render the console at a moment of a run to SVG, deterministically.
+    #[cfg(feature = "screenshot")]
     Screenshot(ScreenshotArgs),
     /// The built-in demo play.
     Demo {
@@ -129,6 +130,7 @@ pub enum Command {
     },
 }
 
+#[cfg(feature = "screenshot")]
 #[derive(Debug, clap::Args)]
 pub struct ScreenshotArgs {
     /// The play file; the built-in demo when omitted.
@@ -226,14 +228,17 @@ pub enum FormatArg {
     Human,
 }
 
-fn parse_speed(s: &str) -> Result<f64, String> {
+/// A `--speed` that is not a number in [`playdeck::vocab::SPEED_RANGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a speed; allowed: a number from 0.01 to 1000")]
+pub struct NotASpeed(String);
+
+fn parse_speed(s: &str) -> Result<f64, NotASpeed> {
     match s.parse::<f64>() {
         Ok(x) if (playdeck::vocab::SPEED_RANGE.0..=playdeck::vocab::SPEED_RANGE.1).contains(&x) => {
             Ok(x)
         }
-        _ => Err(format!(
-            "{s:?} is not a speed; allowed: a number from 0.01 to 1000"
-        )),
+        _ => Err(NotASpeed(s.to_string())),
     }
 }
 
@@ -275,6 +280,7 @@ pub enum CapacityAction {
     },
 }
 
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
+#[cfg(feature = "screenshot")]
+fn parse_size(s: &str) -> Result<(u16, u16), playdeck::console::screenshot::NotASize> {
     playdeck::console::screenshot::parse_size(s)
 }

@@ -169,7 +169,7 @@ pub async fn run(
             match apply_control_line(&h, capacity.as_deref(), &line).await {
                 Ok(Some(answer)) => eprintln_to(&answer),
                 Ok(None) => {}
-                Err(msg) => eprintln_to(&msg),
+                Err(e) => eprintln_to(&e.to_string()),
             }
         }
         // No operator is left to decide: approvals must not hang the run.
@@ -332,6 +332,19 @@ pub fn read_control_line(input: &mut impl std::io::BufRead) -> Option<String> {
     Some(String::from_utf8_lossy(&line).trim_end().to_string())
 }
 
+/// A control line that was not carried out: it did not parse, or the run
+/// refused the command it named.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlLineError {
+    #[error(transparent)]
+    Parse(#[from] crate::kernel::CommandError),
+    #[error("{command}: {}", .failure.message)]
+    Refused {
+        command: &'static str,
+        failure: crate::control::Failure,
+    },
+}
+
 /// Applies one control line (the `playdeck ctl` grammar). Errors say what
 /// was wrong and what is allowed; answers that carry information (status,
 /// release) are returned as one line.
@@ -339,18 +352,16 @@ pub async fn apply_control_line(
     h: &RunHandle,
     capacity: Option<&crate::capacity::Reconciler>,
     line: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ControlLineError> {
     if line.trim().is_empty() {
         return Ok(None);
     }
-    let req: Request = line
-        .parse()
-        .map_err(|e: crate::kernel::CommandError| e.to_string())?;
-    let name = req.name();
+    let req: Request = line.parse()?;
+    let command = req.name();
     match crate::control::apply(h, capacity, req.clone()).await {
         Ok(crate::control::Reply::Done(_)) => Ok(None),
         Ok(reply) => Ok(Some(reply.one_line(&req))),
-        Err(f) => Err(format!("{name}: {}", f.message)),
+        Err(failure) => Err(ControlLineError::Refused { command, failure }),
     }
 }
 

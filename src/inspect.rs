@@ -6,9 +6,32 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::kernel::{InstructionDecorator, SpawnBudget};
-use crate::palette::{Catalog, PaletteRouter};
+use crate::agents::argv::ArgvError;
+use crate::kernel::{InstructionDecorator, Rejection, SpawnBudget};
+use crate::palette::{Catalog, PaletteError, PaletteRouter};
 use crate::play::Play;
+
+/// Why a view could not be made: the operation or agent asked about, and
+/// what the play has instead.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error(transparent)]
+    Palette(#[from] PaletteError),
+    #[error("no operation {op:?} in {file}; ids: {}", .ids.join(", "))]
+    NoOperation {
+        op: String,
+        file: String,
+        ids: Vec<String>,
+    },
+    #[error("--flag-profile: {0}")]
+    FlagProfile(ArgvError),
+    #[error(
+        "operation {op:?} runs on the built-in agent {agent:?}, which has no command line; agent CLIs are defined under [agents.<name>] and chosen with `agent = \"<name>\"` (or a role profile's provider)"
+    )]
+    BuiltinAgent { op: String, agent: String },
+    #[error(transparent)]
+    Argv(ArgvError),
+}
 
 /// `playdeck catalog --json`.
 pub fn catalog_json() -> Value {
@@ -74,7 +97,7 @@ fn preview_router(play: &Play) -> Arc<PaletteRouter> {
 /// would, without creating anything on disk.
 async fn provisioned(
     play: &Play,
-) -> Result<(Arc<PaletteRouter>, Vec<(String, Result<(), String>)>), String> {
+) -> Result<(Arc<PaletteRouter>, Vec<(String, Result<(), Rejection>)>), PaletteError> {
     let router = preview_router(play);
     router.provision_initial().await?;
     let mut outside: Vec<&str> = Vec::new();
@@ -85,18 +108,14 @@ async fn provisioned(
     }
     let mut planned = Vec::new();
     for role in outside {
-        let outcome = router
-            .resolve_planned(role)
-            .await
-            .map(|_| ())
-            .map_err(|rej| format!("{}: {}", rej.reason.as_str(), rej.detail));
+        let outcome = router.resolve_planned(role).await.map(|_| ());
         planned.push((role.to_string(), outcome));
     }
     Ok((router, planned))
 }
 
 /// `playdeck palette PLAY --json`.
-pub async fn palette_json(play: &Play) -> Result<Value, String> {
+pub async fn palette_json(play: &Play) -> Result<Value, PaletteError> {
     let (router, planned) = provisioned(play).await?;
     let cfg = &play.palette;
     let roles: Vec<Value> = cfg
@@ -123,7 +142,10 @@ pub async fn palette_json(play: &Play) -> Result<Value, String> {
         "initial": roles,
         "planned_expansions": planned.iter().map(|(role, outcome)| json!({
             "role": role,
-            "outcome": match outcome { Ok(()) => "provisioned".to_string(), Err(e) => e.clone() },
+            "outcome": match outcome {
+                Ok(()) => "provisioned".to_string(),
+                Err(rej) => format!("{}: {}", rej.reason.as_str(), rej.detail),
+            },
         })).collect::<Vec<_>>(),
         "snapshot": router.snapshot(),
         "max_spawn": play.max_spawn,
@@ -132,7 +154,7 @@ pub async fn palette_json(play: &Play) -> Result<Value, String> {
 }
 
 /// `playdeck palette PLAY`.
-pub async fn palette_text(play: &Play) -> Result<String, String> {
+pub async fn palette_text(play: &Play) -> Result<String, PaletteError> {
     let v = palette_json(play).await?;
     let mut s = String::new();
     let ctx = &v["planning_context"];
@@ -216,14 +238,13 @@ pub async fn palette_text(play: &Play) -> Result<String, String> {
 
 /// `playdeck prompt PLAY --op ID`: the instruction with the delegation
 /// clause, as the operation's agent would receive it at the start of a run.
-pub async fn prompt(play: &Play, op: &str) -> Result<String, String> {
+pub async fn prompt(play: &Play, op: &str) -> Result<String, InspectError> {
     let Some(def) = play.op(op) else {
-        let ids: Vec<&str> = play.operations.iter().map(|o| o.id.as_str()).collect();
-        return Err(format!(
-            "no operation {op:?} in {}; ids: {}",
-            play.file,
-            ids.join(", ")
-        ));
+        return Err(InspectError::NoOperation {
+            op: op.to_string(),
+            file: play.file.to_string(),
+            ids: play.operations.iter().map(|o| o.id.clone()).collect(),
+        });
     };
     let (router, _) = provisioned(play).await?;
     let instruction: Arc<str> = Arc::from(def.instruction.as_str());
@@ -249,17 +270,22 @@ pub struct ArgvView {
 /// The command line of an operation's agent CLI, with the prompt it would
 /// get at the start of a run (its decorated instruction and the play's
 /// context; predecessor results join the context only when they exist).
-pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<ArgvView, String> {
+pub async fn argv(
+    play: &Play,
+    op: &str,
+    flag_profile: Option<&str>,
+) -> Result<ArgvView, InspectError> {
     if let Some(p) = flag_profile {
-        crate::agents::argv::check_profile_name(p).map_err(|e| format!("--flag-profile: {e}"))?;
+        crate::agents::argv::check_profile_name(p).map_err(InspectError::FlagProfile)?;
     }
     let instruction = prompt(play, op).await?;
     let def = play.op(op).expect("prompt() found it");
     let agent = play.runs_on(def);
     let Some(agent_def) = play.agents.get(agent) else {
-        return Err(format!(
-            "operation {op:?} runs on the built-in agent {agent:?}, which has no command line; agent CLIs are defined under [agents.<name>] and chosen with `agent = \"<name>\"` (or a role profile's provider)"
-        ));
+        return Err(InspectError::BuiltinAgent {
+            op: op.to_string(),
+            agent: agent.to_string(),
+        });
     };
     let mut params = crate::agents::AgentParams::from_value(&def.params());
     if let Some(p) = flag_profile {
@@ -271,7 +297,7 @@ pub async fn argv(play: &Play, op: &str, flag_profile: Option<&str>) -> Result<A
     let profile = play.profile_for(def).map(|p| p.name.as_str());
     let command =
         crate::agents::command::command_for(agent_def, &ctx, &params, profile, &prompt_text, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(InspectError::Argv)?;
     Ok(ArgvView {
         agent: agent.to_string(),
         command,

@@ -9,6 +9,7 @@ pub mod agents;
 pub mod capacity;
 pub mod console;
 pub mod control;
+pub mod fuzzing;
 pub mod headless;
 pub mod inspect;
 pub mod kernel;

@@ -31,13 +31,14 @@ macro_rules! word_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = String;
+            type Err = $crate::vocab::WordError;
 
             /// Errors name the value and the words allowed (for clap and
             /// for control lines).
-            fn from_str(s: &str) -> Result<Self, String> {
-                Self::parse(s).ok_or_else(|| {
-                    format!("{s:?} is not allowed; allowed: {}", Self::ALLOWED.join(", "))
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::parse(s).ok_or_else(|| $crate::vocab::WordError {
+                    value: s.to_string(),
+                    allowed: Self::ALLOWED,
                 })
             }
         }
@@ -51,6 +52,14 @@ macro_rules! word_enum {
 }
 
 pub(crate) use word_enum;
+
+/// A word outside its closed set: the value and the words allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not allowed; allowed: {}", allowed.join(", "))]
+pub struct WordError {
+    pub value: String,
+    pub allowed: &'static [&'static str],
+}
 
 /// Longest name: names become file names (`logs/<id>.<attempt>...`), and
 /// a file name has at most 255 bytes.
@@ -184,5 +193,21 @@ impl InstanceSource {
             InstanceSource::Created => "created",
             InstanceSource::Reused => "reused",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    word_enum!(Colour { Red = "red", Light = "light-blue" });
+
+    #[test]
+    fn a_word_outside_its_set_names_the_value_and_every_word_allowed() {
+        assert_eq!("light-blue".parse(), Ok(Colour::Light));
+        assert_eq!(
+            "green".parse::<Colour>().unwrap_err().to_string(),
+            r#""green" is not allowed; allowed: red, light-blue"#
+        );
     }
 }

@@ -740,7 +740,8 @@ async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
     let err = router(cfg.clone(), None)
         .restore(&unknown)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("\"astrologer\"") && err.contains("current catalog"),
         "{err}"
@@ -751,7 +752,8 @@ async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
     let err = router(Arc::new(bad_mode), None)
         .restore(&snap)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("mode \"telepathic\""), "{err}");
 
     let mut narrowed = (*cfg).clone();
@@ -760,7 +762,8 @@ async fn a_snapshot_restores_routes_without_charging_and_is_checked() {
     let err = router(Arc::new(narrowed), None)
         .restore(&snap)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("no longer allows") && err.contains("concise"),
         "{err}"
@@ -1026,7 +1029,7 @@ async fn rule_a36_65_resume_checks_the_palette_snapshot_field_by_field() {
     ];
     for (snap, field, why) in cases {
         let r = router(cfg.clone(), None);
-        let err = r.restore(&snap).await.unwrap_err();
+        let err = r.restore(&snap).await.unwrap_err().to_string();
         assert!(err.contains(field) && err.contains(why), "{field}: {err}");
         assert!(r.route("critic").is_none(), "nothing is restored: {err}");
     }
@@ -1174,7 +1177,9 @@ impl playdeck::palette::Provisioner for Panicky {
     fn provision(
         &self,
         req: playdeck::palette::ProvisionRequest,
-    ) -> playdeck::kernel::BoxFuture<Result<playdeck::palette::RouteEntry, String>> {
+    ) -> playdeck::kernel::BoxFuture<
+        Result<playdeck::palette::RouteEntry, playdeck::palette::ProvisionError>,
+    > {
         if &*req.role != self.role {
             return self.inner.provision(req);
         }

@@ -121,7 +121,10 @@ fn jump_targets() {
     assert_eq!(parse_target("1:05"), Ok(Target::Time(65.0)));
     for bad in ["", "soon", "#x", "-3", "1:x"] {
         assert!(
-            parse_target(bad).unwrap_err().contains("write a time"),
+            parse_target(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("write a time"),
             "{bad}"
         );
     }

@@ -90,16 +90,19 @@ pub fn supervised(cmd: &mut tokio::process::Command) {
     cmd.process_group(0).kill_on_drop(true);
     let parent = rustix::process::getpid();
     // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: prctl(PR_SET_PDEATHSIG),
-    // getppid and _exit are raw system calls that neither allocate nor take
-    // locks, and the closure captures only a plain integer.
+    // async-signal-safe calls are allowed: prctl(PR_SET_PDEATHSIG) and
+    // getppid are raw system calls that neither allocate nor take locks,
+    // an io::Error made from an errno holds no allocation, and on an error
+    // std reports it through its pipe and leaves with _exit (not exit,
+    // which would run atexit handlers in a forked copy of a threaded
+    // process). The closure captures only a plain integer.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent died between fork and prctl: nobody will send it.
             if rustix::process::getppid() != Some(parent) {
-                std::process::exit(1);
+                return Err(rustix::io::Errno::SRCH.into());
             }
             Ok(())
         });

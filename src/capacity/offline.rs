@@ -175,6 +175,7 @@ pub fn release(
                 // Work appeared after the check: git kept the worktree, and
                 // so does the record.
                 Err(e) => {
+                    let e = e.to_string();
                     let a = &mut file.agents[i];
                     a.state = InstanceState::Ready;
                     a.retained = Some(RetainFields {

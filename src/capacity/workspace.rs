@@ -2,15 +2,36 @@
 //! is a real `git worktree add` on a branch of its own, removed on release
 //! only when nothing in it would be lost.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Why a worktree could not be added or removed: the path, and what git or
+/// the system said.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    #[error("cannot create {}: {error}", .dir.display())]
+    CreateDir { dir: PathBuf, error: std::io::Error },
+    #[error("cannot run git: {0}")]
+    Git(std::io::Error),
+    #[error("git worktree add failed: {0}")]
+    AddFailed(String),
+    #[error("kept {}: git worktree remove refused ({stderr})", .path.display())]
+    RemoveRefused { path: PathBuf, stderr: String },
+    /// Validation refuses git-worktree outside a repository; this is the
+    /// same refusal at run time.
+    #[error("the play is not in a git repository")]
+    NoRepository,
+}
+
 /// `git worktree add -b <branch> <path> HEAD` in `repo`.
-pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(), String> {
+pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(), WorktreeError> {
     if let Some(parent) = path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            .map_err(|error| WorktreeError::CreateDir {
+                dir: parent.to_path_buf(),
+                error,
+            })?;
     }
     let out = tokio::process::Command::new("git")
         .arg("-C")
@@ -21,13 +42,12 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(WorktreeError::Git)?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "git worktree add failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        Err(WorktreeError::AddFailed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
         ))
     }
 }
@@ -98,7 +118,11 @@ pub struct Removed {
 /// appeared after the release checked is not lost either. Its branch is
 /// deleted only when it holds nothing that is not merged (`git branch
 /// -d`), so nothing an agent committed is lost.
-pub fn remove_worktree(repo: &Path, path: &Path, branch: Option<&str>) -> Result<Removed, String> {
+pub fn remove_worktree(
+    repo: &Path,
+    path: &Path,
+    branch: Option<&str>,
+) -> Result<Removed, WorktreeError> {
     if !path.exists() {
         // Gone already (a crashed run's orphan): forget its registration.
         let _ = Command::new("git")
@@ -113,13 +137,12 @@ pub fn remove_worktree(repo: &Path, path: &Path, branch: Option<&str>) -> Result
             .args(["worktree", "remove"])
             .arg(path)
             .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
+            .map_err(WorktreeError::Git)?;
         if !out.status.success() && path.exists() {
-            return Err(format!(
-                "kept {}: git worktree remove refused ({})",
-                path.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(WorktreeError::RemoveRefused {
+                path: path.to_path_buf(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
     }
     let mut branch_kept = false;

@@ -40,21 +40,23 @@ pub fn palette(play: Option<&Path>, json: bool) -> Outcome {
             inspect::palette_text(&p).await
         }
     })?
-    .map_err(CmdError::Input)?;
+    .map_err(|e| CmdError::Input(e.to_string()))?;
     print!("{text}");
     Ok(0)
 }
 
 pub fn prompt(play: Option<&Path>, op: &str) -> Outcome {
     let p = load(play)?;
-    let text = block_on(false, inspect::prompt(&p, op))?.map_err(CmdError::Input)?;
+    let text =
+        block_on(false, inspect::prompt(&p, op))?.map_err(|e| CmdError::Input(e.to_string()))?;
     println!("{text}");
     Ok(0)
 }
 
 pub fn argv(play: Option<&Path>, op: &str, flag_profile: Option<&str>, json: bool) -> Outcome {
     let p: Play = load(play)?;
-    let view = block_on(false, inspect::argv(&p, op, flag_profile))?.map_err(CmdError::Input)?;
+    let view = block_on(false, inspect::argv(&p, op, flag_profile))?
+        .map_err(|e| CmdError::Input(e.to_string()))?;
     for w in &view.command.warnings {
         eprintln!("playdeck: warning: {w}");
     }

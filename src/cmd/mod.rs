@@ -6,6 +6,7 @@ mod ctl;
 mod inspect;
 mod recorded;
 mod run;
+#[cfg(feature = "screenshot")]
 mod screenshot;
 
 use std::io::IsTerminal;
@@ -85,6 +86,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         Some(Command::Replay { run, speed, theme }) => recorded::replay(&run, speed, theme),
         Some(Command::Ctl { run, action, json }) => ctl::ctl(&run, action, json),
         Some(Command::Capacity { action }) => ctl::capacity(action),
+        #[cfg(feature = "screenshot")]
         Some(Command::Screenshot(args)) => screenshot::screenshot(args),
     }
 }

@@ -42,7 +42,7 @@ pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
         "`playdeck report RUN` summarises a run without one",
     )?;
     let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
-        .map_err(CmdError::Input)?;
+        .map_err(|e| CmdError::Input(e.to_string()))?;
     block_on(true, async {
         playdeck::console::replay::run(&dir, signals, facts, config, speed, stop_requests()).await
     })?

@@ -6,8 +6,22 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::keymap::Keymap;
-use super::theme::{self, Theme};
+use super::keymap::{KeyError, Keymap};
+use super::theme::{self, FileError, Theme, ThemeError};
+
+/// Why the console's config could not be used: the file, key or theme at
+/// fault and what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Theme(#[from] ThemeError),
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error("no theme {name:?}; themes: {}", .themes.join(", "))]
+    NoTheme { name: String, themes: Vec<String> },
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,15 +57,13 @@ pub fn no_color() -> bool {
 impl ConsoleConfig {
     /// Loads themes and config; `theme` (from `--theme`) wins over the file,
     /// and `NO_COLOR` over both unless a theme was asked for explicitly.
-    pub fn load(theme_flag: Option<&str>) -> Result<ConsoleConfig, String> {
+    pub fn load(theme_flag: Option<&str>) -> Result<ConsoleConfig, ConfigError> {
         let dir = config_dir();
         let themes = theme::load_all(dir.as_ref().map(|d| d.join("themes")).as_deref())?;
         let file = match dir.as_ref().map(|d| d.join("config.toml")) {
             Some(path) if path.is_file() => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                toml::from_str::<ConfigFile>(&text)
-                    .map_err(|e| format!("{}: {e}", path.display()))?
+                let text = FileError::read(&path)?;
+                FileError::toml::<ConfigFile>(&path.display().to_string(), &text)?
             }
             _ => ConfigFile::default(),
         };
@@ -76,10 +88,13 @@ impl ConsoleConfig {
         };
         let theme = match wanted {
             None => 0,
-            Some(name) => themes.iter().position(|t| t.name == name).ok_or_else(|| {
-                let names: Vec<&str> = themes.iter().map(|t| t.name.as_str()).collect();
-                format!("no theme {name:?}; themes: {}", names.join(", "))
-            })?,
+            Some(name) => match themes.iter().position(|t| t.name == name) {
+                Some(i) => i,
+                None => {
+                    let themes = themes.iter().map(|t| t.name.clone()).collect();
+                    return Err(ConfigError::NoTheme { name, themes });
+                }
+            },
         };
         Ok(ConsoleConfig {
             themes,

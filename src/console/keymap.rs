@@ -296,7 +296,7 @@ pub struct KeyCombo {
 }
 
 impl KeyCombo {
-    pub fn parse(s: &str) -> Result<KeyCombo, String> {
+    pub fn parse(s: &str) -> Result<KeyCombo, KeyError> {
         let (ctrl, rest) = match s.strip_prefix("ctrl-") {
             Some(r) => (true, r),
             None => (false, s),
@@ -317,11 +317,7 @@ impl KeyCombo {
             "backspace" => KeyCode::Backspace,
             "space" => KeyCode::Char(' '),
             r if r.chars().count() == 1 => KeyCode::Char(r.chars().next().expect("one char")),
-            _ => {
-                return Err(format!(
-                    "{s:?} is not a key; write a character (\"p\", \"G\", \"?\"), ctrl-<char>, or one of enter, esc, tab, shift-tab, up, down, left, right, pageup, pagedown, home, end, backspace, space"
-                ));
-            }
+            _ => return Err(KeyError::NotAKey(s.to_string())),
         };
         Ok(KeyCombo { code, ctrl })
     }
@@ -378,14 +374,10 @@ impl Keymap {
     }
 
     /// The defaults with `overrides` (action name -> keys) applied.
-    pub fn with(overrides: &HashMap<String, Vec<String>>) -> Result<Keymap, String> {
+    pub fn with(overrides: &HashMap<String, Vec<String>>) -> Result<Keymap, KeyError> {
         for name in overrides.keys() {
             if !ACTIONS.iter().any(|a| a.name == name) {
-                let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
-                return Err(format!(
-                    "[keys] names unknown action {name:?}; actions: {}",
-                    names.join(", ")
-                ));
+                return Err(KeyError::UnknownAction { name: name.clone() });
             }
         }
         let mut keys = HashMap::new();
@@ -396,7 +388,10 @@ impl Keymap {
                     .iter()
                     .map(|k| KeyCombo::parse(k))
                     .collect::<Result<_, _>>()
-                    .map_err(|e| format!("[keys] {}: {e}", a.name))?,
+                    .map_err(|e| KeyError::Override {
+                        action: a.name,
+                        error: Box::new(e),
+                    })?,
                 None => a
                     .default
                     .iter()
@@ -406,7 +401,11 @@ impl Keymap {
             let table = scopes.entry(a.scope).or_default();
             for c in &combos {
                 if let Some(other) = table.insert(*c, a.action) {
-                    return Err(duplicate(*c, other, a.action));
+                    return Err(KeyError::Twice {
+                        key: c.to_string(),
+                        first: info(other).name,
+                        second: a.name,
+                    });
                 }
             }
             keys.insert(a.action, combos);
@@ -418,7 +417,7 @@ impl Keymap {
 
     /// Within one mode, two shared scopes may not take the same key (it
     /// would silently do only one thing); a mode's own scope may.
-    fn check_layers(&self) -> Result<(), String> {
+    fn check_layers(&self) -> Result<(), KeyError> {
         for mode in Mode::ALL {
             let layers = mode.layers();
             for (i, upper) in layers.iter().enumerate() {
@@ -437,11 +436,11 @@ impl Keymap {
                         .collect();
                     clashes.sort_by(|x, y| x.0.cmp(&y.0));
                     if let Some((k, a, b)) = clashes.first() {
-                        return Err(format!(
-                            "[keys]: {k} is bound to both {} and {}; each key does one thing",
-                            info(*a).name,
-                            info(*b).name
-                        ));
+                        return Err(KeyError::Twice {
+                            key: k.clone(),
+                            first: info(*a).name,
+                            second: info(*b).name,
+                        });
                     }
                 }
             }
@@ -536,12 +535,32 @@ impl Keymap {
     }
 }
 
-fn duplicate(k: KeyCombo, a: Action, b: Action) -> String {
-    format!(
-        "[keys]: {k} is bound to both {} and {}; each key does one thing",
-        info(a).name,
-        info(b).name
-    )
+/// A key or a `[keys]` override that cannot be used: the key or action
+/// named, and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "{0:?} is not a key; write a character (\"p\", \"G\", \"?\"), ctrl-<char>, or one of enter, esc, tab, shift-tab, up, down, left, right, pageup, pagedown, home, end, backspace, space"
+    )]
+    NotAKey(String),
+    #[error("[keys] names unknown action {name:?}; actions: {}", action_names())]
+    UnknownAction { name: String },
+    #[error("[keys] {action}: {error}")]
+    Override {
+        action: &'static str,
+        error: Box<KeyError>,
+    },
+    #[error("[keys]: {key} is bound to both {first} and {second}; each key does one thing")]
+    Twice {
+        key: String,
+        first: &'static str,
+        second: &'static str,
+    },
+}
+
+fn action_names() -> String {
+    let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -625,12 +644,12 @@ mod tests {
         // The replay's space is its own.
         assert_eq!(k.action(Mode::Replay, &key(' ')), Some(Action::PlayPause));
         o.insert("resume".to_string(), vec!["space".to_string()]);
-        let e = Keymap::with(&o).unwrap_err();
+        let e = Keymap::with(&o).unwrap_err().to_string();
         assert!(e.contains("space is bound to both pause and resume"), "{e}");
         // Across shared scopes too: pause on t would hide the theme key.
         let mut o = HashMap::new();
         o.insert("pause".to_string(), vec!["t".to_string()]);
-        let e = Keymap::with(&o).unwrap_err();
+        let e = Keymap::with(&o).unwrap_err().to_string();
         assert!(e.contains("t is bound to both pause and theme"), "{e}");
         // The README's example stays valid: q quits, and closes overlays.
         let mut o = HashMap::new();
@@ -645,6 +664,7 @@ mod tests {
         assert!(
             Keymap::with(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("unknown action \"explode\"")
         );
         let mut bad = HashMap::new();
@@ -652,6 +672,7 @@ mod tests {
         assert!(
             Keymap::with(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("\"hyper-p\" is not a key")
         );
     }

@@ -301,7 +301,7 @@ impl Player {
                     self.seek(app, pos);
                     self.clock = t.min(end);
                 }
-                Err(e) => app.warn(e),
+                Err(e) => app.warn(e.to_string()),
             },
         }
         self.sync(app);
@@ -334,11 +334,15 @@ pub enum Target {
     Time(f64),
 }
 
+/// What the replay's jump prompt cannot read, and how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("jump to {0:?}? write a time (12.5, 12.5s, 1:05) or an event number (#120)")]
+pub struct NotATarget(pub String);
+
 /// `#120` or `e120` is an event number; `12.5`, `12.5s` or `1:05` a time.
-pub fn parse_target(text: &str) -> Result<Target, String> {
+pub fn parse_target(text: &str) -> Result<Target, NotATarget> {
     let t = text.trim();
-    let bad =
-        || format!("jump to {t:?}? write a time (12.5, 12.5s, 1:05) or an event number (#120)");
+    let bad = || NotATarget(t.to_string());
     if let Some(n) = t.strip_prefix('#').or_else(|| t.strip_prefix('e')) {
         return n.trim().parse().map(Target::Event).map_err(|_| bad());
     }

@@ -30,18 +30,23 @@ pub struct ShotOptions {
     pub out: PathBuf,
 }
 
+/// A `--keys` word that is neither a key nor `+N` seconds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    #[error("{0:?}: +N lets N seconds pass; N must be a number of seconds")]
+    NotSeconds(String),
+    #[error(transparent)]
+    Key(#[from] super::keymap::KeyError),
+}
+
 /// Parses `--keys "p +2 s"`: keys, and `+N` for N seconds passing.
-pub fn parse_keys(s: &str) -> Result<Vec<String>, String> {
+pub fn parse_keys(s: &str) -> Result<Vec<String>, KeysError> {
     let keys: Vec<String> = s.split_whitespace().map(str::to_string).collect();
     for k in &keys {
         if let Some(n) = k.strip_prefix('+') {
             match n.parse::<f64>() {
                 Ok(x) if x.is_finite() && x >= 0.0 => continue,
-                _ => {
-                    return Err(format!(
-                        "{k:?}: +N lets N seconds pass; N must be a number of seconds"
-                    ));
-                }
+                _ => return Err(KeysError::NotSeconds(k.clone())),
             }
         }
         super::keymap::KeyCombo::parse(k)?;
@@ -245,6 +250,7 @@ pub async fn render_at(
 }
 
 /// The whole command: renders and writes the SVG.
+#[cfg(feature = "screenshot")]
 pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
     // Screenshots play the run in virtual time; an agent CLI is a real
     // process in real time, and its stall and runtime limits would fire at
@@ -278,10 +284,14 @@ pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
     crate::store::write_atomic(&opts.out, svg.as_bytes())
 }
 
+/// A `--size` that is not WIDTHxHEIGHT within bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a size; write WIDTHxHEIGHT, for example 160x48 (at least 80x24)")]
+pub struct NotASize(pub String);
+
 /// `160x48`.
-pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let bad =
-        || format!("{s:?} is not a size; write WIDTHxHEIGHT, for example 160x48 (at least 80x24)");
+pub fn parse_size(s: &str) -> Result<(u16, u16), NotASize> {
+    let bad = || NotASize(s.to_string());
     let (w, h) = s.split_once('x').ok_or_else(bad)?;
     let (w, h): (u16, u16) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
     if w < 20 || h < 10 || w > 500 || h > 200 {
@@ -303,5 +313,23 @@ mod tests {
         assert!(parse_keys("p bogus-key").is_err());
         assert_eq!(parse_keys("p +2 s").unwrap(), ["p", "+2", "s"]);
         assert!(parse_keys("+x").is_err());
+    }
+
+    #[test]
+    fn refusals_name_the_value_and_how_to_write_it() {
+        assert_eq!(
+            parse_size("160").unwrap_err().to_string(),
+            r#""160" is not a size; write WIDTHxHEIGHT, for example 160x48 (at least 80x24)"#
+        );
+        assert_eq!(
+            parse_keys("p +soon").unwrap_err().to_string(),
+            r#""+soon": +N lets N seconds pass; N must be a number of seconds"#
+        );
+        assert!(
+            parse_keys("hyper-p")
+                .unwrap_err()
+                .to_string()
+                .starts_with(r#""hyper-p" is not a key; write a character"#)
+        );
     }
 }

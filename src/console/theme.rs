@@ -84,25 +84,80 @@ pub struct Theme {
 /// A colour as a theme writes it. ratatui's own parser reads the names
 /// (`red`, `light-blue`, `dark-gray`…), `#rrggbb` and ANSI indices
 /// (`0`–`255`); `default` is our word for the terminal's own colour.
-fn color(s: &str, key: &str) -> Result<Color, String> {
+fn color(s: &str, key: &'static str) -> Result<Color, NotAColour> {
     let s = s.trim();
     if s == "default" {
         return Ok(Color::Reset);
     }
-    Color::from_str(s).map_err(|_| {
-        format!(
-            "`{key}` = {s:?} is not a colour; allowed: \"#rrggbb\", an ANSI index 0-255, \"default\", or a name (black, red, green, yellow, blue, magenta, cyan, gray, dark-gray, light-red, light-green, light-yellow, light-blue, light-magenta, light-cyan, white)"
-        )
+    Color::from_str(s).map_err(|_| NotAColour {
+        key,
+        value: s.to_string(),
     })
+}
+
+/// A theme value that is not a colour: its key, the value and what is
+/// allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{key}` = {value:?} is not a colour; allowed: \"#rrggbb\", an ANSI index 0-255, \"default\", or a name (black, red, green, yellow, blue, magenta, cyan, gray, dark-gray, light-red, light-green, light-yellow, light-blue, light-magenta, light-cyan, white)"
+)]
+pub struct NotAColour {
+    pub key: &'static str,
+    pub value: String,
+}
+
+/// A console file (a theme, the config) that could not be read or is not
+/// the TOML it should be, named.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{file}: {error}")]
+    Read { file: String, error: std::io::Error },
+    #[error("{file}: {error}")]
+    Toml {
+        file: String,
+        error: toml::de::Error,
+    },
+}
+
+impl FileError {
+    /// The text of the file at `path`.
+    pub fn read(path: &Path) -> Result<String, FileError> {
+        std::fs::read_to_string(path).map_err(|error| FileError::Read {
+            file: path.display().to_string(),
+            error,
+        })
+    }
+
+    /// `text` as `T`; `file` names it.
+    pub fn toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, FileError> {
+        toml::from_str(text).map_err(|error| FileError::Toml {
+            file: file.to_string(),
+            error,
+        })
+    }
+}
+
+/// A theme file that cannot be used, named, with why.
+#[derive(Debug, thiserror::Error)]
+pub enum ThemeError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{file}: {error}")]
+    Colour { file: String, error: NotAColour },
 }
 
 impl Theme {
     /// Parses theme TOML; `file` names it in errors.
-    pub fn parse(name: &str, file: &str, text: &str) -> Result<Theme, String> {
-        let t: ThemeFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+    pub fn parse(name: &str, file: &str, text: &str) -> Result<Theme, ThemeError> {
+        let t: ThemeFile = FileError::toml(file, text)?;
         let c = &t.colors;
         let l = &t.lanes;
-        let f = |v: &str, k: &str| color(v, k).map_err(|e| format!("{file}: {e}"));
+        let f = |v: &str, k: &'static str| {
+            color(v, k).map_err(|error| ThemeError::Colour {
+                file: file.to_string(),
+                error,
+            })
+        };
         Ok(Theme {
             name: name.to_string(),
             background: f(&c.background, "colors.background")?,
@@ -141,7 +196,7 @@ impl Theme {
 
 /// The built-in themes, then user themes from `dir` (a user file with a
 /// built-in's name replaces it).
-pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, String> {
+pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, ThemeError> {
     let mut themes: Vec<Theme> = BUILTIN
         .iter()
         .map(|(name, text)| Theme::parse(name, &format!("<built-in {name}.toml>"), text))
@@ -163,8 +218,7 @@ pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, String> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = FileError::read(&path)?;
         let theme = Theme::parse(&name, &path.display().to_string(), &text)?;
         match themes.iter_mut().find(|t| t.name == name) {
             Some(t) => *t = theme,
@@ -197,14 +251,15 @@ mod tests {
     fn unknown_keys_and_bad_colours_name_the_file() {
         let text = include_str!("../../themes/default.toml")
             .replace("[lanes]", "[lanes]\nsparkle = \"#ffffff\"");
-        let e = Theme::parse("x", "x.toml", &text).unwrap_err();
+        let e = Theme::parse("x", "x.toml", &text).unwrap_err().to_string();
         assert!(
             e.starts_with("x.toml:") && e.contains("unknown field `sparkle`"),
             "{e}"
         );
         let text = include_str!("../../themes/default.toml")
             .replace("accent = \"#7aa2f7\"", "accent = \"teal-ish\"");
-        let e = Theme::parse("x", "x.toml", &text).unwrap_err();
+        let e = Theme::parse("x", "x.toml", &text).unwrap_err().to_string();
+        assert_eq!(e.split(": ").next(), Some("x.toml"));
         assert!(
             e.contains("`colors.accent` = \"teal-ish\" is not a colour"),
             "{e}"

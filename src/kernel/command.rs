@@ -117,14 +117,22 @@ pub struct ReleaseSelect {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileCount(pub String, pub u32);
 
-impl FromStr for ProfileCount {
-    type Err = String;
+/// A `--profile` value that is not `PROFILE` or `PROFILE=COUNT`: the
+/// value, what is wrong with it and how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--profile {spec:?}: {why}; write PROFILE or PROFILE=COUNT, for example coder=2")]
+pub struct ProfileCountError {
+    pub spec: String,
+    pub why: &'static str,
+}
 
-    fn from_str(spec: &str) -> Result<Self, String> {
-        let bad = |why: &str| {
-            format!(
-                "--profile {spec:?}: {why}; write PROFILE or PROFILE=COUNT, for example coder=2"
-            )
+impl FromStr for ProfileCount {
+    type Err = ProfileCountError;
+
+    fn from_str(spec: &str) -> Result<Self, ProfileCountError> {
+        let bad = |why: &'static str| ProfileCountError {
+            spec: spec.to_string(),
+            why,
         };
         let (name, count) = match spec.split_once('=') {
             Some((n, c)) => (

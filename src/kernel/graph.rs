@@ -72,7 +72,7 @@ impl Condition {
     }
 
     /// Checks what can be checked before the run: the pointer's syntax.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PointerError> {
         match self {
             Condition::Pointer(p) => validate_json_pointer(&p.pointer),
             _ => Ok(()),
@@ -80,19 +80,27 @@ impl Condition {
     }
 }
 
+/// A JSON pointer that RFC 6901 does not allow, with the pointer and how
+/// to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PointerError {
+    #[error("JSON pointer {0:?} must be empty or start with '/' (for example \"/verdict\")")]
+    NoLeadingSlash(String),
+    #[error(
+        "JSON pointer {0:?} has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/')"
+    )]
+    BadEscape(String),
+}
+
 /// RFC 6901: empty, or `/`-separated tokens where `~` is only `~0` or `~1`.
-pub fn validate_json_pointer(p: &str) -> Result<(), String> {
+pub fn validate_json_pointer(p: &str) -> Result<(), PointerError> {
     if !p.is_empty() && !p.starts_with('/') {
-        return Err(format!(
-            "JSON pointer {p:?} must be empty or start with '/' (for example \"/verdict\")"
-        ));
+        return Err(PointerError::NoLeadingSlash(p.to_string()));
     }
     let mut chars = p.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Err(format!(
-                "JSON pointer {p:?} has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/')"
-            ));
+            return Err(PointerError::BadEscape(p.to_string()));
         }
     }
     Ok(())
@@ -270,7 +278,7 @@ pub enum GraphError {
     InvalidCondition {
         from_name: Arc<str>,
         to_name: Arc<str>,
-        message: String,
+        message: PointerError,
     },
     #[error("operation {0} was added twice")]
     DuplicateOperation(OpId),
@@ -667,7 +675,14 @@ mod tests {
     fn json_pointer_escapes() {
         assert!(validate_json_pointer("").is_ok());
         assert!(validate_json_pointer("/a~0b/c~1d/0").is_ok());
-        assert!(validate_json_pointer("/a~2").is_err());
+        assert_eq!(
+            validate_json_pointer("/a~2").unwrap_err().to_string(),
+            r#"JSON pointer "/a~2" has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/')"#
+        );
+        assert_eq!(
+            validate_json_pointer("verdict").unwrap_err().to_string(),
+            r#"JSON pointer "verdict" must be empty or start with '/' (for example "/verdict")"#
+        );
         assert!(validate_json_pointer("/a~").is_err());
     }
 

@@ -68,12 +68,9 @@ impl SpawnRequest {
     /// Parses the object found under `spawn_request`. Returns the request
     /// and, when `operation` was outside the allowlist, the warning that the
     /// fallback to `operate` must log.
-    pub fn from_value(v: &Value) -> Result<(SpawnRequest, Option<String>), String> {
+    pub fn from_value(v: &Value) -> Result<(SpawnRequest, Option<String>), RequestError> {
         let Value::Object(m) = v else {
-            return Err(format!(
-                "invalid spawn request: expected an object, found {}",
-                type_name(v)
-            ));
+            return Err(RequestError::NotAnObject(type_name(v)));
         };
         // One pass over the fields: a request is read once per sighting, and
         // there may be a hundred thousand of them.
@@ -83,12 +80,7 @@ impl SpawnRequest {
             match k.as_str() {
                 "instruction" => match val {
                     Value::String(s) => instruction = Some(Arc::from(s.as_str())),
-                    other => {
-                        return Err(format!(
-                            "invalid spawn request: instruction must be a string, found {}",
-                            type_name(other)
-                        ));
-                    }
+                    other => return Err(RequestError::wrong("instruction", "a string", other)),
                 },
                 "assignee" => assignee = opt_string("assignee", val)?,
                 "reason" => reason = opt_string("reason", val)?,
@@ -96,17 +88,12 @@ impl SpawnRequest {
                 "independent" => match val {
                     Value::Null => {}
                     Value::Bool(b) => independent = *b,
-                    other => {
-                        return Err(format!(
-                            "invalid spawn request: independent must be a boolean, found {}",
-                            type_name(other)
-                        ));
-                    }
+                    other => return Err(RequestError::wrong("independent", "a boolean", other)),
                 },
                 _ => {}
             }
         }
-        let instruction = instruction.ok_or("invalid spawn request: missing instruction")?;
+        let instruction = instruction.ok_or(RequestError::MissingInstruction)?;
         let assignee = assignee
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
@@ -137,14 +124,37 @@ impl SpawnRequest {
     }
 }
 
-fn opt_string(key: &str, v: &Value) -> Result<Option<String>, String> {
+/// A spawn request that cannot be read: the field at fault, what it must
+/// be and what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("invalid spawn request: expected an object, found {0}")]
+    NotAnObject(&'static str),
+    #[error("invalid spawn request: {field} must be {expected}, found {found}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("invalid spawn request: missing instruction")]
+    MissingInstruction,
+}
+
+impl RequestError {
+    fn wrong(field: &'static str, expected: &'static str, found: &Value) -> Self {
+        RequestError::WrongType {
+            field,
+            expected,
+            found: type_name(found),
+        }
+    }
+}
+
+fn opt_string(key: &'static str, v: &Value) -> Result<Option<String>, RequestError> {
     match v {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
-        other => Err(format!(
-            "invalid spawn request: {key} must be a string, found {}",
-            type_name(other)
-        )),
+        other => Err(RequestError::wrong(key, "a string", other)),
     }
 }
 
@@ -331,16 +341,24 @@ mod tests {
     }
 
     #[test]
-    fn malformed_requests_are_errors() {
-        assert!(SpawnRequest::from_value(&json!("x")).is_err());
-        assert!(
-            SpawnRequest::from_value(&json!({}))
-                .unwrap_err()
-                .contains("missing instruction")
+    fn malformed_requests_are_errors_that_name_the_field_and_what_was_found() {
+        let err = |v: Value| SpawnRequest::from_value(&v).unwrap_err().to_string();
+        assert_eq!(
+            err(json!("x")),
+            "invalid spawn request: expected an object, found a string"
         );
-        assert!(SpawnRequest::from_value(&json!({"instruction": 3})).is_err());
-        assert!(
-            SpawnRequest::from_value(&json!({"instruction": "x", "independent": "yes"})).is_err()
+        assert_eq!(err(json!({})), "invalid spawn request: missing instruction");
+        assert_eq!(
+            err(json!({"instruction": 3})),
+            "invalid spawn request: instruction must be a string, found a number"
+        );
+        assert_eq!(
+            err(json!({"instruction": "x", "independent": "yes"})),
+            "invalid spawn request: independent must be a boolean, found a string"
+        );
+        assert_eq!(
+            err(json!({"instruction": "x", "assignee": []})),
+            "invalid spawn request: assignee must be a string, found an array"
         );
     }
 

@@ -182,8 +182,14 @@ impl LaneCounts {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The `type` of an events.jsonl line is serde's tag; `type_name` gives the
+/// same word without serialising, from strum's derive under the same
+/// snake_case rule (a test holds the two together).
+#[derive(
+    Debug, Clone, Serialize, Deserialize, PartialEq, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SignalKind {
     RunStarted {
         run_id: Arc<str>,
@@ -478,45 +484,7 @@ fn is_operate(k: &super::graph::OperationKind) -> bool {
 impl SignalKind {
     /// The `type` string as serialised.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            SignalKind::RunStarted { .. } => "run_started",
-            SignalKind::Queued { .. } => "queued",
-            SignalKind::Started { .. } => "started",
-            SignalKind::Completed { .. } => "completed",
-            SignalKind::Failed { .. } => "failed",
-            SignalKind::Skipped { .. } => "skipped",
-            SignalKind::Paused { .. } => "paused",
-            SignalKind::Unpaused { .. } => "unpaused",
-            SignalKind::Resumed { .. } => "resumed",
-            SignalKind::AwaitingApproval { .. } => "awaiting_approval",
-            SignalKind::Approved { .. } => "approved",
-            SignalKind::Denied { .. } => "denied",
-            SignalKind::Escalated { .. } => "escalated",
-            SignalKind::Retried { .. } => "retried",
-            SignalKind::DependenciesAdded { .. } => "dependencies_added",
-            SignalKind::Held { .. } => "held",
-            SignalKind::Unheld { .. } => "unheld",
-            SignalKind::Spawned { .. } => "spawned",
-            SignalKind::SpawnDropped { .. } => "spawn_dropped",
-            SignalKind::RoleProvisioned { .. } => "role_provisioned",
-            SignalKind::RoleReserved { .. } => "role_reserved",
-            SignalKind::ExpansionRejected { .. } => "expansion_rejected",
-            SignalKind::Budget { .. } => "budget",
-            SignalKind::CapacityWait { .. } => "capacity_wait",
-            SignalKind::Instance { .. } => "instance",
-            SignalKind::CapacityReleased { .. } => "capacity_released",
-            SignalKind::AgentActivity { .. } => "agent_activity",
-            SignalKind::AgentUsage { .. } => "agent_usage",
-            SignalKind::AgentProcess { .. } => "agent_process",
-            SignalKind::StorageFailed { .. } => "storage_failed",
-            SignalKind::StorageRecovered => "storage_recovered",
-            SignalKind::RunPaused => "run_paused",
-            SignalKind::RunResumed => "run_resumed",
-            SignalKind::Stepped { .. } => "stepped",
-            SignalKind::RoundEnded { .. } => "round_ended",
-            SignalKind::Warning { .. } => "warning",
-            SignalKind::RunFinished { .. } => "run_finished",
-        }
+        self.into()
     }
 
     /// The node header of a lifecycle signal about one operation.
@@ -611,5 +579,75 @@ mod tests {
         );
         let back: Signal = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// The `type` words events.jsonl files already carry: renaming one
+    /// would make existing logs unreadable.
+    const LOGGED: &[&str] = &[
+        "run_started",
+        "queued",
+        "started",
+        "completed",
+        "failed",
+        "skipped",
+        "paused",
+        "unpaused",
+        "resumed",
+        "awaiting_approval",
+        "approved",
+        "denied",
+        "escalated",
+        "retried",
+        "dependencies_added",
+        "held",
+        "unheld",
+        "spawned",
+        "spawn_dropped",
+        "role_provisioned",
+        "role_reserved",
+        "expansion_rejected",
+        "budget",
+        "capacity_wait",
+        "instance",
+        "capacity_released",
+        "agent_activity",
+        "agent_usage",
+        "agent_process",
+        "storage_failed",
+        "storage_recovered",
+        "run_paused",
+        "run_resumed",
+        "stepped",
+        "round_ended",
+        "warning",
+        "run_finished",
+    ];
+
+    #[test]
+    fn every_signal_type_name_is_serdes_tag_and_stays_what_logs_carry() {
+        use strum::VariantNames;
+        let mut ours: Vec<&str> = SignalKind::VARIANTS.to_vec();
+        ours.sort_unstable();
+        let mut logged = LOGGED.to_vec();
+        logged.sort_unstable();
+        assert_eq!(ours, logged, "a signal was renamed, added or removed");
+        // serde lists its own names, in declaration order, when it meets
+        // one it does not know.
+        let err = serde_json::from_str::<SignalKind>(r#"{"type":"no_such_signal"}"#)
+            .unwrap_err()
+            .to_string();
+        let serde_names: Vec<&str> = err.split('`').skip(3).step_by(2).collect();
+        assert_eq!(serde_names, SignalKind::VARIANTS, "{err}");
+        for name in LOGGED {
+            match serde_json::from_value::<SignalKind>(serde_json::json!({ "type": name })) {
+                // A signal without fields goes all the way round.
+                Ok(kind) => {
+                    assert_eq!(kind.type_name(), *name);
+                    assert_eq!(serde_json::to_value(&kind).unwrap()["type"], *name);
+                }
+                // One with fields is known by its name and asks for them.
+                Err(e) => assert!(e.to_string().starts_with("missing field"), "{name}: {e}"),
+            }
+        }
     }
 }

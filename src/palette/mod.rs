@@ -18,7 +18,9 @@ pub use model::{
     SetupSites, UserProfile,
 };
 pub use provision::{RoleSetup, RoleSetups, RunProvisioner, SetupError};
-pub use router::{PaletteRouter, ProvisionRequest, Provisioner, RouteEntry};
+pub use router::{
+    PaletteError, PaletteRouter, ProvisionError, ProvisionRequest, Provisioner, RouteEntry,
+};
 
 use crate::kernel::{AgentFailure, OpId, Run};
 
@@ -31,7 +33,7 @@ pub async fn prepare(
     router: &Arc<PaletteRouter>,
     ops: &[(OpId, String)],
     run: &mut Run,
-) -> Result<(), String> {
+) -> Result<(), PaletteError> {
     router.attach(run.external());
     if router.config().legacy {
         run.external()

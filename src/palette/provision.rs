@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::model::PaletteSimulate;
-use super::router::{ProvisionRequest, Provisioner, RouteEntry};
+use super::router::{ProvisionError, ProvisionRequest, Provisioner, RouteEntry};
 use crate::kernel::{BoxFuture, RoleOrigin};
 
 /// What a role's spawned (or operator-added) work runs on: the agent and
@@ -94,7 +94,7 @@ pub struct RunProvisioner {
 }
 
 impl Provisioner for RunProvisioner {
-    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, String>> {
+    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, ProvisionError>> {
         // The simulated delay is for watching expansions; initial roles are
         // provisioned before the run, where a delay would only hold it up.
         let delay = if req.origin == RoleOrigin::Expanded && !req.restoring {
@@ -115,12 +115,10 @@ impl Provisioner for RunProvisioner {
                 tokio::time::sleep(delay).await;
             }
             if fail {
-                return Err(
-                    "simulated provisioning failure ([palette.simulate] fail_roles)".into(),
-                );
+                return Err(ProvisionError::Simulated);
             }
             if req.origin == RoleOrigin::Expanded && !req.config.active {
-                return Err(format!("the pack marks {} inactive", req.role));
+                return Err(ProvisionError::Inactive(req.role.clone()));
             }
             // A recruited role without an agent is never published (D3:
             // a route exists only once its tools and agent are set up). An
@@ -131,13 +129,15 @@ impl Provisioner for RunProvisioner {
                 Err(SetupError::Missing(why)) if req.origin == RoleOrigin::Initial => {
                     Err(Arc::from(why))
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             };
             // Everything is resolved; the directory is the last step, so a
             // failure above leaves nothing behind.
             if let Some(dir) = &dir {
-                crate::store::private_dir(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                crate::store::private_dir(dir).map_err(|error| ProvisionError::ArtifactDir {
+                    dir: dir.clone(),
+                    error,
+                })?;
             }
             Ok(RouteEntry {
                 role: req.role.clone(),

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use super::catalog::{Catalog, Effort, RoleConfig, canonical};
 use super::clause::{install_clause, render_delegation_clause};
 use super::model::{Disposition, PaletteConfig, PaletteSnapshot, UserProfile};
-use super::provision::RoleSetup;
+use super::provision::{RoleSetup, SetupError};
 use crate::kernel::signal::{DROP_DETAIL_MAX, truncate_chars};
 use crate::kernel::{
     BoxFuture, Candidate, DropReason, Emitter, External, ExternalSender, InstructionDecorator,
@@ -63,7 +63,58 @@ pub struct ProvisionRequest {
 /// Resolves model, tools, modes and artifacts for a role. Runs outside the
 /// palette lock; may be slow or fail.
 pub trait Provisioner: Send + Sync + 'static {
-    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, String>>;
+    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, ProvisionError>>;
+}
+
+/// Why a role could not be provisioned (D3: typed, never an executor
+/// error); its text is the detail of the request dropped for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("simulated provisioning failure ([palette.simulate] fail_roles)")]
+    Simulated,
+    #[error("the pack marks {0} inactive")]
+    Inactive(Arc<str>),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("cannot create {}: {error}", .dir.display())]
+    ArtifactDir { dir: PathBuf, error: std::io::Error },
+    #[error("the provisioner panicked: {0}")]
+    Panicked(String),
+}
+
+/// Why a palette could not be set up before a run, or taken up after one:
+/// the role, mode or snapshot field at fault and what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum PaletteError {
+    #[error("initial palette role {role}: {error}")]
+    Initial {
+        role: Arc<str>,
+        error: ProvisionError,
+    },
+    #[error("restoring palette role {role}: {error}")]
+    Restoring {
+        role: Arc<str>,
+        error: ProvisionError,
+    },
+    #[error(
+        "the saved palette has role {0:?}, which the current catalog and the play's profiles do not know"
+    )]
+    UnknownRole(String),
+    #[error(
+        "the saved palette gives role {role:?} mode {mode:?}, which the current catalog does not have"
+    )]
+    UnknownMode { role: String, mode: String },
+    #[error(
+        "the saved palette gives role {role:?} mode {mode:?}, which the current pack no longer allows (allowed: {})",
+        .allowed.join(", ")
+    )]
+    ModeNotAllowed {
+        role: String,
+        mode: String,
+        allowed: Vec<String>,
+    },
+    #[error("the saved palette snapshot does not add up: {field} {what}")]
+    Snapshot { field: &'static str, what: String },
 }
 
 /// `None` while provisioning, then its outcome for every waiter.
@@ -90,11 +141,8 @@ pub struct PaletteRouter {
 /// The one role that may expand the palette (ADR-0036 D3 step 4).
 const ORCHESTRATOR: &str = "orchestrator";
 
-fn provisioner_panicked(payload: &(dyn std::any::Any + Send)) -> String {
-    format!(
-        "the provisioner panicked: {}",
-        crate::kernel::panic_message(payload)
-    )
+fn provisioner_panicked(payload: &(dyn std::any::Any + Send)) -> ProvisionError {
+    ProvisionError::Panicked(crate::kernel::panic_message(payload))
 }
 
 fn bounded(s: &str) -> String {
@@ -130,7 +178,7 @@ impl PaletteRouter {
     /// what the panic said (D3: provisioning failures are typed, never an
     /// executor error), so the reservation is rolled back as for any other
     /// failure.
-    async fn provision(&self, req: ProvisionRequest) -> Result<RouteEntry, String> {
+    async fn provision(&self, req: ProvisionRequest) -> Result<RouteEntry, ProvisionError> {
         let fut = match catch_unwind(AssertUnwindSafe(|| self.provisioner.provision(req))) {
             Ok(fut) => fut,
             Err(p) => return Err(provisioner_panicked(&*p)),
@@ -256,7 +304,7 @@ impl PaletteRouter {
 
     /// Provisions every initial palette role, once, before execution (D2),
     /// in declaration order. An error names the role that failed.
-    pub async fn provision_initial(&self) -> Result<(), String> {
+    pub async fn provision_initial(&self) -> Result<(), PaletteError> {
         if !self.lock().initial.is_empty() {
             return Ok(());
         }
@@ -264,11 +312,11 @@ impl PaletteRouter {
             let role: Arc<str> = Arc::from(pr.role.as_str());
             let req = self.provision_request(&role, RoleOrigin::Initial, None);
             self.attempts.fetch_add(1, Ordering::Relaxed);
-            let entry = Arc::new(
-                self.provision(req)
-                    .await
-                    .map_err(|e| format!("initial palette role {role}: {e}"))?,
-            );
+            let provisioned = self.provision(req).await;
+            let entry = Arc::new(provisioned.map_err(|error| PaletteError::Initial {
+                role: role.clone(),
+                error,
+            })?);
             {
                 let mut st = self.lock();
                 st.routes.insert(role.clone(), entry.clone());
@@ -284,7 +332,7 @@ impl PaletteRouter {
     /// Initial and expanded roles are published once, without charging
     /// again; a reservation that was in flight is dropped. The saved roles
     /// and their modes are checked against the current catalog and pack.
-    pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+    pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), PaletteError> {
         self.check_snapshot(snap)?;
         let catalog = super::Catalog::builtin();
         // A run that stopped before its initial roles were recorded gets
@@ -309,15 +357,14 @@ impl PaletteRouter {
             let name: Arc<str> = Arc::from(role.as_str());
             let known = self.cfg.pack.contains_key(role) || self.cfg.profiles.contains_key(role);
             if !known {
-                return Err(format!(
-                    "the saved palette has role {role:?}, which the current catalog and the play's profiles do not know"
-                ));
+                return Err(PaletteError::UnknownRole(role.clone()));
             }
             let mut req = self.provision_request(&name, origin, None);
             if let Some(bad) = req.modes.iter().find(|m| !catalog.has_mode(m)) {
-                return Err(format!(
-                    "the saved palette gives role {role:?} mode {bad:?}, which the current catalog does not have"
-                ));
+                return Err(PaletteError::UnknownMode {
+                    role: role.clone(),
+                    mode: bad.clone(),
+                });
             }
             let allow = &req.config.modes_allow;
             if let Some(bad) = req
@@ -325,17 +372,18 @@ impl PaletteRouter {
                 .iter()
                 .find(|m| !allow.is_empty() && !allow.contains(m))
             {
-                return Err(format!(
-                    "the saved palette gives role {role:?} mode {bad:?}, which the current pack no longer allows (allowed: {})",
-                    allow.join(", ")
-                ));
+                return Err(PaletteError::ModeNotAllowed {
+                    role: role.clone(),
+                    mode: bad.clone(),
+                    allowed: allow.clone(),
+                });
             }
             req.restoring = true;
-            let entry = Arc::new(
-                self.provision(req)
-                    .await
-                    .map_err(|e| format!("restoring palette role {role}: {e}"))?,
-            );
+            let provisioned = self.provision(req).await;
+            let entry = Arc::new(provisioned.map_err(|error| PaletteError::Restoring {
+                role: name.clone(),
+                error,
+            })?);
             let mut st = self.lock();
             st.routes.insert(name.clone(), entry);
             match origin {
@@ -351,13 +399,9 @@ impl PaletteRouter {
     /// D6: the saved accounting must be one this play could have produced,
     /// or a damaged or edited checkpoint would restore a larger authority
     /// set or a fresh budget. Each mismatch names the snapshot field.
-    fn check_snapshot(&self, snap: &PaletteSnapshot) -> Result<(), String> {
+    fn check_snapshot(&self, snap: &PaletteSnapshot) -> Result<(), PaletteError> {
         let max = self.cfg.palette.expansion.max_new_roles;
-        let bad = |field: &str, what: String| {
-            Err(format!(
-                "the saved palette snapshot does not add up: {field} {what}"
-            ))
-        };
+        let bad = |field: &'static str, what: String| Err(PaletteError::Snapshot { field, what });
         if snap.initial_roles.is_empty() {
             // The run stopped before its palette was first recorded: the
             // declaration stands in, and nothing can have been recruited.
@@ -673,7 +717,10 @@ struct Provisioning {
 }
 
 impl Provisioning {
-    fn finish(mut self, result: Result<RouteEntry, String>) -> Result<Arc<RouteEntry>, Rejection> {
+    fn finish(
+        mut self,
+        result: Result<RouteEntry, ProvisionError>,
+    ) -> Result<Arc<RouteEntry>, Rejection> {
         let tx = self.tx.take().expect("finished once");
         let router = self.router.clone();
         match result {
@@ -693,8 +740,8 @@ impl Provisioning {
                 router.emit_counts();
                 Ok(entry)
             }
-            Err(msg) => {
-                let msg = bounded(&msg);
+            Err(e) => {
+                let msg = bounded(&e.to_string());
                 rollback(&router, &self.role);
                 tx.send_replace(Some(Err(Arc::from(msg.as_str()))));
                 let rej = router.reject(&self.role, DropReason::RoleProvisionFailed, msg, &self.by);

@@ -151,12 +151,30 @@ impl Play {
                 max: MAX_PLAY_BYTES,
             });
         }
-        let text = text_of(&shown, std::fs::read(path).map_err(io)?)?;
+        let bytes = std::fs::read(path).map_err(io)?;
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => std::path::PathBuf::from("."),
         };
-        parse::parse(&path.display().to_string(), &text, &dir, &user).map_err(LoadError::Invalid)
+        Play::read(&shown, bytes, &dir, &user)
+    }
+
+    /// Validates a play file's bytes, as [`Play::load`] does once it has
+    /// read them (without the user's agents file): UTF-8 first, then TOML
+    /// and the play's rules. `file` names it in diagnostics; `dir` is where
+    /// it lives.
+    pub fn from_bytes_in(file: &str, bytes: Vec<u8>, dir: &Path) -> Result<Play, LoadError> {
+        Play::read(file, bytes, dir, &Default::default())
+    }
+
+    fn read(
+        file: &str,
+        bytes: Vec<u8>,
+        dir: &Path,
+        user: &std::collections::BTreeMap<String, crate::agents::AgentDef>,
+    ) -> Result<Play, LoadError> {
+        let text = text_of(file, bytes)?;
+        parse::parse(file, &text, dir, user).map_err(LoadError::Invalid)
     }
 
     /// Validates play text; `file` names it in diagnostics. The play's

@@ -89,7 +89,10 @@ pub fn parse(
     parse_with(file, source, dir, user_agents, true)
 }
 
-fn parse_with(
+/// `may_split`: a play with several operations may be read one operation
+/// at a time (on several threads when it is large); without, it is read
+/// whole. Both say the same, which the fuzz target checks.
+pub(crate) fn parse_with(
     file: &str,
     source: &str,
     dir: &std::path::Path,
@@ -569,7 +572,7 @@ fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> O
                         format!("invalid JSON pointer in {}", c.name),
                         "invalid pointer",
                     )
-                    .help(msg),
+                    .help(msg.to_string()),
                 );
                 return None;
             }

@@ -197,7 +197,9 @@ impl Session {
         sinks: Vec<Box<dyn SignalSink>>,
         with_history: bool,
     ) -> std::io::Result<Session> {
-        let fail = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        fn fail(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> std::io::Error {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+        }
         // One owner: a live run, or a second resume, is refused here, before
         // anything is read or written.
         let lock = crate::store::RunLock::take(dir).map_err(|e| fail(e.to_string()))?;
@@ -409,7 +411,7 @@ pub fn declared_palette(play: &Play) -> serde_json::Value {
 
 /// Resume refuses a play whose palette or budgets changed since the run
 /// started, showing the difference.
-fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), String> {
+fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), PlayChanged> {
     let mut diffs = Vec::new();
     let now = declared_palette(play);
     let was = &cp.declared_palette;
@@ -430,11 +432,22 @@ fn check_conflicts(play: &Play, cp: &Checkpoint) -> Result<(), String> {
     if diffs.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "cannot resume run {}: the play changed since it started\n{}\nput the play back as it was, or start over with --new-run",
-        cp.state.run.run_id,
-        diffs.join("\n")
-    ))
+    Err(PlayChanged {
+        run_id: cp.state.run.run_id.clone(),
+        diffs,
+    })
+}
+
+/// A resume refused because the play's palette or budgets changed since
+/// the run started: each difference, was and now.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot resume run {run_id}: the play changed since it started\n{}\nput the play back as it was, or start over with --new-run",
+    diffs.join("\n")
+)]
+pub struct PlayChanged {
+    pub run_id: Arc<str>,
+    pub diffs: Vec<String>,
 }
 
 /// The play a session opens: kept whole, or with its operation definitions

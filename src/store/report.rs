@@ -502,14 +502,28 @@ fn critical_path(p: &RunProjection, ops: &[OpTiming]) -> Vec<OpTiming> {
     path
 }
 
+/// Why a report could not be written: the log could not be read, or the
+/// report file not written (named, with the system's reason).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Log(#[from] super::resume::ResumeError),
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Writes `report.md` into a run directory (what the log says so far).
-pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, ReportError> {
     let signals = super::resume::read_log(&dir.join("events.jsonl"))?;
     let md = Report::from_signals(&signals).to_markdown();
     let path = dir.join("report.md");
-    super::write_atomic(&path, md.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
+    match super::write_atomic(&path, md.as_bytes()) {
+        Ok(()) => Ok(path),
+        Err(source) => Err(ReportError::Write { path, source }),
+    }
 }
 
 #[cfg(test)]

@@ -1,45 +1,139 @@
 //! Taking up a stopped run: its checkpoint with the event log's later lines
 //! folded over it, turned back into a graph and the kernel's restore.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::checkpoint::{CHECKPOINT_FILE, Checkpoint};
+use super::checkpoint::{CHECKPOINT_FILE, Checkpoint, CheckpointError};
 use crate::kernel::{
-    Graph, GraphBuilder, NodeStatus, Outcome, Restore, RestoredNode, Signal, SkipReason,
+    Graph, GraphBuilder, GraphError, NodeStatus, Outcome, Restore, RestoredNode, Signal, SkipReason,
 };
+
+/// Why a stopped run cannot be taken up: each names the file (and line)
+/// or the operation at fault and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("{} holds no run: events.jsonl is missing", .dir.display())]
+    NoRun { dir: PathBuf },
+    #[error(
+        "{} has no {CHECKPOINT_FILE}: the run cannot be resumed (start it again with `playdeck run`)",
+        .dir.display()
+    )]
+    NoCheckpoint { dir: PathBuf },
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(
+        "{}:{line}: the event log ends at event {last} but {} covers up to event {covers}: lines are missing from the log; nothing was changed",
+        .events.display(),
+        .checkpoint.display()
+    )]
+    LogBehind {
+        events: PathBuf,
+        line: usize,
+        last: u64,
+        checkpoint: PathBuf,
+        covers: u64,
+    },
+    #[error(
+        "run {run_id} already finished ({}); there is nothing to resume — to run a failed operation again: playdeck resume {} --retry OP",
+        .outcome.as_str(),
+        .dir.display()
+    )]
+    Finished {
+        run_id: Arc<str>,
+        outcome: Outcome,
+        dir: PathBuf,
+    },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{}:{line}:{}: the event log is damaged ({source}); nothing was changed",
+        .path.display(),
+        .source.column()
+    )]
+    Damaged {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("{}:{line}: event {seq} {step}; nothing was changed", .path.display())]
+    OutOfStep {
+        path: PathBuf,
+        line: usize,
+        seq: u64,
+        step: MisStep,
+    },
+    #[error("cannot repair {}: {source}", .path.display())]
+    Repair {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the checkpoint's graph does not hold together: {0}")]
+    Graph(GraphError),
+    #[error("--retry {name}: no operation {name:?} in run {run_id}; operations: {}", .operations.join(", "))]
+    RetryUnknown {
+        name: String,
+        run_id: Arc<str>,
+        operations: Vec<String>,
+    },
+    #[error("--retry {name}: {name} is {status}; only a failed or denied operation can be retried")]
+    RetryNotFailed { name: String, status: String },
+}
+
+/// How an event's number is out of step with the line before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MisStep {
+    Repeat,
+    Before(u64),
+    Missing { expected: u64 },
+}
+
+impl fmt::Display for MisStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MisStep::Repeat => f.write_str("is a repeat of the line before"),
+            MisStep::Before(p) => write!(f, "comes after event {p}: lines are out of order"),
+            MisStep::Missing { expected } => write!(
+                f,
+                "should be event {expected}: lines are missing or out of order"
+            ),
+        }
+    }
+}
 
 /// Reads a stopped run's durable state. A checkpoint or log that is cut
 /// short, corrupt or out of step with the other is an error naming the
 /// file, never a fresh start; only the log's very last line may be cut (the
 /// process died writing it), and it is left out.
-pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
+pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeError> {
     let events = dir.join("events.jsonl");
     if !events.is_file() {
-        return Err(format!(
-            "{} holds no run: events.jsonl is missing",
-            dir.display()
-        ));
+        return Err(ResumeError::NoRun {
+            dir: dir.to_path_buf(),
+        });
     }
     let cp_path = dir.join(CHECKPOINT_FILE);
     if !cp_path.is_file() {
-        return Err(format!(
-            "{} has no {CHECKPOINT_FILE}: the run cannot be resumed (start it again with `playdeck run`)",
-            dir.display()
-        ));
+        return Err(ResumeError::NoCheckpoint {
+            dir: dir.to_path_buf(),
+        });
     }
-    let mut cp = Checkpoint::load(&cp_path).map_err(|e| e.to_string())?;
+    let mut cp = Checkpoint::load(&cp_path)?;
     // What the checkpoint covers is only checked, not decoded: resume
     // costs the snapshot and the log's tail, not the whole log.
     let (tail, last, lines) = read_log_after(&events, cp.state.seq)?;
     if last < cp.state.seq {
-        return Err(format!(
-            "{}:{}: the event log ends at event {last} but {} covers up to event {}: lines are missing from the log; nothing was changed",
-            events.display(),
-            lines + 1,
-            cp_path.display(),
-            cp.state.seq
-        ));
+        return Err(ResumeError::LogBehind {
+            line: lines + 1,
+            events,
+            last,
+            checkpoint: cp_path,
+            covers: cp.state.seq,
+        });
     }
     for s in &tail {
         cp.apply(s);
@@ -51,18 +145,17 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, String> {
         Some(_) if !dir.join("result.json").exists() => Ok(cp),
         // A finished run is taken up again to retry what failed.
         Some(_) if retrying => Ok(cp),
-        Some(done) => Err(format!(
-            "run {} already finished ({}); there is nothing to resume — to run a failed operation again: playdeck resume {} --retry OP",
-            cp.state.run.run_id,
-            done.as_str(),
-            dir.display()
-        )),
+        Some(outcome) => Err(ResumeError::Finished {
+            run_id: cp.state.run.run_id.clone(),
+            outcome,
+            dir: dir.to_path_buf(),
+        }),
     }
 }
 
 /// Every signal of a log, checked: events are numbered from 1 without a
 /// gap, a repeat or a step back. Only a cut last line is tolerated.
-pub fn read_log(path: &Path) -> Result<Vec<Signal>, String> {
+pub fn read_log(path: &Path) -> Result<Vec<Signal>, ResumeError> {
     read_log_after(path, 0).map(|(signals, _, _)| signals)
 }
 
@@ -81,8 +174,11 @@ fn leading_seq(line: &[u8]) -> Option<u64> {
 /// for their numbering (a line in playdeck's own shape by the number it
 /// starts with, any other line decoded), not decoded. Also the last event
 /// number seen and how many events the log holds.
-pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usize), String> {
-    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usize), ResumeError> {
+    let text = std::fs::read(path).map_err(|source| ResumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let complete = text.last() == Some(&b'\n');
     let mut out: Vec<Signal> = Vec::new();
     let mut seen = 0u64;
@@ -108,28 +204,27 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usiz
         let s = match serde_json::from_slice::<Signal>(line) {
             Ok(s) => s,
             Err(_) if last && !complete => break,
-            Err(e) => {
-                return Err(format!(
-                    "{}:{n}:{}: the event log is damaged ({e}); nothing was changed",
-                    path.display(),
-                    e.column()
-                ));
+            Err(source) => {
+                return Err(ResumeError::Damaged {
+                    path: path.to_path_buf(),
+                    line: n,
+                    source,
+                });
             }
         };
         let expected = seen + 1;
         if s.seq != expected {
-            let what = match seen {
-                p if p > 0 && s.seq == p => "is a repeat of the line before".to_string(),
-                p if s.seq < p => {
-                    format!("comes after event {p}: lines are out of order")
-                }
-                _ => format!("should be event {expected}: lines are missing or out of order"),
+            let step = match seen {
+                p if p > 0 && s.seq == p => MisStep::Repeat,
+                p if s.seq < p => MisStep::Before(p),
+                _ => MisStep::Missing { expected },
             };
-            return Err(format!(
-                "{}:{n}: event {} {what}; nothing was changed",
-                path.display(),
-                s.seq
-            ));
+            return Err(ResumeError::OutOfStep {
+                path: path.to_path_buf(),
+                line: n,
+                seq: s.seq,
+                step,
+            });
         }
         seen = s.seq;
         if s.seq > after {
@@ -141,19 +236,26 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usiz
 
 /// Cuts a partly written last line off the log, so appending goes on from
 /// a whole line.
-pub fn repair_log(path: &Path) -> Result<(), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn repair_log(path: &Path) -> Result<(), ResumeError> {
+    let bytes = std::fs::read(path).map_err(|source| ResumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if bytes.is_empty() || bytes.last() == Some(&b'\n') {
         return Ok(());
     }
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let repair = |source| ResumeError::Repair {
+        path: path.to_path_buf(),
+        source,
+    };
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+        .map_err(repair)?;
     f.set_len(keep as u64)
         .and_then(|()| f.sync_all())
-        .map_err(|e| format!("cannot repair {}: {e}", path.display()))
+        .map_err(repair)
 }
 
 /// The graph (every operation, same op ids) and the kernel's restore.
@@ -165,7 +267,7 @@ pub const RESUMED_CANCEL: &str = "resume";
 pub fn rebuild(
     cp: &Checkpoint,
     dropped_reservations: Vec<Arc<str>>,
-) -> Result<(Graph, Restore), String> {
+) -> Result<(Graph, Restore), ResumeError> {
     let st = &cp.state;
     let mut b = GraphBuilder::with_capacity(st.nodes.len());
     for n in &st.nodes {
@@ -176,9 +278,7 @@ pub fn rebuild(
             b.add_edge(d.from, n.op.op_id, d.edge.clone());
         }
     }
-    let graph = b
-        .build()
-        .map_err(|e| format!("the checkpoint's graph does not hold together: {e}"))?;
+    let graph = b.build().map_err(ResumeError::Graph)?;
     let mut restore = Restore {
         spawn_seq: st.spawn_seq,
         spawn_accepted: st.spawn_accepted,
@@ -257,24 +357,28 @@ pub fn rebuild(
 
 /// `resume --retry OP`: each named failed (or denied) operation starts a new
 /// attempt, and what was skipped because of it waits again.
-pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result<(), String> {
+pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result<(), ResumeError> {
     for name in names {
         let Some(n) = cp.state.by_name(name) else {
-            let ids: Vec<&str> = cp.state.nodes.iter().map(|n| &*n.op.reference_id).collect();
-            return Err(format!(
-                "--retry {name}: no operation {name:?} in run {}; operations: {}",
-                cp.state.run.run_id,
-                ids.join(", ")
-            ));
+            return Err(ResumeError::RetryUnknown {
+                name: name.clone(),
+                run_id: cp.state.run.run_id.clone(),
+                operations: cp
+                    .state
+                    .nodes
+                    .iter()
+                    .map(|n| n.op.reference_id.to_string())
+                    .collect(),
+            });
         };
         if n.status != NodeStatus::Failed {
-            return Err(format!(
-                "--retry {name}: {name} is {}; only a failed or denied operation can be retried",
-                serde_json::to_value(n.status)
+            return Err(ResumeError::RetryNotFailed {
+                name: name.clone(),
+                status: serde_json::to_value(n.status)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            ));
+                    .unwrap_or_default(),
+            });
         }
         let rn = restore
             .nodes
@@ -334,6 +438,53 @@ mod tests {
         )
     }
 
+    /// What reading a log of `lines` (each ended by a newline) says.
+    fn read(lines: &[String]) -> Result<usize, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        read_log(&path)
+            .map(|v| v.len())
+            .map_err(|e| e.to_string().replace(&path.display().to_string(), "LOG"))
+    }
+
+    #[test]
+    fn a_log_out_of_step_is_refused_at_the_line_with_what_is_wrong() {
+        assert_eq!(read(&[line(1), line(2)]), Ok(2));
+        assert_eq!(
+            read(&[line(1), line(1)]),
+            Err("LOG:2: event 1 is a repeat of the line before; nothing was changed".into())
+        );
+        assert_eq!(
+            read(&[line(1), line(2), line(1)]),
+            Err(
+                "LOG:3: event 1 comes after event 2: lines are out of order; nothing was changed"
+                    .into()
+            )
+        );
+        assert_eq!(
+            read(&[line(1), line(3)]),
+            Err("LOG:2: event 3 should be event 2: lines are missing or out of order; nothing was changed".into())
+        );
+        let damaged = read(&[line(1), "{\"v\":1,".into(), line(2)]).unwrap_err();
+        assert!(
+            damaged.starts_with("LOG:2:7: the event log is damaged (EOF while parsing")
+                && damaged.ends_with("); nothing was changed"),
+            "{damaged}"
+        );
+    }
+
+    #[test]
+    fn a_missing_log_is_named() {
+        let err = read_log(Path::new("/nonexistent/events.jsonl")).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cannot read /nonexistent/events.jsonl: "),
+            "{err}"
+        );
+    }
+
     /// Resume decodes only the tail: lines the checkpoint covers are
     /// checked by the number they start with (so even a line whose body
     /// would not decode is passed over), and their numbering still is
@@ -349,12 +500,17 @@ mod tests {
         assert_eq!(tail.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![5, 6]);
         assert_eq!((last, count), (6, 6));
         // From the start, the odd line is decoded and refused.
-        assert!(read_log(&path).unwrap_err().contains("events.jsonl:2:"));
+        assert!(
+            read_log(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("events.jsonl:2:")
+        );
 
         lines[1] = line(2);
         lines.swap(1, 2);
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let e = read_log_after(&path, 4).unwrap_err();
+        let e = read_log_after(&path, 4).unwrap_err().to_string();
         assert!(
             e.contains("events.jsonl:2: event 3 should be event 2"),
             "{e}"

@@ -428,9 +428,8 @@ impl Reconciler {
         let task = tokio::spawn(async move {
             let result = match repo {
                 Some(repo) => workspace::create_worktree(&repo, &path, &branch).await,
-                // Validation refuses git-worktree outside a repository; this
-                // is the same refusal at run time, visible on the instance.
-                None => Err("the play is not in a git repository".into()),
+                // Visible on the instance.
+                None => Err(workspace::WorktreeError::NoRepository),
             };
             if let Some(me) = me.upgrade() {
                 me.worktree_done(&key, result);
@@ -441,7 +440,8 @@ impl Reconciler {
         tasks.push(task);
     }
 
-    fn worktree_done(&self, key: &str, result: Result<(), String>) {
+    fn worktree_done(&self, key: &str, result: Result<(), workspace::WorktreeError>) {
+        let result = result.map_err(|e| e.to_string());
         let mut events = Vec::new();
         {
             let mut st = self.lock();

@@ -63,7 +63,7 @@ pub(super) fn writer_loop(rx: mpsc::Receiver<Persist>, file_path: PathBuf, event
                         }
                         Err(e) => {
                             tracing::warn!(path = %path.display(), "{e}");
-                            json!({"at": now(), "event": "worktree_kept", "path": path, "detail": e})
+                            json!({"at": now(), "event": "worktree_kept", "path": path, "detail": e.to_string()})
                         }
                     };
                     if let Some(out) = &mut events {

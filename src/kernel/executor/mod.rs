@@ -3,58 +3,56 @@
 //! channels. Because there is a single owner there is no graph lock to
 //! nest with the palette lock, and admission is atomic by construction.
 //!
-//! The state is split by owner: [`bus`] numbers and fans out signals,
-//! [`schedule`] decides readiness and settling, [`capacity`] gates starts on
-//! leases, [`admission`] routes and admits spawn requests into the ledger,
-//! [`commands`] carries out operator commands, [`resume`] takes up a
-//! stopped run and [`view`] answers snapshots and builds the envelope.
+//! The state is split by owner: [`run_loop`] takes wake-ups and commits,
+//! [`attempt`] starts and completes one attempt of an operation, [`bus`]
+//! numbers and fans out signals, [`schedule`] decides readiness and
+//! settling, [`capacity`] gates starts on leases, [`routing`] hands spawn
+//! requests to the node builder, [`admission`] admits or drops them,
+//! [`emissions`] keeps the counters, the ledger and what each emitter has
+//! shown, [`inject`] takes trusted operations, [`commands`] carries out
+//! operator commands, [`resume`] takes up a stopped run and [`view`]
+//! answers snapshots and builds the envelope.
 
 mod admission;
+mod attempt;
 mod bus;
 mod capacity;
 mod commands;
+mod emissions;
+mod inject;
 mod node;
 mod resume;
+mod routing;
+mod run_loop;
 mod schedule;
 mod view;
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 
-use futures_util::future::{AbortHandle, Abortable};
+use futures_util::future::AbortHandle;
 use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
-use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 // Keys here are op ids, node indices and names the kernel made or the play
 // authored: a fast hasher is safe and measurably cheaper per admission.
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc};
-use tokio::time::Instant;
 
-use super::agent::{
-    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, AgentResolver, Backlog,
-    BoxFuture, InstructionDecorator, Invocation, SpawnBudget,
-};
-use super::builder::{NodeBuilder, RouteResult};
-use super::command::CommandError;
+use super::agent::{AgentFailure, AgentMsg, AgentResolver, Backlog, InstructionDecorator};
+use super::builder::NodeBuilder;
 use super::control::{ApprovalPolicy, Command, FinalState, RunHandle};
 use super::envelope::Envelope;
 use super::graph::{Edge, Graph, GraphError, OpId};
 use super::lane::lane_for;
-use super::lease::{Lease, LeaseProvider};
-use super::request;
+use super::lease::LeaseProvider;
 use super::restore::Restore;
 use super::signal::{NodeHeader, Outcome, SignalKind, SignalSink};
-use super::snapshot::NodeStatus;
-use admission::{Admission, RequestMeta};
+use attempt::Tagged;
 use bus::Bus;
 use capacity::CapacityGate;
+use emissions::Admission;
 use node::{Ms, Node};
+use routing::Routing;
 use schedule::Schedule;
 
 /// How a run is configured (the `[play]` table, translated).
@@ -101,14 +99,6 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
-/// The failure of an attempt whose agent panicked.
-fn panicked(payload: &(dyn std::any::Any + Send)) -> AgentFailure {
-    AgentFailure::new(
-        "agent_panic",
-        format!("the agent panicked: {}", panic_message(payload)),
-    )
-}
-
 /// Requests one attempt may make before it is stopped as a flood.
 pub const DEFAULT_MAX_REQUESTS: usize = 10_000;
 
@@ -146,94 +136,6 @@ pub fn deep_merge(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
             }
         }
     }
-}
-
-/// An agent future tagged with the node and attempt it belongs to. It can
-/// be aborted alone (the attempt is stopped; dropping the agent's future
-/// kills its processes).
-struct Tagged {
-    ix: NodeIndex,
-    attempt: u32,
-    fut: Abortable<BoxFuture<AgentOutcome>>,
-}
-
-impl Future for Tagged {
-    /// `None` when the attempt was aborted.
-    type Output = (NodeIndex, u32, Option<AgentOutcome>);
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (ix, attempt) = (self.ix, self.attempt);
-        Pin::new(&mut self.fut)
-            .poll(cx)
-            .map(|o| (ix, attempt, o.ok()))
-    }
-}
-
-/// Requests of one emitter whose routing had to wait, in request order.
-struct RoutedBatch {
-    emitter: NodeIndex,
-    items: Vec<(RequestMeta, RouteResult)>,
-}
-
-/// One request of a batch being routed: still waiting, or decided.
-enum RouteSlot {
-    Waiting(BoxFuture<RouteResult>),
-    Decided(RouteResult),
-}
-
-/// A batch whose routing is under way. Each request is polled on its own,
-/// so a cancel can tell which were decided and which still waited on a
-/// role being provisioned, and account for every one of them.
-struct Routing {
-    emitter: NodeIndex,
-    items: Vec<(RequestMeta, RouteSlot)>,
-}
-
-impl Future for Routing {
-    type Output = RoutedBatch;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RoutedBatch> {
-        let mut waiting = false;
-        for (_, slot) in &mut self.items {
-            if let RouteSlot::Waiting(fut) = slot {
-                match fut.as_mut().poll(cx) {
-                    Poll::Ready(r) => *slot = RouteSlot::Decided(r),
-                    Poll::Pending => waiting = true,
-                }
-            }
-        }
-        if waiting {
-            return Poll::Pending;
-        }
-        let emitter = self.emitter;
-        let items = std::mem::take(&mut self.items)
-            .into_iter()
-            .map(|(meta, slot)| match slot {
-                RouteSlot::Decided(r) => (meta, r),
-                RouteSlot::Waiting(_) => unreachable!("every slot was decided"),
-            })
-            .collect();
-        Poll::Ready(RoutedBatch { emitter, items })
-    }
-}
-
-/// How long a run whose event log cannot be written waits before trying
-/// again.
-const STORAGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Agent events taken in one step of the loop, at most.
-const AGENT_BATCH: usize = 1024;
-
-/// Other wake-ups taken in one step of the loop, at most.
-const STEP_BATCH: usize = 1024;
-
-/// What woke the event loop.
-enum Wake {
-    /// Time to try writing the event log again.
-    Storage,
-    Command(Option<Command>),
-    External(External),
-    Done((NodeIndex, u32, Option<AgentOutcome>)),
-    Agent(AgentMsg),
-    Routed(RoutedBatch),
 }
 
 /// A run that has been set up but not started. Subscribe through the handle
@@ -440,162 +342,6 @@ struct Executor {
 }
 
 impl Executor {
-    async fn run(mut self) -> Envelope {
-        self.bus.t0 = Instant::now();
-        self.begin();
-        loop {
-            // What the last wake-up recorded (a completion, a decision) is on
-            // disk before anything acts on it.
-            self.commit();
-            self.advance();
-            self.check_round();
-            // What is ready already (an agent that answered at once) is
-            // taken before writing: its lines go out with what advance
-            // wrote, in one write at the top of the loop.
-            if self.take_ready(0).await {
-                continue;
-            }
-            self.commit();
-            if self.is_finished() {
-                break;
-            }
-            let Some(wake) = self.next_wake(true).await else {
-                continue;
-            };
-            self.bus.tick();
-            self.wake(wake);
-            self.take_ready(1).await;
-        }
-        self.bus.tick();
-        self.finish()
-    }
-
-    /// Takes what is ready now, up to a step's worth (`taken` already):
-    /// a burst of completions is one commit (one write) rather than one
-    /// each. Nothing starts before the commit at the top of the loop.
-    /// Whether anything was taken.
-    async fn take_ready(&mut self, taken: usize) -> bool {
-        let mut any = false;
-        for _ in taken..STEP_BATCH {
-            let Some(w) = self.next_wake(false).await else {
-                break;
-            };
-            if !any && taken == 0 {
-                self.bus.tick();
-            }
-            any = true;
-            self.wake(w);
-        }
-        any
-    }
-
-    /// What wakes the loop next: waits for it (`wait`), or only takes what
-    /// is ready now.
-    async fn next_wake(&mut self, wait: bool) -> Option<Wake> {
-        let failing = self.storage.is_some();
-        let wake = tokio::select! {
-            biased;
-            cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
-            () = tokio::time::sleep(STORAGE_RETRY), if failing && wait => Wake::Storage,
-            Some(ext) = self.external_rx.recv() => Wake::External(ext),
-            Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
-            Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
-            Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
-            () = std::future::ready(()), if !wait => return None,
-        };
-        Some(wake)
-    }
-
-    fn wake(&mut self, wake: Wake) {
-        match wake {
-            // The commit at the top of the loop tries again.
-            Wake::Storage => {}
-            Wake::Command(Some(cmd)) => self.command(cmd),
-            Wake::Command(None) => self.control_open = false,
-            Wake::External(ext) => self.external(ext),
-            Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
-            // Aborted: the node was settled when it was stopped.
-            Wake::Done((ix, _, None)) => {
-                self.aborts.remove(&ix);
-            }
-            Wake::Agent(msg) => {
-                self.agent_event(msg);
-                // What else agents sent is taken in the same step: one
-                // commit for a burst.
-                for _ in 0..AGENT_BATCH {
-                    match self.agent_rx.try_recv() {
-                        Ok(msg) => self.agent_event(msg),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Wake::Routed(batch) => self.admit_batch(batch),
-        }
-    }
-
-    /// `run_started` (or `resumed`) and the initial graph.
-    fn begin(&mut self) {
-        if let Some(r) = self.restored.take() {
-            self.resume_from(r);
-        } else {
-            self.bus.emit(SignalKind::RunStarted {
-                run_id: self.cfg.run_id.clone(),
-                play: self.cfg.play.clone(),
-                operations: self.graph.node_count(),
-                max_concurrent: self.cfg.max_concurrent,
-                reactive: self.cfg.reactive,
-                max_spawn: self.cfg.max_spawn,
-                paused: self.sched.paused,
-            });
-            if self.sched.paused {
-                self.bus.emit(SignalKind::RunPaused);
-            }
-            // What was reported before the start (initial provisioning).
-            self.drain_external();
-            let seeds: Vec<NodeIndex> = self.graph.node_indices().collect();
-            for ix in seeds {
-                self.node_added(ix);
-            }
-        }
-        for (ix, failure) in std::mem::take(&mut self.preset) {
-            if self.graph[ix].status == NodeStatus::Pending {
-                self.fail(ix, failure);
-            }
-        }
-    }
-
-    /// A commit point. When the event log cannot be written, the run stops
-    /// starting anything (a pause with the reason `storage`, shown to the
-    /// operator) and tries again each wake-up and every second; when the
-    /// write goes through, it goes on.
-    fn commit(&mut self) {
-        match self.bus.flush() {
-            Ok(()) => {
-                if self.storage.take().is_some() {
-                    tracing::info!("the event log is written again; the run goes on");
-                    self.bus.emit(SignalKind::StorageRecovered);
-                }
-            }
-            Err(e) => {
-                if self.storage.is_none() {
-                    tracing::error!("{e}; nothing new starts until it can be written");
-                    let error: Arc<str> = Arc::from(e.to_string());
-                    self.storage = Some(error.clone());
-                    self.bus.emit(SignalKind::StorageFailed { error });
-                }
-            }
-        }
-    }
-
-    /// All settled, nothing routing — and recorded: a run whose log cannot
-    /// be written has not finished (unless the operator gave up on it).
-    fn is_finished(&self) -> bool {
-        self.sched.running == 0
-            && self.routing.is_empty()
-            && self.sched.terminal == self.graph.node_count()
-            && (self.storage.is_none() || self.cancelled)
-    }
-
     fn now(&self) -> f64 {
         self.bus.clock
     }
@@ -621,243 +367,6 @@ impl Executor {
             n.lane_since = Ms::at(at);
         }
         (seq, at)
-    }
-
-    fn command(&mut self, cmd: Command) {
-        match cmd {
-            Command::Request { req, reply } => {
-                let _ = reply.send(self.apply(req));
-            }
-            Command::SetApprovalPolicy(policy, reply) => {
-                self.set_approval_policy(policy);
-                let _ = reply.send(());
-            }
-            Command::Inject { op, reply } => {
-                // ADR-0033 D5: outside an active reactive run, inject()
-                // returns nothing and says why; there is no ledger to
-                // record it in (a non-reactive envelope has none).
-                let refused = if !self.cfg.reactive {
-                    Some("inject refused: the run is not reactive (reactive = false)")
-                } else if self.cancelled {
-                    Some("inject refused: the run was cancelled")
-                } else if self.finished.is_some() {
-                    Some("inject refused: the run has ended")
-                } else {
-                    None
-                };
-                let joined = match refused {
-                    Some(why) => {
-                        tracing::warn!(operation = %op.op.reference_id, "{why}");
-                        self.bus.emit(SignalKind::Warning {
-                            message: Arc::from(why),
-                            op_id: None,
-                        });
-                        None
-                    }
-                    None => self.inject(*op),
-                };
-                let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
-            }
-            Command::Snapshot { nodes, reply } => {
-                let _ = reply.send(self.snapshot_with(nodes));
-            }
-        }
-        // The answer goes out after the signals it caused are durable.
-        self.commit();
-    }
-
-    /// Answers a command that arrived after the run ended.
-    fn refuse(&self, cmd: Command) {
-        match cmd {
-            Command::Request { reply, .. } => {
-                let _ = reply.send(Err(CommandError::RunFinished));
-            }
-            Command::SetApprovalPolicy(_, reply) => {
-                let _ = reply.send(());
-            }
-            Command::Inject { op, reply } => {
-                tracing::warn!(
-                    operation = %op.op.reference_id,
-                    "inject refused: the run has ended"
-                );
-                let _ = reply.send(None);
-            }
-            Command::Snapshot { nodes, reply } => {
-                let _ = reply.send(self.snapshot_with(nodes));
-            }
-        }
-    }
-
-    fn start(&mut self, ix: NodeIndex, lease: Option<Lease>) {
-        let now = self.now();
-        let attempt = {
-            let n = &mut self.graph[ix];
-            n.status = NodeStatus::Running;
-            n.attempt += 1;
-            n.started_at = Ms::at(now);
-            n.attempt
-        };
-        self.sched.running += 1;
-        self.round_active = true;
-        let node = self.header(ix);
-        let role = self.graph[ix].op.assignee.clone();
-        let instance = lease.as_ref().map(|l| l.instance.clone());
-        let workspace = lease.as_ref().and_then(|l| l.workspace.clone());
-        let leased_agent = lease.as_ref().and_then(|l| l.agent.clone());
-        let profile = lease.as_ref().and_then(|l| l.profile.clone());
-        if let Some(lease) = lease {
-            self.gate.hold(ix, lease);
-        }
-        let started = SignalKind::Started {
-            node,
-            attempt,
-            role,
-            instance: instance.clone(),
-        };
-        self.emit_node(ix, started);
-
-        let agent_name = leased_agent.unwrap_or_else(|| self.graph[ix].op.metadata.agent.clone());
-        let Some(agent) = self.agents.resolve(&agent_name) else {
-            self.sched.running -= 1;
-            self.gate.release(ix);
-            let f = AgentFailure::new("agent_not_found", format!("no agent named {agent_name:?}"));
-            self.fail(ix, f);
-            return;
-        };
-        let context = if agent.wants_context() {
-            self.context_for(ix)
-        } else {
-            Map::new()
-        };
-        let n = &self.graph[ix];
-        let instruction = match &self.decorator {
-            Some(d) => d.decorate(
-                n.op.assignee.as_deref(),
-                &n.op.instruction,
-                SpawnBudget {
-                    accepted: self.adm.accepted,
-                    max: self.cfg.max_spawn,
-                },
-            ),
-            None => n.op.instruction.clone(),
-        };
-        let inv = Invocation {
-            op_id: n.op.op_id,
-            name: n.op.reference_id.clone(),
-            role: n.op.assignee.clone(),
-            instruction,
-            params: n.op.metadata.params.clone(),
-            context,
-            attempt,
-            events: AgentEvents::new(
-                ix.index() as u32,
-                attempt,
-                self.agent_tx.clone(),
-                self.backlog.clone(),
-            ),
-            instance,
-            workspace,
-            profile,
-        };
-        // A panicking agent fails its own operation (ADR-0033 D4: an
-        // unexpected error becomes an error result), never the run.
-        let invoked = match std::panic::catch_unwind(AssertUnwindSafe(|| agent.invoke(inv))) {
-            Ok(fut) => fut,
-            Err(p) => {
-                self.sched.running -= 1;
-                self.gate.release(ix);
-                self.fail(ix, panicked(&*p));
-                return;
-            }
-        };
-        let caught: BoxFuture<AgentOutcome> = Box::pin(
-            AssertUnwindSafe(invoked)
-                .catch_unwind()
-                .map(|r| r.unwrap_or_else(|p| Err(panicked(&*p)))),
-        );
-        let (handle, registration) = AbortHandle::new_pair();
-        let fut = Abortable::new(caught, registration);
-        self.aborts.insert(ix, handle);
-        self.inflight.push(Tagged { ix, attempt, fut });
-    }
-
-    /// `<pred_op_id>_result` for each predecessor with a result, then the flow
-    /// context merged in.
-    fn context_for(&self, ix: NodeIndex) -> Map<String, Value> {
-        let mut ctx = Map::new();
-        for pred in self.graph.neighbors_directed(ix, Direction::Incoming) {
-            let p = &self.graph[pred];
-            if let Some(r) = &p.result {
-                ctx.insert(format!("{}_result", p.op.op_id), Value::clone(r));
-            }
-        }
-        for (k, v) in &self.flow_context {
-            ctx.insert(k.clone(), v.clone());
-        }
-        ctx
-    }
-
-    fn complete(&mut self, ix: NodeIndex, attempt: u32, outcome: AgentOutcome) {
-        // Requests the agent put on its stream before finishing come first,
-        // so a repeat of them in the result is recognised as a duplicate.
-        while let Ok(msg) = self.agent_rx.try_recv() {
-            self.agent_event(msg);
-        }
-        if self.graph[ix].status != NodeStatus::Running || self.graph[ix].attempt != attempt {
-            return;
-        }
-        self.aborts.remove(&ix);
-        self.sched.running -= 1;
-        self.gate.release(ix);
-        match outcome {
-            Ok(value) => self.succeed(ix, value),
-            Err(f) => self.fail(ix, f),
-        }
-    }
-
-    fn agent_event(&mut self, msg: AgentMsg) {
-        self.backlog.took();
-        let ix = NodeIndex::new(msg.node as usize);
-        let Some(n) = self.graph.node_weight(ix) else {
-            return;
-        };
-        // Events from an earlier attempt or a finished node are stale.
-        if n.status != NodeStatus::Running || n.attempt != msg.attempt {
-            return;
-        }
-        let (op_id, name, attempt) = (n.op.op_id, n.op.reference_id.clone(), n.attempt);
-        let kind = match msg.event {
-            AgentEvent::Emitted(v) => {
-                if self.cfg.reactive {
-                    self.emitted(ix, &v);
-                }
-                return;
-            }
-            AgentEvent::Activity { state, tool } => SignalKind::AgentActivity {
-                op_id,
-                name,
-                attempt,
-                state,
-                tool,
-            },
-            AgentEvent::Usage(usage) => SignalKind::AgentUsage {
-                op_id,
-                name,
-                attempt,
-                usage,
-            },
-            AgentEvent::Warning(message) => SignalKind::Warning {
-                message,
-                op_id: Some(op_id),
-            },
-            AgentEvent::Process { pgid } => SignalKind::AgentProcess {
-                op_id,
-                name,
-                attempt,
-                pgid,
-            },
-        };
-        self.bus.emit(kind);
     }
 
     fn drain_external(&mut self) {
@@ -899,3 +408,45 @@ impl Executor {
 
 #[cfg(test)]
 mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn objects_merge_key_by_key_and_anything_else_replaces() {
+        let mut dst = json!({"a": {"x": 1, "y": 2}, "b": [1], "c": 3});
+        let src = json!({"a": {"y": 20, "z": 30}, "b": [2], "c": {"now": "object"}});
+        deep_merge(dst.as_object_mut().unwrap(), src.as_object().unwrap());
+        assert_eq!(
+            dst,
+            json!({"a": {"x": 1, "y": 20, "z": 30}, "b": [2], "c": {"now": "object"}})
+        );
+    }
+
+    #[test]
+    fn a_panic_says_what_it_said_or_that_it_said_nothing() {
+        let caught = |f: fn()| std::panic::catch_unwind(f).unwrap_err();
+        assert_eq!(panic_message(&*caught(|| panic!("plain"))), "plain");
+        assert_eq!(panic_message(&*caught(|| panic!("{}", 7))), "7");
+        let silent = std::panic::catch_unwind(|| std::panic::panic_any(3_u8)).unwrap_err();
+        assert_eq!(panic_message(&*silent), "a panic without a message");
+    }
+
+    #[test]
+    fn only_an_operation_of_the_run_can_be_failed_before_it_starts() {
+        let (ex, _tape) = testkit::executor(&[("a", &[], false)], RunConfig::default());
+        let a = ex.graph[ex.ix("a")].op.op_id;
+        let mut run = Run { ex };
+        let failure = || AgentFailure::new("unknown_role", "no role");
+        assert!(run.fail_before_start(a, failure()));
+        assert!(!run.fail_before_start(super::super::graph::new_op_id(), failure()));
+        run.ex.begin();
+        assert_eq!(
+            run.ex.graph[run.ex.ix("a")].status,
+            super::super::snapshot::NodeStatus::Failed
+        );
+    }
+}

@@ -15,11 +15,12 @@ use serde_json::{Value, json};
 use super::super::agent::AgentFailure;
 use super::super::control::ApprovalPolicy;
 use super::super::lease::{CAPACITY_UNAVAILABLE, LeaseRequest};
+use super::super::request;
 use super::super::signal::{PauseReason, SignalKind, SkipReason};
 use super::super::snapshot::NodeStatus;
+use super::Executor;
 use super::capacity::Ask;
 use super::node::{Approval, Ms, edge_valid};
-use super::{Executor, request};
 
 /// Where operations wait to start, and the run-wide counters of it.
 #[derive(Debug, Default)]

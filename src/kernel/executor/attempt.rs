@@ -1,0 +1,332 @@
+//! One attempt of an operation: it starts (a lease held, the agent
+//! resolved, its context and instruction made), its agent's events are
+//! signalled as they come, and it completes, fails or panics without taking
+//! the run down.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::FutureExt;
+use futures_util::future::{AbortHandle, Abortable};
+use petgraph::Direction;
+use petgraph::stable_graph::NodeIndex;
+use serde_json::{Map, Value};
+
+use super::super::agent::{
+    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, BoxFuture, Invocation,
+    SpawnBudget,
+};
+use super::super::lease::Lease;
+use super::super::signal::SignalKind;
+use super::super::snapshot::NodeStatus;
+use super::node::Ms;
+use super::{Executor, panic_message};
+
+/// The failure of an attempt whose agent panicked.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> AgentFailure {
+    AgentFailure::new(
+        "agent_panic",
+        format!("the agent panicked: {}", panic_message(payload)),
+    )
+}
+
+/// An agent future tagged with the node and attempt it belongs to. It can
+/// be aborted alone (the attempt is stopped; dropping the agent's future
+/// kills its processes).
+pub(super) struct Tagged {
+    ix: NodeIndex,
+    attempt: u32,
+    fut: Abortable<BoxFuture<AgentOutcome>>,
+}
+
+impl Future for Tagged {
+    /// `None` when the attempt was aborted.
+    type Output = (NodeIndex, u32, Option<AgentOutcome>);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (ix, attempt) = (self.ix, self.attempt);
+        Pin::new(&mut self.fut)
+            .poll(cx)
+            .map(|o| (ix, attempt, o.ok()))
+    }
+}
+
+impl Executor {
+    pub(super) fn start(&mut self, ix: NodeIndex, lease: Option<Lease>) {
+        let now = self.now();
+        let attempt = {
+            let n = &mut self.graph[ix];
+            n.status = NodeStatus::Running;
+            n.attempt += 1;
+            n.started_at = Ms::at(now);
+            n.attempt
+        };
+        self.sched.running += 1;
+        self.round_active = true;
+        let node = self.header(ix);
+        let role = self.graph[ix].op.assignee.clone();
+        let instance = lease.as_ref().map(|l| l.instance.clone());
+        let workspace = lease.as_ref().and_then(|l| l.workspace.clone());
+        let leased_agent = lease.as_ref().and_then(|l| l.agent.clone());
+        let profile = lease.as_ref().and_then(|l| l.profile.clone());
+        if let Some(lease) = lease {
+            self.gate.hold(ix, lease);
+        }
+        let started = SignalKind::Started {
+            node,
+            attempt,
+            role,
+            instance: instance.clone(),
+        };
+        self.emit_node(ix, started);
+
+        let agent_name = leased_agent.unwrap_or_else(|| self.graph[ix].op.metadata.agent.clone());
+        let Some(agent) = self.agents.resolve(&agent_name) else {
+            self.sched.running -= 1;
+            self.gate.release(ix);
+            let f = AgentFailure::new("agent_not_found", format!("no agent named {agent_name:?}"));
+            self.fail(ix, f);
+            return;
+        };
+        let context = if agent.wants_context() {
+            self.context_for(ix)
+        } else {
+            Map::new()
+        };
+        let n = &self.graph[ix];
+        let instruction = match &self.decorator {
+            Some(d) => d.decorate(
+                n.op.assignee.as_deref(),
+                &n.op.instruction,
+                SpawnBudget {
+                    accepted: self.adm.accepted,
+                    max: self.cfg.max_spawn,
+                },
+            ),
+            None => n.op.instruction.clone(),
+        };
+        let inv = Invocation {
+            op_id: n.op.op_id,
+            name: n.op.reference_id.clone(),
+            role: n.op.assignee.clone(),
+            instruction,
+            params: n.op.metadata.params.clone(),
+            context,
+            attempt,
+            events: AgentEvents::new(
+                ix.index() as u32,
+                attempt,
+                self.agent_tx.clone(),
+                self.backlog.clone(),
+            ),
+            instance,
+            workspace,
+            profile,
+        };
+        // A panicking agent fails its own operation (ADR-0033 D4: an
+        // unexpected error becomes an error result), never the run.
+        let invoked = match std::panic::catch_unwind(AssertUnwindSafe(|| agent.invoke(inv))) {
+            Ok(fut) => fut,
+            Err(p) => {
+                self.sched.running -= 1;
+                self.gate.release(ix);
+                self.fail(ix, panicked(&*p));
+                return;
+            }
+        };
+        let caught: BoxFuture<AgentOutcome> = Box::pin(
+            AssertUnwindSafe(invoked)
+                .catch_unwind()
+                .map(|r| r.unwrap_or_else(|p| Err(panicked(&*p)))),
+        );
+        let (handle, registration) = AbortHandle::new_pair();
+        let fut = Abortable::new(caught, registration);
+        self.aborts.insert(ix, handle);
+        self.inflight.push(Tagged { ix, attempt, fut });
+    }
+
+    /// `<pred_op_id>_result` for each predecessor with a result, then the flow
+    /// context merged in.
+    fn context_for(&self, ix: NodeIndex) -> Map<String, Value> {
+        let mut ctx = Map::new();
+        for pred in self.graph.neighbors_directed(ix, Direction::Incoming) {
+            let p = &self.graph[pred];
+            if let Some(r) = &p.result {
+                ctx.insert(format!("{}_result", p.op.op_id), Value::clone(r));
+            }
+        }
+        for (k, v) in &self.flow_context {
+            ctx.insert(k.clone(), v.clone());
+        }
+        ctx
+    }
+
+    pub(super) fn complete(&mut self, ix: NodeIndex, attempt: u32, outcome: AgentOutcome) {
+        // Requests the agent put on its stream before finishing come first,
+        // so a repeat of them in the result is recognised as a duplicate.
+        while let Ok(msg) = self.agent_rx.try_recv() {
+            self.agent_event(msg);
+        }
+        if self.graph[ix].status != NodeStatus::Running || self.graph[ix].attempt != attempt {
+            return;
+        }
+        self.aborts.remove(&ix);
+        self.sched.running -= 1;
+        self.gate.release(ix);
+        match outcome {
+            Ok(value) => self.succeed(ix, value),
+            Err(f) => self.fail(ix, f),
+        }
+    }
+
+    pub(super) fn agent_event(&mut self, msg: AgentMsg) {
+        self.backlog.took();
+        let ix = NodeIndex::new(msg.node as usize);
+        let Some(n) = self.graph.node_weight(ix) else {
+            return;
+        };
+        // Events from an earlier attempt or a finished node are stale.
+        if n.status != NodeStatus::Running || n.attempt != msg.attempt {
+            return;
+        }
+        let (op_id, name, attempt) = (n.op.op_id, n.op.reference_id.clone(), n.attempt);
+        let kind = match msg.event {
+            AgentEvent::Emitted(v) => {
+                if self.cfg.reactive {
+                    self.emitted(ix, &v);
+                }
+                return;
+            }
+            AgentEvent::Activity { state, tool } => SignalKind::AgentActivity {
+                op_id,
+                name,
+                attempt,
+                state,
+                tool,
+            },
+            AgentEvent::Usage(usage) => SignalKind::AgentUsage {
+                op_id,
+                name,
+                attempt,
+                usage,
+            },
+            AgentEvent::Warning(message) => SignalKind::Warning {
+                message,
+                op_id: Some(op_id),
+            },
+            AgentEvent::Process { pgid } => SignalKind::AgentProcess {
+                op_id,
+                name,
+                attempt,
+                pgid,
+            },
+        };
+        self.bus.emit(kind);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::super::RunConfig;
+    use super::super::testkit::executor;
+    use super::*;
+    use crate::kernel::agent::{Agent, AgentResolver};
+
+    fn failure(ex: &Executor, name: &str) -> Option<String> {
+        ex.graph[ex.ix(name)]
+            .result
+            .as_ref()
+            .map(|r| r["error"].to_string())
+    }
+
+    struct Panics;
+
+    impl Agent for Panics {
+        fn invoke(&self, _inv: Invocation) -> BoxFuture<AgentOutcome> {
+            panic!("no such model");
+        }
+    }
+
+    impl AgentResolver for Panics {
+        fn resolve(&self, _name: &str) -> Option<Arc<dyn Agent>> {
+            Some(Arc::new(Panics))
+        }
+    }
+
+    #[test]
+    fn an_agent_that_panics_fails_its_operation_and_gives_back_its_slot() {
+        let (mut ex, tape) = executor(
+            &[("a", &[], false), ("b", &[], false)],
+            RunConfig::default(),
+        );
+        ex.agents = Arc::new(Panics);
+        ex.begin();
+        ex.advance();
+        assert_eq!(ex.sched.running, 0);
+        assert_eq!(ex.graph[ex.ix("a")].status, NodeStatus::Failed);
+        assert!(
+            failure(&ex, "a")
+                .unwrap()
+                .contains("the agent panicked: no such model"),
+            "{:?}",
+            failure(&ex, "a")
+        );
+        assert!(
+            tape.lines().contains(&"failed b".to_string()),
+            "the run goes on to start the next"
+        );
+    }
+
+    #[test]
+    fn an_agent_that_is_not_there_fails_only_its_operation() {
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        let a = ex.ix("a");
+        Arc::make_mut(&mut ex.graph[a].op).metadata.agent = Arc::from("missing");
+        ex.begin();
+        ex.advance();
+        assert_eq!(ex.graph[a].status, NodeStatus::Failed);
+        assert_eq!(ex.sched.running, 0);
+        assert!(
+            failure(&ex, "a")
+                .unwrap()
+                .contains(r#"no agent named \"missing\""#)
+        );
+    }
+
+    #[test]
+    fn a_completion_of_an_earlier_attempt_is_stale() {
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let attempt = ex.graph[a].attempt;
+        ex.complete(a, attempt - 1, Ok(json!(1)));
+        assert_eq!(ex.graph[a].status, NodeStatus::Running);
+        assert_eq!(ex.sched.running, 1);
+        ex.complete(a, attempt, Ok(json!(2)));
+        assert_eq!(ex.graph[a].status, NodeStatus::Succeeded);
+        assert_eq!(ex.sched.running, 0);
+    }
+
+    #[test]
+    fn the_context_has_each_predecessor_result_and_the_flow_context_wins() {
+        let mut cfg = RunConfig::default();
+        cfg.context.insert("goal".into(), json!("ship"));
+        let (mut ex, _tape) = executor(&[("a", &[], false), ("b", &["a"], false)], cfg);
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let attempt = ex.graph[a].attempt;
+        ex.complete(a, attempt, Ok(json!({"answer": 42})));
+        let ctx = ex.context_for(ex.ix("b"));
+        let key = format!("{}_result", ex.graph[a].op.op_id);
+        assert_eq!(ctx[&key], json!({"answer": 42}));
+        assert_eq!(ctx["goal"], json!("ship"));
+        assert_eq!(ctx.len(), 2);
+    }
+}
