@@ -76,17 +76,7 @@ impl Executor {
         // retried failure skipped).
         for (op_id, because) in &r.reopened {
             if let Some(&ix) = self.index.get(op_id) {
-                let node = self.header(ix);
-                let attempt = self.graph[ix].attempt + u32::from(because.is_none());
-                let because = because.clone();
-                self.emit_node(
-                    ix,
-                    SignalKind::Retried {
-                        node,
-                        attempt,
-                        because,
-                    },
-                );
+                self.emit_retried(ix, because.clone());
             }
         }
         self.drain_external();

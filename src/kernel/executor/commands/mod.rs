@@ -355,6 +355,21 @@ impl Executor {
         Ok(())
     }
 
+    /// Says that `ix` waits again: for a new attempt (`because` is none:
+    /// it is the one retried), or re-opened because of another.
+    pub(super) fn emit_retried(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
+        let node = self.header(ix);
+        let attempt = self.graph[ix].attempt + u32::from(because.is_none());
+        self.emit_node(
+            ix,
+            SignalKind::Retried {
+                node,
+                attempt,
+                because,
+            },
+        );
+    }
+
     /// Puts a settled node back to waiting (its counts are redone after).
     fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
         {
@@ -371,16 +386,7 @@ impl Executor {
         // Dedup outlives the attempt: what it spawned before is not spawned
         // again.
         self.sched.terminal -= 1;
-        let node = self.header(ix);
-        let attempt = self.graph[ix].attempt + u32::from(because.is_none());
-        self.emit_node(
-            ix,
-            SignalKind::Retried {
-                node,
-                attempt,
-                because,
-            },
-        );
+        self.emit_retried(ix, because);
     }
 
     fn hold(&mut self, op: &str) -> Result<(), CommandError> {
