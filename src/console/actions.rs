@@ -19,15 +19,33 @@ use crate::kernel::{Lane, LedgerOutcome, Request};
 pub const PALETTE_BRANCHES: [&str; 5] =
     ["initial", "expanded", "reserved", "budgets", "rejections"];
 
+/// Why an action cannot be used now, worded for the operator (the status
+/// line shows it when the key is pressed anyway).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+impl From<&str> for Unavailable {
+    fn from(s: &str) -> Self {
+        Unavailable(s.to_string())
+    }
+}
+
+impl From<String> for Unavailable {
+    fn from(s: String) -> Self {
+        Unavailable(s)
+    }
+}
+
 impl App {
     /// Whether `a` can be used now; the error says why not, for people.
-    pub fn available(&self, a: Action) -> Result<(), String> {
+    pub fn available(&self, a: Action) -> Result<(), Unavailable> {
         self.available_under(a, self.overlays.len())
     }
 
     /// Whether `a` could be used with only the first `depth` overlays open:
     /// help asks it of the screen beneath itself.
-    pub fn available_under(&self, a: Action, depth: usize) -> Result<(), String> {
+    pub fn available_under(&self, a: Action, depth: usize) -> Result<(), Unavailable> {
         use Action::*;
         let top = depth.checked_sub(1).and_then(|i| self.overlays.get(i));
         let mode = match top {
@@ -74,7 +92,7 @@ impl App {
                         Err("the run has finished; only viewing works now".into())
                     }
                     Approve | Deny if n.lane != Lane::AwaitingApproval => {
-                        Err(format!("{name} is not awaiting approval"))
+                        Err(format!("{name} is not awaiting approval").into())
                     }
                     Hold if !n.held
                         && !matches!(
@@ -84,11 +102,13 @@ impl App {
                     {
                         Err(format!(
                             "{name} has started; only an operation that has not started can be held"
-                        ))
+                        )
+                        .into())
                     }
                     Retry if n.lane != Lane::Failed || n.skipped() => Err(format!(
                         "{name} has not failed; only failed or denied operations can be retried"
-                    )),
+                    )
+                    .into()),
                     _ => Ok(()),
                 }
             }
@@ -109,7 +129,8 @@ impl App {
                 "{} filters the spawn ledger: move to it with {} first",
                 self.keymap.label(LedgerFilter),
                 self.keymap.label(FocusNext)
-            )),
+            )
+            .into()),
             Back if self.filter.is_empty() && self.focus == Pane::Lanes => {
                 Err("no filter to clear".into())
             }
@@ -154,7 +175,7 @@ impl App {
     }
 
     /// Run control needs a live run that has not finished.
-    fn live_run(&self, a: Action) -> Result<(), String> {
+    fn live_run(&self, a: Action) -> Result<(), Unavailable> {
         self.not_replay(a)?;
         if self.vm.run.finished.is_some() {
             return Err("the run has finished; only viewing works now".into());
@@ -165,12 +186,12 @@ impl App {
         Ok(())
     }
 
-    fn not_replay(&self, a: Action) -> Result<(), String> {
+    fn not_replay(&self, a: Action) -> Result<(), Unavailable> {
         if self.replay.is_some() {
             return Err(format!(
                 "{} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)",
                 info(a).name
-            ));
+            ).into());
         }
         Ok(())
     }
@@ -230,7 +251,7 @@ impl App {
                     && matches!(info(a).scope, Scope::Run | Scope::Operation)
                     && let Err(why) = self.not_replay(a)
                 {
-                    self.warn(why);
+                    self.warn(why.0);
                 }
                 Vec::new()
             }
@@ -241,7 +262,7 @@ impl App {
     /// Carries out an action the key table named, if it is available now.
     pub fn act(&mut self, a: Action) -> Vec<Effect> {
         if let Err(why) = self.available(a) {
-            self.warn(why);
+            self.warn(why.0);
             return Vec::new();
         }
         let control = |r| vec![Effect::Control(r)];
