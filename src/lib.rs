@@ -13,7 +13,6 @@ pub mod fuzzing;
 pub mod headless;
 pub mod inspect;
 pub mod kernel;
-pub mod memory;
 pub mod palette;
 pub mod paths;
 pub mod play;

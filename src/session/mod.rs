@@ -149,9 +149,7 @@ impl Session {
         let cfg = run_config(play.get(), &run_dir, opts);
         // Reads each role's agent from the operations written for it.
         let parts = Parts::new(play.get(), &run_dir, speed);
-        if play.release() {
-            crate::memory::give_back();
-        }
+        play.release();
         let play = play.get();
         let (mut run, handle) = Run::new(
             built.graph,
@@ -471,12 +469,10 @@ impl PlayIn<'_> {
         }
     }
 
-    /// Lets go of the definitions if this session may; says whether it did.
-    fn release(&mut self) -> bool {
+    /// Lets go of the definitions if this session may.
+    fn release(&mut self) {
         if let PlayIn::Released(p) = self {
             p.release_definitions();
-            return true;
         }
-        false
     }
 }
