@@ -71,6 +71,16 @@ impl ScrollList {
         self.offset..(self.offset + self.height).min(self.len)
     }
 
+    /// The rows of `all` inside the window (panes that build every line and
+    /// show some).
+    pub fn window_of<T>(&self, all: Vec<T>) -> Vec<T> {
+        let window = self.visible();
+        all.into_iter()
+            .skip(window.start)
+            .take(window.len())
+            .collect()
+    }
+
     /// Whether rows are hidden below the window.
     pub fn more_below(&self) -> usize {
         self.len.saturating_sub(self.offset + self.height)

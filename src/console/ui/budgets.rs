@@ -90,12 +90,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             );
         }
     }
-    let window = app.budgets.visible();
-    let lines: Vec<Line> = lines(app, rest.width as usize)
-        .into_iter()
-        .skip(window.start)
-        .take(window.len())
-        .collect();
+    let lines = app.budgets.window_of(lines(app, rest.width as usize));
     f.render_widget(Paragraph::new(lines), rest);
 }
 

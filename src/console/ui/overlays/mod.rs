@@ -128,12 +128,7 @@ fn draw_window(f: &mut Frame, area: Rect, app: &App, win: &Window, scroll: &Scro
             .alignment(Alignment::Right),
         );
     }
-    let window = scroll.visible();
-    let shown: Vec<Line> = lines
-        .into_iter()
-        .skip(window.start)
-        .take(window.len())
-        .collect();
+    let shown = scroll.window_of(lines);
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(shown).block(block), r);
 }
