@@ -7,49 +7,13 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use playdeck::console::keymap::{Action, Mode};
 use playdeck::console::overlay::Overlay;
+mod common;
+
+use common::screen_text as text;
 use playdeck::console::screenshot::Scene;
 use playdeck::kernel::{Lane, Outcome, SignalKind};
 use playdeck::play::Play;
 use playdeck::session::SessionOptions;
-use ratatui::buffer::Buffer;
-
-fn text(buf: &Buffer) -> String {
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        let mut line = String::new();
-        for x in 0..buf.area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    redact(&out)
-}
-
-/// Op ids depend on test order; temporary directories on the machine.
-fn redact(s: &str) -> String {
-    let b = s.as_bytes();
-    let is_uuid = |w: &[u8]| {
-        w.len() == 36
-            && w.iter().enumerate().all(|(i, c)| match i {
-                8 | 13 | 18 | 23 => *c == b'-',
-                _ => c.is_ascii_hexdigit(),
-            })
-    };
-    let mut out = String::new();
-    let mut i = 0;
-    while i < b.len() {
-        if i + 36 <= b.len() && is_uuid(&b[i..i + 36]) {
-            out.push_str("[op-id]");
-            i += 36;
-        } else {
-            let ch = s[i..].chars().next().expect("char");
-            out.push(ch);
-            i += ch.len_utf8();
-        }
-    }
-    out
-}
 
 fn keys(k: &str) -> Vec<String> {
     k.split_whitespace().map(str::to_string).collect()

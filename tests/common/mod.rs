@@ -263,3 +263,43 @@ pub fn play_errors(src: &str) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A TestBackend buffer as text, one trimmed line per row, with op ids
+/// (they depend on test order) redacted.
+pub fn screen_text(buf: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    redact_uuids(&out)
+}
+
+/// Replaces anything shaped like a UUID with `[op-id]`.
+pub fn redact_uuids(s: &str) -> String {
+    let b = s.as_bytes();
+    let is_uuid = |w: &[u8]| {
+        w.len() == 36
+            && w.iter().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => *c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if i + 36 <= b.len() && is_uuid(&b[i..i + 36]) {
+            out.push_str("[op-id]");
+            i += 36;
+        } else {
+            let ch = s[i..].chars().next().expect("char");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
