@@ -13,7 +13,10 @@
 //! max_requests n).
 //!
 //! Pass case names and/or sizes for a subset: `cargo bench --bench e2e --
-//! fanout 100000`. Sizes default to 10 000, 100 000 and 1 000 000.
+//! fanout 100000`. Sizes default to 10 000, 100 000 and 1 000 000. Each
+//! line is the median of three runs (by wall time; `runs=1` for one), and
+//! `sync` runs, untimed, before each: otherwise the page cache's writeback
+//! of the previous run (gigabytes at 1 000 000) lands on the next one.
 //! Measurements use GNU time (`/usr/bin/time`) for the peak RSS and the
 //! kernel's per-process I/O accounting (`/proc/<pid>/io`, which counts
 //! reaped children) for bytes written.
@@ -127,14 +130,34 @@ fn io_field(io: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs the binary on `case` at `n` once; the measurements as JSON.
-fn e2e(case: &str, n: usize, base: &Path) -> Value {
+/// Runs the binary on `case` at `n` `runs` times; the median run's
+/// measurements as JSON, with the fastest and slowest wall times.
+fn e2e(case: &str, n: usize, base: &Path, runs: usize) -> Value {
+    let text = play(case, n);
+    let mut all: Vec<Value> = (0..runs.max(1))
+        .map(|_| e2e_once(case, n, base, &text))
+        .collect();
+    let wall = |v: &Value| v["wall_s"].as_f64().unwrap_or(f64::NAN);
+    all.sort_by(|a, b| wall(a).total_cmp(&wall(b)));
+    let (lo, hi) = (
+        all[0]["wall_s"].clone(),
+        all[all.len() - 1]["wall_s"].clone(),
+    );
+    let mut v = all.swap_remove(all.len() / 2);
+    v["runs"] = json!(runs.max(1));
+    v["wall_min_s"] = lo;
+    v["wall_max_s"] = hi;
+    v
+}
+
+fn e2e_once(case: &str, n: usize, base: &Path, text: &str) -> Value {
     let dir = base.join(format!("{case}-{n}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let play_path = dir.join("play.toml");
-    let text = play(case, n);
-    std::fs::write(&play_path, &text).unwrap();
+    std::fs::write(&play_path, text).unwrap();
+    // Untimed: the dirty pages of what came before reach the disk first.
+    let _ = std::process::Command::new("sync").status();
     // A shell that runs the binary under GNU time and reports its own I/O
     // counters afterwards: they include the reaped child's.
     let script = r#"/usr/bin/time -f '%M' -o "$D/time" "$BIN" run "$D/play.toml" --headless --run-dir "$D/run" >/dev/null 2>"$D/stderr"
@@ -213,6 +236,10 @@ fn main() {
     } else {
         named
     };
+    let runs: usize = args
+        .iter()
+        .find_map(|a| a.strip_prefix("runs=")?.parse().ok())
+        .unwrap_or(3);
     let picked: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if picked.is_empty() {
         SIZES.to_vec()
@@ -222,7 +249,7 @@ fn main() {
     let base = std::env::temp_dir().join(format!("playdeck-e2e-{}", std::process::id()));
     for case in cases_run {
         for &n in &sizes {
-            let mut v = e2e(case, n, &base);
+            let mut v = e2e(case, n, &base, runs);
             let k = kernel_only(case, n);
             let kernel_s =
                 k["build_s"].as_f64().unwrap_or(0.0) + k["wall_s"].as_f64().unwrap_or(0.0);

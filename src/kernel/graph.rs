@@ -354,10 +354,28 @@ impl Graph {
         })
     }
 
+    /// Each operation's position in [`Graph::operations`] by id, in the
+    /// index's own order.
+    pub fn positions(&self) -> impl ExactSizeIterator<Item = (OpId, u32)> + '_ {
+        self.index.iter().map(|(id, ix)| (*id, ix.index() as u32))
+    }
+
+    /// Edges as (from, position of `to` in [`Graph::operations`]): nodes
+    /// are never removed, so a node's index is its position.
+    pub fn edges_to_positions(&self) -> impl Iterator<Item = (OpId, usize, &Edge)> {
+        self.inner
+            .edge_references()
+            .map(move |e| (self.inner[e.source()].op_id, e.target().index(), e.weight()))
+    }
+
     /// Rejects cycles and invalid conditions (ADR-0033 D1: both checked before
     /// work begins).
     pub fn validate(&self) -> Result<(), GraphError> {
+        // Every edge from an earlier node to a later one (a play in authored
+        // order) cannot close a cycle: no search needed.
+        let mut forward = true;
         for e in self.inner.edge_references() {
+            forward &= e.source().index() < e.target().index();
             if let Err(message) = e.weight().condition.validate() {
                 return Err(GraphError::InvalidCondition {
                     from_name: self.inner[e.source()].reference_id.clone(),
@@ -366,7 +384,7 @@ impl Graph {
                 });
             }
         }
-        if let Some(cycle) = find_cycle(&self.inner) {
+        if !forward && let Some(cycle) = find_cycle(&self.inner) {
             return Err(GraphError::Cycle {
                 path: cycle
                     .into_iter()
@@ -429,20 +447,32 @@ pub(crate) fn find_cycle<N, E>(g: &StableDiGraph<N, E>) -> Option<Vec<NodeIndex>
     None
 }
 
+/// An edge's end while building: a position (node `i` is the `i`-th added,
+/// maybe not added yet) or an id resolved by [`GraphBuilder::build`].
+#[derive(Debug, Clone, Copy)]
+enum End {
+    At(usize),
+    Id(OpId),
+}
+
 /// Builds a [`Graph`]. Dependencies may name operations added later (they
 /// are resolved by [`GraphBuilder::build`]), so a file can list operations in
-/// any order.
+/// any order. A caller that knows where its operations go (the play: the
+/// `i`-th definition is the `i`-th operation) names dependencies by
+/// position, so a million edges cost no lookups of random op ids.
 #[derive(Default)]
 pub struct GraphBuilder {
     /// Operations go straight into the graph (node `i` is the `i`-th
-    /// added): a large play is never held as a list and as a graph at once.
+    /// added); edges wait for [`GraphBuilder::build`].
     inner: StableDiGraph<Operation, Edge>,
     index: HashMap<OpId, NodeIndex>,
-    edges: Vec<(OpId, OpId, Edge)>,
+    edges: Vec<(End, End, Edge)>,
     /// Operations (by position) that have at least one outgoing edge.
     has_out: Vec<bool>,
-    /// Sources of edges whose source has not been added yet.
+    /// Sources of edges whose source has not been added yet, by id and by
+    /// position.
     pending_sources: rustc_hash::FxHashSet<OpId>,
+    pending_positions: Vec<bool>,
     /// Positions that may still be heads (no outgoing edge), oldest first;
     /// ones that gained an edge are dropped lazily, so sequential authoring
     /// costs O(1) per operation, not a scan of everything before it.
@@ -466,30 +496,51 @@ impl GraphBuilder {
     }
 
     fn push(&mut self, op: Operation) -> OpId {
+        use std::collections::hash_map::Entry;
         let id = op.op_id;
-        if self.index.contains_key(&id) {
-            self.duplicate.get_or_insert(id);
-            return id;
-        }
         let pos = self.has_out.len();
-        let out = self.pending_sources.remove(&id);
+        // One probe of the index, not a lookup and then an insert.
+        match self.index.entry(id) {
+            Entry::Occupied(_) => {
+                self.duplicate.get_or_insert(id);
+                return id;
+            }
+            Entry::Vacant(v) => {
+                v.insert(NodeIndex::new(pos));
+            }
+        }
+        let out = (!self.pending_sources.is_empty() && self.pending_sources.remove(&id))
+            | self.pending_positions.get(pos).copied().unwrap_or(false);
         self.has_out.push(out);
         if !out {
             self.head_candidates.push(pos);
         }
         let ix = self.inner.add_node(op);
         debug_assert_eq!(ix.index(), pos);
-        self.index.insert(id, ix);
         id
     }
 
-    fn mark_source(&mut self, from: OpId) {
+    fn mark_source(&mut self, from: OpId) -> End {
         match self.index.get(&from) {
-            Some(&ix) => self.has_out[ix.index()] = true,
+            Some(&ix) => self.mark_position(ix.index()),
             None => {
                 self.pending_sources.insert(from);
+                End::Id(from)
             }
         }
+    }
+
+    fn mark_position(&mut self, pos: usize) -> End {
+        match self.has_out.get_mut(pos) {
+            Some(out) => *out = true,
+            None => {
+                if self.pending_positions.len() <= pos {
+                    self.pending_positions.resize(pos + 1, false);
+                }
+                self.pending_positions[pos] = true;
+            }
+        }
+        End::At(pos)
     }
 
     /// The current heads: operations added so far with no outgoing edge.
@@ -504,12 +555,20 @@ impl GraphBuilder {
     /// Adds `op` after every current head (sequential authoring). The first
     /// operation of an empty builder is a root.
     pub fn add_after_heads(&mut self, op: Operation) -> OpId {
-        let heads = self.heads();
+        let heads: Vec<usize> = self
+            .head_candidates
+            .iter()
+            .copied()
+            .filter(|&p| !self.has_out[p])
+            .collect();
         // Every head gains an edge now: none of them is a head any more.
         self.head_candidates.clear();
         let id = self.push(op);
+        let to = End::At(self.has_out.len() - 1);
         for head in heads {
-            self.add_edge(head, id, Edge::dependency(Condition::Succeeded));
+            let from = self.mark_position(head);
+            self.edges
+                .push((from, to, Edge::dependency(Condition::Succeeded)));
         }
         id
     }
@@ -527,14 +586,40 @@ impl GraphBuilder {
         id
     }
 
+    /// [`GraphBuilder::add_after`] with the dependencies named by position:
+    /// the `i`-th operation added (or to be added) is position `i`.
+    pub fn add_after_at(
+        &mut self,
+        op: Operation,
+        deps: impl IntoIterator<Item = (usize, Condition)>,
+    ) -> OpId {
+        let id = self.push(op);
+        let to = End::At(self.has_out.len() - 1);
+        for (dep, cond) in deps {
+            let from = self.mark_position(dep);
+            self.edges.push((from, to, Edge::dependency(cond)));
+        }
+        id
+    }
+
     /// Adds `op` as an independent root, whatever the current heads are.
     pub fn add_root(&mut self, op: Operation) -> OpId {
         self.push(op)
     }
 
     pub fn add_edge(&mut self, from: OpId, to: OpId, edge: Edge) {
-        self.mark_source(from);
+        let from = self.mark_source(from);
+        let to = match self.index.get(&to) {
+            Some(ix) => End::At(ix.index()),
+            None => End::Id(to),
+        };
         self.edges.push((from, to, edge));
+    }
+
+    /// [`GraphBuilder::add_edge`] between positions.
+    pub fn add_edge_at(&mut self, from: usize, to: usize, edge: Edge) {
+        let from = self.mark_position(from);
+        self.edges.push((from, End::At(to), edge));
     }
 
     pub fn len(&self) -> usize {
@@ -553,9 +638,23 @@ impl GraphBuilder {
         }
         let (mut inner, index) = (self.inner, self.index);
         inner.reserve_edges(self.edges.len());
+        let count = inner.node_count();
+        let resolve = |end: End| match end {
+            End::At(p) if p < count => Some(NodeIndex::new(p)),
+            End::At(_) => None,
+            End::Id(id) => index.get(&id).copied(),
+        };
         for (from, to, edge) in self.edges {
-            let (Some(&a), Some(&b)) = (index.get(&from), index.get(&to)) else {
-                return Err(GraphError::UnknownOperation { from, to });
+            let (Some(a), Some(b)) = (resolve(from), resolve(to)) else {
+                let id = |end: End| match end {
+                    End::Id(id) => id,
+                    End::At(p) if p < count => inner[NodeIndex::new(p)].op_id,
+                    End::At(_) => OpId::nil(),
+                };
+                return Err(GraphError::UnknownOperation {
+                    from: id(from),
+                    to: id(to),
+                });
             };
             if a == b {
                 return Err(GraphError::SelfDependency(inner[a].reference_id.clone()));
@@ -688,11 +787,72 @@ mod tests {
 
     #[test]
     fn long_chain_cycle_check_does_not_recurse() {
-        let mut b = GraphBuilder::with_capacity(200_000);
-        let mut prev = b.add_root(op("0"));
-        for i in 1..200_000 {
-            prev = b.add_after(op(&i.to_string()), [(prev, Condition::Succeeded)]);
+        // Each operation after the one added after it: every edge points
+        // back in insertion order, so the search for a cycle runs in full.
+        const N: usize = 200_000;
+        let mut b = GraphBuilder::with_capacity(N);
+        for i in 0..N - 1 {
+            b.add_after_at(op(&i.to_string()), [(i + 1, Condition::Succeeded)]);
         }
-        assert_eq!(b.build().unwrap().len(), 200_000);
+        b.add_root(op("last"));
+        assert_eq!(b.build().unwrap().len(), N);
+
+        let mut b = GraphBuilder::with_capacity(N);
+        for i in 0..N {
+            b.add_after_at(op(&i.to_string()), [((i + 1) % N, Condition::Succeeded)]);
+        }
+        let Err(GraphError::Cycle { path }) = b.build() else {
+            panic!("a ring of {N} is a cycle");
+        };
+        assert_eq!(path.len(), N);
+    }
+
+    #[test]
+    fn positions_name_dependencies_added_before_or_after() {
+        let mut b = GraphBuilder::new();
+        // 0 waits for 2, which is not added yet; 1 is a root.
+        let a = b.add_after_at(op("a"), [(2, Condition::Failed)]);
+        let r = b.add_root(op("r"));
+        let later = b.add_root(op("later"));
+        // `later` has an outgoing edge, so it is no head.
+        assert_eq!(b.heads(), vec![a, r]);
+        let c = b.add_after_heads(op("c"));
+        b.add_edge_at(1, 3, Edge::dependency(Condition::Always));
+        let g = b.build().unwrap();
+        assert_eq!(names_of_preds(&g, a), vec!["later"]);
+        assert_eq!(g.predecessors(a)[0].1.condition, Condition::Failed);
+        assert!(g.predecessors(later).is_empty());
+        assert_eq!(names_of_preds(&g, c), vec!["a", "r", "r"]);
+        let positions: std::collections::BTreeMap<u32, OpId> =
+            g.positions().map(|(id, at)| (at, id)).collect();
+        assert_eq!(
+            positions.into_values().collect::<Vec<_>>(),
+            vec![a, r, later, c]
+        );
+    }
+
+    #[test]
+    fn a_position_never_added_or_a_cycle_through_positions_is_refused() {
+        let mut b = GraphBuilder::new();
+        let a = b.add_after_at(op("a"), [(5, Condition::Succeeded)]);
+        assert_eq!(
+            b.build().unwrap_err(),
+            GraphError::UnknownOperation {
+                from: OpId::nil(),
+                to: a
+            }
+        );
+
+        let mut b = GraphBuilder::new();
+        b.add_after_at(op("a"), [(1, Condition::Succeeded)]);
+        b.add_after_at(op("b"), [(0, Condition::Succeeded)]);
+        assert_eq!(
+            b.build().unwrap_err().to_string(),
+            "Graph must be acyclic for flow execution: cycle a -> b -> a"
+        );
+
+        let mut b = GraphBuilder::new();
+        b.add_after_at(op("a"), [(0, Condition::Succeeded)]);
+        assert!(matches!(b.build(), Err(GraphError::SelfDependency(_))));
     }
 }

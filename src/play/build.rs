@@ -139,12 +139,6 @@ impl Play {
             .iter()
             .map(|_| crate::kernel::graph::new_op_id())
             .collect();
-        let by_name: HashMap<&str, OpId> = self
-            .operations
-            .iter()
-            .zip(&op_ids)
-            .map(|(o, id)| (o.id.as_str(), *id))
-            .collect();
         let mut b = GraphBuilder::with_capacity(self.operations.len());
         // Roles, agents and profiles are a handful of names over many
         // operations, and most operations have no parameters: each is
@@ -159,6 +153,8 @@ impl Play {
             a
         };
         let no_params = Arc::new(Value::Null);
+        let positions = self.dep_positions();
+        let mut dep_at = &positions[..];
         for (def, &op_id) in self.operations.iter().zip(&op_ids) {
             let role = shared(&def.role);
             let params = match def.params() {
@@ -182,24 +178,56 @@ impl Play {
                 },
             };
             match &def.placement {
+                // The builder takes the i-th definition as its i-th
+                // operation: a position names a dependency.
+                Placement::After(deps) => {
+                    let (these, rest) = dep_at.split_at(deps.len().min(dep_at.len()));
+                    dep_at = rest;
+                    let when = &def.when;
+                    let n = self.operations.len();
+                    b.add_after_at(
+                        op,
+                        these
+                            .iter()
+                            .map(|&j| j as usize)
+                            .filter(|&j| j < n)
+                            .map(|j| (j, when.clone())),
+                    );
+                }
                 Placement::AfterHeads => {
                     b.add_after_heads(op);
                 }
                 Placement::Root => {
                     b.add_root(op);
                 }
-                Placement::After(deps) => {
-                    let deps: Vec<_> = deps
-                        .iter()
-                        .filter_map(|(d, _)| {
-                            by_name.get(d.as_str()).map(|id| (*id, def.when.clone()))
-                        })
-                        .collect();
-                    b.add_after(op, deps);
-                }
             }
         }
         Ok((b.build()?, op_ids))
+    }
+
+    /// [`Play::dep_at`], or (should it not match the definitions) the
+    /// same found again by name.
+    fn dep_positions(&self) -> std::borrow::Cow<'_, [u32]> {
+        let deps = || {
+            self.operations.iter().flat_map(|d| match &d.placement {
+                Placement::After(deps) => &deps[..],
+                _ => &[],
+            })
+        };
+        if deps().count() == self.dep_at.len() {
+            return std::borrow::Cow::Borrowed(&self.dep_at);
+        }
+        let by_name: HashMap<&str, u32> = self
+            .operations
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.id.as_str(), i as u32))
+            .collect();
+        // An unknown name (not in a validated play) is a position past the
+        // end, left out by the build.
+        deps()
+            .map(|(name, _)| by_name.get(name.as_str()).copied().unwrap_or(u32::MAX))
+            .collect()
     }
 
     /// Run settings from `[play]`.
@@ -242,5 +270,68 @@ impl super::OpDef {
         } else {
             Value::Object(m)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each operation's predecessors by name, in authored order.
+    fn preds(play: &Play) -> Vec<(String, Vec<(String, crate::kernel::Condition)>)> {
+        let built = play.build();
+        let name = |id: OpId| built.graph.get(id).unwrap().reference_id.to_string();
+        built
+            .op_ids
+            .iter()
+            .map(|&id| {
+                let p = built.graph.predecessors(id);
+                let p = p.into_iter().map(|(f, e)| (name(f), e.condition.clone()));
+                (name(id), p.collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dependencies_found_while_checking_build_the_graph_the_names_say() {
+        let src = r#"
+[play]
+name = "p"
+[[operations]]
+id = "a"
+role = "tester"
+instruction = "x"
+depends_on = ["c", "b"]
+when = "failed"
+[[operations]]
+id = "b"
+role = "tester"
+instruction = "x"
+independent_root = true
+[[operations]]
+id = "c"
+role = "tester"
+instruction = "x"
+depends_on = ["b"]
+[[operations]]
+id = "d"
+role = "tester"
+instruction = "x"
+"#;
+        let mut play = Play::from_str("p.toml", src).unwrap();
+        // Positions, in file order: a's two (one of them ahead), then c's.
+        assert_eq!(play.dep_at, vec![2, 1, 1]);
+        use crate::kernel::Condition::{Failed, Succeeded};
+        let want = vec![
+            ("a".into(), vec![("c".into(), Failed), ("b".into(), Failed)]),
+            ("b".into(), vec![]),
+            ("c".into(), vec![("b".into(), Succeeded)]),
+            ("d".into(), vec![("a".into(), Succeeded)]),
+        ];
+        assert_eq!(preds(&play), want);
+        // Positions that do not match the definitions are found again by
+        // name: the same graph.
+        play.dep_at = vec![0];
+        assert_eq!(preds(&play), want);
     }
 }

@@ -56,6 +56,11 @@ pub struct Play {
     pub agents: std::collections::BTreeMap<String, crate::agents::AgentDef>,
     /// `[play] flag_profile`: the default selection (none by default).
     pub flag_profile: Option<String>,
+    /// Where each `depends_on` entry points, as positions in `operations`,
+    /// in file order (every dependency of the first such operation, then
+    /// the next): found while checking the graph, so building it looks no
+    /// name up again.
+    pub(crate) dep_at: Vec<u32>,
 }
 
 /// How an operation is placed in the graph (ADR-0033 D2: three explicit
@@ -284,6 +289,7 @@ impl Play {
     /// run.
     pub fn release_definitions(&mut self) {
         self.operations = Vec::new();
+        self.dep_at = Vec::new();
         self.source = Arc::from("");
     }
 

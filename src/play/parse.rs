@@ -146,6 +146,7 @@ pub(crate) fn parse_with(
         dir: dir.to_path_buf(),
         agents: user_agents.clone(),
         flag_profile: None,
+        dep_at: Vec::new(),
     };
     let own = agents_section::read(&mut r, &root, dir, std::path::Path::new(file));
     play.agents.extend(own);
@@ -179,7 +180,7 @@ pub(crate) fn parse_with(
     } else if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
         read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);
     }
-    check_graph(&mut r, &play.source, &shapes);
+    play.dep_at = check_graph(&mut r, &play.source, &shapes);
     play.palette = super::palette_section::read(&mut r, &root);
     super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
@@ -670,29 +671,40 @@ fn read_emit(r: &mut Reader, e: &Table<'_, '_>) -> Option<SimEmit> {
     })
 }
 
-/// Duplicate ids, unknown and self dependencies.
-fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
-    let mut first: HashMap<&str, &Span> = HashMap::default();
-    for op in ops {
-        if let Some(prev) = first.get(op.id.as_str()) {
-            let (line, _) = super::diag::line_col(source, prev.start);
-            r.push(
-                Diagnostic::new(
-                    op.id_span.clone(),
-                    format!("duplicate operation id {:?}", op.id),
-                    "defined again here",
-                )
-                .help(format!(
-                    "ids must be unique; {:?} is first defined on line {line}",
-                    op.id
-                )),
-            );
-        } else {
-            first.insert(&op.id, &op.id_span);
+/// Duplicate ids, unknown and self dependencies; the positions the
+/// dependencies resolve to (see `Play::dep_at`).
+fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) -> Vec<u32> {
+    // Where each id is first defined: one map for every check here.
+    let mut pos: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(ops.len(), Default::default());
+    for (i, op) in ops.iter().enumerate() {
+        match pos.entry(op.id.as_str()) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let (line, _) = super::diag::line_col(source, ops[*first.get()].id_span.start);
+                r.push(
+                    Diagnostic::new(
+                        op.id_span.clone(),
+                        format!("duplicate operation id {:?}", op.id),
+                        "defined again here",
+                    )
+                    .help(format!(
+                        "ids must be unique; {:?} is first defined on line {line}",
+                        op.id
+                    )),
+                );
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(i);
+            }
         }
     }
-    let ids: Vec<&str> = ops.iter().map(|o| o.id.as_str()).collect();
-    for op in ops {
+    // Whether every dependency is on an operation written above it (the
+    // usual file): then no cycle is possible, and none is searched for.
+    let mut backward_only = true;
+    // For the help of an unknown dependency: made once, when needed.
+    let mut ids: Option<Vec<&str>> = None;
+    let mut at = Vec::with_capacity(ops.iter().map(|o| o.deps.len()).sum());
+    for (i, op) in ops.iter().enumerate() {
         for (dep, span) in &op.deps {
             if dep == &op.id {
                 r.push(
@@ -703,8 +715,12 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
                     )
                     .help("remove it from depends_on"),
                 );
-            } else if !first.contains_key(dep.as_str()) {
-                let mut help = format!("known ids: {}", list(&ids, 12));
+            } else if let Some(&j) = pos.get(dep.as_str()) {
+                backward_only &= j < i;
+                at.push(j as u32);
+            } else {
+                let ids = ids.get_or_insert_with(|| ops.iter().map(|o| o.id.as_str()).collect());
+                let mut help = format!("known ids: {}", list(ids, 12));
                 if let Some(s) = did_you_mean(dep, ids.iter().copied()) {
                     help = format!("did you mean {s:?}? {help}");
                 }
@@ -719,20 +735,19 @@ fn check_graph(r: &mut Reader, source: &str, ops: &[Shape]) {
             }
         }
     }
-    if let Some(d) = find_cycle(ops) {
+    // Edges made for operations without depends_on always come from above.
+    if !backward_only && let Some(d) = find_cycle(ops, &pos) {
         r.push(d);
     }
+    at
 }
 
 /// The edges the graph builder will make, by position: explicit
 /// dependencies, and for an operation without `depends_on` one from every
 /// operation before it that nothing depends on yet. Unknown and duplicate
-/// ids are left out (they are reported on their own).
-fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
-    let mut pos: HashMap<&str, usize> = HashMap::default();
-    for (i, op) in ops.iter().enumerate() {
-        pos.entry(op.id.as_str()).or_insert(i);
-    }
+/// ids are left out (they are reported on their own). `pos`: where each id
+/// is first defined.
+fn shape_edges(ops: &[Shape], pos: &HashMap<&str, usize>) -> Vec<Vec<usize>> {
     let mut preds = vec![Vec::new(); ops.len()];
     // Which operations are sources of an edge so far (a dependency on a
     // later operation counts from the moment that one is placed), and the
@@ -740,7 +755,7 @@ fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
     let mut has_out = vec![false; ops.len()];
     let mut candidates: Vec<usize> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        if pos[op.id.as_str()] != i {
+        if pos.get(op.id.as_str()) != Some(&i) {
             continue;
         }
         match op.placement {
@@ -773,8 +788,8 @@ fn shape_edges(ops: &[Shape]) -> Vec<Vec<usize>> {
 
 /// A dependency cycle among the operations, reported at the first one in
 /// it with the whole path, together with every other problem of the file.
-fn find_cycle(ops: &[Shape]) -> Option<Diagnostic> {
-    let preds = shape_edges(ops);
+fn find_cycle(ops: &[Shape], pos: &HashMap<&str, usize>) -> Option<Diagnostic> {
+    let preds = shape_edges(ops, pos);
     // Iterative DFS over predecessors; a back edge closes a cycle.
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {

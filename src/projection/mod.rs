@@ -160,17 +160,23 @@ impl RunProjection {
             cfg,
             graph.len(),
             graph.operations().map(|op| Arc::new(op.clone())),
-            graph.edges(),
+            graph.edges_to_positions(),
+            graph.positions(),
         )
     }
 
     /// [`RunProjection::seed`] from the `n` operations and the edges of a
-    /// graph in any form (a run's own, once the built graph is gone).
+    /// graph in any form (a run's own, once the built graph is gone). An
+    /// edge's target is its position in `operations`; `index` is each
+    /// operation's position by id, taken from the graph's own index: in
+    /// its order, a map of the same hasher fills front to back, where
+    /// inserting a million random ids one by one misses the cache each time.
     pub fn seed_from<'a>(
         cfg: &RunConfig,
         n: usize,
         operations: impl Iterator<Item = Arc<Operation>>,
-        edges: impl Iterator<Item = (OpId, OpId, &'a crate::kernel::Edge)>,
+        edges: impl Iterator<Item = (OpId, usize, &'a crate::kernel::Edge)>,
+        index: impl ExactSizeIterator<Item = (OpId, u32)>,
     ) -> RunProjection {
         let mut p = RunProjection {
             run: RunInfo {
@@ -186,13 +192,14 @@ impl RunProjection {
             ..RunProjection::default()
         };
         p.nodes.reserve_exact(n);
-        p.index.reserve(n);
-        for op in operations {
-            p.insert(Node::new(op));
-        }
+        p.nodes.extend(operations.map(Node::new));
+        p.index.reserve(index.len());
+        p.index.extend(index);
+        debug_assert_eq!(p.index.len(), p.nodes.len());
+        // By position: no lookup of a random op id per edge.
         for (from, to, edge) in edges {
-            if let Some(&i) = p.index.get(&to) {
-                p.nodes[i as usize].deps.push(DepRecord {
+            if let Some(n) = p.nodes.get_mut(to) {
+                n.deps.push(DepRecord {
                     from,
                     edge: edge.clone(),
                 });

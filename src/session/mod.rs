@@ -137,8 +137,9 @@ impl Session {
             let history = matches!(play, PlayIn::Kept(_));
             return Session::resume(play.get(), dir, opts, sinks, history).await;
         }
-        let (mut run_dir, lock) = RunDir::create(opts.run_dir.as_deref(), &play.get().source)?;
-        // The run directory has its copy now.
+        let (mut run_dir, lock) = RunDir::claim(opts.run_dir.as_deref())?;
+        // Written beside the build; the copy holds the source now.
+        let copy = run_dir.copy_play(play.get().source.clone());
         play.release_source();
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();
@@ -163,6 +164,8 @@ impl Session {
         drop(cfg);
         seed.play_path = std::fs::canonicalize(&*play.file).ok();
         seed.declared_palette = declared_palette(play);
+        // The copy is on disk before the run's first line is.
+        copy.wait()?;
         add_sinks(&mut run, &run_dir, seed, sinks)?;
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);

@@ -80,12 +80,12 @@ impl Checkpoint {
 
     /// [`Checkpoint::seed`] from a run that has not started.
     pub fn seed_run(run: &crate::kernel::Run, cfg: &RunConfig) -> Checkpoint {
-        let (n, ops, edges) = run.graph_parts();
+        let g = run.graph_parts();
         Checkpoint {
             format: CHECKPOINT_FORMAT,
             play_path: None,
             declared_palette: Value::Null,
-            state: RunProjection::seed_from(cfg, n, ops, edges),
+            state: RunProjection::seed_from(cfg, g.len(), g.operations(), g.edges(), g.positions()),
         }
     }
 
@@ -339,7 +339,12 @@ impl Drop for CheckpointSink {
         let _ = self.flush();
         drop(self.tx.take());
         if let Some(w) = self.writer.take() {
+            let t = Instant::now();
             let _ = w.join();
+            tracing::debug!(
+                ms = t.elapsed().as_millis(),
+                "waited for the checkpoint writer"
+            );
         }
     }
 }

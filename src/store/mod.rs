@@ -85,6 +85,34 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// The play's copy being written into a run directory.
+#[must_use = "wait for the copy before the run starts"]
+pub struct PlayCopy(Option<Result<io::Result<()>, std::thread::JoinHandle<io::Result<()>>>>);
+
+impl PlayCopy {
+    /// The copy is on disk, or why not.
+    pub fn wait(mut self) -> io::Result<()> {
+        self.join()
+    }
+
+    fn join(&mut self) -> io::Result<()> {
+        match self.0.take() {
+            None => Ok(()),
+            Some(Ok(done)) => done,
+            Some(Err(h)) => h
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("writing the play's copy panicked"))),
+        }
+    }
+}
+
+impl Drop for PlayCopy {
+    /// A session that fails before its run starts leaves no writer behind.
+    fn drop(&mut self) {
+        let _ = self.join();
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub path: PathBuf,
@@ -95,8 +123,16 @@ impl RunDir {
     /// Creates the run directory: `explicit` when given (`--run-dir`), else
     /// `.playdeck/runs/<new id>` under the current directory, and takes it
     /// (the lock is held while the returned [`RunLock`] lives). Refuses a
-    /// directory that already holds a run.
+    /// directory that already holds a run. Writes `play_text` as its
+    /// `play.toml`.
     pub fn create(explicit: Option<&Path>, play_text: &str) -> io::Result<(RunDir, RunLock)> {
+        let (dir, lock) = RunDir::claim(explicit)?;
+        write_atomic(&dir.path.join("play.toml"), play_text.as_bytes())?;
+        Ok((dir, lock))
+    }
+
+    /// [`RunDir::create`] without the play's copy: see [`RunDir::copy_play`].
+    pub fn claim(explicit: Option<&Path>) -> io::Result<(RunDir, RunLock)> {
         let (path, run_id) = match explicit {
             Some(p) => {
                 let id = p
@@ -129,8 +165,26 @@ impl RunDir {
                 ),
             ));
         };
-        write_atomic(&path.join("play.toml"), play_text.as_bytes())?;
         Ok((RunDir { path, run_id }, lock))
+    }
+
+    /// Writes `play.toml` (atomically, fsynced) on a thread of its own: a
+    /// 100 MB play's fsync then overlaps the graph's build instead of
+    /// preceding it. [`PlayCopy::wait`] before the run's first line.
+    pub fn copy_play(&self, text: Arc<str>) -> PlayCopy {
+        let path = self.path.join("play.toml");
+        // The text is let go as soon as it is written, before the fsync:
+        // not held beside the graph being built.
+        let write = move || write_atomic_with(&path, move |w| w.write_all(text.as_bytes()));
+        let inline = write.clone();
+        match std::thread::Builder::new()
+            .name("playdeck-play-copy".into())
+            .spawn(write)
+        {
+            Ok(h) => PlayCopy(Some(Err(h))),
+            // No thread to be had: written here and now.
+            Err(_) => PlayCopy(Some(Ok(inline()))),
+        }
     }
 
     pub fn events_path(&self) -> PathBuf {
@@ -348,6 +402,23 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_plays_copy_is_on_disk_when_waited_for_or_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (rd, _lock) = RunDir::claim(Some(&dir.path().join("r"))).unwrap();
+        assert!(!rd.path.join("play.toml").exists());
+        rd.copy_play(Arc::from("[play]\nname = \"x\"\n"))
+            .wait()
+            .unwrap();
+        assert_eq!(
+            fs::read_to_string(rd.path.join("play.toml")).unwrap(),
+            "[play]\nname = \"x\"\n"
+        );
+        // The directory is gone: the copy's error, not silence.
+        fs::remove_dir_all(&rd.path).unwrap();
+        assert!(rd.copy_play(Arc::from("y")).wait().is_err());
     }
 
     #[test]

@@ -273,9 +273,13 @@ pub fn rebuild(
     for n in &st.nodes {
         b.add_root((*n.op).clone());
     }
-    for n in &st.nodes {
+    // The i-th node is the builder's i-th operation.
+    for (i, n) in st.nodes.iter().enumerate() {
         for d in &n.deps {
-            b.add_edge(d.from, n.op.op_id, d.edge.clone());
+            match st.ix(&d.from) {
+                Some(from) => b.add_edge_at(from as usize, i, d.edge.clone()),
+                None => b.add_edge(d.from, n.op.op_id, d.edge.clone()),
+            }
         }
     }
     let graph = b.build().map_err(ResumeError::Graph)?;

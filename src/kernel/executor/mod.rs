@@ -144,6 +144,38 @@ pub struct Run {
     ex: Executor,
 }
 
+/// A run's graph, read in the parts a checkpoint is seeded from.
+pub struct GraphParts<'a>(&'a Executor);
+
+impl<'a> GraphParts<'a> {
+    pub fn len(&self) -> usize {
+        self.0.graph.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn operations(&self) -> impl Iterator<Item = Arc<super::graph::Operation>> + 'a {
+        let g = &self.0.graph;
+        g.node_indices().map(move |ix| g[ix].op.clone())
+    }
+
+    /// Edges as (from, position of the target among [`Self::operations`]):
+    /// nodes are never removed, so an index is a position.
+    pub fn edges(&self) -> impl Iterator<Item = (OpId, usize, &'a Edge)> + 'a {
+        use petgraph::visit::{EdgeRef, IntoEdgeReferences};
+        let g = &self.0.graph;
+        g.edge_references()
+            .map(move |e| (g[e.source()].op.op_id, e.target().index(), e.weight()))
+    }
+
+    /// Each operation's position by id, in the index's own order.
+    pub fn positions(&self) -> impl ExactSizeIterator<Item = (OpId, u32)> + 'a {
+        self.0.index.iter().map(|(id, ix)| (*id, ix.index() as u32))
+    }
+}
+
 impl Run {
     /// Validates the graph (acyclic, well-formed conditions) and prepares
     /// the run. Nothing is invoked until [`Run::run`].
@@ -232,24 +264,11 @@ impl Run {
         Ok((run, handle))
     }
 
-    /// Its operations and edges as they stand (before [`Run::run`]: the
-    /// initial graph), so a checkpoint can be seeded without a second
-    /// copy of the graph alive beside this one.
-    pub fn graph_parts(
-        &self,
-    ) -> (
-        usize,
-        impl Iterator<Item = Arc<super::graph::Operation>>,
-        impl Iterator<Item = (OpId, OpId, &Edge)>,
-    ) {
-        use petgraph::visit::{EdgeRef, IntoEdgeReferences};
-        let g = &self.ex.graph;
-        (
-            g.node_count(),
-            g.node_indices().map(move |ix| g[ix].op.clone()),
-            g.edge_references()
-                .map(move |e| (g[e.source()].op.op_id, g[e.target()].op.op_id, e.weight())),
-        )
+    /// Its graph as it stands (before [`Run::run`]: the initial one), so a
+    /// checkpoint can be seeded without a second copy of the graph alive
+    /// beside this one.
+    pub fn graph_parts(&self) -> GraphParts<'_> {
+        GraphParts(&self.ex)
     }
 
     /// Adds a sink that sees every signal, in order (the event log).
