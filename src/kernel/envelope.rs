@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::graph::OpId;
+use super::graph::{OpId, OpIdBuildHasher};
 use super::ledger::DroppedSpawn;
 use super::signal::Outcome;
 
@@ -19,10 +18,10 @@ pub struct Envelope {
     pub skipped_operations: Vec<OpId>,
     /// Completed results, and `{"error": ...}` for failed invocations;
     /// skipped operations have none.
-    pub operation_results: IndexMap<OpId, Arc<Value>, FxBuildHasher>,
+    pub operation_results: IndexMap<OpId, Arc<Value>, OpIdBuildHasher>,
     pub final_context: Map<String, Value>,
     /// op_id -> presentation name, so a reader need not keep the graph.
-    pub operation_names: IndexMap<OpId, Arc<str>, FxBuildHasher>,
+    pub operation_names: IndexMap<OpId, Arc<str>, OpIdBuildHasher>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub spawned_operations: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none", default)]

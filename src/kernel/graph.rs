@@ -4,7 +4,6 @@
 //! "independent root" are distinct calls, so fan-out is never serialised by
 //! accident).
 
-use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -19,17 +18,67 @@ use uuid::Uuid;
 pub type OpId = Uuid;
 
 static SEQUENTIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// This process's op ids: a random (version 4) UUID with a count in its
+/// low 48 bits (exclusive or), so ids made one after another are neighbours
+/// in [`OpIdHasher`]'s tables. Another process has another base: ids of two
+/// processes meet only if their bases agree in 74 random bits.
+static BASE: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A fresh op_id: random, or sequential after [`use_sequential_ids`].
+/// A fresh op_id, unique in the run (see [`BASE`]); sequential after
+/// [`use_sequential_ids`].
 pub fn new_op_id() -> OpId {
     let n = SEQUENTIAL.load(std::sync::atomic::Ordering::Relaxed);
     if n == 0 {
-        Uuid::new_v4()
+        let base = *BASE.get_or_init(|| Uuid::new_v4().as_u128());
+        counted_id(
+            base,
+            COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        )
     } else {
         let n = SEQUENTIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Uuid::from_u128((0x0000_5eed_u128 << 96) | u128::from(n))
     }
 }
+
+/// The `n`-th id from `base`: its low 48 bits (clear of the version and
+/// variant bits) changed by `n`.
+fn counted_id(base: u128, n: u64) -> OpId {
+    Uuid::from_u128(base ^ u128::from(n & ((1 << 48) - 1)))
+}
+
+/// Hashes an op id by its low 64 bits, which are random for a version 4
+/// UUID and count up for ids of one process (see [`new_op_id`]): a run's
+/// operations, made in order, fill a table front to back and are looked
+/// up in the same order, where a mixing hash (Fx) scatters a million of
+/// them so that every probe misses the cache. The top 7 bits (hashbrown's
+/// tag) take the low 7 so neighbours still tell apart in a group.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OpIdHasher(u64);
+
+impl std::hash::Hasher for OpIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // A Uuid hashes as its 16 bytes, big-endian (after their length,
+        // which the match below overwrites): the last 8 are the low bits.
+        match <[u8; 16]>::try_from(bytes) {
+            Ok(b) => self.0 = u64::from_be_bytes(b[8..].try_into().expect("8 bytes")),
+            Err(_) => {
+                for &x in bytes {
+                    self.0 = (self.0.rotate_left(5) ^ u64::from(x))
+                        .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                }
+            }
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 << 57)
+    }
+}
+
+pub type OpIdBuildHasher = std::hash::BuildHasherDefault<OpIdHasher>;
+/// A map by op id (see [`OpIdHasher`]).
+pub type OpIdMap<V> = std::collections::HashMap<OpId, V, OpIdBuildHasher>;
 
 /// Makes op_ids sequential for the rest of the process, so a rendering of
 /// a run (a screenshot) is the same every time. Never used for real runs.
@@ -307,7 +356,7 @@ impl fmt::Display for CyclePath<'_> {
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     pub(crate) inner: StableDiGraph<Operation, Edge>,
-    pub(crate) index: HashMap<OpId, NodeIndex>,
+    pub(crate) index: OpIdMap<NodeIndex>,
 }
 
 impl Graph {
@@ -465,7 +514,7 @@ pub struct GraphBuilder {
     /// Operations go straight into the graph (node `i` is the `i`-th
     /// added); edges wait for [`GraphBuilder::build`].
     inner: StableDiGraph<Operation, Edge>,
-    index: HashMap<OpId, NodeIndex>,
+    index: OpIdMap<NodeIndex>,
     edges: Vec<(End, End, Edge)>,
     /// Operations (by position) that have at least one outgoing edge.
     has_out: Vec<bool>,
@@ -488,7 +537,7 @@ impl GraphBuilder {
     pub fn with_capacity(n: usize) -> Self {
         GraphBuilder {
             inner: StableDiGraph::with_capacity(n, 0),
-            index: HashMap::with_capacity_and_hasher(n, Default::default()),
+            index: OpIdMap::with_capacity_and_hasher(n, Default::default()),
             edges: Vec::with_capacity(n),
             has_out: Vec::with_capacity(n),
             ..Default::default()
@@ -673,6 +722,46 @@ mod tests {
 
     fn op(name: &str) -> Operation {
         Operation::new(name, format!("do {name}"))
+    }
+
+    #[test]
+    fn counted_ids_stay_version_4_and_distinct() {
+        let base = Uuid::new_v4().as_u128();
+        let ids: Vec<OpId> = [0, 1, 2, (1 << 48) - 1]
+            .into_iter()
+            .map(|n| counted_id(base, n))
+            .collect();
+        for id in &ids {
+            assert_eq!(id.get_version_num(), 4, "{id}");
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+        }
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len());
+        assert_eq!(ids[0].as_u128() >> 48, ids[3].as_u128() >> 48);
+    }
+
+    #[test]
+    fn counted_ids_hash_to_neighbouring_buckets_with_different_tags() {
+        use std::hash::BuildHasher;
+        let base = Uuid::new_v4().as_u128();
+        let h = OpIdBuildHasher::default();
+        let hashes: Vec<u64> = (0..128).map(|n| h.hash_one(counted_id(base, n))).collect();
+        // The low bits (the bucket) are the id's own: 128 ids in a block of
+        // 128 buckets; the top 7 (the tag) differ between all of them.
+        let buckets: std::collections::BTreeSet<u64> = hashes.iter().map(|h| h & 0xffff).collect();
+        assert_eq!(buckets.len(), 128);
+        assert!(buckets.last().unwrap() - buckets.first().unwrap() < 128);
+        let tags: std::collections::BTreeSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+        assert_eq!(tags.len(), 128);
+        // Any id is found again, random or counted.
+        let mut m = OpIdMap::default();
+        let random: Vec<OpId> = (0..1000).map(|_| Uuid::new_v4()).collect();
+        for (i, id) in random.iter().chain(&[counted_id(base, 7)]).enumerate() {
+            m.insert(*id, i);
+        }
+        assert_eq!(m[&random[500]], 500);
+        assert_eq!(m[&counted_id(base, 7)], 1000);
+        assert!(!m.contains_key(&counted_id(base, 8)));
     }
 
     fn names_of_preds(g: &Graph, id: OpId) -> Vec<String> {

@@ -15,7 +15,6 @@ mod palette;
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -149,7 +148,7 @@ pub struct RunProjection {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<(f64, Arc<str>)>,
     #[serde(skip)]
-    index: FxHashMap<OpId, u32>,
+    index: crate::kernel::graph::OpIdMap<u32>,
 }
 
 impl RunProjection {

@@ -30,6 +30,8 @@ pub const CHECKPOINT_FILE: &str = "checkpoint.json";
 pub const CHECKPOINT_FORMAT: u32 = 2;
 /// Events folded before the first snapshot after the seed.
 const MIN_EVENTS: u64 = 512;
+/// How long the writer lets batches gather between two folds.
+const GATHER: Duration = Duration::from_millis(1);
 /// The log is fsynced at least this often while operations settle.
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -274,8 +276,13 @@ fn writer(
             }
         }
     };
-    while let Ok(Msg::Batch(batch, log_seq)) = rx.recv() {
+    while let Ok(Msg::Batch(batch, mut log_seq)) = rx.recv() {
         held.extend(batch);
+        // Everything sent meanwhile, at once.
+        while let Ok(Msg::Batch(batch, seq)) = rx.try_recv() {
+            held.extend(batch);
+            log_seq = seq;
+        }
         while held.front().is_some_and(|s| s.seq <= log_seq) {
             let s = held.pop_front().expect("a front");
             unsynced_settle |= settles(&s.kind);
@@ -300,6 +307,10 @@ fn writer(
             last_sync = Instant::now();
             unsynced_settle = false;
         }
+        // Batches gather while this sleeps: a run of one operation per
+        // batch (a chain) wakes this thread a thousand times a second at
+        // most, not once per operation.
+        std::thread::sleep(GATHER);
     }
     // The run is over (or the process is stopping): the last state.
     if since > 0 {

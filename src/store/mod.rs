@@ -16,6 +16,7 @@ pub mod lock;
 pub use lock::RunLock;
 pub mod report;
 pub mod resume;
+pub mod writeback;
 
 use crate::kernel::{Envelope, Signal, SignalSink, SinkError};
 
@@ -40,7 +41,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// writer (large files are serialised straight to disk).
 pub fn write_atomic_with<T>(
     path: &Path,
-    fill: impl FnOnce(&mut BufWriter<&mut File>) -> io::Result<T>,
+    fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
 ) -> io::Result<T> {
     let dir = path
         .parent()
@@ -48,7 +49,8 @@ pub fn write_atomic_with<T>(
         .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     let out = {
-        let mut w = BufWriter::with_capacity(256 * 1024, tmp.as_file_mut());
+        let mut w =
+            BufWriter::with_capacity(256 * 1024, writeback::WriteBehind::new(tmp.as_file_mut()));
         let out = fill(&mut w)?;
         w.flush()?;
         out
@@ -193,8 +195,10 @@ impl RunDir {
 
     pub fn event_log(&self) -> io::Result<EventLog> {
         let file = append_private(&self.events_path())?;
+        let behind = writeback::Behind::at(file.metadata()?.len());
         Ok(EventLog {
             file,
+            behind,
             buf: Vec::with_capacity(64 * 1024),
             buf_seq: 0,
             written: Arc::new(AtomicU64::new(0)),
@@ -222,6 +226,8 @@ impl RunDir {
 /// new meanwhile.
 pub struct EventLog {
     file: File,
+    /// Its writeback, started as it grows.
+    behind: writeback::Behind,
     /// Lines not written yet.
     buf: Vec<u8>,
     /// The seq of the last line in `buf`.
@@ -277,7 +283,10 @@ impl EventLog {
                     self.buf.drain(..done);
                     return self.failed(io::Error::from(io::ErrorKind::WriteZero));
                 }
-                Ok(n) => done += n,
+                Ok(n) => {
+                    done += n;
+                    self.behind.wrote(&self.file, n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // What went through stays written; the rest is kept.

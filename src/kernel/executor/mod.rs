@@ -316,7 +316,7 @@ impl Run {
 struct Executor {
     cfg: RunConfig,
     graph: StableDiGraph<Node, Edge>,
-    index: HashMap<OpId, NodeIndex>,
+    index: super::graph::OpIdMap<NodeIndex>,
     names: HashMap<Arc<str>, NodeIndex>,
     sched: Schedule,
     scratch: Vec<NodeIndex>,
