@@ -554,11 +554,7 @@ pub async fn summary(play: &Play, dir: &RunDir, env: &Envelope, h: &RunHandle) -
     );
     if let Some(snap) = &snap {
         let _ = writeln!(s, "lanes: {}", snap.counts.describe());
-        let accepted = snap
-            .ledger
-            .iter()
-            .filter(|e| matches!(e.outcome, LedgerOutcome::Accepted { .. }))
-            .count();
+        let accepted = snap.run.spawn_accepted;
         let dropped: Vec<_> = snap
             .ledger
             .iter()

@@ -91,5 +91,6 @@ pub struct Snapshot {
     /// How many operations are in each lane.
     #[serde(default)]
     pub counts: super::signal::LaneCounts,
+    /// Every row (an overview: only the dropped ones).
     pub ledger: Vec<LedgerEntry>,
 }

@@ -366,6 +366,32 @@ mod tests {
     }
 
     #[test]
+    fn an_overview_keeps_the_drops_and_counts_the_accepted() {
+        let cfg = RunConfig {
+            max_spawn: 2,
+            ..RunConfig::default()
+        };
+        let (mut ex, _tape) = executor(&[("a", &[], false)], cfg);
+        ex.begin();
+        let a = ex.ix("a");
+        for i in ["one", "two", "three"] {
+            ex.admit(Some(a), meta(), candidate(i));
+        }
+        ex.admit(Some(a), meta(), Ok(None));
+        let full = ex.snapshot_with(true);
+        assert_eq!(full.ledger.len(), 4);
+        let over = ex.snapshot_with(false);
+        assert_eq!(over.run.spawn_accepted, 2);
+        let kept: Vec<_> = full
+            .ledger
+            .iter()
+            .filter(|e| matches!(e.outcome, LedgerOutcome::Dropped { .. }))
+            .collect();
+        assert_eq!(over.ledger.iter().collect::<Vec<_>>(), kept);
+        assert_eq!(kept.len(), 2);
+    }
+
+    #[test]
     fn null_children_and_rejections_are_dropped_before_a_name_is_given() {
         let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
         ex.begin();
