@@ -138,8 +138,8 @@ impl Session {
             return Session::resume(play.get(), dir, opts, sinks, history).await;
         }
         let (mut run_dir, lock) = RunDir::claim(opts.run_dir.as_deref())?;
-        // Written beside the build; the copy holds the source now.
-        let copy = run_dir.copy_play(play.get().source.clone());
+        // Made durable beside the build; the copy holds the source now.
+        let copy = run_dir.copy_play(&play.get().source);
         play.release_source();
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();

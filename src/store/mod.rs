@@ -43,11 +43,18 @@ pub fn write_atomic_with<T>(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
 ) -> io::Result<T> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let (tmp, out) = write_temp(path, fill)?;
+    commit_temp(tmp, path)?;
+    Ok(out)
+}
+
+/// The first half of [`write_atomic_with`]: the content in a temporary
+/// file beside `path`, written but not yet on disk.
+fn write_temp<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
+) -> io::Result<(tempfile::NamedTempFile, T)> {
+    let mut tmp = tempfile::NamedTempFile::new_in(parent_of(path))?;
     let out = {
         let mut w =
             BufWriter::with_capacity(256 * 1024, writeback::WriteBehind::new(tmp.as_file_mut()));
@@ -55,10 +62,20 @@ pub fn write_atomic_with<T>(
         w.flush()?;
         out
     };
+    Ok((tmp, out))
+}
+
+/// The second half: fsync, rename over `path`, fsync of the directory.
+fn commit_temp(tmp: tempfile::NamedTempFile, path: &Path) -> io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir)?;
-    Ok(out)
+    sync_dir(parent_of(path))
+}
+
+fn parent_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Creates `path` (and missing parents) for the owner only (0700): a run
@@ -170,22 +187,25 @@ impl RunDir {
         Ok((RunDir { path, run_id }, lock))
     }
 
-    /// Writes `play.toml` (atomically, fsynced) on a thread of its own: a
-    /// 100 MB play's fsync then overlaps the graph's build instead of
-    /// preceding it. [`PlayCopy::wait`] before the run's first line.
-    pub fn copy_play(&self, text: Arc<str>) -> PlayCopy {
+    /// Writes `play.toml` here and now, and makes it durable (fsync,
+    /// rename, fsync of the directory) on a thread of its own: a 100 MB
+    /// play's fsync then overlaps the graph's build instead of preceding it.
+    /// The text is not needed past this call. [`PlayCopy::wait`] before the
+    /// run's first line.
+    pub fn copy_play(&self, text: &str) -> PlayCopy {
         let path = self.path.join("play.toml");
-        // The text is let go as soon as it is written, before the fsync:
-        // not held beside the graph being built.
-        let write = move || write_atomic_with(&path, move |w| w.write_all(text.as_bytes()));
-        let inline = write.clone();
+        let tmp = match write_temp(&path, |w| w.write_all(text.as_bytes())) {
+            Ok((tmp, ())) => tmp,
+            Err(e) => return PlayCopy(Some(Ok(Err(e)))),
+        };
         match std::thread::Builder::new()
             .name("playdeck-play-copy".into())
-            .spawn(write)
+            .spawn(move || commit_temp(tmp, &path))
         {
             Ok(h) => PlayCopy(Some(Err(h))),
-            // No thread to be had: written here and now.
-            Err(_) => PlayCopy(Some(Ok(inline()))),
+            // No thread to be had (the temporary file went with the
+            // closure): the session does not start, and says why.
+            Err(e) => PlayCopy(Some(Ok(Err(e)))),
         }
     }
 
@@ -418,16 +438,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (rd, _lock) = RunDir::claim(Some(&dir.path().join("r"))).unwrap();
         assert!(!rd.path.join("play.toml").exists());
-        rd.copy_play(Arc::from("[play]\nname = \"x\"\n"))
-            .wait()
-            .unwrap();
+        rd.copy_play("[play]\nname = \"x\"\n").wait().unwrap();
         assert_eq!(
             fs::read_to_string(rd.path.join("play.toml")).unwrap(),
             "[play]\nname = \"x\"\n"
         );
         // The directory is gone: the copy's error, not silence.
         fs::remove_dir_all(&rd.path).unwrap();
-        assert!(rd.copy_play(Arc::from("y")).wait().is_err());
+        assert!(rd.copy_play("y").wait().is_err());
     }
 
     #[test]
