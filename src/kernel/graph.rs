@@ -612,14 +612,7 @@ impl GraphBuilder {
             .collect();
         // Every head gains an edge now: none of them is a head any more.
         self.head_candidates.clear();
-        let id = self.push(op);
-        let to = End::At(self.has_out.len() - 1);
-        for head in heads {
-            let from = self.mark_position(head);
-            self.edges
-                .push((from, to, Edge::dependency(Condition::Succeeded)));
-        }
-        id
+        self.add_after_at(op, heads.into_iter().map(|h| (h, Condition::Succeeded)))
     }
 
     /// Adds `op` after exactly these operations, each edge with its condition.

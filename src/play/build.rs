@@ -155,6 +155,7 @@ impl Play {
         let no_params = Arc::new(Value::Null);
         let positions = self.dep_positions();
         let mut dep_at = &positions[..];
+        let n = self.operations.len();
         for (def, &op_id) in self.operations.iter().zip(&op_ids) {
             let role = shared(&def.role);
             let params = match def.params() {
@@ -184,7 +185,6 @@ impl Play {
                     let (these, rest) = dep_at.split_at(deps.len().min(dep_at.len()));
                     dep_at = rest;
                     let when = &def.when;
-                    let n = self.operations.len();
                     b.add_after_at(
                         op,
                         these

@@ -291,7 +291,7 @@ mod tests {
     use serde_json::Value;
 
     use super::super::RunConfig;
-    use super::super::testkit::executor;
+    use super::super::testkit::{executor, started_emitter};
     use super::*;
     use crate::kernel::CommandError;
     use crate::kernel::builder::{Candidate, Rejection};
@@ -321,12 +321,7 @@ mod tests {
 
     #[test]
     fn a_refused_candidate_leaves_a_gap_in_the_names_and_is_the_last_drop() {
-        let cfg = RunConfig {
-            max_spawn: 1,
-            ..RunConfig::default()
-        };
-        let (mut ex, tape) = executor(&[("a", &[], false)], cfg);
-        ex.begin();
+        let (mut ex, tape) = started_emitter(1);
         tape.take();
         let a = ex.ix("a");
         ex.admit(Some(a), meta(), candidate("one"));
@@ -367,12 +362,7 @@ mod tests {
 
     #[test]
     fn an_overview_keeps_the_drops_and_counts_the_accepted() {
-        let cfg = RunConfig {
-            max_spawn: 2,
-            ..RunConfig::default()
-        };
-        let (mut ex, _tape) = executor(&[("a", &[], false)], cfg);
-        ex.begin();
+        let (mut ex, _tape) = started_emitter(2);
         let a = ex.ix("a");
         for i in ["one", "two", "three"] {
             ex.admit(Some(a), meta(), candidate(i));

@@ -155,7 +155,7 @@ impl Executor {
 #[cfg(test)]
 mod tests {
     use super::super::RunConfig;
-    use super::super::testkit::executor;
+    use super::super::testkit::{executor, started_emitter};
     use super::*;
     use crate::kernel::CommandError;
     use crate::kernel::graph::{Condition, Operation, new_op_id};
@@ -218,12 +218,7 @@ mod tests {
 
     #[test]
     fn injection_counts_against_max_spawn() {
-        let cfg = RunConfig {
-            max_spawn: 1,
-            ..RunConfig::default()
-        };
-        let (mut ex, _tape) = executor(&[("a", &[], false)], cfg);
-        ex.begin();
+        let (mut ex, _tape) = started_emitter(1);
         assert!(ex.inject(new("b", Vec::new())).is_some());
         assert_eq!(ex.inject(new("c", Vec::new())), None);
         assert_eq!(

@@ -62,6 +62,18 @@ impl Tape {
     }
 }
 
+/// One operation, `a`, started, in a run that accepts at most `max_spawn`
+/// spawns: the emitter of the admission tests.
+pub(super) fn started_emitter(max_spawn: usize) -> (Executor, Tape) {
+    let cfg = RunConfig {
+        max_spawn,
+        ..RunConfig::default()
+    };
+    let (mut ex, tape) = executor(&[("a", &[], false)], cfg);
+    ex.begin();
+    (ex, tape)
+}
+
 /// An executor over `ops`: (name, dependencies, approval gate). Nothing
 /// has happened yet; `begin` emits the start.
 pub(super) fn executor(ops: &[(&str, &[&str], bool)], cfg: RunConfig) -> (Executor, Tape) {
