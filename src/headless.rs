@@ -358,7 +358,8 @@ pub async fn apply_control_line(
     }
     let req: Request = line.parse()?;
     let command = req.name();
-    match crate::control::apply(h, capacity, req.clone()).await {
+    let by = Arc::from(crate::paths::me("stdin"));
+    match crate::control::apply(h, capacity, req.clone(), by).await {
         Ok(crate::control::Reply::Done(_)) => Ok(None),
         Ok(reply) => Ok(Some(reply.one_line(&req))),
         Err(failure) => Err(ControlLineError::Refused { command, failure }),
@@ -428,6 +429,9 @@ impl HumanPrinter {
                 ..
             } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
             SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
+            SignalKind::OperatorAction { by, action, .. } => {
+                format!("{t}  {:<18} {action} — by {by}", "· operator")
+            }
             SignalKind::DependenciesAdded { node: n, edges, .. } => node(
                 "+ waits also for",
                 &n.name,

@@ -171,7 +171,11 @@ mod decisions {
             })
             .expect("a denial in the log");
         assert_eq!(&*denied.0, "deploy-prod");
-        assert_eq!(&*denied.1, "operator");
+        assert!(
+            denied.1.starts_with("console ("),
+            "who denied: {}",
+            denied.1
+        );
         assert_eq!(&*denied.2, "not on a Friday? q");
         s.finish().await;
     }
@@ -955,16 +959,20 @@ mod status {
         };
         select(&mut s, "integration-tests");
         let f = footer(&mut s);
-        assert!(f.contains("R retry") && f.contains("e report"), "{f}");
+        // The keys for the selection come first, after its name.
+        assert!(f.starts_with(" integration-tests: R retry  p pause"), "{f}");
         assert!(!f.contains("a approve"), "{f}");
         select(&mut s, "deploy-prod");
         let f = footer(&mut s);
-        assert!(f.contains("a approve") && f.contains("d deny"), "{f}");
+        assert!(
+            f.starts_with(" deploy-prod: a approve  d deny  o hold"),
+            "{f}"
+        );
         assert!(!f.contains("R retry"), "{f}");
         select(&mut s, "retro");
         s.press(&keys("o")).await;
         let f = footer(&mut s);
-        assert!(f.contains("o unhold"), "{f}");
+        assert!(f.starts_with(" retro: o unhold"), "{f}");
         // What the footer leaves out, the key refuses with the same reason.
         s.press(&keys("a")).await;
         assert_eq!(status(&s), "retro is not awaiting approval");
@@ -1088,5 +1096,181 @@ sim = { duration_ms = 500 }
             exit_line(&app, Outcome::Cancelled, Ended::InputClosed),
             "playdeck: resumed run r1 cancelled (the terminal closed); resume it: playdeck resume /tmp/runs/r1"
         );
+    }
+}
+
+/// Issue 20: the cursor is an operation, not a row number; every operation
+/// key names its target; what another terminal does shows, with who.
+mod cursor {
+    use super::*;
+    use playdeck::kernel::Request;
+    use std::sync::Arc;
+
+    const GATES: &str = include_str!("../examples/plays/gates.toml");
+
+    /// The gates play with all three gates waiting.
+    async fn gates() -> Scene {
+        let s = Scene::at(&play(GATES), 1.0, 120, 36, None).await.unwrap();
+        assert_eq!(s.app.vm.approvals_waiting(), 3);
+        s
+    }
+
+    /// What another terminal's `playdeck ctl` does.
+    async fn ctl(s: &mut Scene, req: Request) {
+        s.session
+            .handle
+            .request_by(req, Arc::from("ctl (ana, pid 77)"))
+            .await
+            .unwrap();
+        s.wait(0.01).await;
+    }
+
+    fn lane(s: &Scene, name: &str) -> Lane {
+        s.app.vm.by_name(name).unwrap().lane
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cursor_stays_on_its_gate_when_one_above_it_is_approved_elsewhere() {
+        let mut s = gates().await;
+        s.press(&keys("l l j")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("gate-b"));
+        let t = text(&s.render());
+        assert!(
+            t.contains(" gate-b: a approve  d deny"),
+            "the footer names the target:\n{t}"
+        );
+        ctl(
+            &mut s,
+            Request::Approve {
+                op: "gate-a".into(),
+            },
+        )
+        .await;
+        assert_ne!(lane(&s, "gate-a"), Lane::AwaitingApproval);
+        assert_eq!(selected_name(&s).as_deref(), Some("gate-b"), "not gate-c");
+        assert_eq!(status(&s), "ctl (ana, pid 77): approve gate-a");
+        s.press(&keys("a")).await;
+        assert_eq!(status(&s), "approved gate-b");
+        assert_ne!(lane(&s, "gate-b"), Lane::AwaitingApproval);
+        assert_eq!(lane(&s, "gate-c"), Lane::AwaitingApproval, "untouched");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_its_gate_leaves_the_cursor_moves_says_so_and_the_next_key_acts_on_nothing() {
+        let mut s = gates().await;
+        s.press(&keys("l l j")).await;
+        s.render();
+        ctl(
+            &mut s,
+            Request::Approve {
+                op: "gate-b".into(),
+            },
+        )
+        .await;
+        assert_eq!(selected_name(&s).as_deref(), Some("gate-c"));
+        let st = status(&s);
+        assert!(
+            st.starts_with("gate-b left awaiting approval")
+                && st.contains("approve gate-b by ctl (ana, pid 77)")
+                && st.ends_with("the cursor moved to gate-c"),
+            "{st}"
+        );
+        // The operator pressed `a` meaning gate-b: gate-c is not approved.
+        s.press(&keys("a")).await;
+        assert_eq!(lane(&s, "gate-c"), Lane::AwaitingApproval);
+        assert_eq!(
+            status(&s),
+            "gate-b left the lane, so the cursor moved to gate-c: nothing done — press a again to approve gate-c"
+        );
+        // Pressed again, having read the name: it acts.
+        s.press(&keys("a")).await;
+        assert_eq!(status(&s), "approved gate-c");
+        assert_eq!(lane(&s, "gate-a"), Lane::AwaitingApproval, "untouched");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_move_of_the_operators_own_clears_the_warning() {
+        let mut s = gates().await;
+        s.press(&keys("l l j")).await;
+        ctl(
+            &mut s,
+            Request::Deny {
+                op: "gate-b".into(),
+                reason: vec![],
+            },
+        )
+        .await;
+        assert_eq!(selected_name(&s).as_deref(), Some("gate-c"));
+        s.press(&keys("k a")).await;
+        assert_eq!(status(&s), "approved gate-a");
+        s.finish().await;
+    }
+
+    /// The queued lane loses its first rows as they start: the cursor
+    /// stays on the operation it was on.
+    #[tokio::test(start_paused = true)]
+    async fn in_the_queued_lane_the_cursor_follows_its_operation_as_rows_above_start() {
+        let mut ops = String::from(
+            "[play]\nname = \"q\"\nmax_concurrent = 1\n[palette]\nroles = [{ role = \"implementer\" }]\n",
+        );
+        for i in 0..6 {
+            ops.push_str(&format!(
+                "[[operations]]\nid = \"op-{i}\"\nrole = \"implementer\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 1000 }}\n"
+            ));
+        }
+        let mut s = Scene::at(&play(&ops), 0.5, 120, 36, None).await.unwrap();
+        s.press(&keys("j j")).await;
+        let picked = selected_name(&s).unwrap();
+        let row = s.app.lanes[0].selected().unwrap();
+        s.wait(2.0).await;
+        assert_eq!(selected_name(&s), Some(picked.clone()));
+        assert!(s.app.lanes[0].selected().unwrap() < row, "its row moved up");
+        assert!(s.app.drift.is_none(), "nothing left under the cursor");
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_log_records_who_took_each_action() {
+        let mut s = gates().await;
+        select(&mut s, "gate-a");
+        s.press(&keys("a")).await;
+        ctl(
+            &mut s,
+            Request::Hold {
+                op: "gate-c".into(),
+            },
+        )
+        .await;
+        let log = s.log();
+        let approved_by = log
+            .iter()
+            .find_map(|sig| match &sig.kind {
+                SignalKind::Approved { by, .. } => Some(by.to_string()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            approved_by.starts_with("console (")
+                && approved_by.contains(&format!("pid {}", std::process::id())),
+            "{approved_by}"
+        );
+        let actions: Vec<(String, String)> = log
+            .iter()
+            .filter_map(|sig| match &sig.kind {
+                SignalKind::OperatorAction { by, action, .. } => {
+                    Some((by.to_string(), action.to_string()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(actions.len(), 2, "{actions:?}");
+        assert_eq!(actions[0], (approved_by, "approve gate-a".to_string()));
+        assert_eq!(
+            actions[1],
+            ("ctl (ana, pid 77)".to_string(), "hold gate-c".to_string())
+        );
+        s.finish().await;
     }
 }

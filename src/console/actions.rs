@@ -19,6 +19,9 @@ use crate::kernel::{Lane, LedgerOutcome, Request};
 pub const PALETTE_BRANCHES: [&str; 5] =
     ["initial", "expanded", "reserved", "budgets", "rejections"];
 
+/// The most of an operation's name the footer gives one key.
+const TARGET_WIDTH: usize = 24;
+
 /// Why an action cannot be used now, worded for the operator (the status
 /// line shows it when the key is pressed anyway).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -196,6 +199,24 @@ impl App {
         Ok(())
     }
 
+    /// The operation `a` would act on, as the footer names it before the
+    /// operation keys (`gate-b: a approve  d deny`): no key acts on an
+    /// operation the footer did not name.
+    pub fn named_target(&self, a: Action) -> Option<String> {
+        let ix = match a {
+            Action::Approve | Action::Deny | Action::Hold | Action::Retry => self.target(),
+            Action::Step => self.target().filter(|&ix| {
+                let n = self.vm.node(ix);
+                n.lane == Lane::Paused && !n.held
+            }),
+            _ => None,
+        }?;
+        Some(super::text::fit_middle(
+            self.vm.node(ix).name(),
+            TARGET_WIDTH,
+        ))
+    }
+
     /// The footer's word for `a` now (the table's label, or what it would
     /// do to the selection).
     pub fn action_label(&self, a: Action) -> &'static str {
@@ -260,7 +281,35 @@ impl App {
     }
 
     /// Carries out an action the key table named, if it is available now.
+    /// An operation key right after the run moved the cursor off the
+    /// operation the operator chose only names the new target: the
+    /// operator acts on what they saw selected, or presses again.
     pub fn act(&mut self, a: Action) -> Vec<Effect> {
+        let drift = self.drift.take();
+        if let Some(d) = drift
+            && matches!(
+                a,
+                Action::Approve | Action::Deny | Action::Hold | Action::Retry | Action::Step
+            )
+            && self.overlays.is_empty()
+            && self.available(a).is_ok()
+            && let Some(now) = self.target().filter(|&t| Some(t) == d.now_on)
+        {
+            let left = self.vm.node(d.left).name().to_string();
+            let now = self.vm.node(now).name().to_string();
+            let key = self.keymap.label(a);
+            let label = self.action_label(a);
+            self.warn(format!(
+                "{left} left the lane, so the cursor moved to {now}: nothing done — press {key} again to {label} {now}"
+            ));
+            return Vec::new();
+        }
+        let effects = self.act_now(a);
+        self.pick();
+        effects
+    }
+
+    fn act_now(&mut self, a: Action) -> Vec<Effect> {
         if let Err(why) = self.available(a) {
             self.warn(why.0);
             return Vec::new();
@@ -695,6 +744,11 @@ impl App {
     }
 
     pub fn on_mouse(&mut self, m: MouseEvent) {
+        self.click(m);
+        self.pick();
+    }
+
+    fn click(&mut self, m: MouseEvent) {
         if self.too_small {
             return;
         }

@@ -181,6 +181,25 @@ pub struct App {
     /// The terminal is smaller than the console needs: only quit works.
     pub too_small: bool,
     pub geometry: Geometry,
+    /// The operation the cursor is on in each lane. Rows above it come and
+    /// go as the run moves; the cursor stays on the operation the operator
+    /// chose, never on a row number.
+    picked: [Option<u32>; 7],
+    /// The operation under the focused lane's cursor left the lane and the
+    /// run, not the operator, moved the cursor to a neighbour: the next
+    /// operation key only names the new target.
+    pub drift: Option<Drift>,
+    /// This console as the run records who acted (`console (ana, pid 1234)`).
+    pub me: Arc<str>,
+}
+
+/// The cursor moved because its operation left the lane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    /// The operation the operator had selected.
+    pub left: u32,
+    /// Where the cursor is now.
+    pub now_on: Option<u32>,
 }
 
 impl App {
@@ -221,6 +240,9 @@ impl App {
             retry_offer: None,
             too_small: false,
             geometry: Geometry::default(),
+            picked: [None; 7],
+            drift: None,
+            me: Arc::from(crate::paths::me("console")),
         }
     }
 
@@ -261,6 +283,14 @@ impl App {
 
     pub fn fold(&mut self, s: &Signal) {
         self.vm.fold(s);
+        // What another terminal did shows here, with who did it; the
+        // console's own commands are answered in the status line already.
+        if let crate::kernel::SignalKind::OperatorAction { by, action, .. } = &s.kind
+            && **by != *self.me
+            && self.replay.is_none()
+        {
+            self.info(format!("{by}: {action}"));
+        }
     }
 
     /// After a batch of signals: tidy lanes, surface warnings, ring the bell
@@ -286,7 +316,67 @@ impl App {
             self.should_exit = true;
         }
         self.clamp();
+        self.follow_picks();
         effects
+    }
+
+    /// Remembers the operation under each lane's cursor: after every
+    /// operator key and click.
+    pub fn pick(&mut self) {
+        for col in 0..7 {
+            self.picked[col] = self.lanes[col]
+                .selected()
+                .and_then(|row| self.lane_window(col, row, 1).first().copied());
+        }
+    }
+
+    /// After the run moved: each lane's cursor goes back to the operation
+    /// it was on; when that operation left its lane, the cursor stays at
+    /// the same row (its neighbour now) and the focused lane says so.
+    fn follow_picks(&mut self) {
+        for col in 0..7 {
+            let Some(ix) = self.picked[col] else {
+                continue;
+            };
+            match self.lane_row_of(ix) {
+                Some((c, row)) if c == col => self.lanes[col].select(row),
+                _ => {
+                    let now_on = self.lanes[col]
+                        .selected()
+                        .and_then(|row| self.lane_window(col, row, 1).first().copied());
+                    self.picked[col] = now_on;
+                    // The operator's own command moved it away: their
+                    // answer is in the status line already.
+                    let own = self.vm.acted(ix).is_some_and(|(by, _)| *by == *self.me);
+                    if col == self.lane_col
+                        && self.focus == Pane::Lanes
+                        && self.replay.is_none()
+                        && !own
+                    {
+                        self.drifted(ix, now_on);
+                    }
+                }
+            }
+        }
+    }
+
+    fn drifted(&mut self, left: u32, now_on: Option<u32>) {
+        let n = self.vm.node(left);
+        let was = Lane::ALL[self.lane_col];
+        let mut text = format!("{} left {}", n.name(), was.title());
+        let now = n.lane;
+        if now != was {
+            text.push_str(&format!(" for {}", now.title()));
+        }
+        if let Some((by, action)) = self.vm.acted(left) {
+            text.push_str(&format!(" ({action} by {by})"));
+        }
+        match now_on {
+            Some(c) => text.push_str(&format!("; the cursor moved to {}", self.vm.node(c).name())),
+            None => text.push_str("; the lane is empty"),
+        }
+        self.info(text);
+        self.drift = Some(Drift { left, now_on });
     }
 
     // ----- rows the panes show ---------------------------------------------
@@ -329,6 +419,9 @@ impl App {
     /// Where an operation is in its lane's rows (filter applied).
     pub fn lane_row_of(&self, ix: u32) -> Option<(usize, usize)> {
         let col = lane_index(self.vm.node(ix).lane);
+        if self.filter.is_empty() {
+            return Some((col, self.vm.lane_pos(ix)?));
+        }
         let row = self.vm.lanes[col]
             .iter()
             .filter(|&i| self.matches(i))

@@ -114,6 +114,9 @@ pub struct ViewModel {
     lane_pos: Vec<u32>,
     /// Each node's lane entries, in order: (lane, when).
     history: Vec<Vec<(Lane, f64)>>,
+    /// The last operator command that named a node: (who, what, when).
+    /// Few nodes have one, so a map.
+    acted: rustc_hash::FxHashMap<u32, (Arc<str>, Arc<str>, f64)>,
 }
 
 impl Deref for ViewModel {
@@ -129,6 +132,12 @@ impl ViewModel {
             facts: facts.clone(),
             ..ViewModel::default()
         }
+    }
+
+    /// Where an operation stands in its lane's rows (after `settle`).
+    pub fn lane_pos(&self, ix: u32) -> Option<usize> {
+        let pos = *self.lane_pos.get(ix as usize)?;
+        (pos != TOMB).then_some(pos as usize)
     }
 
     pub fn lane(&self, l: Lane) -> &LaneList {
@@ -200,6 +209,26 @@ impl ViewModel {
         if let Some(m) = self.proj.apply(s) {
             self.moved(m, s.elapsed);
         }
+        if let crate::kernel::SignalKind::OperatorAction {
+            by,
+            action,
+            op_id: Some(id),
+        } = &s.kind
+            && let Some(ix) = self.proj.ix(id)
+        {
+            self.acted
+                .insert(ix, (by.clone(), action.clone(), s.elapsed));
+        }
+    }
+
+    /// Who last named `ix` in a command, and the command.
+    pub fn acted(&self, ix: u32) -> Option<(&str, &str)> {
+        self.acted.get(&ix).map(|(b, a, _)| (&**b, &**a))
+    }
+
+    /// The same, with when (for the inspector).
+    pub fn acted_at(&self, ix: u32) -> Option<&(Arc<str>, Arc<str>, f64)> {
+        self.acted.get(&ix)
     }
 
     fn moved(&mut self, m: Moved, at: f64) {

@@ -467,6 +467,8 @@ pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
     crossterm::execute!(io::stdout(), BeginSynchronizedUpdate)?;
     let r = term.draw(|f| super::ui::draw(f, app)).map(|_| ());
     crossterm::execute!(io::stdout(), EndSynchronizedUpdate)?;
+    // What this frame showed selected is what the operator saw.
+    app.pick();
     r
 }
 
@@ -523,7 +525,8 @@ pub async fn command(
     capacity: Option<&crate::capacity::Reconciler>,
     req: Request,
 ) -> (String, Level) {
-    match crate::control::apply(h, capacity, req.clone()).await {
+    let by = Arc::from(crate::paths::me("console"));
+    match crate::control::apply(h, capacity, req.clone(), by).await {
         Ok(reply) => (reply.one_line(&req), Level::Info),
         Err(f) => (f.message, Level::Error),
     }

@@ -221,6 +221,8 @@ impl Scene {
         self.app.arrange(self.area);
         let Ok(mut term) = Terminal::new(TestBackend::new(self.area.width, self.area.height));
         let Ok(_) = term.draw(|f| super::ui::draw(f, &self.app));
+        // As a frame does: what it showed selected is what the operator saw.
+        self.app.pick();
         term.backend().buffer().clone()
     }
 

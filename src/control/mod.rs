@@ -9,6 +9,8 @@ mod peer;
 mod runs;
 mod server;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::capacity::{
@@ -150,27 +152,36 @@ pub struct Spawns {
 }
 
 /// Carries out one request on a live run.
+///
+/// `by` names who asks (see [`crate::paths::actor`]): the run records it
+/// with every command that changes something.
 pub async fn apply(
     h: &RunHandle,
     capacity: Option<&Reconciler>,
     req: Request,
+    by: Arc<str>,
 ) -> Result<Reply, Failure> {
     let need_capacity = || capacity.ok_or_else(|| Failure::from(CommandError::NoCapacity));
+    let summary = req.summary();
     match req {
         Request::Status => status(h, capacity)
             .await
             .map(|s| Reply::Status(Box::new(s))),
-        Request::Release(sel) => Ok(Reply::Release(
-            need_capacity()?
+        Request::Release(sel) => {
+            let released = need_capacity()?
                 .release_request(sel.lifetime, sel.name)
-                .await?,
-        )),
+                .await?;
+            h.record(by, Arc::from(summary));
+            Ok(Reply::Release(released))
+        }
         Request::Ensure { profiles, lifetime } => {
             let profiles: Vec<(String, u32)> = profiles.into_iter().map(|p| (p.0, p.1)).collect();
-            Ok(Reply::Ensure(need_capacity()?.ensure(&profiles, lifetime)?))
+            let ensured = need_capacity()?.ensure(&profiles, lifetime)?;
+            h.record(by, Arc::from(summary));
+            Ok(Reply::Ensure(ensured))
         }
         Request::Capacity => Ok(Reply::Capacity(need_capacity()?.status())),
-        req => Ok(Reply::Done(h.request(req).await?)),
+        req => Ok(Reply::Done(h.request_by(req, by).await?)),
     }
 }
 

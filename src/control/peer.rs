@@ -41,6 +41,27 @@ pub fn agent_of_this_run(pid: i32, tag: &str) -> Option<String> {
     None
 }
 
+/// Who a peer is, as the run records it: `ctl (ana, pid 5678)` for
+/// playdeck's own commands (named by their subcommand), else the program's
+/// name (`socat (ana, pid 77)`).
+pub fn actor_of(pid: i32, uid: u32) -> String {
+    let surface = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|c| {
+            let mut args = c.split(|&b| b == 0).map(String::from_utf8_lossy);
+            let prog = args.next()?;
+            let prog = prog.rsplit('/').next().unwrap_or(&prog).to_string();
+            let sub = args.next().map(|a| a.to_string());
+            Some(match sub {
+                Some(sub) if prog == "playdeck" && !sub.starts_with('-') => sub,
+                _ => prog,
+            })
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "the control socket".to_string());
+    crate::paths::actor(&surface, uid, pid.max(0) as u32)
+}
+
 /// Deeper than any process tree an agent makes.
 const MAX_DEPTH: usize = 128;
 

@@ -120,15 +120,21 @@ async fn connection(
 ) {
     // Who asks, before what: the peer's pid is the kernel's word (it
     // cannot be forged by the client).
-    let agent = match stream.peer_cred().ok().and_then(|c| c.pid()) {
-        Some(pid) => tokio::task::spawn_blocking({
-            let tag = tag.to_string();
-            move || super::peer::agent_of_this_run(pid, &tag).map(|why| (pid, why))
-        })
-        .await
-        .ok()
-        .flatten(),
-        None => None,
+    let cred = stream.peer_cred().ok();
+    let (agent, by) = match cred.as_ref().and_then(|c| c.pid()) {
+        Some(pid) => {
+            let uid = cred.as_ref().map_or(0, |c| c.uid());
+            tokio::task::spawn_blocking({
+                let tag = tag.to_string();
+                move || {
+                    let agent = super::peer::agent_of_this_run(pid, &tag).map(|why| (pid, why));
+                    (agent, super::peer::actor_of(pid, uid))
+                }
+            })
+            .await
+            .unwrap_or((None, "the control socket".to_string()))
+        }
+        None => (None, "the control socket".to_string()),
     };
     let (read, mut write) = stream.into_split();
     let mut line = Vec::new();
@@ -164,7 +170,7 @@ async fn connection(
                             ),
                         ))
                     }
-                    None => apply(handle, capacity, req).await,
+                    None => apply(handle, capacity, req, Arc::from(by)).await,
                 },
                 Err(e) => Err(Failure::new(
                     ErrorCode::BadRequest,

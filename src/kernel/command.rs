@@ -226,6 +226,40 @@ impl Request {
         }
     }
 
+    /// The operation it names, if any.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Request::Step { op } => op.as_deref(),
+            Request::Approve { op }
+            | Request::Deny { op, .. }
+            | Request::Hold { op }
+            | Request::Unhold { op }
+            | Request::Retry { op } => Some(op),
+            Request::Add { name, .. } => name.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The command in a few words, as a log and a status line name it
+    /// (`approve gate-a`, `deny ship: not today`).
+    pub fn summary(&self) -> String {
+        let mut s = self.name().to_string();
+        if let Some(op) = self.target() {
+            s.push(' ');
+            s.push_str(op);
+        }
+        if let Request::Deny { reason, .. } = self
+            && !reason.is_empty()
+        {
+            s.push_str(": ");
+            s.push_str(&reason.join(" "));
+        }
+        if let Request::Add { role: Some(r), .. } = self {
+            s.push_str(&format!(" (role {r})"));
+        }
+        s
+    }
+
     /// What to tell the operator when the kernel carried it out.
     pub fn done_message(&self, answer: &Answer) -> String {
         match (self, answer) {

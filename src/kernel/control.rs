@@ -35,9 +35,17 @@ pub struct NewOperation {
 pub(crate) enum Command {
     Request {
         req: Request,
+        /// Who asks (`ctl (root, pid 5678)`), as the run records it.
+        by: Arc<str>,
         reply: oneshot::Sender<Result<Answer, CommandError>>,
     },
     SetApprovalPolicy(ApprovalPolicy, oneshot::Sender<()>),
+    /// A command carried out outside the kernel (a capacity release), to
+    /// be recorded as an `operator_action`.
+    Record {
+        by: Arc<str>,
+        action: Arc<str>,
+    },
     Inject {
         op: Box<NewOperation>,
         reply: oneshot::Sender<Option<OpId>>,
@@ -122,13 +130,26 @@ impl RunHandle {
     }
 
     /// Carries out one operator command (the one way every surface drives
-    /// a run).
+    /// a run), recorded as the operator's.
     pub async fn request(&self, req: Request) -> Result<Answer, CommandError> {
+        self.request_by(req, Arc::from(super::command::OPERATOR))
+            .await
+    }
+
+    /// Carries out one operator command for `by`, the surface and person
+    /// that asked (see [`crate::paths::actor`]); the run records who.
+    pub async fn request_by(&self, req: Request, by: Arc<str>) -> Result<Answer, CommandError> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Command::Request { req, reply })
+            .send(Command::Request { req, by, reply })
             .map_err(|_| CommandError::RunFinished)?;
         rx.await.unwrap_or(Err(CommandError::RunFinished))
+    }
+
+    /// Records a command another component carried out (a capacity
+    /// release) with who asked; nothing when the run has ended.
+    pub fn record(&self, by: Arc<str>, action: Arc<str>) {
+        let _ = self.tx.send(Command::Record { by, action });
     }
 
     /// Changes who decides approvals from now on; `DenyAll` also denies what

@@ -284,6 +284,14 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         emitter_id: Option<OpId>,
     },
+    /// An operator's command was carried out: who asked and what (the
+    /// signals it caused follow or precede it in the same batch).
+    OperatorAction {
+        by: Arc<str>,
+        action: Arc<str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        op_id: Option<OpId>,
+    },
     /// An operator hold was placed on an operation that has not started.
     Held {
         #[serde(flatten)]
@@ -600,6 +608,7 @@ mod tests {
         "retried",
         "dependencies_added",
         "held",
+        "operator_action",
         "unheld",
         "spawned",
         "spawn_dropped",

@@ -13,8 +13,9 @@ use crate::console::keymap::{Action, info};
 use crate::console::overlay::Overlay;
 use crate::console::text::{fit, group, width};
 
-/// The actions the footer offers now, in the table's order, help and quit
-/// last.
+/// The actions the footer offers now: those that act on the selected
+/// operation first (they are what the selection is for, and they are
+/// named with it), then the rest in the table's order, help and quit last.
 pub fn context_actions(app: &App) -> Vec<Action> {
     let mode = app.mode();
     let (mut main, mut end): (Vec<Action>, Vec<Action>) = app
@@ -25,6 +26,8 @@ pub fn context_actions(app: &App) -> Vec<Action> {
         .partition(|a| !matches!(a, Action::Help | Action::Quit));
     // Two keys for one thing read as one hint.
     main.dedup_by_key(|a| info(*a).label);
+    // A stable sort: the table's order within each group.
+    main.sort_by_key(|a| app.named_target(*a).is_none());
     main.append(&mut end);
     main
 }
@@ -51,8 +54,17 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let room = (area.width as usize).saturating_sub(end_w + 1);
     let mut keys: Vec<Span> = vec![Span::raw(" ")];
     let mut used = 0;
+    let mut named = false;
     for a in main {
-        let h = hint(a);
+        let mut h = hint(a);
+        if !named && let Some(name) = app.named_target(a) {
+            // The target once, before the keys that act on it.
+            named = true;
+            h.insert(
+                0,
+                Span::styled(format!("{name}: "), Style::default().fg(t.foreground)),
+            );
+        }
         let w: usize = h.iter().map(|s| width(&s.content)).sum();
         if used + w > room {
             break;

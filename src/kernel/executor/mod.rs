@@ -244,6 +244,7 @@ impl Run {
             restored: None,
             empty_deps: empty,
             null_result: Arc::new(Value::Null),
+            acting: Arc::from(super::command::OPERATOR),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -358,6 +359,9 @@ struct Executor {
     /// Shared values for the common cases, so they cost no allocation.
     empty_deps: Arc<[OpId]>,
     null_result: Arc<Value>,
+    /// Who asked for the command being carried out (recorded in
+    /// approvals, denials and `operator_action`).
+    acting: Arc<str>,
 }
 
 impl Executor {

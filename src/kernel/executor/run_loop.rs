@@ -198,12 +198,19 @@ impl Executor {
 
     pub(super) fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Request { req, reply } => {
-                let _ = reply.send(self.apply(req));
+            Command::Request { req, by, reply } => {
+                let _ = reply.send(self.apply_by(req, by));
             }
             Command::SetApprovalPolicy(policy, reply) => {
                 self.set_approval_policy(policy);
                 let _ = reply.send(());
+            }
+            Command::Record { by, action } => {
+                self.bus.emit(SignalKind::OperatorAction {
+                    by,
+                    action,
+                    op_id: None,
+                });
             }
             Command::Inject { op, reply } => {
                 // ADR-0033 D5: outside an active reactive run, inject()
@@ -248,6 +255,7 @@ impl Executor {
             Command::SetApprovalPolicy(_, reply) => {
                 let _ = reply.send(());
             }
+            Command::Record { .. } => {}
             Command::Inject { op, reply } => {
                 tracing::warn!(
                     operation = %op.op.reference_id,
@@ -345,6 +353,7 @@ mod tests {
         let (tx, mut rx) = oneshot::channel();
         ex.refuse(Command::Request {
             req: Request::Pause,
+            by: Arc::from("test"),
             reply: tx,
         });
         assert_eq!(rx.try_recv().unwrap(), Err(CommandError::RunFinished));

@@ -18,6 +18,29 @@ use super::node::{Approval, Ms};
 use crate::vocab::{is_spawn_name, is_valid_name};
 
 impl Executor {
+    /// Carries out one operator command for `by`; what was carried out is
+    /// recorded with who asked (`operator_action`), so the log, the report
+    /// and every console say who, not just "operator".
+    pub(super) fn apply_by(&mut self, req: Request, by: Arc<str>) -> Result<Answer, CommandError> {
+        let action = Arc::from(req.summary());
+        let op_id = req
+            .target()
+            .and_then(|op| self.resolve(op).ok())
+            .map(|ix| self.graph[ix].op.op_id);
+        self.acting = by.clone();
+        let answer = self.apply(req);
+        self.acting = Arc::from(OPERATOR);
+        if let Ok(a) = &answer {
+            let op_id = match a {
+                Answer::Added { op_id, .. } => Some(*op_id),
+                _ => op_id,
+            };
+            self.bus
+                .emit(SignalKind::OperatorAction { by, action, op_id });
+        }
+        answer
+    }
+
     /// Carries out one operator command. Capacity and status requests are
     /// answered outside the kernel; here they are refused.
     pub(super) fn apply(&mut self, req: Request) -> Result<Answer, CommandError> {
@@ -284,7 +307,7 @@ impl Executor {
         self.check_gate(ix)?;
         self.graph[ix].approval = Approval::Approved;
         let node = self.header(ix);
-        let by = Arc::from(OPERATOR);
+        let by = self.acting.clone();
         self.emit_node(ix, SignalKind::Approved { node, by });
         if self.graph[ix].status == NodeStatus::AwaitingApproval {
             self.graph[ix].status = NodeStatus::Pending;
@@ -296,7 +319,7 @@ impl Executor {
     fn deny(&mut self, op: &str, reason: &str) -> Result<(), CommandError> {
         let ix = self.resolve(op)?;
         self.check_gate(ix)?;
-        self.deny_node(ix, Arc::from(OPERATOR), Arc::from(reason));
+        self.deny_node(ix, self.acting.clone(), Arc::from(reason));
         Ok(())
     }
 
