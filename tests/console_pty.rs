@@ -612,3 +612,52 @@ sim = { duration_ms = 300 }
         "{after}"
     );
 }
+
+/// Issue 20: a `playdeck ctl` approval from another terminal does not move
+/// the console's cursor onto another gate; when the selected gate itself
+/// is approved elsewhere, the next `a` only names the new target.
+#[test]
+fn a_concurrent_ctl_approval_never_makes_a_approve_another_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gates.toml"),
+        include_str!("../examples/plays/gates.toml"),
+    )
+    .unwrap();
+    let mut console = Console::open(dir.path(), &["run", "gates.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .arg("ctl")
+            .arg("latest")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    screen.wait_for("three gates", |s| s.contains("approval 3"));
+    console.press(b"llj");
+    screen.wait_for("gate-b named in the footer", |s| {
+        s.contains("gate-b: a approve")
+    });
+    ctl(&["approve", "gate-a"]);
+    let s = screen.wait_for("the other terminal's approval", |s| {
+        s.contains("approve gate-a") && s.contains("approval 2")
+    });
+    assert!(s.contains("ctl (") && s.contains(": approve gate-a"), "{s}");
+    assert!(s.contains("gate-b: a approve"), "still on gate-b:\n{s}");
+    console.press(b"a");
+    screen.wait_for("gate-b approved", |s| s.contains("approved gate-b"));
+    // Now gate-c is the only one; approve it elsewhere while selected.
+    screen.wait_for("gate-c selected", |s| s.contains("gate-c: a approve"));
+    ctl(&["approve", "gate-c"]);
+    screen.wait_for("the empty lane", |s| {
+        s.contains("gate-c left awaiting approval") && s.contains("approval 0")
+    });
+    screen.wait_for("the end", |s| s.contains("finished: succeeded"));
+    console.press(b"q");
+    assert_eq!(console.wait_exit(), 0);
+}
