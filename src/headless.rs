@@ -285,7 +285,8 @@ fn printable_lines(text: &str) -> String {
 }
 
 fn eprintln_to(msg: &str) {
-    eprintln!("playdeck: {msg}");
+    // A closed standard error loses the message, not the run.
+    let _ = writeln!(std::io::stderr(), "playdeck: {msg}");
 }
 
 /// Longest control line read from stdin; longer ones are dropped whole

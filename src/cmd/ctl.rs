@@ -62,15 +62,15 @@ fn answer(result: Result<Reply, Failure>, req: &Request, json: bool) -> Outcome 
     let code = |reply: &Reply| i32::from(reply.partial());
     match (result, json) {
         (Ok(reply), true) => {
-            println!("{}", to_json(&reply));
+            sayln!("{}", to_json(&reply));
             Ok(code(&reply))
         }
         (Ok(reply), false) => {
-            print!("{}", text(&reply, req));
+            say!("{}", text(&reply, req));
             Ok(code(&reply))
         }
         (Err(f), true) => {
-            println!("{}", serde_json::json!({"status": "error", "error": f}));
+            sayln!("{}", serde_json::json!({"status": "error", "error": f}));
             Ok(f.exit_code())
         }
         (Err(f), false) => Err(CmdError::Refused(f)),

@@ -9,24 +9,24 @@ use playdeck::play::{Play, demo};
 
 pub fn validate(play: &Path, explain: bool) -> Outcome {
     let p = load(Some(play))?;
-    println!("{}", p.summary());
+    sayln!("{}", p.summary());
     if explain {
         let placements = p.placements();
         let w = placements.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
         for (id, how) in placements {
-            println!("  {id:<w$}  {how}");
+            sayln!("  {id:<w$}  {how}");
         }
     } else if let Some(note) = p.sequential_note() {
-        println!("note: {note}");
+        sayln!("note: {note}");
     }
     Ok(0)
 }
 
 pub fn catalog(json: bool) -> Outcome {
     if json {
-        println!("{:#}", inspect::catalog_json());
+        sayln!("{:#}", inspect::catalog_json());
     } else {
-        print!("{}", inspect::catalog_text());
+        say!("{}", inspect::catalog_text());
     }
     Ok(0)
 }
@@ -41,7 +41,7 @@ pub fn palette(play: Option<&Path>, json: bool) -> Outcome {
         }
     })?
     .map_err(|e| CmdError::Input(e.to_string()))?;
-    print!("{text}");
+    say!("{text}");
     Ok(0)
 }
 
@@ -49,7 +49,7 @@ pub fn prompt(play: Option<&Path>, op: &str) -> Outcome {
     let p = load(play)?;
     let text =
         block_on(false, inspect::prompt(&p, op))?.map_err(|e| CmdError::Input(e.to_string()))?;
-    println!("{text}");
+    sayln!("{text}");
     Ok(0)
 }
 
@@ -58,19 +58,19 @@ pub fn argv(play: Option<&Path>, op: &str, flag_profile: Option<&str>, json: boo
     let view = block_on(false, inspect::argv(&p, op, flag_profile))?
         .map_err(|e| CmdError::Input(e.to_string()))?;
     for w in &view.command.warnings {
-        eprintln!("playdeck: warning: {w}");
+        warnln!("playdeck: warning: {w}");
     }
     if let Some(text) = &view.command.stdin {
-        eprintln!(
+        warnln!(
             "playdeck: the prompt ({} bytes) goes on stdin, in place of \"-\"",
             text.len()
         );
     }
     if json {
-        println!("{}", serde_json::Value::from(view.command.argv.clone()));
+        sayln!("{}", serde_json::Value::from(view.command.argv.clone()));
     } else {
         let words = view.command.argv.iter().map(String::as_str);
-        println!(
+        sayln!(
             "{}",
             shlex::try_join(words).map_err(|e| CmdError::Failed(e.to_string()))?
         );
@@ -80,9 +80,9 @@ pub fn argv(play: Option<&Path>, op: &str, flag_profile: Option<&str>, json: boo
 
 pub fn demo(print: bool) -> Outcome {
     if print {
-        print!("{}", demo::DEMO_PLAY);
+        say!("{}", demo::DEMO_PLAY);
     } else {
-        println!("the demo play: `playdeck demo --print` shows it, `playdeck run` runs it");
+        sayln!("the demo play: `playdeck demo --print` shows it, `playdeck run` runs it");
     }
     Ok(0)
 }

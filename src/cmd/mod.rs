@@ -2,6 +2,28 @@
 //! ran (0 success, 1 something failed or was refused) or a [`CmdError`],
 //! reported once by `main`.
 
+/// `print!` for what a command prints: a reader that has gone
+/// (`playdeck report RUN | head -1`) ends the command quietly, as `ls |
+/// head` does, instead of a panic.
+macro_rules! say {
+    ($($t:tt)*) => { $crate::cmd::out(format_args!($($t)*)) };
+}
+
+/// `eprintln!` that never panics: a closed standard error loses the
+/// message, not the command's exit code.
+macro_rules! warnln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `println!`, the same way.
+macro_rules! sayln {
+    () => { $crate::cmd::out(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cmd::out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 mod ctl;
 mod inspect;
 mod recorded;
@@ -17,6 +39,24 @@ use crate::cli::{Command, RunArgs};
 use playdeck::control::Failure;
 use playdeck::play::{LoadError, Play};
 use playdeck::session::StopSignal;
+
+/// Writes to standard output. A closed pipe ends the process with 0:
+/// nothing went wrong on this side and the reader has what it wanted;
+/// any other write error ends it with 1 and says why.
+pub fn out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_fmt(args).and_then(|()| o.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "playdeck: cannot write to standard output: {e}"
+        );
+        std::process::exit(1);
+    }
+}
 
 /// Why a command could not do its work.
 #[derive(Debug, thiserror::Error)]
@@ -49,9 +89,14 @@ impl CmdError {
     pub fn report(&self) {
         match self {
             CmdError::Load(LoadError::Invalid(d)) => {
-                eprint!("{}", d.render(std::io::stderr().is_terminal()));
+                use std::io::Write as _;
+                let _ = write!(
+                    std::io::stderr(),
+                    "{}",
+                    d.render(std::io::stderr().is_terminal())
+                );
             }
-            e => eprintln!("playdeck: {e}"),
+            e => warnln!("playdeck: {e}"),
         }
     }
 }
@@ -106,7 +151,7 @@ pub fn load(path: Option<&std::path::Path>) -> Result<Play, CmdError> {
     );
     // Each warning names its file (and position, where it has one).
     for w in &play.warnings {
-        eprintln!("playdeck: warning: {w}");
+        warnln!("playdeck: warning: {w}");
     }
     Ok(play)
 }
@@ -165,7 +210,7 @@ pub fn stop_requests() -> mpsc::UnboundedReceiver<StopSignal> {
                     }
                 });
             }
-            Err(e) => eprintln!("playdeck: cannot listen for signal {kind:?}: {e}"),
+            Err(e) => warnln!("playdeck: cannot listen for signal {kind:?}: {e}"),
         }
     }
     rx

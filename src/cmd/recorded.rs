@@ -61,7 +61,7 @@ pub fn report(which: &str, format: ReportFormat, out: Option<&Path>) -> Outcome 
     match out {
         Some(p) => playdeck::store::write_atomic(p, text.as_bytes())
             .map_err(|e| CmdError::Input(format!("report: cannot write {}: {e}", p.display())))?,
-        None => print!("{text}"),
+        None => say!("{text}"),
     }
     Ok(0)
 }
