@@ -247,8 +247,9 @@ pub enum CapacityAction {
     /// Ensure profiles have this many instances of a lifetime (live runs;
     /// a finished run is refused with `not_live`).
     Ensure {
-        /// A run directory, a run id, or `latest`.
-        #[arg(long)]
+        /// A run directory, a run id, or `latest` (`--loop-id` is the
+        /// capacity contract's name for it).
+        #[arg(long, visible_alias = "loop-id")]
         run: String,
         /// PROFILE[=COUNT] (COUNT defaults to 1); repeatable.
         #[arg(long = "profile", required = true, value_name = "PROFILE[=COUNT]")]
@@ -262,7 +263,7 @@ pub enum CapacityAction {
     },
     /// Instances, waiting work and what blocks release.
     Status {
-        #[arg(long)]
+        #[arg(long, visible_alias = "loop-id")]
         run: String,
         #[arg(long)]
         json: bool,
@@ -271,7 +272,7 @@ pub enum CapacityAction {
     /// or the lifetimes due now (a finished run's file is updated
     /// directly). Exit 1 when something selected was retained.
     Release {
-        #[arg(long)]
+        #[arg(long, visible_alias = "loop-id")]
         run: String,
         #[command(flatten)]
         select: playdeck::kernel::command::ReleaseSelect,

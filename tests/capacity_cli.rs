@@ -146,6 +146,7 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
             "ctl",
             "k1",
             "release",
+            "--idle-only",
             "--lifetime",
             "current_loop",
             "--json",
@@ -202,10 +203,23 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
         "{s:#}"
     );
 
-    // The operator commits the work on the instance's branch; then it goes.
+    // The operator commits the work on the instance's branch; then it goes
+    // (asked as the capacity contract writes the call, issue 20).
     git(&worktree, &["add", "-A"]);
     git(&worktree, &["commit", "-q", "-m", "keep the agent's notes"]);
-    let (code, r) = run(d, &["capacity", "release", "--run", "k1", "--json"]);
+    let (code, r) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--loop-id",
+            "k1",
+            "--idle-only",
+            "--lifetime",
+            "current_loop",
+            "--json",
+        ],
+    );
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(r["status"], "ok");
     assert_eq!(r["released"], serde_json::json!(["loop-k1-coder-1"]));

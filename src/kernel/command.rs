@@ -111,6 +111,13 @@ pub struct ReleaseSelect {
     #[arg(long = "name", value_name = "INSTANCE")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub name: Vec<String>,
+    /// Release idle instances only: the default, and the only mode until
+    /// a force policy exists (a busy instance is always retained, with its
+    /// reason). Accepted so scripts written to the capacity contract's
+    /// `release --idle-only` call keep working.
+    #[arg(long = "idle-only")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle_only: bool,
 }
 
 /// `coder=2` or `coder` (one): a profile and how many instances it needs.
