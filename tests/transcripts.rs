@@ -213,3 +213,146 @@ fn the_corpus_has_every_format() {
         assert!(sources.contains(name), "{name} has no entry in SOURCES.md");
     }
 }
+
+/// Issue 20: the CLIs repeat their final answer (claude in the last
+/// assistant message and in `result`; codex in the final item and the
+/// turn's end; opencode in the text part and again when the part ends). A
+/// fenced spawn request in that answer is one request: one spawned
+/// operation, no `duplicate` drop. Each capture has its answer replaced by
+/// one that asks for a spawn; a second copy of the stream's answer line
+/// stands for the CLI's own echo.
+#[test]
+fn a_spawn_request_in_a_repeated_final_answer_is_one_ledger_row() {
+    let answer = "Done.\n```json\n{\"spawn_request\": {\"instruction\": \"write the release notes\", \"assignee\": \"technical_writer\"}}\n```";
+    let esc = serde_json::to_string(answer).unwrap();
+    let esc = &esc[1..esc.len() - 1];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/transcripts");
+    let cases: [(&str, &str, &str, &[&str]); 3] = [
+        (
+            "claude",
+            "claude/agentcmd-2.0.28-simple-success.jsonl",
+            "\"4\"",
+            &["\"type\":\"assistant\""],
+        ),
+        (
+            "codex",
+            "codex/agentcmd-0.46-simple-answer.jsonl",
+            "\"4\"",
+            &["\"type\":\"agent_message\""],
+        ),
+        (
+            "opencode",
+            "opencode/noldor-simple-text.jsonl",
+            "\"alpha\\nbravo\\ncharlie\"",
+            &["\"type\":\"text\""],
+        ),
+    ];
+    for (format, file, old, echoed) in cases {
+        let capture = std::fs::read_to_string(root.join(file)).unwrap();
+        let mut lines = Vec::new();
+        for l in capture.lines() {
+            let l = l
+                .replace(&format!("\"text\":{old}"), &format!("\"text\":\"{esc}\""))
+                .replace(
+                    &format!("\"result\":{old}"),
+                    &format!("\"result\":\"{esc}\""),
+                );
+            let echo = echoed.iter().any(|e| l.contains(e));
+            lines.push(l.clone());
+            if echo {
+                lines.push(l);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let transcript = dir.path().join("t.jsonl");
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        assert!(
+            lines.iter().filter(|l| l.contains("release notes")).count() >= 2,
+            "{format}: the answer is in the stream twice"
+        );
+        let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+        let play = format!(
+            "[play]\nname = \"echo\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"technical_writer\", agent = \"noop\" }}]\n\
+             [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"{format}\"\n\
+             [[operations]]\nid = \"work\"\nrole = \"orchestrator\"\nagent = \"cli\"\n\
+             instruction = \"replay\\n@replay {}\"\n",
+            transcript.display()
+        );
+        let play_path = dir.path().join("play.toml");
+        std::fs::write(&play_path, play).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .env("PLAYDECK_CONFIG_DIR", dir.path())
+            .args(["run", "--headless", "--run-dir"])
+            .arg(dir.path().join("run"))
+            .arg(&play_path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let count = |ty: &str| signals.iter().filter(|s| s["type"] == ty).count();
+        let drops: Vec<&Value> = signals
+            .iter()
+            .filter(|s| s["type"] == "spawn_dropped")
+            .collect();
+        assert_eq!(
+            count("spawned"),
+            1,
+            "{format}: one spawned operation\n{drops:?}"
+        );
+        assert!(
+            drops.is_empty(),
+            "{format}: no ledger row for the echo: {drops:?}"
+        );
+    }
+}
+
+/// The other side of the same rule: an agent that really shows a request
+/// twice — on its stream and again in a result of its own — gets the
+/// duplicate drop the ADR records for a second sighting (ADR-0033 D3).
+#[test]
+fn a_request_on_the_stream_and_in_a_declared_result_is_still_a_duplicate() {
+    let req = r#"{"spawn_request": {"instruction": "write the release notes", "assignee": "technical_writer"}}"#;
+    let lines = [
+        format!(
+            r#"{{"type":"text","text":{}}}"#,
+            serde_json::to_string(req).unwrap()
+        ),
+        format!(r#"{{"type":"result","result":{req}}}"#),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("t.jsonl");
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let play = format!(
+        "[play]\nname = \"twice\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"technical_writer\", agent = \"noop\" }}]\n\
+         [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n\
+         [[operations]]\nid = \"work\"\nrole = \"orchestrator\"\nagent = \"cli\"\n\
+         instruction = \"replay\\n@replay {}\"\n",
+        transcript.display()
+    );
+    let play_path = dir.path().join("play.toml");
+    std::fs::write(&play_path, play).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path())
+        .args(["run", "--headless", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .arg(&play_path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let spawned = signals.iter().filter(|s| s["type"] == "spawned").count();
+    let drops: Vec<&Value> = signals
+        .iter()
+        .filter(|s| s["type"] == "spawn_dropped")
+        .collect();
+    assert_eq!(spawned, 1, "{drops:?}");
+    assert_eq!(drops.len(), 1, "{drops:?}");
+    assert_eq!(drops[0]["reason"], "duplicate");
+}

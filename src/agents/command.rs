@@ -303,6 +303,11 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         })
         .await;
     }
+    // An answer taken from the stream's text restates what the stream
+    // carried: the kernel must not count its requests twice.
+    if ended.parsed.result.is_none() && ended.parsed.text.is_some() {
+        inv.events.emit(AgentEvent::ResultRestatesStream);
+    }
     outcome(def, ended)
 }
 

@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::{Core, Update, result_from_text, str_at, sum, u64_at};
+use super::{Core, Update, str_at, sum, u64_at};
 use crate::kernel::{ActivityState, Usage};
 
 pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
@@ -91,7 +91,9 @@ fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
         if !repeated {
             core.message_text(t, out);
         }
-        core.parsed.result = Some(result_from_text(t));
+        // The answer is that text (the runner makes it the result), and
+        // the runner says the result restates the stream.
+        core.parsed.text = Some(t.to_string());
     }
 }
 

@@ -33,6 +33,9 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
             }
         }
         "result" => {
+            // The declared result is sighted as the result, once; the line
+            // that carries it is not a stream sighting too.
+            core.is_result_line = true;
             core.parsed.result = Some(match v.get("result") {
                 Some(Value::String(t)) => result_from_text(t),
                 Some(Value::Object(m)) => Value::Object(m.clone()),

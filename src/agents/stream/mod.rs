@@ -56,6 +56,12 @@ struct Core {
     parsed: Parsed,
     /// Plain (non-JSON) lines, for agents that print text.
     plain: Vec<String>,
+    /// The last message's text, until a tool runs: CLIs repeat their
+    /// final message (a part sent again when it ends, a turn's summary),
+    /// and that repeat is not a new request.
+    said: Option<String>,
+    /// The line just read declared the attempt's result.
+    is_result_line: bool,
 }
 
 /// Plain output kept for a text result; the log file has everything.
@@ -64,6 +70,10 @@ const PLAIN_KEEP: usize = 400;
 impl Core {
     fn activity(&mut self, state: ActivityState, tool: Option<&str>, out: &mut Vec<Update>) {
         let next = (state, tool.map(Arc::from));
+        if state == ActivityState::Tool {
+            // Words said again after a tool ran are a new turn's.
+            self.said = None;
+        }
         if self.activity.as_ref() != Some(&next) {
             self.activity = Some(next.clone());
             out.push(Update::Activity(next.0, next.1));
@@ -107,9 +117,11 @@ impl Core {
     /// requests too, and the last message is the answer unless a result
     /// comes.
     fn message_text(&mut self, text: &str, out: &mut Vec<Update>) {
-        if let Some(Value::Object(m)) = json_in_text(text) {
+        let echo = self.said.as_deref() == Some(text.trim());
+        if !echo && let Some(Value::Object(m)) = json_in_text(text) {
             out.push(Update::Emit(Value::Object(m)));
         }
+        self.said = Some(text.trim().to_string());
         self.parsed.text = Some(text.to_string());
     }
 
@@ -180,7 +192,9 @@ impl StreamParser {
             Format::Copilot(s) => copilot::feed(core, s, &v, out),
             Format::Jsonl => jsonl::feed(core, &v, out),
         }
-        out.push(Update::Emit(v));
+        if !std::mem::take(&mut core.is_result_line) {
+            out.push(Update::Emit(v));
+        }
     }
 
     pub fn finish(mut self) -> Parsed {

@@ -6,6 +6,14 @@ use serde_json::{Value, json};
 use super::*;
 use crate::kernel::Usage;
 
+/// The attempt's result as the runner makes it.
+fn answer(p: &Parsed) -> Value {
+    p.result
+        .clone()
+        .or_else(|| p.text.as_deref().map(super::result_from_text))
+        .unwrap_or(Value::Null)
+}
+
 fn run(format: StreamFormat, lines: &[Value]) -> (Vec<Update>, Parsed) {
     let mut p = StreamParser::new(format);
     let mut out = Vec::new();
@@ -63,7 +71,9 @@ fn claude_stream() {
             (ActivityState::Writing, None),
         ]
     );
-    assert_eq!(parsed.result, Some(json!({"verdict":"ship"})));
+    // The answer is the text (the runner makes it the result).
+    assert_eq!(parsed.result, None);
+    assert_eq!(answer(&parsed), json!({"verdict":"ship"}));
     assert_eq!(
         parsed.usage,
         Usage {
@@ -88,7 +98,7 @@ fn claude_result_repeating_the_final_message_is_one_sighting() {
     );
     assert_eq!(emitted_requests(&out), 1);
     // The answer keeps its words beside the object it ends with.
-    let r = parsed.result.unwrap();
+    let r = answer(&parsed);
     assert_eq!(r["spawn_request"]["instruction"], "add tests");
     assert_eq!(r["summary"], text);
     // A different final text is a sighting of its own.
@@ -485,4 +495,26 @@ fn text_results() {
         result_from_text("just words"),
         json!({"summary":"just words"})
     );
+}
+
+/// Issue 20: opencode sends a text part again when it ends, codex's legacy
+/// stream repeats the last message at the turn's end: the same words twice
+/// are one request; the same words after a tool ran are a new turn's.
+#[test]
+fn a_message_repeated_by_the_cli_is_one_sighting_until_a_tool_runs() {
+    let text = "Done.\n```json\n{\"spawn_request\":{\"instruction\":\"add tests\"}}\n```";
+    let part = json!({"type":"text","part":{"type":"text","text":text}});
+    let (out, _) = run(StreamFormat::Opencode, &[part.clone(), part.clone()]);
+    assert_eq!(emitted_requests(&out), 1);
+    let tool = json!({"type":"tool_use","part":{"tool":"bash"}});
+    let (out, _) = run(StreamFormat::Opencode, &[part.clone(), tool, part]);
+    assert_eq!(emitted_requests(&out), 2, "asked again after a tool ran");
+    let (out, _) = run(
+        StreamFormat::Codex,
+        &[
+            json!({"id":"1","msg":{"type":"agent_message","message":text}}),
+            json!({"id":"2","msg":{"type":"task_complete","last_agent_message":text}}),
+        ],
+    );
+    assert_eq!(emitted_requests(&out), 1);
 }

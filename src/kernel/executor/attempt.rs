@@ -198,6 +198,10 @@ impl Executor {
                 }
                 return;
             }
+            AgentEvent::ResultRestatesStream => {
+                self.adm.restates(ix, attempt);
+                return;
+            }
             AgentEvent::Activity { state, tool } => SignalKind::AgentActivity {
                 op_id,
                 name,

@@ -31,6 +31,8 @@ struct Emissions {
     /// Escalations that attempt put on its stream before its result: they
     /// are the attempt's, so a failed attempt's never reach a later one.
     escalations: Vec<Arc<str>>,
+    /// Its result restates its stream (see `AgentEvent::ResultRestatesStream`).
+    restated: bool,
 }
 
 /// The spawn counters, the ledger and what each emitter has shown.
@@ -53,6 +55,7 @@ impl Admission {
             e.streamed.clear();
             e.seen.clear();
             e.escalations.clear();
+            e.restated = false;
         }
         e
     }
@@ -78,6 +81,16 @@ impl Admission {
             }
             _ => false,
         }
+    }
+
+    /// `ix`'s attempt says its result restates its stream.
+    pub fn restates(&mut self, ix: NodeIndex, attempt: u32) {
+        self.of(ix, attempt).restated = true;
+    }
+
+    /// Whether `ix`'s attempt said so.
+    pub fn restated(&mut self, ix: NodeIndex, attempt: u32) -> bool {
+        self.of(ix, attempt).restated
     }
 
     /// A sighting a resumed run already recorded is passed over, once.

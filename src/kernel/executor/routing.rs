@@ -190,6 +190,10 @@ impl Executor {
             if !in_result {
                 self.adm.streamed(ix, attempt, id);
             } else if self.adm.repeats_stream(ix, attempt, id) {
+                if self.adm.restated(ix, attempt) {
+                    // The CLI's own echo of its answer: the same emission.
+                    continue;
+                }
                 let detail =
                     "the result repeats a request this attempt already put on its stream".into();
                 self.drop_spawn(
