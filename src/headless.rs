@@ -392,9 +392,15 @@ impl HumanPrinter {
             SignalKind::Failed { node: n, error, .. } => {
                 node("✗ failed", &n.name, &format!(" — {error}"))
             }
-            SignalKind::Skipped { node: n, reason } => {
-                node("↷ skipped", &n.name, &format!(" — {}", reason.describe()))
-            }
+            SignalKind::Skipped {
+                node: n,
+                reason,
+                because,
+            } => node(
+                "↷ skipped",
+                &n.name,
+                &format!(" — {}", because.as_deref().unwrap_or(reason.describe())),
+            ),
             SignalKind::Paused { node: n, .. } => node("‖ paused", &n.name, ""),
             SignalKind::AwaitingApproval { node: n } => node(
                 "? awaiting approval",

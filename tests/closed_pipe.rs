@@ -100,7 +100,7 @@ fn a_live_runs_status_and_a_headless_run_end_quietly_on_a_closed_pipe() {
         "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
     )
     .unwrap();
-    let mut run = bin()
+    let run = bin()
         .args([
             "run",
             "--headless",

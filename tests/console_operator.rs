@@ -1274,3 +1274,66 @@ mod cursor {
         s.finish().await;
     }
 }
+
+/// Issue 20: what is said of a skipped operation is that it was skipped,
+/// and why; a hint that names some failures says how many there are.
+mod honest {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_skipped_operation_says_skipped_and_which_dependency_failed() {
+        let mut s = Scene::at(&fails_held_open(), 3.0, 120, 36, None)
+            .await
+            .unwrap();
+        select(&mut s, "load-tests");
+        s.press(&keys("o")).await;
+        assert_eq!(
+            status(&s),
+            "load-tests was skipped (integration-tests failed); only an operation that has not started can be held"
+        );
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(t.contains("║ skipped "), "{t}");
+        assert!(t.contains("integration-tests failed"), "{t}");
+        assert!(t.contains("→ skipped at"), "{t}");
+        assert!(!t.contains("→ failed at"), "{t}");
+        // ship was skipped because load-tests was.
+        let ship = s.app.vm.by_name("ship").unwrap().op.op_id;
+        let ix = s.app.vm.ix(&ship).unwrap();
+        assert_eq!(
+            s.app.vm.skip_cause(ix).as_deref(),
+            Some("load-tests was skipped")
+        );
+        select(&mut s, "build");
+        s.press(&keys("esc o")).await;
+        assert_eq!(
+            status(&s),
+            "build has succeeded; only an operation that has not started can be held"
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_exit_lines_retry_hint_says_when_it_names_only_some_failures() {
+        let mut ops = String::from(
+            "[play]\nname = \"many\"\nmax_concurrent = 5\n[palette]\nroles = [{ role = \"tester\" }]\n",
+        );
+        for i in 0..5 {
+            ops.push_str(&format!(
+                "[[operations]]\nid = \"t{i}\"\nrole = \"tester\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 100, outcome = \"fail\", error = \"boom\" }}\n"
+            ));
+        }
+        let s = Scene::at(&play(&ops), 2.0, 120, 36, None).await.unwrap();
+        let line = playdeck::console::run::exit_line(
+            &s.app,
+            Outcome::Failed,
+            playdeck::console::run::Ended::Quit,
+        );
+        let name = s.app.resume_name();
+        assert!(
+            line.contains(&format!("--retry t0 --retry t1 --retry t2 (3 of 5 failed operations; `playdeck report {name}` lists them all)")),
+            "{line}"
+        );
+        s.finish().await;
+    }
+}

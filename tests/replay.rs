@@ -337,3 +337,29 @@ async fn a_stopped_log_is_a_snapshot_and_a_growing_one_is_followed() {
     assert_eq!(player.follow, Follow::Complete, "the run's end was read");
     assert!(tail.poll().is_empty());
 }
+
+/// Issue 20: in a replay of a live run, an operation key names the `ctl`
+/// command that does it (a live run refuses `playdeck resume`).
+#[test]
+fn in_a_replay_of_a_live_run_a_control_key_names_the_ctl_command() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let facts = playdeck::console::model::PlayFacts::default();
+    let mut app = replay_app(&facts, Keymap::defaults());
+    app.hooks.resume_name = Some("r7".into());
+    let mut player = Player::new(Timeline::new(Vec::new(), facts));
+    player.follow = playdeck::console::app::Follow::Following;
+    player.sync(&mut app);
+    let status = |app: &App| app.status.as_ref().unwrap().text.clone();
+    app.on_key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::NONE));
+    assert_eq!(
+        status(&app),
+        "approve is disabled in a replay; this run is live: `playdeck ctl r7 approve` does it from here"
+    );
+    app.on_key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::NONE));
+    assert!(
+        status(&app).contains("`playdeck ctl r7 pause`"),
+        "{}",
+        status(&app)
+    );
+    assert!(!status(&app).contains("playdeck resume"));
+}

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::layout::Position;
 use tui_tree_widget::TreeState;
 
-use super::app::{App, Effect, LedgerFilter, PANES, Pane, ReplayCmd};
+use super::app::{App, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
 use super::scroll::{Motion, ScrollList};
@@ -103,8 +103,16 @@ impl App {
                             Lane::Queued | Lane::Paused | Lane::AwaitingApproval
                         ) =>
                     {
+                        let state = match n.lane {
+                            Lane::Running => "is running".to_string(),
+                            _ if n.skipped() => format!(
+                                "was skipped ({})",
+                                self.vm.skip_cause(ix).unwrap_or_default()
+                            ),
+                            lane => format!("has {}", lane.title()),
+                        };
                         Err(format!(
-                            "{name} has started; only an operation that has not started can be held"
+                            "{name} {state}; only an operation that has not started can be held"
                         )
                         .into())
                     }
@@ -190,13 +198,33 @@ impl App {
     }
 
     fn not_replay(&self, a: Action) -> Result<(), Unavailable> {
-        if self.replay.is_some() {
+        let Some(bar) = &self.replay else {
+            return Ok(());
+        };
+        let name = info(a).name;
+        if bar.follow == Follow::Following {
+            // The run is live: its owner takes commands, through ctl.
+            let run = self.resume_name();
+            let op = self
+                .selected_node()
+                .map(|ix| format!(" {}", self.vm.node(ix).name()))
+                .unwrap_or_default();
+            let cmd = match a {
+                Action::Approve | Action::Deny | Action::Hold | Action::Retry => {
+                    format!("playdeck ctl {run} {}{op}", info(a).name)
+                }
+                Action::Release => format!("playdeck ctl {run} release"),
+                _ => format!("playdeck ctl {run} {name}"),
+            };
             return Err(format!(
-                "{} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)",
-                info(a).name
-            ).into());
+                "{name} is disabled in a replay; this run is live: `{cmd}` does it from here"
+            )
+            .into());
         }
-        Ok(())
+        Err(format!(
+            "{name} is disabled in a replay: this is a recorded run (`playdeck resume` continues a stopped one)"
+        )
+        .into())
     }
 
     /// The operation `a` would act on, as the footer names it before the

@@ -228,8 +228,19 @@ pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
                 format!("playdeck: {run} {id} failed{cause}")
             } else {
                 let retry: Vec<String> = ops.iter().map(|o| format!(" --retry {o}")).collect();
+                // A hint that names some of the failures says so.
+                let failed = vm.counts.failed;
+                let some = if app.retry_offer.is_none() && failed > ops.len() {
+                    format!(
+                        " ({} of {} failed operations; `playdeck report {name}` lists them all)",
+                        ops.len(),
+                        group(failed)
+                    )
+                } else {
+                    String::new()
+                };
                 format!(
-                    "playdeck: {run} {id} failed{cause}; retry: playdeck resume {name}{}",
+                    "playdeck: {run} {id} failed{cause}; retry: playdeck resume {name}{}{some}",
                     retry.join("")
                 )
             }

@@ -211,7 +211,8 @@ mod tests {
                 Lane::Queued,
                 &SignalKind::Skipped {
                     node: header(),
-                    reason: SkipReason::NoValidPath
+                    reason: SkipReason::NoValidPath,
+                    because: None,
                 }
             ),
             Lane::Failed

@@ -231,6 +231,10 @@ pub enum SignalKind {
         #[serde(flatten)]
         node: NodeHeader,
         reason: SkipReason,
+        /// Which dependency made it so, in words (`integration-tests
+        /// failed`); absent in logs written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        because: Option<Arc<str>>,
     },
     Paused {
         #[serde(flatten)]

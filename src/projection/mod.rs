@@ -147,6 +147,10 @@ pub struct RunProjection {
     /// (when, message), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<(f64, Arc<str>)>,
+    /// Why each skipped operation was skipped, in words (few operations
+    /// have one, so a map beside the nodes).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skip_causes: std::collections::BTreeMap<u32, Arc<str>>,
     #[serde(skip)]
     index: crate::kernel::graph::OpIdMap<u32>,
 }
@@ -205,6 +209,21 @@ impl RunProjection {
             }
         }
         p
+    }
+
+    /// Why a skipped operation was skipped, in words: the dependency that
+    /// failed, was skipped, or did not meet its edge's condition; else the
+    /// reason's general words.
+    pub fn skip_cause(&self, ix: u32) -> Option<String> {
+        let n = self.nodes.get(ix as usize)?;
+        if !n.skipped() {
+            return None;
+        }
+        let general = n.skip_reason.map(|r| r.describe());
+        match (self.skip_causes.get(&ix), general) {
+            (Some(c), _) => Some(c.to_string()),
+            (None, g) => g.map(str::to_string),
+        }
     }
 
     /// Rebuilds the op-id index after deserialising.
@@ -438,7 +457,12 @@ impl RunProjection {
                     pgid: None,
                 });
             }
-            SignalKind::Skipped { reason, .. } => {
+            SignalKind::Skipped {
+                reason, because, ..
+            } => {
+                if let Some(b) = because {
+                    self.skip_causes.insert(ix, b.clone());
+                }
                 n.status = NodeStatus::Skipped;
                 n.skip_reason = Some(*reason);
                 n.finished_at = Some(at);
@@ -463,6 +487,7 @@ impl RunProjection {
                 reason: Some(reason.clone()),
             }),
             SignalKind::Retried { .. } => {
+                self.skip_causes.remove(&ix);
                 n.status = NodeStatus::Pending;
                 n.result = None;
                 n.error = None;

@@ -47,6 +47,7 @@ fn run() -> Vec<Signal> {
         SignalKind::Skipped {
             node: header(2, &[1]),
             reason: SkipReason::NoValidPath,
+            because: Some("op-1 failed".into()),
         },
         SignalKind::Retried {
             node: header(1, &[]),

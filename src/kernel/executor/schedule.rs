@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::super::agent::AgentFailure;
 use super::super::control::ApprovalPolicy;
+use super::super::graph::Condition;
 use super::super::lease::{CAPACITY_UNAVAILABLE, LeaseRequest};
 use super::super::request;
 use super::super::signal::{PauseReason, SignalKind, SkipReason};
@@ -169,7 +170,8 @@ impl Executor {
             return;
         }
         if n.has_preds && !n.any_valid {
-            self.skip(ix, SkipReason::NoValidPath, true);
+            let because = self.why_no_path(ix);
+            self.skip_because(ix, SkipReason::NoValidPath, Some(because), true);
             return;
         }
         if n.approval == Approval::Undecided {
@@ -389,6 +391,55 @@ impl Executor {
     }
 
     pub(super) fn skip(&mut self, ix: NodeIndex, reason: SkipReason, propagate: bool) {
+        self.skip_because(ix, reason, None, propagate);
+    }
+
+    /// Why no incoming path of `ix` is valid, in words: each dependency
+    /// and what it did against what its edge asked (the first few).
+    fn why_no_path(&self, ix: NodeIndex) -> Arc<str> {
+        use petgraph::visit::EdgeRef;
+        const SHOWN: usize = 3;
+        let mut parts = Vec::new();
+        let mut total = 0;
+        for e in self.graph.edges_directed(ix, Direction::Incoming) {
+            total += 1;
+            if parts.len() == SHOWN {
+                continue;
+            }
+            let head = &self.graph[e.source()];
+            let name = &head.op.reference_id;
+            let did = match head.status {
+                NodeStatus::Skipped => "was skipped",
+                NodeStatus::Failed => "failed",
+                _ => "succeeded",
+            };
+            parts.push(match &e.weight().condition {
+                Condition::Failed if head.status != NodeStatus::Skipped => {
+                    format!("{name} {did} (its edge waits for a failure)")
+                }
+                Condition::Pointer(p) if head.status != NodeStatus::Skipped => format!(
+                    "{name} {did} without {} at {} in its result",
+                    p.equals, p.pointer
+                ),
+                _ => format!("{name} {did}"),
+            });
+        }
+        // Incoming edges are listed newest first; the play's order reads better.
+        parts.reverse();
+        let mut s = parts.join("; ");
+        if total > SHOWN {
+            s.push_str(&format!(" (+{} more)", total - SHOWN));
+        }
+        Arc::from(s)
+    }
+
+    pub(super) fn skip_because(
+        &mut self,
+        ix: NodeIndex,
+        reason: SkipReason,
+        because: Option<Arc<str>>,
+        propagate: bool,
+    ) {
         let now = Ms::at(self.now());
         {
             let n = &mut self.graph[ix];
@@ -398,7 +449,14 @@ impl Executor {
         }
         self.sched.terminal += 1;
         let node = self.header(ix);
-        self.emit_node(ix, SignalKind::Skipped { node, reason });
+        self.emit_node(
+            ix,
+            SignalKind::Skipped {
+                node,
+                reason,
+                because,
+            },
+        );
         if propagate {
             self.settle(ix);
         }

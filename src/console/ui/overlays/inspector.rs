@@ -55,9 +55,9 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
             Style::default().fg(t.lanes[6]),
         )));
         lines.push(Line::from(""));
-    } else if let Some(r) = n.skip_reason.filter(|_| n.skipped()) {
+    } else if let Some(why) = vm.skip_cause(ix) {
         lines.push(Line::from(Span::styled("skipped", bold(t).fg(t.skipped))));
-        lines.push(Line::from(format!("  {}", r.describe())));
+        lines.push(Line::from(format!("  {why}")));
         lines.push(Line::from(""));
     }
 
@@ -155,7 +155,14 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
             } else {
                 format!(" for {}", duration(until - at))
             };
-            format!("{} at {}{spent}", lane.title(), duration(*at))
+            // A skip lands in the failed lane; it is not a failure.
+            let last = i + 1 == history.len();
+            let title = if last && n.skipped() {
+                "skipped"
+            } else {
+                lane.title()
+            };
+            format!("{title} at {}{spent}", duration(*at))
         })
         .collect();
     lines.push(field(t, "timings", timings.join(" → ")));
