@@ -771,14 +771,65 @@ sim = { duration_ms = 100 }
         // The ledger has it, from the operator.
         let t = text(&s.render());
         assert!(t.contains("(operator) → tester"), "{t}");
-        // A request the kernel refuses says why, in the status line.
+        // A role the run does not have is refused in the form (issue 20):
+        // it stays open with what was typed, on the role, saying which
+        // roles there are.
         s.press(&keys("A")).await;
         type_text(&mut s, "astrologer").await;
         s.press(&keys("tab")).await;
         type_text(&mut s, "read the stars").await;
         s.press(&keys("enter")).await;
-        assert!(!status(&s).starts_with("added"), "{}", status(&s));
-        // Its ledger row keeps what the operator asked for.
+        match s.app.overlay() {
+            Some(Overlay::Add(f)) => {
+                assert_eq!(f.fields[1], "astrologer");
+                assert_eq!(f.fields[2], "read the stars");
+                assert_eq!(f.focus, 1, "back on the role");
+                let e = f.error.as_deref().unwrap();
+                assert!(
+                    e.starts_with("\"astrologer\" is not a role of this run; roles: "),
+                    "{e}"
+                );
+                assert!(e.contains("tester"), "{e}");
+            }
+            _ => panic!("the form stays open"),
+        }
+        let t = text(&s.render());
+        assert!(t.contains("is not a role of this run"), "{t}");
+        // A name that is not a name, the same way.
+        for _ in 0.."astrologer".len() {
+            s.press(&keys("backspace")).await;
+        }
+        type_text(&mut s, "tester").await;
+        s.press(&keys("tab tab")).await;
+        type_text(&mut s, "检查").await;
+        s.press(&keys("enter")).await;
+        match s.app.overlay() {
+            Some(Overlay::Add(f)) => {
+                assert_eq!(f.focus, 3, "on the name");
+                let e = f.error.as_deref().unwrap();
+                assert!(
+                    e.starts_with("\"检查\" is not a name for a new operation"),
+                    "{e}"
+                );
+                assert_eq!(f.fields[1], "tester", "the input is kept");
+            }
+            _ => panic!("the form stays open"),
+        }
+        s.press(&keys("esc")).await;
+        assert!(s.app.overlays.is_empty());
+        // What a script sends through ctl still meets the run's own check,
+        // and its ledger row keeps what the operator asked for.
+        let _ = s
+            .session
+            .handle
+            .request(playdeck::kernel::Request::Add {
+                after: vec![],
+                role: Some("astrologer".into()),
+                instruction: Some("read the stars".into()),
+                name: None,
+            })
+            .await;
+        s.wait(0.01).await;
         let (row, e) = s
             .app
             .vm

@@ -740,13 +740,96 @@ impl App {
                     },
                 })]
             }
-            Some(Overlay::Add(form)) => vec![Effect::Control(form.request())],
+            Some(Overlay::Add(mut form)) => match self.check_add(&form) {
+                Ok(req) => vec![Effect::Control(req)],
+                // Refused here, before the run sees it: the form stays
+                // with what was typed, on the field to fix.
+                Err((field, why)) => {
+                    form.focus = field;
+                    form.error = Some(why);
+                    self.overlays.push(Overlay::Add(form));
+                    Vec::new()
+                }
+            },
             Some(other) => {
                 self.overlays.push(other);
                 Vec::new()
             }
             None => Vec::new(),
         }
+    }
+
+    /// The roles an added operation may have: the palette's, recruited
+    /// ones included.
+    pub fn addable_roles(&self) -> Vec<&str> {
+        let p = &self.vm.palette;
+        p.initial
+            .iter()
+            .chain(p.expanded.iter())
+            .map(|r| &*r.role)
+            .collect()
+    }
+
+    /// What the kernel would refuse, said in the form: the field to fix
+    /// and why. The run's own checks still apply after.
+    fn check_add(&self, form: &AddForm) -> Result<Request, (usize, String)> {
+        let req = form.request();
+        let Request::Add {
+            after,
+            role,
+            instruction,
+            name,
+        } = &req
+        else {
+            return Ok(req);
+        };
+        if let Some(a) = after.iter().find(|a| self.vm.by_name(a).is_none()) {
+            return Err((0, format!("no operation {a:?} in this run")));
+        }
+        if let Some(n) = name
+            && self.vm.by_name(n).is_some()
+        {
+            if role.is_some() || instruction.is_some() {
+                return Err((
+                    3,
+                    format!(
+                        "{n} exists: leave role and instruction empty to add dependencies to it"
+                    ),
+                ));
+            }
+            if after.is_empty() {
+                return Err((0, format!("{n} exists: name what it should also wait for")));
+            }
+            return Ok(req);
+        }
+        let roles = self.addable_roles();
+        match role {
+            None => return Err((1, format!("a role is needed; roles: {}", roles.join(", ")))),
+            Some(r) if !roles.contains(&r.as_str()) => {
+                return Err((
+                    1,
+                    format!(
+                        "{r:?} is not a role of this run; roles: {}",
+                        roles.join(", ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if instruction.is_none() {
+            return Err((2, "say what to do".into()));
+        }
+        if let Some(n) = name
+            && (!crate::vocab::is_valid_name(n) || crate::vocab::is_spawn_name(n))
+        {
+            return Err((
+                3,
+                format!(
+                    "{n:?} is not a name for a new operation: letters, digits, '.', '_' and '-', starting with a letter or digit, and not spawn-N"
+                ),
+            ));
+        }
+        Ok(req)
     }
 
     /// A key typed into the text being edited.
@@ -766,7 +849,10 @@ impl App {
             Some(Overlay::Filter) => self.set_filter(edit),
             Some(Overlay::Jump { text }) => edit(text),
             Some(Overlay::Deny { reason, .. }) => edit(reason),
-            Some(Overlay::Add(form)) => edit(form.field_mut()),
+            Some(Overlay::Add(form)) => {
+                form.error = None;
+                edit(form.field_mut());
+            }
             _ => {}
         }
     }

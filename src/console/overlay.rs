@@ -109,6 +109,8 @@ pub struct AddForm {
     /// after, role, instruction, name.
     pub fields: [String; 4],
     pub focus: usize,
+    /// Why the last submit was refused (the form stays, with its input).
+    pub error: Option<String>,
 }
 
 impl AddForm {

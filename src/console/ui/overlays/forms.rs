@@ -217,14 +217,15 @@ pub fn add(f: &mut Frame, area: Rect, app: &App, form: &AddForm) {
             Style::default().fg(t.dim),
         )));
     }
+    if let Some(e) = &form.error {
+        lines.push(Line::from(""));
+        lines.push(Line::from(Span::styled(
+            fit(e, 76),
+            Style::default().fg(t.error),
+        )));
+    }
     // The roles it can name now: the palette's, recruited ones included.
-    let p = &app.vm.palette;
-    let roles: Vec<&str> = p
-        .initial
-        .iter()
-        .chain(p.expanded.iter())
-        .map(|r| &*r.role)
-        .collect();
+    let roles = app.addable_roles();
     if !roles.is_empty() {
         lines.push(Line::from(""));
         lines.push(Line::from(vec![
