@@ -776,9 +776,19 @@ fn two_processes_never_drive_one_run() {
     std::io::Read::read_to_string(loser.0.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(
         err.contains(&format!(
-            "is being run by another process (pid {})",
+            "is being run by another process (pid {}, playdeck resume",
             owner.id()
         )),
+        "{err}"
+    );
+    // The lock file is deleted (a cleanup script, an operator who takes
+    // it for a stale lock): still refused, the owner still named (issue 28).
+    std::fs::remove_file(dir.join("lock")).unwrap();
+    let r = resume(&dir);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(&format!("(pid {}, playdeck resume", owner.id())),
         "{err}"
     );
     // The socket breaks (removed); a third process is still refused.

@@ -1,12 +1,17 @@
 //! One owner per run: a process that drives a run (`run`, `resume`) holds
-//! an exclusive `flock` on `<run>/lock` for as long as it does. The kernel
-//! drops the lock when the process ends, however it ends (SIGKILL
-//! included), so a crashed run can be resumed at once while a live one can
-//! never be driven twice. The file holds the owner's pid, for the message.
+//! an exclusive `flock` on the run directory itself for as long as it does.
+//! The kernel drops the lock when the process ends, however it ends
+//! (SIGKILL included), so a crashed run can be resumed at once while a
+//! live one can never be driven twice. The lock is on the directory, not on
+//! a file in it: a lock file can be deleted (by a cleanup script, or by an
+//! operator who takes it for a stale lock) and a second process would then
+//! lock a new file of the same name. `<run>/lock` still holds the owner's
+//! pid, for people; the owner named in a refusal comes from the kernel's
+//! table of locks (`/proc/locks`), which lists only live holders.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rustix::fs::{FlockOperation, flock};
@@ -16,15 +21,15 @@ pub const LOCK_FILE: &str = "lock";
 /// Held while the process owns the run; released on drop or exit.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    _dir: File,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "{dir} is being run by another process (pid {pid}); one run has one owner — drive it with `playdeck ctl {dir} …`, or wait for it to end"
+        "{dir} is being run by another process ({owner}); one run has one owner — drive it with `playdeck ctl {dir} …`, or wait for it to end. The lock is the system's and ends with its owner: a process that died holds nothing, so this refusal always names a live one (`ps -p PID` shows it)"
     )]
-    Owned { dir: String, pid: String },
+    Owned { dir: String, owner: String },
     #[error("cannot lock {path}: {source}")]
     Io {
         path: String,
@@ -35,59 +40,92 @@ pub enum LockError {
 impl RunLock {
     /// Takes the run in `dir`, or says which process has it.
     pub fn take(dir: &Path) -> Result<RunLock, LockError> {
-        let path = dir.join(LOCK_FILE);
-        let io = |source| LockError::Io {
+        let io = |path: &Path, source| LockError::Io {
             path: path.display().to_string(),
             source,
         };
+        let handle = File::open(dir).map_err(|e| io(dir, e))?;
+        if let Err(e) = flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+            if e == rustix::io::Errno::WOULDBLOCK {
+                return Err(LockError::Owned {
+                    dir: dir.display().to_string(),
+                    owner: owner(dir, &handle),
+                });
+            }
+            return Err(io(dir, e.into()));
+        }
+        // For people (and older tools): who owns it now.
+        let path = dir.join(LOCK_FILE);
         let mut file = std::fs::OpenOptions::new()
             .create(true)
-            .truncate(false)
-            .read(true)
+            .truncate(true)
             .write(true)
             .mode(0o600)
             .open(&path)
-            .map_err(io)?;
-        if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            if e == rustix::io::Errno::WOULDBLOCK {
-                // The owner writes its pid just after it takes the lock;
-                // until then the file is empty or still holds a previous
-                // owner's pid (a crashed run), which is no live process.
-                let mut pid = String::new();
-                for _ in 0..25 {
-                    pid.clear();
-                    let _ = file.rewind();
-                    let _ = file.read_to_string(&mut pid);
-                    if alive(pid.trim()) {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                let pid = pid.trim();
-                return Err(LockError::Owned {
-                    dir: dir.display().to_string(),
-                    pid: if pid.is_empty() {
-                        "unknown".into()
-                    } else {
-                        pid.to_string()
-                    },
-                });
-            }
-            return Err(io(e.into()));
-        }
-        file.set_len(0).map_err(io)?;
-        file.rewind().map_err(io)?;
-        writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(RunLock { _file: file })
+            .map_err(|e| io(&path, e))?;
+        writeln!(file, "{}", std::process::id()).map_err(|e| io(&path, e))?;
+        Ok(RunLock { _dir: handle })
     }
 }
 
-/// Whether `pid` names a live process.
-fn alive(pid: &str) -> bool {
-    pid.parse::<i32>()
+/// The live process that holds the lock on `dir`, as the kernel's lock
+/// table says (`pid 1234, playdeck resume r1`), else what the lock file
+/// says.
+fn owner(dir: &Path, handle: &File) -> String {
+    let held = handle
+        .metadata()
         .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+        .and_then(|m| holder(m.dev(), m.ino()));
+    match held {
+        Some(pid) => match command_of(pid) {
+            Some(cmd) => format!("pid {pid}, {cmd}"),
+            None => format!("pid {pid}"),
+        },
+        None => {
+            let pid = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default();
+            match pid.trim() {
+                "" => "pid unknown".into(),
+                p => format!("pid {p}, as {LOCK_FILE} says"),
+            }
+        }
+    }
+}
+
+/// The pid holding a `flock` on the file `dev`/`ino`, from `/proc/locks`
+/// (`1: FLOCK  ADVISORY  WRITE 26929 fe:00:5431585 0 EOF`; device numbers
+/// in hex).
+fn holder(dev: u64, ino: u64) -> Option<u32> {
+    let want = format!(
+        "{:02x}:{:02x}:{ino}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev)
+    );
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    table.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // A blocked waiter's line starts with "->": not the holder.
+        (f.len() >= 6 && f[1] == "FLOCK" && f[5] == want)
+            .then(|| f[4].parse().ok())
+            .flatten()
+    })
+}
+
+/// A process's command line, for a message (`playdeck run p.toml`).
+fn command_of(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let (first, rest) = words.split_first()?;
+    let prog = first.rsplit('/').next().unwrap_or(first);
+    let mut s = prog.to_string();
+    for w in rest.iter().take(6) {
+        s.push(' ');
+        s.push_str(w);
+    }
+    Some(crate::printable::printable(&s).into_owned())
 }
 
 #[cfg(test)]
@@ -104,12 +142,16 @@ mod tests {
         RunLock::take(dir.path()).unwrap();
     }
 
+    /// Issue 28: deleting the lock file does not make a second owner.
     #[test]
-    fn a_dead_owners_pid_is_not_named() {
-        assert!(alive(&std::process::id().to_string()));
-        assert!(!alive(""));
-        assert!(!alive("not a pid"));
-        // pid_max is at most 2^22: this one is no process.
-        assert!(!alive("4194305"));
+    fn a_deleted_lock_file_does_not_free_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = RunLock::take(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        let e = RunLock::take(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("(pid {}, ", std::process::id())),
+            "the kernel's table names the live owner: {e}"
+        );
     }
 }
