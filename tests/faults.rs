@@ -803,3 +803,121 @@ sim = { duration_ms = 10 }
     );
     assert!(!cap.exists(), "not recreated");
 }
+
+/// Runs one operation whose agent is `yes` printing `line` (its prompt, on
+/// argv), or `awk` running `line` as its program (the prompt on stdin),
+/// stopped after `secs` by max_runtime. Returns the event log's size,
+/// playdeck's peak RSS (KiB) and the log.
+fn flood_run(binary: &str, line: &str, secs: u32) -> (u64, u64, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("flood.toml");
+    let (agent, instruction) = match binary {
+        "awk" => (
+            format!("subcommand = '''{line}'''\nprompt_via = \"stdin\"\n"),
+            "flood".to_string(),
+        ),
+        _ => (String::new(), line.to_string()),
+    };
+    std::fs::write(
+        &play,
+        format!(
+            "[play]\nname = \"flood\"\n[palette]\nroles = [{{ role = \"implementer\" }}]\n\
+             [agents.flood]\nbinary = \"{binary}\"\nstream_format = \"jsonl\"\nmax_runtime = {secs}\n{agent}\
+             [[operations]]\nid = \"flood\"\nrole = \"implementer\"\nagent = \"flood\"\ninstruction = '''{instruction}'''\n"
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(p) = peak_kib(child.id()) {
+            peak = peak.max(p);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = dir.path().join("run/events.jsonl");
+    let size = std::fs::metadata(&log).unwrap().len();
+    let events = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (size, peak, events)
+}
+
+fn of<'a>(events: &'a [serde_json::Value], ty: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+/// Issue 28: an agent printing warning, state or usage lines without end
+/// adds a few events a second to the run's record, not one per line: the
+/// newest usage and activity go out at most once per interval, a repeated
+/// warning is one row with a count.
+#[test]
+fn an_agent_flooding_warnings_states_or_usage_adds_little_to_the_record() {
+    // The same warning, 2 s: about one row a second, with its count.
+    let (size, peak, events) = flood_run("yes", r#"{"type":"warning","message":"disk slow"}"#, 2);
+    let warnings = of(&events, "warning");
+    assert!(
+        !warnings.is_empty() && warnings.len() <= 4,
+        "{}",
+        warnings.len()
+    );
+    let counted = warnings[0]["message"].as_str().unwrap();
+    assert!(counted.starts_with("flood: disk slow (×"), "{counted}");
+    assert!(size < 64 * 1024, "log {size} bytes");
+    assert!(peak < 100 * 1024, "peak RSS {peak} KiB");
+    // Alternating states: a burst of 64 (a real agent's changes are each
+    // seen), then four a second.
+    let (size, _, events) = flood_run(
+        "yes",
+        "{\"type\":\"state\",\"state\":\"thinking\"}\n{\"type\":\"state\",\"state\":\"writing\"}",
+        2,
+    );
+    let activity = of(&events, "agent_activity").len();
+    assert!(activity <= 64 + 4 * 3 + 1, "{activity} activity events");
+    assert!(size < 64 * 1024, "log {size} bytes");
+    // Growing usage totals: about one a second, the last the newest.
+    let (size, _, events) = flood_run(
+        "awk",
+        r#"BEGIN { for (i = 1; ; i++) printf "{\"type\":\"usage\",\"output_tokens\":%d}\n", i }"#,
+        2,
+    );
+    let usage = of(&events, "agent_usage");
+    assert!(
+        !usage.is_empty() && usage.len() <= 4,
+        "{} usage events",
+        usage.len()
+    );
+    assert!(usage.last().unwrap()["output_tokens"].as_u64().unwrap() > 1000);
+    assert!(size < 64 * 1024, "log {size} bytes");
+}
+
+/// Issue 28: what coalescing cannot fold (a different warning every line)
+/// stops the attempt as `output_flood` at the cap.
+#[test]
+fn distinct_warnings_without_end_fail_the_attempt_as_output_flood() {
+    let (size, peak, events) = flood_run(
+        "awk",
+        r#"BEGIN { for (i = 1; ; i++) printf "{\"type\":\"warning\",\"message\":\"w%d\"}\n", i }"#,
+        30,
+    );
+    let failed = of(&events, "failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["category"], "output_flood", "{:?}", failed[0]);
+    assert!(size < 2 * 1024 * 1024, "log {size} bytes");
+    assert!(peak < 100 * 1024, "peak RSS {peak} KiB");
+}

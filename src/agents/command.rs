@@ -21,7 +21,7 @@ use super::argv::{self, ArgvRequest, BuiltCommand};
 use super::def::{AgentDef, ToolSet};
 use super::env::child_env;
 use super::process::{Group, resolve_binary};
-use super::stream::{Parsed, StreamParser, Update, result_from_text};
+use super::stream::{Parsed, StreamParser, result_from_text};
 use super::tails::Tails;
 use crate::kernel::{
     ActivityState, Agent, AgentEvent, AgentFailure, AgentOutcome, BoxFuture, Invocation,
@@ -371,12 +371,14 @@ fn environment(
 }
 
 /// Why the runner killed the group.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Killed {
     Stall,
     Runtime,
     /// A stdout line grew past `LINE_LIMIT`.
     OutputTooLarge,
+    /// Its stream would add too much to the run's record (see `outflow`).
+    OutputFlood(super::outflow::Flood),
 }
 
 /// How a supervised process ended.
@@ -410,6 +412,11 @@ async fn supervise(
     );
     let mut parser = StreamParser::new(def.stream_format);
     let mut updates = Vec::new();
+    let mut outflow = super::outflow::Outflow::default();
+    let sink = super::outflow::Sink {
+        events: &inv.events,
+        name: &inv.name,
+    };
     let mut last_stderr: Option<String> = None;
     let started = Instant::now();
     let deadline = def.max_runtime.map(|d| started + d);
@@ -437,12 +444,18 @@ async fn supervise(
                     logs.stdout(&line);
                     ctx.tails.push(inv.op_id, false, &line);
                     parser.feed(&line, &mut updates);
-                    forward(inv, &mut updates);
+                    outflow.take(&sink, &mut updates, Instant::now());
                 }
                 if stdout.overflowed && killed.is_none() {
                     // Cutting the line would rewrite the answer; reading
                     // on would hold it all in memory.
                     killed = Some(Killed::OutputTooLarge);
+                    group.kill();
+                }
+                if let Some(flood) = outflow.flood()
+                    && killed.is_none()
+                {
+                    killed = Some(Killed::OutputFlood(flood.clone()));
                     group.kill();
                 }
             }
@@ -478,6 +491,9 @@ async fn supervise(
                     inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
                 }
             }
+            _ = sleep_until_opt(outflow.next_due()) => {
+                outflow.send_due(&sink, Instant::now());
+            }
             _ = sleep_until_opt(deadline), if live => {
                 killed = Some(Killed::Runtime);
                 group.kill();
@@ -504,7 +520,14 @@ async fn supervise(
         logs.stdout(&line);
         ctx.tails.push(inv.op_id, false, &line);
         parser.feed(&line, &mut updates);
-        forward(inv, &mut updates);
+        outflow.take(&sink, &mut updates, Instant::now());
+    }
+    // What was held back goes out before the attempt's result.
+    outflow.finish(&sink);
+    if let Some(flood) = outflow.flood()
+        && killed.is_none()
+    {
+        killed = Some(Killed::OutputFlood(flood.clone()));
     }
     logs.flush();
     Ended {
@@ -512,20 +535,6 @@ async fn supervise(
         killed,
         parsed: parser.finish(),
         last_stderr,
-    }
-}
-
-/// Tells the kernel what the parser read.
-fn forward(inv: &Invocation, updates: &mut Vec<Update>) {
-    for u in updates.drain(..) {
-        inv.events.emit(match u {
-            Update::Emit(v) => AgentEvent::Emitted(v),
-            Update::Activity(state, tool) => AgentEvent::Activity { state, tool },
-            Update::Usage(u) => AgentEvent::Usage(u),
-            Update::Warning(w) => {
-                AgentEvent::Warning(Arc::from(format!("{}: {w}", inv.name).as_str()))
-            }
-        });
     }
 }
 
@@ -548,6 +557,14 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
                 format!(
                     "ran longer than max_runtime {}; killed its process group",
                     secs(def.max_runtime.unwrap_or_default())
+                ),
+            ));
+        }
+        Some(Killed::OutputFlood(super::outflow::Flood(why))) => {
+            return Err(AgentFailure::new(
+                "output_flood",
+                format!(
+                    "{why}; killed its process group (its log has what it printed, up to its limit)"
                 ),
             ));
         }
@@ -749,7 +766,14 @@ struct Logs {
     stdout_path: Option<PathBuf>,
     out: Option<std::io::LineWriter<std::fs::File>>,
     err: Option<std::io::LineWriter<std::fs::File>>,
+    /// Bytes written to each (stdout, stderr).
+    written: [u64; 2],
 }
+
+/// What one attempt's stdout or stderr log keeps: an agent printing in a
+/// loop must not fill the disk. What comes after is still read (and
+/// parsed), not kept.
+pub const LOG_LIMIT: u64 = 32 << 20;
 
 impl Logs {
     fn open(
@@ -765,6 +789,7 @@ impl Logs {
                 stdout_path: None,
                 out: None,
                 err: None,
+                written: [0; 2],
             });
         };
         crate::store::private_dir(dir)?;
@@ -802,19 +827,34 @@ impl Logs {
             stdout_path: Some(stdout_path),
             out: Some(std::io::LineWriter::new(out)),
             err: Some(std::io::LineWriter::new(err)),
+            written: [0; 2],
         })
     }
 
     // A full disk must not fail the operation; the tail still shows it.
     fn stdout(&mut self, line: &str) {
-        if let Some(w) = &mut self.out {
-            let _ = writeln!(w, "{line}");
-        }
+        Logs::write(&mut self.out, &mut self.written[0], line);
     }
 
     fn stderr(&mut self, line: &str) {
-        if let Some(w) = &mut self.err {
-            let _ = writeln!(w, "{line}");
+        Logs::write(&mut self.err, &mut self.written[1], line);
+    }
+
+    fn write(w: &mut Option<std::io::LineWriter<std::fs::File>>, written: &mut u64, line: &str) {
+        let Some(w) = w else {
+            return;
+        };
+        if *written >= LOG_LIMIT {
+            return;
+        }
+        *written += line.len() as u64 + 1;
+        let _ = writeln!(w, "{line}");
+        if *written >= LOG_LIMIT {
+            let _ = writeln!(
+                w,
+                "[playdeck: this log stops at {} MiB; the rest was read, not kept]",
+                LOG_LIMIT >> 20
+            );
         }
     }
 

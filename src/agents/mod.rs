@@ -6,6 +6,7 @@ pub mod command;
 pub mod def;
 pub mod env;
 pub mod noop;
+pub mod outflow;
 pub mod process;
 pub mod sim;
 pub mod stream;

@@ -164,6 +164,13 @@ impl AgentEvents {
         }
     }
 
+    /// A stream a test reads back.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> (Self, mpsc::UnboundedReceiver<AgentMsg>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (AgentEvents::new(0, 1, tx, Arc::default()), rx)
+    }
+
     /// A stream nobody listens to, for invoking an agent outside a run.
     pub fn detached() -> Self {
         AgentEvents {
