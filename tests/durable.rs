@@ -592,7 +592,7 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(
         err.contains(&format!(
-            "is being run by another process (pid {})",
+            "is being run by another process (pid {}, playdeck resume",
             child.id()
         )),
         "{err}"

@@ -921,3 +921,81 @@ fn distinct_warnings_without_end_fail_the_attempt_as_output_flood() {
     assert!(size < 2 * 1024 * 1024, "log {size} bytes");
     assert!(peak < 100 * 1024, "peak RSS {peak} KiB");
 }
+
+/// Issue 28: an existing directory that holds no run is not taken over: a
+/// project folder keeps its own play.toml and result.json, a shared
+/// directory keeps its mode; an empty directory of your own is used as it
+/// is.
+#[test]
+fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let play = d.join("small.toml");
+    std::fs::write(&play, include_str!("../examples/plays/small.toml")).unwrap();
+    let run = |run_dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .args(["run", "--headless", "--approve", "all", "--run-dir"])
+            .arg(run_dir)
+            .arg(&play)
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // A project folder with files of its own.
+    let project = d.join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("play.toml"), "mine").unwrap();
+    std::fs::write(project.join("result.json"), "mine too").unwrap();
+    let out = run(&project);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not a playdeck run directory: it holds play.toml, result.json"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("play.toml")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("result.json")).unwrap(),
+        "mine too"
+    );
+    assert_eq!(
+        std::fs::read_dir(&project).unwrap().count(),
+        2,
+        "nothing added"
+    );
+    // A shared directory (mode 1777, like the system's temporary one).
+    let shared = d.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = run(&shared);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("can be written by other users (mode 1777)")
+    );
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o1777, "its mode never changes");
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+    // An empty directory of one's own: used, its mode kept.
+    let mine = d.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let out = run(&mine);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(mine.join("events.jsonl").exists());
+    let mode = std::fs::metadata(&mine).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o750);
+    // A new one is made private.
+    let out = run(&d.join("new"));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let mode = std::fs::metadata(d.join("new"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o700);
+}

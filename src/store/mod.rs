@@ -89,6 +89,76 @@ pub fn private_dir(path: &Path) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o700))
 }
 
+/// What playdeck itself leaves in a run directory before its event log
+/// exists (a run that died in its first moments): such a directory may be
+/// claimed again.
+const CLAIM_LEFTOVERS: [&str; 3] = ["lock", "play.toml", "ctl"];
+
+/// Makes `path` a run directory: a new one is created private (0700); an
+/// existing one must be empty (or hold only what a run that died before its
+/// first event left) and yours alone, and its mode is never changed — a
+/// shared directory is not chmod-ed, a project folder's own `play.toml` or
+/// `result.json` is not overwritten. A refusal changes nothing.
+fn claim_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let meta = match fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return private_dir(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot create {shown}: {e}")));
+        }
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{shown}: {e}"))),
+        Ok(m) => m,
+    };
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{shown} exists and is not a directory; --run-dir needs a new or empty directory"
+            ),
+        ));
+    }
+    let names: Vec<String> = fs::read_dir(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot read {shown}: {e}")))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // Only a directory playdeck claimed (its lock file first) may hold its
+    // leftovers: a project's own play.toml is not one.
+    let claimed = names.iter().any(|n| n == "lock");
+    let mut foreign: Vec<String> = names
+        .into_iter()
+        .filter(|n| !(claimed && (CLAIM_LEFTOVERS.contains(&n.as_str()) || n.starts_with(".tmp"))))
+        .collect();
+    if !foreign.is_empty() {
+        foreign.sort();
+        let n = foreign.len();
+        let shown_files: Vec<&str> = foreign.iter().take(4).map(String::as_str).collect();
+        let more = if n > 4 {
+            format!(" and {} more", n - 4)
+        } else {
+            String::new()
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{shown} is not a playdeck run directory: it holds {}{more}; a run needs a new or empty directory (nothing was changed)",
+                shown_files.join(", ")
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{shown} can be written by other users (mode {:o}); a run directory must be yours alone: give a new directory and playdeck makes it 0700 (nothing was changed)",
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Opens `path` for appending, creating it readable by the owner only.
 pub fn append_private(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -168,7 +238,7 @@ impl RunDir {
         let taken = if path.join("events.jsonl").exists() {
             None
         } else {
-            private_dir(&path)?;
+            claim_dir(&path)?;
             Some(
                 RunLock::take(&path)
                     .map_err(|e| io::Error::new(io::ErrorKind::AlreadyExists, e))?,
