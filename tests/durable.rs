@@ -811,3 +811,56 @@ fn two_processes_never_drive_one_run() {
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     let _ = loser.0.wait();
 }
+
+/// Issue 28: damage that resume used to pass. A line the checkpoint covers
+/// with a good prefix and garbage after it; a checkpoint whose operations
+/// were emptied; a log emptied before the first checkpoint of substance.
+/// Each is refused with the file (and line), and nothing is run again.
+#[test]
+fn damage_under_the_checkpoint_and_an_emptied_record_are_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("run");
+    let out = run_play(&dir, None);
+    assert!(out.status.code().is_some());
+    std::fs::remove_file(dir.join("result.json")).unwrap();
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let cp_text = std::fs::read_to_string(dir.join("checkpoint.json")).unwrap();
+    let refused = |what: &str, want: &str| {
+        let r = resume(&dir);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(want), "{what}: {err}");
+        assert!(err.contains("nothing was changed"), "{what}: {err}");
+    };
+    // Garbage after a good prefix, in a line the checkpoint covers.
+    let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+    let good = lines[4].clone();
+    let prefix_end = good.find(",\"elapsed\"").unwrap();
+    lines[4] = format!("{} garbage \u{1} here", &good[..prefix_end + 1]);
+    std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+    refused("garbage after the prefix", "events.jsonl:5:");
+    std::fs::write(dir.join("events.jsonl"), &log).unwrap();
+    // The checkpoint's operations emptied.
+    let mut cp: serde_json::Value = serde_json::from_str(&cp_text).unwrap();
+    let state = cp.get_mut("state").unwrap();
+    state["nodes"] = serde_json::json!([]);
+    std::fs::write(dir.join("checkpoint.json"), cp.to_string()).unwrap();
+    refused(
+        "emptied operations",
+        "the checkpoint lists 0 operations, the run started with",
+    );
+    std::fs::write(dir.join("checkpoint.json"), &cp_text).unwrap();
+    // The log emptied and the checkpoint from before anything happened,
+    // while an attempt's log shows work ran.
+    let mut cp: serde_json::Value = serde_json::from_str(&cp_text).unwrap();
+    cp["state"]["seq"] = serde_json::json!(0);
+    std::fs::write(dir.join("checkpoint.json"), cp.to_string()).unwrap();
+    std::fs::write(dir.join("events.jsonl"), "").unwrap();
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    std::fs::write(dir.join("logs/build.1.stdout.log"), "done\n").unwrap();
+    refused("an emptied log", "the event log holds no event, but");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        ""
+    );
+}

@@ -67,6 +67,27 @@ pub enum ResumeError {
         seq: u64,
         step: MisStep,
     },
+    #[error(
+        "{}: the event log holds no event, but {} shows that operations ran: the log was emptied, and work that finished is not run again without its record; nothing was changed — start the play over: playdeck resume {} --new-run",
+        .events.display(),
+        .evidence.display(),
+        .dir.display()
+    )]
+    EmptyLog {
+        events: PathBuf,
+        dir: PathBuf,
+        evidence: PathBuf,
+    },
+    #[error(
+        "{} does not match {}: {why}; nothing was changed",
+        .checkpoint.display(),
+        .events.display()
+    )]
+    Disagree {
+        checkpoint: PathBuf,
+        events: PathBuf,
+        why: String,
+    },
     #[error("cannot repair {}: {source}", .path.display())]
     Repair {
         path: PathBuf,
@@ -125,7 +146,12 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeErro
     let mut cp = Checkpoint::load(&cp_path)?;
     // What the checkpoint covers is only checked, not decoded: resume
     // costs the snapshot and the log's tail, not the whole log.
-    let (tail, last, lines) = read_log_after(&events, cp.state.seq)?;
+    let LogRead {
+        tail,
+        last,
+        count: lines,
+        first,
+    } = read_log_after(&events, cp.state.seq)?;
     if last < cp.state.seq {
         return Err(ResumeError::LogBehind {
             line: lines + 1,
@@ -134,6 +160,22 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeErro
             checkpoint: cp_path,
             covers: cp.state.seq,
         });
+    }
+    // A log with no event and a checkpoint of nothing: a run killed before
+    // its first line reached the disk, which starts again as it was — unless
+    // its attempts left their logs, which says the log was emptied and
+    // finished work would run again.
+    if last == 0
+        && let Some(evidence) = attempt_logs(dir)
+    {
+        return Err(ResumeError::EmptyLog {
+            events,
+            dir: dir.to_path_buf(),
+            evidence,
+        });
+    }
+    if last > 0 {
+        check_against_log(&cp, first.as_ref(), &cp_path, &events)?;
     }
     for s in &tail {
         cp.apply(s);
@@ -153,10 +195,70 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeErro
     }
 }
 
+/// An attempt's log in the run directory, if any attempt left one.
+fn attempt_logs(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir.join("logs"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+}
+
+/// The checkpoint and the log tell of the same run: the run the log's first
+/// line started, with at least the operations it started with, and lane
+/// counts that add up to the operations it lists. A checkpoint emptied or
+/// swapped for another run's is refused, never taken as a run with nothing
+/// left to do.
+fn check_against_log(
+    cp: &Checkpoint,
+    first: Option<&Signal>,
+    cp_path: &Path,
+    events: &Path,
+) -> Result<(), ResumeError> {
+    let bad = |why: String| {
+        Err(ResumeError::Disagree {
+            checkpoint: cp_path.to_path_buf(),
+            events: events.to_path_buf(),
+            why,
+        })
+    };
+    let (run_id, operations) = match first.map(|s| &s.kind) {
+        Some(crate::kernel::SignalKind::RunStarted {
+            run_id, operations, ..
+        }) => (run_id, operations),
+        // A run killed before its first line reached the disk, then
+        // resumed: its log starts with the resume, which names no count.
+        Some(crate::kernel::SignalKind::Resumed { .. }) => return Ok(()),
+        _ => return bad("the log's first line is not the run's start".into()),
+    };
+    let st = &cp.state;
+    if st.run.run_id != *run_id {
+        return bad(format!(
+            "the checkpoint is of run {}, the log of run {run_id}",
+            st.run.run_id
+        ));
+    }
+    if st.nodes.len() < *operations {
+        return bad(format!(
+            "the checkpoint lists {} operations, the run started with {operations}",
+            st.nodes.len()
+        ));
+    }
+    // Checkpoints older than the counts have none.
+    if st.counts.total() != 0 && st.counts.total() != st.nodes.len() {
+        return bad(format!(
+            "the checkpoint's lanes count {} operations and it lists {}",
+            st.counts.total(),
+            st.nodes.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Every signal of a log, checked: events are numbered from 1 without a
 /// gap, a repeat or a step back. Only a cut last line is tolerated.
 pub fn read_log(path: &Path) -> Result<Vec<Signal>, ResumeError> {
-    read_log_after(path, 0).map(|(signals, _, _)| signals)
+    read_log_after(path, 0).map(|r| r.tail)
 }
 
 /// The number a line written by playdeck starts with (`{"v":1,"seq":N,`),
@@ -174,7 +276,7 @@ fn leading_seq(line: &[u8]) -> Option<u64> {
 /// for their numbering (a line in playdeck's own shape by the number it
 /// starts with, any other line decoded), not decoded. Also the last event
 /// number seen and how many events the log holds.
-pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usize), ResumeError> {
+pub fn read_log_after(path: &Path, after: u64) -> Result<LogRead, ResumeError> {
     let text = std::fs::read(path).map_err(|source| ResumeError::Read {
         path: path.to_path_buf(),
         source,
@@ -183,6 +285,7 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usiz
     let mut out: Vec<Signal> = Vec::new();
     let mut seen = 0u64;
     let mut count = 0usize;
+    let mut first = None;
     let mut lines = text.split(|&b| b == b'\n').peekable();
     let mut n = 0;
     while let Some(line) = lines.next() {
@@ -192,12 +295,22 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usiz
             continue;
         }
         count += 1;
-        // A whole line the checkpoint covers, in its place: passed over.
+        // A whole line the checkpoint covers, in its place: checked to be
+        // whole JSON (damage after a good prefix is damage), not decoded
+        // into a signal. The first line is decoded: it names the run.
         if !last
             && let Some(seq) = leading_seq(line)
             && seq == seen + 1
             && seq <= after
+            && seq > 1
         {
+            if let Err(source) = serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                return Err(ResumeError::Damaged {
+                    path: path.to_path_buf(),
+                    line: n,
+                    source,
+                });
+            }
             seen = seq;
             continue;
         }
@@ -227,11 +340,32 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<(Vec<Signal>, u64, usiz
             });
         }
         seen = s.seq;
+        if s.seq == 1 && first.is_none() {
+            first = Some(s.clone());
+        }
         if s.seq > after {
             out.push(s);
         }
     }
-    Ok((out, seen, count))
+    Ok(LogRead {
+        tail: out,
+        last: seen,
+        count,
+        first,
+    })
+}
+
+/// What [`read_log_after`] read.
+#[derive(Debug)]
+pub struct LogRead {
+    /// The signals after the point asked for.
+    pub tail: Vec<Signal>,
+    /// The last event number.
+    pub last: u64,
+    /// Events in the log.
+    pub count: usize,
+    /// The log's first event (`run_started`), decoded.
+    pub first: Option<Signal>,
 }
 
 /// Cuts a partly written last line off the log, so appending goes on from
@@ -500,7 +634,9 @@ mod tests {
         let mut lines: Vec<String> = (1..=6).map(line).collect();
         lines[1] = r#"{"v":1,"seq":2,"not":"decoded"}"#.into();
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let (tail, last, count) = read_log_after(&path, 4).unwrap();
+        let LogRead {
+            tail, last, count, ..
+        } = read_log_after(&path, 4).unwrap();
         assert_eq!(tail.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![5, 6]);
         assert_eq!((last, count), (6, 6));
         // From the start, the odd line is decoded and refused.
