@@ -541,4 +541,33 @@ fn the_human_format_prints_no_escape_sequence_an_agent_wrote() {
     // The log keeps what the agent wrote.
     let log = std::fs::read_to_string(dir.path().join("run/logs/lint.1.stderr.log")).unwrap();
     assert!(log.contains("\u{1b}[31mred"));
+    // So does the report: issue 28 — its Markdown reaches a terminal
+    // without a control byte; its JSON keeps the text, escaped.
+    let report = |format: &str| {
+        bin(dir.path())
+            .arg("report")
+            .arg(dir.path().join("run"))
+            .args(["--format", format])
+            .output()
+            .unwrap()
+    };
+    let md = report("md");
+    assert!(md.status.success(), "{md:?}");
+    assert!(
+        text(&md.stdout).contains("red title"),
+        "{}",
+        text(&md.stdout)
+    );
+    assert!(
+        !md.stdout.iter().any(|b| *b == 0x1b || *b == 0x07),
+        "a control byte in the report: {:?}",
+        text(&md.stdout)
+    );
+    let json = report("json");
+    assert!(!json.stdout.iter().any(|b| *b == 0x1b || *b == 0x07));
+    assert!(
+        text(&json.stdout).contains("\\u001b[31mred"),
+        "{}",
+        text(&json.stdout)
+    );
 }

@@ -55,7 +55,14 @@ pub fn report(which: &str, format: ReportFormat, out: Option<&Path>) -> Outcome 
     let (_, signals) = recorded("report", which)?;
     let r = playdeck::store::report::Report::from_signals(&signals);
     let text = match format {
-        ReportFormat::Md => r.to_markdown(),
+        // Agent text is in it (errors, reasons, names): nothing in it may
+        // drive a terminal. JSON escapes control characters itself and
+        // keeps the raw text.
+        ReportFormat::Md => r
+            .to_markdown()
+            .lines()
+            .map(|l| format!("{}\n", playdeck::printable::printable(l)))
+            .collect(),
         ReportFormat::Json => format!("{:#}\n", r.to_json()),
     };
     match out {
