@@ -221,6 +221,15 @@ pub async fn run(
     tracing::debug!(ms = t.elapsed().as_millis(), "result written");
 
     let mut code = exit_code(envelope.outcome);
+    // The last checkpoint is what a resume starts from: a failure to write
+    // it is said, not only logged.
+    if let Some(why) = session.checkpoint.failure() {
+        code = 1;
+        let _ = writeln!(
+            err,
+            "playdeck: the last checkpoint was not written ({why}); the event log has the whole run, and a resume starts from the checkpoint before"
+        );
+    }
     // Nobody read the run to its end: not a success, whatever it did.
     if !stdout_open {
         code = 1;

@@ -864,3 +864,75 @@ fn damage_under_the_checkpoint_and_an_emptied_record_are_refused() {
         ""
     );
 }
+
+/// Issue 28: a run directory its owner can no longer write (here: made
+/// read-only) is named in the refusal: the file that could not be written,
+/// not a temporary one beside it. Needs root to act as an ordinary user,
+/// whom the directory's mode binds (CI is root).
+#[test]
+fn an_unwritable_run_directory_is_named_at_the_end() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: acting as an ordinary user needs root");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = base.path().join("w");
+    std::fs::create_dir(&work).unwrap();
+    let nobody = rustix::process::Uid::from_raw(65534);
+    let nogroup = rustix::process::Gid::from_raw(65534);
+    rustix::fs::chown(&work, Some(nobody), Some(nogroup)).unwrap();
+    let dir = work.join("run");
+    let as_nobody = |c: &mut Command| {
+        c.uid(65534)
+            .gid(65534)
+            .current_dir(&work)
+            .env("HOME", &work)
+            .env("PLAYDECK_CONFIG_DIR", work.join("config"));
+    };
+    let mut first = bin();
+    first
+        .arg("run")
+        .arg(play())
+        .args([
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            SPEED,
+            "--run-dir",
+        ])
+        .arg(&dir)
+        .env("PLAYDECK_FAULT_KILL_AFTER", "30");
+    as_nobody(&mut first);
+    let out = first.output().unwrap();
+    assert!(out.status.code().is_none(), "killed: {out:?}");
+    // Its files stay writable; the directory does not.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let mut again = resume_cmd(&dir);
+    again.arg("--play").arg(play());
+    as_nobody(&mut again);
+    let before = std::fs::read(dir.join("events.jsonl")).unwrap();
+    let out = again.output().unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot write {}:",
+            dir.join("checkpoint.json").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("at path"),
+        "the file meant, not a temporary one: {err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("events.jsonl")).unwrap(),
+        before,
+        "nothing lost"
+    );
+}

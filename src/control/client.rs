@@ -9,10 +9,35 @@ use super::{Failure, Reply, socket_path};
 use crate::kernel::{ErrorCode, Request};
 
 /// Sends one request to a live run's socket and returns its answer.
+/// How long `ctl` waits for a live run's answer: longer than any command
+/// takes (an `ensure` creating worktrees included), short of forever.
+pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
     let path = socket_path(run_dir);
-    let io = |e: std::io::Error| Failure::new(ErrorCode::Io, e.to_string());
+    let io = |e: std::io::Error| {
+        let m = match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                "no answer from {} within {}s (waiting for the answer to `{}`); the run may be stuck — `playdeck report {}` reads it without the socket",
+                path.display(),
+                ANSWER_TIMEOUT.as_secs(),
+                req.name(),
+                run_dir.display()
+            ),
+            _ => format!("{}: {e}", path.display()),
+        };
+        Failure::new(ErrorCode::Io, m)
+    };
     let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Failure::new(
+                ErrorCode::Io,
+                format!(
+                    "permission denied: {} belongs to another user (a run is driven only by the user who runs it)",
+                    path.display()
+                ),
+            );
+        }
         Failure::new(
             ErrorCode::NotLive,
             format!(
@@ -21,6 +46,8 @@ pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
             ),
         )
     })?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     let line = serde_json::to_string(req).expect("a request serialises");
     writeln!(stream, "{line}").map_err(io)?;
     let mut answer = String::new();

@@ -35,12 +35,22 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
         });
     }
     let direct = Path::new(arg);
-    if direct.join("play.toml").is_file() {
-        return Ok(direct.to_path_buf());
-    }
     let by_id = runs.join(arg);
-    if by_id.join("play.toml").is_file() {
-        return Ok(by_id);
+    for dir in [direct, by_id.as_path()] {
+        match std::fs::metadata(dir.join("play.toml")) {
+            Ok(m) if m.is_file() => return Ok(dir.to_path_buf()),
+            // Another user's run: it is there, and it is not ours to read.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(Failure::new(
+                    ErrorCode::NoRun,
+                    format!(
+                        "permission denied: {} belongs to another user (run directories are their owner's only)",
+                        dir.display()
+                    ),
+                ));
+            }
+            _ => {}
+        }
     }
     let mut known: Vec<String> = std::fs::read_dir(runs)
         .map(|rd| {

@@ -28,10 +28,13 @@ pub const SOCKET_DIR: &str = "ctl";
 pub const SOCKET_NAME: &str = "control.sock";
 /// Longest request line accepted.
 pub const MAX_REQUEST: usize = 64 * 1024;
-/// Connections served at once; more wait for a place.
+/// Connections served at once. When all are taken, the one that has waited
+/// longest for its request line is dropped to make room: idle or
+/// half-written clients cannot keep an operator's `ctl` waiting.
 const MAX_CONNECTIONS: usize = 64;
-/// A client has this long to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client has this long to send its request (`playdeck ctl` sends it at
+/// once).
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// And this long to take the answer.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -88,17 +91,38 @@ async fn serve(
     tag: Arc<str>,
 ) {
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let readers = Arc::new(Readers::default());
     let mut backoff = Duration::from_millis(10);
     loop {
-        let Ok(place) = places.clone().acquire_owned().await else {
-            return;
-        };
         match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = Duration::from_millis(10);
-                let (handle, capacity, tag) = (handle.clone(), capacity.clone(), tag.clone());
+                let place = match places.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        // Full: the client waiting longest for its own
+                        // request line goes, and its place with it.
+                        readers.evict_oldest();
+                        let Ok(p) = places.clone().acquire_owned().await else {
+                            return;
+                        };
+                        p
+                    }
+                };
+                let (id, evicted) = readers.add();
+                let (handle, capacity, tag, readers) = (
+                    handle.clone(),
+                    capacity.clone(),
+                    tag.clone(),
+                    readers.clone(),
+                );
                 tokio::spawn(async move {
-                    connection(stream, &handle, capacity.as_deref(), &tag).await;
+                    let read = Reading {
+                        id,
+                        evicted,
+                        readers: &readers,
+                    };
+                    connection(stream, &handle, capacity.as_deref(), &tag, read).await;
                     drop(place);
                 });
             }
@@ -112,11 +136,55 @@ async fn serve(
     }
 }
 
+/// Connections still waiting for their request line, oldest first.
+#[derive(Default)]
+struct Readers {
+    next: std::sync::atomic::AtomicU64,
+    waiting: std::sync::Mutex<std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>>,
+}
+
+impl Readers {
+    fn add(&self) -> (u64, tokio::sync::oneshot::Receiver<()>) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.lock().push_back((id, tx));
+        (id, rx)
+    }
+
+    fn done(&self, id: u64) {
+        self.lock().retain(|(i, _)| *i != id);
+    }
+
+    fn evict_oldest(&self) {
+        if let Some((_, tx)) = self.lock().pop_front() {
+            let _ = tx.send(());
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>,
+    > {
+        // A panic while holding it leaves a list that is still a list.
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A connection's place among the readers.
+struct Reading<'a> {
+    id: u64,
+    evicted: tokio::sync::oneshot::Receiver<()>,
+    readers: &'a Readers,
+}
+
 async fn connection(
     stream: UnixStream,
     handle: &RunHandle,
     capacity: Option<&Reconciler>,
     tag: &str,
+    read_slot: Reading<'_>,
 ) {
     // Who asks, before what: the peer's pid is the kernel's word (it
     // cannot be forged by the client).
@@ -139,8 +207,18 @@ async fn connection(
     let (read, mut write) = stream.into_split();
     let mut line = Vec::new();
     let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST as u64 + 1);
-    let answer = match tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await
-    {
+    let Reading {
+        id,
+        evicted,
+        readers,
+    } = read_slot;
+    let read = tokio::select! {
+        r = tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)) => r,
+        // Dropped for a newer client while it still had not asked.
+        _ = evicted => return,
+    };
+    readers.done(id);
+    let answer = match read {
         Err(_) => Err(Failure::new(
             ErrorCode::BadRequest,
             format!("no request line within {READ_TIMEOUT:?}"),

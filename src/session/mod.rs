@@ -96,6 +96,8 @@ pub struct Session {
     pub tails: Arc<Tails>,
     /// A resumed run's earlier signals, for views that show its history.
     pub history: Vec<Signal>,
+    /// The checkpoint writer's counters (and its last failure).
+    pub checkpoint: Arc<crate::store::checkpoint::WriterStats>,
     /// This process owns the run while the session lives.
     _lock: crate::store::RunLock,
 }
@@ -166,7 +168,7 @@ impl Session {
         seed.declared_palette = declared_palette(play);
         // The copy is on disk before the run's first line is.
         copy.wait()?;
-        add_sinks(&mut run, &run_dir, seed, sinks)?;
+        let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
@@ -183,6 +185,7 @@ impl Session {
             speed,
             tails: parts.tails,
             history: Vec::new(),
+            checkpoint,
             _lock: lock,
         })
     }
@@ -262,7 +265,7 @@ impl Session {
         let (mut run, handle) =
             Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
                 .map_err(std::io::Error::other)?;
-        add_sinks(&mut run, &run_dir, cp, sinks)?;
+        let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
             r.adopt(prev);
@@ -297,6 +300,7 @@ impl Session {
             speed,
             tails: parts.tails,
             history,
+            checkpoint,
             _lock: lock,
         })
     }
@@ -370,23 +374,20 @@ fn add_sinks(
     run_dir: &RunDir,
     seed: Checkpoint,
     sinks: Vec<Box<dyn SignalSink>>,
-) -> std::io::Result<()> {
+) -> std::io::Result<Arc<crate::store::checkpoint::WriterStats>> {
     let log = run_dir.event_log()?;
     let written = log.written();
     // A resumed run's log already holds what the checkpoint was folded to.
     written.store(seed.state.seq, std::sync::atomic::Ordering::Release);
     let sync = std::fs::File::open(run_dir.events_path())?;
     run.add_sink(Box::new(log));
-    run.add_sink(Box::new(CheckpointSink::new(
-        &run_dir.path,
-        seed,
-        Some(sync),
-        Some(written),
-    )?));
+    let checkpoint = CheckpointSink::new(&run_dir.path, seed, Some(sync), Some(written))?;
+    let stats = checkpoint.stats();
+    run.add_sink(Box::new(checkpoint));
     for s in sinks {
         run.add_sink(s);
     }
-    Ok(())
+    Ok(stats)
 }
 
 fn control_server(

@@ -181,6 +181,23 @@ pub struct WriterStats {
     pub snapshots: AtomicU64,
     pub bytes: AtomicU64,
     pub log_syncs: AtomicU64,
+    /// Why the last snapshot could not be written (cleared by one that
+    /// was): said at the run's end, not only logged.
+    pub failed: std::sync::Mutex<Option<String>>,
+}
+
+impl WriterStats {
+    /// The last snapshot's failure, if the last one failed.
+    pub fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_failed(&self, why: Option<String>) {
+        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
 }
 
 enum Msg {
@@ -268,10 +285,12 @@ fn writer(
                 );
                 stats.snapshots.fetch_add(1, Ordering::Relaxed);
                 stats.bytes.fetch_add(n, Ordering::Relaxed);
+                stats.set_failed(None);
                 n
             }
             Err(e) => {
                 tracing::error!(path = %path.display(), "checkpoint write failed: {e}");
+                stats.set_failed(Some(e.to_string()));
                 0
             }
         }
@@ -418,6 +437,38 @@ mod tests {
         assert_eq!(stats.snapshots.load(Ordering::Relaxed), 2);
         let cp = Checkpoint::load(&dir.path().join(CHECKPOINT_FILE)).unwrap();
         assert_eq!((cp.state.seq, cp.state.warnings.len()), (100, 100));
+    }
+
+    /// Issue 28: a last snapshot that cannot be written is kept as the
+    /// writer's failure, with the path, for the run's end to say.
+    #[test]
+    fn a_failed_last_snapshot_is_kept_for_the_end_to_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let g = GraphBuilder::new().build().unwrap();
+        let mut sink = CheckpointSink::new(
+            &run,
+            Checkpoint::seed(&g, &RunConfig::default()),
+            None,
+            None,
+        )
+        .unwrap();
+        let stats = sink.stats();
+        assert_eq!(stats.failure(), None, "the seed was written");
+        // The directory goes away under the run.
+        std::fs::remove_dir_all(&run).unwrap();
+        sink.write(&warning(1));
+        sink.flush().unwrap();
+        drop(sink);
+        let why = stats.failure().expect("the failure is kept");
+        assert!(
+            why.starts_with(&format!(
+                "cannot write {}: ",
+                run.join(CHECKPOINT_FILE).display()
+            )),
+            "{why}"
+        );
     }
 
     #[test]

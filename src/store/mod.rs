@@ -43,8 +43,15 @@ pub fn write_atomic_with<T>(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
 ) -> io::Result<T> {
-    let (tmp, out) = write_temp(path, fill)?;
-    commit_temp(tmp, path)?;
+    // An error names the file meant, not the temporary one beside it.
+    let named = |e: io::Error| {
+        // tempfile's errors name the temporary path: the OS error alone.
+        let why = e.to_string();
+        let why = why.split(" at path \"").next().unwrap_or(&why);
+        io::Error::new(e.kind(), format!("cannot write {}: {why}", path.display()))
+    };
+    let (tmp, out) = write_temp(path, fill).map_err(named)?;
+    commit_temp(tmp, path).map_err(named)?;
     Ok(out)
 }
 
@@ -300,6 +307,7 @@ impl RunDir {
 
     /// Writes `result.json`, serialised straight into the file: no copy of
     /// the envelope's text in memory.
+    /// Writes `result.json`; an error names the file.
     pub fn write_result(&self, env: &Envelope) -> io::Result<()> {
         write_atomic_with(&self.path.join("result.json"), |w| {
             serde_json::to_writer_pretty(&mut *w, env).map_err(io::Error::other)?;
