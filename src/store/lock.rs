@@ -18,6 +18,9 @@ use rustix::fs::{FlockOperation, flock};
 
 pub const LOCK_FILE: &str = "lock";
 
+/// Attempts at the lock, 20 ms apart, before a refusal.
+const LOCK_TRIES: u32 = 15;
+
 /// Held while the process owns the run; released on drop or exit.
 #[derive(Debug)]
 pub struct RunLock {
@@ -45,14 +48,22 @@ impl RunLock {
             source,
         };
         let handle = File::open(dir).map_err(|e| io(dir, e))?;
-        if let Err(e) = flock(&handle, FlockOperation::NonBlockingLockExclusive) {
-            if e == rustix::io::Errno::WOULDBLOCK {
+        // An owner that is ending (its process exiting, or its session
+        // being dropped on another thread) lets go within moments: asked
+        // again for a little while before the answer is no.
+        let mut tries = 0;
+        while let Err(e) = flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+            if e != rustix::io::Errno::WOULDBLOCK {
+                return Err(io(dir, e.into()));
+            }
+            tries += 1;
+            if tries == LOCK_TRIES {
                 return Err(LockError::Owned {
                     dir: dir.display().to_string(),
                     owner: owner(dir, &handle),
                 });
             }
-            return Err(io(dir, e.into()));
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
         // For people (and older tools): who owns it now.
         let path = dir.join(LOCK_FILE);
