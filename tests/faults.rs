@@ -999,3 +999,75 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
         & 0o7777;
     assert_eq!(mode, 0o700);
 }
+
+/// Issue 28 (in part): a large answer is not copied into every file. The
+/// attempt's stdout log keeps the start of a line over a mebibyte, and the
+/// checkpoint holds an operation's result once (the node's, not again in
+/// its attempt). The event log and result.json still each hold it.
+#[test]
+fn a_large_result_line_is_not_kept_in_the_log_and_twice_in_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("big.toml");
+    std::fs::write(
+        &play,
+        r#"[play]
+name = "big"
+[palette]
+roles = [{ role = "implementer" }]
+[agents.big]
+binary = "awk"
+subcommand = '''BEGIN { s = "a"; for (i = 0; i < 21; i++) s = s s; printf "{\"type\":\"result\",\"result\":{\"blob\":\"%s\"}}\n", s }'''
+prompt_via = "stdin"
+stream_format = "jsonl"
+[[operations]]
+id = "big"
+role = "implementer"
+agent = "big"
+instruction = "answer at length"
+[[operations]]
+id = "after"
+role = "implementer"
+instruction = "wait"
+depends_on = ["big"]
+approval = true
+sim = { duration_ms = 10 }
+"#,
+    )
+    .unwrap();
+    // Held at the gate, then killed: the checkpoint is the run's record.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+    for l in lines.map_while(Result::ok) {
+        if l.contains("\"awaiting_approval\"") {
+            break;
+        }
+    }
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let run = dir.path().join("run");
+    let blob = "\"blob\":\"aaaa";
+    let log = std::fs::read_to_string(run.join("logs/big.1.stdout.log")).unwrap();
+    assert!(
+        log.len() < 64 * 1024,
+        "the log keeps its start: {} bytes",
+        log.len()
+    );
+    assert!(log.contains("bytes, cut here"), "and says so");
+    let cp = std::fs::read_to_string(run.join("checkpoint.json")).unwrap();
+    assert_eq!(
+        cp.matches(blob).count(),
+        1,
+        "the result once in the checkpoint"
+    );
+    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    assert_eq!(events.matches(blob).count(), 1);
+}

@@ -774,6 +774,9 @@ struct Logs {
 /// loop must not fill the disk. What comes after is still read (and
 /// parsed), not kept.
 pub const LOG_LIMIT: u64 = 32 << 20;
+/// A line longer than this is kept in the log only by its start.
+const LONG_LINE: usize = 1 << 20;
+const LONG_LINE_KEPT: usize = 4096;
 
 impl Logs {
     fn open(
@@ -847,6 +850,21 @@ impl Logs {
         if *written >= LOG_LIMIT {
             return;
         }
+        // A huge line (a 50 MB answer) is the attempt's result, which the
+        // run's events hold whole: its start here, not a second copy.
+        let line = if line.len() > LONG_LINE {
+            let mut cut = LONG_LINE_KEPT;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            std::borrow::Cow::Owned(format!(
+                "{}… [playdeck: a line of {} bytes, cut here; what the agent said in it is in the run's events]",
+                &line[..cut],
+                line.len()
+            ))
+        } else {
+            std::borrow::Cow::Borrowed(line)
+        };
         *written += line.len() as u64 + 1;
         let _ = writeln!(w, "{line}");
         if *written >= LOG_LIMIT {

@@ -340,23 +340,20 @@ impl RunProjection {
             SignalKind::Completed { result, .. } => {
                 let result = result.clone();
                 self.merge_context(&result);
-                self.settle(ix, NodeStatus::Succeeded, seq, at, |n, a| {
-                    n.result = Some(result.clone());
-                    if let Some(a) = a {
-                        a.result = Some(result);
-                    }
+                // The node's result is its last attempt's: held once (a
+                // checkpoint wrote a 50 MB answer twice). A retry moves it
+                // to the attempt before it opens the node again.
+                self.settle(ix, NodeStatus::Succeeded, seq, at, |n, _| {
+                    n.result = Some(result);
                 });
                 return;
             }
             SignalKind::Escalated { reason, result, .. } => {
                 let (reason, result) = (reason.clone(), result.clone());
                 self.merge_context(&result);
-                self.settle(ix, NodeStatus::Escalated, seq, at, |n, a| {
-                    n.result = Some(result.clone());
+                self.settle(ix, NodeStatus::Escalated, seq, at, |n, _| {
+                    n.result = Some(result);
                     n.escalation = Some(reason);
-                    if let Some(a) = a {
-                        a.result = Some(result);
-                    }
                 });
                 return;
             }
@@ -488,6 +485,13 @@ impl RunProjection {
             }),
             SignalKind::Retried { .. } => {
                 self.skip_causes.remove(&ix);
+                // The attempt that made the result keeps it.
+                if let Some(r) = n.result.take()
+                    && let Some(a) = n.attempts.last_mut()
+                    && a.result.is_none()
+                {
+                    a.result = Some(r);
+                }
                 n.status = NodeStatus::Pending;
                 n.result = None;
                 n.error = None;

@@ -21,6 +21,8 @@ pub struct Attempt {
     /// `running` (still, or when the process died), `succeeded`,
     /// `escalated`, `failed` (borrowed: no allocation per attempt).
     pub outcome: std::borrow::Cow<'static, str>,
+    /// An earlier attempt's result; the last attempt's is the node's own
+    /// `result` (held once).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
