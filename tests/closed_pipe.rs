@@ -3,9 +3,10 @@
 //! no message, exit 0 (a headless run says its output was not all read
 //! with exit 1, as it did before).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_playdeck"))
@@ -95,31 +96,7 @@ fn commands_that_print_end_quietly_on_a_closed_pipe() {
 fn a_live_runs_status_and_a_headless_run_end_quietly_on_a_closed_pipe() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("slow.toml"),
-        "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
-    )
-    .unwrap();
-    let run = bin()
-        .args([
-            "run",
-            "--headless",
-            "--run-dir",
-            ".playdeck/runs/live",
-            "slow.toml",
-        ])
-        .current_dir(d)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let sock = d.join(".playdeck/runs/live/ctl/control.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "the run never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let run = common::live_headless_run(d);
     for args in [
         &["ctl", "live", "status"][..],
         &["ctl", "live", "status", "--json"],

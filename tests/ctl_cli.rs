@@ -1,6 +1,8 @@
 //! `playdeck ctl` and `playdeck capacity` against a live headless run, then
 //! against the same run once it has finished.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -441,39 +443,6 @@ exit 0
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-/// A live headless run of one long operation in `dir` (`.playdeck/runs/live`).
-fn live_run(dir: &Path) -> std::process::Child {
-    std::fs::write(
-        dir.join("slow.toml"),
-        "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
-    )
-    .unwrap();
-    let child = bin()
-        .args([
-            "run",
-            "--headless",
-            "--run-dir",
-            ".playdeck/runs/live",
-            "slow.toml",
-        ])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sock = dir.join(".playdeck/runs/live/ctl/control.sock");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 /// Issue 28: two hundred clients of the same user that send half a request
 /// and wait do not keep an operator's `ctl status` waiting: the server
 /// drops the one that has waited longest for its own request line when it
@@ -483,7 +452,7 @@ fn idle_half_requests_do_not_keep_ctl_waiting() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let mut run = live_run(d);
+    let mut run = common::live_headless_run(d);
     let sock = d.join(".playdeck/runs/live/ctl/control.sock");
     let idle: Vec<std::os::unix::net::UnixStream> = (0..200)
         .map(|_| {
@@ -516,7 +485,7 @@ fn another_users_run_is_permission_denied_not_missing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let mut run = live_run(d);
+    let mut run = common::live_headless_run(d);
     let run_dir = d.join(".playdeck/runs/live");
     for args in [
         vec!["ctl", run_dir.to_str().unwrap(), "status"],

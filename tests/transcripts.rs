@@ -32,19 +32,16 @@ fn corpus() -> Vec<(String, PathBuf)> {
     all
 }
 
-/// What a replay showed, in the shape of an expectations file.
-fn observe(format: &str, transcript: &Path, final_newline: bool) -> Value {
+/// The signals of a one-operation run whose agent (of `format`, in the
+/// role `role` of `roles`) prints `transcript` line by line (`trim`: a
+/// directive after `@replay`).
+fn replay(format: &str, transcript: &Path, trim: &str, roles: &str, role: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let agent = env!("CARGO_BIN_EXE_playdeck-agent");
-    let trim = if final_newline {
-        ""
-    } else {
-        "\\n@no-final-newline"
-    };
     let play = format!(
-        "[play]\nname = \"replay\"\n[palette]\nroles = [{{ role = \"implementer\" }}]\n\
+        "[play]\nname = \"replay\"\n[palette]\nroles = [{roles}]\n\
          [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"{format}\"\n\
-         [[operations]]\nid = \"work\"\nrole = \"implementer\"\nagent = \"cli\"\n\
+         [[operations]]\nid = \"work\"\nrole = \"{role}\"\nagent = \"cli\"\n\
          instruction = \"replay\\n@replay {}{trim}\"\n",
         transcript.display()
     );
@@ -58,10 +55,39 @@ fn observe(format: &str, transcript: &Path, final_newline: bool) -> Value {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Roles for the spawn tests: an emitter and the role it asks for.
+const SPAWN_ROLES: &str = "{ role = \"orchestrator\", disposition = \"emission_capable\" }, { role = \"technical_writer\", agent = \"noop\" }";
+
+/// (spawned operations, spawn_dropped rows) of a replay.
+fn ledger(signals: &[Value]) -> (usize, Vec<&Value>) {
+    let spawned = signals.iter().filter(|s| s["type"] == "spawned").count();
+    let drops = signals
+        .iter()
+        .filter(|s| s["type"] == "spawn_dropped")
         .collect();
+    (spawned, drops)
+}
+
+/// What a replay showed, in the shape of an expectations file.
+fn observe(format: &str, transcript: &Path, final_newline: bool) -> Value {
+    let trim = if final_newline {
+        ""
+    } else {
+        "\\n@no-final-newline"
+    };
+    let signals = replay(
+        format,
+        transcript,
+        trim,
+        "{ role = \"implementer\" }",
+        "implementer",
+    );
     let of = |ty: &'static str| signals.iter().filter(move |s| s["type"] == ty);
     let activity: Vec<String> = of("agent_activity")
         .filter(|s| s["state"] != "waiting")
@@ -270,38 +296,9 @@ fn a_spawn_request_in_a_repeated_final_answer_is_one_ledger_row() {
             lines.iter().filter(|l| l.contains("release notes")).count() >= 2,
             "{format}: the answer is in the stream twice"
         );
-        let agent = env!("CARGO_BIN_EXE_playdeck-agent");
-        let play = format!(
-            "[play]\nname = \"echo\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"technical_writer\", agent = \"noop\" }}]\n\
-             [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"{format}\"\n\
-             [[operations]]\nid = \"work\"\nrole = \"orchestrator\"\nagent = \"cli\"\n\
-             instruction = \"replay\\n@replay {}\"\n",
-            transcript.display()
-        );
-        let play_path = dir.path().join("play.toml");
-        std::fs::write(&play_path, play).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
-            .env("PLAYDECK_CONFIG_DIR", dir.path())
-            .args(["run", "--headless", "--run-dir"])
-            .arg(dir.path().join("run"))
-            .arg(&play_path)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let count = |ty: &str| signals.iter().filter(|s| s["type"] == ty).count();
-        let drops: Vec<&Value> = signals
-            .iter()
-            .filter(|s| s["type"] == "spawn_dropped")
-            .collect();
-        assert_eq!(
-            count("spawned"),
-            1,
-            "{format}: one spawned operation\n{drops:?}"
-        );
+        let signals = replay(format, &transcript, "", SPAWN_ROLES, "orchestrator");
+        let (spawned, drops) = ledger(&signals);
+        assert_eq!(spawned, 1, "{format}: one spawned operation\n{drops:?}");
         assert!(
             drops.is_empty(),
             "{format}: no ledger row for the echo: {drops:?}"
@@ -325,33 +322,8 @@ fn a_request_on_the_stream_and_in_a_declared_result_is_still_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let transcript = dir.path().join("t.jsonl");
     std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
-    let play = format!(
-        "[play]\nname = \"twice\"\n[palette]\nroles = [{{ role = \"orchestrator\", disposition = \"emission_capable\" }}, {{ role = \"technical_writer\", agent = \"noop\" }}]\n\
-         [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n\
-         [[operations]]\nid = \"work\"\nrole = \"orchestrator\"\nagent = \"cli\"\n\
-         instruction = \"replay\\n@replay {}\"\n",
-        transcript.display()
-    );
-    let play_path = dir.path().join("play.toml");
-    std::fs::write(&play_path, play).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path())
-        .args(["run", "--headless", "--run-dir"])
-        .arg(dir.path().join("run"))
-        .arg(&play_path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let spawned = signals.iter().filter(|s| s["type"] == "spawned").count();
-    let drops: Vec<&Value> = signals
-        .iter()
-        .filter(|s| s["type"] == "spawn_dropped")
-        .collect();
+    let signals = replay("jsonl", &transcript, "", SPAWN_ROLES, "orchestrator");
+    let (spawned, drops) = ledger(&signals);
     assert_eq!(spawned, 1, "{drops:?}");
     assert_eq!(drops.len(), 1, "{drops:?}");
     assert_eq!(drops[0]["reason"], "duplicate");

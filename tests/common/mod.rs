@@ -303,3 +303,38 @@ pub fn redact_uuids(s: &str) -> String {
     }
     out
 }
+
+/// A live headless run, in `dir`, of one operation that waits a minute
+/// (`.playdeck/runs/live`), once its control socket answers. Its stderr is
+/// piped; cancel it with `playdeck ctl live cancel`.
+pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    std::fs::write(
+        dir.join("slow.toml"),
+        "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
+    )
+    .unwrap();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+    let child = c
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/live",
+            "slow.toml",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = dir.join(".playdeck/runs/live/ctl/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < deadline, "the run never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
