@@ -29,7 +29,6 @@ mod view;
 
 use std::sync::{Arc, OnceLock};
 
-use futures_util::future::AbortHandle;
 use futures_util::stream::FuturesUnordered;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 // Keys here are op ids, node indices and names the kernel made or the play
@@ -218,7 +217,6 @@ impl Run {
             gate: CapacityGate::default(),
             adm: Admission::default(),
             inflight: FuturesUnordered::new(),
-            aborts: HashMap::default(),
             routing: FuturesUnordered::new(),
             agent_tx,
             backlog: Arc::new(Backlog::default()),
@@ -325,8 +323,6 @@ struct Executor {
     gate: CapacityGate,
     adm: Admission,
     inflight: FuturesUnordered<Tagged>,
-    /// How to stop each running attempt alone.
-    aborts: HashMap<NodeIndex, AbortHandle>,
     routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).

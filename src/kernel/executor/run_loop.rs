@@ -114,10 +114,8 @@ impl Executor {
             Wake::Command(None) => self.control_open = false,
             Wake::External(ext) => self.external(ext),
             Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
-            // Aborted: the node was settled when it was stopped.
-            Wake::Done((ix, _, None)) => {
-                self.aborts.remove(&ix);
-            }
+            // Stopped: the node was settled when it was stopped.
+            Wake::Done((_, _, None)) => {}
             Wake::Agent(msg) => {
                 self.agent_event(msg);
                 // What else agents sent is taken in the same step: one
