@@ -99,6 +99,14 @@ impl Executor {
         let control = self.control_open && (wait || !self.control_rx.is_empty());
         let external = wait || !self.external_rx.is_empty();
         let agent = wait || !self.agent_rx.is_empty();
+        if !(wait || control || external || agent)
+            && self.inflight.is_empty()
+            && self.routing.is_empty()
+        {
+            // Nothing could be ready: the end of every burst (for a chain,
+            // of every step) is found without the select.
+            return None;
+        }
         let wake = tokio::select! {
             biased;
             cmd = self.control_rx.recv(), if control => Wake::Command(cmd),
