@@ -19,7 +19,6 @@ use super::super::agent::{
 use super::super::lease::Lease;
 use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
-use super::node::Ms;
 use super::{Executor, panic_message};
 
 /// The failure of an attempt whose agent panicked.
@@ -90,12 +89,12 @@ impl Future for Tagged {
 
 impl Executor {
     pub(super) fn start(&mut self, ix: NodeIndex, lease: Option<Lease>) {
-        let now = self.now();
+        let now = self.now_ms();
         let attempt = {
             let n = &mut self.graph[ix];
             n.status = NodeStatus::Running;
             n.attempt += 1;
-            n.started_at = Ms::at(now);
+            n.started_at = now;
             n.attempt
         };
         self.sched.running += 1;

@@ -365,6 +365,11 @@ impl Executor {
         self.bus.clock
     }
 
+    /// [`Self::now`] as a node records it.
+    fn now_ms(&self) -> Ms {
+        self.bus.clock_ms
+    }
+
     fn header(&self, ix: NodeIndex) -> NodeHeader {
         let n = &self.graph[ix];
         NodeHeader {
@@ -380,10 +385,11 @@ impl Executor {
     fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) -> (u64, f64) {
         let lane = lane_for(self.graph[ix].lane, &kind);
         let (seq, at) = self.bus.emit(kind);
+        let since = self.now_ms();
         let n = &mut self.graph[ix];
         if lane != n.lane {
             n.lane = lane;
-            n.lane_since = Ms::at(at);
+            n.lane_since = since;
         }
         (seq, at)
     }
