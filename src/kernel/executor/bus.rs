@@ -41,7 +41,14 @@ impl Bus {
     /// Reads the clock; microsecond resolution keeps the stream readable
     /// and exact under the paused clock.
     pub fn tick(&mut self) -> f64 {
-        self.clock = self.offset + (self.t0.elapsed().as_micros() as f64) / 1e6;
+        // Whole microseconds in a u64 (as_micros' u128 would be converted
+        // to f64 in software, at every step); the same value below 2^53 µs.
+        let d = self.t0.elapsed();
+        let micros = d
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(d.subsec_micros()));
+        self.clock = self.offset + (micros as f64) / 1e6;
         self.clock_ms = Ms::at(self.clock);
         self.clock
     }
