@@ -6,10 +6,8 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
-use futures_util::FutureExt;
-use futures_util::future::{AbortHandle, Abortable};
 use petgraph::Direction;
 use petgraph::stable_graph::NodeIndex;
 use serde_json::{Map, Value};
@@ -21,7 +19,6 @@ use super::super::agent::{
 use super::super::lease::Lease;
 use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
-use super::node::Ms;
 use super::{Executor, panic_message};
 
 /// The failure of an attempt whose agent panicked.
@@ -32,34 +29,72 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> AgentFailure {
     )
 }
 
-/// An agent future tagged with the node and attempt it belongs to. It can
-/// be aborted alone (the attempt is stopped; dropping the agent's future
-/// kills its processes).
+/// An agent future tagged with the node and attempt it belongs to. A panic
+/// in its poll fails the attempt (never the run), and the attempt can be
+/// stopped alone: [`Tagged::stop`] drops the agent's future (which kills
+/// its processes) and the next poll reports the stop.
+///
+/// Both are done here, in the future the executor already holds, rather
+/// than by wrapping it in `catch_unwind`, `map` and `Abortable`: those cost
+/// a second boxed future, a shared abort flag and a map entry for every
+/// attempt, and the stop they serve is rare (a request flood).
 pub(super) struct Tagged {
     ix: NodeIndex,
     attempt: u32,
-    fut: Abortable<BoxFuture<AgentOutcome>>,
+    /// `None` once stopped.
+    fut: Option<BoxFuture<AgentOutcome>>,
+    /// Who to wake when stopped: the waker of the last poll that waited.
+    /// A future not polled yet is already queued to be.
+    waker: Option<Waker>,
+}
+
+impl Tagged {
+    /// Stops the attempt: its future is dropped now, and it completes
+    /// (with `None`) when next polled.
+    fn stop(&mut self) {
+        self.fut = None;
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
 }
 
 impl Future for Tagged {
-    /// `None` when the attempt was aborted.
+    /// `None` when the attempt was stopped.
     type Output = (NodeIndex, u32, Option<AgentOutcome>);
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (ix, attempt) = (self.ix, self.attempt);
-        Pin::new(&mut self.fut)
-            .poll(cx)
-            .map(|o| (ix, attempt, o.ok()))
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (ix, attempt) = (this.ix, this.attempt);
+        let Some(fut) = this.fut.as_mut() else {
+            return Poll::Ready((ix, attempt, None));
+        };
+        // A panicking agent fails its own operation (ADR-0033 D4: an
+        // unexpected error becomes an error result); a future that
+        // panicked is not polled again (it is done).
+        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(outcome)) => outcome,
+            Ok(Poll::Pending) => {
+                match &this.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => this.waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+            Err(p) => Err(panicked(&*p)),
+        };
+        this.fut = None;
+        Poll::Ready((ix, attempt, Some(outcome)))
     }
 }
 
 impl Executor {
     pub(super) fn start(&mut self, ix: NodeIndex, lease: Option<Lease>) {
-        let now = self.now();
+        let now = self.now_ms();
         let attempt = {
             let n = &mut self.graph[ix];
             n.status = NodeStatus::Running;
             n.attempt += 1;
-            n.started_at = Ms::at(now);
+            n.started_at = now;
             n.attempt
         };
         self.sched.running += 1;
@@ -135,15 +170,26 @@ impl Executor {
                 return;
             }
         };
-        let caught: BoxFuture<AgentOutcome> = Box::pin(
-            AssertUnwindSafe(invoked)
-                .catch_unwind()
-                .map(|r| r.unwrap_or_else(|p| Err(panicked(&*p)))),
-        );
-        let (handle, registration) = AbortHandle::new_pair();
-        let fut = Abortable::new(caught, registration);
-        self.aborts.insert(ix, handle);
-        self.inflight.push(Tagged { ix, attempt, fut });
+        self.inflight.push(Tagged {
+            ix,
+            attempt,
+            fut: Some(invoked),
+            waker: None,
+        });
+    }
+
+    /// Stops `ix`'s running attempt alone: its agent's future is dropped
+    /// (killing its processes). A scan of what is in flight: stopping is
+    /// rare, and a map from node to attempt would cost every start.
+    pub(super) fn stop_attempt(&mut self, ix: NodeIndex) {
+        let attempt = self.graph[ix].attempt;
+        if let Some(t) = self
+            .inflight
+            .iter_mut()
+            .find(|t| t.ix == ix && t.attempt == attempt)
+        {
+            t.stop();
+        }
     }
 
     /// `<pred_op_id>_result` for each predecessor with a result, then the flow
@@ -171,7 +217,6 @@ impl Executor {
         if self.graph[ix].status != NodeStatus::Running || self.graph[ix].attempt != attempt {
             return;
         }
-        self.aborts.remove(&ix);
         self.sched.running -= 1;
         self.gate.release(ix);
         match outcome {
@@ -284,6 +329,56 @@ mod tests {
             tape.lines().contains(&"failed b".to_string()),
             "the run goes on to start the next"
         );
+    }
+
+    /// Its futures hold the `Arc` while they live: its count says how many
+    /// were not dropped.
+    struct Held(Arc<()>);
+
+    impl Agent for Held {
+        fn invoke(&self, _inv: Invocation) -> BoxFuture<AgentOutcome> {
+            let alive = self.0.clone();
+            Box::pin(async move {
+                let _alive = alive;
+                std::future::pending::<()>().await;
+                Ok(json!(null))
+            })
+        }
+    }
+
+    impl AgentResolver for Held {
+        fn resolve(&self, _name: &str) -> Option<Arc<dyn Agent>> {
+            Some(Arc::new(Held(self.0.clone())))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stopped_attempt_drops_its_future_at_once_and_then_reports_the_stop() {
+        use futures_util::{FutureExt, StreamExt};
+        let (mut ex, _tape) = executor(
+            &[("a", &[], false), ("b", &[], false)],
+            RunConfig::default(),
+        );
+        let alive = Arc::new(());
+        ex.agents = Arc::new(Held(alive.clone()));
+        ex.begin();
+        ex.advance();
+        // Ours, the resolver's and one for each running attempt.
+        assert_eq!(Arc::strong_count(&alive), 4);
+        // Both polled once: they wait. Then `a` is stopped while waiting.
+        assert!(ex.inflight.next().now_or_never().is_none());
+        let (a, b) = (ex.ix("a"), ex.ix("b"));
+        ex.stop_attempt(a);
+        assert_eq!(Arc::strong_count(&alive), 3, "a's future is gone");
+        let stopped = ex.inflight.next().await.unwrap();
+        assert_eq!((stopped.0, stopped.1), (a, 1));
+        assert!(stopped.2.is_none());
+        assert!(ex.inflight.next().now_or_never().is_none(), "b still runs");
+        // Stopped before it is polled again, the same way.
+        ex.stop_attempt(b);
+        assert_eq!(Arc::strong_count(&alive), 2);
+        assert!(ex.inflight.next().await.unwrap().2.is_none());
+        assert!(ex.inflight.is_empty());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::super::signal::{SIGNAL_SCHEMA_VERSION, Signal, SignalKind, SignalSink, SinkError};
+use super::node::Ms;
 
 pub(super) struct Bus {
     pub seq: u64,
@@ -17,6 +18,9 @@ pub(super) struct Bus {
     /// The time of the step being processed: every signal of one step of
     /// the event loop carries the same `elapsed`, read once.
     pub clock: f64,
+    /// `clock` in a node's whole milliseconds, converted once per step
+    /// rather than at every moment a node records.
+    pub clock_ms: Ms,
     pub tx: broadcast::Sender<Arc<Signal>>,
     pub sinks: Vec<Box<dyn SignalSink>>,
 }
@@ -28,6 +32,7 @@ impl Bus {
             t0: Instant::now(),
             offset: 0.0,
             clock: 0.0,
+            clock_ms: Ms::at(0.0),
             tx,
             sinks: Vec::new(),
         }
@@ -36,7 +41,15 @@ impl Bus {
     /// Reads the clock; microsecond resolution keeps the stream readable
     /// and exact under the paused clock.
     pub fn tick(&mut self) -> f64 {
-        self.clock = self.offset + (self.t0.elapsed().as_micros() as f64) / 1e6;
+        // Whole microseconds in a u64 (as_micros' u128 would be converted
+        // to f64 in software, at every step); the same value below 2^53 µs.
+        let d = self.t0.elapsed();
+        let micros = d
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(d.subsec_micros()));
+        self.clock = self.offset + (micros as f64) / 1e6;
+        self.clock_ms = Ms::at(self.clock);
         self.clock
     }
 
@@ -127,5 +140,10 @@ mod tests {
         bus.t0 = Instant::now();
         tokio::time::advance(std::time::Duration::from_millis(250)).await;
         assert_eq!(bus.tick(), 10.25);
+        assert_eq!(
+            bus.clock_ms,
+            Ms::at(10.25),
+            "the step's time as nodes record it"
+        );
     }
 }

@@ -29,7 +29,6 @@ mod view;
 
 use std::sync::{Arc, OnceLock};
 
-use futures_util::future::AbortHandle;
 use futures_util::stream::FuturesUnordered;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 // Keys here are op ids, node indices and names the kernel made or the play
@@ -218,7 +217,6 @@ impl Run {
             gate: CapacityGate::default(),
             adm: Admission::default(),
             inflight: FuturesUnordered::new(),
-            aborts: HashMap::default(),
             routing: FuturesUnordered::new(),
             agent_tx,
             backlog: Arc::new(Backlog::default()),
@@ -325,8 +323,6 @@ struct Executor {
     gate: CapacityGate,
     adm: Admission,
     inflight: FuturesUnordered<Tagged>,
-    /// How to stop each running attempt alone.
-    aborts: HashMap<NodeIndex, AbortHandle>,
     routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).
@@ -369,6 +365,11 @@ impl Executor {
         self.bus.clock
     }
 
+    /// [`Self::now`] as a node records it.
+    fn now_ms(&self) -> Ms {
+        self.bus.clock_ms
+    }
+
     fn header(&self, ix: NodeIndex) -> NodeHeader {
         let n = &self.graph[ix];
         NodeHeader {
@@ -384,10 +385,11 @@ impl Executor {
     fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) -> (u64, f64) {
         let lane = lane_for(self.graph[ix].lane, &kind);
         let (seq, at) = self.bus.emit(kind);
+        let since = self.now_ms();
         let n = &mut self.graph[ix];
         if lane != n.lane {
             n.lane = lane;
-            n.lane_since = Ms::at(at);
+            n.lane_since = since;
         }
         (seq, at)
     }

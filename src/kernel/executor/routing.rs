@@ -143,9 +143,7 @@ impl Executor {
             return true;
         }
         if self.graph[ix].status == NodeStatus::Running {
-            if let Some(h) = self.aborts.remove(&ix) {
-                h.abort();
-            }
+            self.stop_attempt(ix);
             self.sched.running -= 1;
             self.gate.release(ix);
             let message = format!(

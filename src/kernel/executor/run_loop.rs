@@ -93,13 +93,29 @@ impl Executor {
     /// is ready now.
     async fn next_wake(&mut self, wait: bool) -> Option<Wake> {
         let failing = self.storage.is_some();
+        // Only taking what is ready: an empty channel is not polled (its
+        // recv would register a waker only to answer "not yet", at every
+        // wake-up of a burst). Waiting polls every one.
+        let control = self.control_open && (wait || !self.control_rx.is_empty());
+        let external = wait || !self.external_rx.is_empty();
+        let agent = wait || !self.agent_rx.is_empty();
+        if !(wait || control || external || agent)
+            && self.inflight.is_empty()
+            && self.routing.is_empty()
+        {
+            // Nothing could be ready: the end of every burst (for a chain,
+            // of every step) is found without the select.
+            return None;
+        }
         let wake = tokio::select! {
             biased;
-            cmd = self.control_rx.recv(), if self.control_open => Wake::Command(cmd),
-            () = tokio::time::sleep(STORAGE_RETRY), if failing && wait => Wake::Storage,
-            Some(ext) = self.external_rx.recv() => Wake::External(ext),
+            cmd = self.control_rx.recv(), if control => Wake::Command(cmd),
+            // The timer is made when first polled, not at every call (a
+            // branch's future is built even when the branch is off).
+            () = async { tokio::time::sleep(STORAGE_RETRY).await }, if failing && wait => Wake::Storage,
+            Some(ext) = self.external_rx.recv(), if external => Wake::External(ext),
             Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
-            Some(msg) = self.agent_rx.recv() => Wake::Agent(msg),
+            Some(msg) = self.agent_rx.recv(), if agent => Wake::Agent(msg),
             Some(batch) = self.routing.next(), if !self.routing.is_empty() => Wake::Routed(batch),
             () = std::future::ready(()), if !wait => return None,
         };
@@ -114,10 +130,8 @@ impl Executor {
             Wake::Command(None) => self.control_open = false,
             Wake::External(ext) => self.external(ext),
             Wake::Done((ix, attempt, Some(outcome))) => self.complete(ix, attempt, outcome),
-            // Aborted: the node was settled when it was stopped.
-            Wake::Done((ix, _, None)) => {
-                self.aborts.remove(&ix);
-            }
+            // Stopped: the node was settled when it was stopped.
+            Wake::Done((_, _, None)) => {}
             Wake::Agent(msg) => {
                 self.agent_event(msg);
                 // What else agents sent is taken in the same step: one

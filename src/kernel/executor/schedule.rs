@@ -21,7 +21,7 @@ use super::super::signal::{PauseReason, SignalKind, SkipReason};
 use super::super::snapshot::NodeStatus;
 use super::Executor;
 use super::capacity::Ask;
-use super::node::{Approval, Ms, edge_valid};
+use super::node::{Approval, edge_valid};
 
 /// Where operations wait to start, and the run-wide counters of it.
 #[derive(Debug, Default)]
@@ -130,7 +130,7 @@ impl Executor {
             }
         }
         preds.reverse();
-        let now = Ms::at(self.now());
+        let now = self.now_ms();
         {
             let n = &mut self.graph[ix];
             n.waiting = waiting;
@@ -330,7 +330,7 @@ impl Executor {
                 escalations.push(Arc::from(request::escalation_reason(esc)));
             }
         }
-        let now = Ms::at(self.now());
+        let now = self.now_ms();
         {
             let n = &mut self.graph[ix];
             n.result = Some(result.clone());
@@ -369,7 +369,7 @@ impl Executor {
     }
 
     pub(super) fn mark_failed(&mut self, ix: NodeIndex, f: AgentFailure) {
-        let now = Ms::at(self.now());
+        let now = self.now_ms();
         let error: Arc<str> = Arc::from(f.message);
         {
             let n = &mut self.graph[ix];
@@ -440,7 +440,7 @@ impl Executor {
         because: Option<Arc<str>>,
         propagate: bool,
     ) {
-        let now = Ms::at(self.now());
+        let now = self.now_ms();
         {
             let n = &mut self.graph[ix];
             n.status = NodeStatus::Skipped;

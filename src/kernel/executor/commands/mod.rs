@@ -479,7 +479,6 @@ impl Executor {
         self.cancelled = true;
         // Dropping the futures cancels the agents (and kills their processes).
         self.inflight = Default::default();
-        self.aborts.clear();
         self.drop_routing();
         self.sched.clear();
         self.gate.drain();
