@@ -487,13 +487,16 @@ fn another_users_run_is_permission_denied_not_missing() {
     let d = dir.path();
     let mut run = common::live_headless_run(d);
     let run_dir = d.join(".playdeck/runs/live");
+    let (_keep, anyones) = common::binary_for_anyone();
     for args in [
         vec!["ctl", run_dir.to_str().unwrap(), "status"],
         vec!["report", run_dir.to_str().unwrap()],
         vec!["resume", run_dir.to_str().unwrap(), "--headless"],
     ] {
-        let out = bin()
+        let out = Command::new(&anyones)
             .args(&args)
+            .env("HOME", "/")
+            .env("PLAYDECK_CONFIG_DIR", "/nonexistent")
             .current_dir("/")
             .uid(65534)
             .gid(65534)

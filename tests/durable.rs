@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 const SPEED: &str = "8";
 
 fn play() -> std::path::PathBuf {
@@ -885,6 +887,10 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
     let nogroup = rustix::process::Gid::from_raw(65534);
     rustix::fs::chown(&work, Some(nobody), Some(nogroup)).unwrap();
     let dir = work.join("run");
+    // Where another user can read and run them.
+    let (_keep, anyones) = common::binary_for_anyone();
+    let crash = work.join("crash.toml");
+    std::fs::copy(play(), &crash).unwrap();
     let as_nobody = |c: &mut Command| {
         c.uid(65534)
             .gid(65534)
@@ -892,10 +898,10 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
             .env("HOME", &work)
             .env("PLAYDECK_CONFIG_DIR", work.join("config"));
     };
-    let mut first = bin();
+    let mut first = Command::new(&anyones);
     first
         .arg("run")
-        .arg(play())
+        .arg(&crash)
         .args([
             "--headless",
             "--approve",
@@ -911,8 +917,13 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
     assert!(out.status.code().is_none(), "killed: {out:?}");
     // Its files stay writable; the directory does not.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
-    let mut again = resume_cmd(&dir);
-    again.arg("--play").arg(play());
+    let mut again = Command::new(&anyones);
+    again
+        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg(&dir)
+        .arg("--play")
+        .arg(&crash)
+        .env_remove("PLAYDECK_FAULT_KILL_AFTER");
     as_nobody(&mut again);
     let before = std::fs::read(dir.join("events.jsonl")).unwrap();
     let out = again.output().unwrap();

@@ -338,3 +338,16 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     }
     child
 }
+
+/// The playdeck binary copied where another user can run it (a test's
+/// checkout may sit in a directory only its owner can enter, as CI's
+/// does). Keep the directory as long as the path is used.
+pub fn binary_for_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("playdeck");
+    std::fs::copy(env!("CARGO_BIN_EXE_playdeck"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, bin)
+}
