@@ -277,9 +277,12 @@ impl Selection {
         }
     }
 
+    /// Whether the release takes `r`. A pinned instance is long-lived: a
+    /// lifetime never takes it, only its name does (the capacity record:
+    /// pinned agents are preserved, a release only detaches the loop).
     pub fn takes(&self, r: &InstanceRecord) -> bool {
         if self.explicit {
-            self.names.contains(&r.name) || self.lifetimes.contains(&r.lifetime)
+            self.names.contains(&r.name) || (self.lifetimes.contains(&r.lifetime) && !r.pinned)
         } else {
             self.lifetimes.contains(&r.lifetime)
                 && !r.pinned

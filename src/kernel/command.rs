@@ -102,8 +102,8 @@ pub enum Request {
 /// `current_loop` too once it has ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
 pub struct ReleaseSelect {
-    /// Release instances of this lifetime, pinned ones included;
-    /// repeatable.
+    /// Release instances of this lifetime (a pinned instance only by its
+    /// --name); repeatable.
     #[arg(long = "lifetime", value_name = "LIFETIME")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lifetime: Vec<Lifetime>,
