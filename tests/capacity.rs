@@ -1060,7 +1060,11 @@ async fn rule_rpc_32_release_keeps_pinned_instances_unless_named() {
     let named = r.release_select(&[], &["loop-r-pin-2".into()]).unwrap();
     assert_eq!(named.released, ["loop-r-pin-2"]);
     let by_lifetime = r.release_select(&[Lifetime::CurrentRound], &[]).unwrap();
-    assert!(by_lifetime.released.is_empty(), "{:?}", by_lifetime.released);
+    assert!(
+        by_lifetime.released.is_empty(),
+        "{:?}",
+        by_lifetime.released
+    );
     assert_eq!(active_names(&r), ["loop-r-pin-1"]);
     let named = r.release_select(&[Lifetime::CurrentRound], &["loop-r-pin-1".into()]);
     assert_eq!(named.unwrap().released, ["loop-r-pin-1"]);
@@ -1651,4 +1655,26 @@ async fn rule_rpc_52_offline_release_takes_a_starting_record_of_a_finished_run()
     let out = playdeck::capacity::offline::release(&run_dir, &[], &[]).unwrap();
     assert_eq!(out.released, ["loop-x-w-1"]);
     assert!(!ws.exists());
+}
+
+/// Issue 27: codex's config overrides that set the model or the thinking
+/// level are refused at load like `--model`, in every form, each at its
+/// position; other overrides pass.
+#[test]
+fn startup_args_setting_the_model_through_config_are_refused_at_load() {
+    let src = format!(
+        "[play]\nname = \"c\"\n[capacity]\nenabled = true\nmax_nodes = 2\n\
+         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 1\n\
+         startup_args = [\"-c\", \"model=o3\", \"--config=model=o3\", \"-cmodel_reasoning_effort=low\", \"--config\", \"model_reasoning_effort=high\", \"-c\", \"sandbox_workspace_write.network_access=true\"]\n{OPS}"
+    );
+    let e = errors(&src);
+    for m in [
+        "startup_args of coder sets the model (-c model=o3)",
+        "startup_args of coder sets the model (--config=model=o3)",
+        "startup_args of coder sets thinking (-cmodel_reasoning_effort=low)",
+        "startup_args of coder sets thinking (--config model_reasoning_effort=high)",
+    ] {
+        assert!(e.iter().any(|x| x == m), "missing {m:?} in {e:#?}");
+    }
+    assert_eq!(e.len(), 4, "the network override passes: {e:#?}");
 }

@@ -100,6 +100,23 @@ pub fn find_repo_root(dir: &std::path::Path) -> Option<PathBuf> {
 }
 
 /// Flags in `startup_args` that would set what `model` and `thinking` own.
+/// What `-c KEY=VALUE` (codex's config override) sets of the model or the
+/// thinking level, by its key.
+pub fn config_sets_model_or_thinking(kv: &str) -> Option<&'static str> {
+    match kv.split('=').next().unwrap_or(kv).trim() {
+        "model" => Some("the model"),
+        "model_reasoning_effort" => Some("thinking"),
+        _ => None,
+    }
+}
+
+/// The config override an argument carries on its own (`--config=K=V`,
+/// `-cK=V`), if any.
+pub fn inline_config(arg: &str) -> Option<&str> {
+    arg.strip_prefix("--config=")
+        .or_else(|| arg.strip_prefix("-c").filter(|rest| !rest.is_empty()))
+}
+
 pub fn sets_model_or_thinking(arg: &str) -> Option<&'static str> {
     let flag = arg.split('=').next().unwrap_or(arg);
     match flag {

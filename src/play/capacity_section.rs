@@ -344,15 +344,39 @@ fn read_profile(
         );
     }
     let mut startup_args = Vec::new();
-    for (arg, span) in t.strings(r, "startup_args").unwrap_or_default() {
-        if let Some(what) = sets_model_or_thinking(&arg) {
-            r.push(
-                Diagnostic::new(span, format!("startup_args of {name} sets {what} ({arg})"), "conflicts with the profile")
+    let args = t.strings(r, "startup_args").unwrap_or_default();
+    let mut i = 0;
+    while i < args.len() {
+        let (arg, span) = &args[i];
+        // The flag forms, and codex's config overrides in every form
+        // (`-c model=o3`, `--config=model=o3`, `-cmodel=o3`): all refused
+        // here, at their position, rather than dropped when argv is built.
+        let (what, shown, used) = match arg.as_str() {
+            "-c" | "--config" => match args.get(i + 1) {
+                Some((kv, _)) => (
+                    crate::capacity::config::config_sets_model_or_thinking(kv),
+                    format!("{arg} {kv}"),
+                    2,
+                ),
+                None => (None, arg.clone(), 1),
+            },
+            _ => match crate::capacity::config::inline_config(arg) {
+                Some(kv) => (
+                    crate::capacity::config::config_sets_model_or_thinking(kv),
+                    arg.clone(),
+                    1,
+                ),
+                None => (sets_model_or_thinking(arg), arg.clone(), 1),
+            },
+        };
+        match what {
+            Some(what) => r.push(
+                Diagnostic::new(span.clone(), format!("startup_args of {name} sets {what} ({shown})"), "conflicts with the profile")
                     .help("use the profile's `model` and `thinking` fields; startup_args may not set them"),
-            );
-        } else {
-            startup_args.push(arg);
+            ),
+            None => startup_args.extend(args[i..i + used].iter().map(|(a, _)| a.clone())),
         }
+        i += used;
     }
     let provider_profile = t.string(r, "provider_profile");
     if let Some((pp, span)) = &provider_profile
