@@ -55,3 +55,23 @@ impl Envelope {
         self.operation_results.get(id).map(|v| &**v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operation_in_two_outcome_lists_is_found() {
+        let id: OpId = uuid::Uuid::from_u128(7);
+        let mut env: Envelope = serde_json::from_value(serde_json::json!({
+            "outcome": "succeeded", "completed_operations": [], "failed_operations": [],
+            "skipped_operations": [], "operation_results": {}, "final_context": {},
+            "operation_names": {}
+        }))
+        .unwrap();
+        env.completed_operations.push(id);
+        assert_eq!(env.check_disjoint(), Ok(()));
+        env.skipped_operations.push(id);
+        assert_eq!(env.check_disjoint(), Err(id));
+    }
+}

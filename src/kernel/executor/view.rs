@@ -136,23 +136,38 @@ impl Executor {
             .graph
             .node_weights()
             .any(|n| matches!(n.status, NodeStatus::Failed | NodeStatus::Escalated));
-        let outcome = if self.cancelled {
+        let mut outcome = if self.cancelled {
             Outcome::Cancelled
         } else if any_failed {
             Outcome::Failed
         } else {
             Outcome::Succeeded
         };
-        self.finished = Some(outcome);
         self.gate.run_finished();
         // What the capacity seam reported as it wound down comes first.
         self.drain_external();
+        // ADR-0033: an operation is in exactly one outcome list. Checked in
+        // every build: a broken envelope is a failed run that says why, not
+        // a result a script would trust.
+        let mut env = self.envelope(outcome);
+        if let Err(id) = env.check_disjoint() {
+            let name = env.name_of(&id).unwrap_or("?").to_string();
+            let message = Arc::from(format!(
+                "internal error: operation {name} ({id}) is in two outcome lists of the run's result; the run is reported failed"
+            ));
+            tracing::error!("{message}");
+            self.bus.emit(SignalKind::Warning {
+                message,
+                op_id: Some(id),
+            });
+            outcome = Outcome::Failed;
+            env.outcome = outcome;
+        }
+        self.finished = Some(outcome);
         let counts = self.counts();
         let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
         self.finished_at = Some(at);
         self.commit();
-        let env = self.envelope(outcome);
-        debug_assert!(env.check_disjoint().is_ok());
         // Sinks are dropped (the headless printer sees its channel end) and
         // observers are told the run is over.
         self.bus.close();
