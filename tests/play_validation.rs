@@ -416,3 +416,16 @@ fn rule_a33_58_cycles_are_reported_with_every_other_problem() {
     );
     assert!(e[1].1.contains("duration_ms"), "{e:?}");
 }
+
+/// Issue 27: the summary counts the palette's roles, and says how many the
+/// operations use (it said `1 roles` for a palette of two).
+#[test]
+fn the_summary_counts_the_palettes_roles() {
+    let p = playdeck::play::Play::from_str(
+        "p.toml",
+        "[play]\nname = \"p\"\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n",
+    )
+    .unwrap();
+    let s = p.summary();
+    assert!(s.contains(", 2 roles (1 used by operations),"), "{s}");
+}

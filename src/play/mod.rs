@@ -296,14 +296,24 @@ impl Play {
     /// One line for `playdeck validate`.
     pub fn summary(&self) -> String {
         let approvals = self.operations.iter().filter(|o| o.approval).count();
-        let roles: std::collections::BTreeSet<&str> =
+        let used: std::collections::BTreeSet<&str> =
             self.operations.iter().map(|o| o.role.as_str()).collect();
+        // The palette's roles (what the run has), and how many of them the
+        // operations use; a legacy play has only the roles it uses.
+        let roles = if self.palette.legacy {
+            format!("{} roles", used.len())
+        } else {
+            format!(
+                "{} roles ({} used by operations)",
+                self.palette.palette.roles.len(),
+                used.len()
+            )
+        };
         format!(
-            "{}: ok — play \"{}\", {} operations, {} roles, {} approval gate{}, max_concurrent {}, max_spawn {}{}",
+            "{}: ok — play \"{}\", {} operations, {roles}, {} approval gate{}, max_concurrent {}, max_spawn {}{}",
             self.file,
             self.name,
             self.operations.len(),
-            roles.len(),
             approvals,
             if approvals == 1 { "" } else { "s" },
             self.max_concurrent,
