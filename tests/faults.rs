@@ -494,30 +494,7 @@ instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}
 "#,
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .args(["run", "--headless", "--run-dir", "run"])
-        .arg(&play)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut peak = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(p) = peak_kib(child.id()) {
-            peak = peak.max(p);
-        }
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the flood was never stopped"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, peak) = headless_watching_peak(&play, dir.path());
     assert_eq!(status.code(), Some(1));
     assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
     let result: serde_json::Value =
@@ -804,6 +781,35 @@ sim = { duration_ms = 10 }
     assert!(!cap.exists(), "not recreated");
 }
 
+/// `playdeck run --headless PLAY` in `dir` (run directory `run`), watched
+/// until it ends (a minute at most): how it ended and its peak RSS (KiB).
+fn headless_watching_peak(
+    play: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::process::ExitStatus, u64) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir", "run"])
+        .arg(play)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(p) = peak_kib(child.id()) {
+            peak = peak.max(p);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s, peak);
+        }
+        assert!(std::time::Instant::now() < deadline, "it never stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs one operation whose agent is `yes` printing `line` (its prompt, on
 /// argv), or `awk` running `line` as its program (the prompt on stdin),
 /// stopped after `secs` by max_runtime. Returns the event log's size,
@@ -827,27 +833,7 @@ fn flood_run(binary: &str, line: &str, secs: u32) -> (u64, u64, Vec<serde_json::
         ),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .args(["run", "--headless", "--run-dir", "run"])
-        .arg(&play)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut peak = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(p) = peak_kib(child.id()) {
-            peak = peak.max(p);
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "never stopped");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_, peak) = headless_watching_peak(&play, dir.path());
     let log = dir.path().join("run/events.jsonl");
     let size = std::fs::metadata(&log).unwrap().len();
     let events = std::fs::read_to_string(&log)

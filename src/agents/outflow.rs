@@ -218,6 +218,13 @@ mod tests {
         AgentEvents::for_test()
     }
 
+    fn sink(events: &AgentEvents) -> Sink<'_> {
+        Sink {
+            events,
+            name: "work",
+        }
+    }
+
     fn drain(rx: &mut UnboundedReceiver<AgentMsg>) -> Vec<AgentEvent> {
         let mut v = Vec::new();
         while let Ok(m) = rx.try_recv() {
@@ -236,10 +243,7 @@ mod tests {
     #[test]
     fn usage_goes_out_once_per_interval_with_the_newest_total() {
         let (events, mut rx) = events();
-        let inv = Sink {
-            events: &events,
-            name: "work",
-        };
+        let inv = sink(&events);
         let mut o = Outflow::default();
         let t0 = Instant::now();
         let mut ups: Vec<Update> = (1..=10).map(usage).collect();
@@ -265,10 +269,7 @@ mod tests {
     #[test]
     fn a_repeated_warning_is_one_row_with_a_count() {
         let (events, mut rx) = events();
-        let inv = Sink {
-            events: &events,
-            name: "work",
-        };
+        let inv = sink(&events);
         let mut o = Outflow::default();
         let t0 = Instant::now();
         let mut ups: Vec<Update> = (0..500)
@@ -290,10 +291,7 @@ mod tests {
     #[test]
     fn distinct_warnings_past_the_cap_are_a_flood() {
         let (events, mut rx) = events();
-        let inv = Sink {
-            events: &events,
-            name: "work",
-        };
+        let inv = sink(&events);
         let mut o = Outflow::default();
         let mut ups: Vec<Update> = (0..=MAX_ROWS + 1)
             .map(|i| Update::Warning(format!("warning {i}")))
@@ -306,10 +304,7 @@ mod tests {
     #[test]
     fn activity_changes_each_go_out_in_a_burst_and_a_loop_is_folded() {
         let (events, mut rx) = events();
-        let inv = Sink {
-            events: &events,
-            name: "work",
-        };
+        let inv = sink(&events);
         let mut o = Outflow::default();
         let t0 = Instant::now();
         let states = [
