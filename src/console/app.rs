@@ -285,11 +285,20 @@ impl App {
         self.vm.fold(s);
         // What another terminal did shows here, with who did it; the
         // console's own commands are answered in the status line already.
-        if let crate::kernel::SignalKind::OperatorAction { by, action, .. } = &s.kind
+        if let crate::kernel::SignalKind::OperatorAction { by, action, op_id } = &s.kind
             && **by != *self.me
             && self.replay.is_none()
         {
-            self.info(format!("{by}: {action}"));
+            // The command can arrive after the move it caused: a cursor
+            // that moved for it says so again, now with who did it.
+            let moved = self
+                .drift
+                .clone()
+                .filter(|d| op_id.and_then(|id| self.vm.ix(&id)) == Some(d.left));
+            match moved {
+                Some(d) => self.drifted(d.left, d.now_on),
+                None => self.info(format!("{by}: {action}")),
+            }
         }
     }
 
