@@ -55,9 +55,25 @@ impl Executor {
             deps.push((e, Edge::spawn()));
         }
         if self.adm.accepted >= self.cfg.max_spawn {
+            // An operator's add without --name has no name yet (spawn-N
+            // is given on admission): it is named by what it is.
+            let what = if op.reference_id.is_empty() {
+                let words: String = op.instruction.chars().take(40).collect();
+                let more = if op.instruction.chars().count() > 40 {
+                    "…"
+                } else {
+                    ""
+                };
+                match op.assignee.as_deref() {
+                    Some(role) => format!("a new {role} operation (\"{words}{more}\")"),
+                    None => format!("a new operation (\"{words}{more}\")"),
+                }
+            } else {
+                op.reference_id.to_string()
+            };
             let detail = format!(
-                "injected {} refused: {} of max_spawn {} already accepted",
-                op.reference_id, self.adm.accepted, self.cfg.max_spawn
+                "injected {what} refused: {} of max_spawn {} already accepted",
+                self.adm.accepted, self.cfg.max_spawn
             );
             self.drop_spawn(
                 emitter,
@@ -226,6 +242,19 @@ mod tests {
             CommandError::Dropped {
                 reason: "max_spawn_exceeded",
                 detail: "injected c refused: 1 of max_spawn 1 already accepted".into(),
+            }
+        );
+        // An operator's add has no name yet: it is named by what it is
+        // (issue 27: "injected  refused").
+        let mut unnamed = new("", Vec::new());
+        unnamed.op.assignee = Some("tester".into());
+        unnamed.op.instruction = "check the build".into();
+        assert_eq!(ex.inject(unnamed), None);
+        assert_eq!(
+            ex.last_drop(),
+            CommandError::Dropped {
+                reason: "max_spawn_exceeded",
+                detail: "injected a new tester operation (\"check the build\") refused: 1 of max_spawn 1 already accepted".into(),
             }
         );
     }
