@@ -13,6 +13,8 @@ use serde_json::Value;
 mod common;
 
 const SPEED: &str = "8";
+/// How every run and resume here is driven.
+const HEADLESS: [&str; 5] = ["--headless", "--approve", "all", "--speed", SPEED];
 
 fn play() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml")
@@ -28,14 +30,8 @@ fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
     let mut c = bin();
     c.arg("run")
         .arg(play())
-        .args([
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--run-dir",
-        ])
+        .args(HEADLESS)
+        .arg("--run-dir")
         .arg(dir);
     if let Some(n) = kill_after {
         c.env("PLAYDECK_FAULT_KILL_AFTER", n.to_string());
@@ -47,8 +43,7 @@ fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
 /// callers add what else they need.
 fn resume_cmd(dir: &Path) -> Command {
     let mut c = bin();
-    c.args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
-        .arg(dir);
+    c.arg("resume").args(HEADLESS).arg(dir);
     c
 }
 
@@ -378,14 +373,8 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
     let out = bin()
         .arg("run")
         .arg(&flaky)
-        .args([
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--run-dir",
-        ])
+        .args(HEADLESS)
+        .arg("--run-dir")
         .arg(&dir)
         .output()
         .unwrap();
@@ -902,14 +891,8 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
     first
         .arg("run")
         .arg(&crash)
-        .args([
-            "--headless",
-            "--approve",
-            "all",
-            "--speed",
-            SPEED,
-            "--run-dir",
-        ])
+        .args(HEADLESS)
+        .arg("--run-dir")
         .arg(&dir)
         .env("PLAYDECK_FAULT_KILL_AFTER", "30");
     as_nobody(&mut first);
@@ -919,7 +902,8 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
     let mut again = Command::new(&anyones);
     again
-        .args(["resume", "--headless", "--approve", "all", "--speed", SPEED])
+        .arg("resume")
+        .args(HEADLESS)
         .arg(&dir)
         .arg("--play")
         .arg(&crash)
