@@ -986,12 +986,13 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     assert_eq!(mode, 0o700);
 }
 
-/// Issue 28 (in part): a large answer is not copied into every file. The
-/// attempt's stdout log keeps the start of a line over a mebibyte, and the
-/// checkpoint holds an operation's result once (the node's, not again in
-/// its attempt). The event log and result.json still each hold it.
+/// Issue 28: a large answer is stored once. The attempt's stdout log keeps
+/// the start of a line over a mebibyte; the result itself goes to
+/// `results/<op id>.json`, and the event log, the checkpoint and
+/// `result.json` name it. Resume reads it back; a damaged one is refused
+/// with its path.
 #[test]
-fn a_large_result_line_is_not_kept_in_the_log_and_twice_in_the_checkpoint() {
+fn a_large_result_is_stored_once_and_read_back_by_resume() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("big.toml");
     std::fs::write(
@@ -1020,7 +1021,8 @@ sim = { duration_ms = 10 }
 "#,
     )
     .unwrap();
-    // Held at the gate, then killed: the checkpoint is the run's record.
+    // Held at the gate, then its stdin closes: the gate is denied and the
+    // run ends failed, its checkpoint final.
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
@@ -1048,12 +1050,78 @@ sim = { duration_ms = 10 }
         log.len()
     );
     assert!(log.contains("bytes, cut here"), "and says so");
-    let cp = std::fs::read_to_string(run.join("checkpoint.json")).unwrap();
-    assert_eq!(
-        cp.matches(blob).count(),
-        1,
-        "the result once in the checkpoint"
+    let stored: Vec<_> = std::fs::read_dir(run.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let text = std::fs::read_to_string(&stored[0]).unwrap();
+    assert_eq!(text.matches(blob).count(), 1);
+    let name = format!(
+        "results/{}",
+        stored[0].file_name().unwrap().to_str().unwrap()
     );
-    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
-    assert_eq!(events.matches(blob).count(), 1);
+    for f in ["checkpoint.json", "events.jsonl"] {
+        let t = std::fs::read_to_string(run.join(f)).unwrap();
+        assert_eq!(t.matches(blob).count(), 0, "{f} holds no copy");
+        assert!(t.contains(&name), "{f} names {name}");
+    }
+    // The whole run directory is about the answer's size, not three times it.
+    let total: u64 = walk_sizes(&run);
+    assert!(
+        total < 3 * (1 << 21) / 2,
+        "{total} bytes on disk for a 2 MiB answer"
+    );
+    // A damaged file is refused by name, and nothing is appended.
+    let good = std::fs::read(&stored[0]).unwrap();
+    std::fs::write(&stored[0], &good[..100]).unwrap();
+    let log_before = std::fs::read(run.join("events.jsonl")).unwrap();
+    let out = resume(dir.path());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&*stored[0].display().to_string()) || err.contains(&name),
+        "{err}"
+    );
+    assert!(err.contains("damaged"), "{err}");
+    assert_eq!(std::fs::read(run.join("events.jsonl")).unwrap(), log_before);
+    // Whole again, a retry of the gate finishes with the answer read back.
+    std::fs::write(&stored[0], &good).unwrap();
+    let out = resume(dir.path());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let result = std::fs::read_to_string(run.join("result.json")).unwrap();
+    assert!(result.contains(&name), "result.json names the file");
+    assert_eq!(result.matches(blob).count(), 0);
+}
+
+fn resume(cwd: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args([
+            "resume",
+            "run",
+            "--retry",
+            "after",
+            "--headless",
+            "--approve",
+            "all",
+        ])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn walk_sizes(p: &std::path::Path) -> u64 {
+    std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk_sizes(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
 }

@@ -140,9 +140,9 @@ impl Checkpoint {
 }
 
 /// A writer that counts what went through it.
-struct Counted<W> {
-    inner: W,
-    n: u64,
+pub(super) struct Counted<W> {
+    pub(super) inner: W,
+    pub(super) n: u64,
 }
 
 impl<W: Write> Write for Counted<W> {
@@ -260,6 +260,7 @@ fn writer(
     stats: Arc<WriterStats>,
     mut last_size: u64,
 ) {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut since = 0u64;
     let mut last_sync = Instant::now();
     let mut unsynced_settle = false;
@@ -306,6 +307,7 @@ fn writer(
             let s = held.pop_front().expect("a front");
             unsynced_settle |= settles(&s.kind);
             cp.apply(&s);
+            crate::store::results::keep_reference(&mut cp.state, &dir, &s);
             since += 1;
         }
         // Average line ~200 bytes: the log since the snapshot is about as

@@ -15,6 +15,7 @@ pub mod lock;
 
 pub use lock::RunLock;
 pub mod report;
+pub mod results;
 pub mod resume;
 pub mod writeback;
 
@@ -294,6 +295,7 @@ impl RunDir {
         let file = append_private(&self.events_path())?;
         let behind = writeback::Behind::at(file.metadata()?.len());
         Ok(EventLog {
+            dir: self.path.clone(),
             file,
             behind,
             buf: Vec::with_capacity(64 * 1024),
@@ -309,6 +311,22 @@ impl RunDir {
     /// the envelope's text in memory.
     /// Writes `result.json`; an error names the file.
     pub fn write_result(&self, env: &Envelope) -> io::Result<()> {
+        // Large results are named by reference (see `results`), as in the log.
+        let kept: Vec<_> = results::referenced_results(&self.path, env.operation_results.iter());
+        let changed = kept
+            .iter()
+            .zip(env.operation_results.values())
+            .any(|((_, a), b)| !Arc::ptr_eq(a, b));
+        let owned;
+        let env = if changed {
+            owned = Envelope {
+                operation_results: kept.into_iter().map(|(k, v)| (*k, v)).collect(),
+                ..env.clone()
+            };
+            &owned
+        } else {
+            env
+        };
         write_atomic_with(&self.path.join("result.json"), |w| {
             serde_json::to_writer_pretty(&mut *w, env).map_err(io::Error::other)?;
             w.write_all(b"\n")
@@ -323,6 +341,8 @@ impl RunDir {
 /// writes it, so no line is lost or doubled, and the kernel starts nothing
 /// new meanwhile.
 pub struct EventLog {
+    /// The run directory (large results go beside the log).
+    dir: PathBuf,
     file: File,
     /// Its writeback, started as it grows.
     behind: writeback::Behind,
@@ -348,7 +368,20 @@ impl EventLog {
 
 impl SignalSink for EventLog {
     fn write(&mut self, signal: &Arc<Signal>) {
-        serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises");
+        // A large result is written to its own file first, the line names it.
+        match results::spill(&self.dir, signal) {
+            Ok(Some(small)) => {
+                serde_json::to_writer(&mut self.buf, &small).expect("a signal serialises")
+            }
+            Ok(None) => {
+                serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises")
+            }
+            Err(e) => {
+                // Kept whole in the line instead: nothing is lost.
+                tracing::error!("{e}; the result stays in events.jsonl");
+                serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises")
+            }
+        }
         self.buf.push(b'\n');
         self.buf_seq = signal.seq;
         self.lines += 1;

@@ -14,6 +14,8 @@ use crate::kernel::{
 /// or the operation at fault and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ResumeError {
+    #[error(transparent)]
+    ResultFile(#[from] super::results::ResultFileError),
     #[error("{} holds no run: events.jsonl is missing", .dir.display())]
     NoRun { dir: PathBuf },
     #[error(
@@ -180,6 +182,7 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeErro
     for s in &tail {
         cp.apply(s);
     }
+    super::results::resolve(&mut cp.state, dir)?;
     match cp.state.run.finished {
         Some(Outcome::Cancelled) | None => Ok(cp),
         // It ended but died before writing its result: resuming finishes
