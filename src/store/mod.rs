@@ -369,19 +369,13 @@ impl EventLog {
 impl SignalSink for EventLog {
     fn write(&mut self, signal: &Arc<Signal>) {
         // A large result is written to its own file first, the line names it.
-        match results::spill(&self.dir, signal) {
-            Ok(Some(small)) => {
-                serde_json::to_writer(&mut self.buf, &small).expect("a signal serialises")
-            }
-            Ok(None) => {
-                serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises")
-            }
-            Err(e) => {
-                // Kept whole in the line instead: nothing is lost.
-                tracing::error!("{e}; the result stays in events.jsonl");
-                serde_json::to_writer(&mut self.buf, &**signal).expect("a signal serialises")
-            }
-        }
+        let small = results::spill(&self.dir, signal).unwrap_or_else(|e| {
+            // Kept whole in the line instead: nothing is lost.
+            tracing::error!("{e}; the result stays in events.jsonl");
+            None
+        });
+        let line: &Signal = small.as_ref().unwrap_or(signal);
+        serde_json::to_writer(&mut self.buf, line).expect("a signal serialises");
         self.buf.push(b'\n');
         self.buf_seq = signal.seq;
         self.lines += 1;
