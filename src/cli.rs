@@ -104,12 +104,46 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The console on a live run (started by `playdeck run`, or another
+    /// console's): several may watch one run; leaving detaches.
+    Attach {
+        /// A run directory, a run id under .playdeck/runs, `latest`, or
+        /// ssh://[user@]host[:port]/path/to/project#RUN.
+        run: String,
+        /// Watch only: every action is refused.
+        #[arg(long)]
+        read_only: bool,
+        /// Console theme.
+        #[arg(long)]
+        theme: Option<String>,
+    },
+    /// Every run under the directory, newest first.
+    #[command(visible_alias = "ls")]
+    Runs {
+        /// Where runs are (default .playdeck/runs), or
+        /// ssh://[user@]host[:port]/path/to/project.
+        #[arg(long)]
+        dir: Option<String>,
+        /// JSON lines, one run each.
+        #[arg(long)]
+        json: bool,
+        /// Print the list again every second, until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Carries an attached console's stream between this machine's run
+    /// socket and stdin/stdout (what `attach ssh://…` runs remotely).
+    #[command(hide = true)]
+    Bridge {
+        /// A run directory, a run id, or `latest`.
+        run: String,
+    },
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.
         run: String,
         #[command(subcommand)]
-        action: playdeck::kernel::Request,
+        action: CtlAction,
         /// JSON answers (and errors).
         #[arg(long, global = true)]
         json: bool,
@@ -152,6 +186,23 @@ pub struct ScreenshotArgs {
     pub out: PathBuf,
 }
 
+/// What `ctl` asks: a command for the run, or its events.
+#[derive(Debug, Subcommand)]
+pub enum CtlAction {
+    #[command(flatten)]
+    Do(playdeck::kernel::Request),
+    /// The run's events, as NDJSON lines of its event log: from --from,
+    /// and with --follow each new one until the run ends.
+    Events {
+        /// Wait for new events until the run ends.
+        #[arg(long)]
+        follow: bool,
+        /// The first sequence number wanted (default: the first).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+}
+
 #[derive(Debug, clap::Args, Default)]
 pub struct RunArgs {
     /// The play file; the built-in demo when omitted.
@@ -177,6 +228,10 @@ pub struct RunArgs {
     /// Console theme (default, light, high-contrast, mono, or a user theme).
     #[arg(long)]
     pub theme: Option<String>,
+    /// Host the run for consoles (what the console starts): no terminal,
+    /// stdin and stdout unused, messages in <run-dir>/host.log.
+    #[arg(long, hide = true)]
+    pub host: bool,
     /// Set by `resume`: the stopped run to take up.
     #[arg(skip)]
     pub resume: Option<PathBuf>,
@@ -206,6 +261,9 @@ pub struct ResumeArgs {
     /// Console theme.
     #[arg(long)]
     pub theme: Option<String>,
+    /// Host the run for consoles (see `run --host`).
+    #[arg(long, hide = true)]
+    pub host: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]

@@ -32,6 +32,10 @@ pub struct HeadlessOptions {
     /// and when stdin closes nobody is left to, so they are denied.
     pub asks_operator: bool,
     pub format: Format,
+    /// A run host for consoles (`run --host`): nothing on stdout, stderr
+    /// goes to `<run>/host.log` once the run directory is there, and
+    /// approvals wait for an operator on the socket.
+    pub host: bool,
 }
 
 impl Default for HeadlessOptions {
@@ -40,6 +44,7 @@ impl Default for HeadlessOptions {
             session: SessionOptions::default(),
             asks_operator: true,
             format: Format::Json,
+            host: false,
         }
     }
 }
@@ -82,6 +87,9 @@ pub async fn run(
     )
     .await
     .map_err(crate::session::RunError::Open)?;
+    if opts.host {
+        host_log(&session.run_dir.path)?;
+    }
     if let Some(e) = &session.control_error {
         let _ = writeln!(err, "playdeck: warning: {e}");
     }
@@ -90,6 +98,7 @@ pub async fn run(
     let run_dir = session.run_dir.clone();
 
     let format = opts.format;
+    let host = opts.host;
     // Writing to stdout may block on a slow reader: a thread of its own keeps
     // that away from the runtime (and, unlike spawn_blocking, does not hold
     // a paused test clock still).
@@ -108,7 +117,7 @@ pub async fn run(
                 let _ = tx.send(e);
             }
         };
-        let mut open = true;
+        let mut open = !host;
         while let Some(batch) = rx.blocking_recv() {
             for sig in batch {
                 // Storage trouble is said on stderr too, whatever the format.
@@ -231,7 +240,7 @@ pub async fn run(
         );
     }
     // Nobody read the run to its end: not a success, whatever it did.
-    if !stdout_open {
+    if !stdout_open && !host {
         code = 1;
     }
     // A run whose log could not be written to its end is not a success,
@@ -244,6 +253,11 @@ pub async fn run(
         );
     }
     match opts.format {
+        // A host's summary goes to its log.
+        _ if host => {
+            let summary = summary(&play, &run_dir, &envelope, &handle).await;
+            write!(err, "{}", printable_lines(&summary))?;
+        }
         Format::Json => {
             // Serialised straight to stdout, not through a JSON tree of the
             // whole envelope.
@@ -269,6 +283,8 @@ pub async fn run(
         }
     }
     err.flush()?;
+    // Everything is said; a host stays while its consoles are attached.
+    session.linger(opts.host).await;
     Ok(Finished {
         envelope,
         run_dir,
@@ -638,4 +654,25 @@ impl<'a> ResultLine<'a> {
             envelope,
         }
     }
+}
+
+/// A run host's stderr from here on: `<run>/host.log` (0600, appended), so
+/// what it says after its console has gone is kept. Errors before this
+/// point (a play or directory refused) reach the console that started it.
+fn host_log(dir: &std::path::Path) -> Result<(), crate::session::RunError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join("host.log");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| {
+            crate::session::RunError::Open(std::io::Error::new(
+                e.kind(),
+                format!("cannot write {}: {e}", path.display()),
+            ))
+        })?;
+    rustix::stdio::dup2_stderr(&f).map_err(|e| crate::session::RunError::Open(e.into()))?;
+    Ok(())
 }

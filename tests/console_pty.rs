@@ -232,8 +232,12 @@ fn an_operator_session_in_a_terminal() {
     screen.wait_for("the release", |s| s.contains("released 1, retained 1"));
 
     press(b"q");
-    screen.wait_for("the quit question", |s| s.contains("Quit playdeck?"));
-    press(b"y");
+    let q = screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    assert!(
+        q.contains("detach (the run goes on)") && q.contains("cancel the run: stops 1 running"),
+        "{q}"
+    );
+    press(b"c");
     // Cancelled: exit 1.
     assert_eq!(console.wait_exit(), 1);
     std::thread::sleep(Duration::from_millis(200));
@@ -295,8 +299,8 @@ fn real_agents_in_the_console() {
     // Apart, or ESC q reads as alt-q.
     screen.wait_for("the inspector to close", |s| !s.contains("compiling"));
     console.press(b"q");
-    screen.wait_for("the quit question", |s| s.contains("Quit playdeck?"));
-    console.press(b"y");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
     assert_eq!(console.wait_exit(), 1);
     let deadline = Instant::now() + Duration::from_secs(5);
     while processes_with(&marker) > 0 {
@@ -437,33 +441,66 @@ fn a_terminal_too_small_takes_only_quit() {
     assert!(c.contains("● running"), "p did nothing while hidden: {c}");
     console.resize(60, 20);
     screen.wait_for("the notice", |s| s.contains("too small for playdeck"));
+    // Too small to ask: q detaches at once, and the run goes on.
     console.press(b"q");
-    assert_eq!(console.wait_exit(), 1, "the run was cancelled");
-    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert_eq!(console.wait_exit(), 0, "detached");
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: detached"));
     assert!(
-        after.contains("cancelled (quit from the console)"),
+        after.contains("goes on — attach: playdeck attach "),
         "{after}"
     );
+    assert!(ctl(dir.path(), &["status"]).contains("running"));
+    ctl(dir.path(), &["cancel"]);
 }
 
-/// SIGTERM and SIGHUP end the run without a question and leave the exit
-/// line, naming the signal.
+/// `playdeck ARGS` in `dir`, which must succeed; its stdout.
+fn ctl(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .arg("ctl")
+        .arg("latest")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 21: SIGTERM or SIGHUP to the console (a closed pane, a dropped
+/// ssh session) detaches it: the terminal is restored, the exit line says
+/// the run goes on, and it does, to its end.
 #[test]
-fn sigterm_cancels_and_says_how_to_resume() {
+fn sigterm_to_the_console_detaches_and_the_run_finishes() {
     stopped_by("TERM");
 }
 
 #[test]
-fn sighup_cancels_and_says_how_to_resume() {
+fn sighup_to_the_console_detaches_and_the_run_finishes() {
     stopped_by("HUP");
 }
 
-/// The console sent SIG`name` while a run goes: it cancels the run,
-/// restores the terminal and its exit line names the signal.
+const SHORT: &str = r#"
+[play]
+name = "short"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "one"
+role = "implementer"
+instruction = "one"
+sim = { duration_ms = 1500 }
+[[operations]]
+id = "two"
+role = "implementer"
+instruction = "two"
+depends_on = ["one"]
+sim = { duration_ms = 1500 }
+"#;
+
 fn stopped_by(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
-    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    std::fs::write(dir.path().join("short.toml"), SHORT).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "short.toml"]);
     let screen = Screen {
         parser: console.screen.parser.clone(),
     };
@@ -474,15 +511,31 @@ fn stopped_by(name: &str) {
         .status()
         .unwrap();
     assert!(killed.success());
-    assert_eq!(console.wait_exit(), 1);
-    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert_eq!(console.wait_exit(), 0);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: detached"));
     assert!(
-        after.contains(&format!(
-            "cancelled (stopped by SIG{name}); resume it: playdeck resume "
-        )),
+        after.contains(&format!("detached (SIG{name} to the console); run ")),
         "{after}"
     );
     assert!(!screen.parser.lock().unwrap().screen().alternate_screen());
+    let result = wait_for_result(dir.path());
+    assert_eq!(result["outcome"], "succeeded", "{result:#}");
+}
+
+/// The result of the one run under `dir`, once it is written.
+fn wait_for_result(dir: &std::path::Path) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = std::fs::read_dir(dir.join(".playdeck/runs"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("result.json")).ok());
+        if let Some(text) = found {
+            return serde_json::from_str(&text).unwrap();
+        }
+        assert!(Instant::now() < deadline, "the run did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `playdeck replay` of a run that is still going follows it: events
@@ -660,4 +713,131 @@ fn a_concurrent_ctl_approval_never_makes_a_approve_another_gate() {
     screen.wait_for("the end", |s| s.contains("finished: succeeded"));
     console.press(b"q");
     assert_eq!(console.wait_exit(), 0);
+}
+
+/// `playdeck ARGS` in `dir`; its output.
+fn playdeck(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Issue 21: the run outlives its console. Quitting detaches by default;
+/// `playdeck runs` lists the run as needing approval; two consoles attach
+/// at once, an approval in one shows in the other with who took it; a
+/// read-only console refuses to act; the run ends with every console.
+#[test]
+fn detach_list_attach_twice_and_approve_from_the_second_console() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gates.toml"),
+        include_str!("../examples/plays/gates.toml"),
+    )
+    .unwrap();
+    let mut first = Console::open(dir.path(), &["run", "gates.toml"]);
+    let screen = Screen {
+        parser: first.screen.parser.clone(),
+    };
+    screen.wait_for("three gates", |s| s.contains("approval 3"));
+    first.press(b"q");
+    screen.wait_for("the detach question", |s| {
+        s.contains("Detach from the run?")
+    });
+    first.press(b"\r");
+    assert_eq!(first.wait_exit(), 0);
+    let line = screen.wait_for("the exit line", |s| s.contains("playdeck: detached"));
+    assert!(
+        line.contains("goes on — attach: playdeck attach "),
+        "{line}"
+    );
+
+    let listed = playdeck(dir.path(), &["runs"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        text.contains("gates") && text.contains("needs approval ×3"),
+        "{text}"
+    );
+    let json = playdeck(dir.path(), &["ls", "--json"]);
+    let row: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&json.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(row["live"], true, "{row:#}");
+    assert_eq!(row["awaiting_approval"].as_array().unwrap().len(), 3);
+
+    let watcher = Console::open(dir.path(), &["attach", "latest"]);
+    let watching = Screen {
+        parser: watcher.screen.parser.clone(),
+    };
+    let mut actor = Console::open(dir.path(), &["attach", "latest"]);
+    let acting = Screen {
+        parser: actor.screen.parser.clone(),
+    };
+    watching.wait_for("the gates in the watcher", |s| s.contains("approval 3"));
+    acting.wait_for("the gates in the second console", |s| {
+        s.contains("approval 3")
+    });
+    // To the approval lane; its first gate.
+    actor.press(b"ll");
+    acting.wait_for("gate-a named in the footer", |s| {
+        s.contains("gate-a: a approve")
+    });
+    actor.press(b"a");
+    acting.wait_for("its own answer", |s| s.contains("approved gate-a"));
+    let seen = watching.wait_for("the approval in the watcher, with who", |s| {
+        s.contains("approval 2") && s.contains(": approve gate-a")
+    });
+    assert!(seen.contains("console ("), "who approved: {seen}");
+
+    let mut read_only = Console::open(dir.path(), &["attach", "latest", "--read-only"]);
+    let ro = Screen {
+        parser: read_only.screen.parser.clone(),
+    };
+    ro.wait_for("the gates read-only", |s| s.contains("approval 2"));
+    read_only.press(b"ll");
+    read_only.press(b"a");
+    ro.wait_for("the refusal", |s| s.contains("read-only console"));
+    read_only.press(b"q");
+    assert_eq!(
+        read_only.wait_exit(),
+        0,
+        "a read-only console leaves at once"
+    );
+
+    // The rest from a script; both consoles see the end.
+    assert!(
+        playdeck(dir.path(), &["ctl", "latest", "approve", "gate-b"])
+            .status
+            .success()
+    );
+    assert!(
+        playdeck(dir.path(), &["ctl", "latest", "approve", "gate-c"])
+            .status
+            .success()
+    );
+    watching.wait_for("the end in the watcher", |s| {
+        s.contains("finished: succeeded")
+    });
+    acting.wait_for("the end in the second console", |s| {
+        s.contains("finished: succeeded")
+    });
+    actor.press(b"q");
+    assert_eq!(actor.wait_exit(), 0);
+    let after = acting.wait_for("the exit line", |s| s.contains("playdeck: run "));
+    assert!(after.contains("succeeded (5 operations)"), "{after}");
+    let mut watcher = watcher;
+    watcher.press(b"q");
+    assert_eq!(watcher.wait_exit(), 0);
+    let result = wait_for_result(dir.path());
+    assert_eq!(result["outcome"], "succeeded");
+    let listed = playdeck(dir.path(), &["runs"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("finished: succeeded"),
+        "{listed:?}"
+    );
 }

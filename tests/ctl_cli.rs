@@ -492,6 +492,9 @@ fn another_users_run_is_permission_denied_not_missing() {
         vec!["ctl", run_dir.to_str().unwrap(), "status"],
         vec!["report", run_dir.to_str().unwrap()],
         vec!["resume", run_dir.to_str().unwrap(), "--headless"],
+        vec!["ctl", run_dir.to_str().unwrap(), "events", "--follow"],
+        vec!["attach", run_dir.to_str().unwrap()],
+        vec!["bridge", run_dir.to_str().unwrap()],
     ] {
         let out = Command::new(&anyones)
             .args(&args)

@@ -79,6 +79,42 @@ impl Tails {
     }
 }
 
+/// An attempt's tail read back from its log files (a console attached to a
+/// run another process hosts has no tails in memory): the last lines of
+/// stdout, then of stderr. The files do not say how the two interleaved.
+pub fn from_logs(logs: &std::path::Path, name: &str, attempt: u32) -> Option<Tail> {
+    let stdout = logs.join(format!("{name}.{attempt}.stdout.log"));
+    let stderr = logs.join(format!("{name}.{attempt}.stderr.log"));
+    let last = |path: &std::path::Path| -> Option<Vec<String>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(path).ok()?;
+        let len = f.metadata().ok()?.len();
+        let from = len.saturating_sub(64 * 1024);
+        f.seek(SeekFrom::Start(from)).ok()?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        let mut lines: Vec<&str> = text.lines().collect();
+        if from > 0 && !lines.is_empty() {
+            lines.remove(0);
+        }
+        let skip = lines.len().saturating_sub(TAIL_LINES);
+        Some(lines[skip..].iter().map(|l| l.to_string()).collect())
+    };
+    let out = last(&stdout)?;
+    let err = last(&stderr).unwrap_or_default();
+    let t = Tails::default();
+    let op = OpId::nil();
+    t.start(op, attempt, Vec::new(), Some(stdout));
+    for l in &out {
+        t.push(op, false, l);
+    }
+    for l in &err {
+        t.push(op, true, l);
+    }
+    t.get(&op)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

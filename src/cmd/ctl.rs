@@ -85,7 +85,7 @@ fn to_json(reply: &Reply) -> String {
     match reply {
         Reply::Done(a) => pretty(a),
         Reply::Status(s) => pretty(s),
-        Reply::Release(r) => pretty(r),
+        Reply::Release(r) | Reply::Preview(r) => pretty(r),
         Reply::Ensure(e) => pretty(e),
         Reply::Capacity(c) => pretty(c),
     }
@@ -96,6 +96,7 @@ fn text(reply: &Reply, req: &Request) -> String {
         Reply::Done(a) => format!("ok: {}\n", req.done_message(a)),
         Reply::Status(s) => status_text(s),
         Reply::Release(r) => release_text(r),
+        Reply::Preview(r) => format!("dry run (nothing released):\n{}", release_text(r)),
         Reply::Ensure(e) => ensure_text(e),
         Reply::Capacity(c) => capacity_text(c),
     }

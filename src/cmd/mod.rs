@@ -24,6 +24,7 @@ macro_rules! sayln {
     ($($t:tt)*) => { $crate::cmd::out(format_args!("{}\n", format_args!($($t)*))) };
 }
 
+mod attach;
 mod ctl;
 mod inspect;
 mod recorded;
@@ -129,7 +130,17 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             recorded::report(&run, format, out.as_deref())
         }
         Some(Command::Replay { run, speed, theme }) => recorded::replay(&run, speed, theme),
-        Some(Command::Ctl { run, action, json }) => ctl::ctl(&run, action, json),
+        Some(Command::Ctl { run, action, json }) => match action {
+            crate::cli::CtlAction::Do(req) => ctl::ctl(&run, req, json),
+            crate::cli::CtlAction::Events { follow, from } => attach::events(&run, follow, from),
+        },
+        Some(Command::Attach {
+            run,
+            read_only,
+            theme,
+        }) => attach::attach(&run, read_only, theme),
+        Some(Command::Runs { dir, json, watch }) => attach::runs(dir, json, watch),
+        Some(Command::Bridge { run }) => attach::bridge(&run),
         Some(Command::Capacity { action }) => ctl::capacity(action),
         #[cfg(feature = "screenshot")]
         Some(Command::Screenshot(args)) => screenshot::screenshot(args),

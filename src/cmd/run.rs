@@ -14,14 +14,20 @@ use playdeck::play::Play;
 use playdeck::session::{RunError, SessionOptions};
 
 pub fn run(args: RunArgs) -> Outcome {
-    if args.headless {
+    if args.host {
+        super::attach::host_session();
+    }
+    if args.headless || args.host {
         log_to_stderr();
     }
     let play = load(args.play.as_deref())?;
-    if args.headless {
+    if args.headless || args.host {
         headless_run(play, &args)
-    } else {
+    } else if args.play.is_none() {
+        // The built-in demo lives and ends with its console.
         console(&play, &args)
+    } else {
+        super::attach::hosted(&args)
     }
 }
 
@@ -50,23 +56,30 @@ fn session_options(args: &RunArgs) -> SessionOptions {
 fn headless_run(play: Play, args: &RunArgs) -> Outcome {
     let opts = HeadlessOptions {
         session: session_options(args),
-        asks_operator: args.approve.is_none(),
+        asks_operator: args.approve.is_none() && !args.host,
         format: match args.format {
             FormatArg::Json => Format::Json,
             FormatArg::Human => Format::Human,
         },
+        host: args.host,
     };
     // stdin is read on its own thread: a blocking read must never keep the
-    // runtime from shutting down when the run ends.
+    // runtime from shutting down when the run ends. A host reads none (its
+    // operators are on the socket); its channel stays open to the end.
     let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        while let Some(line) = headless::read_control_line(&mut stdin) {
-            if tx.send(line).is_err() {
-                break;
+    let _host_input = if args.host {
+        Some(tx)
+    } else {
+        std::thread::spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            while let Some(line) = headless::read_control_line(&mut stdin) {
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        });
+        None
+    };
     let done = block_on(true, async {
         headless::run(
             play,
@@ -100,7 +113,7 @@ fn console(play: &Play, args: &RunArgs) -> Outcome {
     Ok(exit.code)
 }
 
-fn run_error(e: RunError) -> CmdError {
+pub(super) fn run_error(e: RunError) -> CmdError {
     match e {
         RunError::Open(e) => CmdError::Input(e.to_string()),
         RunError::Io(e) => CmdError::Failed(e.to_string()),
@@ -130,12 +143,13 @@ pub fn resume(
         theme: a.theme,
         resume: (!new_run).then_some(dir),
         retry,
+        host: a.host,
     })
 }
 
 /// Logs to a daily file under `.playdeck/logs/` through a non-blocking
 /// writer; the guard must live until the end of the process.
-fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+pub(super) fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
     let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
     let (writer, guard) = tracing_appender::non_blocking(appender);

@@ -67,7 +67,10 @@ impl App {
                     Step if !r.paused => {
                         Err("step works while paused: press p first, then s for each step".into())
                     }
-                    Release if !self.vm.facts.capacity || self.hooks.release_preview.is_none() => {
+                    Release
+                        if !self.vm.facts.capacity
+                            || (self.hooks.release_preview.is_none() && !self.hooks.attached) =>
+                    {
                         Err("this run has no [capacity] to release".into())
                     }
                     AddWork if !r.reactive => Err(
@@ -198,6 +201,14 @@ impl App {
     }
 
     fn not_replay(&self, a: Action) -> Result<(), Unavailable> {
+        if self.hooks.read_only {
+            return Err(format!(
+                "read-only console (attached with --read-only): it watches, it cannot {}; `playdeck attach {}` can",
+                info(a).label,
+                self.resume_name()
+            )
+            .into());
+        }
         let Some(bar) = &self.replay else {
             return Ok(());
         };
@@ -360,6 +371,10 @@ impl App {
                 if let Some(preview) = &self.hooks.release_preview {
                     let preview = preview();
                     self.overlays.push(Overlay::ConfirmRelease { preview });
+                } else if self.hooks.attached {
+                    // The run answers what a release would do; the
+                    // confirmation opens with its answer.
+                    return vec![Effect::PreviewRelease];
                 }
                 Vec::new()
             }
@@ -505,6 +520,7 @@ impl App {
                 Vec::new()
             }
             Action::Quit => self.quit(),
+            Action::CancelRun => self.cancel_run(),
             Action::PlayPause => replay(ReplayCmd::PlayPause),
             Action::Faster => replay(ReplayCmd::Faster),
             Action::Slower => replay(ReplayCmd::Slower),
@@ -682,6 +698,14 @@ impl App {
     }
 
     fn quit(&mut self) -> Vec<Effect> {
+        // An attached console leaves the run going: nothing to ask when
+        // it cannot act, the run has ended, or the terminal is too small.
+        if self.hooks.attached
+            && (self.hooks.read_only || self.too_small || self.vm.run.finished.is_some())
+        {
+            self.should_exit = true;
+            return Vec::new();
+        }
         // Too small to ask: quitting is the one thing that works, at once.
         if self.too_small
             || self.replay.is_some()
@@ -702,8 +726,27 @@ impl App {
         Vec::new()
     }
 
+    /// `c` in an attached console's quit question: cancel the run, then
+    /// leave once it has ended.
+    fn cancel_run(&mut self) -> Vec<Effect> {
+        if !(self.hooks.attached && matches!(self.overlays.last(), Some(Overlay::ConfirmQuit))) {
+            return Vec::new();
+        }
+        self.overlays.clear();
+        self.quitting = true;
+        self.quit_cancelled = true;
+        self.info("cancelling the run…");
+        vec![Effect::Control(Request::Cancel)]
+    }
+
     fn confirm(&mut self) -> Vec<Effect> {
         match self.overlays.pop() {
+            // Detach: the default answer of an attached console.
+            Some(Overlay::ConfirmQuit) if self.hooks.attached => {
+                self.overlays.clear();
+                self.should_exit = true;
+                Vec::new()
+            }
             Some(Overlay::ConfirmQuit) => {
                 self.overlays.clear();
                 self.quitting = true;

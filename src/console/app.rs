@@ -96,7 +96,12 @@ pub enum Effect {
     Replay(ReplayCmd),
     /// Write the run report into the run directory.
     Report,
-    Bell,
+    /// Something needs the operator (a gate waits, an operation escalated,
+    /// the run ended): the bell and a desktop notification (OSC 9 / 777).
+    Notify(String),
+    /// An attached console's release confirmation: the run says what a
+    /// release would do, then the console asks.
+    PreviewRelease,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +131,11 @@ pub struct Hooks {
     /// How a person names this run to `playdeck resume`: its id when it is
     /// under `.playdeck/runs`, else its directory.
     pub resume_name: Option<String>,
+    /// The console is attached to a run another process hosts: quitting
+    /// detaches (the run goes on) unless the operator cancels it.
+    pub attached: bool,
+    /// Attached with `--read-only`: it watches, it never acts.
+    pub read_only: bool,
 }
 
 /// Where panes were drawn last, for mouse hits and page sizes.
@@ -165,6 +175,9 @@ pub struct App {
     pub status: Option<Status>,
     pub bell: bool,
     seen_approvals: usize,
+    seen_escalations: usize,
+    /// The run's end was told (or was already there when the console opened).
+    seen_finish: bool,
     seen_warnings: usize,
     /// The moment shown (seconds since the run started).
     pub clock: f64,
@@ -235,6 +248,8 @@ impl App {
             clock: 0.0,
             hooks,
             quitting: false,
+            seen_escalations: 0,
+            seen_finish: false,
             quit_cancelled: false,
             should_exit: false,
             retry_offer: None,
@@ -317,10 +332,35 @@ impl App {
             self.seen_warnings = self.vm.warnings.len();
         }
         let waiting = self.vm.approvals_waiting();
-        if waiting > self.seen_approvals && self.bell {
-            effects.push(Effect::Bell);
+        let escalated = self.vm.count(crate::kernel::Lane::Escalated);
+        if self.bell && self.replay.is_none() {
+            if waiting > self.seen_approvals {
+                effects.push(Effect::Notify(format!(
+                    "{} waiting for approval in run {}",
+                    plural(waiting, "operation"),
+                    self.vm.run.run_id
+                )));
+            }
+            if escalated > self.seen_escalations {
+                effects.push(Effect::Notify(format!(
+                    "{} escalated in run {}",
+                    plural(escalated, "operation"),
+                    self.vm.run.run_id
+                )));
+            }
+            if let Some(o) = self.vm.run.finished
+                && !self.seen_finish
+            {
+                effects.push(Effect::Notify(format!(
+                    "run {} {}",
+                    self.vm.run.run_id,
+                    o.as_str()
+                )));
+            }
         }
         self.seen_approvals = waiting;
+        self.seen_escalations = escalated;
+        self.seen_finish = self.vm.run.finished.is_some();
         if self.vm.run.finished.is_some() && self.quitting {
             self.should_exit = true;
         }
@@ -670,5 +710,13 @@ impl App {
 
     pub fn col_of_lane(l: Lane) -> usize {
         lane_index(l)
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }

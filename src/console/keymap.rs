@@ -77,6 +77,7 @@ pub enum Action {
     // A question.
     Yes,
     No,
+    CancelRun,
     // Typing (a filter, a jump, a reason, a form).
     Submit,
     Cancel,
@@ -255,7 +256,7 @@ actions! {
     Top "top" "top" Lists ["home", "g"] false "to the top";
     Bottom "bottom" "bottom" Lists ["end", "G"] false "to the bottom";
     Help "help" "help" Global ["?"] true "help: the keys of what is on screen";
-    Quit "quit" "quit" Global ["q", "ctrl-c"] true "quit (a run still going asks first: quitting cancels it)";
+    Quit "quit" "quit" Global ["q", "ctrl-c"] true "quit (a run still going asks: detach, or cancel it)";
     PlayPause "replay_play" "play/pause" Replay ["space"] true "play / pause";
     EventBack "replay_event_back" "event back" Replay ["left"] true "one event back";
     EventForward "replay_event_forward" "event" Replay ["right"] true "one event forward";
@@ -274,6 +275,7 @@ actions! {
     GoTo "go_to" "go to" Detail ["enter"] true "go to the operation it names";
     Yes "yes" "yes" Confirm ["y", "enter"] true "yes";
     No "no" "no" Confirm ["n", "esc"] true "no";
+    CancelRun "cancel_run" "cancel the run" Confirm ["c"] false "when leaving an attached console: cancel the run instead of detaching";
     Submit "submit" "submit" Text ["enter"] true "done: apply what was typed";
     Cancel "cancel" "cancel" Text ["esc"] true "cancel";
     NextField "next_field" "next field" Text ["tab"] true "next field";

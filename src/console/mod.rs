@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod app;
+pub mod attach;
 pub mod config;
 pub mod keymap;
 pub mod model;

@@ -20,6 +20,7 @@ use super::model::{PlayFacts, ProfileView};
 use super::replay::{LogTail, Player};
 use super::terminal;
 use super::text::group;
+use crate::control::link::{Arrived, Link};
 use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
 use crate::play::{Placement, Play};
 use crate::session::{RunError, Session, SessionOptions};
@@ -90,6 +91,8 @@ pub fn hooks(session: &Session) -> Hooks {
         tails: Some(session.tails.clone()),
         run_dir: Some(session.run_dir.path.clone()),
         resume_name: Some(resume_name(&session.run_dir)),
+        attached: false,
+        read_only: false,
     }
 }
 
@@ -101,6 +104,18 @@ pub fn resume_name(dir: &crate::store::RunDir) -> String {
     } else {
         dir.path.display().to_string()
     }
+}
+
+/// [`resume_name`] from a directory alone.
+pub fn name_of(dir: &std::path::Path) -> String {
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    resume_name(&crate::store::RunDir {
+        path: dir.to_path_buf(),
+        run_id: id,
+    })
 }
 
 pub use crate::session::StopSignal;
@@ -186,6 +201,7 @@ pub async fn run(
     let ended = looped?;
     let envelope = envelope.map_err(io::Error::other)?;
     session.run_dir.write_result(&envelope)?;
+    session.linger(false).await;
     Ok(Exit {
         code: crate::headless::exit_code(envelope.outcome),
         line: exit_line(&app, envelope.outcome, ended),
@@ -261,6 +277,16 @@ pub enum Source<'a> {
         /// A live run's log, followed.
         tail: Option<LogTail>,
     },
+    /// A run another process hosts, through its control socket (or an
+    /// ssh bridge to it).
+    Attached { link: &'a mut Link },
+}
+
+/// What comes back to the loop from a command carried out in a task.
+pub enum Msg {
+    Status(String, Level),
+    /// The run's answer to a release preview: the confirmation opens.
+    Preview(crate::capacity::ReleaseResult),
 }
 
 impl Source<'_> {
@@ -269,13 +295,14 @@ impl Source<'_> {
         match self {
             Source::Live { sub, .. } => sub.next().await,
             Source::Replay { .. } => std::future::pending().await,
+            Source::Attached { link } => arrived(link.events.recv().await),
         }
     }
 
     /// A replay needs the clock while it plays or follows.
     fn ticks(&self) -> bool {
         match self {
-            Source::Live { .. } => false,
+            Source::Live { .. } | Source::Attached { .. } => false,
             Source::Replay { player, tail } => player.playing || tail.is_some(),
         }
     }
@@ -283,8 +310,21 @@ impl Source<'_> {
     fn session(&self) -> Option<&Session> {
         match self {
             Source::Live { session, .. } => *session,
-            Source::Replay { .. } => None,
+            Source::Replay { .. } | Source::Attached { .. } => None,
         }
+    }
+
+    /// Whether the console shows a run as it happens (not a recording).
+    fn live(&self) -> bool {
+        !matches!(self, Source::Replay { .. })
+    }
+}
+
+/// A stream's arrival as the loop folds it.
+fn arrived(a: Option<Arrived>) -> Observed {
+    match a {
+        Some(Arrived::Signal(s)) => Observed::Signal(Arc::new(*s)),
+        Some(Arrived::Closed(_)) | None => Observed::Closed,
     }
 }
 
@@ -305,12 +345,12 @@ where
     D: FnMut(&mut App) -> io::Result<()>,
 {
     let started = Instant::now();
-    let live = matches!(source, Source::Live { .. });
+    let live = source.live();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut frame_tick = tokio::time::interval(FRAME);
     let mut last_tick = Instant::now();
     let mut last_poll = Instant::now();
-    let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<(String, Level)>();
+    let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut signals_open = live;
@@ -354,6 +394,10 @@ where
                 None => return Ok(Ended::InputClosed),
             },
             Some(sig) = stop.recv() => {
+                // An attached console leaves; the run goes on.
+                if app.hooks.attached {
+                    return Ok(Ended::Stopped(sig));
+                }
                 // SIGTERM / SIGHUP: no questions, end the run and leave.
                 app.quitting = true;
                 if let Some(s) = source.session() {
@@ -362,8 +406,14 @@ where
                 return Ok(Ended::Stopped(sig));
             }
             obs = source.observe(), if signals_open => {
-                if let Source::Live { sub, session } = source {
-                    signals_open = fold_batch(app, obs, sub, *session).await;
+                match source {
+                    Source::Live { sub, session } => {
+                        signals_open = fold_batch(app, obs, sub, *session).await;
+                    }
+                    Source::Attached { link } => {
+                        signals_open = fold_attached(app, obs, link);
+                    }
+                    Source::Replay { .. } => {}
                 }
                 let effects = app.after_fold();
                 carry_out(app, effects, source, &msg_tx);
@@ -385,8 +435,11 @@ where
                 last_tick = now;
                 dirty = true;
             }
-            Some((text, level)) = msg_rx.recv() => {
-                app.set_status(text, level);
+            Some(msg) = msg_rx.recv() => {
+                match msg {
+                    Msg::Status(text, level) => app.set_status(text, level),
+                    Msg::Preview(preview) => app.overlays.push(super::overlay::Overlay::ConfirmRelease { preview }),
+                }
                 dirty = true;
             }
             _ = tick.tick() => {
@@ -401,6 +454,35 @@ where
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
         }
     }
+}
+
+/// [`fold_batch`] for an attached console: what the stream brought, up to
+/// the same budget; false once it has closed.
+fn fold_attached(app: &mut App, first: Observed, link: &mut Link) -> bool {
+    let started = std::time::Instant::now();
+    let mut next = Some(first);
+    let mut n = 0;
+    while let Some(obs) = next.take() {
+        match obs {
+            Observed::Signal(s) => app.fold(&s),
+            Observed::Lagged { .. } => {}
+            Observed::Closed => {
+                if app.vm.run.finished.is_none() {
+                    app.set_status(
+                        "the connection to the run closed before its end (its host ended or was killed); `playdeck runs` says where it stands",
+                        Level::Error,
+                    );
+                }
+                return false;
+            }
+        }
+        n += 1;
+        if n >= FOLD_BATCH || started.elapsed() >= FOLD_BUDGET {
+            break;
+        }
+        next = link.events.try_recv().ok().map(|a| arrived(Some(a)));
+    }
+    true
 }
 
 /// Folds what arrived, up to a budget; false once the stream has closed.
@@ -489,13 +571,32 @@ pub fn carry_out(
     app: &mut App,
     effects: Vec<Effect>,
     source: &mut Source<'_>,
-    msgs: &mpsc::UnboundedSender<(String, Level)>,
+    msgs: &mpsc::UnboundedSender<Msg>,
 ) {
     for e in effects {
         match e {
-            Effect::Bell => {
-                if source.session().is_some() {
-                    terminal::bell();
+            Effect::Notify(text) => {
+                if source.live() && source_has_terminal(source) {
+                    terminal::notify(&text);
+                }
+            }
+            Effect::PreviewRelease => {
+                if let Source::Attached { link } = source {
+                    let r = link.requester.clone();
+                    let tx = msgs.clone();
+                    tokio::spawn(async move {
+                        let req = Request::Release(crate::kernel::command::ReleaseSelect {
+                            dry_run: true,
+                            ..Default::default()
+                        });
+                        let _ = tx.send(match r.send(req).await {
+                            Ok(crate::control::Reply::Preview(p)) => Msg::Preview(p),
+                            Ok(other) => {
+                                Msg::Status(format!("unexpected answer: {other:?}"), Level::Error)
+                            }
+                            Err(f) => Msg::Status(f.message, Level::Error),
+                        });
+                    });
                 }
             }
             Effect::Replay(cmd) => {
@@ -505,6 +606,17 @@ pub fn carry_out(
             }
             Effect::Report => write_report(app),
             Effect::Control(req) => {
+                if let Source::Attached { link } = source {
+                    let r = link.requester.clone();
+                    let tx = msgs.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(match r.send(req.clone()).await {
+                            Ok(reply) => Msg::Status(reply.one_line(&req), Level::Info),
+                            Err(f) => Msg::Status(f.message, Level::Error),
+                        });
+                    });
+                    continue;
+                }
                 let Some(session) = source.session() else {
                     continue;
                 };
@@ -512,10 +624,20 @@ pub fn carry_out(
                 let capacity = session.reconciler.clone();
                 let tx = msgs.clone();
                 tokio::spawn(async move {
-                    let _ = tx.send(command(&h, capacity.as_deref(), req).await);
+                    let (text, level) = command(&h, capacity.as_deref(), req).await;
+                    let _ = tx.send(Msg::Status(text, level));
                 });
             }
         }
+    }
+}
+
+/// Benchmarks drive a live source without a terminal (no session): they
+/// get no bell.
+fn source_has_terminal(source: &Source<'_>) -> bool {
+    match source {
+        Source::Live { session, .. } => session.is_some(),
+        _ => true,
     }
 }
 

@@ -195,7 +195,7 @@ impl Scene {
                     self.app.set_status(text, level);
                 }
                 Effect::Report => super::run::write_report(&mut self.app),
-                Effect::Bell | Effect::Replay(_) => {}
+                Effect::Notify(_) | Effect::PreviewRelease | Effect::Replay(_) => {}
             }
         }
         settle().await;

@@ -51,3 +51,19 @@ pub fn bell() {
     let _ = out.write_all(b"\x07");
     let _ = out.flush();
 }
+
+/// The bell and a desktop notification: OSC 9 (iTerm2, kitty, WezTerm,
+/// foot) and OSC 777 (rxvt, VTE terminals); a terminal that knows neither
+/// ignores them. The text is made printable first: it may name agents' work.
+pub fn notify(text: &str) {
+    let text: String = crate::printable::printable(text)
+        .chars()
+        .filter(|c| *c != ';' && !c.is_control())
+        .collect();
+    let mut out = io::stdout();
+    let _ = write!(
+        out,
+        "\x07\x1b]9;{text}\x07\x1b]777;notify;playdeck;{text}\x07"
+    );
+    let _ = out.flush();
+}

@@ -14,13 +14,22 @@ use crate::kernel::{ErrorCode, Request};
 pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
+    send_within(run_dir, req, ANSWER_TIMEOUT)
+}
+
+/// [`send`], waiting at most `timeout` for the answer.
+pub fn send_within(
+    run_dir: &Path,
+    req: &Request,
+    timeout: std::time::Duration,
+) -> Result<Reply, Failure> {
     let path = socket_path(run_dir);
     let io = |e: std::io::Error| {
         let m = match e.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
                 "no answer from {} within {}s (waiting for the answer to `{}`); the run may be stuck — `playdeck report {}` reads it without the socket",
                 path.display(),
-                ANSWER_TIMEOUT.as_secs(),
+                timeout.as_secs(),
                 req.name(),
                 run_dir.display()
             ),
@@ -28,31 +37,35 @@ pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
         };
         Failure::new(ErrorCode::Io, m)
     };
-    let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            return Failure::new(
-                ErrorCode::Io,
-                format!(
-                    "permission denied: {} belongs to another user (a run is driven only by the user who runs it)",
-                    path.display()
-                ),
-            );
-        }
-        Failure::new(
-            ErrorCode::NotLive,
-            format!(
-                "the run in {} is not live (no control socket: {e})",
-                run_dir.display()
-            ),
-        )
-    })?;
-    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(&path).map_err(|e| connect_failure(run_dir, &e))?;
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
     let line = serde_json::to_string(req).expect("a request serialises");
     writeln!(stream, "{line}").map_err(io)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).map_err(io)?;
     decode(&answer)
+}
+
+/// Why a run's socket could not be reached, as the operator reads it.
+pub(super) fn connect_failure(run_dir: &Path, e: &std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        return Failure::new(
+            ErrorCode::Io,
+            format!(
+                "permission denied: {} belongs to another user (a run is driven only by the user who runs it)",
+                socket_path(run_dir).display()
+            ),
+        );
+    }
+    Failure::new(
+        ErrorCode::NotLive,
+        format!(
+            "the run in {} is not live (no control socket: {e})",
+            run_dir.display()
+        ),
+    )
 }
 
 /// `{"ok":true,"reply":…,"result":…}` or `{"ok":false,"error":{…}}`.

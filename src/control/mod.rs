@@ -5,9 +5,12 @@
 //! and status requests are answered here.
 
 mod client;
+pub mod link;
+pub mod listing;
 mod peer;
 mod runs;
 mod server;
+mod stream;
 
 use std::sync::Arc;
 
@@ -23,6 +26,7 @@ use crate::kernel::{
 pub use client::send;
 pub use runs::resolve_run;
 pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_path};
+pub use stream::{bridge, seq_of};
 
 /// What a command answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +37,8 @@ pub enum Reply {
     /// Boxed: the run at a glance is much larger than the other answers.
     Status(Box<RunStatus>),
     Release(ReleaseResult),
+    /// What a release would do (`release --dry-run`); nothing was done.
+    Preview(ReleaseResult),
     Ensure(EnsureResult),
     Capacity(StatusResult),
 }
@@ -64,6 +70,10 @@ impl Reply {
                 }
                 s
             }
+            Reply::Preview(r) => format!(
+                "a release now would release {} and retain {}",
+                r.released_count, r.retained_count
+            ),
             Reply::Ensure(e) => {
                 let mut s = format!("ensured: {} instance(s)", e.agents.len());
                 for r in &e.rejected {
@@ -167,6 +177,9 @@ pub async fn apply(
         Request::Status => status(h, capacity)
             .await
             .map(|s| Reply::Status(Box::new(s))),
+        Request::Release(sel) if sel.dry_run => Ok(Reply::Preview(
+            need_capacity()?.release_preview_of(&sel.lifetime, &sel.name),
+        )),
         Request::Release(sel) => {
             let released = need_capacity()?
                 .release_request(sel.lifetime, sel.name)

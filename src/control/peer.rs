@@ -53,6 +53,12 @@ pub fn actor_of(pid: i32, uid: u32) -> String {
             let prog = prog.rsplit('/').next().unwrap_or(&prog).to_string();
             let sub = args.next().map(|a| a.to_string());
             Some(match sub {
+                // A console (started by `run`, `resume` or `attach`) is
+                // named as one; a bridge is a console on another machine.
+                Some(sub) if prog == "playdeck" && matches!(&*sub, "run" | "resume" | "attach") => {
+                    "console".to_string()
+                }
+                Some(sub) if prog == "playdeck" && sub == "bridge" => "ssh bridge".to_string(),
                 Some(sub) if prog == "playdeck" && !sub.starts_with('-') => sub,
                 _ => prog,
             })

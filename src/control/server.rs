@@ -20,6 +20,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
 use super::client::encode;
+use super::stream::{Consoles, MAX_WATCHERS, StreamCtx, Subscribe};
 use super::{Failure, apply};
 use crate::capacity::Reconciler;
 use crate::kernel::{ErrorCode, Request, RunHandle};
@@ -47,6 +48,10 @@ pub fn socket_path(run_dir: &Path) -> PathBuf {
 pub struct ControlServer {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    /// Tells watchers the log has its last line.
+    over: tokio::sync::watch::Sender<bool>,
+    watchers: Arc<Semaphore>,
+    consoles: Arc<Consoles>,
 }
 
 impl Drop for ControlServer {
@@ -79,16 +84,70 @@ impl ControlServer {
                 .display()
                 .to_string(),
         );
-        let task = tokio::spawn(serve(listener, handle, capacity, tag));
-        Ok(ControlServer { path, task })
+        let (over, over_rx) = tokio::sync::watch::channel(false);
+        let watchers = Arc::new(Semaphore::new(MAX_WATCHERS));
+        let consoles = Arc::new(Consoles::default());
+        let ctx = StreamCtx {
+            events: run_dir.join("events.jsonl"),
+            over: over_rx,
+            handle: handle.clone(),
+            capacity: capacity.clone(),
+            consoles: consoles.clone(),
+        };
+        let task = tokio::spawn(serve(
+            listener,
+            handle,
+            capacity,
+            tag,
+            ctx,
+            watchers.clone(),
+        ));
+        Ok(ControlServer {
+            path,
+            task,
+            over,
+            watchers,
+            consoles,
+        })
+    }
+
+    /// The run has written its last line (and its result): watchers get
+    /// the rest of the log and their streams end. A console still attached
+    /// keeps the run's socket answering until it leaves, as a tmux server
+    /// stays while a client is attached (at most [`LINGER`]); other
+    /// watchers get a moment to take the last lines.
+    pub async fn finish(&self, wait_for_consoles: bool) {
+        let _ = self.over.send(true);
+        let consoles = async {
+            if !wait_for_consoles {
+                return;
+            }
+            while self.consoles.count() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        if tokio::time::timeout(LINGER, consoles).await.is_err() {
+            tracing::warn!("consoles still attached after {LINGER:?}: the run's host ends");
+        }
+        let drained = async {
+            while self.watchers.available_permits() < MAX_WATCHERS {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
     }
 }
+
+/// How long a finished run's host waits for its consoles to leave.
+pub const LINGER: Duration = Duration::from_secs(3600);
 
 async fn serve(
     listener: UnixListener,
     handle: RunHandle,
     capacity: Option<Arc<Reconciler>>,
     tag: Arc<str>,
+    ctx: StreamCtx,
+    watchers: Arc<Semaphore>,
 ) {
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let readers = Arc::new(Readers::default());
@@ -110,11 +169,13 @@ async fn serve(
                     }
                 };
                 let (id, evicted) = readers.add();
-                let (handle, capacity, tag, readers) = (
+                let (handle, capacity, tag, readers, ctx, watchers) = (
                     handle.clone(),
                     capacity.clone(),
                     tag.clone(),
                     readers.clone(),
+                    ctx.clone(),
+                    watchers.clone(),
                 );
                 tokio::spawn(async move {
                     let read = Reading {
@@ -122,8 +183,12 @@ async fn serve(
                         evicted,
                         readers: &readers,
                     };
-                    connection(stream, &handle, capacity.as_deref(), &tag, read).await;
-                    drop(place);
+                    let streams = Streams {
+                        ctx,
+                        watchers,
+                        place,
+                    };
+                    connection(stream, &handle, capacity.as_deref(), &tag, read, streams).await;
                 });
             }
             Err(e) => {
@@ -179,12 +244,22 @@ struct Reading<'a> {
     readers: &'a Readers,
 }
 
+/// What a connection that turns into a stream needs.
+struct Streams {
+    ctx: StreamCtx,
+    watchers: Arc<Semaphore>,
+    /// The connection's place among request connections, given back when
+    /// it becomes a watcher.
+    place: tokio::sync::OwnedSemaphorePermit,
+}
+
 async fn connection(
     stream: UnixStream,
     handle: &RunHandle,
     capacity: Option<&Reconciler>,
     tag: &str,
     read_slot: Reading<'_>,
+    streams: Streams,
 ) {
     // Who asks, before what: the peer's pid is the kernel's word (it
     // cannot be forged by the client).
@@ -218,6 +293,36 @@ async fn connection(
         _ = evicted => return,
     };
     readers.done(id);
+    // A stream (`events`, `attach`) instead of one request.
+    if let Ok(Ok(_)) = read
+        && let Ok(sub) = serde_json::from_slice::<Subscribe>(&line)
+    {
+        let Streams {
+            ctx,
+            watchers,
+            place,
+        } = streams;
+        drop(place);
+        let Ok(_watching) = watchers.try_acquire_owned() else {
+            let f = Failure::new(
+                ErrorCode::TooManyWatchers,
+                format!(
+                    "the run serves {MAX_WATCHERS} watchers at once, and has them; try again when one leaves"
+                ),
+            );
+            let _ =
+                tokio::time::timeout(WRITE_TIMEOUT, write.write_all(encode(&Err(f)).as_bytes()))
+                    .await;
+            return;
+        };
+        let by = match &agent {
+            Some((pid, _)) => Arc::from(format!("agent (pid {pid})")),
+            None => Arc::from(by),
+        };
+        super::stream::serve(sub, ctx, reader.into_inner(), write, by, agent).await;
+        return;
+    }
+    drop(streams);
     let answer = match read {
         Err(_) => Err(Failure::new(
             ErrorCode::BadRequest,

@@ -118,6 +118,10 @@ pub struct ReleaseSelect {
     #[arg(long = "idle-only")]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idle_only: bool,
+    /// Say what the release would do now, without doing it.
+    #[arg(long = "dry-run")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// `coder=2` or `coder` (one): a profile and how many instances it needs.
@@ -396,6 +400,10 @@ pub enum ErrorCode {
     UnknownInstance,
     /// The request came from one of the run's own agent processes.
     PeerIsAgent,
+    /// A read-only console (`attach --read-only`) asked for a change.
+    ReadOnly,
+    /// The run has as many watchers as it serves.
+    TooManyWatchers,
     /// A code this build does not know (a newer peer).
     #[serde(other)]
     Other,

@@ -319,6 +319,17 @@ impl Session {
     }
 }
 
+impl Session {
+    /// After the run's result is written: watchers get the log's last
+    /// lines, and (a run host) attached consoles are waited for (see
+    /// [`ControlServer::finish`]).
+    pub async fn linger(&self, wait_for_consoles: bool) {
+        if let Some(c) = &self.control {
+            c.finish(wait_for_consoles).await;
+        }
+    }
+}
+
 /// What a run of a play is made of besides its graph.
 struct Parts {
     agents: Arc<crate::agents::AgentRegistry>,

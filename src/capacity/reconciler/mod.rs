@@ -705,8 +705,14 @@ impl Reconciler {
     /// What the operator's default release would do now, without doing it
     /// (the confirmation). Worktrees are checked for work when it runs.
     pub fn release_preview(&self) -> ReleaseResult {
+        self.release_preview_of(&[], &[])
+    }
+
+    /// What a release of these lifetimes and names would do now
+    /// (`release --dry-run`; an attached console's confirmation).
+    pub fn release_preview_of(&self, lifetimes: &[Lifetime], names: &[String]) -> ReleaseResult {
         let st = self.lock();
-        let sel = Selection::new(&[], &[], &Self::due_now(&st));
+        let sel = Selection::new(lifetimes, names, &Self::due_now(&st));
         let mut recs = st.recs.clone();
         let plan = plan_release(&recs, &sel, |i, r| {
             if st.rt[i].leaving {

@@ -56,6 +56,9 @@ fn dialog(f: &mut Frame, area: Rect, app: &App, title: &str, lines: Vec<Line>) {
 }
 
 pub fn confirm_quit(f: &mut Frame, area: Rect, app: &App) {
+    if app.hooks.attached {
+        return confirm_detach(f, area, app);
+    }
     let ctrl_c = app.keymap.label_in(Mode::Confirm, Action::Quit);
     let mut lines = vec![
         Line::from("The run is still going. Quitting cancels it:"),
@@ -71,6 +74,39 @@ pub fn confirm_quit(f: &mut Frame, area: Rect, app: &App) {
         )));
     }
     dialog(f, area, app, "Quit playdeck?", lines);
+}
+
+/// An attached console's quit: detach (the default) or cancel the run,
+/// saying what a cancel ends.
+fn confirm_detach(f: &mut Frame, area: Rect, app: &App) {
+    let t = app.theme();
+    let vm = &app.vm;
+    let running = vm.count(crate::kernel::Lane::Running);
+    let left = vm.counts.total().saturating_sub(
+        vm.counts.succeeded + vm.counts.failed + vm.counts.escalated + vm.counts.skipped,
+    );
+    let key = |a: Action| Span::styled(app.keymap.label_in(Mode::Confirm, a), bold(t));
+    let lines = vec![
+        Line::from("The run is still going. Leave the console and let it go on?"),
+        Line::from(format!(
+            "`playdeck attach {}` comes back to it; `playdeck runs` lists it.",
+            app.resume_name()
+        )),
+        Line::from(""),
+        Line::from(vec![
+            key(Action::Yes),
+            Span::raw(" detach (the run goes on)"),
+        ]),
+        Line::from(vec![
+            key(Action::CancelRun),
+            Span::raw(format!(
+                " cancel the run: stops {running} running operations and their agents, skips {} waiting",
+                left.saturating_sub(running)
+            )),
+        ]),
+        Line::from(vec![key(Action::No), Span::raw(" keep watching")]),
+    ];
+    dialog(f, area, app, "Detach from the run?", lines);
 }
 
 pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseResult) {

@@ -204,7 +204,17 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         section(&mut lines, text.lines(), all, &more, "lines");
     }
 
-    if let Some(tail) = app.hooks.tails.as_ref().and_then(|t| t.get(&n.op.op_id)) {
+    let tail = match &app.hooks.tails {
+        Some(t) => t.get(&n.op.op_id),
+        // Attached to a run on this machine: its logs say it.
+        None if app.hooks.attached && n.attempt > 0 => app
+            .hooks
+            .run_dir
+            .as_ref()
+            .and_then(|d| crate::agents::tails::from_logs(&d.join("logs"), n.name(), n.attempt)),
+        None => None,
+    };
+    if let Some(tail) = tail {
         lines.push(Line::from(""));
         lines.push(Line::from(vec![
             Span::styled("output", bold(t)),

@@ -1,0 +1,409 @@
+//! `playdeck run` through a run host, `playdeck attach`, `playdeck runs`,
+//! `playdeck bridge` and `playdeck ctl RUN events`: a run is a process
+//! consoles come and go from, as tmux's server is.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::{CmdError, Outcome, block_on, need_terminal, stop_requests};
+use crate::cli::{ApproveArg, RunArgs};
+use playdeck::console::attach::AttachOptions;
+use playdeck::control::link::Link;
+use playdeck::control::{self, Failure};
+
+/// `playdeck run PLAY` with a console: starts the run host (this binary,
+/// `--host`, in a session of its own, so a closed terminal does not reach
+/// it), waits for its socket, and attaches.
+pub fn hosted(args: &RunArgs) -> Outcome {
+    need_terminal("the console", "use --headless for scripts and pipes")?;
+    let _log = super::run::start_logging();
+    let play = args.play.as_ref().expect("a hosted run has a play file");
+    let dir = match (&args.resume, &args.run_dir) {
+        (Some(r), _) => r.clone(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => Path::new(playdeck::store::RUNS_DIR).join(playdeck::store::new_run_id()),
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| CmdError::Failed(format!("cannot find this program to host the run: {e}")))?;
+    let mut cmd = Command::new(exe);
+    match &args.resume {
+        Some(r) => {
+            cmd.arg("resume").arg(r).arg("--play").arg(play);
+            for op in &args.retry {
+                cmd.arg("--retry").arg(op);
+            }
+        }
+        None => {
+            cmd.arg("run").arg(play).arg("--run-dir").arg(&dir);
+        }
+    }
+    cmd.arg("--host");
+    if let Some(s) = args.speed {
+        cmd.arg("--speed").arg(s.to_string());
+    }
+    if args.paused {
+        cmd.arg("--paused");
+    }
+    match args.approve {
+        Some(ApproveArg::All) => {
+            cmd.args(["--approve", "all"]);
+        }
+        Some(ApproveArg::None) => {
+            cmd.args(["--approve", "none"]);
+        }
+        None => {}
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // The host leaves this terminal's session as it starts (`host_session`).
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| CmdError::Failed(format!("cannot start the run host: {e}")))?;
+    let mut said = child.stderr.take().expect("piped");
+    let said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut said, &mut s);
+        s
+    });
+    // Its socket answers, or it ends (a refused play, a live run).
+    let socket = control::socket_path(&dir);
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| CmdError::Failed(e.to_string()))?
+        {
+            let text = said.join().unwrap_or_default();
+            let _ = write!(std::io::stderr(), "{text}");
+            return Ok(status.code().unwrap_or(1));
+        }
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Reaped whenever it ends while this console lives; after, init does.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    attach_local(
+        &dir,
+        &playdeck::console::run::name_of(&dir),
+        false,
+        args.theme.clone(),
+    )
+}
+
+/// `playdeck attach RUN`.
+pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
+    let terminal = || {
+        need_terminal(
+            "attach",
+            "use `playdeck ctl RUN events --follow` for scripts",
+        )
+    };
+    if let Some(addr) = run.strip_prefix("ssh://") {
+        terminal()?;
+        let _log = super::run::start_logging();
+        return attach_remote(addr, run, read_only, theme);
+    }
+    // Whose run it is, before whether there is a terminal to show it on.
+    let dir =
+        control::resolve_run(run).map_err(|f| CmdError::Input(format!("attach: {}", f.message)))?;
+    terminal()?;
+    let _log = super::run::start_logging();
+    attach_local(&dir, run, read_only, theme)
+}
+
+fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
+    let opts = AttachOptions {
+        theme,
+        read_only,
+        name: name.to_string(),
+        local_dir: Some(dir.to_path_buf()),
+    };
+    let dir = dir.to_path_buf();
+    let exit = block_on(true, async move {
+        let link = Link::local(&dir, 0, read_only)
+            .await
+            .map_err(|f| not_live(f, &dir))?;
+        playdeck::console::attach::run(link, opts, stop_requests())
+            .await
+            .map_err(super::run::run_error)
+    })??;
+    let _ = writeln!(std::io::stderr(), "{}", exit.line);
+    Ok(exit.code)
+}
+
+fn not_live(f: Failure, dir: &Path) -> CmdError {
+    if f.code == playdeck::kernel::ErrorCode::NotLive {
+        CmdError::Refused(Failure::new(
+            f.code,
+            format!(
+                "{}; a finished or stopped run can be replayed: playdeck replay {}",
+                f.message,
+                dir.display()
+            ),
+        ))
+    } else {
+        CmdError::Refused(f)
+    }
+}
+
+/// An ssh address: `[user@]host[:port]/path#RUN` (the `#RUN` part only
+/// for `attach`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remote {
+    pub host: String,
+    pub port: Option<u16>,
+    pub path: String,
+    pub run: Option<String>,
+}
+
+pub fn parse_remote(addr: &str) -> Result<Remote, CmdError> {
+    let bad = |why: &str| {
+        CmdError::Input(format!(
+            "ssh://{addr}: {why}; write ssh://[user@]host[:port]/path/to/project#RUN"
+        ))
+    };
+    let (rest, run) = match addr.split_once('#') {
+        Some((r, run)) if !run.is_empty() => (r, Some(run.to_string())),
+        Some(_) => return Err(bad("the run after # is empty")),
+        None => (addr, None),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "."),
+    };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (
+            h,
+            Some(
+                p.parse::<u16>()
+                    .map_err(|_| bad(&format!("{p:?} is not a port")))?,
+            ),
+        ),
+        None => (authority, None),
+    };
+    if host.is_empty() || host.starts_with('-') {
+        return Err(bad("no host"));
+    }
+    // `/~/x` and `/x` as ssh would take them: relative to home, or absolute.
+    let path = path
+        .strip_prefix("/~/")
+        .map_or_else(|| path.to_string(), str::to_string);
+    Ok(Remote {
+        host: host.to_string(),
+        port,
+        path,
+        run,
+    })
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The ssh command that runs `playdeck ARGS` in the remote project:
+/// `PLAYDECK_SSH` replaces `ssh` (for options: a key, a config file) and
+/// `PLAYDECK_REMOTE_BIN` the remote program's name.
+fn ssh(r: &Remote, args: &[&str]) -> tokio::process::Command {
+    let ssh = std::env::var("PLAYDECK_SSH").unwrap_or_else(|_| "ssh".into());
+    let mut words = ssh.split_whitespace();
+    let mut cmd = tokio::process::Command::new(words.next().unwrap_or("ssh"));
+    cmd.args(words);
+    if let Some(p) = r.port {
+        cmd.arg("-p").arg(p.to_string());
+    }
+    let bin = std::env::var("PLAYDECK_REMOTE_BIN").unwrap_or_else(|_| "playdeck".into());
+    let remote = format!(
+        "cd {} && exec {} {}",
+        quote(&r.path),
+        quote(&bin),
+        args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+    );
+    cmd.arg("-T").arg("--").arg(&r.host).arg(remote);
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+fn attach_remote(addr: &str, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
+    let r = parse_remote(addr)?;
+    let Some(run) = r.run.clone() else {
+        return Err(CmdError::Input(format!(
+            "{name}: name the run after #: ssh://host/path#latest"
+        )));
+    };
+    let opts = AttachOptions {
+        theme,
+        read_only,
+        name: name.to_string(),
+        local_dir: None,
+    };
+    let exit = block_on(true, async move {
+        let mut child = ssh(&r, &["bridge", &run])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| CmdError::Failed(format!("cannot start ssh: {e}")))?;
+        let (w, rd) = (
+            child.stdin.take().expect("piped"),
+            child.stdout.take().expect("piped"),
+        );
+        let link = Link::over(rd, w, 0, read_only, Some(child))
+            .await
+            .map_err(|f| {
+                CmdError::Refused(Failure::new(f.code, format!("{name}: {}", f.message)))
+            })?;
+        playdeck::console::attach::run(link, opts, stop_requests())
+            .await
+            .map_err(super::run::run_error)
+    })??;
+    let _ = writeln!(std::io::stderr(), "{}", exit.line);
+    Ok(exit.code)
+}
+
+/// `playdeck bridge RUN`: this machine's run socket on stdin/stdout.
+pub fn bridge(run: &str) -> Outcome {
+    let dir =
+        control::resolve_run(run).map_err(|f| CmdError::Input(format!("bridge: {}", f.message)))?;
+    let socket = control::socket_path(&dir);
+    let s = socket.clone();
+    block_on(true, async move {
+        control::bridge(&s, tokio::io::stdin(), tokio::io::stdout()).await
+    })?
+    .map_err(|e| CmdError::Failed(format!("bridge to {}: {e}", socket.display())))?;
+    Ok(0)
+}
+
+/// `playdeck runs [--dir D] [--json] [--watch]`.
+pub fn runs(dir: Option<String>, json: bool, watch: bool) -> Outcome {
+    let dir = dir.unwrap_or_else(|| playdeck::store::RUNS_DIR.to_string());
+    if let Some(addr) = dir.strip_prefix("ssh://") {
+        return runs_remote(addr, json, watch);
+    }
+    let dir = PathBuf::from(dir);
+    loop {
+        let rows = match playdeck::control::listing::list(&dir) {
+            Ok(rows) => rows,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !watch => {
+                if json {
+                    return Ok(0);
+                }
+                sayln!("no runs in {}", dir.display());
+                return Ok(0);
+            }
+            Err(e) => return Err(CmdError::Input(format!("runs: {}: {e}", dir.display()))),
+        };
+        if watch {
+            // Clear the screen and home the cursor between lists.
+            say!("\x1b[H\x1b[2J");
+        }
+        if json {
+            for r in &rows {
+                sayln!("{}", serde_json::to_string(r).expect("a row serialises"));
+            }
+        } else {
+            say!(
+                "{}",
+                playdeck::control::listing::text(&rows, std::time::SystemTime::now())
+            );
+        }
+        if !watch {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn runs_remote(addr: &str, json: bool, watch: bool) -> Outcome {
+    let r = parse_remote(addr)?;
+    let mut args = vec!["runs"];
+    if json {
+        args.push("--json");
+    }
+    if watch {
+        args.push("--watch");
+    }
+    let status = block_on(false, async move {
+        ssh(&r, &args).stdin(Stdio::null()).status().await
+    })?
+    .map_err(|e| CmdError::Failed(format!("cannot start ssh: {e}")))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// `playdeck ctl RUN events [--follow] [--from N]`: the log's lines.
+pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir =
+        control::resolve_run(run).map_err(|f| CmdError::Input(format!("ctl: {}", f.message)))?;
+    let socket = control::socket_path(&dir);
+    let live = std::os::unix::net::UnixStream::connect(&socket).is_ok();
+    if !live {
+        // A stopped run's log is the same lines: read from the file.
+        if follow {
+            return Err(CmdError::Refused(Failure::new(
+                playdeck::kernel::ErrorCode::NotLive,
+                format!(
+                    "the run in {} is not live: nothing to follow (without --follow its log is printed)",
+                    dir.display()
+                ),
+            )));
+        }
+        let text = std::fs::File::open(dir.join("events.jsonl"))
+            .map_err(|e| CmdError::Input(format!("{}: {e}", dir.join("events.jsonl").display())))?;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(text)).map_while(Result::ok) {
+            if control::seq_of(line.as_bytes()).is_none_or(|s| s >= from) {
+                sayln!("{line}");
+            }
+        }
+        return Ok(0);
+    }
+    block_on(false, async move {
+        let s = tokio::net::UnixStream::connect(&socket).await?;
+        let (r, mut w) = s.into_split();
+        let hello = serde_json::json!({"cmd": "events", "from": from, "follow": follow});
+        w.write_all(format!("{hello}\n").as_bytes()).await?;
+        let mut r = tokio::io::BufReader::new(r);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if r.read_until(b'\n', &mut line).await? == 0 {
+                return Ok::<_, std::io::Error>(());
+            }
+            say!("{}", String::from_utf8_lossy(&line));
+        }
+    })?
+    .map_err(|e| CmdError::Failed(format!("events of {}: {e}", dir.display())))?;
+    Ok(0)
+}
+
+/// A run host leaves the session of the terminal that started it, so the
+/// terminal's hangup (a closed pane, a dropped ssh session) never reaches
+/// it: the run outlives its console.
+pub fn host_session() {
+    if let Err(e) = rustix::process::setsid() {
+        tracing::warn!("the run host stays in its terminal's session: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_addresses_are_read_with_their_parts() {
+        let r = parse_remote("ana@build1:2222/srv/proj#latest").unwrap();
+        assert_eq!(r.host, "ana@build1");
+        assert_eq!(r.port, Some(2222));
+        assert_eq!(r.path, "/srv/proj");
+        assert_eq!(r.run.as_deref(), Some("latest"));
+        let r = parse_remote("build1/~/proj").unwrap();
+        assert_eq!((r.port, r.path.as_str(), r.run), (None, "proj", None));
+        assert!(parse_remote("host:port/x").is_err());
+        assert!(parse_remote("-oProxyCommand=x/y").is_err());
+    }
+}

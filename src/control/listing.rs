@@ -1,0 +1,223 @@
+//! `playdeck runs`: every run under a directory, newest first, each read
+//! cheaply — a live run answers `status` on its socket; a stopped one is
+//! read from the first and last lines of its log, never the whole of it.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::kernel::signal::LaneCounts;
+use crate::kernel::{Signal, SignalKind};
+
+/// One run, as the list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRow {
+    pub id: String,
+    pub dir: PathBuf,
+    pub play: String,
+    /// `running`, `paused`, `pausing`, `needs approval ×N`,
+    /// `finished: succeeded|failed|cancelled`, `crashed: resumable`,
+    /// `crashed: no checkpoint`.
+    pub state: String,
+    pub live: bool,
+    /// When its play was copied in (the run's start), seconds since the epoch.
+    pub started: u64,
+    pub elapsed: f64,
+    /// Operations in a final lane, and all of them.
+    pub done: usize,
+    pub total: usize,
+    /// Names of the operations waiting for approval (live runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub awaiting_approval: Vec<String>,
+}
+
+/// The runs under `dir`, newest first. Directories that hold no run are
+/// left out; one that cannot be read is listed with why.
+pub fn list(dir: &Path) -> std::io::Result<Vec<RunRow>> {
+    let mut rows: Vec<RunRow> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("play.toml").is_file())
+        .map(|p| row(&p))
+        .collect();
+    rows.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));
+    Ok(rows)
+}
+
+fn done_of(c: &LaneCounts) -> usize {
+    c.succeeded + c.failed + c.escalated + c.skipped
+}
+
+/// One run directory, read.
+pub fn row(dir: &Path) -> RunRow {
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let started = std::fs::metadata(dir.join("play.toml"))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let mut r = RunRow {
+        id,
+        dir: dir.to_path_buf(),
+        play: String::new(),
+        state: String::new(),
+        live: false,
+        started,
+        elapsed: 0.0,
+        done: 0,
+        total: 0,
+        awaiting_approval: Vec::new(),
+    };
+    let events = dir.join("events.jsonl");
+    let (first, last) = ends(&events);
+    if let Some(SignalKind::RunStarted {
+        play, operations, ..
+    }) = first.as_ref().map(|s| &s.kind)
+    {
+        r.play = play.to_string();
+        r.total = *operations;
+    }
+    if let Some(s) = &last {
+        r.elapsed = s.elapsed;
+    }
+    // A live run says for itself.
+    if let Ok(crate::control::Reply::Status(st)) =
+        super::client::send_within(dir, &crate::kernel::Request::Status, Duration::from_secs(2))
+    {
+        r.live = true;
+        r.play = st.play.clone();
+        r.elapsed = st.elapsed;
+        r.total = st.lanes.total();
+        r.done = done_of(&st.lanes);
+        r.state = if st.awaiting_approval.is_empty() {
+            st.state.clone()
+        } else {
+            format!("needs approval ×{}", st.awaiting_approval.len())
+        };
+        r.awaiting_approval = st.awaiting_approval;
+        return r;
+    }
+    match last.as_ref().map(|s| &s.kind) {
+        Some(SignalKind::RunFinished { outcome, counts }) => {
+            r.total = counts.total();
+            r.done = done_of(counts);
+            r.state = format!("finished: {}", outcome.as_str());
+        }
+        _ if dir
+            .join(crate::store::checkpoint::CHECKPOINT_FILE)
+            .is_file() =>
+        {
+            r.state = "crashed: resumable".into();
+        }
+        _ if events.is_file() => r.state = "crashed: no checkpoint".into(),
+        _ => r.state = "not started".into(),
+    }
+    r
+}
+
+/// The log's first and last whole lines, decoded.
+fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return (None, None);
+    };
+    let decode = |l: &[u8]| serde_json::from_slice::<Signal>(l).ok();
+    let mut head = vec![0u8; 64 * 1024];
+    let n = f.read(&mut head).unwrap_or(0);
+    head.truncate(n);
+    let first = head.split(|b| *b == b'\n').next().and_then(decode);
+    // The last line: from the end, far enough back to hold it.
+    let len = f.metadata().map_or(0, |m| m.len());
+    let mut back = 64 * 1024u64;
+    loop {
+        let from = len.saturating_sub(back);
+        let mut tail = Vec::new();
+        if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut tail).is_err() {
+            return (first, None);
+        }
+        let mut lines: Vec<&[u8]> = tail
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        // The first piece may be a line's end, not a whole one.
+        if from > 0 && !lines.is_empty() {
+            lines.remove(0);
+        }
+        if let Some(last) = lines.iter().rev().find_map(|l| decode(l)) {
+            return (first, Some(last));
+        }
+        if from == 0 || back >= 64 << 20 {
+            return (first, None);
+        }
+        back *= 8;
+    }
+}
+
+/// The list as text, one run a line.
+pub fn text(rows: &[RunRow], now: SystemTime) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    if rows.is_empty() {
+        return "no runs\n".into();
+    }
+    let _ = writeln!(
+        s,
+        "{:<22} {:<18} {:<22} {:>9} {:>9} {:>13}",
+        "RUN", "PLAY", "STATE", "STARTED", "ELAPSED", "DONE"
+    );
+    let now = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for r in rows {
+        let ago = now.saturating_sub(r.started);
+        let _ = writeln!(
+            s,
+            "{:<22} {:<18} {:<22} {:>9} {:>9} {:>13}",
+            crate::printable::printable(&r.id),
+            crate::printable::printable(&cut(&r.play, 18)),
+            r.state,
+            format!("{} ago", short(ago as f64)),
+            short(r.elapsed),
+            format!("{}/{}", r.done, r.total),
+        );
+    }
+    s
+}
+
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `42s`, `3m05s`, `2h10m`, `3d4h`.
+fn short(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_short() {
+        assert_eq!(short(42.0), "42s");
+        assert_eq!(short(185.0), "3m05s");
+        assert_eq!(short(7800.0), "2h10m");
+        assert_eq!(short(273600.0), "3d4h");
+    }
+}

@@ -1,0 +1,197 @@
+//! Issue 21: the control socket's streams. `ctl RUN events` prints the
+//! event log's own lines from a sequence number, live ones as they come;
+//! a watcher that stops reading never holds the run back; watchers are
+//! bounded.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn playdeck() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+}
+
+/// A headless run of `play` in `dir/run`, once its socket answers.
+fn start(dir: &std::path::Path, play: &str) -> std::process::Child {
+    std::fs::write(dir.join("play.toml"), play).unwrap();
+    let child = playdeck()
+        .args(["run", "play.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = dir.join("run/ctl/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < deadline, "the run never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn chain(n: usize, ms: u64) -> String {
+    let mut s =
+        String::from("[play]\nname = \"chain\"\n[palette]\nroles = [{ role = \"implementer\" }]\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "[[operations]]\nid = \"op{i}\"\nrole = \"implementer\"\ninstruction = \"step {i}\"\nsim = {{ duration_ms = {ms} }}\n"
+        ));
+    }
+    s
+}
+
+fn log_lines_from(dir: &std::path::Path, from: u64) -> Vec<String> {
+    std::fs::read_to_string(dir.join("run/events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["seq"].as_u64().unwrap() >= from
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn events_from_a_sequence_number_then_live_are_the_logs_own_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(4, 400));
+    // Joined while the run goes: from event 3, then each new one.
+    let follow = playdeck()
+        .args(["ctl", "run", "events", "--follow", "--from", "3"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(follow.status.success(), "{follow:?}");
+    assert!(run.wait().unwrap().success());
+    let got: Vec<String> = String::from_utf8(follow.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let want = log_lines_from(dir.path(), 3);
+    assert_eq!(got, want, "the same lines as the log, to its end");
+    assert!(got.last().unwrap().contains("\"run_finished\""));
+    // A finished run's events come from its file, the same lines.
+    let after = playdeck()
+        .args(["ctl", "run", "events", "--from", "5"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(after.status.success());
+    let got: Vec<String> = String::from_utf8(after.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, log_lines_from(dir.path(), 5));
+    // Following a finished run has nothing to follow: said, exit 1.
+    let refused = playdeck()
+        .args(["ctl", "run", "events", "--follow"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not live"));
+}
+
+/// A watcher stopped with SIGSTOP stops reading; the run goes on at its
+/// own pace, writes its result, and its process ends.
+#[test]
+fn a_stopped_watcher_never_stalls_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Enough log to fill any socket buffer many times over.
+    let mut run = start(
+        dir.path(),
+        &format!("[play]\nspeed = 1000\n{}", &chain(3000, 1)[7..]),
+    );
+    let mut watcher = playdeck()
+        .args(["ctl", "run", "events", "--follow"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = watcher.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(120);
+    let status = loop {
+        if let Some(st) = run.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run stalled behind a stopped watcher"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
+    assert!(result.contains("\"succeeded\""));
+    let log = std::fs::metadata(dir.path().join("run/events.jsonl"))
+        .unwrap()
+        .len();
+    assert!(
+        log > 1 << 20,
+        "the log ({log} bytes) outgrew the watcher's buffers"
+    );
+    // Let go, the watcher reads what it can and ends with the run.
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut out = String::new();
+    let _ = watcher.stdout.take().unwrap().read_to_string(&mut out);
+    let _ = watcher.wait();
+}
+
+#[test]
+fn watchers_are_bounded_and_the_one_too_many_is_told_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(1, 60_000));
+    let sock = dir.path().join("run/ctl/control.sock");
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        writeln!(s, "{{\"cmd\":\"events\",\"follow\":true}}").unwrap();
+        // Its first line arrives: it is a watcher now.
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut first = String::new();
+        r.read_line(&mut first).unwrap();
+        assert!(first.contains("\"run_started\""), "{first}");
+        held.push((s, r));
+    }
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    writeln!(s, "{{\"cmd\":\"events\",\"follow\":true}}").unwrap();
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["code"], "too_many_watchers", "{v:#}");
+    // Requests are still served beside them.
+    let status = playdeck()
+        .args(["ctl", "run", "status"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    drop(held);
+    let cancel = playdeck()
+        .args(["ctl", "run", "cancel"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(cancel.status.success());
+    let _ = run.wait();
+}
