@@ -19,6 +19,8 @@ pub enum ConfigError {
     File(#[from] FileError),
     #[error(transparent)]
     Keys(#[from] KeyError),
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
     #[error("no theme {name:?}; themes: {}", .themes.join(", "))]
     NoTheme { name: String, themes: Vec<String> },
 }
@@ -30,6 +32,47 @@ struct ConfigFile {
     bell: Option<bool>,
     #[serde(default)]
     keys: HashMap<String, KeyList>,
+    /// Read by runs (see [`user_notify`]), not by the console.
+    #[serde(default)]
+    notify: Option<UserNotify>,
+}
+
+/// `[notify]` in the user's config: used by runs whose play has none.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserNotify {
+    command: Vec<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// The user's `[notify]` (in `config.toml` of the config directory), if
+/// any; an unreadable file or an empty command is an error naming it.
+pub fn user_notify() -> Result<Option<crate::play::notify_section::NotifyConfig>, ConfigError> {
+    let Some(path) = config_dir().map(|d| d.join("config.toml")) else {
+        return Ok(None);
+    };
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = FileError::read(&path)?;
+    let file = FileError::toml::<ConfigFile>(&path.display().to_string(), &text)?;
+    let Some(n) = file.notify else {
+        return Ok(None);
+    };
+    if n.command.is_empty() {
+        return Err(ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: "[notify] command is empty; give the program and its arguments".into(),
+        });
+    }
+    Ok(Some(crate::play::notify_section::NotifyConfig {
+        command: n.command,
+        timeout_ms: n
+            .timeout_ms
+            .unwrap_or(crate::play::notify_section::DEFAULT_TIMEOUT_MS)
+            .clamp(100, 600_000),
+    }))
 }
 
 #[derive(Debug, Deserialize)]

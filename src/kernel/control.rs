@@ -46,6 +46,11 @@ pub(crate) enum Command {
         by: Arc<str>,
         action: Arc<str>,
     },
+    /// Something outside the kernel went wrong that the run should show
+    /// (a notification command failed), as a `warning`.
+    Warn {
+        message: Arc<str>,
+    },
     Inject {
         op: Box<NewOperation>,
         reply: oneshot::Sender<Option<OpId>>,
@@ -150,6 +155,12 @@ impl RunHandle {
     /// release) with who asked; nothing when the run has ended.
     pub fn record(&self, by: Arc<str>, action: Arc<str>) {
         let _ = self.tx.send(Command::Record { by, action });
+    }
+
+    /// A warning for the run's record, from outside the kernel; nothing
+    /// when the run has ended.
+    pub fn warn(&self, message: Arc<str>) {
+        let _ = self.tx.send(Command::Warn { message });
     }
 
     /// Changes who decides approvals from now on; `DenyAll` also denies what

@@ -7,6 +7,7 @@ pub mod build;
 mod capacity_section;
 pub mod demo;
 pub mod diag;
+pub mod notify_section;
 mod palette_section;
 pub mod parse;
 pub mod reader;
@@ -54,6 +55,8 @@ pub struct Play {
     pub dir: std::path::PathBuf,
     /// Agent CLIs: the user's agents file under the play's `[agents]`.
     pub agents: std::collections::BTreeMap<String, crate::agents::AgentDef>,
+    /// `[notify]`: a command run when the run needs its operator.
+    pub notify: Option<notify_section::NotifyConfig>,
     /// `[play] flag_profile`: the default selection (none by default).
     pub flag_profile: Option<String>,
     /// Where each `depends_on` entry points, as positions in `operations`,

@@ -30,6 +30,7 @@ const ROOT_KEYS: &[&str] = &[
     "capacity",
     "role_profiles",
     "agents",
+    "notify",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -143,6 +144,7 @@ pub(crate) fn parse_with(
         ),
         warnings: Vec::new(),
         capacity: None,
+        notify: None,
         dir: dir.to_path_buf(),
         agents: user_agents.clone(),
         flag_profile: None,
@@ -185,6 +187,7 @@ pub(crate) fn parse_with(
     super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
+    play.notify = super::notify_section::read(&mut r, &root);
     check_command_options(&mut r, &play);
     check_when_targets(&mut r, &play);
     if play.palette.legacy {

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod notify;
 pub mod wiring;
 
 use crate::agents::Tails;
@@ -169,6 +170,7 @@ impl Session {
         // The copy is on disk before the run's first line is.
         copy.wait()?;
         let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
+        add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
@@ -266,6 +268,7 @@ impl Session {
             Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
                 .map_err(std::io::Error::other)?;
         let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
+        add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
             r.adopt(prev);
@@ -399,6 +402,30 @@ fn add_sinks(
         run.add_sink(s);
     }
     Ok(stats)
+}
+
+/// `[notify]` of the play, else of the user's config: its sink.
+fn add_notify(play: &Play, run: &mut Run, handle: &RunHandle, run_dir: &RunDir) {
+    let cfg = match &play.notify {
+        Some(n) => Some(n.clone()),
+        None => crate::console::config::user_notify().unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("playdeck: warning: {e} (no notifications for this run)\n"),
+            );
+            None
+        }),
+    };
+    if let Some(cfg) = cfg {
+        let dir = std::fs::canonicalize(&run_dir.path).unwrap_or_else(|_| run_dir.path.clone());
+        run.add_sink(Box::new(notify::start(
+            cfg,
+            handle.clone(),
+            &run_dir.run_id,
+            &dir.display().to_string(),
+        )));
+    }
 }
 
 fn control_server(

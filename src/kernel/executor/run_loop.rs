@@ -226,6 +226,12 @@ impl Executor {
                     op_id: None,
                 });
             }
+            Command::Warn { message } => {
+                self.bus.emit(SignalKind::Warning {
+                    message,
+                    op_id: None,
+                });
+            }
             Command::Inject { op, reply } => {
                 // ADR-0033 D5: outside an active reactive run, inject()
                 // returns nothing and says why; there is no ledger to
@@ -269,7 +275,7 @@ impl Executor {
             Command::SetApprovalPolicy(_, reply) => {
                 let _ = reply.send(());
             }
-            Command::Record { .. } => {}
+            Command::Record { .. } | Command::Warn { .. } => {}
             Command::Inject { op, reply } => {
                 tracing::warn!(
                     operation = %op.op.reference_id,

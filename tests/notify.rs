@@ -1,0 +1,136 @@
+//! Issue 21: `[notify]` runs a command with the event as JSON on stdin when
+//! the run needs its operator; a failing or slow command is a warning in
+//! the run and never holds it up.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn play(notify: &str) -> String {
+    format!(
+        "[play]\nname = \"notified\"\n[notify]\n{notify}\n[palette]\nroles = [{{ role = \"implementer\" }}]\n\
+         [[operations]]\nid = \"build\"\nrole = \"implementer\"\ninstruction = \"build\"\nsim = {{ duration_ms = 100 }}\n\
+         [[operations]]\nid = \"gate\"\nrole = \"implementer\"\ninstruction = \"ship\"\napproval = true\ndepends_on = [\"build\"]\nsim = {{ duration_ms = 100 }}\n"
+    )
+}
+
+fn wait_for(path: &std::path::Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in {}: {text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_command_gets_each_event_as_json_while_the_run_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("n.toml"),
+        play(r#"command = ["sh", "-c", "cat >> notes.jsonl"]"#),
+    )
+    .unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "n.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Told while the gate waits, not after.
+    let notes = dir.path().join("notes.jsonl");
+    let text = wait_for(&notes, "approval_needed");
+    let ev: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(ev["event"], "approval_needed");
+    assert_eq!(ev["op"], "gate");
+    assert_eq!(ev["run_id"], "run");
+    assert!(
+        ev["message"]
+            .as_str()
+            .unwrap()
+            .contains("gate waits for approval")
+    );
+    let mut stdin = run.stdin.take().unwrap();
+    writeln!(stdin, "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+    let text = wait_for(&notes, "run_finished");
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["detail"]["outcome"], "succeeded", "{last:#}");
+}
+
+/// `playdeck run n.toml --headless` in `dir` with stdin piped.
+fn start(dir: &std::path::Path, notify: &str) -> std::process::Child {
+    std::fs::write(dir.join("n.toml"), play(notify)).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "n.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_failing_command_is_a_warning_in_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(
+        dir.path(),
+        r#"command = ["sh", "-c", "echo no display >&2; exit 7"]"#,
+    );
+    let log = wait_for(
+        &dir.path().join("run/events.jsonl"),
+        "exit status: 7 no display",
+    );
+    let line = log.lines().find(|l| l.contains("exit status: 7")).unwrap();
+    assert!(line.contains("\"type\":\"warning\""), "{line}");
+    writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+}
+
+#[test]
+fn a_slow_command_never_holds_the_run_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let mut run = start(
+        dir.path(),
+        "command = [\"sleep\", \"30\"]\ntimeout_ms = 25000",
+    );
+    wait_for(
+        &dir.path().join("run/events.jsonl"),
+        "\"awaiting_approval\"",
+    );
+    writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "the run waited {:?} for a notifier that sleeps 30 s",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn an_empty_notify_command_is_refused_at_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("n.toml"), play("command = []")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["validate", "n.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("n.toml:4:") && err.contains("[notify] command is empty"),
+        "{err}"
+    );
+}
