@@ -841,3 +841,233 @@ fn detach_list_attach_twice_and_approve_from_the_second_console() {
         "{listed:?}"
     );
 }
+
+/// A real sshd on 127.0.0.1 with keys made for the test, and an ssh
+/// client config that reaches it (host key checked against the one made).
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    client_config: std::path::PathBuf,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sshd {
+    /// None, saying why, where sshd is not installed (`.ci/run` installs
+    /// Debian's openssh-server).
+    fn start(dir: &std::path::Path) -> Option<Sshd> {
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        let Some(sshd) = sshd else {
+            eprintln!("skipped: no sshd here (.ci/run installs openssh-server)");
+            return None;
+        };
+        let keygen = |path: &std::path::Path| {
+            let ok = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(path)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        };
+        keygen(&dir.join("host_key"));
+        keygen(&dir.join("id"));
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Privilege separation wants its directory when run as root.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let d = dir.display();
+        std::fs::write(
+            dir.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+                 PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PermitRootLogin prohibit-password\nLogLevel ERROR\n"
+            ),
+        )
+        .unwrap();
+        let host_pub = std::fs::read_to_string(dir.join("host_key.pub")).unwrap();
+        std::fs::write(
+            dir.join("known_hosts"),
+            format!("[127.0.0.1]:{port} {host_pub}"),
+        )
+        .unwrap();
+        let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+        std::fs::write(
+            dir.join("ssh_config"),
+            format!(
+                "Host 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {d}/id\n  IdentitiesOnly yes\n  \
+                 UserKnownHostsFile {d}/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n"
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "sshd never listened on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Sshd {
+            child,
+            port,
+            client_config: dir.join("ssh_config"),
+        })
+    }
+
+    fn env(&self) -> [(String, String); 2] {
+        [
+            (
+                "PLAYDECK_SSH".into(),
+                format!("ssh -F {}", self.client_config.display()),
+            ),
+            (
+                "PLAYDECK_REMOTE_BIN".into(),
+                env!("CARGO_BIN_EXE_playdeck").into(),
+            ),
+        ]
+    }
+}
+
+/// Issue 21: a run on another machine, through a real sshd: `runs` lists
+/// it and `attach ssh://…#latest` is the full console on it, its actions
+/// carried over ssh's stdio to the run's socket (no new listener).
+#[test]
+fn a_run_across_ssh_is_listed_attached_and_approved() {
+    let keys = tempfile::tempdir().unwrap();
+    let Some(sshd) = Sshd::start(keys.path()) else {
+        return;
+    };
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("gates.toml"),
+        include_str!("../examples/plays/gates.toml"),
+    )
+    .unwrap();
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args([
+            "run",
+            "gates.toml",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/far",
+        ])
+        .current_dir(project.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = project.path().join(".playdeck/runs/far/ctl/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < deadline, "the run never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr = format!("ssh://127.0.0.1:{}{}", sshd.port, project.path().display());
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["runs", "--dir", &addr])
+        .envs(sshd.env())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(text.contains("far") && text.contains("gates"), "{text}");
+
+    let here = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(here.path().join("config")).unwrap();
+    let mut console = {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 36,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
+        cmd.args(["attach", &format!("{addr}#far")]);
+        cmd.cwd(here.path());
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("PLAYDECK_CONFIG_DIR", here.path().join("config"));
+        for (k, v) in sshd.env() {
+            cmd.env(k, v);
+        }
+        let child = pty.slave.spawn_command(cmd).unwrap();
+        drop(pty.slave);
+        let mut reader = pty.master.try_clone_reader().unwrap();
+        let writer = pty.master.take_writer().unwrap();
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(
+            std::num::NonZero::new(36).unwrap(),
+            std::num::NonZero::new(120).unwrap(),
+            0,
+        )));
+        let feed = parser.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                feed.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        Console {
+            screen: Screen { parser },
+            writer,
+            child,
+            master: pty.master,
+        }
+    };
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the remote run's gates", |s| {
+        s.contains("approval 3") && s.contains("gates")
+    });
+    console.press(b"ll");
+    screen.wait_for("gate-a named", |s| s.contains("gate-a: a approve"));
+    console.press(b"a");
+    screen.wait_for("the approval, over ssh", |s| s.contains("approved gate-a"));
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["ctl", "far", "status", "--json"])
+        .current_dir(project.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["awaiting_approval"].as_array().unwrap().len(), 2, "{v:#}");
+    let log =
+        std::fs::read_to_string(project.path().join(".playdeck/runs/far/events.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"approved\"") && l.contains("ssh bridge (")),
+        "the approval is recorded as the ssh bridge's"
+    );
+    console.press(b"q");
+    screen.wait_for("the detach question", |s| {
+        s.contains("Detach from the run?")
+    });
+    console.press(b"\r");
+    assert_eq!(console.wait_exit(), 0);
+    let after = screen.wait_for("the exit line", |s| s.contains("playdeck: detached"));
+    assert!(
+        after.contains(&format!("attach: playdeck attach {addr}#far")),
+        "{after}"
+    );
+    drop(run.stdin.take());
+    let _ = run.wait();
+}
