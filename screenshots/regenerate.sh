@@ -5,13 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-grep -v '^#' screenshots/shots.txt | while IFS='|' read -r name at size theme keys play; do
+grep -v '^#' screenshots/shots.txt | while IFS='|' read -r name at size theme keys play runs; do
   name=$(echo "$name" | xargs); at=$(echo "$at" | xargs); size=$(echo "$size" | xargs)
   theme=$(echo "$theme" | xargs); keys=$(echo "$keys" | xargs); play=$(echo "${play:-}" | xargs)
+  runs=$(echo "${runs:-}" | xargs)
   [ -z "$name" ] && continue
   [ "$keys" = "-" ] && keys=""
+  [ "$play" = "-" ] && play=""
+  extra=""
+  [ -n "$runs" ] && extra="--runs-dir $runs"
   # shellcheck disable=SC2086 # no play: the demo
-  ./target/release/playdeck screenshot $play --at "$at" --size "$size" --theme "$theme" --keys "$keys" \
+  ./target/release/playdeck screenshot $play $extra --at "$at" --size "$size" --theme "$theme" --keys "$keys" \
     --out "screenshots/$name.svg"
   echo "screenshots/$name.svg"
 done

@@ -184,6 +184,9 @@ pub struct ScreenshotArgs {
     /// Where to write the SVG.
     #[arg(long)]
     pub out: PathBuf,
+    /// The runs the runs screen (`L`) lists, instead of .playdeck/runs.
+    #[arg(long)]
+    pub runs_dir: Option<PathBuf>,
 }
 
 /// What `ctl` asks: a command for the run, or its events.

@@ -1071,3 +1071,78 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
     drop(run.stdin.take());
     let _ = run.wait();
 }
+
+/// Issue 21: the runs screen lists every run of the directory (this one
+/// as the console sees it) and `enter` on another live run attaches the
+/// console to it instead.
+#[test]
+fn the_runs_screen_switches_the_console_to_another_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gates.toml"),
+        include_str!("../examples/plays/gates.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("short.toml"),
+        SHORT.replace("1500", "60000"),
+    )
+    .unwrap();
+    // One run detached, waiting at its gates.
+    let mut first = Console::open(
+        dir.path(),
+        &["run", "gates.toml", "--run-dir", ".playdeck/runs/a-gates"],
+    );
+    let s1 = Screen {
+        parser: first.screen.parser.clone(),
+    };
+    s1.wait_for("three gates", |s| s.contains("approval 3"));
+    first.press(b"q");
+    s1.wait_for("the detach question", |s| {
+        s.contains("Detach from the run?")
+    });
+    first.press(b"\r");
+    assert_eq!(first.wait_exit(), 0);
+    // Another in this console.
+    let mut second = Console::open(
+        dir.path(),
+        &["run", "short.toml", "--run-dir", ".playdeck/runs/b-short"],
+    );
+    let s2 = Screen {
+        parser: second.screen.parser.clone(),
+    };
+    s2.wait_for("the short run", |s| {
+        s.contains("short") && s.contains("running 1")
+    });
+    second.press(b"L");
+    let list = s2.wait_for("the runs screen", |s| s.contains("Runs (2)"));
+    assert!(
+        list.contains("a-gates") && list.contains("needs approval ×3"),
+        "{list}"
+    );
+    assert!(
+        list.contains("b-short") && list.contains("running"),
+        "{list}"
+    );
+    // Newest first: b-short (this one, selected), then a-gates. Up stays
+    // on the first run (the titles are not a run); down, enter.
+    second.press(b"k");
+    let list = s2.wait_for("the cursor on this run", |s| s.contains("› b-short"));
+    assert!(!list.contains("› a-gates"), "{list}");
+    second.press(b"j");
+    s2.wait_for("the cursor on the other run", |s| s.contains("› a-gates"));
+    second.press(b"\r");
+    s2.wait_for("the gates run in the same console", |s| {
+        s.contains("gates") && s.contains("approval 3") && !s.contains("Runs (2)")
+    });
+    second.press(b"q");
+    s2.wait_for("the detach question", |s| {
+        s.contains("Detach from the run?")
+    });
+    second.press(b"\r");
+    assert_eq!(second.wait_exit(), 0);
+    for run in ["a-gates", "b-short"] {
+        let out = playdeck(dir.path(), &["ctl", run, "cancel"]);
+        assert!(out.status.success(), "{run}: {out:?}");
+    }
+}

@@ -16,17 +16,24 @@ fn committed_screenshots_match_what_the_command_renders() {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
     {
         let cols: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (name, at, size, theme, keys, play) = match cols[..] {
-            [name, at, size, theme, keys] => (name, at, size, theme, keys, None),
-            [name, at, size, theme, keys, play] => (name, at, size, theme, keys, Some(play)),
+        let (name, at, size, theme, keys, play, runs) = match cols[..] {
+            [name, at, size, theme, keys] => (name, at, size, theme, keys, None, None),
+            [name, at, size, theme, keys, play] => (name, at, size, theme, keys, Some(play), None),
+            [name, at, size, theme, keys, play, runs] => {
+                (name, at, size, theme, keys, Some(play), Some(runs))
+            }
             _ => panic!("bad line in shots.txt: {line}"),
         };
+        let play = play.filter(|p| *p != "-");
         let keys = if keys == "-" { "" } else { keys };
         let out = dir.path().join(format!("{name}.svg"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_playdeck"));
         cmd.arg("screenshot");
         if let Some(p) = play {
             cmd.arg(root.join(p));
+        }
+        if let Some(r) = runs {
+            cmd.arg("--runs-dir").arg(root.join(r));
         }
         let status = cmd
             .args([

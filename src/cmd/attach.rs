@@ -118,23 +118,35 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
 }
 
 fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
-    let opts = AttachOptions {
-        theme,
-        read_only,
-        name: name.to_string(),
-        local_dir: Some(dir.to_path_buf()),
-    };
-    let dir = dir.to_path_buf();
-    let exit = block_on(true, async move {
-        let link = Link::local(&dir, 0, read_only)
-            .await
-            .map_err(|f| not_live(f, &dir))?;
-        playdeck::console::attach::run(link, opts, stop_requests())
-            .await
-            .map_err(super::run::run_error)
-    })??;
-    let _ = writeln!(std::io::stderr(), "{}", exit.line);
-    Ok(exit.code)
+    let (mut dir, mut name) = (dir.to_path_buf(), name.to_string());
+    // The runs screen may send the console on to another run.
+    loop {
+        let opts = AttachOptions {
+            theme: theme.clone(),
+            read_only,
+            name: name.clone(),
+            local_dir: Some(dir.clone()),
+        };
+        let d = dir.clone();
+        let exit = block_on(true, async move {
+            let link = Link::local(&d, 0, read_only)
+                .await
+                .map_err(|f| not_live(f, &d))?;
+            playdeck::console::attach::run(link, opts, stop_requests())
+                .await
+                .map_err(super::run::run_error)
+        })??;
+        match exit.switch_to {
+            Some(next) => {
+                name = playdeck::console::run::name_of(&next);
+                dir = next;
+            }
+            None => {
+                let _ = writeln!(std::io::stderr(), "{}", exit.line);
+                return Ok(exit.code);
+            }
+        }
+    }
 }
 
 fn not_live(f: Failure, dir: &Path) -> CmdError {
@@ -307,10 +319,7 @@ pub fn runs(dir: Option<String>, json: bool, watch: bool) -> Outcome {
                 sayln!("{}", serde_json::to_string(r).expect("a row serialises"));
             }
         } else {
-            say!(
-                "{}",
-                playdeck::control::listing::text(&rows, std::time::SystemTime::now())
-            );
+            say!("{}", playdeck::control::listing::text(&rows));
         }
         if !watch {
             return Ok(0);

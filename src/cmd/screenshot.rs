@@ -20,6 +20,7 @@ pub fn screenshot(a: ScreenshotArgs) -> Outcome {
         theme: a.theme,
         keys,
         out: a.out,
+        runs_dir: a.runs_dir,
     };
     shoot(&play, &opts).map_err(|e| CmdError::Input(format!("screenshot: {e}")))?;
     Ok(0)

@@ -171,6 +171,7 @@ impl App {
                     Some(_) => Ok(()),
                     None => Err("this request was dropped: no operation came of it".into()),
                 },
+                Some(Overlay::Runs { .. }) => Ok(()),
                 _ => Err("nothing to go to".into()),
             },
             ShowAll => match top {
@@ -447,6 +448,14 @@ impl App {
                 });
                 Vec::new()
             }
+            Action::Runs if self.hooks.attached && self.hooks.run_dir.is_none() => {
+                self.info(format!(
+                    "the runs screen lists this machine's runs; the other machine's: playdeck runs --dir {}",
+                    self.resume_name().split('#').next().unwrap_or_default()
+                ));
+                Vec::new()
+            }
+            Action::Runs => vec![Effect::ListRuns],
             Action::Filter => {
                 self.overlays.push(Overlay::Filter);
                 Vec::new()
@@ -551,6 +560,10 @@ impl App {
                 Vec::new()
             }
             Action::GoTo => {
+                if matches!(self.overlays.last(), Some(Overlay::Runs { .. })) {
+                    self.pick_run();
+                    return Vec::new();
+                }
                 let Some(Overlay::LedgerRow { row, .. }) = self.overlays.last() else {
                     return Vec::new();
                 };
@@ -683,8 +696,13 @@ impl App {
                 }
             }
             Some(o) => {
+                let runs = matches!(o, Overlay::Runs { .. });
                 if let Some(s) = o.scroll_mut() {
                     s.apply(m);
+                    // The runs screen's first row is its columns' titles.
+                    if runs && s.selected() == Some(0) {
+                        s.select(1);
+                    }
                 }
             }
             None => match self.focus {

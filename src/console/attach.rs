@@ -53,6 +53,7 @@ pub async fn run(
         resume_name: Some(opts.name.clone()),
         attached: true,
         read_only: opts.read_only || w.read_only,
+        runs_dir: None,
     };
     let mut app = App::new(
         &facts(&play),
@@ -85,16 +86,28 @@ pub async fn run(
         app.fold(&s);
     }
     app.after_fold();
+    if let Some(next) = app.switch_to.take() {
+        return Ok(Exit {
+            code: 0,
+            line: String::new(),
+            switch_to: Some(next),
+        });
+    }
     let line = match app.vm.run.finished {
         Some(outcome) => {
             return Ok(Exit {
                 code: crate::headless::exit_code(outcome),
                 line: exit_line(&app, outcome, ended),
+                switch_to: None,
             });
         }
         None => detached_line(&app, &opts, ended),
     };
-    Ok(Exit { code: 0, line })
+    Ok(Exit {
+        code: 0,
+        line,
+        switch_to: None,
+    })
 }
 
 /// The line a detached console leaves: the run goes on, and how to come

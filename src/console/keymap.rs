@@ -33,6 +33,7 @@ pub enum Action {
     Open,
     PaletteInspector,
     Warnings,
+    Runs,
     Filter,
     LedgerFilter,
     Back,
@@ -240,6 +241,7 @@ actions! {
     Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
     PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
     Warnings "warnings" "warnings" View ["w"] true "every warning of the run";
+    Runs "runs" "runs" View ["L"] false "the runs of this directory (enter attaches to one)";
     Filter "filter" "filter" View ["/"] true "filter operations by name or role";
     LedgerFilter "ledger_filter" "outcome" View ["f"] true "ledger: all / accepted / dropped";
     Back "back" "back" View ["esc"] true "clear the filter, back to the lanes";

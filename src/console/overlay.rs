@@ -41,6 +41,12 @@ pub enum Overlay {
     Warnings {
         scroll: ScrollList,
     },
+    /// The runs under the runs directory; `enter` switches an attached
+    /// console to the selected one.
+    Runs {
+        rows: Vec<crate::control::listing::RunRow>,
+        scroll: ScrollList,
+    },
     ConfirmQuit,
     ConfirmRelease {
         preview: ReleaseResult,
@@ -65,9 +71,10 @@ impl Overlay {
             Overlay::Help { .. } => Mode::Help,
             Overlay::Palette { .. } => Mode::Palette,
             Overlay::Inspector { .. } => Mode::Inspector,
-            Overlay::LedgerRow { .. } | Overlay::PaletteEntry { .. } | Overlay::Warnings { .. } => {
-                Mode::Detail
-            }
+            Overlay::LedgerRow { .. }
+            | Overlay::PaletteEntry { .. }
+            | Overlay::Warnings { .. }
+            | Overlay::Runs { .. } => Mode::Detail,
             Overlay::ConfirmQuit | Overlay::ConfirmRelease { .. } => Mode::Confirm,
             Overlay::Deny { .. } | Overlay::Add(_) | Overlay::Filter | Overlay::Jump { .. } => {
                 Mode::Text
@@ -82,7 +89,8 @@ impl Overlay {
             | Overlay::Inspector { scroll, .. }
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
-            | Overlay::Warnings { scroll } => Some(scroll),
+            | Overlay::Warnings { scroll }
+            | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }
     }
@@ -93,7 +101,8 @@ impl Overlay {
             | Overlay::Inspector { scroll, .. }
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
-            | Overlay::Warnings { scroll } => Some(scroll),
+            | Overlay::Warnings { scroll }
+            | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }
     }

@@ -93,6 +93,7 @@ pub fn hooks(session: &Session) -> Hooks {
         resume_name: Some(resume_name(&session.run_dir)),
         attached: false,
         read_only: false,
+        runs_dir: None,
     }
 }
 
@@ -137,6 +138,8 @@ pub enum Ended {
 pub struct Exit {
     pub code: i32,
     pub line: String,
+    /// The run chosen on the runs screen, to attach to next.
+    pub switch_to: Option<std::path::PathBuf>,
 }
 
 /// Opens the console on `play`.
@@ -205,6 +208,7 @@ pub async fn run(
     Ok(Exit {
         code: crate::headless::exit_code(envelope.outcome),
         line: exit_line(&app, envelope.outcome, ended),
+        switch_to: None,
     })
 }
 
@@ -287,6 +291,8 @@ pub enum Msg {
     Status(String, Level),
     /// The run's answer to a release preview: the confirmation opens.
     Preview(crate::capacity::ReleaseResult),
+    /// The runs directory, read: the runs screen opens.
+    Runs(Vec<crate::control::listing::RunRow>),
 }
 
 impl Source<'_> {
@@ -439,6 +445,7 @@ where
                 match msg {
                     Msg::Status(text, level) => app.set_status(text, level),
                     Msg::Preview(preview) => app.overlays.push(super::overlay::Overlay::ConfirmRelease { preview }),
+                    Msg::Runs(rows) => app.open_runs(rows),
                 }
                 dirty = true;
             }
@@ -580,6 +587,19 @@ pub fn carry_out(
                     terminal::notify(&text);
                 }
             }
+            Effect::ListRuns => {
+                let dir = runs_dir(app);
+                let tx = msgs.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(match crate::control::listing::list(&dir) {
+                        Ok(rows) => Msg::Runs(rows),
+                        Err(e) => Msg::Status(
+                            format!("no runs screen: {}: {e}", dir.display()),
+                            Level::Error,
+                        ),
+                    });
+                });
+            }
             Effect::PreviewRelease => {
                 if let Source::Attached { link } = source {
                     let r = link.requester.clone();
@@ -630,6 +650,14 @@ pub fn carry_out(
             }
         }
     }
+}
+
+/// Where the runs screen looks.
+pub fn runs_dir(app: &App) -> std::path::PathBuf {
+    app.hooks
+        .runs_dir
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(crate::store::RUNS_DIR))
 }
 
 /// Benchmarks drive a live source without a terminal (no session): they

@@ -28,6 +28,8 @@ pub struct ShotOptions {
     /// `+N` lets N seconds of run time pass.
     pub keys: Vec<String>,
     pub out: PathBuf,
+    /// Where the runs screen (`L`) looks, instead of `.playdeck/runs`.
+    pub runs_dir: Option<PathBuf>,
 }
 
 /// A `--keys` word that is neither a key nor `+N` seconds.
@@ -195,6 +197,11 @@ impl Scene {
                     self.app.set_status(text, level);
                 }
                 Effect::Report => super::run::write_report(&mut self.app),
+                Effect::ListRuns => {
+                    let dir = super::run::runs_dir(&self.app);
+                    let rows = crate::control::listing::list(&dir).unwrap_or_default();
+                    self.app.open_runs(rows);
+                }
                 Effect::Notify(_) | Effect::PreviewRelease | Effect::Replay(_) => {}
             }
         }
@@ -242,8 +249,10 @@ pub async fn render_at(
     height: u16,
     theme_name: Option<&str>,
     keys: &[String],
+    runs_dir: Option<PathBuf>,
 ) -> std::io::Result<(Buffer, theme::Theme)> {
     let mut scene = Scene::at(play, at, width, height, theme_name).await?;
+    scene.app.hooks.runs_dir = runs_dir;
     scene.press(keys).await;
     let buffer = scene.render();
     let theme = scene.app.theme().clone();
@@ -281,6 +290,7 @@ pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
         opts.height,
         opts.theme.as_deref(),
         &opts.keys,
+        opts.runs_dir.clone(),
     ))?;
     let svg = super::svg::render(&buffer, &theme);
     crate::store::write_atomic(&opts.out, svg.as_bytes())

@@ -25,8 +25,9 @@ pub struct RunRow {
     /// When its play was copied in (the run's start), seconds since the epoch.
     pub started: u64,
     pub elapsed: f64,
-    /// Operations in a final lane, and all of them.
-    pub done: usize,
+    /// Operations in a final lane (unknown for a crashed run: its
+    /// checkpoint is not read for a list), and all of them.
+    pub done: Option<usize>,
     pub total: usize,
     /// Names of the operations waiting for approval (live runs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -56,11 +57,15 @@ pub fn row(dir: &Path) -> RunRow {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let started = std::fs::metadata(dir.join("play.toml"))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
+    // The id says when the run started (`20261129-192505-abcd`); a
+    // directory named otherwise, when its play was copied in.
+    let started = started_of_id(&id).unwrap_or_else(|| {
+        std::fs::metadata(dir.join("play.toml"))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs())
+    });
     let mut r = RunRow {
         id,
         dir: dir.to_path_buf(),
@@ -69,7 +74,7 @@ pub fn row(dir: &Path) -> RunRow {
         live: false,
         started,
         elapsed: 0.0,
-        done: 0,
+        done: None,
         total: 0,
         awaiting_approval: Vec::new(),
     };
@@ -91,9 +96,14 @@ pub fn row(dir: &Path) -> RunRow {
     {
         r.live = true;
         r.play = st.play.clone();
-        r.elapsed = st.elapsed;
+        // The run's clock moves between its events too.
+        let since = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_sub(started);
+        r.elapsed = st.elapsed.max(since as f64);
         r.total = st.lanes.total();
-        r.done = done_of(&st.lanes);
+        r.done = Some(done_of(&st.lanes));
         r.state = if st.awaiting_approval.is_empty() {
             st.state.clone()
         } else {
@@ -105,7 +115,7 @@ pub fn row(dir: &Path) -> RunRow {
     match last.as_ref().map(|s| &s.kind) {
         Some(SignalKind::RunFinished { outcome, counts }) => {
             r.total = counts.total();
-            r.done = done_of(counts);
+            r.done = Some(done_of(counts));
             r.state = format!("finished: {}", outcome.as_str());
         }
         _ if dir
@@ -118,6 +128,39 @@ pub fn row(dir: &Path) -> RunRow {
         _ => r.state = "not started".into(),
     }
     r
+}
+
+/// Seconds since the epoch of an id `YYYYMMDD-HHMMSS-xxxx` (UTC).
+pub fn started_of_id(id: &str) -> Option<u64> {
+    let b = id.as_bytes();
+    if b.len() < 15 || b[8] != b'-' || !b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit) {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &id[0..4],
+        &id[4..6],
+        &id[6..8],
+        &id[9..11],
+        &id[11..13],
+        &id[13..15]
+    );
+    humantime::parse_rfc3339(&text)
+        .ok()?
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
+/// `12-02 03:27` (UTC).
+pub fn when(secs: u64) -> String {
+    if secs == 0 {
+        return "—".into();
+    }
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+    let s = humantime::format_rfc3339_seconds(t).to_string();
+    // 2026-12-02T03:27:40Z
+    format!("{} {}", &s[5..10], &s[11..16])
 }
 
 /// The log's first and last whole lines, decoded.
@@ -158,34 +201,42 @@ fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
 }
 
 /// The list as text, one run a line.
-pub fn text(rows: &[RunRow], now: SystemTime) -> String {
+pub fn text(rows: &[RunRow]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     if rows.is_empty() {
         return "no runs\n".into();
     }
-    let _ = writeln!(
-        s,
-        "{:<22} {:<18} {:<22} {:>9} {:>9} {:>13}",
-        "RUN", "PLAY", "STATE", "STARTED", "ELAPSED", "DONE"
-    );
-    let now = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let _ = writeln!(s, "{}", header());
     for r in rows {
-        let ago = now.saturating_sub(r.started);
-        let _ = writeln!(
-            s,
-            "{:<22} {:<18} {:<22} {:>9} {:>9} {:>13}",
-            crate::printable::printable(&r.id),
-            crate::printable::printable(&cut(&r.play, 18)),
-            r.state,
-            format!("{} ago", short(ago as f64)),
-            short(r.elapsed),
-            format!("{}/{}", r.done, r.total),
-        );
+        let _ = writeln!(s, "{}", line(r));
     }
     s
+}
+
+/// The columns' titles.
+pub fn header() -> String {
+    format!(
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11}",
+        "RUN", "PLAY", "STATE", "STARTED (UTC)", "ELAPSED", "DONE"
+    )
+}
+
+/// One run's columns.
+pub fn line(r: &RunRow) -> String {
+    format!(
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11}",
+        crate::printable::printable(&cut(&r.id, 22)),
+        crate::printable::printable(&cut(&r.play, 18)),
+        cut(&r.state, 22),
+        when(r.started),
+        short(r.elapsed),
+        format!(
+            "{}/{}",
+            r.done.map_or("—".to_string(), |d| d.to_string()),
+            r.total
+        ),
+    )
 }
 
 fn cut(s: &str, n: usize) -> String {
@@ -212,6 +263,13 @@ fn short(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_id_says_when_it_started() {
+        let t = started_of_id("20261129-192505-abcd").unwrap();
+        assert_eq!(when(t), "11-29 19:25");
+        assert_eq!(started_of_id("mine"), None);
+    }
 
     #[test]
     fn durations_read_short() {

@@ -21,6 +21,7 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
             min_w: 40,
             max_w: 100,
             hang: 12,
+            note: None,
         };
     };
     let mut lines = Vec::new();
@@ -187,6 +188,7 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
         min_w: 50,
         max_w: 110,
         hang: 12,
+        note: None,
     }
 }
 
@@ -281,6 +283,7 @@ pub fn palette_entry(app: &App, id: &str) -> Window {
         min_w: 40,
         max_w: 100,
         hang: 12,
+        note: None,
     }
 }
 
@@ -305,5 +308,57 @@ pub fn warnings(app: &App) -> Window {
         min_w: 40,
         max_w: 120,
         hang: 9,
+        note: None,
+    }
+}
+
+/// The runs screen: one row a run, the selected one marked, this run's
+/// state as the console sees it.
+pub fn runs(
+    app: &App,
+    rows: &[crate::control::listing::RunRow],
+    selected: Option<usize>,
+) -> Window {
+    use crate::control::listing::{header, line};
+    let t = app.theme();
+    let mut lines = vec![Line::from(Span::styled(
+        format!("  {}", header()),
+        Style::default().fg(t.dim),
+    ))];
+    if rows.is_empty() {
+        lines.push(Line::from("  no runs here"));
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let color = if r.state.starts_with("needs approval") {
+            t.warning
+        } else if r.state.contains("failed") || r.state.starts_with("crashed") {
+            t.error
+        } else if r.live {
+            t.accent
+        } else {
+            t.foreground
+        };
+        // Row 0 of the list is the titles.
+        let chosen = selected == Some(i + 1);
+        let mark = if chosen { "› " } else { "  " };
+        let mut style = Style::default().fg(color);
+        if chosen {
+            style = style.add_modifier(ratatui::style::Modifier::REVERSED);
+        }
+        lines.push(Line::from(vec![
+            Span::raw(mark),
+            Span::styled(line(r), style),
+        ]));
+    }
+    Window {
+        title: format!(
+            "Runs ({}) · enter attaches to a live one · esc back",
+            group(rows.len())
+        ),
+        lines,
+        min_w: 60,
+        max_w: 116,
+        hang: 2,
+        note: None,
     }
 }

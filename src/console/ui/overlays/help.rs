@@ -49,22 +49,20 @@ pub fn window(app: &App, of: Mode) -> Window {
         lines.extend(rows);
         lines.push(Line::from(""));
     }
-    // The notes take the place of the last section's blank line.
+    // The notes go in the bottom border: a full screen of keys keeps its rows.
     lines.pop();
     let mouse = if matches!(of, Mode::Live | Mode::Replay) {
         "mouse: click selects, the wheel scrolls · "
     } else {
         ""
     };
-    lines.push(Line::from(Span::styled(
-        format!("{mouse}keys can be changed in config.toml [keys] (see the README)"),
-        Style::default().fg(t.dim),
-    )));
+    let note = format!("{mouse}keys can be changed in config.toml [keys] (see the README)");
     Window {
         title: format!("Keys · {}", of.title()),
         lines,
         min_w: 40,
         max_w: 90,
         hang: 0,
+        note: Some(note),
     }
 }

@@ -254,6 +254,7 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         min_w: 60,
         max_w: 120,
         hang: 12,
+        note: None,
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Window {
     /// Where wrapped lines continue when the line does not start with
     /// spaces (a `label  value` line wraps under its value).
     pub hang: usize,
+    /// A dim line in the bottom border (where the window's last line would
+    /// cost a row of a full screen).
+    pub note: Option<String>,
 }
 
 impl Window {
@@ -78,6 +81,7 @@ fn window(app: &App, o: &Overlay) -> Option<Window> {
         Overlay::LedgerRow { row, .. } => Some(detail::ledger_row(app, *row)),
         Overlay::PaletteEntry { id, .. } => Some(detail::palette_entry(app, id)),
         Overlay::Warnings { .. } => Some(detail::warnings(app)),
+        Overlay::Runs { rows, scroll } => Some(detail::runs(app, rows, scroll.selected())),
         _ => None,
     }
 }
@@ -126,6 +130,15 @@ fn draw_window(f: &mut Frame, area: Rect, app: &App, win: &Window, scroll: &Scro
                 Style::default().fg(t.dim),
             ))
             .alignment(Alignment::Right),
+        );
+    }
+    if let Some(note) = &win.note {
+        block = block.title_bottom(
+            Line::from(Span::styled(
+                format!(" {note} "),
+                Style::default().fg(t.dim),
+            ))
+            .alignment(Alignment::Left),
         );
     }
     let shown = scroll.window_of(lines);
