@@ -118,6 +118,7 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
 }
 
 fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
+    let _nice = step_back();
     let (mut dir, mut name) = (dir.to_path_buf(), name.to_string());
     // The runs screen may send the console on to another run.
     loop {
@@ -346,11 +347,16 @@ fn runs_remote(addr: &str, json: bool, watch: bool) -> Outcome {
 
 /// `playdeck ctl RUN events [--follow] [--from N]`: the log's lines.
 pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let dir =
         control::resolve_run(run).map_err(|f| CmdError::Input(format!("ctl: {}", f.message)))?;
     let socket = control::socket_path(&dir);
     let live = std::os::unix::net::UnixStream::connect(&socket).is_ok();
+    // A script's follower steps back for the run, and only itself: its
+    // session (the script's, maybe the run's too) keeps its place.
+    if let Err(e) = rustix::process::nice(WATCHER_NICE) {
+        tracing::debug!("nice: {e}");
+    }
     if !live {
         // A stopped run's log is the same lines: read from the file.
         if follow {
@@ -376,14 +382,13 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
         let (r, mut w) = s.into_split();
         let hello = serde_json::json!({"cmd": "events", "from": from, "follow": follow});
         w.write_all(format!("{hello}\n").as_bytes()).await?;
-        let mut r = tokio::io::BufReader::new(r);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            if r.read_until(b'\n', &mut line).await? == 0 {
-                return Ok::<_, std::io::Error>(());
-            }
-            say!("{}", String::from_utf8_lossy(&line));
+        // The lines as they come, in the chunks they come in.
+        let mut out = tokio::io::stdout();
+        match tokio::io::copy(&mut { r }, &mut out).await {
+            Ok(_) => out.flush().await,
+            // A reader that went away (`| head`) ends it quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(e),
         }
     })?
     .map_err(|e| CmdError::Failed(format!("events of {}: {e}", dir.display())))?;
@@ -414,5 +419,55 @@ mod tests {
         assert_eq!((r.port, r.path.as_str(), r.run), (None, "proj", None));
         assert!(parse_remote("host:port/x").is_err());
         assert!(parse_remote("-oProxyCommand=x/y").is_err());
+    }
+}
+
+/// How much a watcher (an attached console, `ctl RUN events`) steps back
+/// for the run on this machine's CPUs: at nice 10 it gets about a tenth of
+/// a busy core beside the run's host, and all of an idle one — a run that
+/// is working is never slowed by those watching it, and a watcher keeps up
+/// whenever the run waits (on its agents, most of the time).
+pub const WATCHER_NICE: i32 = 10;
+
+/// Lowers this process's priority, and that of its scheduling group: with
+/// Linux's autogroups (on by default), nice orders processes only inside
+/// one terminal session's group, and a console is in its terminal's, not
+/// in the run host's. The group's nice is put back as the console leaves
+/// (see [`AutogroupNice`]).
+fn step_back() -> AutogroupNice {
+    if let Err(e) = rustix::process::nice(WATCHER_NICE) {
+        tracing::debug!("nice: {e}");
+    }
+    AutogroupNice::lower(WATCHER_NICE)
+}
+
+/// The autogroup nice this process's session had, restored when dropped.
+pub struct AutogroupNice(Option<i32>);
+
+const AUTOGROUP: &str = "/proc/self/autogroup";
+
+impl AutogroupNice {
+    fn lower(to: i32) -> AutogroupNice {
+        // `/autogroup-299 nice 0`
+        let was = std::fs::read_to_string(AUTOGROUP)
+            .ok()
+            .and_then(|s| s.rsplit(' ').next()?.trim().parse::<i32>().ok());
+        match was {
+            Some(n) if n < to && std::fs::write(AUTOGROUP, to.to_string()).is_ok() => {
+                AutogroupNice(Some(n))
+            }
+            _ => AutogroupNice(None),
+        }
+    }
+}
+
+impl Drop for AutogroupNice {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            // Raising it back needs no privilege only up to where it was
+            // set by this session; a failure leaves it lowered, which is
+            // harmless.
+            let _ = std::fs::write(AUTOGROUP, n.to_string());
+        }
     }
 }

@@ -8,14 +8,15 @@
 //! Watchers read the log file, never the kernel: a slow or stopped watcher
 //! only stops reading (its socket fills, its task waits), and the run never
 //! waits for it. A watcher that falls behind is simply further back in the
-//! file; what it holds in memory is bounded by [`CHUNK`] × [`QUEUE`].
+//! file; the log goes from the file to its socket by `sendfile`, so what
+//! a watcher costs the run's process is a few system calls, not a copy.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use super::client::encode;
@@ -26,8 +27,8 @@ use crate::kernel::{ErrorCode, Request, RunHandle};
 /// How often a follower looks for new lines at the end of the log.
 const POLL: Duration = Duration::from_millis(25);
 /// Lines are sent in chunks of about this size.
-const CHUNK: usize = 64 * 1024;
-/// Chunks queued for one watcher's socket.
+const CHUNK: usize = 256 * 1024;
+/// Answers queued for one console.
 const QUEUE: usize = 16;
 /// Watchers served at once; each holds a connection for as long as it
 /// watches, apart from the request connections.
@@ -97,52 +98,140 @@ pub struct Answer {
     pub after: u64,
 }
 
-/// Reads the log from sequence `from` and sends its whole lines in chunks;
-/// with `follow`, waits at its end for more until the run is over. Answers
-/// (of an attached console) are sent once the log has been read past them.
+/// Where a stream's bytes go: the connection's write half. Log lines go
+/// from the file to the socket by `sendfile` (no copy through this
+/// process); answers and the welcome are written as they are.
+pub struct Out {
+    pub half: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Out {
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.half.write_all(bytes).await
+    }
+
+    /// `[*offset, end)` of `file`, as the socket takes it.
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: &mut u64,
+        end: u64,
+    ) -> std::io::Result<()> {
+        let sock: &tokio::net::UnixStream = self.half.as_ref();
+        while *offset < end {
+            sock.writable().await?;
+            let want = usize::try_from(end - *offset)
+                .unwrap_or(usize::MAX)
+                .min(CHUNK);
+            match sock.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::fs::sendfile(sock, file, Some(&mut *offset), want).map_err(Into::into)
+            }) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The end of the last whole line of `file` before `len`, at or after
+/// `from` (the log is written in whole lines; a line being written is
+/// left for the next look).
+fn whole_lines_end(file: &std::fs::File, from: u64, len: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut back = 4096u64;
+    loop {
+        let start = len.saturating_sub(back).max(from);
+        let mut buf = vec![0u8; (len - start) as usize];
+        file.read_exact_at(&mut buf, start)?;
+        if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        if start == from {
+            return Ok(from);
+        }
+        back *= 4;
+    }
+}
+
+/// Where the first line numbered `from` or later starts (whole lines only;
+/// `None` when none is written yet), looking from `offset`.
+fn first_at_or_after(
+    file: &std::fs::File,
+    mut offset: u64,
+    end: u64,
+    from: u64,
+) -> std::io::Result<Option<u64>> {
+    use std::os::unix::fs::FileExt;
+    let mut carry = Vec::new();
+    while offset < end {
+        let n = ((end - offset) as usize).min(CHUNK);
+        let mut buf = std::mem::take(&mut carry);
+        let had = buf.len();
+        buf.resize(had + n, 0);
+        file.read_exact_at(&mut buf[had..], offset)?;
+        let line_start = offset - had as u64;
+        let mut at = 0usize;
+        for line in buf.split_inclusive(|b| *b == b'\n') {
+            if !line.ends_with(b"\n") {
+                carry = line.to_vec();
+                break;
+            }
+            if seq_of(line).is_none_or(|s| s >= from) {
+                return Ok(Some(line_start + at as u64));
+            }
+            at += line.len();
+        }
+        offset += n as u64;
+    }
+    Ok(None)
+}
+
+/// Sends the log's lines from sequence `from`; with `follow`, waits at its
+/// end for more until the run is over. Answers (of an attached console)
+/// go out once the log has been sent past them.
 pub async fn pump(
     ctx: &StreamCtx,
     from: u64,
     follow: bool,
-    tx: &mpsc::Sender<Vec<u8>>,
+    out: &mut Out,
     mut answers: Option<&mut mpsc::Receiver<Answer>>,
 ) -> std::io::Result<()> {
-    let file = tokio::fs::File::open(&ctx.events).await?;
-    let mut r = BufReader::with_capacity(CHUNK, file);
+    let file = std::fs::File::open(&ctx.events)?;
     let mut over = ctx.over.clone();
-    let mut line = Vec::new();
-    let mut chunk = Vec::with_capacity(CHUNK);
     let mut last_pass = false;
-    // Bytes of the log read as whole lines.
+    // Bytes of the log sent on (or skipped as before `from`).
     let mut offset = 0u64;
+    let mut skipping = from > 1;
     let mut owed: std::collections::VecDeque<Answer> = Default::default();
     loop {
-        let n = r.read_until(b'\n', &mut line).await?;
-        if n > 0 && line.ends_with(b"\n") {
-            offset += line.len() as u64;
-            if seq_of(&line).is_none_or(|s| s >= from) {
-                chunk.extend_from_slice(&line);
+        let len = file.metadata()?.len();
+        let end = whole_lines_end(&file, offset, len)?;
+        if skipping && end > offset {
+            match first_at_or_after(&file, offset, end, from)? {
+                Some(at) => {
+                    offset = at;
+                    skipping = false;
+                }
+                None => offset = end,
             }
-            line.clear();
-            if chunk.len() >= CHUNK && tx.send(std::mem::take(&mut chunk)).await.is_err() {
-                return Ok(());
-            }
+        }
+        if !skipping && end > offset {
+            out.send_file(&file, &mut offset, end).await?;
+            // More may have come meanwhile.
             continue;
         }
         // At the end of what is written (a cut line waits for its rest).
-        if !chunk.is_empty() && tx.send(std::mem::take(&mut chunk)).await.is_err() {
-            return Ok(());
-        }
         while owed.front().is_some_and(|a| a.after <= offset) {
             let a = owed.pop_front().expect("a front");
-            if tx.send(a.line).await.is_err() {
-                return Ok(());
-            }
+            out.write(&a.line).await?;
         }
         if !follow || last_pass {
             return Ok(());
         }
-        // Once the run is over, one more read takes what it wrote last.
+        // Once the run is over, one more look takes what it wrote last.
         if *over.borrow() {
             last_pass = true;
             continue;
@@ -175,29 +264,20 @@ pub fn seq_of(line: &[u8]) -> Option<u64> {
 /// Serves a stream after its first line: writes the log's lines, and for
 /// an attached console answers its requests between them.
 #[allow(clippy::too_many_arguments)]
-pub async fn serve<R, W>(
+pub async fn serve<R>(
     sub: Subscribe,
     ctx: StreamCtx,
     mut requests: R,
-    mut write: W,
+    write: tokio::net::unix::OwnedWriteHalf,
     by: Arc<str>,
     agent: Option<(i32, String)>,
 ) where
     R: AsyncBufReadExt + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let writer = tokio::spawn(async move {
-        while let Some(chunk) = rx.recv().await {
-            if write.write_all(&chunk).await.is_err() {
-                return;
-            }
-        }
-        let _ = write.shutdown().await;
-    });
+    let mut out = Out { half: write };
     match sub {
         Subscribe::Events { from, follow } => {
-            let _ = pump(&ctx, from, follow, &tx, None).await;
+            let _ = pump(&ctx, from, follow, &mut out, None).await;
         }
         Subscribe::Attach { from, read_only } => {
             // First the welcome: what a console needs besides the signals.
@@ -216,10 +296,10 @@ pub async fn serve<R, W>(
                 "by": &*by,
                 "read_only": read_only || agent.is_some(),
             }});
-            if tx.send(format!("{welcome}\n").into_bytes()).await.is_err() {
+            if out.write(format!("{welcome}\n").as_bytes()).await.is_err() {
                 return;
             }
-            let (answers, answered) = mpsc::channel::<Answer>(QUEUE);
+            let (answers, mut answered) = mpsc::channel::<Answer>(QUEUE);
             let read_only = read_only || agent.is_some();
             let asked = {
                 let ctx = ctx.clone();
@@ -246,21 +326,23 @@ pub async fn serve<R, W>(
                 })
             };
             let _console = ctx.consoles.enter();
-            let mut answered = answered;
-            let _ = pump(&ctx, from, true, &tx, Some(&mut answered)).await;
-            // The run is over and its last line sent; the console still
-            // asks (status, the report) until it leaves, and the run's
-            // host waits for it (see `ControlServer::finish`).
-            while let Some(a) = answered.recv().await {
-                if tx.send(a.line).await.is_err() {
-                    break;
+            if pump(&ctx, from, true, &mut out, Some(&mut answered))
+                .await
+                .is_ok()
+            {
+                // The run is over and its last line sent; the console
+                // still asks (status, the report) until it leaves, and the
+                // run's host waits for it (see `ControlServer::finish`).
+                while let Some(a) = answered.recv().await {
+                    if out.write(&a.line).await.is_err() {
+                        break;
+                    }
                 }
             }
             asked.abort();
         }
     }
-    drop(tx);
-    let _ = writer.await;
+    let _ = out.half.shutdown().await;
 }
 
 /// One request line, at most [`super::MAX_REQUEST`] bytes; false at the end.
