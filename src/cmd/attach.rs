@@ -404,24 +404,6 @@ pub fn host_session() {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ssh_addresses_are_read_with_their_parts() {
-        let r = parse_remote("ana@build1:2222/srv/proj#latest").unwrap();
-        assert_eq!(r.host, "ana@build1");
-        assert_eq!(r.port, Some(2222));
-        assert_eq!(r.path, "/srv/proj");
-        assert_eq!(r.run.as_deref(), Some("latest"));
-        let r = parse_remote("build1/~/proj").unwrap();
-        assert_eq!((r.port, r.path.as_str(), r.run), (None, "proj", None));
-        assert!(parse_remote("host:port/x").is_err());
-        assert!(parse_remote("-oProxyCommand=x/y").is_err());
-    }
-}
-
 /// How much a watcher (an attached console, `ctl RUN events`) steps back
 /// for the run on this machine's CPUs: at nice 10 it gets about a tenth of
 /// a busy core beside the run's host, and all of an idle one — a run that
@@ -469,5 +451,23 @@ impl Drop for AutogroupNice {
             // harmless.
             let _ = std::fs::write(AUTOGROUP, n.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_addresses_are_read_with_their_parts() {
+        let r = parse_remote("ana@build1:2222/srv/proj#latest").unwrap();
+        assert_eq!(r.host, "ana@build1");
+        assert_eq!(r.port, Some(2222));
+        assert_eq!(r.path, "/srv/proj");
+        assert_eq!(r.run.as_deref(), Some("latest"));
+        let r = parse_remote("build1/~/proj").unwrap();
+        assert_eq!((r.port, r.path.as_str(), r.run), (None, "proj", None));
+        assert!(parse_remote("host:port/x").is_err());
+        assert!(parse_remote("-oProxyCommand=x/y").is_err());
     }
 }
