@@ -81,6 +81,9 @@ struct Console {
     child: Box<dyn portable_pty::Child + Send + Sync>,
     /// Kept for resizing the terminal.
     master: Box<dyn portable_pty::MasterPty + Send>,
+    /// Every byte the program wrote, for what a screen does not keep
+    /// (the bell, desktop notifications).
+    raw: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Console {
@@ -110,6 +113,8 @@ impl Console {
             0,
         )));
         let feed = parser.clone();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let keep = raw.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buf) {
@@ -117,6 +122,7 @@ impl Console {
                     break;
                 }
                 feed.lock().unwrap().process(&buf[..n]);
+                keep.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
         Console {
@@ -124,7 +130,17 @@ impl Console {
             writer,
             child,
             master: pty.master,
+            raw,
         }
+    }
+
+    /// Whether the program wrote `bytes` so far.
+    fn wrote(&self, bytes: &[u8]) -> bool {
+        self.raw
+            .lock()
+            .unwrap()
+            .windows(bytes.len())
+            .any(|w| w == bytes)
     }
 
     /// Resizes the terminal, as a person dragging the window would.
@@ -779,6 +795,15 @@ fn detach_list_attach_twice_and_approve_from_the_second_console() {
         parser: actor.screen.parser.clone(),
     };
     watching.wait_for("the gates in the watcher", |s| s.contains("approval 3"));
+    // The gates are what needs the operator: the bell and a desktop
+    // notification (OSC 9, OSC 777) that names them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !watcher.wrote(b"\x1b]9;3 operations waiting for approval in run ") {
+        assert!(Instant::now() < deadline, "no OSC 9 notification");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(watcher.wrote(b"\x1b]777;notify;playdeck;3 operations waiting for approval"));
+    assert!(watcher.wrote(b"\x07"));
     acting.wait_for("the gates in the second console", |s| {
         s.contains("approval 3")
     });
@@ -1031,6 +1056,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
             writer,
             child,
             master: pty.master,
+            raw: Arc::new(Mutex::new(Vec::new())),
         }
     };
     let screen = Screen {

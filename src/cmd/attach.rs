@@ -352,9 +352,10 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
         control::resolve_run(run).map_err(|f| CmdError::Input(format!("ctl: {}", f.message)))?;
     let socket = control::socket_path(&dir);
     let live = std::os::unix::net::UnixStream::connect(&socket).is_ok();
-    // A script's follower steps back for the run, and only itself: its
-    // session (the script's, maybe the run's too) keeps its place.
-    if let Err(e) = rustix::process::nice(WATCHER_NICE) {
+    // A script's follower steps back for the run, and only itself (its
+    // session, the script's and maybe the run's too, keeps its place), as
+    // far as it can: nothing interactive waits on it.
+    if let Err(e) = rustix::process::nice(FOLLOWER_NICE) {
         tracing::debug!("nice: {e}");
     }
     if !live {
@@ -416,6 +417,9 @@ pub const WATCHER_NICE: i32 = 10;
 /// one terminal session's group, and a console is in its terminal's, not
 /// in the run host's. The group's nice is put back as the console leaves
 /// (see [`AutogroupNice`]).
+/// A `ctl RUN events` follower: as low as it goes.
+pub const FOLLOWER_NICE: i32 = 19;
+
 fn step_back() -> AutogroupNice {
     if let Err(e) = rustix::process::nice(WATCHER_NICE) {
         tracing::debug!("nice: {e}");
