@@ -88,6 +88,11 @@ struct Console {
 
 impl Console {
     fn open(dir: &std::path::Path, args: &[&str]) -> Console {
+        Console::open_with(dir, args, &[])
+    }
+
+    /// [`Console::open`] with more environment variables.
+    fn open_with(dir: &std::path::Path, args: &[&str], env: &[(String, String)]) -> Console {
         std::fs::create_dir_all(dir.join("config")).unwrap();
         let pty = native_pty_system()
             .openpty(PtySize {
@@ -103,6 +108,9 @@ impl Console {
         cmd.env("TERM", "xterm-256color");
         cmd.env("PLAYDECK_CONFIG_DIR", dir.join("config"));
         cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pty.slave.spawn_command(cmd).unwrap();
         drop(pty.slave);
         let mut reader = pty.master.try_clone_reader().unwrap();
@@ -1014,51 +1022,8 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
     assert!(text.contains("far") && text.contains("gates"), "{text}");
 
     let here = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(here.path().join("config")).unwrap();
-    let mut console = {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: 36,
-                cols: 120,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
-        cmd.args(["attach", &format!("{addr}#far")]);
-        cmd.cwd(here.path());
-        cmd.env("TERM", "xterm-256color");
-        cmd.env("PLAYDECK_CONFIG_DIR", here.path().join("config"));
-        for (k, v) in sshd.env() {
-            cmd.env(k, v);
-        }
-        let child = pty.slave.spawn_command(cmd).unwrap();
-        drop(pty.slave);
-        let mut reader = pty.master.try_clone_reader().unwrap();
-        let writer = pty.master.take_writer().unwrap();
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(
-            std::num::NonZero::new(36).unwrap(),
-            std::num::NonZero::new(120).unwrap(),
-            0,
-        )));
-        let feed = parser.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                feed.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        Console {
-            screen: Screen { parser },
-            writer,
-            child,
-            master: pty.master,
-            raw: Arc::new(Mutex::new(Vec::new())),
-        }
-    };
+    let target = format!("{addr}#far");
+    let mut console = Console::open_with(here.path(), &["attach", &target], &sshd.env());
     let screen = Screen {
         parser: console.screen.parser.clone(),
     };
