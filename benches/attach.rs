@@ -11,7 +11,9 @@
 //! console catches up with its events). This harness lowers its own
 //! threads' priority as watchers do (the host keeps its own). Each way is
 //! the median of
-//! `runs=3` (`cargo bench --bench attach -- 100000 runs=3`).
+//! `runs=3` (`cargo bench --bench attach -- 100000 runs=3`); `paced`
+//! gives each operation 100 ms of sim work, 5 000 at a time, instead of
+//! none.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -33,13 +35,22 @@ fn binary() -> PathBuf {
     root.join("target/release/playdeck")
 }
 
-fn play(n: usize) -> String {
+/// `noop`: every operation done at once (the agent-free worst case);
+/// `paced`: each takes 100 ms of sim time, 5 000 at a time (a run whose
+/// work, not its bookkeeping, sets the pace).
+fn play(n: usize, paced: bool) -> String {
+    let concurrent = if paced { 5000 } else { 10000 };
     let mut s = format!(
-        "[play]\nname = \"fanout {n}\"\nmax_concurrent = 10000\n[palette]\nroles = [{{ role = \"implementer\" }}]\n"
+        "[play]\nname = \"fanout {n}\"\nmax_concurrent = {concurrent}\n[palette]\nroles = [{{ role = \"implementer\" }}]\n"
     );
+    let work = if paced {
+        "sim = { duration_ms = 100 }\n"
+    } else {
+        "agent = \"noop\"\n"
+    };
     for i in 0..n {
         s.push_str(&format!(
-            "[[operations]]\nid = \"op-{i}\"\nrole = \"implementer\"\ninstruction = \"w\"\nagent = \"noop\"\nindependent_root = true\n"
+            "[[operations]]\nid = \"op-{i}\"\nrole = \"implementer\"\ninstruction = \"w\"\n{work}independent_root = true\n"
         ));
     }
     s
@@ -232,9 +243,10 @@ fn main() {
         .iter()
         .find_map(|a| a.strip_prefix("runs=")?.parse().ok())
         .unwrap_or(3usize);
+    let paced = args.iter().any(|a| a == "paced");
     let bin = binary();
     let base = tempfile::tempdir().unwrap();
-    let text = play(n);
+    let text = play(n, paced);
     let mut alone = None;
     for (kind, watchers) in [("none", 0), ("events", 4), ("consoles", 4)] {
         let mut all: Vec<serde_json::Value> = (0..runs)
@@ -249,7 +261,10 @@ fn main() {
         let mut m = all[all.len() / 2].clone();
         let wall = m["wall_s"].as_f64().unwrap();
         let alone_s = *alone.get_or_insert(wall);
-        m["case"] = json!(format!("fanout {n}"));
+        m["case"] = json!(format!(
+            "fanout {n}{}",
+            if paced { " paced" } else { " noop" }
+        ));
         m["watchers"] = json!(format!("{watchers} {kind}"));
         m["vs_none"] = json!(wall / alone_s);
         m["wall_s_min"] = all[0]["wall_s"].clone();

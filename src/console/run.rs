@@ -2,7 +2,8 @@
 //! signals, or a replay's clock), status messages and a clock tick in one
 //! `select!`. Signals are folded in bounded batches so keys stay
 //! responsive under a flood; frames are drawn only when something changed,
-//! at most 30 a second, inside synchronized updates.
+//! at once after a key or click and otherwise at most 30 a second, inside
+//! synchronized updates.
 
 use std::io;
 use std::sync::Arc;
@@ -358,6 +359,7 @@ where
     let mut last_poll = Instant::now();
     let (msg_tx, mut msg_rx) = mpsc::unbounded_channel::<Msg>();
     let mut dirty = true;
+    let mut keyed = false;
     let mut last_draw: Option<Instant> = None;
     let mut signals_open = live;
     loop {
@@ -367,9 +369,12 @@ where
                 None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
             };
         }
-        if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+        // What the operator did shows at once; what the run did waits for
+        // the next frame (at most 30 a second).
+        if dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
             draw(app)?;
             dirty = false;
+            keyed = false;
             last_draw = Some(Instant::now());
         }
         if app.should_exit {
@@ -384,10 +389,12 @@ where
                     let effects = app.on_key(k);
                     carry_out(app, effects, source, &msg_tx);
                     dirty = true;
+                    keyed = true;
                 }
                 Some(Ok(Event::Mouse(m))) => {
                     app.on_mouse(m);
                     dirty = true;
+                    keyed = true;
                 }
                 Some(Ok(Event::Resize(w, h))) => {
                     // At once, not at the next frame: a key right after a
