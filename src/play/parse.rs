@@ -218,7 +218,29 @@ fn read_play(r: &mut Reader, t: &Table<'_, '_>, play: &mut Play) {
         play.name = name;
     }
     play.objective = t.string(r, "objective").map(|(s, _)| s);
-    if let Some((n, _)) = t.int(r, "max_concurrent", 1, 100_000) {
+    // ADR-0033 D1: no limit at all falls back to the environment's, else
+    // 10 000 — effectively unlimited, still a limiter.
+    let unbounded = t
+        .get("max_concurrent")
+        .is_some_and(|v| matches!(v.get_ref(), DeValue::String(s) if s == "unbounded"));
+    if unbounded {
+        match unbounded_limit(std::env::var("PLAYDECK_MAX_CONCURRENCY").ok().as_deref()) {
+            Ok(n) => play.max_concurrent = n,
+            Err(why) => r.error(
+                t.key_span("max_concurrent"),
+                why,
+                "PLAYDECK_MAX_CONCURRENCY",
+            ),
+        }
+    } else if let Some(v) = t.get("max_concurrent")
+        && matches!(v.get_ref(), DeValue::String(_))
+    {
+        r.error(
+            v.span(),
+            "`max_concurrent` in [play] must be an integer from 1 to 100000, or \"unbounded\"",
+            "an integer or \"unbounded\"",
+        );
+    } else if let Some((n, _)) = t.int(r, "max_concurrent", 1, 100_000) {
         play.max_concurrent = n as usize;
     }
     if let Some((false, _)) = t.bool(r, "parallel") {
@@ -956,6 +978,20 @@ fn check_command_options(r: &mut Reader, play: &Play) {
                 );
             }
         }
+    }
+}
+
+/// The limit of `max_concurrent = "unbounded"`: `PLAYDECK_MAX_CONCURRENCY`
+/// when set (1 to 100 000), else 10 000.
+pub fn unbounded_limit(env: Option<&str>) -> Result<usize, String> {
+    match env {
+        None | Some("") => Ok(10_000),
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "max_concurrent = \"unbounded\" takes its limit from PLAYDECK_MAX_CONCURRENCY, which is {v:?}; allowed: an integer from 1 to 100000 (or unset, for 10000)"
+            )),
+        },
     }
 }
 
