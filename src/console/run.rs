@@ -306,6 +306,15 @@ impl Source<'_> {
         }
     }
 
+    /// What has already arrived, without waiting.
+    fn try_next(&mut self) -> Option<Observed> {
+        match self {
+            Source::Live { sub, .. } => sub.try_next(),
+            Source::Attached { link } => link.events.try_recv().ok().map(|a| arrived(Some(a))),
+            Source::Replay { .. } => None,
+        }
+    }
+
     /// A replay needs the clock while it plays or follows.
     fn ticks(&self) -> bool {
         match self {
@@ -419,15 +428,7 @@ where
                 return Ok(Ended::Stopped(sig));
             }
             obs = source.observe(), if signals_open => {
-                match source {
-                    Source::Live { sub, session } => {
-                        signals_open = fold_batch(app, obs, sub, *session).await;
-                    }
-                    Source::Attached { link } => {
-                        signals_open = fold_attached(app, obs, link);
-                    }
-                    Source::Replay { .. } => {}
-                }
+                signals_open = fold_batch(app, obs, source).await;
                 let effects = app.after_fold();
                 carry_out(app, effects, source, &msg_tx);
                 dirty = true;
@@ -470,18 +471,23 @@ where
     }
 }
 
-/// [`fold_batch`] for an attached console: what the stream brought, up to
-/// the same budget; false once it has closed.
-fn fold_attached(app: &mut App, first: Observed, link: &mut Link) -> bool {
+/// Folds what arrived, up to a budget; false once the stream has closed.
+async fn fold_batch(app: &mut App, first: Observed, source: &mut Source<'_>) -> bool {
     let started = std::time::Instant::now();
     let mut next = Some(first);
     let mut n = 0;
     while let Some(obs) = next.take() {
         match obs {
             Observed::Signal(s) => app.fold(&s),
-            Observed::Lagged { .. } => {}
+            Observed::Lagged { .. } => {
+                if let Some(session) = source.session() {
+                    resync(app, session).await;
+                }
+            }
             Observed::Closed => {
-                if app.vm.run.finished.is_none() {
+                // A hosted run's stream ends with its run; before, its host
+                // went away.
+                if matches!(source, Source::Attached { .. }) && app.vm.run.finished.is_none() {
                     app.set_status(
                         "the connection to the run closed before its end (its host ended or was killed); `playdeck runs` says where it stands",
                         Level::Error,
@@ -494,36 +500,7 @@ fn fold_attached(app: &mut App, first: Observed, link: &mut Link) -> bool {
         if n >= FOLD_BATCH || started.elapsed() >= FOLD_BUDGET {
             break;
         }
-        next = link.events.try_recv().ok().map(|a| arrived(Some(a)));
-    }
-    true
-}
-
-/// Folds what arrived, up to a budget; false once the stream has closed.
-async fn fold_batch(
-    app: &mut App,
-    first: Observed,
-    sub: &mut Subscription,
-    session: Option<&Session>,
-) -> bool {
-    let started = std::time::Instant::now();
-    let mut next = Some(first);
-    let mut n = 0;
-    while let Some(obs) = next.take() {
-        match obs {
-            Observed::Signal(s) => app.fold(&s),
-            Observed::Lagged { .. } => {
-                if let Some(session) = session {
-                    resync(app, session).await;
-                }
-            }
-            Observed::Closed => return false,
-        }
-        n += 1;
-        if n >= FOLD_BATCH || started.elapsed() >= FOLD_BUDGET {
-            break;
-        }
-        next = sub.try_next();
+        next = source.try_next();
     }
     true
 }
