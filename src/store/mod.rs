@@ -312,21 +312,8 @@ impl RunDir {
     /// Writes `result.json`; an error names the file.
     pub fn write_result(&self, env: &Envelope) -> io::Result<()> {
         // Large results are named by reference (see `results`), as in the log.
-        let kept: Vec<_> = results::referenced_results(&self.path, env.operation_results.iter());
-        let changed = kept
-            .iter()
-            .zip(env.operation_results.values())
-            .any(|((_, a), b)| !Arc::ptr_eq(a, b));
-        let owned;
-        let env = if changed {
-            owned = Envelope {
-                operation_results: kept.into_iter().map(|(k, v)| (*k, v)).collect(),
-                ..env.clone()
-            };
-            &owned
-        } else {
-            env
-        };
+        let referenced = results::with_references(&self.path, env);
+        let env = referenced.as_ref().unwrap_or(env);
         write_atomic_with(&self.path.join("result.json"), |w| {
             serde_json::to_writer_pretty(&mut *w, env).map_err(io::Error::other)?;
             w.write_all(b"\n")

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::kernel::{OpId, Signal, SignalKind};
+use crate::kernel::{Envelope, OpId, Signal, SignalKind};
 use crate::projection::RunProjection;
 
 /// Results larger than this (serialised) are stored apart.
@@ -120,44 +120,48 @@ fn write(dir: &Path, op: &OpId, result: &Value) -> io::Result<u64> {
     })
 }
 
+/// The reference for `op`'s large result `v`, if the event log stored it:
+/// its size is the file's, so the value is not serialised again. A file
+/// the log could not write (a full disk) left the value in the log's line,
+/// and the value stays here too.
+fn stored(dir: &Path, op: &OpId, v: &Value) -> Option<Value> {
+    if referenced(v).is_some() || !larger_than(v, SPILL_BYTES) {
+        return None;
+    }
+    let meta = std::fs::metadata(dir.join(relative(op))).ok()?;
+    meta.is_file().then(|| reference(op, meta.len()))
+}
+
 /// For the checkpoint's own projection, after it folded `s`: the node holds
 /// the reference, not the value (the event log wrote the file first).
 pub fn keep_reference(state: &mut RunProjection, dir: &Path, s: &Signal) {
     let Some((op, result)) = settled_result(s) else {
         return;
     };
-    // A file the log could not write (a full disk) left the value in the
-    // log's line: the checkpoint keeps it too.
-    if referenced(result).is_some()
-        || !larger_than(result, SPILL_BYTES)
-        || !dir.join(relative(op)).is_file()
+    if let Some(r) = stored(dir, op, result)
+        && let Some(ix) = state.ix(op)
     {
-        return;
-    }
-    if let Some(ix) = state.ix(op) {
-        let bytes = serde_json::to_vec(&**result).map_or(0, |b| b.len() as u64 + 1);
-        state.nodes[ix as usize].result = Some(Arc::new(reference(op, bytes)));
+        state.nodes[ix as usize].result = Some(Arc::new(r));
     }
 }
 
-/// For `result.json`: `results` with each large value as its reference.
-pub fn referenced_results<'a>(
-    dir: &Path,
-    results: impl Iterator<Item = (&'a OpId, &'a Arc<Value>)>,
-) -> Vec<(&'a OpId, Arc<Value>)> {
-    results
-        .map(|(op, v)| {
-            if referenced(v).is_none()
-                && larger_than(v, SPILL_BYTES)
-                && dir.join(relative(op)).is_file()
-            {
-                let bytes = serde_json::to_vec(&**v).map_or(0, |b| b.len() as u64 + 1);
-                (op, Arc::new(reference(op, bytes)))
-            } else {
-                (op, v.clone())
-            }
-        })
-        .collect()
+/// For `result.json`: the envelope with each large result as its
+/// reference, or `None` when it has none (the common case costs one look
+/// at each result, no copy).
+pub fn with_references(dir: &Path, env: &Envelope) -> Option<Envelope> {
+    let found: Vec<(OpId, Value)> = env
+        .operation_results
+        .iter()
+        .filter_map(|(op, v)| stored(dir, op, v).map(|r| (*op, r)))
+        .collect();
+    if found.is_empty() {
+        return None;
+    }
+    let mut out = env.clone();
+    for (op, r) in found {
+        out.operation_results.insert(op, Arc::new(r));
+    }
+    Some(out)
 }
 
 #[derive(Debug, thiserror::Error)]
