@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::console::text::fit;
 use crate::kernel::signal::LaneCounts;
 use crate::kernel::{Signal, SignalKind};
 
@@ -226,9 +227,9 @@ pub fn header() -> String {
 pub fn line(r: &RunRow) -> String {
     format!(
         "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11}",
-        crate::printable::printable(&cut(&r.id, 22)),
-        crate::printable::printable(&cut(&r.play, 18)),
-        cut(&r.state, 22),
+        crate::printable::printable(&fit(&r.id, 22)),
+        crate::printable::printable(&fit(&r.play, 18)),
+        fit(&r.state, 22),
         when(r.started),
         short(r.elapsed),
         format!(
@@ -237,16 +238,6 @@ pub fn line(r: &RunRow) -> String {
             r.total
         ),
     )
-}
-
-fn cut(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n - 1).collect();
-        t.push('…');
-        t
-    }
 }
 
 /// `42s`, `3m05s`, `2h10m`, `3d4h`.

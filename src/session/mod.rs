@@ -3,6 +3,7 @@
 //! capacity reconciler, the control socket, palette preparation. A surface
 //! adds its sinks or subscribes, then starts the run.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -410,9 +411,10 @@ fn add_notify(play: &Play, run: &mut Run, handle: &RunHandle, run_dir: &RunDir) 
         Some(n) => Some(n.clone()),
         None => crate::console::config::user_notify().unwrap_or_else(|e| {
             tracing::warn!("{e}");
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("playdeck: warning: {e} (no notifications for this run)\n"),
+            // A closed stderr loses the warning, not the run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "playdeck: warning: {e} (no notifications for this run)"
             );
             None
         }),
