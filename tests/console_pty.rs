@@ -1,6 +1,8 @@
 //! The console as a person uses it: the binary in a pseudo-terminal, keys
 //! typed, the screen read back through a terminal emulator after each.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -1005,12 +1007,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let sock = project.path().join(".playdeck/runs/far/ctl/control.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(Instant::now() < deadline, "the run never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_listening(&project.path().join(".playdeck/runs/far/ctl/control.sock"));
     let addr = format!("ssh://127.0.0.1:{}{}", sshd.port, project.path().display());
     let listed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args(["runs", "--dir", &addr])

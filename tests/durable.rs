@@ -569,14 +569,7 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
         .spawn()
         .unwrap();
     let sock = dir.join("ctl/control.sock");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the resumed run never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_listening(&sock);
     // A second process may not take up the same run.
     let r = resume(&dir);
     assert_eq!(r.status.code(), Some(2));

@@ -414,11 +414,7 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
         .spawn()
         .unwrap();
     let sock = dir.path().join("run/ctl/control.sock");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while UnixStream::connect(&sock).is_err() {
-        assert!(std::time::Instant::now() < deadline, "never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_listening(&sock);
     let ask = |bytes: &[u8]| -> serde_json::Value {
         let mut s = UnixStream::connect(&sock).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();

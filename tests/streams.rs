@@ -3,6 +3,8 @@
 //! a watcher that stops reading never holds the run back; watchers are
 //! bounded.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,12 +24,7 @@ fn start(dir: &std::path::Path, play: &str) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let sock = dir.join("run/ctl/control.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(Instant::now() < deadline, "the run never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_listening(&dir.join("run/ctl/control.sock"));
     child
 }
 

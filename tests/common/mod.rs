@@ -309,7 +309,6 @@ pub fn redact_uuids(s: &str) -> String {
 /// piped; cancel it with `playdeck ctl live cancel`.
 pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
     std::fs::write(
         dir.join("slow.toml"),
         "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
@@ -330,13 +329,22 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let sock = dir.join(".playdeck/runs/live/ctl/control.sock");
+    wait_listening(&dir.join(".playdeck/runs/live/ctl/control.sock"));
+    child
+}
+
+/// Waits (20 s at most) until a run's control socket at `sock` answers.
+pub fn wait_listening(sock: &std::path::Path) {
+    use std::time::{Duration, Instant};
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(Instant::now() < deadline, "the run never listened");
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the run never listened on {}",
+            sock.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
 }
 
 /// The playdeck binary copied where another user can run it (a test's
