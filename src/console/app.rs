@@ -329,7 +329,7 @@ impl App {
     /// After a batch of signals: tidy lanes, surface warnings, ring the bell
     /// once when an operation starts waiting for approval.
     pub fn after_fold(&mut self) -> Vec<Effect> {
-        self.vm.settle();
+        self.vm.settle_some();
         let mut effects = Vec::new();
         if self.vm.warnings.len() > self.seen_warnings {
             self.seen_warnings = self.vm.warnings.len();
@@ -464,7 +464,7 @@ impl App {
     pub fn lane_window(&self, col: usize, from: usize, n: usize) -> Vec<u32> {
         let lane = &self.vm.lanes[col];
         if self.filter.is_empty() {
-            lane.window(from, n).to_vec()
+            lane.window(from, n)
         } else {
             lane.iter()
                 .filter(|&ix| self.matches(ix))

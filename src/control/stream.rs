@@ -219,9 +219,16 @@ pub async fn pump(
             }
         }
         if !skipping && end > offset {
+            let before = offset;
             out.send_file(&file, &mut offset, end).await?;
-            // More may have come meanwhile.
-            continue;
+            // A backlog goes on at once. A log that is only growing is
+            // looked at again after POLL: sending each few lines as they
+            // come would keep the run's own threads busy for every
+            // watcher (a noop run on two cores went 1.45× slower with
+            // four followers).
+            if end - before >= CHUNK as u64 {
+                continue;
+            }
         }
         // At the end of what is written (a cut line waits for its rest).
         while owed.front().is_some_and(|a| a.after <= offset) {
