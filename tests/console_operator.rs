@@ -375,8 +375,8 @@ sim = { duration_ms = 1000, emits = [
             .collect();
         assert_eq!(
             asked.len(),
-            2,
-            "every drop carries its request, but for repeats folded into a row that has it"
+            4,
+            "every drop carries its request, repeats too (the ledger folds them, the log does not)"
         );
         assert_eq!(
             asked[0].instruction.as_deref(),

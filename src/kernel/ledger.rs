@@ -135,8 +135,8 @@ pub struct LedgerEntry {
     pub assignee: Option<Arc<str>>,
     #[serde(flatten)]
     pub outcome: LedgerOutcome,
-    /// More drops just like this one (same emitter, reason and assignee,
-    /// one after the other), folded into this row.
+    /// More drops just like this one (the same in every field but their
+    /// sequence and time, one after the other), folded into this row.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeats: u32,
 }
@@ -145,29 +145,18 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Whether a drop would be counted in the ledger's last row (same
-/// emitter, reason and assignee) instead of opening one.
-pub fn repeats_last(
-    ledger: &[LedgerEntry],
-    emitter_id: Option<OpId>,
-    reason: DropReason,
-    assignee: Option<&Arc<str>>,
-) -> bool {
-    ledger.last().is_some_and(|last| {
-        matches!(&last.outcome, LedgerOutcome::Dropped { reason: before, .. } if *before == reason)
-            && last.emitter_id == emitter_id
-            && last.assignee.as_ref() == assignee
-    })
-}
-
-/// Adds a row to a ledger: a drop that repeats the last row (same
-/// emitter, reason and assignee) is counted there instead, so an agent that
-/// repeats itself cannot flood the ledger. One rule for the kernel and
-/// every fold of the signals.
+/// Adds a row to a ledger: a drop that is the last row again — same
+/// emitter, assignee, reason, detail, operation and request — is counted
+/// there instead, so an agent that repeats itself cannot flood the
+/// ledger; a drop that differs in anything, its detail included, is a row
+/// of its own (nothing an operator could read is folded away). One rule
+/// for the kernel and every fold of the signals.
 pub fn record(ledger: &mut Vec<LedgerEntry>, e: LedgerEntry) {
-    if let LedgerOutcome::Dropped { reason, .. } = &e.outcome
-        && repeats_last(ledger, e.emitter_id, *reason, e.assignee.as_ref())
-        && let Some(last) = ledger.last_mut()
+    if let Some(last) = ledger.last_mut()
+        && matches!(e.outcome, LedgerOutcome::Dropped { .. })
+        && last.outcome == e.outcome
+        && last.emitter_id == e.emitter_id
+        && last.assignee == e.assignee
     {
         last.repeats += 1;
         return;
@@ -201,6 +190,42 @@ fn is_one(n: &u32) -> bool {
 mod tests {
     use super::*;
     use crate::kernel::{Signal, SignalKind};
+
+    #[test]
+    fn rule_a33_59_every_drops_detail_is_kept_and_only_exact_repeats_fold() {
+        let drop = |seq, detail: &str| LedgerEntry {
+            seq,
+            elapsed: seq as f64,
+            emitter_id: Some(uuid::Uuid::from_u128(1)),
+            emitter_name: Some("plan".into()),
+            assignee: Some("tester".into()),
+            outcome: LedgerOutcome::Dropped {
+                reason: DropReason::RoleProvisionFailed,
+                detail: detail.into(),
+                op_id: None,
+                request: None,
+            },
+            repeats: 0,
+        };
+        let mut ledger = Vec::new();
+        record(&mut ledger, drop(1, "the role could not be provisioned"));
+        record(&mut ledger, drop(2, "provisioning was cancelled"));
+        record(&mut ledger, drop(3, "provisioning was cancelled"));
+        let details: Vec<_> = ledger
+            .iter()
+            .map(|e| match &e.outcome {
+                LedgerOutcome::Dropped { detail, .. } => (detail.to_string(), e.repeats),
+                LedgerOutcome::Accepted { .. } => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            details,
+            [
+                ("the role could not be provisioned".to_string(), 0),
+                ("provisioning was cancelled".to_string(), 1),
+            ]
+        );
+    }
 
     #[test]
     fn a_dropped_spawn_logged_before_requests_were_kept_still_reads() {

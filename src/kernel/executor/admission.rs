@@ -72,16 +72,6 @@ impl Executor {
         let Asked { identity, request } = asked.into();
         let detail: Arc<str> = Arc::from(truncate_chars(&detail, DROP_DETAIL_MAX));
         let emitter_id = self.op_id_of(emitter);
-        // A drop folded into the last row shows that row's request: a
-        // flood of them does not repeat its text in the log.
-        let request = request.filter(|_| {
-            !crate::kernel::ledger::repeats_last(
-                &self.adm.ledger,
-                emitter_id,
-                reason,
-                assignee.as_ref(),
-            )
-        });
         let at = self.bus.emit(SignalKind::SpawnDropped {
             reason,
             assignee: assignee.clone(),
@@ -341,12 +331,13 @@ mod tests {
             ex.last_drop(),
             CommandError::Dropped {
                 reason: "max_spawn_exceeded",
-                detail: "spawn-2 refused: 1 of max_spawn 1 already accepted".into(),
+                detail: "spawn-3 refused: 1 of max_spawn 1 already accepted".into(),
             }
         );
-        // The second refusal is counted on the first's row, and its name
-        // is spent all the same.
-        assert_eq!(ex.adm.ledger.last().unwrap().repeats, 1);
+        // Each refusal keeps a row of its own (their details differ), and
+        // the second's name is spent all the same.
+        assert_eq!(ex.adm.ledger.len(), 3);
+        assert_eq!(ex.adm.ledger.last().unwrap().repeats, 0);
         assert_eq!(ex.adm.spawn_seq, 3);
         let spawned = &ex.graph[ex.ix("spawn-1")].op;
         assert_eq!(spawned.metadata.spawned_from, Some(ex.graph[a].op.op_id));
