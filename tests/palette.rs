@@ -1722,3 +1722,115 @@ async fn rule_a36_57_dispositions_are_fixed_for_a_run() {
     let done = resume(play).await.unwrap();
     assert_eq!(done.envelope.outcome, playdeck::kernel::Outcome::Succeeded);
 }
+
+/// ADR-0036 D6 (A36-65): the modes a run recorded for its roles are held
+/// to the pack as it is now. A pack edited between a crash and the resume
+/// refuses the resume, naming the mode it had and what is allowed now,
+/// and nothing is appended to the run's record.
+#[test]
+fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let pack = |mode: &str| {
+        format!(
+            "[pack.roles.orchestrator]\nmodes_allow = [\"{mode}\"]\ndefault_modes = [\"{mode}\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}]\n[[operations]]\nid = \"lead\"\nrole = \"orchestrator\"\nagent = \"w\"\ninstruction = \"lead\\n@sleep 2\"\n"
+        )
+    };
+    let play = agent_play(dir.path(), &pack("socratic"));
+    let run = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&run)
+        .arg(&play)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("the run ended first").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "started" {
+            break;
+        }
+    }
+    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
+    for _ in lines.by_ref() {}
+    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+    let saved = events_of(&run);
+    assert!(
+        saved
+            .iter()
+            .any(|e| e["type"] == "role_provisioned"
+                && e["modes"] == serde_json::json!(["socratic"])),
+        "the run recorded its mode"
+    );
+    let log_before = std::fs::read(run.join("events.jsonl")).unwrap();
+
+    // The pack now allows another mode only.
+    agent_play(dir.path(), &pack("adversarial"));
+    let out = playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("\"orchestrator\"")
+            && stderr.contains("\"socratic\"")
+            && stderr.contains("allowed: adversarial"),
+        "names the role, the saved mode and what is allowed now: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read(run.join("events.jsonl")).unwrap(),
+        log_before,
+        "nothing is appended to a refused resume's record"
+    );
+
+    // Allowed still, but no longer what the role gets: refused as well.
+    agent_play(
+        dir.path(),
+        &pack("socratic").replace(
+            "modes_allow = [\"socratic\"]\ndefault_modes = [\"socratic\"]",
+            "modes_allow = [\"socratic\", \"adversarial\"]\ndefault_modes = [\"adversarial\"]",
+        ),
+    );
+    let out = playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("modes [socratic], but the current pack and play give it [adversarial]"),
+        "{stderr}"
+    );
+    // Put back as it was, the run goes on.
+    agent_play(dir.path(), &pack("socratic"));
+    let out = playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(result_json(&run)["outcome"], "succeeded", "{stderr}");
+}

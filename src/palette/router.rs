@@ -113,6 +113,16 @@ pub enum PaletteError {
         mode: String,
         allowed: Vec<String>,
     },
+    #[error(
+        "the saved palette gives role {role:?} modes [{}], but the current pack and play give it [{}]",
+        .was.join(", "),
+        .now.join(", ")
+    )]
+    ModesChanged {
+        role: String,
+        was: Vec<String>,
+        now: Vec<String>,
+    },
     #[error("the saved palette snapshot does not add up: {field} {what}")]
     Snapshot { field: &'static str, what: String },
 }
@@ -333,6 +343,19 @@ impl PaletteRouter {
     /// again; a reservation that was in flight is dropped. The saved roles
     /// and their modes are checked against the current catalog and pack.
     pub async fn restore(&self, snap: &PaletteSnapshot) -> Result<(), PaletteError> {
+        self.restore_checked(snap, &FxHashMap::default()).await
+    }
+
+    /// [`restore`](Self::restore), holding each role to the modes the run
+    /// recorded for it (`saved`, by role): D6 validates the saved palette
+    /// against the current pack, so a pack edited since — a mode no longer
+    /// allowed, or other modes now — refuses the resume, naming both,
+    /// instead of the run going on with modes it never had.
+    pub async fn restore_checked(
+        &self,
+        snap: &PaletteSnapshot,
+        saved: &FxHashMap<String, Vec<String>>,
+    ) -> Result<(), PaletteError> {
         self.check_snapshot(snap)?;
         let catalog = super::Catalog::builtin();
         // A run that stopped before its initial roles were recorded gets
@@ -367,6 +390,22 @@ impl PaletteRouter {
                 });
             }
             let allow = &req.config.modes_allow;
+            if let Some(was) = saved.get(role.as_str()) {
+                if let Some(bad) = was.iter().find(|m| !allow.is_empty() && !allow.contains(m)) {
+                    return Err(PaletteError::ModeNotAllowed {
+                        role: role.clone(),
+                        mode: bad.clone(),
+                        allowed: allow.clone(),
+                    });
+                }
+                if *was != req.modes {
+                    return Err(PaletteError::ModesChanged {
+                        role: role.clone(),
+                        was: was.clone(),
+                        now: req.modes.clone(),
+                    });
+                }
+            }
             if let Some(bad) = req
                 .modes
                 .iter()

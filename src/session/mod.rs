@@ -255,7 +255,21 @@ impl Session {
         };
         let parts = Parts::new(play, &run_dir, speed);
         let snapshot = cp.state.palette.snapshot.clone().unwrap_or_default();
-        parts.router.restore(&snapshot).await.map_err(fail)?;
+        let palette = &cp.state.palette;
+        let saved_modes = palette
+            .initial
+            .iter()
+            .chain(&palette.expanded)
+            .map(|row| {
+                let modes = row.modes.iter().map(|m| m.to_string()).collect();
+                (row.role.to_string(), modes)
+            })
+            .collect();
+        parts
+            .router
+            .restore_checked(&snapshot, &saved_modes)
+            .await
+            .map_err(fail)?;
         let dropped: Vec<Arc<str>> = snapshot
             .reserved_roles
             .iter()
