@@ -1437,6 +1437,34 @@ fn rule_rpc_07_pinned_declarations_are_checked_at_load() {
         "{:?}",
         play.warnings
     );
+    // Pinned instances that take every node leave the other profiles none.
+    let play = Play::from_str(
+        "c.toml",
+        &format!("{base}[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\nreuse = \"pinned\"\npinned = 2\n\
+                  [role_profiles.q]\nrole = \"tester\"\nprovider = \"sim\"\nmax_instances = 1\n{OPS}"),
+    )
+    .unwrap();
+    assert!(
+        play.warnings.iter().any(|w| w.starts_with("c.toml:10:1: ")
+            && w.contains("the pinned instances take all 2 of max_nodes, so role profile(s) q can never start an instance")),
+        "{:?}",
+        play.warnings
+    );
+}
+
+/// One broken profile is one error: it is not also counted out of the
+/// `max_instances` sum (which would advise lowering `max_nodes`).
+#[test]
+fn a_broken_profile_is_reported_once_not_again_as_a_short_sum() {
+    let src = format!(
+        "[play]\nname = \"c\"\n[capacity]\nmax_nodes = 3\n\
+         [role_profiles.a]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\n\
+         [role_profiles.b]\nrole = \"implementer\"\nprovider = \"nosuch\"\nmax_instances = 1\n{OPS}"
+    );
+    assert_eq!(
+        errors(&src),
+        ["provider of [role_profiles.b] names unknown agent \"nosuch\""]
+    );
 }
 
 // ----- worktrees never lose work (issue 11), nor leak (RPC-52) -----------------------

@@ -487,3 +487,22 @@ fn rule_a33_04_an_unbounded_limit_falls_back_to_the_environment_or_ten_thousand(
         String::from_utf8_lossy(&bad.stderr).contains("PLAYDECK_MAX_CONCURRENCY, which is \"0\"")
     );
 }
+
+/// A palette role with a bad mode or disposition is one error where it is
+/// written: its operations are not also reported as outside the palette
+/// ("needs a new-role unit"), which would follow from the first.
+#[test]
+fn a_bad_palette_mode_is_reported_once_not_again_for_the_roles_operations() {
+    for bad in [
+        "modes = [\"nosuch\"]",
+        "disposition = \"sometimes\"",
+        "modes = [\"concise\", \"concise\"]",
+    ] {
+        let src = format!(
+            "[play]\nname = \"p\"\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"implementer\", {bad} }}]\n[palette.expansion]\nmax_new_roles = 0\n[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n"
+        );
+        let e = common::play_errors(&src);
+        assert_eq!(e.len(), 1, "{bad}: {e:#?}");
+        assert!(e[0].0.starts_with("4:"), "{bad}: on its line: {e:#?}");
+    }
+}

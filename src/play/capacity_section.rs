@@ -100,6 +100,10 @@ pub(super) fn read(
 
     // Where each profile is, and its `pinned` key, for checks across them.
     let mut spans: IndexMap<String, (super::Span, Option<super::Span>)> = IndexMap::new();
+    // A profile that could not be read is left out of the sums below;
+    // checking them would report what follows from its error, not a
+    // second one (and advise the wrong fix).
+    let mut unread = false;
     if let Some(v) = profiles_v
         && let Some(t) = r.table(v, "[role_profiles]")
     {
@@ -113,6 +117,7 @@ pub(super) fn read(
                     )
                     .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
                 );
+                unread = true;
                 continue;
             }
             if let Some(pt) = r.table(pv, &format!("[role_profiles.{name}]"))
@@ -121,6 +126,8 @@ pub(super) fn read(
                 let pinned = pt.contains("pinned").then(|| pt.key_span("pinned"));
                 spans.insert(name.to_string(), (span.clone(), pinned));
                 cfg.profiles.insert(name.to_string(), p);
+            } else {
+                unread = true;
             }
         }
     }
@@ -136,6 +143,7 @@ pub(super) fn read(
     }
     let total: u32 = cfg.profiles.values().map(|p| p.max_instances).sum();
     match explicit_max {
+        Some(_) if unread => {}
         Some(span) if !cfg.profiles.is_empty() && cfg.max_nodes > total => r.push(
             Diagnostic::new(
                 span,
@@ -152,7 +160,9 @@ pub(super) fn read(
         None if total > 0 => cfg.max_nodes = cfg.max_nodes.min(total),
         _ => {}
     }
-    check_pinned_nodes(r, &cfg, &spans);
+    if !unread {
+        check_pinned_nodes(r, &cfg, &spans);
+    }
     let template_span = cap_table
         .as_ref()
         .filter(|t| t.contains("name_template"))
@@ -189,6 +199,30 @@ fn check_pinned_nodes(
             );
             return;
         }
+    }
+    // Pinned instances that take every node leave none for the other
+    // profiles: their operations would fail when the run starts.
+    let starved: Vec<&str> = cfg
+        .profiles
+        .values()
+        .filter(|p| p.pinned == 0)
+        .map(|p| p.name.as_str())
+        .collect();
+    if sum > 0 && sum == cfg.max_nodes && !starved.is_empty() {
+        let span = cfg
+            .profiles
+            .values()
+            .find(|p| p.pinned > 0)
+            .and_then(|p| spans.get(&p.name)?.1.clone())
+            .unwrap_or(0..0);
+        r.warn(
+            span,
+            format!(
+                "the pinned instances take all {} of max_nodes, so role profile(s) {} can never start an instance: their operations fail when the run starts (raise max_nodes, or lower pinned)",
+                cfg.max_nodes,
+                starved.join(", ")
+            ),
+        );
     }
 }
 

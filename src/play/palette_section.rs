@@ -240,19 +240,18 @@ fn read_palette_role(
         );
         return None;
     }
+    // A bad disposition or mode is reported where it is written, and the
+    // role still counts as declared: leaving it out would make every
+    // operation of the role look outside the palette, a second error
+    // ("needs a new-role unit") that follows from the first.
     let disposition = match t.get("disposition") {
         None => Disposition::Terminal,
-        Some(_) => match t
-            .choice(r, "disposition", &Disposition::ALLOWED)?
-            .0
-            .as_str()
-        {
-            "emission_capable" => Disposition::EmissionCapable,
+        Some(_) => match t.choice(r, "disposition", &Disposition::ALLOWED) {
+            Some((d, _)) if d == "emission_capable" => Disposition::EmissionCapable,
             _ => Disposition::Terminal,
         },
     };
     let mut modes = Vec::new();
-    let mut ok = true;
     let mut dup = HashSet::new();
     for (mode, mspan) in t.strings(r, "modes").unwrap_or_default() {
         let m = canonical(&mode);
@@ -266,13 +265,11 @@ fn read_palette_role(
                 )
                 .help("list each mode once"),
             );
-            ok = false;
             continue;
         }
         // Rule 4: a catalog mode the role's pack allows.
         if !catalog.has_mode(&m) {
             unknown_mode(r, &mode, mspan, &format!("palette role {canon}"));
-            ok = false;
         } else if let Some(pack) = cfg.pack.get(&canon)
             && !pack.allows(&m)
         {
@@ -284,14 +281,13 @@ fn read_palette_role(
                 )
                 .help(format!("{canon} allows: {}", pack.modes_allow.join(", "))),
             );
-            ok = false;
         } else {
             modes.push(m);
         }
     }
     let setup = read_setup(r, t, agents, &mut cfg.sites);
     cfg.sites.roles.push((canon.clone(), span));
-    ok.then_some(PaletteRole {
+    Some(PaletteRole {
         role: canon,
         disposition,
         modes,
