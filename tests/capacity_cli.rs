@@ -229,3 +229,45 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     let list = git(d, &["worktree", "list"]);
     assert_eq!(list.lines().count(), 1, "{list}");
 }
+
+/// The human format reads in the order things happened: an instance is
+/// made ready and leased before its operation starts on it (the lease's
+/// signals were written after `started`).
+#[test]
+fn the_human_format_shows_the_lease_before_the_start_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.toml"),
+        "[play]\nname = \"h\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[capacity]\nmax_nodes = 1\n\
+         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 1\n\
+         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
+         [[operations]]\nid = \"b\"\nrole = \"implementer\"\ninstruction = \"y\"\ndepends_on = [\"a\"]\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args([
+            "run",
+            "p.toml",
+            "--headless",
+            "--format",
+            "human",
+            "--run-dir",
+            "run",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let at = |want: &str| {
+        text.lines()
+            .position(|l| l.contains(want))
+            .unwrap_or_else(|| panic!("{want:?} in {text}"))
+    };
+    for op in ["a", "b"] {
+        let busy = at(&format!("busy ({op})"));
+        let started = at(&format!("started          {op} "));
+        assert!(busy < started, "{op}: leased, then started:\n{text}");
+    }
+    assert!(at("coder-1 ready") < at("busy (a)"), "{text}");
+}

@@ -466,7 +466,7 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
 
 /// An agent that prints spawn requests in a loop (coreutils `yes`, a real
 /// program that never stops): the attempt is stopped at the request cap as
-/// request_flood, the repeated drops are one ledger row with a count, and
+/// request_flood, every refusal is in the ledger with its own detail, and
 /// memory stays small.
 #[test]
 fn a_request_flood_is_stopped_at_the_cap_in_bounded_memory() {
@@ -497,13 +497,28 @@ instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/result.json")).unwrap())
             .unwrap();
     let dropped = result["dropped_spawns"].as_array().unwrap();
-    assert_eq!(dropped.len(), 1, "one folded row: {dropped:?}");
-    assert_eq!(dropped[0]["reason"], "max_spawn_exceeded");
+    assert!(dropped.iter().all(|d| d["reason"] == "max_spawn_exceeded"));
     assert_eq!(result["spawned_operations"], 50);
+    let count = |d: &serde_json::Value| d["count"].as_u64().unwrap_or(1);
     assert_eq!(
-        dropped[0]["count"].as_u64().unwrap() + 50,
+        dropped.iter().map(count).sum::<u64>() + 50,
         10_000,
         "every request up to the cap was read"
+    );
+    // Each refusal keeps its own detail (its name): none is folded away.
+    assert_eq!(dropped.len(), 9_950);
+    assert!(
+        dropped[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("spawn-51 refused")
+            && dropped[9_949]["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("spawn-10000 refused"),
+        "{} … {}",
+        dropped[0],
+        dropped[9_949]
     );
     let failed = std::fs::read_to_string(dir.path().join("run/events.jsonl"))
         .unwrap()

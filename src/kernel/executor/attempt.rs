@@ -107,6 +107,10 @@ impl Executor {
         let profile = lease.as_ref().and_then(|l| l.profile.clone());
         if let Some(lease) = lease {
             self.gate.hold(ix, lease);
+            // The lease's own signals (its instance made ready, then busy
+            // with this operation) are already on their way: they go
+            // first, so the record reads in the order things happened.
+            self.drain_external();
         }
         let started = SignalKind::Started {
             node,
