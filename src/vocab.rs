@@ -112,12 +112,17 @@ pub struct ToolSet {
     pub mcp: Vec<String>,
     #[serde(default)]
     pub permission: Permission,
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
+    /// As written; `None` when the play sets none (claude then gets
+    /// [`DEFAULT_MAX_TURNS`], the other formats have no turn limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
-fn default_max_turns() -> u32 {
-    DEFAULT_MAX_TURNS
+impl ToolSet {
+    /// The turn limit claude is given.
+    pub fn turns(&self) -> u32 {
+        self.max_turns.unwrap_or(DEFAULT_MAX_TURNS)
+    }
 }
 
 impl Default for ToolSet {
@@ -126,7 +131,7 @@ impl Default for ToolSet {
             internal: Vec::new(),
             mcp: Vec::new(),
             permission: Permission::ReadOnly,
-            max_turns: DEFAULT_MAX_TURNS,
+            max_turns: None,
         }
     }
 }

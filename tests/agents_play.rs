@@ -135,8 +135,8 @@ fn toolsets_are_validated() {
     let p = Play::from_str("p.toml", &ok).unwrap();
     let t = p.operations[0].tools.as_ref().unwrap();
     assert_eq!(
-        (t.permission, t.max_turns),
-        (Permission::WorkspaceWrite, 25)
+        (t.permission, t.max_turns, t.turns()),
+        (Permission::WorkspaceWrite, None, 25)
     );
 }
 

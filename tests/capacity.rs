@@ -1333,8 +1333,10 @@ async fn rule_rpc_39_ensure_of_a_broken_profile_is_rejected_with_the_reason() {
 
 async fn wait_until(r: &Reconciler, done: impl Fn(&[playdeck::capacity::InstanceRecord]) -> bool) {
     // Real git worktrees: on a loaded two-core machine three of them have
-    // taken over 10 s; this bounds a hang, it does not time anything.
-    for _ in 0..12_000 {
+    // taken over 10 s, and once (the whole suite at once) over a minute;
+    // this bounds a hang, it does not time anything.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while std::time::Instant::now() < deadline {
         if done(&r.status().agents) {
             return;
         }

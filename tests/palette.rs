@@ -1248,7 +1248,7 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     assert_eq!(&*orch.agent, "cli");
     assert_eq!(
         *orch.params,
-        serde_json::json!({"flag_profile": "plan", "tools": {"internal": ["Read", "Edit"], "mcp": [], "permission": "workspace-write", "max_turns": 25}}),
+        serde_json::json!({"flag_profile": "plan", "tools": {"internal": ["Read", "Edit"], "mcp": [], "permission": "workspace-write"}}),
         "the role's own operation's flag profile and ToolSet"
     );
     let reviewer = setups.for_role("reviewer").unwrap();

@@ -112,15 +112,45 @@ pub enum ArgvError {
 }
 
 /// A ToolSet a format's translation cannot express: refused, never
-/// dropped silently.
+/// dropped silently (at load, with the play's position, and before each
+/// invocation).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "permission \"read-only\" cannot be expressed for the {format} format with {tool:?} among its tools: that tool writes files ({format}'s read-only translation denies {denied}); remove it or use permission = \"workspace-write\""
-)]
-pub struct ToolSetError {
-    pub format: &'static str,
-    pub tool: String,
-    pub denied: String,
+pub enum ToolSetError {
+    #[error(
+        "permission \"read-only\" cannot be expressed for the {format} format with {tool:?} among its tools: that tool can change the workspace (read-only allows none of {denied}); remove it or use permission = \"workspace-write\""
+    )]
+    Writer {
+        format: &'static str,
+        tool: String,
+        denied: String,
+    },
+    #[error(
+        "max_turns cannot be expressed for the {format} format: only claude takes a turn limit; remove it (the {format} run ends when the model stops)"
+    )]
+    MaxTurns { format: &'static str },
+    #[error(
+        "a tool list cannot be expressed for the {format} format: it has no flag that limits tools ({limit}); remove internal and mcp"
+    )]
+    ToolList {
+        format: &'static str,
+        limit: &'static str,
+    },
+    #[error(
+        "permission \"full-access\" lets the {format} format use every tool, so the tool list ({tools}) would not limit it; remove the list, or use permission = \"workspace-write\" to keep to it"
+    )]
+    Widened { format: &'static str, tools: String },
+}
+
+impl ToolSetError {
+    /// The format that cannot express it.
+    pub fn format(&self) -> &'static str {
+        match self {
+            ToolSetError::Writer { format, .. }
+            | ToolSetError::MaxTurns { format }
+            | ToolSetError::ToolList { format, .. }
+            | ToolSetError::Widened { format, .. } => format,
+        }
+    }
 }
 
 /// Tools each format's read-only translation denies (they write files).
@@ -134,22 +164,74 @@ fn write_tools(format: StreamFormat) -> &'static [&'static str] {
     }
 }
 
+/// Tools that run commands: through them any file can be written, so a
+/// read-only ToolSet may not list them either (codex and antigravity keep
+/// read-only in their sandbox, whatever runs inside it).
+fn shell_tools(format: StreamFormat) -> &'static [&'static str] {
+    match format {
+        StreamFormat::Claude => &["Bash"],
+        StreamFormat::Copilot => &["shell"],
+        StreamFormat::Gemini => &["run_shell_command"],
+        StreamFormat::Opencode => &["bash"],
+        StreamFormat::Codex | StreamFormat::Antigravity | StreamFormat::Jsonl => &[],
+    }
+}
+
 /// Whether `format` can express `tools` (checked at load and before each
-/// invocation).
+/// invocation): every field is carried by the translation or refused.
 pub fn check_toolset(format: StreamFormat, tools: &ToolSet) -> Result<(), ToolSetError> {
+    let name = format.as_str();
+    let listed: Vec<&String> = tools.internal.iter().chain(&tools.mcp).collect();
+    // claude gets --max-turns; a JSON-lines program PLAYDECK_MAX_TURNS.
+    if tools.max_turns.is_some() && !matches!(format, StreamFormat::Claude | StreamFormat::Jsonl) {
+        return Err(ToolSetError::MaxTurns { format: name });
+    }
+    if !listed.is_empty() {
+        match format {
+            StreamFormat::Codex => {
+                return Err(ToolSetError::ToolList {
+                    format: name,
+                    limit: "its sandbox, set by permission, is what limits it",
+                });
+            }
+            StreamFormat::Antigravity => {
+                return Err(ToolSetError::ToolList {
+                    format: name,
+                    limit: "permission is all it is given",
+                });
+            }
+            StreamFormat::Copilot | StreamFormat::Opencode
+                if tools.permission == Permission::FullAccess =>
+            {
+                let tools = listed
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(ToolSetError::Widened {
+                    format: name,
+                    tools,
+                });
+            }
+            _ => {}
+        }
+    }
     if tools.permission != Permission::ReadOnly {
         return Ok(());
     }
-    let denied = write_tools(format);
-    let listed = tools.internal.iter().chain(&tools.mcp);
+    let denied: Vec<&str> = write_tools(format)
+        .iter()
+        .chain(shell_tools(format))
+        .copied()
+        .collect();
     for t in listed {
         // copilot lowercases tool names in its translation.
         let bare = t.split('(').next().unwrap_or(t);
         if denied.iter().any(|d| {
             *d == bare || (format == StreamFormat::Copilot && d.eq_ignore_ascii_case(bare))
         }) {
-            return Err(ToolSetError {
-                format: format.as_str(),
+            return Err(ToolSetError::Writer {
+                format: name,
                 tool: t.clone(),
                 denied: denied.join(", "),
             });
@@ -370,7 +452,7 @@ fn translate_into(
             push("--allowedTools");
             push(&allowed.join(","));
             push("--max-turns");
-            push(&tools.max_turns.to_string());
+            push(&tools.turns().to_string());
             match tools.permission {
                 // In print mode nothing can be approved: tools outside
                 // --allowedTools are refused, and the writers explicitly.
@@ -472,7 +554,7 @@ fn translate_into(
                 tools.permission.as_str().into(),
             ));
             out.env
-                .push(("PLAYDECK_MAX_TURNS".into(), tools.max_turns.to_string()));
+                .push(("PLAYDECK_MAX_TURNS".into(), tools.turns().to_string()));
             out.env.push(("PLAYDECK_TOOLS".into(), all.join(",")));
         }
     }
@@ -822,18 +904,81 @@ mod tests {
     }
 
     #[test]
+    fn every_toolset_field_is_carried_or_refused() {
+        use Permission::*;
+        let set = |internal: &[&str], permission, max_turns| ToolSet {
+            internal: s(internal),
+            mcp: vec![],
+            permission,
+            max_turns,
+        };
+        let refused = |f: StreamFormat, t: &ToolSet| {
+            let a = AgentDef::new("a", "a", f);
+            let mut req = ArgvRequest::new(&a, "go");
+            req.tools = Some(t);
+            match build(&req) {
+                Err(ArgvError::ToolSet(e)) => Some(e.to_string()),
+                Err(e) => panic!("{e}"),
+                Ok(_) => None,
+            }
+        };
+        // max_turns: claude takes it (a JSON-lines program in its env).
+        for f in [StreamFormat::Claude, StreamFormat::Jsonl] {
+            assert_eq!(refused(f, &set(&[], WorkspaceWrite, Some(5))), None);
+        }
+        for f in [
+            StreamFormat::Codex,
+            StreamFormat::Copilot,
+            StreamFormat::Gemini,
+            StreamFormat::Opencode,
+            StreamFormat::Antigravity,
+        ] {
+            let e = refused(f, &set(&[], WorkspaceWrite, Some(5))).expect("refused");
+            assert!(e.contains("max_turns cannot be expressed"), "{e}");
+            assert_eq!(refused(f, &set(&[], WorkspaceWrite, None)), None);
+        }
+        // A tool list where there is no flag to carry it.
+        for f in [StreamFormat::Codex, StreamFormat::Antigravity] {
+            let e = refused(f, &set(&["Read"], ReadOnly, None)).expect("refused");
+            assert!(e.contains("a tool list cannot be expressed"), "{e}");
+        }
+        // Full access that would widen the list to every tool.
+        for f in [StreamFormat::Copilot, StreamFormat::Opencode] {
+            let e = refused(f, &set(&["read"], FullAccess, None)).expect("refused");
+            assert!(e.contains("would not limit it"), "{e}");
+            assert_eq!(refused(f, &set(&[], FullAccess, None)), None);
+        }
+        // Read-only holds for every tool listed: a shell writes too.
+        for (f, shell) in [
+            (StreamFormat::Claude, "Bash"),
+            (StreamFormat::Copilot, "shell"),
+            (StreamFormat::Gemini, "run_shell_command"),
+            (StreamFormat::Opencode, "bash"),
+        ] {
+            let e = refused(f, &set(&["Read", shell], ReadOnly, None)).expect("refused");
+            assert!(e.contains(&format!("{shell:?} among its tools")), "{e}");
+            assert_eq!(
+                refused(f, &set(&["Read", shell], WorkspaceWrite, None)),
+                None
+            );
+        }
+    }
+
+    #[test]
     fn translation_per_format_and_permission() {
         use Permission::*;
         let tools = |permission| ToolSet {
             internal: s(&["Read", "Bash"]),
             mcp: s(&["mcp__gh__issues"]),
             permission,
-            max_turns: 7,
+            max_turns: Some(7),
         };
+        // The translation itself, for every field (which of these a
+        // format refuses is `every_toolset_field_is_carried_or_refused`).
         let tail = |f: StreamFormat, p: Permission| {
-            let a = AgentDef::new("a", "a", f);
-            let b = argv_of(&a, None, Some(&tools(p)));
-            (b.argv[2..].to_vec(), b.env)
+            let mut out = BuiltCommand::default();
+            translate(&mut out, f, &tools(p));
+            (out.argv, out.env)
         };
         let claude = |mode: &[&str]| {
             let mut v = s(&[

@@ -11,7 +11,7 @@ use toml::de::DeValue;
 use super::diag::{Diagnostic, did_you_mean};
 use super::is_valid_name;
 use super::reader::{Reader, Table, Val};
-use crate::agents::def::{DEFAULT_MAX_TURNS, DEFAULT_STALL_TIMEOUT};
+use crate::agents::def::DEFAULT_STALL_TIMEOUT;
 use crate::agents::{
     AgentDef, BUILTIN_AGENTS, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet,
 };
@@ -278,15 +278,24 @@ pub(super) fn read_tools(r: &mut Reader, t: &Table<'_, '_>, key: &str) -> Option
         .choice(r, "permission", Permission::ALLOWED)
         .and_then(|(p, _)| Permission::parse(&p))
         .unwrap_or_default();
-    let max_turns = tt
-        .int(r, "max_turns", 1, 10_000)
-        .map_or(DEFAULT_MAX_TURNS, |(n, _)| n as u32);
+    let max_turns = tt.int(r, "max_turns", 1, 10_000).map(|(n, _)| n as u32);
     (r.diags.len() == before).then_some(ToolSet {
         internal,
         mcp,
         permission,
         max_turns,
     })
+}
+
+/// A ToolSet its agent's format cannot express, where it is written.
+pub(super) fn toolset_refused(
+    span: super::Span,
+    e: &crate::agents::argv::ToolSetError,
+) -> Diagnostic {
+    Diagnostic::new(span, e.to_string(), "cannot be expressed").help(format!(
+        "the ToolSet table for {} is in the README (Real agents)",
+        e.format()
+    ))
 }
 
 /// A flag profile selection (`flag_profile = "plan"`) under `key`.

@@ -476,13 +476,10 @@ fn read_profile(
             if let Some(tools) = &tools
                 && let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools)
             {
-                r.push(
-                    Diagnostic::new(t.key_span("tools"), e.to_string(), "cannot be expressed")
-                        .help(format!(
-                            "the ToolSet table for {} is in the README (Real agents)",
-                            e.format
-                        )),
-                );
+                r.push(super::agents_section::toolset_refused(
+                    t.key_span("tools"),
+                    &e,
+                ));
             }
             warn_overridden_flags(r, t, name, def, model.as_ref(), thinking.as_ref());
         }

@@ -414,14 +414,10 @@ fn read_setup(
     } else if let (Some(Some(format)), Some(tools)) = (agents.get(&agent), &tools)
         && let Err(e) = crate::agents::argv::check_toolset(format, tools)
     {
-        r.push(
-            Diagnostic::new(t.key_span("tools"), e.to_string(), "cannot be expressed").help(
-                format!(
-                    "the ToolSet table for {} is in the README (Real agents)",
-                    e.format
-                ),
-            ),
-        );
+        r.push(super::agents_section::toolset_refused(
+            t.key_span("tools"),
+            &e,
+        ));
     }
     sites.agents.push((agent.clone(), agent_span));
     Some(AgentSetup {

@@ -952,14 +952,7 @@ fn check_command_options(r: &mut Reader, play: &Play) {
             if let (Some(tools), Some(span)) = (&op.tools, &op.tools_span)
                 && let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools)
             {
-                r.push(
-                    Diagnostic::new(span.clone(), e.to_string(), "cannot be expressed").help(
-                        format!(
-                            "the ToolSet table for {} is in the README (Real agents)",
-                            e.format
-                        ),
-                    ),
-                );
+                r.push(super::agents_section::toolset_refused(span.clone(), &e));
             }
             continue;
         }
