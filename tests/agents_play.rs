@@ -571,3 +571,53 @@ fn the_human_format_prints_no_escape_sequence_an_agent_wrote() {
         text(&json.stdout)
     );
 }
+
+/// ADR-011's first tier: `agent_tools` gives the ToolSet for the agent
+/// that runs the operation, over its own `tools` (then its role
+/// profile's). Each entry is checked against its agent's format at load,
+/// with its position; an agent that is not defined is refused.
+#[test]
+fn rule_f11_14_an_operations_toolset_for_its_agent_wins_over_its_own() {
+    let agents = "[agents.cl]\nbinary = \"claude\"\nstream_format = \"claude\"\n[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n";
+    let src = format!(
+        "{HEAD}{agents}{OP}agent = \"cl\"\ntools = {{ internal = [\"Read\"], permission = \"read-only\" }}\nagent_tools = {{ cl = {{ internal = [\"Read\", \"Edit\"], permission = \"workspace-write\", max_turns = 9 }}, cx = {{ permission = \"read-only\" }} }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let play = dir.path().join("p.toml");
+    std::fs::write(&play, &src).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["argv", "--op", "a", "--json"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    let argv: Vec<String> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let after = |flag: &str| {
+        let i = argv
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("{flag} in {argv:?}"));
+        argv[i + 1].as_str()
+    };
+    assert_eq!(after("--allowedTools"), "Read,Edit", "{argv:?}");
+    assert_eq!(after("--max-turns"), "9");
+    assert_eq!(after("--permission-mode"), "acceptEdits");
+
+    // Checked per agent, where it is written.
+    let bad = format!(
+        "{HEAD}{agents}{OP}agent = \"cl\"\nagent_tools = {{ cx = {{ internal = [\"Read\"] }}, nobody = {{ permission = \"read-only\" }} }}\n"
+    );
+    let e = errors(&bad);
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(
+        e[0].1
+            .contains("a tool list cannot be expressed for the codex format"),
+        "{e:#?}"
+    );
+    assert!(
+        e[1].1
+            .contains("names agent \"nobody\", which is not defined under [agents]"),
+        "{e:#?}"
+    );
+    assert_eq!(e[0].0, "14:17", "at cx: {e:#?}");
+}

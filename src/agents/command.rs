@@ -82,6 +82,9 @@ pub struct AgentParams {
     pub flag_profile: Option<String>,
     #[serde(default)]
     pub tools: Option<ToolSet>,
+    /// ADR-011's first tier: the ToolSet for the agent that runs it.
+    #[serde(default)]
+    pub agent_tools: std::collections::BTreeMap<String, ToolSet>,
 }
 
 impl AgentParams {
@@ -98,6 +101,12 @@ impl AgentParams {
             m.insert(
                 "tools".into(),
                 serde_json::to_value(t).expect("a toolset serialises"),
+            );
+        }
+        if !self.agent_tools.is_empty() {
+            m.insert(
+                "agent_tools".into(),
+                serde_json::to_value(&self.agent_tools).expect("toolsets serialise"),
             );
         }
         if m.is_empty() {
@@ -119,7 +128,9 @@ pub fn prompt_text(instruction: &str, context: &Map<String, Value>) -> String {
 }
 
 /// Resolves what an invocation runs with: the operation's params win over
-/// the role profile's overlay, which wins over the play's defaults.
+/// the role profile's overlay, which wins over the play's defaults. The
+/// ToolSet (ADR-011): the operation's for this agent, then its own, then
+/// the role profile's, then none.
 pub fn command_for(
     def: &AgentDef,
     ctx: &RunContext,
@@ -135,8 +146,9 @@ pub fn command_for(
         .or(overlay.and_then(|o| o.flag_profile.as_deref()))
         .or(ctx.flag_profile.as_deref());
     let tools = params
-        .tools
-        .as_ref()
+        .agent_tools
+        .get(&def.name)
+        .or(params.tools.as_ref())
         .or(overlay.and_then(|o| o.tools.as_ref()));
     let empty = Vec::new();
     argv::build(&ArgvRequest {

@@ -65,6 +65,7 @@ impl Play {
             let params = AgentParams {
                 flag_profile: setup.flag_profile.clone(),
                 tools: setup.tools.clone(),
+                ..AgentParams::default()
             };
             Ok(RoleSetup {
                 agent: Arc::from(agent),
@@ -83,6 +84,7 @@ impl Play {
                 let params = AgentParams {
                     flag_profile: op.flag_profile.clone(),
                     tools: op.tools.clone(),
+                    agent_tools: op.agent_toolsets(),
                 };
                 Ok(RoleSetup {
                     agent: Arc::from(op.agent.as_str()),
@@ -246,6 +248,14 @@ impl Play {
 }
 
 impl super::OpDef {
+    /// `agent_tools` by agent, as the runner looks them up.
+    pub fn agent_toolsets(&self) -> std::collections::BTreeMap<String, crate::vocab::ToolSet> {
+        self.agent_tools
+            .iter()
+            .map(|(name, tools, _)| (name.clone(), tools.clone()))
+            .collect()
+    }
+
     /// The operation's agent parameters: its sim behaviour, and for agent
     /// CLIs its flag profile and ToolSet (keys both kinds of agent ignore
     /// when they are not theirs, so a role profile may move it between
@@ -261,6 +271,7 @@ impl super::OpDef {
         let own = crate::agents::AgentParams {
             flag_profile: self.flag_profile.clone(),
             tools: self.tools.clone(),
+            agent_tools: self.agent_toolsets(),
         };
         if let Value::Object(o) = own.to_value() {
             m.extend(o);

@@ -100,6 +100,9 @@ pub struct OpDef {
     pub flag_profile_span: Option<Span>,
     pub tools: Option<crate::vocab::ToolSet>,
     pub tools_span: Option<Span>,
+    /// ADR-011: a ToolSet per agent, over `tools` when the operation runs
+    /// on that agent (with where each is written).
+    pub agent_tools: Vec<(String, crate::vocab::ToolSet, Span)>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -57,6 +57,7 @@ const OP_KEYS: &[&str] = &[
     "profile",
     "flag_profile",
     "tools",
+    "agent_tools",
 ];
 const SIM_KEYS: &[&str] = &[
     "duration_ms",
@@ -535,6 +536,18 @@ fn read_operation(
     let flag_profile_span = flag_profile.as_ref().map(|_| t.key_span("flag_profile"));
     let tools = agents_section::read_tools(r, &t, "tools");
     let tools_span = tools.as_ref().map(|_| t.key_span("tools"));
+    // ADR-011's top tier: a ToolSet per agent the operation may run on
+    // (its own, or a role profile's provider).
+    let mut agent_tools = Vec::new();
+    if let Some(v) = t.get("agent_tools")
+        && let Some(at) = r.table(v, &format!("`agent_tools` of {}", t.name))
+    {
+        for (name, span, _) in at.entries() {
+            if let Some(ts) = agents_section::read_tools(r, &at, name) {
+                agent_tools.push((name.to_string(), ts, span));
+            }
+        }
+    }
     if r.diags.len() > before {
         return None;
     }
@@ -558,6 +571,7 @@ fn read_operation(
         flag_profile_span,
         tools,
         tools_span,
+        agent_tools,
     })
 }
 
@@ -948,6 +962,27 @@ fn check_when_targets(r: &mut Reader, play: &Play) {
 fn check_command_options(r: &mut Reader, play: &Play) {
     for op in &play.operations {
         let agent = play.runs_on(op);
+        for (name, tools, span) in &op.agent_tools {
+            match play.agents.get(name) {
+                Some(def) => {
+                    if let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools) {
+                        r.push(super::agents_section::toolset_refused(span.clone(), &e));
+                    }
+                }
+                None => {
+                    let mut known: Vec<&str> = play.agents.keys().map(String::as_str).collect();
+                    known.sort_unstable();
+                    r.push(
+                        Diagnostic::new(
+                            span.clone(),
+                            format!("agent_tools of operation {:?} names agent {name:?}, which is not defined under [agents]", op.id),
+                            "unknown agent",
+                        )
+                        .help(format!("agents: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })),
+                    );
+                }
+            }
+        }
         if let Some(def) = play.agents.get(agent) {
             if let (Some(tools), Some(span)) = (&op.tools, &op.tools_span)
                 && let Err(e) = crate::agents::argv::check_toolset(def.stream_format, tools)
