@@ -1708,3 +1708,51 @@ fn startup_args_setting_the_model_through_config_are_refused_at_load() {
     }
     assert_eq!(e.len(), 4, "the network override passes: {e:#?}");
 }
+
+/// RPC-22: ensure answers with ready targets or structured blockers —
+/// never `ok` over instances still starting. A git worktree takes a
+/// moment: within the bound the answer waits for it (ready, `ok`); past
+/// the bound it is `partial` and names the instances still starting.
+#[tokio::test]
+async fn rule_rpc_22_ensure_waits_for_ready_or_names_the_instances_still_starting() {
+    let repo = repo();
+    let run_dir = repo.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let r = Reconciler::new(
+        config(
+            vec![worktree_profile("w", "implementer", 3)],
+            3,
+            repo.path(),
+        ),
+        "x",
+        run_dir.clone(),
+    );
+    // No time at all: what was just made is still starting.
+    let e = r
+        .ensure_ready(&[("w".into(), 1)], None, std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(e.status.as_str(), "partial", "{e:?}");
+    assert_eq!(e.starting, ["loop-x-w-1"]);
+    assert!(e.rejected.is_empty());
+    // With time: the answer waits until both are ready.
+    let e = r
+        .ensure_ready(
+            &[("w".into(), 2)],
+            None,
+            std::time::Duration::from_secs(120),
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.status.as_str(), "ok", "{e:?}");
+    assert!(e.starting.is_empty());
+    assert_eq!(e.agents.len(), 2);
+    assert!(
+        e.agents.iter().all(|a| a.state == InstanceState::Ready),
+        "{:?}",
+        e.agents
+    );
+    let json = serde_json::to_value(&e).unwrap();
+    assert!(json.get("starting").is_none(), "only when some are: {json}");
+    r.close().await;
+}

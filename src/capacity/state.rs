@@ -208,6 +208,10 @@ pub struct EnsureResult {
     pub capacity_ref: String,
     pub agents: Vec<InstanceRecord>,
     pub rejected: Vec<Rejected>,
+    /// Instances still starting when the answer was given (the status is
+    /// then `partial`): ready targets, or these named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starting: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -161,6 +161,10 @@ pub struct Spawns {
     pub max_spawn: usize,
 }
 
+/// How long `ensure` waits for the instances it made to be ready before
+/// it answers `partial` with those still starting (`ctl` waits 60 s).
+const ENSURE_READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Carries out one request on a live run.
 ///
 /// `by` names who asks (see [`crate::paths::actor`]): the run records it
@@ -189,7 +193,9 @@ pub async fn apply(
         }
         Request::Ensure { profiles, lifetime } => {
             let profiles: Vec<(String, u32)> = profiles.into_iter().map(|p| (p.0, p.1)).collect();
-            let ensured = need_capacity()?.ensure(&profiles, lifetime)?;
+            let ensured = need_capacity()?
+                .ensure_ready(&profiles, lifetime, ENSURE_READY_WITHIN)
+                .await?;
             h.record(by, Arc::from(summary));
             Ok(Reply::Ensure(ensured))
         }

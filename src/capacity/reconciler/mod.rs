@@ -738,6 +738,48 @@ impl Reconciler {
     /// profile that cannot get everything is listed in `rejected` with the
     /// reason, and the answer is `partial`. Unknown or repeated profiles
     /// are errors, and nothing is created.
+    /// [`ensure`](Self::ensure), then waits up to `bound` for what it
+    /// returned to leave `starting` (a git worktree takes a moment): the
+    /// answer holds ready targets, or is `partial` naming the instances
+    /// still starting — never `ok` over instances that cannot take work.
+    pub async fn ensure_ready(
+        &self,
+        wanted: &[(String, u32)],
+        lifetime: Option<Lifetime>,
+        bound: std::time::Duration,
+    ) -> Result<EnsureResult, CapacityError> {
+        let mut res = self.ensure(wanted, lifetime)?;
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let now: HashMap<String, InstanceState> = self
+                .status()
+                .agents
+                .into_iter()
+                .map(|a| (a.name, a.state))
+                .collect();
+            for a in &mut res.agents {
+                if let Some(s) = now.get(&a.name) {
+                    a.state = *s;
+                }
+            }
+            let starting: Vec<String> = res
+                .agents
+                .iter()
+                .filter(|a| matches!(a.state, InstanceState::Planned | InstanceState::Starting))
+                .map(|a| a.name.clone())
+                .collect();
+            let failed = res.agents.iter().any(|a| a.state == InstanceState::Failed);
+            if starting.is_empty() || tokio::time::Instant::now() >= deadline {
+                if !starting.is_empty() || failed {
+                    res.status = Outcome::Partial;
+                }
+                res.starting = starting;
+                return Ok(res);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn ensure(
         &self,
         wanted: &[(String, u32)],
@@ -877,6 +919,7 @@ impl Reconciler {
             capacity_ref: self.capacity_ref.clone(),
             agents,
             rejected,
+            starting: Vec::new(),
         })
     }
 
