@@ -1499,6 +1499,24 @@ fn worktree_profile(name: &str, role: &str, max: u32) -> RoleProfile {
     p
 }
 
+/// A reconciler over a real git repository: profile `w` (git worktrees)
+/// with `max` instances and nodes, its run directory inside the repository.
+fn worktree_reconciler(max: u32) -> (tempfile::TempDir, std::path::PathBuf, Arc<Reconciler>) {
+    let repo = repo();
+    let run_dir = repo.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let r = Reconciler::new(
+        config(
+            vec![worktree_profile("w", "implementer", max)],
+            max,
+            repo.path(),
+        ),
+        "x",
+        run_dir.clone(),
+    );
+    (repo, run_dir, r)
+}
+
 fn workspace_of(r: &Reconciler, name: &str) -> std::path::PathBuf {
     let a = r
         .status()
@@ -1516,18 +1534,7 @@ fn workspace_of(r: &Reconciler, name: &str) -> std::path::PathBuf {
 /// that holds the commit. A clean worktree goes, branch and all.
 #[tokio::test]
 async fn issue_11_release_keeps_a_worktree_holding_uncommitted_work() {
-    let repo = repo();
-    let run_dir = repo.path().join("run");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let r = Reconciler::new(
-        config(
-            vec![worktree_profile("w", "implementer", 3)],
-            3,
-            repo.path(),
-        ),
-        "x",
-        run_dir.clone(),
-    );
+    let (repo, run_dir, r) = worktree_reconciler(3);
     r.ensure(&[("w".into(), 3)], None).unwrap();
     wait_until(&r, |a| a.iter().all(|a| a.state == InstanceState::Ready)).await;
     let (w1, w2, w3) = (
@@ -1629,18 +1636,7 @@ async fn issue_11_release_keeps_a_worktree_holding_uncommitted_work() {
 /// it, so nothing leaks.
 #[tokio::test]
 async fn rule_rpc_52_a_worktree_starting_at_run_end_is_released_when_ready() {
-    let repo = repo();
-    let run_dir = repo.path().join("run");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let r = Reconciler::new(
-        config(
-            vec![worktree_profile("w", "implementer", 1)],
-            1,
-            repo.path(),
-        ),
-        "x",
-        run_dir.clone(),
-    );
+    let (repo, run_dir, r) = worktree_reconciler(1);
     let e = r.ensure(&[("w".into(), 1)], None).unwrap();
     assert_eq!(e.agents[0].state, InstanceState::Starting);
     let ws = std::path::PathBuf::from(e.agents[0].placement.workspace.clone().unwrap());
@@ -1660,18 +1656,7 @@ async fn rule_rpc_52_a_worktree_starting_at_run_end_is_released_when_ready() {
 /// (its process is gone) is released offline like an idle one.
 #[tokio::test]
 async fn rule_rpc_52_offline_release_takes_a_starting_record_of_a_finished_run() {
-    let repo = repo();
-    let run_dir = repo.path().join("run");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let r = Reconciler::new(
-        config(
-            vec![worktree_profile("w", "implementer", 1)],
-            1,
-            repo.path(),
-        ),
-        "x",
-        run_dir.clone(),
-    );
+    let (_repo, run_dir, r) = worktree_reconciler(1);
     r.ensure(&[("w".into(), 1)], None).unwrap();
     r.close().await;
     let path = run_dir.join("capacity.json");
@@ -1715,18 +1700,7 @@ fn startup_args_setting_the_model_through_config_are_refused_at_load() {
 /// the bound it is `partial` and names the instances still starting.
 #[tokio::test]
 async fn rule_rpc_22_ensure_waits_for_ready_or_names_the_instances_still_starting() {
-    let repo = repo();
-    let run_dir = repo.path().join("run");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let r = Reconciler::new(
-        config(
-            vec![worktree_profile("w", "implementer", 3)],
-            3,
-            repo.path(),
-        ),
-        "x",
-        run_dir.clone(),
-    );
+    let (_repo, _run_dir, r) = worktree_reconciler(3);
     // No time at all: what was just made is still starting.
     let e = r
         .ensure_ready(&[("w".into(), 1)], None, std::time::Duration::ZERO)

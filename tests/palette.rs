@@ -1411,6 +1411,60 @@ fn playdeck(args: &[&str], dir: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `play` headless into `run` until `count` events of type `kind`
+/// have come, then cancels it (the stdin `cancel`) and waits for it to
+/// end cancelled.
+fn run_then_cancel(
+    dir: &std::path::Path,
+    play: &std::path::Path,
+    run: &std::path::Path,
+    kind: &str,
+    count: usize,
+) {
+    use std::io::{BufRead, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(run)
+        .arg(play)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = 0;
+    while seen < count {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("the run ended before {count} {kind}"))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        seen += usize::from(v["type"] == kind);
+    }
+    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
+    for _ in lines.by_ref() {}
+    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+}
+
+/// `playdeck resume --headless RUN --play PLAY`.
+fn resume(
+    dir: &std::path::Path,
+    run: &std::path::Path,
+    play: &std::path::Path,
+) -> std::process::Output {
+    playdeck(
+        &[
+            "resume",
+            "--headless",
+            run.to_str().unwrap(),
+            "--play",
+            play.to_str().unwrap(),
+        ],
+        dir,
+    )
+}
+
 fn result_json(run: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap()
 }
@@ -1550,7 +1604,6 @@ kickoff
 /// still may not assign work to the orchestrator.
 #[test]
 fn rule_a36_46_spawned_authority_survives_a_resume() {
-    use std::io::{BufRead, Write};
     let dir = tempfile::tempdir().unwrap();
     let play = agent_play(
         dir.path(),
@@ -1586,44 +1639,11 @@ work
 "#,
     );
     let run = dir.path().join("run");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .args(["run", "--headless", "--run-dir"])
-        .arg(&run)
-        .arg(&play)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut spawned = 0;
-    while spawned < 2 {
-        let line = lines
-            .next()
-            .expect("the run ended before both children")
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["type"] == "spawned" {
-            spawned += 1;
-        }
-    }
     // Both children are on their way: stop the run there.
-    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
-    for _ in lines.by_ref() {}
-    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+    run_then_cancel(dir.path(), &play, &run, "spawned", 2);
     assert_eq!(result_json(&run)["outcome"], "cancelled");
 
-    let out = playdeck(
-        &[
-            "resume",
-            "--headless",
-            run.to_str().unwrap(),
-            "--play",
-            play.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = resume(dir.path(), &run, &play);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let result = result_json(&run);
     assert_eq!(result["outcome"], "succeeded", "{stderr}");
@@ -1729,7 +1749,6 @@ async fn rule_a36_57_dispositions_are_fixed_for_a_run() {
 /// and nothing is appended to the run's record.
 #[test]
 fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes() {
-    use std::io::{BufRead, Write};
     let dir = tempfile::tempdir().unwrap();
     let pack = |mode: &str| {
         format!(
@@ -1738,27 +1757,7 @@ fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes(
     };
     let play = agent_play(dir.path(), &pack("socratic"));
     let run = dir.path().join("run");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .args(["run", "--headless", "--run-dir"])
-        .arg(&run)
-        .arg(&play)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("the run ended first").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["type"] == "started" {
-            break;
-        }
-    }
-    writeln!(child.stdin.as_mut().unwrap(), "cancel").unwrap();
-    for _ in lines.by_ref() {}
-    assert_eq!(child.wait().unwrap().code(), Some(1), "cancelled");
+    run_then_cancel(dir.path(), &play, &run, "started", 1);
     let saved = events_of(&run);
     assert!(
         saved
@@ -1771,16 +1770,7 @@ fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes(
 
     // The pack now allows another mode only.
     agent_play(dir.path(), &pack("adversarial"));
-    let out = playdeck(
-        &[
-            "resume",
-            "--headless",
-            run.to_str().unwrap(),
-            "--play",
-            play.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = resume(dir.path(), &run, &play);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -1803,16 +1793,7 @@ fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes(
             "modes_allow = [\"socratic\", \"adversarial\"]\ndefault_modes = [\"adversarial\"]",
         ),
     );
-    let out = playdeck(
-        &[
-            "resume",
-            "--headless",
-            run.to_str().unwrap(),
-            "--play",
-            play.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = resume(dir.path(), &run, &play);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -1821,16 +1802,7 @@ fn rule_a36_65_a_pack_edited_since_the_run_refuses_the_resume_naming_both_modes(
     );
     // Put back as it was, the run goes on.
     agent_play(dir.path(), &pack("socratic"));
-    let out = playdeck(
-        &[
-            "resume",
-            "--headless",
-            run.to_str().unwrap(),
-            "--play",
-            play.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = resume(dir.path(), &run, &play);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(result_json(&run)["outcome"], "succeeded", "{stderr}");
 }

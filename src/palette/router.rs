@@ -389,25 +389,11 @@ impl PaletteRouter {
                     mode: bad.clone(),
                 });
             }
+            // The modes the run recorded (else the ones derived now) must
+            // still be allowed, and be what the role gets now.
             let allow = &req.config.modes_allow;
-            if let Some(was) = saved.get(role.as_str()) {
-                if let Some(bad) = was.iter().find(|m| !allow.is_empty() && !allow.contains(m)) {
-                    return Err(PaletteError::ModeNotAllowed {
-                        role: role.clone(),
-                        mode: bad.clone(),
-                        allowed: allow.clone(),
-                    });
-                }
-                if *was != req.modes {
-                    return Err(PaletteError::ModesChanged {
-                        role: role.clone(),
-                        was: was.clone(),
-                        now: req.modes.clone(),
-                    });
-                }
-            }
-            if let Some(bad) = req
-                .modes
+            let modes = saved.get(role.as_str()).unwrap_or(&req.modes);
+            if let Some(bad) = modes
                 .iter()
                 .find(|m| !allow.is_empty() && !allow.contains(m))
             {
@@ -415,6 +401,13 @@ impl PaletteRouter {
                     role: role.clone(),
                     mode: bad.clone(),
                     allowed: allow.clone(),
+                });
+            }
+            if *modes != req.modes {
+                return Err(PaletteError::ModesChanged {
+                    role: role.clone(),
+                    was: modes.clone(),
+                    now: req.modes.clone(),
                 });
             }
             req.restoring = true;

@@ -338,22 +338,27 @@ pub(super) fn read_agent_ref(
     if known.contains(&name.as_str()) {
         return Some(name);
     }
+    let message = format!("{key} of {} names unknown agent {name:?}", t.name);
+    r.push(unknown_agent(span, message, &name, &known));
+    None
+}
+
+/// An agent reference that names none of `known`, with the names there
+/// are (and the nearest one).
+pub(super) fn unknown_agent(
+    span: super::Span,
+    message: String,
+    name: &str,
+    known: &[&str],
+) -> Diagnostic {
     let mut help = format!(
         "available agents: {} (define others under [agents.<name>])",
         known.join(", ")
     );
-    if let Some(m) = did_you_mean(&name, known.iter().copied()) {
+    if let Some(m) = did_you_mean(name, known.iter().copied()) {
         help = format!("did you mean {m:?}? {help}");
     }
-    r.push(
-        Diagnostic::new(
-            span,
-            format!("{key} of {} names unknown agent {name:?}", t.name),
-            "unknown agent",
-        )
-        .help(help),
-    );
-    None
+    Diagnostic::new(span, message, "unknown agent").help(help)
 }
 
 /// The user's agents file, `<config dir>/agents.toml`: only `[agents.*]`.

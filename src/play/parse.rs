@@ -970,16 +970,18 @@ fn check_command_options(r: &mut Reader, play: &Play) {
                     }
                 }
                 None => {
-                    let mut known: Vec<&str> = play.agents.keys().map(String::as_str).collect();
-                    known.sort_unstable();
-                    r.push(
-                        Diagnostic::new(
-                            span.clone(),
-                            format!("agent_tools of operation {:?} names agent {name:?}, which is not defined under [agents]", op.id),
-                            "unknown agent",
-                        )
-                        .help(format!("agents: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })),
+                    // Only defined CLIs take a ToolSet; built-in agents none.
+                    let known: Vec<&str> = play.agents.keys().map(String::as_str).collect();
+                    let message = format!(
+                        "agent_tools of operation {:?} names agent {name:?}, which is not defined under [agents]",
+                        op.id
                     );
+                    r.push(super::agents_section::unknown_agent(
+                        span.clone(),
+                        message,
+                        name,
+                        &known,
+                    ));
                 }
             }
         }
