@@ -1084,6 +1084,10 @@ sim = { duration_ms = 500 }
         s.press(&keys("enter")).await;
         let t = text(&s.render());
         assert!(t.contains("waiting for held by the operator"), "{t}");
+        // Unheld, the header stops counting it.
+        s.press(&keys("esc o")).await;
+        let t = text(&s.render());
+        assert!(!t.lines().nth(1).unwrap().contains("held"), "{t}");
         s.finish().await;
     }
 

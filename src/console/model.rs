@@ -179,10 +179,14 @@ impl ViewModel {
 
     /// Operations held by the operator that have not started.
     pub fn held(&self) -> usize {
-        [Lane::Queued, Lane::Paused, Lane::AwaitingApproval]
-            .iter()
-            .flat_map(|l| self.lane(*l).iter())
-            .filter(|&ix| self.node(ix).held)
+        self.proj
+            .held()
+            .filter(|&ix| {
+                matches!(
+                    self.node(ix).lane,
+                    Lane::Queued | Lane::Paused | Lane::AwaitingApproval
+                )
+            })
             .count()
     }
 

@@ -153,6 +153,11 @@ pub struct RunProjection {
     pub skip_causes: std::collections::BTreeMap<u32, Arc<str>>,
     #[serde(skip)]
     index: crate::kernel::graph::OpIdMap<u32>,
+    /// Operations whose `held` flag is set: few, and counted every frame
+    /// (a scan of the queued lane was a 100 000-operation run's largest
+    /// cost in an attached console).
+    #[serde(skip)]
+    held: std::collections::BTreeSet<u32>,
 }
 
 impl RunProjection {
@@ -234,6 +239,14 @@ impl RunProjection {
             .enumerate()
             .map(|(i, n)| (n.op.op_id, i as u32))
             .collect();
+        self.held = (0..self.nodes.len() as u32)
+            .filter(|&i| self.nodes[i as usize].held)
+            .collect();
+    }
+
+    /// Operations held by the operator, whatever their lane.
+    pub fn held(&self) -> impl Iterator<Item = u32> + '_ {
+        self.held.iter().copied()
     }
 
     fn insert(&mut self, n: Node) -> u32 {
@@ -517,6 +530,11 @@ impl RunProjection {
             }
             SignalKind::CapacityWait { reason, .. } => n.capacity_wait = Some(reason.clone()),
             _ => {}
+        }
+        if n.held {
+            self.held.insert(ix);
+        } else if !self.held.is_empty() {
+            self.held.remove(&ix);
         }
     }
 
@@ -859,9 +877,13 @@ impl RunProjection {
                 .map(Arc::from);
             p.counts.add(n.lane, n.skipped());
             let waits = n.capacity_wait.is_some();
+            let held = n.held;
             let ix = p.insert(n);
             if waits {
                 p.capacity.waiting.insert(ix);
+            }
+            if held {
+                p.held.insert(ix);
             }
         }
         *self = p;
