@@ -417,6 +417,26 @@ impl HumanPrinter {
             SignalKind::Failed { node: n, error, .. } => {
                 node("✗ failed", &n.name, &format!(" — {error}"))
             }
+            SignalKind::RetryScheduled {
+                node: n,
+                category,
+                error,
+                wait_ms,
+                until,
+                next,
+                of,
+                ..
+            } => node(
+                "↻ will retry",
+                &n.name,
+                &format!(
+                    " — {} (in {}): {error}",
+                    crate::kernel::retry::waiting_words(category, *until, *next, *of),
+                    humantime::format_duration(std::time::Duration::from_secs(
+                        wait_ms.div_ceil(1000)
+                    ))
+                ),
+            ),
             SignalKind::Skipped {
                 node: n,
                 reason,

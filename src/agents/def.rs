@@ -61,6 +61,8 @@ pub struct AgentDef {
     pub max_runtime: Option<Duration>,
     /// Kill the process group when it stalls (otherwise warn once and wait).
     pub kill_on_stall: bool,
+    /// Its own retry policy, over the play's `[retry]`.
+    pub retry: Option<crate::kernel::retry::RetrySettings>,
     /// Where it was defined, for messages (`play.toml` or the user file).
     pub origin: PathBuf,
 }
@@ -82,6 +84,7 @@ impl AgentDef {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             max_runtime: None,
             kill_on_stall: true,
+            retry: None,
             origin: PathBuf::new(),
         }
     }

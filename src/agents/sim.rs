@@ -46,6 +46,14 @@ pub struct SimSpec {
     /// after that succeeds). `None`: every attempt fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_attempts: Option<u32>,
+    /// With `outcome = "fail"`: the cause it fails with (`rate_limit`,
+    /// `overloaded`, ...: what the retry policy reads); `simulated` when
+    /// none is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// With a cause: the reset time the simulated provider gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl SimSpec {
@@ -62,6 +70,8 @@ impl SimSpec {
             error: None,
             escalation: None,
             fail_attempts: None,
+            cause: None,
+            retry_after_ms: None,
         }
     }
 }
@@ -137,7 +147,9 @@ pub fn outcome(spec: &SimSpec, name: &str, attempt: u32) -> AgentOutcome {
             .error
             .clone()
             .unwrap_or_else(|| "simulated failure".into());
-        return Err(AgentFailure::new("simulated", msg));
+        let cause = spec.cause.as_deref().unwrap_or("simulated");
+        let wait = spec.retry_after_ms.map(std::time::Duration::from_millis);
+        return Err(AgentFailure::new(cause, msg).with_wait(wait));
     }
     let mut result = match spec.result.clone() {
         Some(Value::Object(m)) => m,

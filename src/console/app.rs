@@ -671,6 +671,9 @@ impl App {
             Lane::AwaitingApproval => Some("approval by an operator".into()),
             Lane::Paused => Some("the run is paused".into()),
             Lane::Queued => {
+                if let Some(r) = &n.retry_wait {
+                    return Some(format!("its retry: {r}"));
+                }
                 if let Some(c) = &n.capacity_wait {
                     return Some(c.to_string());
                 }

@@ -16,11 +16,15 @@ use super::graph::OpId;
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// Why an invocation failed. `category` is a short machine word
-/// (`simulated`, `nonzero_exit`, `cancelled`, ...), `message` is for people.
+/// (`simulated`, `rate_limit`, `agent_crash`, ...: the causes are in
+/// [`super::retry::cause`]), `message` is for people.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentFailure {
     pub category: Arc<str>,
     pub message: String,
+    /// How long the provider asked to wait before trying again (a rate
+    /// limit's reset), when it said.
+    pub wait: Option<std::time::Duration>,
 }
 
 impl AgentFailure {
@@ -28,7 +32,13 @@ impl AgentFailure {
         AgentFailure {
             category: Arc::from(category),
             message: message.into(),
+            wait: None,
         }
+    }
+
+    pub fn with_wait(mut self, wait: Option<std::time::Duration>) -> Self {
+        self.wait = wait;
+        self
     }
 }
 

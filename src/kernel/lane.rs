@@ -69,7 +69,8 @@ pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
         | SignalKind::Unpaused { .. }
         | SignalKind::Approved { .. }
         | SignalKind::DependenciesAdded { .. }
-        | SignalKind::Retried { .. } => Lane::Queued,
+        | SignalKind::Retried { .. }
+        | SignalKind::RetryScheduled { .. } => Lane::Queued,
         SignalKind::Started { .. } => Lane::Running,
         SignalKind::AwaitingApproval { .. } => Lane::AwaitingApproval,
         SignalKind::Paused { .. } => Lane::Paused,

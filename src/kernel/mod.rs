@@ -15,6 +15,7 @@ pub mod lease;
 pub mod ledger;
 pub mod request;
 pub mod restore;
+pub mod retry;
 pub mod signal;
 pub mod snapshot;
 
@@ -42,6 +43,7 @@ pub use lease::{
 pub use ledger::{DropReason, DroppedSpawn, LedgerEntry, LedgerOutcome, RequestPayload};
 pub use request::SpawnRequest;
 pub use restore::{Restore, RestoredNode};
+pub use retry::{RetryPolicies, RetryPolicy};
 pub use signal::{
     DepRecord, NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink,
     SinkError, SkipReason, SpawnRecord,

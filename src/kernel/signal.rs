@@ -278,6 +278,22 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         because: Option<Arc<str>>,
     },
+    /// An attempt failed for a cause the retry policy takes back (a rate
+    /// limit, an overloaded provider): the operation waits `wait_ms`, then
+    /// its attempt `next` starts (`of` attempts at most in this series).
+    RetryScheduled {
+        #[serde(flatten)]
+        node: NodeHeader,
+        /// The attempt that failed.
+        attempt: u32,
+        category: Arc<str>,
+        error: Arc<str>,
+        wait_ms: u64,
+        /// Wall-clock time (Unix milliseconds) the next attempt may start.
+        until: u64,
+        next: u32,
+        of: u32,
+    },
     /// The operator added dependencies to an operation that had not
     /// started: it waits for them too (`edges` are the new incoming ones).
     DependenciesAdded {
@@ -517,6 +533,7 @@ impl SignalKind {
             | SignalKind::Held { node }
             | SignalKind::Unheld { node }
             | SignalKind::Retried { node, .. }
+            | SignalKind::RetryScheduled { node, .. }
             | SignalKind::CapacityWait { node, .. } => Some(node),
             _ => None,
         }

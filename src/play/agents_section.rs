@@ -29,6 +29,7 @@ const AGENT_KEYS: &[&str] = &[
     "stall_timeout",
     "max_runtime",
     "kill_on_stall",
+    "retry",
 ];
 const TOOLS_KEYS: &[&str] = &["internal", "mcp", "permission", "max_turns"];
 /// A week: longer limits are mistakes.
@@ -196,6 +197,7 @@ fn read_agent(
     if let Some((b, _)) = t.bool(r, "kill_on_stall") {
         def.kill_on_stall = b;
     }
+    def.retry = super::retry_section::read(r, t, "retry");
     if r.diags.len() > before {
         return None;
     }

@@ -242,8 +242,21 @@ impl Play {
             max_spawn: self.max_spawn,
             max_requests: self.max_requests,
             context: self.context.clone(),
+            retry: self.retry_policies(),
             ..RunConfig::default()
         }
+    }
+
+    /// `[retry]` over the built-in policy, and each agent's `retry` over
+    /// that.
+    pub fn retry_policies(&self) -> crate::kernel::RetryPolicies {
+        let default = self.retry.over(&crate::kernel::RetryPolicy::default());
+        let by_agent = self
+            .agents
+            .iter()
+            .filter_map(|(name, a)| Some((name.clone(), a.retry.as_ref()?.over(&default))))
+            .collect();
+        crate::kernel::RetryPolicies { default, by_agent }
     }
 }
 

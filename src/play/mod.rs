@@ -11,6 +11,7 @@ pub mod notify_section;
 mod palette_section;
 pub mod parse;
 pub mod reader;
+mod retry_section;
 mod segments;
 
 use std::path::Path;
@@ -57,6 +58,8 @@ pub struct Play {
     pub agents: std::collections::BTreeMap<String, crate::agents::AgentDef>,
     /// `[notify]`: a command run when the run needs its operator.
     pub notify: Option<notify_section::NotifyConfig>,
+    /// `[retry]`: which failed attempts come back by themselves.
+    pub retry: crate::kernel::retry::RetrySettings,
     /// `[play] flag_profile`: the default selection (none by default).
     pub flag_profile: Option<String>,
     /// Where each `depends_on` entry points, as positions in `operations`,

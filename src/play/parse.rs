@@ -31,6 +31,7 @@ const ROOT_KEYS: &[&str] = &[
     "role_profiles",
     "agents",
     "notify",
+    "retry",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -68,6 +69,8 @@ const SIM_KEYS: &[&str] = &[
     "error",
     "escalation",
     "fail_attempts",
+    "cause",
+    "retry_after_ms",
 ];
 const EMIT_KEYS: &[&str] = &["at_ms", "spawn_request", "escalation"];
 const REQUEST_KEYS: &[&str] = &[
@@ -146,6 +149,7 @@ pub(crate) fn parse_with(
         warnings: Vec::new(),
         capacity: None,
         notify: None,
+        retry: Default::default(),
         dir: dir.to_path_buf(),
         agents: user_agents.clone(),
         flag_profile: None,
@@ -189,6 +193,7 @@ pub(crate) fn parse_with(
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     play.notify = super::notify_section::read(&mut r, &root);
+    play.retry = super::retry_section::read(&mut r, &root, "retry").unwrap_or_default();
     check_command_options(&mut r, &play);
     check_when_targets(&mut r, &play);
     if play.palette.legacy {
@@ -654,6 +659,12 @@ fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
     spec.context = t.json_object(r, "context").map(|(m, _)| m);
     spec.error = t.string(r, "error").map(|(s, _)| s);
     spec.fail_attempts = t.int(r, "fail_attempts", 1, 1000).map(|(n, _)| n as u32);
+    spec.cause = t
+        .choice(r, "cause", &crate::kernel::retry::cause::ALL)
+        .map(|(c, _)| c);
+    spec.retry_after_ms = t
+        .int(r, "retry_after_ms", 0, MAX_SIM_MS)
+        .map(|(n, _)| n as u64);
     spec.escalation = t.string(r, "escalation").map(|(s, _)| s);
     if let Some(v) = t.get("emits") {
         match v.get_ref() {

@@ -529,7 +529,40 @@ impl RunProjection {
                 n.capacity_wait = None;
             }
             SignalKind::CapacityWait { reason, .. } => n.capacity_wait = Some(reason.clone()),
+            SignalKind::RetryScheduled {
+                attempt,
+                category,
+                error,
+                until,
+                next,
+                of,
+                ..
+            } => {
+                n.status = NodeStatus::Pending;
+                n.queued_at = at;
+                n.activity = None;
+                if let Some(a) = n.attempts.iter_mut().rfind(|a| a.attempt == *attempt) {
+                    a.finished_at = Some(at);
+                    a.outcome = "failed".into();
+                    a.error = Some(error.clone());
+                    a.category = Some(category.clone());
+                }
+                n.retry_wait = Some(Arc::from(crate::kernel::retry::waiting_words(
+                    category, *until, *next, *of,
+                )));
+            }
             _ => {}
+        }
+        if n.retry_wait.is_some()
+            && matches!(
+                s.kind,
+                SignalKind::Started { .. }
+                    | SignalKind::Skipped { .. }
+                    | SignalKind::Failed { .. }
+                    | SignalKind::Retried { .. }
+            )
+        {
+            n.retry_wait = None;
         }
         if n.held {
             self.held.insert(ix);

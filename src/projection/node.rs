@@ -115,6 +115,10 @@ pub struct Node {
     // it (a resumed run starts it afresh).
     #[serde(skip)]
     pub capacity_wait: Option<Arc<str>>,
+    /// Waiting to be retried: why and until when, in words
+    /// (`rate limit — attempt 2 of 3 at 14:05:03`).
+    #[serde(skip)]
+    pub retry_wait: Option<Arc<str>>,
     #[serde(skip)]
     pub activity: Option<(ActivityState, Option<Arc<str>>)>,
 }
@@ -159,6 +163,7 @@ impl Node {
             finished_at: None,
             lane_since: 0.0,
             capacity_wait: None,
+            retry_wait: None,
             activity: None,
         }
     }

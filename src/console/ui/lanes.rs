@@ -82,6 +82,8 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             let n = app.vm.node(ix);
             let marker = if n.skipped() {
                 "↷"
+            } else if n.retry_wait.is_some() && n.lane == Lane::Queued {
+                "↻"
             } else if n.held {
                 "‖"
             } else if n.escalation.is_some() {
@@ -94,6 +96,8 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             // A running agent CLI shows what it does instead of its role.
             let activity = match (&n.activity, n.lane) {
                 (Some((state, tool)), Lane::Running) => activity_label(*state, tool.as_deref()),
+                // Waiting to be retried: the cause and when, not the role.
+                (_, Lane::Queued) => n.retry_wait.as_deref().map(retry_label),
                 _ => None,
             };
             let role = activity
@@ -131,6 +135,15 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             )));
         }
         f.render_widget(Paragraph::new(lines), inner);
+    }
+}
+
+/// `rate limit — attempt 2 of 3 at 14:05:03` as a row has room for it:
+/// `rate limit → 14:05:03`.
+fn retry_label(words: &str) -> String {
+    match (words.split(" — ").next(), words.rsplit(" at ").next()) {
+        (Some(cause), Some(clock)) => format!("{cause} → {clock}"),
+        _ => words.to_string(),
     }
 }
 

@@ -225,7 +225,7 @@ impl Executor {
         self.gate.release(ix);
         match outcome {
             Ok(value) => self.succeed(ix, value),
-            Err(f) => self.fail(ix, f),
+            Err(f) => self.failed_attempt(ix, f),
         }
     }
 

@@ -15,6 +15,7 @@
 
 mod admission;
 mod attempt;
+mod backoff;
 mod bus;
 mod capacity;
 mod commands;
@@ -70,6 +71,8 @@ pub struct RunConfig {
     pub start_paused: bool,
     /// Signals kept for slow observers before they are told they lagged.
     pub signal_buffer: usize,
+    /// Which failed attempts come back by themselves.
+    pub retry: super::retry::RetryPolicies,
 }
 
 impl Default for RunConfig {
@@ -85,6 +88,7 @@ impl Default for RunConfig {
             approvals: ApprovalPolicy::Ask,
             start_paused: false,
             signal_buffer: 4096,
+            retry: super::retry::RetryPolicies::default(),
         }
     }
 }
@@ -243,6 +247,7 @@ impl Run {
             empty_deps: empty,
             null_result: Arc::new(Value::Null),
             acting: Arc::from(super::command::OPERATOR),
+            backoff: std::collections::BinaryHeap::new(),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -358,6 +363,8 @@ struct Executor {
     /// Who asked for the command being carried out (recorded in
     /// approvals, denials and `operator_action`).
     acting: Arc<str>,
+    /// Operations waiting to be retried, soonest first.
+    backoff: std::collections::BinaryHeap<std::cmp::Reverse<backoff::Due>>,
 }
 
 impl Executor {

@@ -36,6 +36,9 @@ pub(super) struct Node {
     pub held: bool,
     pub parked: bool,
     pub attempt: u32,
+    /// Attempts before the current series began (an operator's retry
+    /// begins one): the retry policy counts the series' attempts.
+    pub series_from: u32,
     pub queued_at: Ms,
     pub started_at: Ms,
     pub finished_at: Ms,
@@ -63,6 +66,7 @@ impl Node {
             held: false,
             parked: false,
             attempt: 0,
+            series_from: 0,
             queued_at: Ms(0),
             started_at: Ms::NONE,
             finished_at: Ms::NONE,

@@ -32,6 +32,8 @@ const STEP_BATCH: usize = 1024;
 pub(super) enum Wake {
     /// Time to try writing the event log again.
     Storage,
+    /// An operation's retry may be due.
+    Retry,
     Command(Option<Command>),
     External(External),
     Done((NodeIndex, u32, Option<AgentOutcome>)),
@@ -93,6 +95,7 @@ impl Executor {
     /// is ready now.
     async fn next_wake(&mut self, wait: bool) -> Option<Wake> {
         let failing = self.storage.is_some();
+        let retry_at = if wait { self.next_retry() } else { None };
         // Only taking what is ready: an empty channel is not polled (its
         // recv would register a waker only to answer "not yet", at every
         // wake-up of a burst). Waiting polls every one.
@@ -113,6 +116,7 @@ impl Executor {
             // The timer is made when first polled, not at every call (a
             // branch's future is built even when the branch is off).
             () = async { tokio::time::sleep(STORAGE_RETRY).await }, if failing && wait => Wake::Storage,
+            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)).await }, if retry_at.is_some() => Wake::Retry,
             Some(ext) = self.external_rx.recv(), if external => Wake::External(ext),
             Some(done) = self.inflight.next(), if !self.inflight.is_empty() => Wake::Done(done),
             Some(msg) = self.agent_rx.recv(), if agent => Wake::Agent(msg),
@@ -126,6 +130,7 @@ impl Executor {
         match wake {
             // The commit at the top of the loop tries again.
             Wake::Storage => {}
+            Wake::Retry => self.retries_due(),
             Wake::Command(Some(cmd)) => self.command(cmd),
             Wake::Command(None) => self.control_open = false,
             Wake::External(ext) => self.external(ext),

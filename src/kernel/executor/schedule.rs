@@ -502,6 +502,7 @@ impl Executor {
             && self.sched.ready.is_empty()
             && self.routing.is_empty()
             && !self.gate.pending()
+            && !self.retry_waiting()
         {
             self.bus.emit(SignalKind::RoundEnded { round: self.round });
             self.gate.round_ended(self.round);

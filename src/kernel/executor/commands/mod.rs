@@ -401,6 +401,10 @@ impl Executor {
             n.result = None;
             n.finished_at = Ms::NONE;
             n.parked = false;
+            if because.is_none() {
+                // The operator's retry begins a new series of attempts.
+                n.series_from = n.attempt;
+            }
             if because.is_none() && n.approval == Approval::Denied {
                 // A denied gate asks again.
                 n.approval = Approval::Undecided;
