@@ -476,7 +476,7 @@ fn the_example_agents_play_runs_real_subprocesses() {
     let failed = of("failed");
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["name"], "lint");
-    assert_eq!(failed[0]["category"], "nonzero_exit");
+    assert_eq!(failed[0]["category"], "agent_crash");
     assert_eq!(
         of("completed").len(),
         7,

@@ -170,7 +170,7 @@ async fn success_parses_state_usage_and_result() {
 }
 
 #[tokio::test]
-async fn a_nonzero_exit_fails_with_its_code_and_last_stderr_line() {
+async fn a_crash_fails_with_its_code_and_last_stderr_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = run_one(
         agent(),
@@ -179,13 +179,60 @@ async fn a_nonzero_exit_fails_with_its_code_and_last_stderr_line() {
     )
     .await;
     let (cat, err) = out.failure("work");
-    assert_eq!(cat, "nonzero_exit");
+    assert_eq!(cat, "agent_crash");
     assert!(
         err.contains("code 3") && err.contains("compiler exploded"),
         "{err}"
     );
     let stderr = std::fs::read_to_string(dir.path().join("logs/work.1.stderr.log")).unwrap();
     assert_eq!(stderr, "compiler exploded\n");
+}
+
+#[tokio::test]
+async fn a_crash_that_says_why_on_stderr_is_failed_by_that_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_one(
+        agent(),
+        "x\n@sleep 0\n@stderr Error: invalid x-api-key\n@exit 1",
+        dir.path(),
+    )
+    .await;
+    let (cat, err) = out.failure("work");
+    assert_eq!(cat, "auth", "{err}");
+    assert!(
+        err.contains("code 1") && err.contains("invalid x-api-key"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_error_is_failed_by_its_cause_and_a_rate_limit_waits_its_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, handle, signals, _) = run_setup(
+        agent(),
+        "x\n@sleep 0\n@error 429 Too Many Requests: retry after 40s",
+        Value::Null,
+        dir.path(),
+    );
+    let task = tokio::spawn(run.run());
+    let scheduled = loop {
+        let found = signals.all().iter().find_map(|s| match &s.kind {
+            SignalKind::RetryScheduled {
+                category, wait_ms, ..
+            } => Some((category.to_string(), *wait_ms)),
+            _ => None,
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(scheduled, ("rate_limit".to_string(), 40_000));
+    handle
+        .request(playdeck::kernel::Request::Cancel)
+        .await
+        .unwrap();
+    task.await.unwrap();
 }
 
 #[tokio::test]

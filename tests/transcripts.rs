@@ -39,7 +39,7 @@ fn replay(format: &str, transcript: &Path, trim: &str, roles: &str, role: &str) 
     let dir = tempfile::tempdir().unwrap();
     let agent = env!("CARGO_BIN_EXE_playdeck-agent");
     let play = format!(
-        "[play]\nname = \"replay\"\n[palette]\nroles = [{roles}]\n\
+        "[play]\nname = \"replay\"\n[retry]\nattempts = 1\n[palette]\nroles = [{roles}]\n\
          [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"{format}\"\n\
          [[operations]]\nid = \"work\"\nrole = \"{role}\"\nagent = \"cli\"\n\
          instruction = \"replay\\n@replay {}{trim}\"\n",

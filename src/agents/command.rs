@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::argv::{self, ArgvRequest, BuiltCommand};
+use super::cause;
 use super::def::{AgentDef, ToolSet};
 use super::env::child_env;
 use super::process::{Group, resolve_binary};
@@ -596,16 +597,20 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
         .map_err(|e| AgentFailure::new("os_error", format!("waiting for the agent: {e}")))?;
     let parsed = ended.parsed;
     if !status.success() {
-        let why = ended
-            .last_stderr
-            .or(parsed.error.clone())
+        // What the stream said fails first: it names the cause; the last
+        // stderr line is what a CLI without a JSON error prints.
+        let said = parsed.error.clone().or(ended.last_stderr.clone());
+        let why = said
+            .as_deref()
             .map(|l| format!(": {}", l.trim()))
             .unwrap_or_default();
         use rustix::process::Signal;
         let stopped = [Signal::TERM, Signal::INT, Signal::HUP].map(Signal::as_raw);
         return Err(match (status.code(), status.signal()) {
             (Some(code), _) => {
-                AgentFailure::new("nonzero_exit", format!("exited with code {code}{why}"))
+                let message = format!("exited with code {code}{why}");
+                let stderr = ended.last_stderr.as_deref().and_then(cause::classify);
+                caused(&parsed, &message, stderr, cause::AGENT_CRASH)
             }
             // An operator or a supervisor stopped it.
             (None, Some(sig)) if stopped.contains(&sig) => AgentFailure::new(
@@ -613,17 +618,17 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
                 format!("stopped by signal {sig} from outside playdeck"),
             ),
             (None, Some(sig)) if sig == Signal::KILL.as_raw() => AgentFailure::new(
-                "nonzero_exit",
+                cause::AGENT_CRASH,
                 format!("killed by signal 9 from outside playdeck (out of memory?){why}"),
             ),
             (_, sig) => AgentFailure::new(
-                "nonzero_exit",
+                cause::AGENT_CRASH,
                 format!("killed by signal {}{why}", sig.unwrap_or(0)),
             ),
         });
     }
-    if let Some(e) = parsed.error {
-        return Err(AgentFailure::new("stream_error", e));
+    if let Some(e) = parsed.error.clone() {
+        return Err(caused(&parsed, &e, None, "stream_error"));
     }
     if let Some(r) = parsed.result {
         return Ok(r);
@@ -645,6 +650,32 @@ fn outcome(def: &AgentDef, ended: Ended) -> AgentOutcome {
         "empty_output",
         "exited 0 without printing anything",
     ))
+}
+
+/// The failure an error the agent reported makes: its cause as the CLI
+/// stated it (a field), else as its text tells, else as stderr tells, else
+/// `otherwise`.
+fn caused(
+    parsed: &Parsed,
+    message: &str,
+    stderr: Option<cause::Cause>,
+    otherwise: &'static str,
+) -> AgentFailure {
+    let read = parsed.error.as_deref().and_then(cause::classify);
+    let stated = parsed
+        .cause
+        .or_else(|| parsed.status.and_then(cause::from_status));
+    let category = stated
+        .or(read.map(|c| c.category))
+        .or(stderr.map(|c| c.category))
+        .unwrap_or(otherwise);
+    // A reset time is taken from whichever said it.
+    let wait = read.and_then(|c| c.wait).or(stderr.and_then(|c| c.wait));
+    let mut f = AgentFailure::new(category, message);
+    if category == cause::RATE_LIMIT {
+        f.wait = wait;
+    }
+    f
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

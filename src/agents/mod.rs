@@ -2,6 +2,7 @@
 //! defined under `[agents.<name>]` (run as subprocesses).
 
 pub mod argv;
+pub mod cause;
 pub mod command;
 pub mod def;
 pub mod env;

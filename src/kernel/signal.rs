@@ -628,6 +628,7 @@ mod tests {
         "escalated",
         "retried",
         "dependencies_added",
+        "retry_scheduled",
         "held",
         "operator_action",
         "unheld",

@@ -82,6 +82,14 @@ fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
     let text = str_at(v, "/result").filter(|t| !t.trim().is_empty());
     if is_error {
         core.parsed.error = Some(error_text(v, subtype, text));
+        core.parsed.status = u64_at(v, "/api_error_status");
+        core.parsed.cause = match (subtype, str_at(v, "/terminal_reason")) {
+            (Some("error_max_turns"), _) | (_, Some("max_turns")) => {
+                Some(crate::kernel::retry::cause::TURN_LIMIT)
+            }
+            (Some("error_max_budget_usd"), _) => Some(crate::kernel::retry::cause::BUDGET_LIMIT),
+            _ => None,
+        };
         return;
     }
     if let Some(t) = text {

@@ -12,12 +12,14 @@
 
 use serde_json::Value;
 
-use super::{Core, Update, str_at};
+use super::{Core, Update, str_at, u64_at};
 use crate::kernel::ActivityState;
 
 #[derive(Default)]
 pub(super) struct State {
     exit_code: Option<i64>,
+    /// The last `session.error`: its message and the provider's status.
+    session_error: Option<(String, Option<u64>)>,
 }
 
 pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Update>) {
@@ -38,14 +40,27 @@ pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Upda
         }
         "tool.execution_complete" => core.activity(ActivityState::Thinking, None, out),
         "result" => s.exit_code = v.get("exitCode").and_then(Value::as_i64),
+        // Why a failing exit code is failing: "Authentication failed with
+        // provider … (HTTP 401)", "… Last error: 503 …".
+        "session.error" => {
+            if let Some(m) = str_at(v, "/data/message") {
+                s.session_error = Some((m.to_string(), u64_at(v, "/data/statusCode")));
+            }
+        }
         _ => {}
     }
 }
 
 pub(super) fn finish(core: &mut Core, s: &mut State) {
     if let Some(code) = s.exit_code.filter(|c| *c != 0) {
-        core.parsed.error = Some(format!(
-            "copilot reported exit code {code} in its result (the process exited 0)"
-        ));
+        core.parsed.error = Some(match s.session_error.take() {
+            Some((message, status)) => {
+                core.parsed.status = status;
+                message
+            }
+            None => {
+                format!("copilot reported exit code {code} in its result (the process exited 0)")
+            }
+        });
     }
 }

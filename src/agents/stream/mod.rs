@@ -44,6 +44,10 @@ pub struct Parsed {
     pub text: Option<String>,
     /// An error the stream reported that fails the attempt.
     pub error: Option<String>,
+    /// The provider's HTTP status, where the CLI states it in a field.
+    pub status: Option<u64>,
+    /// A cause the CLI states outright (its own turn or spend limit).
+    pub cause: Option<&'static str>,
     pub usage: Usage,
     /// Any non-blank output at all.
     pub any_output: bool,

@@ -46,6 +46,7 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
                 .or_else(|| str_at(v, "/error/name"))
                 .unwrap_or("stream error");
             core.parsed.error = Some(m.to_string());
+            core.parsed.status = u64_at(v, "/error/data/statusCode");
         }
         _ => {}
     }
