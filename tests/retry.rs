@@ -238,3 +238,87 @@ async fn a_retry_that_comes_due_in_a_pause_waits_for_the_resume() {
         ]
     );
 }
+
+/// A run killed while an operation waits for its retry, then resumed: the
+/// operation starts its next attempt at once (the wait is not kept across
+/// processes) and the run ends as it would have.
+#[test]
+fn a_run_killed_while_a_retry_waits_resumes_with_the_next_attempt() {
+    use std::process::{Command, Stdio};
+    let base = tempfile::tempdir().unwrap();
+    let play = base.path().join("play.toml");
+    std::fs::write(
+        &play,
+        r#"[play]
+name = "rate limited"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "call"
+role = "implementer"
+instruction = "call the provider"
+sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms = 600000, fail_attempts = 1, error = "429 Too Many Requests" }
+"#,
+    )
+    .unwrap();
+    let dir = base.path().join("run");
+    let bin = env!("CARGO_BIN_EXE_playdeck");
+    let mut first = Command::new(bin)
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&dir)
+        .arg(&play)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = dir.join("events.jsonl");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("\"type\":\"retry_scheduled\"")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no retry was scheduled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let out = Command::new(bin)
+        .args(["resume", "--headless"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let waits: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "retry_scheduled")
+        .collect();
+    assert_eq!(waits.len(), 1);
+    assert_eq!(
+        (
+            &waits[0]["category"],
+            &waits[0]["wait_ms"],
+            &waits[0]["next"]
+        ),
+        (&json!("rate_limit"), &json!(600000), &json!(2))
+    );
+    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "started").collect();
+    assert_eq!(starts.last().unwrap()["attempt"], 2);
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["outcome"], "succeeded");
+}
