@@ -229,3 +229,75 @@ async fn agent_activity_usage_and_output() {
     insta::assert_snapshot!("agent_node_inspector", t);
     s.finish().await;
 }
+
+/// An operation waiting for its retry: `↻` and the cause with the time it
+/// comes back in the queued lane, the whole story in the inspector.
+#[tokio::test(start_paused = true)]
+async fn an_operation_waiting_for_its_retry() {
+    use playdeck::console::overlay::Overlay;
+    use playdeck::kernel::{Lane, Signal, SignalKind};
+    // Tall enough for the queued lane to show the row it moves to.
+    let mut s = scene(12.0, 120, 50).await;
+    let ix = s
+        .app
+        .vm
+        .lane(Lane::Running)
+        .iter()
+        .find(|&i| i != u32::MAX)
+        .expect("something runs at 12 s");
+    let n = s.app.vm.node(ix).clone();
+    let node = playdeck::kernel::NodeHeader {
+        op_id: n.op.op_id,
+        name: n.name().clone(),
+        parent_id: None,
+        depends_on: n.depends_on.clone(),
+    };
+    s.app.fold(&Signal {
+        v: 1,
+        seq: 1_000_000,
+        elapsed: 12.0,
+        kind: SignalKind::RetryScheduled {
+            node,
+            attempt: 1,
+            category: "rate_limit".into(),
+            error: "API Error: Request rejected (429) · This request would exceed the rate limit"
+                .into(),
+            wait_ms: 30_000,
+            // 2026-12-02T14:05:03Z
+            until: 1_796_220_303_000,
+            next: 2,
+            of: 3,
+        },
+    });
+    s.app.after_fold();
+    let screen = text(&s.render());
+    // The queued lane is the first column.
+    let row = screen
+        .lines()
+        .map(|l| l.chars().take(40).collect::<String>())
+        .find(|l| l.contains('↻'))
+        .unwrap_or_else(|| panic!("a ↻ row in the queued lane: {screen}"));
+    // It comes back 30 s after the failure, counted down on the run's clock.
+    assert!(
+        row.contains("impl-schema") && row.contains("in 30s"),
+        "{row}\n{screen}"
+    );
+    s.app.overlays.push(Overlay::Inspector {
+        node: ix,
+        scroll: playdeck::console::scroll::ScrollList::text(),
+        all: false,
+    });
+    let t = text(&s.render());
+    assert!(
+        t.contains("its retry: rate limit — attempt 2 of 3 at 14:05:03"),
+        "{t}"
+    );
+    // The failed attempt keeps its cause and error.
+    let a = s.app.vm.node(ix).attempts.last().unwrap().clone();
+    assert_eq!(
+        (a.outcome.as_ref(), a.category.as_deref()),
+        ("failed", Some("rate_limit"))
+    );
+    assert!(a.error.unwrap().contains("exceed the rate limit"));
+    s.finish().await;
+}

@@ -672,7 +672,7 @@ impl App {
             Lane::Paused => Some("the run is paused".into()),
             Lane::Queued => {
                 if let Some(r) = &n.retry_wait {
-                    return Some(format!("its retry: {r}"));
+                    return Some(format!("its retry: {}", r.words));
                 }
                 if let Some(c) = &n.capacity_wait {
                     return Some(c.to_string());

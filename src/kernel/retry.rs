@@ -52,8 +52,9 @@ pub mod cause {
         TIMEOUT,
     ];
 
-    /// What the operator reads for a cause.
-    pub fn words(category: &str) -> &str {
+    /// What the operator reads for a cause (`failure` for a category
+    /// that is not one).
+    pub fn words(category: &str) -> &'static str {
         match category {
             AUTH => "authentication failed",
             RATE_LIMIT => "rate limit",
@@ -65,7 +66,7 @@ pub mod cause {
             AGENT_CRASH => "agent crashed",
             STALL => "stalled",
             TIMEOUT => "timed out",
-            other => other,
+            _ => "failure",
         }
     }
 }
@@ -159,14 +160,19 @@ impl RetryPolicy {
 /// A scheduled retry in words: `rate limit — attempt 2 of 3 at 14:05:03`
 /// (UTC, as the runs list gives times).
 pub fn waiting_words(category: &str, until_ms: u64, next: u32, of: u32) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis(until_ms);
+    format!(
+        "{} — attempt {next} of {of} at {}",
+        cause::words(category),
+        clock(until_ms)
+    )
+}
+
+/// `14:05:03` (UTC) of a Unix time in milliseconds.
+pub fn clock(unix_ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + Duration::from_millis(unix_ms);
     let s = humantime::format_rfc3339_seconds(t).to_string();
     // 2026-12-02T14:05:03Z
-    let clock = s.get(11..19).unwrap_or("?");
-    format!(
-        "{} — attempt {next} of {of} at {clock}",
-        cause::words(category)
-    )
+    s.get(11..19).unwrap_or("?").to_string()
 }
 
 /// A well-mixed 64-bit hash of `x` (SplitMix64's finaliser).

@@ -536,6 +536,7 @@ impl RunProjection {
                 until,
                 next,
                 of,
+                wait_ms,
                 ..
             } => {
                 n.status = NodeStatus::Pending;
@@ -547,9 +548,12 @@ impl RunProjection {
                     a.error = Some(error.clone());
                     a.category = Some(category.clone());
                 }
-                n.retry_wait = Some(Arc::from(crate::kernel::retry::waiting_words(
-                    category, *until, *next, *of,
-                )));
+                n.retry_wait = Some(Arc::new(node::RetryWait {
+                    cause: crate::kernel::retry::cause::words(category),
+                    clock: crate::kernel::retry::clock(*until),
+                    words: crate::kernel::retry::waiting_words(category, *until, *next, *of),
+                    due_at: at + *wait_ms as f64 / 1000.0,
+                }));
             }
             _ => {}
         }

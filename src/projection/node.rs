@@ -115,12 +115,25 @@ pub struct Node {
     // it (a resumed run starts it afresh).
     #[serde(skip)]
     pub capacity_wait: Option<Arc<str>>,
-    /// Waiting to be retried: why and until when, in words
-    /// (`rate limit — attempt 2 of 3 at 14:05:03`).
+    /// Waiting to be retried: why and until when.
     #[serde(skip)]
-    pub retry_wait: Option<Arc<str>>,
+    pub retry_wait: Option<Arc<RetryWait>>,
     #[serde(skip)]
     pub activity: Option<(ActivityState, Option<Arc<str>>)>,
+}
+
+/// An operation waiting for its retry, as views show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryWait {
+    /// `rate limit`
+    pub cause: &'static str,
+    /// `14:05:03` (UTC)
+    pub clock: String,
+    /// `rate limit — attempt 2 of 3 at 14:05:03`
+    pub words: String,
+    /// Run time (seconds) it comes back at: views count down to it, live
+    /// and in a replay alike.
+    pub due_at: f64,
 }
 
 /// A result that is there, even when it is `null` (a missing one is

@@ -96,14 +96,30 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             // A running agent CLI shows what it does instead of its role.
             let activity = match (&n.activity, n.lane) {
                 (Some((state, tool)), Lane::Running) => activity_label(*state, tool.as_deref()),
-                // Waiting to be retried: the cause and when, not the role.
-                (_, Lane::Queued) => n.retry_wait.as_deref().map(retry_label),
+                // Waiting to be retried: the cause instead of the role,
+                // where it fits beside the countdown (which matters more).
+                (_, Lane::Queued) => n.retry_wait.as_ref().map(|r| {
+                    let room = w.saturating_sub(1);
+                    let need = width(n.name()) + width(r.cause) + 2 + RETRY_TIME_W;
+                    if need <= room {
+                        r.cause.to_string()
+                    } else {
+                        String::new()
+                    }
+                }),
                 _ => None,
             };
             let role = activity
                 .as_deref()
                 .unwrap_or_else(|| n.role().map_or("", |r| &**r));
-            let cells = row_cells(n.name(), role, &short_time(app.node_time(ix)), w);
+            // How soon it comes back, where the time in the lane would be.
+            let time = match (&n.retry_wait, n.lane) {
+                (Some(r), Lane::Queued) => {
+                    format!("in {}", short_time((r.due_at - app.clock).max(0.0)))
+                }
+                _ => short_time(app.node_time(ix)),
+            };
+            let cells = row_cells(n.name(), role, &time, w);
             let name_style = if n.skipped() {
                 Style::default().fg(t.skipped)
             } else {
@@ -138,14 +154,8 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
     }
 }
 
-/// `rate limit — attempt 2 of 3 at 14:05:03` as a row has room for it:
-/// `rate limit → 14:05:03`.
-fn retry_label(words: &str) -> String {
-    match (words.split(" — ").next(), words.rsplit(" at ").next()) {
-        (Some(cause), Some(clock)) => format!("{cause} → {clock}"),
-        _ => words.to_string(),
-    }
-}
+/// The widest countdown a retry row shows (`in 12m05`).
+const RETRY_TIME_W: usize = 8;
 
 /// `queued 4 944`, `approval 2`, or `appr 0` as room shrinks; the count
 /// always shows, and `extra` (the skipped beside the failed) as long as a
