@@ -486,6 +486,10 @@ fn translate_into(
                 Permission::FullAccess => "danger-full-access",
             });
             push("--json");
+            // `codex exec` refuses a directory that is not a git checkout
+            // (the play's own directory often is not); the sandbox above is
+            // what keeps it in bounds.
+            push("--skip-git-repo-check");
         }
         StreamFormat::Antigravity => {
             match tools.permission {
@@ -531,6 +535,11 @@ fn translate_into(
             }
             push("--output-format");
             push("stream-json");
+            // Headless gemini (0.61 on) exits 55 in a folder it was never
+            // told to trust; the operator chose this workspace, and the
+            // approval mode above is what bounds the agent in it.
+            out.env
+                .push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
         }
         StreamFormat::Opencode => {
             push("--format");
@@ -599,6 +608,7 @@ pub fn managed_flags(format: StreamFormat) -> &'static [(&'static str, Arity)] {
             ("-a", One),
             ("--ask-for-approval", One),
             ("--json", Zero),
+            ("--skip-git-repo-check", Zero),
             ("--full-auto", Zero),
             ("--dangerously-bypass-approvals-and-sandbox", Zero),
             ("--yolo", Zero),
@@ -861,7 +871,8 @@ mod tests {
                 "--think",
                 "-s",
                 "workspace-write",
-                "--json"
+                "--json",
+                "--skip-git-repo-check"
             ])
         );
         assert_eq!(b.warnings.len(), 2, "{:?}", b.warnings);
@@ -1020,7 +1031,7 @@ mod tests {
         ] {
             assert_eq!(
                 tail(StreamFormat::Codex, p).0,
-                s(&["-s", sandbox, "--json"])
+                s(&["-s", sandbox, "--json", "--skip-git-repo-check"])
             );
         }
         let allow = s(&[
@@ -1503,7 +1514,8 @@ mod tests {
                 "model_reasoning_effort=high",
                 "-s",
                 "read-only",
-                "--json"
+                "--json",
+                "--skip-git-repo-check"
             ])
         );
         let cl = AgentDef::new("cl", "claude", StreamFormat::Claude);
