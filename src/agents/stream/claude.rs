@@ -62,20 +62,21 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
 }
 
 fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
-    let input = sum(&[
-        u64_at(v, "/usage/input_tokens"),
-        u64_at(v, "/usage/cache_creation_input_tokens"),
-        u64_at(v, "/usage/cache_read_input_tokens"),
-    ]);
-    core.set_usage(
-        Usage {
-            cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
-            input_tokens: input,
+    let cost_usd = v.get("total_cost_usd").and_then(Value::as_f64);
+    let usage = match model_usage(v) {
+        Some(u) => Usage { cost_usd, ..u },
+        None => Usage {
+            cost_usd,
+            input_tokens: sum(&[
+                u64_at(v, "/usage/input_tokens"),
+                u64_at(v, "/usage/cache_creation_input_tokens"),
+                u64_at(v, "/usage/cache_read_input_tokens"),
+            ]),
             cached_input_tokens: u64_at(v, "/usage/cache_read_input_tokens"),
             output_tokens: u64_at(v, "/usage/output_tokens"),
         },
-        out,
-    );
+    };
+    core.set_usage(usage, out);
     let subtype = str_at(v, "/subtype");
     let is_error = v.get("is_error").and_then(Value::as_bool) == Some(true)
         || subtype.is_some_and(|s| s.starts_with("error"));
@@ -103,6 +104,35 @@ fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
         // the runner says the result restates the stream.
         core.parsed.text = Some(t.to_string());
     }
+}
+
+/// Every model the attempt used, added (`modelUsage`): what
+/// `total_cost_usd` is the price of. `usage` alone can miss requests — 2.0
+/// counts only the last turn's and zero after a retried request — and the
+/// side calls to a small model.
+fn model_usage(v: &Value) -> Option<Usage> {
+    let models = v.get("modelUsage")?.as_object().filter(|m| !m.is_empty())?;
+    let mut u = Usage::default();
+    let add = |slot: &mut Option<u64>, n: Option<u64>| {
+        if let Some(n) = n {
+            *slot = Some(slot.unwrap_or(0) + n);
+        }
+    };
+    for m in models.values() {
+        let read = m.get("cacheReadInputTokens").and_then(Value::as_u64);
+        let input = sum(&[
+            m.get("inputTokens").and_then(Value::as_u64),
+            m.get("cacheCreationInputTokens").and_then(Value::as_u64),
+            read,
+        ]);
+        add(&mut u.input_tokens, input);
+        add(&mut u.cached_input_tokens, read);
+        add(
+            &mut u.output_tokens,
+            m.get("outputTokens").and_then(Value::as_u64),
+        );
+    }
+    Some(u)
 }
 
 /// `error_max_turns: Reached maximum number of turns (30)`, or the text the

@@ -22,6 +22,9 @@ pub(super) struct State {
     /// The assistant message being streamed.
     message: String,
     unrecovered: Option<String>,
+    /// gemini stopped a repeating tool loop itself ("Loop detected,
+    /// stopping execution"): its own turn guard.
+    loop_stopped: Option<String>,
 }
 
 pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Update>) {
@@ -62,6 +65,9 @@ pub(super) fn feed(core: &mut Core, s: &mut State, v: &Value, out: &mut Vec<Upda
         "error" => {
             let m = str_at(v, "/message").unwrap_or("stream error").to_string();
             if str_at(v, "/severity") == Some("warning") {
+                if m.to_ascii_lowercase().contains("loop detected") {
+                    s.loop_stopped = Some(m.clone());
+                }
                 core.warn(format!("gemini: {m}"), out);
             } else {
                 s.unrecovered = Some(m);
@@ -87,5 +93,14 @@ pub(super) fn finish(core: &mut Core, s: &mut State) {
     // the final answer by the kernel; nothing to report here.
     if core.parsed.error.is_none() {
         core.parsed.error = s.unrecovered.take();
+    }
+    // A loop it stopped without answering ended on its own turn guard,
+    // not on a broken stream.
+    if core.parsed.error.is_none()
+        && core.parsed.text.is_none()
+        && let Some(m) = s.loop_stopped.take()
+    {
+        core.parsed.error = Some(format!("gemini stopped a repeating tool loop: {m}"));
+        core.parsed.cause = Some(crate::kernel::retry::cause::TURN_LIMIT);
     }
 }

@@ -13,6 +13,25 @@ use serde_json::Value;
 use super::{Core, Update, str_at, sum, u64_at};
 use crate::kernel::{ActivityState, Usage};
 
+/// Everything sent to the model in a step. opencode 1.17 on gives `total`
+/// and an `input` without the cache (total = input + output + reasoning +
+/// cache); 1.0 has no `total` and passes on the provider's own count, which
+/// for an OpenAI-style provider already includes the cached part — there
+/// an `input` as large as the cache is taken to include it, so cached
+/// tokens are counted once.
+fn input_tokens(v: &Value) -> Option<u64> {
+    let input = u64_at(v, "/part/tokens/input");
+    let cache = sum(&[
+        u64_at(v, "/part/tokens/cache/read"),
+        u64_at(v, "/part/tokens/cache/write"),
+    ]);
+    let has_total = v.pointer("/part/tokens/total").is_some();
+    match (input, cache) {
+        (Some(i), Some(c)) if !has_total && i >= c && c > 0 => Some(i),
+        _ => sum(&[input, cache]),
+    }
+}
+
 pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
     match str_at(v, "/type").unwrap_or("") {
         "step_start" | "reasoning" => core.activity(ActivityState::Thinking, None, out),
@@ -26,11 +45,7 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
         "step_finish" => core.add_usage(
             Usage {
                 cost_usd: v.pointer("/part/cost").and_then(Value::as_f64),
-                input_tokens: sum(&[
-                    u64_at(v, "/part/tokens/input"),
-                    u64_at(v, "/part/tokens/cache/read"),
-                    u64_at(v, "/part/tokens/cache/write"),
-                ]),
+                input_tokens: input_tokens(v),
                 cached_input_tokens: u64_at(v, "/part/tokens/cache/read"),
                 output_tokens: sum(&[
                     u64_at(v, "/part/tokens/output"),
