@@ -23,7 +23,7 @@
 //!                        own (setsid), not holding stdout
 //! @spinner 2             print dots without a newline for 2 s
 //! @empty                 print nothing at all
-//! @replay PATH           print the file at PATH line by line, nothing else
+//! @replay PATH           print the file at PATH line by line, nothing else (then @exit's code)
 //! @no-final-newline      with @replay: leave the last line unterminated
 //! ```
 //!
@@ -204,7 +204,11 @@ fn replay(path: &str, no_final_newline: bool) -> i32 {
 
 fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, stdin: bool) -> i32 {
     if let Some(path) = &plan.replay {
-        return replay(path, plan.no_final_newline);
+        // Then exits as the recorded CLI did (`@exit`).
+        return match replay(path, plan.no_final_newline) {
+            0 => plan.exit,
+            failed => failed,
+        };
     }
     let _grandchild = plan.fork.map(|s| {
         std::process::Command::new("sleep")

@@ -123,6 +123,7 @@ const WORDS: &[(&str, &[&str])] = &[
             "server had an error",
             "stream disconnected",
             "connection to the api was lost",
+            "connection was closed unexpectedly",
             "econnreset",
             "socket hang up",
             "premature close",

@@ -21,7 +21,7 @@ pub(super) fn read(r: &mut Reader, t: &Table<'_, '_>, key: &str) -> Option<Retry
         t.number(
             r,
             key,
-            |x| x >= 0.0 && x <= MAX_WAIT_SECONDS,
+            |x| (0.0..=MAX_WAIT_SECONDS).contains(&x),
             "seconds, from 0 to 86400 (a day)",
         )
         .map(|(x, _)| Duration::from_secs_f64(x))

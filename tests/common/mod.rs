@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod realcli;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
