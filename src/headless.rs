@@ -417,6 +417,46 @@ impl HumanPrinter {
             SignalKind::Failed { node: n, error, .. } => {
                 node("✗ failed", &n.name, &format!(" — {error}"))
             }
+            SignalKind::SpendWarning {
+                role,
+                measure,
+                spent,
+                cap,
+                level,
+            } => format!(
+                "{t}  {:<18} {}spent {:.0}% of the cap: {}",
+                "! spend",
+                role.as_deref().map(|r| format!("{r} ")).unwrap_or_default(),
+                level * 100.0,
+                measure.show(*spent, *cap)
+            ),
+            SignalKind::SpendCapReached {
+                role,
+                measure,
+                spent,
+                cap,
+            } => format!(
+                "{t}  {:<18} paused — {}; raise it: playdeck ctl <run> budget --raise {}{}=+N",
+                "‖ spend cap",
+                crate::kernel::spend::held_words(role.as_deref(), *measure, *spent, *cap),
+                role.as_deref().map(|r| format!("{r}.")).unwrap_or_default(),
+                measure.as_str()
+            ),
+            SignalKind::SpendCapRaised {
+                role,
+                measure,
+                cap,
+                by,
+            } => format!(
+                "{t}  {:<18} {}{} cap now {} — by {by}",
+                "▲ spend cap",
+                role.as_deref().map(|r| format!("{r} ")).unwrap_or_default(),
+                measure.as_str(),
+                match measure {
+                    crate::kernel::spend::Measure::Usd => format!("{cap:.2} USD"),
+                    crate::kernel::spend::Measure::Tokens => format!("{}", cap.round() as u64),
+                }
+            ),
             SignalKind::RetryScheduled {
                 node: n,
                 category,

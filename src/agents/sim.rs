@@ -54,6 +54,10 @@ pub struct SimSpec {
     /// With a cause: the reset time the simulated provider gives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// What the attempt used, reported when it ends (as a CLI reports its
+    /// totals): for budgets in demos and tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::kernel::Usage>,
 }
 
 impl SimSpec {
@@ -72,6 +76,7 @@ impl SimSpec {
             fail_attempts: None,
             cause: None,
             retry_after_ms: None,
+            usage: None,
         }
     }
 }
@@ -130,6 +135,9 @@ impl Agent for SimAgent {
                 inv.events.emit(AgentEvent::Emitted(value));
             }
             tokio::time::sleep_until(start + total).await;
+            if let Some(u) = &spec.usage {
+                inv.events.emit(AgentEvent::Usage(u.clone()));
+            }
             outcome(&spec, &inv.name, inv.attempt)
         })
     }

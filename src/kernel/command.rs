@@ -95,6 +95,13 @@ pub enum Request {
     },
     /// Capacity instances, waiting work and what blocks release.
     Capacity,
+    /// Raise (or set) spend caps; work a cap held back goes on.
+    Budget {
+        /// [ROLE.]usd=[+]AMOUNT or [ROLE.]tokens=[+]COUNT (`+`: added to
+        /// the cap); repeatable.
+        #[arg(long = "raise", required = true, value_name = "[ROLE.]usd|tokens=[+]N")]
+        raise: Vec<super::spend::CapChange>,
+    },
 }
 
 /// What a release takes. Empty (the console's `x`, a bare `release`):
@@ -234,6 +241,7 @@ impl Request {
             Request::Release(_) => "release",
             Request::Ensure { .. } => "ensure",
             Request::Capacity => "capacity",
+            Request::Budget { .. } => "budget",
         }
     }
 
@@ -267,6 +275,11 @@ impl Request {
         }
         if let Request::Add { role: Some(r), .. } = self {
             s.push_str(&format!(" (role {r})"));
+        }
+        if let Request::Budget { raise } = self {
+            for c in raise {
+                s.push_str(&format!(" {c}"));
+            }
         }
         s
     }

@@ -18,6 +18,7 @@ pub mod restore;
 pub mod retry;
 pub mod signal;
 pub mod snapshot;
+pub mod spend;
 
 pub use agent::{
     ActivityState, Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver,

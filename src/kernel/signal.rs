@@ -278,6 +278,32 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         because: Option<Arc<str>>,
     },
+    /// Spend passed a warning level of a cap (`role`: a role's own cap).
+    SpendWarning {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Arc<str>>,
+        measure: super::spend::Measure,
+        spent: f64,
+        cap: f64,
+        level: f64,
+    },
+    /// Spend reached a cap: no new attempt of what it covers starts until
+    /// the cap is raised (running ones finish).
+    SpendCapReached {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Arc<str>>,
+        measure: super::spend::Measure,
+        spent: f64,
+        cap: f64,
+    },
+    /// The operator raised or set a cap.
+    SpendCapRaised {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Arc<str>>,
+        measure: super::spend::Measure,
+        cap: f64,
+        by: Arc<str>,
+    },
     /// An attempt failed for a cause the retry policy takes back (a rate
     /// limit, an overloaded provider): the operation waits `wait_ms`, then
     /// its attempt `next` starts (`of` attempts at most in this series).
@@ -629,6 +655,9 @@ mod tests {
         "retried",
         "dependencies_added",
         "retry_scheduled",
+        "spend_warning",
+        "spend_cap_reached",
+        "spend_cap_raised",
         "held",
         "operator_action",
         "unheld",

@@ -258,12 +258,15 @@ impl Executor {
                 state,
                 tool,
             },
-            AgentEvent::Usage(usage) => SignalKind::AgentUsage {
-                op_id,
-                name,
-                attempt,
-                usage,
-            },
+            AgentEvent::Usage(usage) => {
+                self.metered(ix, attempt, &usage);
+                SignalKind::AgentUsage {
+                    op_id,
+                    name,
+                    attempt,
+                    usage,
+                }
+            }
             AgentEvent::Warning(message) => SignalKind::Warning {
                 message,
                 op_id: Some(op_id),

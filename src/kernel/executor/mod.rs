@@ -16,6 +16,7 @@
 mod admission;
 mod attempt;
 mod backoff;
+mod budget;
 mod bus;
 mod capacity;
 mod commands;
@@ -73,6 +74,8 @@ pub struct RunConfig {
     pub signal_buffer: usize,
     /// Which failed attempts come back by themselves.
     pub retry: super::retry::RetryPolicies,
+    /// Spend caps, if the run has any.
+    pub budget: Option<super::spend::Budget>,
 }
 
 impl Default for RunConfig {
@@ -89,6 +92,7 @@ impl Default for RunConfig {
             start_paused: false,
             signal_buffer: 4096,
             retry: super::retry::RetryPolicies::default(),
+            budget: None,
         }
     }
 }
@@ -248,6 +252,10 @@ impl Run {
             null_result: Arc::new(Value::Null),
             acting: Arc::from(super::command::OPERATOR),
             backoff: std::collections::BinaryHeap::new(),
+            meter: Default::default(),
+            budget: cfg.budget.clone(),
+            caps_reached: Default::default(),
+            spend_wait: Vec::new(),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -365,6 +373,14 @@ struct Executor {
     acting: Arc<str>,
     /// Operations waiting to be retried, soonest first.
     backoff: std::collections::BinaryHeap<std::cmp::Reverse<backoff::Due>>,
+    /// What the run's attempts spent.
+    meter: super::spend::Meter,
+    /// The caps as raised so far (from `cfg.budget`).
+    budget: Option<super::spend::Budget>,
+    /// Caps reached and said so, until raised.
+    caps_reached: std::collections::HashSet<(Option<String>, super::spend::Measure)>,
+    /// Ready operations a cap holds back, in the order they were ready.
+    spend_wait: Vec<NodeIndex>,
 }
 
 impl Executor {

@@ -257,6 +257,9 @@ impl Executor {
             let Some(ix) = self.sched.ready.pop_front() else {
                 break;
             };
+            if self.held_by_cap(ix) {
+                continue;
+            }
             match self.ask_lease(ix, false) {
                 Ask::Go(lease) => self.start(ix, lease),
                 Ask::Wait { queue, reason } => {
@@ -503,6 +506,7 @@ impl Executor {
             && self.routing.is_empty()
             && !self.gate.pending()
             && !self.retry_waiting()
+            && self.spend_wait.is_empty()
         {
             self.bus.emit(SignalKind::RoundEnded { round: self.round });
             self.gate.round_ended(self.round);

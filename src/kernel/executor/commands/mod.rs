@@ -67,6 +67,10 @@ impl Executor {
             Request::Release(_) | Request::Ensure { .. } | Request::Capacity => {
                 Err(CommandError::NoCapacity)
             }
+            Request::Budget { raise } => {
+                self.raise_caps(&raise);
+                Ok(Answer::Done)
+            }
             Request::Status => Err(CommandError::BadRequest(
                 "status is answered by the run's control surface, not the kernel".into(),
             )),

@@ -1,0 +1,359 @@
+//! Spend and its budget: what a run's attempts cost (USD as the CLIs
+//! report it) and how many tokens they used, against caps for the run and
+//! for roles. A cap pauses the run rather than killing it: no new attempt
+//! starts (running ones finish), until the operator raises the cap. Work an
+//! operation spawned counts against the run that spawned it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// What is capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    Usd,
+    Tokens,
+}
+
+impl Measure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measure::Usd => "usd",
+            Measure::Tokens => "tokens",
+        }
+    }
+
+    /// `10.02/10.00 USD`, `1 204 000/1 000 000 tokens`.
+    pub fn show(self, spent: f64, cap: f64) -> String {
+        match self {
+            Measure::Usd => format!("{spent:.2}/{cap:.2} USD"),
+            Measure::Tokens => format!("{}/{} tokens", spent.round() as u64, cap.round() as u64),
+        }
+    }
+}
+
+/// Caps: the run's, and roles' own (never looser than the run's).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<f64>,
+    /// Fractions of a cap at which the run warns (default 80% and 95%).
+    #[serde(default = "default_warn_at")]
+    pub warn_at: Vec<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub roles: BTreeMap<String, RoleCaps>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RoleCaps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<f64>,
+}
+
+pub fn default_warn_at() -> Vec<f64> {
+    vec![0.8, 0.95]
+}
+
+impl Budget {
+    pub fn is_empty(&self) -> bool {
+        self.usd.is_none() && self.tokens.is_none() && self.roles.is_empty()
+    }
+
+    /// The cap of `measure` for `scope` (`None`: the run).
+    pub fn cap(&self, scope: Option<&str>, measure: Measure) -> Option<f64> {
+        let caps = match scope {
+            None => (self.usd, self.tokens),
+            Some(r) => self
+                .roles
+                .get(r)
+                .map_or((None, None), |c| (c.usd, c.tokens)),
+        };
+        match measure {
+            Measure::Usd => caps.0,
+            Measure::Tokens => caps.1,
+        }
+    }
+
+    fn cap_mut(&mut self, scope: Option<&str>, measure: Measure) -> &mut Option<f64> {
+        let caps = match scope {
+            None => (&mut self.usd, &mut self.tokens),
+            Some(r) => {
+                let c = self.roles.entry(r.to_string()).or_default();
+                (&mut c.usd, &mut c.tokens)
+            }
+        };
+        match measure {
+            Measure::Usd => caps.0,
+            Measure::Tokens => caps.1,
+        }
+    }
+
+    /// Applies a change; the new cap.
+    pub fn apply(&mut self, c: &CapChange) -> f64 {
+        let cap = self.cap_mut(c.role.as_deref(), c.measure);
+        let new = if c.relative {
+            cap.unwrap_or(0.0) + c.amount
+        } else {
+            c.amount
+        };
+        *cap = Some(new);
+        new
+    }
+}
+
+/// `usd=+5`, `tokens=2000000`, `implementer.usd=+1`: a cap raised by or
+/// set to an amount.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapChange {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub measure: Measure,
+    pub amount: f64,
+    /// `+N`: added to the cap; `N`: the new cap.
+    pub relative: bool,
+}
+
+impl std::fmt::Display for CapChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(r) = &self.role {
+            write!(f, "{r}.")?;
+        }
+        let sign = if self.relative { "+" } else { "" };
+        write!(f, "{}={sign}{}", self.measure.as_str(), self.amount)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{spec:?}: {why}; write [ROLE.]usd=[+]AMOUNT or [ROLE.]tokens=[+]COUNT, for example usd=+5"
+)]
+pub struct CapChangeError {
+    pub spec: String,
+    pub why: &'static str,
+}
+
+impl FromStr for CapChange {
+    type Err = CapChangeError;
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let err = |why| CapChangeError {
+            spec: spec.to_string(),
+            why,
+        };
+        let (key, value) = spec.split_once('=').ok_or_else(|| err("no ="))?;
+        let (role, measure) = match key.rsplit_once('.') {
+            Some((r, m)) if !r.is_empty() => (Some(r.to_string()), m),
+            _ => (None, key),
+        };
+        let measure = match measure {
+            "usd" => Measure::Usd,
+            "tokens" => Measure::Tokens,
+            _ => return Err(err("the cap is usd or tokens")),
+        };
+        let relative = value.starts_with('+');
+        let amount: f64 = value
+            .trim_start_matches('+')
+            .parse()
+            .map_err(|_| err("the amount is not a number"))?;
+        if !amount.is_finite() || amount < 0.0 || (!relative && amount == 0.0) {
+            return Err(err("the amount must be positive"));
+        }
+        Ok(CapChange {
+            role,
+            measure,
+            amount,
+            relative,
+        })
+    }
+}
+
+/// Spent so far, by the run and by role, from each attempt's latest
+/// totals (an attempt reports totals so far: only the growth counts).
+#[derive(Debug, Default)]
+pub struct Meter {
+    by_attempt: HashMap<(u32, u32), (f64, f64)>,
+    pub run: (f64, f64),
+    pub roles: HashMap<Arc<str>, (f64, f64)>,
+    /// Warnings given: (scope, measure, level in thousandths).
+    warned: std::collections::HashSet<(Option<Arc<str>>, Measure, u32)>,
+}
+
+/// What a usage report crossed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Crossed {
+    Warning {
+        role: Option<Arc<str>>,
+        measure: Measure,
+        spent: f64,
+        cap: f64,
+        level: f64,
+    },
+}
+
+impl Meter {
+    pub fn spent(&self, scope: Option<&str>, m: Measure) -> f64 {
+        let s = match scope {
+            None => self.run,
+            Some(r) => self.roles.get(r).copied().unwrap_or_default(),
+        };
+        match m {
+            Measure::Usd => s.0,
+            Measure::Tokens => s.1,
+        }
+    }
+
+    /// A raised cap warns again at its own levels.
+    pub fn forget_warnings(&mut self, role: Option<&str>, m: Measure) {
+        self.warned
+            .retain(|(r, wm, _)| !(r.as_deref() == role && *wm == m));
+    }
+
+    /// Counts an attempt's new totals; the warnings it crossed.
+    pub fn record(
+        &mut self,
+        key: (u32, u32),
+        role: Option<&Arc<str>>,
+        usd: f64,
+        tokens: f64,
+        budget: Option<&Budget>,
+    ) -> Vec<Crossed> {
+        let prev = self
+            .by_attempt
+            .insert(key, (usd, tokens))
+            .unwrap_or_default();
+        let (du, dt) = ((usd - prev.0).max(0.0), (tokens - prev.1).max(0.0));
+        self.run.0 += du;
+        self.run.1 += dt;
+        if let Some(r) = role {
+            let e = self.roles.entry(r.clone()).or_default();
+            e.0 += du;
+            e.1 += dt;
+        }
+        let Some(b) = budget else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let scopes = std::iter::once(None).chain(role.map(Some));
+        for scope in scopes {
+            for m in [Measure::Usd, Measure::Tokens] {
+                let Some(cap) = b.cap(scope.map(|r| &**r), m) else {
+                    continue;
+                };
+                let spent = self.spent(scope.map(|r| &**r), m);
+                for &level in &b.warn_at {
+                    let key = (scope.cloned(), m, (level * 1000.0).round() as u32);
+                    if spent >= cap * level && spent < cap && self.warned.insert(key) {
+                        out.push(Crossed::Warning {
+                            role: scope.cloned(),
+                            measure: m,
+                            spent,
+                            cap,
+                            level,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The first cap `role`'s work is over (the run's first), in words:
+    /// `budget 10.02/10.00 USD`, `implementer budget 2.10/2.00 USD`.
+    pub fn over(
+        &self,
+        budget: &Budget,
+        role: Option<&str>,
+    ) -> Option<(Option<String>, Measure, f64, f64)> {
+        for m in [Measure::Usd, Measure::Tokens] {
+            if let Some(cap) = budget.cap(None, m) {
+                let spent = self.spent(None, m);
+                if spent >= cap {
+                    return Some((None, m, spent, cap));
+                }
+            }
+        }
+        let r = role?;
+        for m in [Measure::Usd, Measure::Tokens] {
+            if let Some(cap) = budget.cap(Some(r), m) {
+                let spent = self.spent(Some(r), m);
+                if spent >= cap {
+                    return Some((Some(r.to_string()), m, spent, cap));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The words for a cap that holds work back: `budget 10.02/10.00 USD`.
+pub fn held_words(role: Option<&str>, m: Measure, spent: f64, cap: f64) -> String {
+    match role {
+        Some(r) => format!("{r} budget {}", m.show(spent, cap)),
+        None => format!("budget {}", m.show(spent, cap)),
+    }
+}
+
+/// Tokens an attempt's usage counts (everything sent and generated).
+pub fn tokens_of(u: &super::agent::Usage) -> f64 {
+    (u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0)) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_changes_read_as_written_and_bad_ones_say_how_to_write_them() {
+        let c: CapChange = "usd=+5".parse().unwrap();
+        assert_eq!(
+            (c.role, c.measure, c.amount, c.relative),
+            (None, Measure::Usd, 5.0, true)
+        );
+        let c: CapChange = "implementer.tokens=200000".parse().unwrap();
+        assert_eq!(
+            (c.role.as_deref(), c.measure, c.amount, c.relative),
+            (Some("implementer"), Measure::Tokens, 200000.0, false)
+        );
+        let e = "eur=5".parse::<CapChange>().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "\"eur=5\": the cap is usd or tokens; write [ROLE.]usd=[+]AMOUNT or [ROLE.]tokens=[+]COUNT, for example usd=+5"
+        );
+        assert!("usd=-1".parse::<CapChange>().is_err());
+        assert!("usd=0".parse::<CapChange>().is_err());
+        assert!("usd".parse::<CapChange>().is_err());
+    }
+
+    #[test]
+    fn only_growth_counts_and_each_warning_is_given_once() {
+        let b = Budget {
+            usd: Some(10.0),
+            warn_at: default_warn_at(),
+            ..Budget::default()
+        };
+        let mut m = Meter::default();
+        assert!(m.record((0, 1), None, 5.0, 100.0, Some(&b)).is_empty());
+        let w = m.record((0, 1), None, 8.5, 200.0, Some(&b));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            m.run,
+            (8.5, 200.0),
+            "an attempt's totals replace its last ones"
+        );
+        assert!(
+            m.record((0, 1), None, 8.6, 200.0, Some(&b)).is_empty(),
+            "once"
+        );
+        let w = m.record((1, 1), None, 1.0, 0.0, Some(&b));
+        assert!(matches!(w[..], [Crossed::Warning { level, .. }] if level == 0.95));
+        assert_eq!(m.over(&b, None), None);
+        m.record((2, 1), None, 0.5, 0.0, Some(&b));
+        assert_eq!(m.over(&b, None), Some((None, Measure::Usd, 10.1, 10.0)));
+    }
+}
