@@ -106,6 +106,7 @@ impl Gen {
             reactive: true,
             max_spawn: 50,
             paused: false,
+            budget: None,
         })
     }
 }

@@ -231,3 +231,128 @@ async fn spawned_work_counts_against_the_run_that_spawned_it() {
     drop(agents);
     task.abort();
 }
+
+const CAPPED_PLAY: &str = r#"[play]
+name = "capped"
+max_concurrent = 1
+[budget]
+usd = 5
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "a"
+role = "implementer"
+instruction = "a"
+sim = { duration_ms = 50, usage = { cost_usd = 2.5, input_tokens = 1000, output_tokens = 100 } }
+[[operations]]
+id = "b"
+role = "implementer"
+instruction = "b"
+sim = { duration_ms = 50, usage = { cost_usd = 2.5, input_tokens = 1000, output_tokens = 100 } }
+[[operations]]
+id = "c"
+role = "implementer"
+instruction = "c"
+sim = { duration_ms = 50, usage = { cost_usd = 2.5 } }
+"#;
+
+fn log_types(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["type"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Starts the capped play headless, with its stdin open for control
+/// lines, and waits until the log says the cap was reached.
+fn run_to_the_cap(dir: &std::path::Path) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    let play = dir.join("play.toml");
+    std::fs::write(&play, CAPPED_PLAY).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(dir.join("run"))
+        .arg(&play)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !log_types(&dir.join("run")).contains(&"spend_cap_reached".to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cap was never reached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpoint() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let base = tempfile::tempdir().unwrap();
+    let run = base.path().join("run");
+    // Killed while held at the cap.
+    let mut first = run_to_the_cap(base.path());
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(!log_types(&run).contains(&"run_finished".to_string()));
+    // Resumed: what was spent is still spent, so c is held again until a
+    // raise on stdin lets it go.
+    let mut second = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["resume", "--headless"])
+        .arg(&run)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = log_types(&run);
+        let resumed = t.iter().position(|x| x == "resumed").unwrap_or(usize::MAX);
+        if t.iter().skip(resumed).any(|x| x == "spend_cap_reached") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not held again after the resume: {t:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = log_types(&run);
+    let resumed = t.iter().position(|x| x == "resumed").unwrap();
+    assert!(
+        !t[resumed..].iter().any(|x| x == "started"),
+        "nothing starts past the cap after a resume: {t:?}"
+    );
+    let mut stdin = second.stdin.take().unwrap();
+    writeln!(stdin, "budget --raise usd=+5").unwrap();
+    drop(stdin);
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["outcome"], "succeeded");
+    // The checkpoint keeps what was spent and the raised cap.
+    let cp: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint.json")).unwrap())
+            .unwrap();
+    let spend = &cp["state"]["spend"];
+    assert_eq!(
+        (spend["usd"].as_f64(), spend["budget"]["usd"].as_f64()),
+        (Some(7.5), Some(10.0)),
+        "{spend}"
+    );
+}

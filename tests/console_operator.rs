@@ -1115,6 +1115,7 @@ sim = { duration_ms = 500 }
                 reactive: true,
                 max_spawn: 1,
                 paused: false,
+                budget: None,
             },
         });
         // Cancelled from elsewhere while the console watched.

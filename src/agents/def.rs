@@ -34,6 +34,18 @@ word_enum!(
 word_enum!(
     PromptVia { Argv = "argv", Stdin = "stdin" }
 );
+impl StreamFormat {
+    /// Whether the CLI reports what an attempt cost (claude
+    /// `total_cost_usd`, opencode `cost`, a jsonl program's `usage`); the
+    /// others report tokens only, so a USD cap cannot be kept on them.
+    pub fn reports_cost(self) -> bool {
+        matches!(
+            self,
+            StreamFormat::Claude | StreamFormat::Opencode | StreamFormat::Jsonl
+        )
+    }
+}
+
 /// What stands in the prompt's place in argv when it goes on stdin.
 pub const STDIN_SENTINEL: &str = "-";
 

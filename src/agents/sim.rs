@@ -136,7 +136,7 @@ impl Agent for SimAgent {
             }
             tokio::time::sleep_until(start + total).await;
             if let Some(u) = &spec.usage {
-                inv.events.emit(AgentEvent::Usage(u.clone()));
+                inv.events.emit(AgentEvent::Usage(*u));
             }
             outcome(&spec, &inv.name, inv.attempt)
         })

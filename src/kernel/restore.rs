@@ -54,4 +54,10 @@ pub struct Restore {
     /// resume undoes (`Some(why)`). Each is announced with a `retried`
     /// signal so views stop showing it settled.
     pub reopened: Vec<(OpId, Option<Arc<str>>)>,
+    /// Spent before it stopped (USD, tokens): the run's and per role.
+    pub spent: (f64, f64),
+    pub spent_by_role: Vec<(Arc<str>, (f64, f64))>,
+    /// The caps in force when it stopped (raises included); the play's
+    /// when `None`.
+    pub budget: Option<super::spend::Budget>,
 }

@@ -199,6 +199,9 @@ pub enum SignalKind {
         reactive: bool,
         max_spawn: usize,
         paused: bool,
+        /// The spend caps it starts with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<super::spend::Budget>,
     },
     Queued {
         #[serde(flatten)]

@@ -208,6 +208,12 @@ impl Meter {
         }
     }
 
+    /// Starts from what a stopped run had spent.
+    pub fn restore(&mut self, run: (f64, f64), roles: &[(Arc<str>, (f64, f64))]) {
+        self.run = run;
+        self.roles = roles.iter().cloned().collect();
+    }
+
     /// A raised cap warns again at its own levels.
     pub fn forget_warnings(&mut self, role: Option<&str>, m: Measure) {
         self.warned

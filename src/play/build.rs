@@ -243,6 +243,7 @@ impl Play {
             max_requests: self.max_requests,
             context: self.context.clone(),
             retry: self.retry_policies(),
+            budget: self.budget.clone(),
             ..RunConfig::default()
         }
     }

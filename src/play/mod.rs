@@ -3,6 +3,7 @@
 //! positions; a rejected play creates nothing.
 
 mod agents_section;
+mod budget_section;
 pub mod build;
 mod capacity_section;
 pub mod demo;
@@ -60,6 +61,8 @@ pub struct Play {
     pub notify: Option<notify_section::NotifyConfig>,
     /// `[retry]`: which failed attempts come back by themselves.
     pub retry: crate::kernel::retry::RetrySettings,
+    /// `[budget]`: spend caps.
+    pub budget: Option<crate::kernel::spend::Budget>,
     /// `[play] flag_profile`: the default selection (none by default).
     pub flag_profile: Option<String>,
     /// Where each `depends_on` entry points, as positions in `operations`,

@@ -32,6 +32,7 @@ const ROOT_KEYS: &[&str] = &[
     "agents",
     "notify",
     "retry",
+    "budget",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -71,6 +72,13 @@ const SIM_KEYS: &[&str] = &[
     "fail_attempts",
     "cause",
     "retry_after_ms",
+    "usage",
+];
+const USAGE_KEYS: &[&str] = &[
+    "cost_usd",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
 ];
 const EMIT_KEYS: &[&str] = &["at_ms", "spawn_request", "escalation"];
 const REQUEST_KEYS: &[&str] = &[
@@ -150,6 +158,7 @@ pub(crate) fn parse_with(
         capacity: None,
         notify: None,
         retry: Default::default(),
+        budget: None,
         dir: dir.to_path_buf(),
         agents: user_agents.clone(),
         flag_profile: None,
@@ -194,6 +203,8 @@ pub(crate) fn parse_with(
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     play.notify = super::notify_section::read(&mut r, &root);
     play.retry = super::retry_section::read(&mut r, &root, "retry").unwrap_or_default();
+    play.budget = super::budget_section::read(&mut r, &root);
+    check_usd_cap(&mut r, &root, &play);
     check_command_options(&mut r, &play);
     check_when_targets(&mut r, &play);
     if play.palette.legacy {
@@ -640,6 +651,43 @@ fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> O
     }
 }
 
+/// A USD cap needs every agent CLI the play runs to report cost: one
+/// that reports tokens only would spend unseen.
+fn check_usd_cap(r: &mut Reader, root: &Table<'_, '_>, play: &Play) {
+    let Some(b) = &play.budget else {
+        return;
+    };
+    let capped = b.usd.is_some() || b.roles.values().any(|c| c.usd.is_some());
+    if !capped {
+        return;
+    }
+    let used = play.operations.iter().map(|o| o.agent.as_str()).chain(
+        play.capacity
+            .iter()
+            .flat_map(|c| c.profiles.values().map(|p| p.provider.as_str())),
+    );
+    let mut named = std::collections::BTreeSet::new();
+    for name in used {
+        if let Some(a) = play.agents.get(name)
+            && !a.stream_format.reports_cost()
+        {
+            named.insert((name.to_string(), a.stream_format.as_str()));
+        }
+    }
+    if let Some((name, format)) = named.into_iter().next() {
+        r.push(
+            Diagnostic::new(
+                root.key_span("budget"),
+                format!(
+                    "[budget] caps USD, but agent {name:?} ({format}) reports no cost, so its spend could not be counted"
+                ),
+                "USD cannot be computed",
+            )
+            .help("cap tokens instead (tokens = N), or run that work on an agent that reports cost (claude, opencode, jsonl)"),
+        );
+    }
+}
+
 fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
     t.deny_unknown(r, SIM_KEYS);
     let before = r.diags.len();
@@ -665,6 +713,18 @@ fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
     spec.retry_after_ms = t
         .int(r, "retry_after_ms", 0, MAX_SIM_MS)
         .map(|(n, _)| n as u64);
+    if let Some(u) = t.table(r, "usage") {
+        u.deny_unknown(r, USAGE_KEYS);
+        let tokens = |r: &mut Reader, key: &str| u.int(r, key, 0, i64::MAX).map(|(n, _)| n as u64);
+        spec.usage = Some(crate::kernel::Usage {
+            cost_usd: u
+                .number(r, "cost_usd", |x| x >= 0.0, "an amount of USD, 0 or more")
+                .map(|(x, _)| x),
+            input_tokens: tokens(r, "input_tokens"),
+            cached_input_tokens: tokens(r, "cached_input_tokens"),
+            output_tokens: tokens(r, "output_tokens"),
+        });
+    }
     spec.escalation = t.string(r, "escalation").map(|(s, _)| s);
     if let Some(v) = t.get("emits") {
         match v.get_ref() {

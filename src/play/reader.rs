@@ -48,7 +48,7 @@ impl Reader {
         !self.diags.is_empty()
     }
 
-    fn wrong_type(&mut self, what: &str, v: &Val<'_>, expected: &str) {
+    pub fn wrong_type(&mut self, what: &str, v: &Val<'_>, expected: &str) {
         self.diags.push(Diagnostic::new(
             v.span(),
             format!(

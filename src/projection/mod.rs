@@ -111,6 +111,22 @@ pub struct RunInfo {
     pub storage: Option<Arc<str>>,
 }
 
+/// What the run spent (every attempt's last totals, added) and the caps
+/// in force, as the log tells; a resumed run's meter starts from it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpendState {
+    pub usd: f64,
+    pub tokens: f64,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub roles: std::collections::BTreeMap<Arc<str>, (f64, f64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::kernel::spend::Budget>,
+    /// A reached cap holding work back, in words (`budget 10.02/10.00
+    /// USD`), until it is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+}
+
 /// What one signal changed that a view keeps its own order for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Moved {
@@ -147,6 +163,9 @@ pub struct RunProjection {
     /// (when, message), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<(f64, Arc<str>)>,
+    /// What the run spent, against its caps.
+    #[serde(default)]
+    pub spend: SpendState,
     /// Why each skipped operation was skipped, in words (few operations
     /// have one, so a map beside the nodes).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -623,8 +642,10 @@ impl RunProjection {
                 reactive,
                 max_spawn,
                 paused,
+                budget,
                 ..
             } => {
+                self.spend.budget = budget.clone();
                 self.run.run_id = run_id.clone();
                 self.run.play = play.clone();
                 self.run.started = true;
@@ -693,11 +714,63 @@ impl RunProjection {
                 usage,
                 ..
             } => {
-                if let Some(n) = self.node_mut(op_id)
-                    && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
-                {
-                    a.usage = Some(Box::new(*usage));
+                let tokens = crate::kernel::spend::tokens_of(usage);
+                let usd = usage.cost_usd.unwrap_or(0.0);
+                let mut grew = None;
+                if let Some(n) = self.node_mut(op_id) {
+                    let role = n.op.assignee.clone();
+                    if let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt) {
+                        let (pu, pt) = a.usage.as_deref().map_or((0.0, 0.0), |p| {
+                            (
+                                p.cost_usd.unwrap_or(0.0),
+                                crate::kernel::spend::tokens_of(p),
+                            )
+                        });
+                        a.usage = Some(Box::new(*usage));
+                        grew = Some((role, (usd - pu).max(0.0), (tokens - pt).max(0.0)));
+                    }
                 }
+                // Totals so far per attempt: only the growth is spent.
+                if let Some((role, du, dt)) = grew {
+                    self.spend.usd += du;
+                    self.spend.tokens += dt;
+                    if let Some(r) = role {
+                        let e = self.spend.roles.entry(r).or_default();
+                        e.0 += du;
+                        e.1 += dt;
+                    }
+                }
+            }
+            SignalKind::SpendCapReached {
+                role,
+                measure,
+                spent,
+                cap,
+            } => {
+                self.spend.held = Some(crate::kernel::spend::held_words(
+                    role.as_deref(),
+                    *measure,
+                    *spent,
+                    *cap,
+                ));
+            }
+            SignalKind::SpendCapRaised {
+                role, measure, cap, ..
+            } => {
+                let b = self
+                    .spend
+                    .budget
+                    .get_or_insert_with(|| crate::kernel::spend::Budget {
+                        warn_at: crate::kernel::spend::default_warn_at(),
+                        ..Default::default()
+                    });
+                b.apply(&crate::kernel::spend::CapChange {
+                    role: role.as_deref().map(str::to_string),
+                    measure: *measure,
+                    amount: *cap,
+                    relative: false,
+                });
+                self.spend.held = None;
             }
             SignalKind::Spawned {
                 op_id,

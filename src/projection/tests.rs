@@ -35,6 +35,7 @@ fn run() -> Vec<Signal> {
             reactive: true,
             max_spawn: 5,
             paused: false,
+            budget: None,
         },
         q(1, &[]),
         q(2, &[1]),

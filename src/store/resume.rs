@@ -430,6 +430,14 @@ pub fn rebuild(
         elapsed: st.run.elapsed,
         resumes: st.run.resumes + 1,
         dropped_reservations,
+        spent: (st.spend.usd, st.spend.tokens),
+        spent_by_role: st
+            .spend
+            .roles
+            .iter()
+            .map(|(r, s)| (r.clone(), *s))
+            .collect(),
+        budget: st.spend.budget.clone(),
         ..Restore::default()
     };
     for n in &st.nodes {

@@ -26,6 +26,12 @@ impl Executor {
         self.adm.ledger = r.ledger;
         self.flow_context = r.flow_context;
         self.round = r.round.max(1);
+        self.meter.restore(r.spent, &r.spent_by_role);
+        // The caps the log says were in force win over the play's: a raise
+        // outlives the process that took it.
+        if let Some(b) = r.budget {
+            self.budget = Some(b);
+        }
         let order: Vec<NodeIndex> = self.graph.node_indices().collect();
         let mut reattempt = Vec::new();
         for &ix in &order {

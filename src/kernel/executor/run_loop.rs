@@ -165,6 +165,7 @@ impl Executor {
                 reactive: self.cfg.reactive,
                 max_spawn: self.cfg.max_spawn,
                 paused: self.sched.paused,
+                budget: self.budget.clone(),
             });
             if self.sched.paused {
                 self.bus.emit(SignalKind::RunPaused);
