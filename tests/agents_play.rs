@@ -295,7 +295,8 @@ fn argv_prints_the_command_line_and_warns_on_stderr() {
             "--think",
             "-s",
             "workspace-write",
-            "--json"
+            "--json",
+            "--skip-git-repo-check"
         ]
     );
     assert!(

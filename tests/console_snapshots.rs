@@ -301,3 +301,70 @@ async fn an_operation_waiting_for_its_retry() {
     assert!(a.error.unwrap().contains("exceed the rate limit"));
     s.finish().await;
 }
+
+/// A spend cap in the console: the header says the run is paused by it and
+/// what was spent; `$` offers to raise it by half, says the numbers, and
+/// the raise lets the held work go on.
+#[tokio::test(start_paused = true)]
+async fn a_spend_cap_pauses_the_run_and_dollar_raises_it() {
+    let play = Play::from_str(
+        "capped.toml",
+        r#"[play]
+name = "capped"
+max_concurrent = 1
+[budget]
+usd = 5
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "a"
+role = "implementer"
+instruction = "a"
+sim = { duration_ms = 500, usage = { cost_usd = 2.5, input_tokens = 1200, output_tokens = 40 } }
+[[operations]]
+id = "b"
+role = "implementer"
+instruction = "b"
+sim = { duration_ms = 500, usage = { cost_usd = 2.5, input_tokens = 1200, output_tokens = 40 } }
+[[operations]]
+id = "c"
+role = "implementer"
+instruction = "c"
+sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
+"#,
+    )
+    .unwrap();
+    let mut s = Scene::at(&play, 3.0, 140, 36, None).await.unwrap();
+    let t = text(&s.render());
+    let header: Vec<&str> = t.lines().take(2).collect();
+    assert!(
+        header[0].contains("paused — budget 5.00/5.00 USD"),
+        "{}",
+        header.join("\n")
+    );
+    assert!(
+        header[1].contains("spend 5.00/5.00 USD (100%) · 2 480 tok"),
+        "{}",
+        header.join("\n")
+    );
+    s.press(&keys("$")).await;
+    let t = text(&s.render());
+    assert!(
+        t.contains("Raise the run's usd cap from 5.00 USD to 7.50 USD? (5.00/5.00 USD spent)"),
+        "{t}"
+    );
+    s.press(&keys("y +2")).await;
+    let t = text(&s.render());
+    let header: Vec<&str> = t.lines().take(2).collect();
+    assert!(
+        header[0].contains("finished: succeeded"),
+        "{}",
+        header.join("\n")
+    );
+    assert!(
+        header[1].contains("spend 7.50/7.50 USD (100%)"),
+        "{}",
+        header.join("\n")
+    );
+    s.finish().await;
+}

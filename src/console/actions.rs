@@ -58,6 +58,13 @@ impl App {
             None => Mode::Live,
         };
         match a {
+            RaiseBudget => {
+                self.live_run(a)?;
+                if self.raise_offer().is_none() {
+                    return Err("no spend cap holds work back (playdeck ctl RUN budget --raise sets any cap)".into());
+                }
+                Ok(())
+            }
             Pause | Resume | Step | Release | AddWork => {
                 self.live_run(a)?;
                 let r = &self.vm.run;
@@ -190,6 +197,57 @@ impl App {
     }
 
     /// Run control needs a live run that has not finished.
+    /// The raise `$` offers: the first reached cap (the run's, then a
+    /// role's) up by half, and what it says.
+    pub fn raise_offer(&self) -> Option<(crate::kernel::spend::CapChange, String)> {
+        use crate::kernel::spend::{CapChange, Measure};
+        let s = &self.vm.spend;
+        s.held.as_ref()?;
+        let b = s.budget.as_ref()?;
+        let spent = |role: Option<&str>, m: Measure| {
+            let (u, t) = match role {
+                None => (s.usd, s.tokens),
+                Some(r) => s.roles.get(r).copied().unwrap_or_default(),
+            };
+            if m == Measure::Usd { u } else { t }
+        };
+        let scopes = std::iter::once(None).chain(b.roles.keys().map(|r| Some(r.as_str())));
+        for role in scopes {
+            for m in [Measure::Usd, Measure::Tokens] {
+                let Some(cap) = b.cap(role, m) else {
+                    continue;
+                };
+                let now = spent(role, m);
+                if now < cap {
+                    continue;
+                }
+                let by = if m == Measure::Usd {
+                    (cap * 50.0).round() / 100.0
+                } else {
+                    (cap / 2.0).round()
+                };
+                let who = role
+                    .map(|r| format!("{r}'s "))
+                    .unwrap_or_else(|| "the run's ".into());
+                let words = format!(
+                    "Raise {who}{} cap from {} to {}? ({} spent)",
+                    m.as_str(),
+                    m.amount(cap),
+                    m.amount(cap + by),
+                    m.show(now, cap)
+                );
+                let change = CapChange {
+                    role: role.map(str::to_string),
+                    measure: m,
+                    amount: by,
+                    relative: true,
+                };
+                return Some((change, words));
+            }
+        }
+        None
+    }
+
     fn live_run(&self, a: Action) -> Result<(), Unavailable> {
         self.not_replay(a)?;
         if self.vm.run.finished.is_some() {
@@ -367,6 +425,12 @@ impl App {
                     .filter(|n| n.lane == Lane::Paused && !n.held)
                     .map(|n| n.name().to_string());
                 control(Request::Step { op })
+            }
+            Action::RaiseBudget => {
+                if let Some((change, words)) = self.raise_offer() {
+                    self.overlays.push(Overlay::ConfirmRaise { change, words });
+                }
+                Vec::new()
             }
             Action::Release => {
                 if let Some(preview) = &self.hooks.release_preview {
@@ -774,6 +838,11 @@ impl App {
             }
             Some(Overlay::ConfirmRelease { .. }) => {
                 vec![Effect::Control(Request::Release(Default::default()))]
+            }
+            Some(Overlay::ConfirmRaise { change, .. }) => {
+                vec![Effect::Control(Request::Budget {
+                    raise: vec![change.clone()],
+                })]
             }
             _ => Vec::new(),
         }

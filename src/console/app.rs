@@ -625,6 +625,10 @@ impl App {
         if !r.started {
             return "starting".into();
         }
+        // A reached cap holds new work until it is raised ($).
+        if let Some(held) = &self.vm.spend.held {
+            return format!("paused — {held}");
+        }
         if r.paused {
             let stepped_runs = r
                 .stepped

@@ -51,6 +51,11 @@ pub enum Overlay {
     ConfirmRelease {
         preview: ReleaseResult,
     },
+    /// Raise the cap that holds work back: what it is now and after.
+    ConfirmRaise {
+        change: crate::kernel::spend::CapChange,
+        words: String,
+    },
     /// Deny, with an optional reason being typed.
     Deny {
         op: String,
@@ -75,7 +80,9 @@ impl Overlay {
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
             | Overlay::Runs { .. } => Mode::Detail,
-            Overlay::ConfirmQuit | Overlay::ConfirmRelease { .. } => Mode::Confirm,
+            Overlay::ConfirmQuit
+            | Overlay::ConfirmRelease { .. }
+            | Overlay::ConfirmRaise { .. } => Mode::Confirm,
             Overlay::Deny { .. } | Overlay::Add(_) | Overlay::Filter | Overlay::Jump { .. } => {
                 Mode::Text
             }

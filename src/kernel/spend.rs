@@ -26,6 +26,14 @@ impl Measure {
         }
     }
 
+    /// `10.00 USD`, `1000000 tokens`.
+    pub fn amount(self, x: f64) -> String {
+        match self {
+            Measure::Usd => format!("{x:.2} USD"),
+            Measure::Tokens => format!("{} tokens", x.round() as u64),
+        }
+    }
+
     /// `10.02/10.00 USD`, `1 204 000/1 000 000 tokens`.
     pub fn show(self, spent: f64, cap: f64) -> String {
         match self {

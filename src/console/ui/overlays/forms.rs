@@ -109,6 +109,21 @@ fn confirm_detach(f: &mut Frame, area: Rect, app: &App) {
     dialog(f, area, app, "Detach from the run?", lines);
 }
 
+/// `$`: raise the cap that holds work back, said with its numbers.
+pub fn confirm_raise(f: &mut Frame, area: Rect, app: &App, words: &str) {
+    let run_id = &app.vm.run.run_id;
+    let lines = vec![
+        Line::from(words.to_string()),
+        Line::from("Work the cap held back starts again; running work was never stopped."),
+        Line::from(format!(
+            "Any other amount: playdeck ctl {run_id} budget --raise usd=+N"
+        )),
+        Line::from(""),
+        answers(app, "raise", "cancel"),
+    ];
+    dialog(f, area, app, "Raise the spend cap", lines);
+}
+
 pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseResult) {
     let t = app.theme();
     let run_id = &app.vm.run.run_id;
