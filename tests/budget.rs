@@ -356,3 +356,59 @@ fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpo
         "{spend}"
     );
 }
+
+#[test]
+fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
+    use std::process::Command;
+    let base = tempfile::tempdir().unwrap();
+    let run = base.path().join("run");
+    let child = run_to_the_cap(base.path());
+    common::wait_listening(&run.join("ctl/control.sock"));
+    let ctl = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .arg("ctl")
+            .arg(&run)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let (_, out, _) = ctl(&["status"]);
+        if out.contains("a spend cap holds") || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.contains("paused — a spend cap holds 1 operation"),
+        "{status}"
+    );
+    assert!(
+        status.contains("spend: 5.00/5.00 USD (100%) · 2200 tokens"),
+        "{status}"
+    );
+    let (code, _, err) = ctl(&["budget", "--raise", "usd=abc"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("\"usd=abc\": the amount is not a number"),
+        "{err}"
+    );
+    let (code, out, err) = ctl(&["budget", "--raise", "usd=+5"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["outcome"], "succeeded");
+    let raised = log_types(&run)
+        .iter()
+        .filter(|t| *t == "spend_cap_raised")
+        .count();
+    assert_eq!(raised, 1);
+}

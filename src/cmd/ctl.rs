@@ -223,6 +223,9 @@ fn status_text(v: &RunStatus) -> String {
     if !v.awaiting_approval.is_empty() {
         let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
     }
+    if let Some(spend) = &v.spend {
+        let _ = writeln!(s, "spend: {spend}");
+    }
     if let Some(c) = &v.capacity {
         s.push_str(&capacity_text(c));
     }

@@ -153,6 +153,13 @@ pub struct RunStatus {
     pub spawns: Spawns,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<StatusResult>,
+    /// What the run spent, against its caps: `3.20/10.00 USD (32%) ·
+    /// 12 400 tokens`; a cap that holds work back is in `state`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<String>,
+    /// The run's spend: USD, tokens.
+    #[serde(default)]
+    pub spent: (f64, f64),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,6 +211,25 @@ pub async fn apply(
     }
 }
 
+/// `3.20/10.00 USD (32%) · 12400 tokens`; nothing before anything was
+/// spent or capped.
+pub fn spend_words(spent: (f64, f64), b: Option<&crate::kernel::spend::Budget>) -> Option<String> {
+    use crate::kernel::spend::Measure;
+    let caps = (b.and_then(|b| b.usd), b.and_then(|b| b.tokens));
+    if spent == (0.0, 0.0) && caps == (None, None) {
+        return None;
+    }
+    let one = |m: Measure, x: f64, cap: Option<f64>| match cap {
+        Some(c) => format!("{} ({:.0}%)", m.show(x, c), 100.0 * x / c),
+        None => m.amount(x),
+    };
+    Some(format!(
+        "{} · {}",
+        one(Measure::Usd, spent.0, caps.0),
+        one(Measure::Tokens, spent.1, caps.1)
+    ))
+}
+
 /// The run at a glance, from one consistent snapshot.
 pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunStatus, Failure> {
     let snap = h
@@ -221,8 +247,14 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         }
     }
     let cause = crate::projection::snapshot_cause(&snap);
+    let capped = snap.run.held_by_cap > 0;
     let state = match (&snap.run.finished, snap.run.paused) {
         (Some(o), _) => format!("finished: {}", o.as_str()),
+        (None, _) if capped => format!(
+            "paused — a spend cap holds {} operation{}",
+            snap.run.held_by_cap,
+            if snap.run.held_by_cap == 1 { "" } else { "s" }
+        ),
         (None, true) if snap.run.running > 0 => "pausing".into(),
         (None, true) => "paused".into(),
         (None, false) => "running".into(),
@@ -243,5 +275,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
             max_spawn: snap.run.max_spawn,
         },
         capacity: capacity.map(|c| c.status()),
+        spend: spend_words(snap.run.spent, snap.run.budget.as_ref()),
+        spent: snap.run.spent,
     })
 }

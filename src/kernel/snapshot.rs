@@ -78,6 +78,14 @@ pub struct RunState {
     /// Why the event log cannot be written now (nothing new starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Arc<str>>,
+    /// What the run spent (USD, tokens) and the caps in force.
+    #[serde(default)]
+    pub spent: (f64, f64),
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::spend::Budget>,
+    /// Ready work a reached cap holds back.
+    #[serde(default)]
+    pub held_by_cap: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
