@@ -424,7 +424,7 @@ impl HumanPrinter {
                 cap,
                 level,
             } => format!(
-                "{t}  {:<18} {}spent {:.0}% of the cap: {}",
+                "{t}  {:<18} {}past {:.0}% of the cap: {}",
                 "! spend",
                 role.as_deref().map(|r| format!("{r} ")).unwrap_or_default(),
                 level * 100.0,

@@ -506,3 +506,40 @@ fn a_bad_palette_mode_is_reported_once_not_again_for_the_roles_operations() {
         assert!(e[0].0.starts_with("4:"), "{bad}: on its line: {e:#?}");
     }
 }
+
+#[test]
+fn budget_sections_are_checked_with_their_position() {
+    let base = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\" }]\n\
+                [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n";
+    let errs = errors(&format!(
+        "{base}[budget]\nusd = 5\nroles = {{ tester = {{ usd = 9 }} }}\n"
+    ));
+    assert_eq!(
+        errs,
+        [(
+            "11:11".to_string(),
+            "role \"tester\" may spend 9 usd, more than the run's 5".to_string()
+        )]
+    );
+    let errs = errors(&format!(
+        "{base}[budget]\ntokens = 100\nwarn_at = [0.8, 1.5]\n"
+    ));
+    assert_eq!(errs[0].1, "[budget] warn_at holds fractions of the cap");
+    let errs = errors(&format!("{base}[budget]\nwarn_at = [0.5]\n"));
+    assert_eq!(errs[0].1, "[budget] sets no cap");
+    let errs = errors(&format!(
+        "{base}agent = \"cx\"\n[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n[budget]\nusd = 5\n"
+    ));
+    assert_eq!(
+        errs[0].1,
+        "[budget] caps USD, but agent \"cx\" (codex) reports no cost, so its spend could not be counted"
+    );
+    // Tokens can be capped on any agent.
+    playdeck::play::Play::from_str(
+        "p.toml",
+        &format!(
+            "{base}agent = \"cx\"\n[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n[budget]\ntokens = 5000\n"
+        ),
+    )
+    .unwrap();
+}
