@@ -235,6 +235,10 @@ pub struct RunArgs {
     /// stdin and stdout unused, messages in <run-dir>/host.log.
     #[arg(long, hide = true)]
     pub host: bool,
+    /// Spend caps over the play's [budget]: usd=N, tokens=N, ROLE.usd=N;
+    /// comma-separated or repeated.
+    #[arg(long, value_delimiter = ',', value_name = "[ROLE.]usd|tokens=N")]
+    pub budget: Vec<playdeck::kernel::spend::CapChange>,
     /// Set by `resume`: the stopped run to take up.
     #[arg(skip)]
     pub resume: Option<PathBuf>,
@@ -255,6 +259,10 @@ pub struct ResumeArgs {
     /// Resume paused.
     #[arg(long)]
     pub paused: bool,
+    /// Spend caps over the ones the run had (raises included): usd=N,
+    /// tokens=N, ROLE.usd=N.
+    #[arg(long, value_delimiter = ',', value_name = "[ROLE.]usd|tokens=N")]
+    pub budget: Vec<playdeck::kernel::spend::CapChange>,
     /// Decide every approval gate up front.
     #[arg(long, value_enum)]
     pub approve: Option<ApproveArg>,

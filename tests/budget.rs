@@ -412,3 +412,36 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         .count();
     assert_eq!(raised, 1);
 }
+
+#[test]
+fn resume_with_budget_sets_the_cap_over_the_one_the_run_had() {
+    use std::process::{Command, Stdio};
+    let base = tempfile::tempdir().unwrap();
+    let run = base.path().join("run");
+    let mut first = run_to_the_cap(base.path());
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["resume", "--headless", "--budget", "usd=20"])
+        .arg(&run)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raised: Vec<Value> = std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "spend_cap_raised")
+        .collect();
+    assert_eq!(raised.len(), 1);
+    assert_eq!(
+        (&raised[0]["cap"], &raised[0]["by"]),
+        (&json!(20.0), &json!("--budget"))
+    );
+}

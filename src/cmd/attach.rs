@@ -46,6 +46,9 @@ pub fn hosted(args: &RunArgs) -> Outcome {
     if args.paused {
         cmd.arg("--paused");
     }
+    for c in &args.budget {
+        cmd.arg("--budget").arg(c.to_string());
+    }
     match args.approve {
         Some(ApproveArg::All) => {
             cmd.args(["--approve", "all"]);

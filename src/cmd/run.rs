@@ -49,6 +49,7 @@ fn session_options(args: &RunArgs) -> SessionOptions {
         run_dir: args.run_dir.clone(),
         resume: args.resume.clone(),
         retry: args.retry.clone(),
+        budget: args.budget.clone(),
         ..Default::default()
     }
 }
@@ -138,6 +139,7 @@ pub fn resume(
         speed: a.speed,
         paused: a.paused,
         approve: a.approve,
+        budget: a.budget,
         run_dir: None,
         format: a.format,
         theme: a.theme,

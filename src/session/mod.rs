@@ -54,6 +54,8 @@ pub struct SessionOptions {
     /// With `resume`: failed operations to start again (the run may have
     /// finished).
     pub retry: Vec<String>,
+    /// `--budget`: caps over the play's (or the resumed run's).
+    pub budget: Vec<crate::kernel::spend::CapChange>,
 }
 
 impl Default for SessionOptions {
@@ -67,6 +69,7 @@ impl Default for SessionOptions {
             control: true,
             resume: None,
             retry: Vec::new(),
+            budget: Vec::new(),
         }
     }
 }
@@ -390,6 +393,7 @@ fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::ke
     let mut cfg = play.run_config(&run_dir.run_id);
     cfg.start_paused = opts.paused;
     cfg.approvals = opts.approvals.clone();
+    cfg.budget_set = opts.budget.clone();
     // Observers that fall behind resynchronise; a roomy buffer makes that
     // rare.
     cfg.signal_buffer = 1 << 16;

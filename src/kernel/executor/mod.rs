@@ -76,6 +76,9 @@ pub struct RunConfig {
     pub retry: super::retry::RetryPolicies,
     /// Spend caps, if the run has any.
     pub budget: Option<super::spend::Budget>,
+    /// Caps set on the command line (`--budget`): over the play's, and on
+    /// a resume over the ones the log kept.
+    pub budget_set: Vec<super::spend::CapChange>,
 }
 
 impl Default for RunConfig {
@@ -93,6 +96,7 @@ impl Default for RunConfig {
             signal_buffer: 4096,
             retry: super::retry::RetryPolicies::default(),
             budget: None,
+            budget_set: Vec::new(),
         }
     }
 }

@@ -154,9 +154,26 @@ impl Executor {
 
     /// `run_started` (or `resumed`) and the initial graph.
     pub(super) fn begin(&mut self) {
+        let set = std::mem::take(&mut self.cfg.budget_set);
         if let Some(r) = self.restored.take() {
             self.resume_from(r);
+            if !set.is_empty() {
+                self.acting = Arc::from("--budget");
+                self.raise_caps(&set);
+                self.acting = Arc::from(super::super::command::OPERATOR);
+            }
         } else {
+            if !set.is_empty() {
+                let b = self
+                    .budget
+                    .get_or_insert_with(|| super::super::spend::Budget {
+                        warn_at: super::super::spend::default_warn_at(),
+                        ..Default::default()
+                    });
+                for c in &set {
+                    b.apply(c);
+                }
+            }
             self.bus.emit(SignalKind::RunStarted {
                 run_id: self.cfg.run_id.clone(),
                 play: self.cfg.play.clone(),
