@@ -417,6 +417,23 @@ impl HumanPrinter {
             SignalKind::Failed { node: n, error, .. } => {
                 node("✗ failed", &n.name, &format!(" — {error}"))
             }
+            SignalKind::ProviderHeld {
+                agent,
+                category,
+                until,
+                message,
+            } => format!(
+                "{t}  {:<18} {agent}: {}{} — {message}",
+                "‖ provider held",
+                crate::kernel::retry::cause::words(category),
+                match until {
+                    Some(u) => format!(" until {}", crate::kernel::retry::clock(*u)),
+                    None => " until resumed (fix it, then `resume`)".into(),
+                }
+            ),
+            SignalKind::ProviderReleased { agent } => {
+                format!("{t}  {:<18} {agent}: work starts again", "▶ provider")
+            }
             SignalKind::SpendWarning {
                 role,
                 measure,

@@ -322,3 +322,87 @@ sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms
         serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["outcome"], "succeeded");
 }
+
+/// The agent of the operations in these tests (the recording sim).
+const AGENT: &str = "rec";
+
+fn provider_signals(sig: &Collect) -> Vec<String> {
+    sig.all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::ProviderHeld {
+                agent,
+                category,
+                until,
+                ..
+            } => Some(format!("held {agent} {category} {}", until.is_some())),
+            SignalKind::ProviderReleased { agent } => Some(format!("released {agent}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_holds_the_providers_other_work_until_its_reset() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("first", "worker", flaky(1, "rate_limit", Some(30_000))));
+    b.add_root(op("second", "worker", sim(100)));
+    let cfg = RunConfig {
+        max_concurrent: 1,
+        ..RunConfig::default()
+    };
+    let t0 = Instant::now();
+    let (env, sig, agents) = harness(b.build().unwrap(), cfg).run().await;
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    let seen = agents.rec.record.lock().unwrap().seen.clone();
+    let second = seen.iter().find(|s| s.name == "second").unwrap();
+    assert!(
+        second.at - t0 >= Duration::from_secs(30),
+        "the second operation waited for the reset, not failing against it: {:?}",
+        second.at - t0
+    );
+    assert_eq!(
+        provider_signals(&sig),
+        [
+            format!("held {AGENT} rate_limit true"),
+            format!("released {AGENT}")
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_key_holds_the_providers_work_until_the_operator_resumes() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("first", "worker", flaky(1, "auth", None)));
+    b.add_root(op("second", "worker", sim(100)));
+    let cfg = RunConfig {
+        max_concurrent: 1,
+        ..RunConfig::default()
+    };
+    let mut h = harness(b.build().unwrap(), cfg);
+    let handle = h.handle.clone();
+    let agents = h.agents.clone();
+    let task = h.spawn();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        agents.rec.invocations("second"),
+        0,
+        "nothing more goes to a refused key"
+    );
+    assert!(!task.is_finished(), "the run waits for the operator");
+    handle.request(Request::Resume).await.unwrap();
+    let env = task.await.unwrap();
+    assert_eq!(
+        env.outcome,
+        Outcome::Failed,
+        "the refused attempt stays failed"
+    );
+    assert_eq!(agents.rec.invocations("second"), 1);
+    assert_eq!(
+        provider_signals(&h.signals),
+        [
+            format!("held {AGENT} auth false"),
+            format!("released {AGENT}")
+        ]
+    );
+}

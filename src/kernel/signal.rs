@@ -307,6 +307,20 @@ pub enum SignalKind {
         cap: f64,
         by: Arc<str>,
     },
+    /// An agent CLI's provider refused work: nothing more starts on that
+    /// agent until `until` (a rate limit's reset; Unix ms), or, without
+    /// one (authentication), until the operator resumes.
+    ProviderHeld {
+        agent: Arc<str>,
+        category: Arc<str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<u64>,
+        message: Arc<str>,
+    },
+    /// Work on the agent starts again.
+    ProviderReleased {
+        agent: Arc<str>,
+    },
     /// An attempt failed for a cause the retry policy takes back (a rate
     /// limit, an overloaded provider): the operation waits `wait_ms`, then
     /// its attempt `next` starts (`of` attempts at most in this series).
@@ -658,6 +672,8 @@ mod tests {
         "retried",
         "dependencies_added",
         "retry_scheduled",
+        "provider_held",
+        "provider_released",
         "spend_warning",
         "spend_cap_reached",
         "spend_cap_raised",

@@ -166,6 +166,10 @@ pub struct RunProjection {
     /// What the run spent, against its caps.
     #[serde(default)]
     pub spend: SpendState,
+    /// Agents whose provider holds their work, in words (`rate limit until
+    /// 14:05:03`): live state, not kept (a resumed run starts without).
+    #[serde(skip)]
+    pub provider_holds: std::collections::BTreeMap<Arc<str>, String>,
     /// Why each skipped operation was skipped, in words (few operations
     /// have one, so a map beside the nodes).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -740,6 +744,23 @@ impl RunProjection {
                         e.1 += dt;
                     }
                 }
+            }
+            SignalKind::ProviderHeld {
+                agent,
+                category,
+                until,
+                ..
+            } => {
+                let words = crate::kernel::retry::cause::words(category);
+                let when = match until {
+                    Some(u) => format!("until {}", crate::kernel::retry::clock(*u)),
+                    None => "until resumed (r)".into(),
+                };
+                self.provider_holds
+                    .insert(agent.clone(), format!("{words} {when}"));
+            }
+            SignalKind::ProviderReleased { agent } => {
+                self.provider_holds.remove(agent);
             }
             SignalKind::SpendCapReached {
                 role,

@@ -88,6 +88,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             bold.fg(t.warning),
         ));
     }
+    // A provider that refused work holds its agent's operations: said
+    // beside the state, as an approval waiting is.
+    for (agent, words) in &vm.provider_holds {
+        top.push(Span::styled(
+            format!("  ‖ {agent}: {words}"),
+            bold.fg(t.warning),
+        ));
+    }
     top.push(Span::styled(
         format!(" · {} · round {}", duration(app.clock), vm.run.round.max(1)),
         base,

@@ -35,7 +35,14 @@ impl Executor {
         let attempts = n.attempt - n.series_from;
         let seed = (n.op.op_id.as_u128() as u64) ^ u64::from(n.attempt).rotate_left(32);
         let of = policy.attempts;
-        match policy.decide(&f, attempts, seed) {
+        let decision = policy.decide(&f, attempts, seed);
+        let wait = match &decision {
+            Decision::Retry(d) => Some(*d),
+            Decision::Fail { .. } => f.wait,
+        };
+        let (category, message) = (f.category.clone(), f.message.clone());
+        self.hold_provider(ix, &category, &message, wait);
+        match decision {
             Decision::Retry(wait) if !self.cancelled => self.wait_to_retry(ix, f, wait, of),
             Decision::Retry(_) | Decision::Fail { why: None } => self.fail(ix, f),
             Decision::Fail { why: Some(why) } => {

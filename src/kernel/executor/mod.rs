@@ -23,6 +23,7 @@ mod commands;
 mod emissions;
 mod inject;
 mod node;
+mod providers;
 mod resume;
 mod routing;
 mod run_loop;
@@ -260,6 +261,8 @@ impl Run {
             budget: cfg.budget.clone(),
             caps_reached: Default::default(),
             spend_wait: Vec::new(),
+            provider_holds: HashMap::default(),
+            provider_wait: Vec::new(),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -385,6 +388,11 @@ struct Executor {
     caps_reached: std::collections::HashSet<(Option<String>, super::spend::Measure)>,
     /// Ready operations a cap holds back, in the order they were ready.
     spend_wait: Vec<NodeIndex>,
+    /// Agents whose provider refused work: until when (none: until the
+    /// operator resumes).
+    provider_holds: HashMap<Arc<str>, Option<tokio::time::Instant>>,
+    /// Ready operations a provider hold keeps back, in order.
+    provider_wait: Vec<NodeIndex>,
 }
 
 impl Executor {

@@ -95,7 +95,14 @@ impl Executor {
     /// is ready now.
     async fn next_wake(&mut self, wait: bool) -> Option<Wake> {
         let failing = self.storage.is_some();
-        let retry_at = if wait { self.next_retry() } else { None };
+        let retry_at = if wait {
+            match (self.next_retry(), self.next_provider_release()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        } else {
+            None
+        };
         // Only taking what is ready: an empty channel is not polled (its
         // recv would register a waker only to answer "not yet", at every
         // wake-up of a burst). Waiting polls every one.
@@ -130,7 +137,10 @@ impl Executor {
         match wake {
             // The commit at the top of the loop tries again.
             Wake::Storage => {}
-            Wake::Retry => self.retries_due(),
+            Wake::Retry => {
+                self.retries_due();
+                self.release_providers(false);
+            }
             Wake::Command(Some(cmd)) => self.command(cmd),
             Wake::Command(None) => self.control_open = false,
             Wake::External(ext) => self.external(ext),

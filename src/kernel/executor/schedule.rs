@@ -257,7 +257,7 @@ impl Executor {
             let Some(ix) = self.sched.ready.pop_front() else {
                 break;
             };
-            if self.held_by_cap(ix) {
+            if self.held_by_cap(ix) || self.held_by_provider(ix) {
                 continue;
             }
             match self.ask_lease(ix, false) {
@@ -507,6 +507,7 @@ impl Executor {
             && !self.gate.pending()
             && !self.retry_waiting()
             && self.spend_wait.is_empty()
+            && self.provider_wait.is_empty()
         {
             self.bus.emit(SignalKind::RoundEnded { round: self.round });
             self.gate.round_ended(self.round);

@@ -223,6 +223,9 @@ impl Executor {
     }
 
     fn resume(&mut self) -> Result<(), CommandError> {
+        // Resuming also says the provider's trouble is dealt with (a key
+        // fixed): its held work goes on, paused run or not.
+        self.release_providers(true);
         if !self.sched.resume() {
             return Ok(());
         }
