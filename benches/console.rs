@@ -208,6 +208,7 @@ fn latency_case() -> Value {
             let _ = tx.send(Arc::new(g.sig(SignalKind::RunFinished {
                 outcome: Outcome::Succeeded,
                 counts: Default::default(),
+                spent: None,
             })));
             sent
         });

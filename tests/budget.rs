@@ -445,3 +445,42 @@ fn resume_with_budget_sets_the_cap_over_the_one_the_run_had() {
         (&json!(20.0), &json!("--budget"))
     );
 }
+
+#[test]
+fn the_runs_list_says_what_each_run_spent() {
+    use std::process::{Command, Stdio};
+    let base = tempfile::tempdir().unwrap();
+    let runs = base.path().join("runs");
+    let play = base.path().join("play.toml");
+    std::fs::write(&play, CAPPED_PLAY.replace("usd = 5", "usd = 50")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(runs.join("20261202-101500-ab12"))
+        .arg(&play)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["runs", "--dir"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().ends_with("SPEND"), "{text}");
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with("20261202-101500-ab12") && row.ends_with("7.50 USD"),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["runs", "--json", "--dir"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    // One JSON object a line.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(row["spent"], json!([7.5, 2200.0]));
+}

@@ -761,6 +761,7 @@ impl App {
                     done: None,
                     total: 0,
                     awaiting_approval: Vec::new(),
+                    spent: None,
                 },
             );
         }
@@ -776,6 +777,7 @@ impl App {
                         + vm.counts.escalated
                         + vm.counts.skipped,
                 );
+                r.spent = Some((vm.spend.usd, vm.spend.tokens));
                 r.state = if waiting > 0 {
                     format!("needs approval ×{waiting}")
                 } else if vm.run.paused {

@@ -33,6 +33,9 @@ pub struct RunRow {
     /// Names of the operations waiting for approval (live runs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub awaiting_approval: Vec<String>,
+    /// What it spent: USD, tokens (unknown for a crashed run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<(f64, f64)>,
 }
 
 /// The runs under `dir`, newest first. Directories that hold no run are
@@ -78,6 +81,7 @@ pub fn row(dir: &Path) -> RunRow {
         done: None,
         total: 0,
         awaiting_approval: Vec::new(),
+        spent: None,
     };
     let events = dir.join("events.jsonl");
     let (first, last) = ends(&events);
@@ -111,10 +115,16 @@ pub fn row(dir: &Path) -> RunRow {
             format!("needs approval ×{}", st.awaiting_approval.len())
         };
         r.awaiting_approval = st.awaiting_approval;
+        r.spent = Some(st.spent);
         return r;
     }
     match last.as_ref().map(|s| &s.kind) {
-        Some(SignalKind::RunFinished { outcome, counts }) => {
+        Some(SignalKind::RunFinished {
+            outcome,
+            counts,
+            spent,
+        }) => {
+            r.spent = Some(spent.unwrap_or_default());
             r.total = counts.total();
             r.done = Some(done_of(counts));
             r.state = format!("finished: {}", outcome.as_str());
@@ -218,15 +228,15 @@ pub fn text(rows: &[RunRow]) -> String {
 /// The columns' titles.
 pub fn header() -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11}",
-        "RUN", "PLAY", "STATE", "STARTED (UTC)", "ELAPSED", "DONE"
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11} {:>10}",
+        "RUN", "PLAY", "STATE", "STARTED (UTC)", "ELAPSED", "DONE", "SPEND"
     )
 }
 
 /// One run's columns.
 pub fn line(r: &RunRow) -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11}",
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11} {:>10}",
         crate::printable::printable(&fit(&r.id, 22)),
         crate::printable::printable(&fit(&r.play, 18)),
         fit(&r.state, 22),
@@ -237,7 +247,19 @@ pub fn line(r: &RunRow) -> String {
             r.done.map_or("—".to_string(), |d| d.to_string()),
             r.total
         ),
+        spend_cell(r.spent),
     )
+}
+
+/// `3.20 USD`, or the tokens when nothing was priced (`12.4k tok`), `—`
+/// when unknown.
+fn spend_cell(spent: Option<(f64, f64)>) -> String {
+    match spent {
+        None => "—".into(),
+        Some((usd, _)) if usd > 0.0 => format!("{usd:.2} USD"),
+        Some((_, tokens)) if tokens >= 1000.0 => format!("{:.1}k tok", tokens / 1000.0),
+        Some((_, tokens)) => format!("{tokens:.0} tok"),
+    }
 }
 
 /// `42s`, `3m05s`, `2h10m`, `3d4h`.

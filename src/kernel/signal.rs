@@ -509,6 +509,10 @@ pub enum SignalKind {
     RunFinished {
         outcome: Outcome,
         counts: LaneCounts,
+        /// What it spent (USD, tokens), when anything was: the runs list
+        /// reads it from the log's last line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<(f64, f64)>,
     },
 }
 

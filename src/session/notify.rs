@@ -33,7 +33,9 @@ pub fn event_of(s: &Signal, run_id: &str, run_dir: &str) -> Option<Value> {
             json!(reason.to_string()),
             format!("{} escalated in run {run_id}: {reason}", node.name),
         ),
-        SignalKind::RunFinished { outcome, counts } => (
+        SignalKind::RunFinished {
+            outcome, counts, ..
+        } => (
             "run_finished",
             None,
             json!({"outcome": outcome.as_str(), "counts": counts}),

@@ -168,7 +168,12 @@ impl Executor {
         }
         self.finished = Some(outcome);
         let counts = self.counts();
-        let (_, at) = self.bus.emit(SignalKind::RunFinished { outcome, counts });
+        let spent = (self.meter.run != (0.0, 0.0)).then_some(self.meter.run);
+        let (_, at) = self.bus.emit(SignalKind::RunFinished {
+            outcome,
+            counts,
+            spent,
+        });
         self.finished_at = Some(at);
         self.commit();
         // Sinks are dropped (the headless printer sees its channel end) and
