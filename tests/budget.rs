@@ -393,6 +393,8 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         status.contains("spend: 5.00/5.00 USD (100%) · 2200 tokens"),
         "{status}"
     );
+    // Two of three done: the third at their pace.
+    assert!(status.contains("eta: ~"), "{status}");
     let (code, _, err) = ctl(&["budget", "--raise", "usd=abc"]);
     assert_eq!(code, Some(2));
     assert!(

@@ -334,7 +334,7 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
 "#,
     )
     .unwrap();
-    let mut s = Scene::at(&play, 3.0, 140, 36, None).await.unwrap();
+    let mut s = Scene::at(&play, 3.0, 160, 36, None).await.unwrap();
     let t = text(&s.render());
     let header: Vec<&str> = t.lines().take(2).collect();
     assert!(
@@ -343,7 +343,7 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
         header.join("\n")
     );
     assert!(
-        header[1].contains("spend 5.00/5.00 USD (100%) · 2 480 tok"),
+        header[1].contains("spend 5.00/5.00 USD (100%) · 2 480 tok  eta ~"),
         "{}",
         header.join("\n")
     );

@@ -226,6 +226,13 @@ fn status_text(v: &RunStatus) -> String {
     if let Some(spend) = &v.spend {
         let _ = writeln!(s, "spend: {spend}");
     }
+    if let Some(eta) = v.eta_secs {
+        let _ = writeln!(
+            s,
+            "eta: ~{} at the pace so far",
+            humantime::format_duration(std::time::Duration::from_secs(eta.round() as u64))
+        );
+    }
     if let Some(c) = &v.capacity {
         s.push_str(&capacity_text(c));
     }

@@ -160,6 +160,10 @@ pub struct RunStatus {
     /// The run's spend: USD, tokens.
     #[serde(default)]
     pub spent: (f64, f64),
+    /// Seconds until the operations known now are done, at the pace of
+    /// those done so far (none before the first is done, or once all are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -259,6 +263,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         (None, true) => "paused".into(),
         (None, false) => "running".into(),
     };
+    let eta_secs = eta(snap.elapsed, lanes.total(), done_of(&lanes));
     Ok(RunStatus {
         run_id: snap.run.run_id.to_string(),
         play: snap.run.play.to_string(),
@@ -277,5 +282,17 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         capacity: capacity.map(|c| c.status()),
         spend: spend_words(snap.run.spent, snap.run.budget.as_ref()),
         spent: snap.run.spent,
+        eta_secs,
     })
+}
+
+fn done_of(c: &LaneCounts) -> usize {
+    c.succeeded + c.failed + c.escalated + c.skipped
+}
+
+/// At the pace of the operations done so far, how long the rest of those
+/// known now will take.
+pub fn eta(elapsed: f64, total: usize, done: usize) -> Option<f64> {
+    (done > 0 && done < total && elapsed > 0.0)
+        .then(|| elapsed / done as f64 * (total - done) as f64)
 }

@@ -123,6 +123,10 @@ pub struct Report {
     pub warnings: Vec<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageTotal>,
+    /// The spend against the caps in force at the end (raises included):
+    /// `4.20/5.00 USD (84%) · 2200/400000 tokens (1%)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
 }
 
 impl Report {
@@ -241,6 +245,11 @@ impl Report {
                 .collect(),
             warnings: p.warnings.iter().map(|(_, w)| w.clone()).collect(),
             usage,
+            budget: p
+                .spend
+                .budget
+                .as_ref()
+                .and_then(|b| crate::control::spend_words((p.spend.usd, p.spend.tokens), Some(b))),
         }
     }
 
@@ -282,6 +291,9 @@ impl Report {
                 "**Agent usage:** ${:.4} · {} tokens in ({} of them cached) · {} out\n",
                 u.cost_usd, u.input_tokens, u.cached_input_tokens, u.output_tokens
             );
+        }
+        if let Some(b) = &self.budget {
+            let _ = writeln!(s, "**Budget:** {b}\n");
         }
         let _ = writeln!(s, "## Critical path\n");
         if self.critical_path.is_empty() {

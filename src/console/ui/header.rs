@@ -168,6 +168,21 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         counts.push(Span::styled(words, base.fg(color)));
         counts.push(Span::styled("  ", base));
     }
+    // The pace that matters beside the spend: how long the rest takes.
+    if vm.run.finished.is_none()
+        && spend_words(&vm.spend).is_some()
+        && let Some(eta) = crate::control::eta(
+            app.clock,
+            c.total(),
+            c.succeeded + c.failed + c.escalated + c.skipped,
+        )
+    {
+        counts.push(Span::styled(
+            format!("eta ~{}", duration(eta)),
+            base.fg(t.dim),
+        ));
+        counts.push(Span::styled("  ", base));
+    }
     if let Some(b) = &vm.palette.budgets {
         counts.push(Span::styled(
             format!(
