@@ -134,3 +134,46 @@ fn an_empty_notify_command_is_refused_at_its_position() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cap_that_pauses_the_run_calls_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("n.toml"),
+        "[play]\nname = \"capped\"\nmax_concurrent = 1\n\
+         [notify]\ncommand = [\"sh\", \"-c\", \"cat >> notes.jsonl\"]\n\
+         [budget]\nusd = 1\n\
+         [palette]\nroles = [{ role = \"implementer\" }]\n\
+         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"a\"\nsim = { duration_ms = 50, usage = { cost_usd = 0.9 } }\n\
+         [[operations]]\nid = \"b\"\nrole = \"implementer\"\ninstruction = \"b\"\nsim = { duration_ms = 50, usage = { cost_usd = 0.9 } }\n\
+         [[operations]]\nid = \"c\"\nrole = \"implementer\"\ninstruction = \"c\"\nsim = { duration_ms = 50 }\n",
+    )
+    .unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "n.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let notes = dir.path().join("notes.jsonl");
+    let text = wait_for(&notes, "budget_paused");
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["budget_warning", "budget_paused"]);
+    assert_eq!(
+        events[1]["message"],
+        "run run paused — budget 1.80/1.00 USD"
+    );
+    let mut stdin = run.stdin.take().unwrap();
+    writeln!(stdin, "budget --raise usd=+5").unwrap();
+    drop(stdin);
+    assert!(run.wait().unwrap().success());
+}

@@ -181,6 +181,8 @@ pub struct App {
     pub bell: bool,
     seen_approvals: usize,
     seen_escalations: usize,
+    /// The cap hold the operator was last called for.
+    seen_cap: Option<String>,
     /// The run's end was told (or was already there when the console opened).
     seen_finish: bool,
     seen_warnings: usize,
@@ -257,6 +259,7 @@ impl App {
             hooks,
             quitting: false,
             seen_escalations: 0,
+            seen_cap: None,
             seen_finish: false,
             quit_cancelled: false,
             should_exit: false,
@@ -357,6 +360,14 @@ impl App {
                     self.vm.run.run_id
                 )));
             }
+            if let Some(held) = &self.vm.spend.held
+                && self.seen_cap.as_ref() != Some(held)
+            {
+                effects.push(Effect::Notify(format!(
+                    "run {} paused — {held}",
+                    self.vm.run.run_id
+                )));
+            }
             if let Some(o) = self.vm.run.finished
                 && !self.seen_finish
             {
@@ -369,6 +380,7 @@ impl App {
         }
         self.seen_approvals = waiting;
         self.seen_escalations = escalated;
+        self.seen_cap = self.vm.spend.held.clone();
         self.seen_finish = self.vm.run.finished.is_some();
         if self.vm.run.finished.is_some() && self.quitting {
             self.should_exit = true;

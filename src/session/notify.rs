@@ -33,6 +33,37 @@ pub fn event_of(s: &Signal, run_id: &str, run_dir: &str) -> Option<Value> {
             json!(reason.to_string()),
             format!("{} escalated in run {run_id}: {reason}", node.name),
         ),
+        SignalKind::SpendCapReached {
+            role,
+            measure,
+            spent,
+            cap,
+        } => {
+            let held = crate::kernel::spend::held_words(role.as_deref(), *measure, *spent, *cap);
+            (
+                "budget_paused",
+                None,
+                json!({"role": role, "measure": measure, "spent": spent, "cap": cap}),
+                format!("run {run_id} paused — {held}"),
+            )
+        }
+        SignalKind::SpendWarning {
+            role,
+            measure,
+            spent,
+            cap,
+            level,
+        } => (
+            "budget_warning",
+            None,
+            json!({"role": role, "measure": measure, "spent": spent, "cap": cap, "level": level}),
+            format!(
+                "run {run_id} spent {:.0}% of its {}cap: {}",
+                level * 100.0,
+                role.as_deref().map(|r| format!("{r} ")).unwrap_or_default(),
+                measure.show(*spent, *cap)
+            ),
+        ),
         SignalKind::RunFinished {
             outcome, counts, ..
         } => (
