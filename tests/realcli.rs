@@ -131,6 +131,8 @@ struct Seen {
     file: Option<String>,
     /// The last attempt's stdout log.
     stdout: String,
+    /// The last attempt's argv, as `command.json` records it.
+    argv: Vec<String>,
     secs: f64,
 }
 
@@ -379,8 +381,15 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
         .model
         .map(|m| format!("model = {}\n", toml_str(m)))
         .unwrap_or_default();
+    // A USD cap on claude's answer: playdeck tells the CLI what is left
+    // (`--max-budget-usd`) where it knows the flag (2.1 on).
+    let budget = if cli.name == "claude" && scenario == "answer" {
+        "[budget]\nusd = 100\n"
+    } else {
+        ""
+    };
     let play = format!(
-        "[play]\nname = \"{name} {version} {scenario}\"\nmax_spawn = 1\n\
+        "[play]\nname = \"{name} {version} {scenario}\"\nmax_spawn = 1\n{budget}\
          [retry]\nattempts = 2\nbackoff = 0.2\nmax_backoff = 0.5\n\
          [palette]\nroles = [{{ role = \"implementer\", disposition = \"emission_capable\" }}, {{ role = \"tester\" }}]\n\
          [agents.{name}]\nbinary = {exe}\nsubcommand = \"{sub}\"\nstream_format = \"{format}\"\n{model}\
@@ -466,6 +475,19 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
     seen.stdout =
         std::fs::read_to_string(run_dir.join(format!("logs/{scenario}.{last_attempt}.stdout.log")))
             .unwrap_or_default();
+    if let Ok(c) = std::fs::read_to_string(
+        run_dir.join(format!("logs/{scenario}.{last_attempt}.command.json")),
+    ) && let Ok(v) = serde_json::from_str::<Value>(&c)
+    {
+        seen.argv = v["argv"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
     seen
 }
 
@@ -494,6 +516,18 @@ fn check(cli: &str, version: &str, scenario: &str, s: &Seen) -> Result<(), Strin
             }
             if usage && let Err(e) = usage_counted_once(cli, version, s.usage.as_ref()) {
                 return fail(e);
+            }
+            if cli == "claude" && scenario == "answer" {
+                let told = s
+                    .argv
+                    .windows(2)
+                    .any(|w| w[0] == "--max-budget-usd" && w[1] == "100.00");
+                if told == older(version, "2.1") {
+                    return fail(format!(
+                        "--max-budget-usd 100.00 is for claude 2.1 on (2.0 refuses it): {:?}",
+                        s.argv
+                    ));
+                }
             }
             if tool && (s.file.as_deref().map(str::trim) != Some("hi") || s.tools.is_empty()) {
                 return fail("expected tool activity and hello.txt with hi".into());

@@ -168,11 +168,19 @@ pub fn command_for(
 pub struct CommandAgent {
     def: Arc<AgentDef>,
     ctx: Arc<RunContext>,
+    /// Whether the CLI takes a spend limit of its own (claude 2.1 on:
+    /// `--max-budget-usd`), asked of it once, the first time a budgeted
+    /// attempt starts.
+    spend_flag: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl CommandAgent {
     pub fn new(def: Arc<AgentDef>, ctx: Arc<RunContext>) -> Self {
-        CommandAgent { def, ctx }
+        CommandAgent {
+            def,
+            ctx,
+            spend_flag: Arc::default(),
+        }
     }
 }
 
@@ -180,11 +188,59 @@ impl Agent for CommandAgent {
     fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome> {
         let def = self.def.clone();
         let ctx = self.ctx.clone();
-        Box::pin(async move { run(&def, &ctx, inv).await })
+        let spend_flag = self.spend_flag.clone();
+        Box::pin(async move { run(&def, &ctx, inv, &spend_flag).await })
     }
 }
 
-async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome {
+/// The version a CLI prints for `--version` (`2.1.332 (Claude Code)`):
+/// its first `MAJOR.MINOR`.
+fn version_of(text: &str) -> Option<(u32, u32)> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find_map(|w| {
+            let mut parts = w.split('.');
+            let major = parts.next()?.parse().ok()?;
+            let minor = parts.next()?.parse().ok()?;
+            Some((major, minor))
+        })
+}
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn a_version_is_its_first_major_minor() {
+        assert_eq!(super::version_of("2.1.332 (Claude Code)\n"), Some((2, 1)));
+        assert_eq!(super::version_of("claude 2.0.28"), Some((2, 0)));
+        assert_eq!(super::version_of("unknown"), None);
+    }
+}
+
+/// Whether `program` (a claude) knows `--max-budget-usd`: 2.1 and later.
+/// A CLI that does not answer in 10 s is not given the flag.
+async fn takes_spend_flag(
+    program: &Path,
+    env: &std::collections::BTreeMap<OsString, OsString>,
+) -> bool {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("--version")
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(10), cmd.output()).await else {
+        return false;
+    };
+    version_of(&String::from_utf8_lossy(&out.stdout)).is_some_and(|v| v >= (2, 1))
+}
+
+async fn run(
+    def: &AgentDef,
+    ctx: &RunContext,
+    inv: Invocation,
+    spend_flag: &tokio::sync::OnceCell<bool>,
+) -> AgentOutcome {
     let params = AgentParams::from_value(&inv.params);
     let prompt = prompt_text(&inv.instruction, &inv.context);
     // Where a prompt too long for argv goes for agents that read it from a
@@ -242,6 +298,18 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation) -> AgentOutcome 
         env.get(OsStr::new("PATH")).map(|p| p.as_os_str()),
     )
     .map_err(|e| AgentFailure::new("binary_not_found", e.to_string()))?;
+    // The run's spend cap, told to a CLI that can keep one itself: a
+    // backstop, should one attempt spend past what is left.
+    let mut built = built;
+    if def.stream_format == super::def::StreamFormat::Claude
+        && let Some(left) = inv.usd_headroom
+        && *spend_flag
+            .get_or_init(|| takes_spend_flag(&program, &env))
+            .await
+    {
+        built.argv.push("--max-budget-usd".into());
+        built.argv.push(format!("{left:.2}"));
+    }
     let logs = Logs::open(
         ctx.log_dir.as_deref(),
         &inv.name,

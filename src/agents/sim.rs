@@ -204,6 +204,7 @@ mod tests {
             instance: None,
             workspace: None,
             profile: None,
+            usd_headroom: None,
         }
     }
 

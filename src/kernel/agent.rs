@@ -256,6 +256,10 @@ pub struct Invocation {
     pub workspace: Option<std::path::PathBuf>,
     /// The role profile of that instance, if any.
     pub profile: Option<Arc<str>>,
+    /// USD left under the caps that cover it (the run's and its role's),
+    /// when one is set: a CLI that can stop itself at a spend is told
+    /// (claude's `--max-budget-usd`), as a backstop to the run's own cap.
+    pub usd_headroom: Option<f64>,
 }
 
 pub trait Agent: Send + Sync {

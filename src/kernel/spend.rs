@@ -222,6 +222,21 @@ impl Meter {
         self.roles = roles.iter().cloned().collect();
     }
 
+    /// USD left under the run's cap and `role`'s, the smaller; none
+    /// without a USD cap.
+    pub fn usd_headroom(&self, budget: &Budget, role: Option<&str>) -> Option<f64> {
+        let run = budget.usd.map(|c| c - self.run.0);
+        let own = role.and_then(|r| {
+            let cap = budget.cap(Some(r), Measure::Usd)?;
+            Some(cap - self.spent(Some(r), Measure::Usd))
+        });
+        match (run, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(|h| h.max(0.0))
+    }
+
     /// A raised cap warns again at its own levels.
     pub fn forget_warnings(&mut self, role: Option<&str>, m: Measure) {
         self.warned

@@ -133,6 +133,10 @@ impl Executor {
         } else {
             Map::new()
         };
+        let usd_headroom = self.budget.as_ref().and_then(|b| {
+            self.meter
+                .usd_headroom(b, self.graph[ix].op.assignee.as_deref())
+        });
         let n = &self.graph[ix];
         let instruction = match &self.decorator {
             Some(d) => d.decorate(
@@ -162,6 +166,7 @@ impl Executor {
             instance,
             workspace,
             profile,
+            usd_headroom,
         };
         // A panicking agent fails its own operation (ADR-0033 D4: an
         // unexpected error becomes an error result), never the run.
