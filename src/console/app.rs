@@ -783,12 +783,7 @@ impl App {
                 r.live = true;
                 r.elapsed = self.clock;
                 r.total = vm.counts.total();
-                r.done = Some(
-                    vm.counts.succeeded
-                        + vm.counts.failed
-                        + vm.counts.escalated
-                        + vm.counts.skipped,
-                );
+                r.done = Some(vm.counts.settled());
                 r.spent = Some((vm.spend.usd, vm.spend.tokens));
                 r.state = if waiting > 0 {
                     format!("needs approval ×{waiting}")

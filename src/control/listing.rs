@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::console::text::fit;
-use crate::kernel::signal::LaneCounts;
 use crate::kernel::{Signal, SignalKind};
 
 /// One run, as the list shows it.
@@ -49,10 +48,6 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<RunRow>> {
         .collect();
     rows.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));
     Ok(rows)
-}
-
-fn done_of(c: &LaneCounts) -> usize {
-    c.succeeded + c.failed + c.escalated + c.skipped
 }
 
 /// One run directory, read.
@@ -108,7 +103,7 @@ pub fn row(dir: &Path) -> RunRow {
             .saturating_sub(started);
         r.elapsed = st.elapsed.max(since as f64);
         r.total = st.lanes.total();
-        r.done = Some(done_of(&st.lanes));
+        r.done = Some(st.lanes.settled());
         r.state = if st.awaiting_approval.is_empty() {
             st.state.clone()
         } else {
@@ -126,7 +121,7 @@ pub fn row(dir: &Path) -> RunRow {
         }) => {
             r.spent = Some(spent.unwrap_or_default());
             r.total = counts.total();
-            r.done = Some(done_of(counts));
+            r.done = Some(counts.settled());
             r.state = format!("finished: {}", outcome.as_str());
         }
         _ if dir

@@ -263,7 +263,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         (None, true) => "paused".into(),
         (None, false) => "running".into(),
     };
-    let eta_secs = eta(snap.elapsed, lanes.total(), done_of(&lanes));
+    let eta_secs = eta(snap.elapsed, lanes.total(), lanes.settled());
     Ok(RunStatus {
         run_id: snap.run.run_id.to_string(),
         play: snap.run.play.to_string(),
@@ -284,10 +284,6 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         spent: snap.run.spent,
         eta_secs,
     })
-}
-
-fn done_of(c: &LaneCounts) -> usize {
-    c.succeeded + c.failed + c.escalated + c.skipped
 }
 
 /// At the pace of the operations done so far, how long the rest of those

@@ -166,6 +166,11 @@ impl LaneCounts {
             + self.escalated
     }
 
+    /// Operations in a final lane (skipped included).
+    pub fn settled(&self) -> usize {
+        self.succeeded + self.failed + self.escalated + self.skipped
+    }
+
     /// Counts one operation: skipped ones apart from failed (one rule for
     /// the kernel, the views and the report).
     pub fn add(&mut self, lane: Lane, skipped: bool) {

@@ -159,23 +159,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     }
     // Spend before the palette's budgets: a cap that holds work matters
     // more, and a narrow header cuts from the end.
-    if let Some(words) = spend_words(&vm.spend) {
+    let spend = spend_words(&vm.spend);
+    if let Some(words) = &spend {
         let color = if vm.spend.held.is_some() {
             t.warning
         } else {
             t.dim
         };
-        counts.push(Span::styled(words, base.fg(color)));
+        counts.push(Span::styled(words.clone(), base.fg(color)));
         counts.push(Span::styled("  ", base));
     }
     // The pace that matters beside the spend: how long the rest takes.
     if vm.run.finished.is_none()
-        && spend_words(&vm.spend).is_some()
-        && let Some(eta) = crate::control::eta(
-            app.clock,
-            c.total(),
-            c.succeeded + c.failed + c.escalated + c.skipped,
-        )
+        && spend.is_some()
+        && let Some(eta) = crate::control::eta(app.clock, c.total(), c.settled())
     {
         counts.push(Span::styled(
             format!("eta ~{}", duration(eta)),

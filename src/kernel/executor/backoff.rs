@@ -40,8 +40,7 @@ impl Executor {
             Decision::Retry(d) => Some(*d),
             Decision::Fail { .. } => f.wait,
         };
-        let (category, message) = (f.category.clone(), f.message.clone());
-        self.hold_provider(ix, &category, &message, wait);
+        self.hold_provider(ix, &f.category, &f.message, wait);
         match decision {
             Decision::Retry(wait) if !self.cancelled => self.wait_to_retry(ix, f, wait, of),
             Decision::Retry(_) | Decision::Fail { why: None } => self.fail(ix, f),

@@ -82,9 +82,7 @@ fn confirm_detach(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let vm = &app.vm;
     let running = vm.count(crate::kernel::Lane::Running);
-    let left = vm.counts.total().saturating_sub(
-        vm.counts.succeeded + vm.counts.failed + vm.counts.escalated + vm.counts.skipped,
-    );
+    let left = vm.counts.total().saturating_sub(vm.counts.settled());
     let key = |a: Action| Span::styled(app.keymap.label_in(Mode::Confirm, a), bold(t));
     let lines = vec![
         Line::from("The run is still going. Leave the console and let it go on?"),
