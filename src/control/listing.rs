@@ -223,7 +223,7 @@ pub fn text(rows: &[RunRow]) -> String {
 /// The columns' titles.
 pub fn header() -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11} {:>10}",
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>9} {:>10}",
         "RUN", "PLAY", "STATE", "STARTED (UTC)", "ELAPSED", "DONE", "SPEND"
     )
 }
@@ -231,7 +231,7 @@ pub fn header() -> String {
 /// One run's columns.
 pub fn line(r: &RunRow) -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>11} {:>10}",
+        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>9} {:>10}",
         crate::printable::printable(&fit(&r.id, 22)),
         crate::printable::printable(&fit(&r.play, 18)),
         fit(&r.state, 22),
@@ -252,6 +252,7 @@ fn spend_cell(spent: Option<(f64, f64)>) -> String {
     match spent {
         None => "—".into(),
         Some((usd, _)) if usd > 0.0 => format!("{usd:.2} USD"),
+        Some((_, tokens)) if tokens >= 1e6 => format!("{:.1}M tok", tokens / 1e6),
         Some((_, tokens)) if tokens >= 1000.0 => format!("{:.1}k tok", tokens / 1000.0),
         Some((_, tokens)) => format!("{tokens:.0} tok"),
     }
@@ -271,6 +272,17 @@ fn short(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_fits_the_runs_window_of_a_120_column_console() {
+        // The window is 116 wide there: borders and padding leave 112,
+        // the selection mark takes 2.
+        assert_eq!(2 + header().chars().count(), 112);
+        assert_eq!(spend_cell(Some((48.72, 9.1e6))), "48.72 USD");
+        assert_eq!(spend_cell(Some((0.0, 1.84e6))), "1.8M tok");
+        assert_eq!(spend_cell(Some((0.0, 12_400.0))), "12.4k tok");
+        assert_eq!(spend_cell(None), "—");
+    }
 
     #[test]
     fn a_run_id_says_when_it_started() {
