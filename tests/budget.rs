@@ -486,3 +486,86 @@ fn the_runs_list_says_what_each_run_spent() {
     let row: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(row["spent"], json!([7.5, 2200.0]));
 }
+
+/// A CLI that reports tokens only (codex, replayed from its real capture)
+/// is priced by `[prices]` for the model it runs: each attempt's usage
+/// carries the derived USD, the warning and the cap are crossed on it, and
+/// the run's spend is said in USD.
+#[test]
+fn a_token_only_cli_is_priced_by_the_plays_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/realcli/captures/codex/0.171.0/answer.jsonl");
+    let op = |id: &str| {
+        format!(
+            "[[operations]]\nid = \"{id}\"\nrole = \"implementer\"\nagent = \"cx\"\n\
+             instruction = \"answer\\n@sleep 0\\n@replay {}\"\n",
+            capture.display()
+        )
+    };
+    let play = format!(
+        "[play]\nname = \"priced\"\nmax_concurrent = 1\n\
+         [palette]\nroles = [{{ role = \"implementer\" }}]\n\
+         [agents.cx]\nbinary = \"{agent}\"\nstream_format = \"codex\"\nmodel = \"gpt-x\"\n\
+         flags.big = [\"--model\", \"gpt-y\"]\n\
+         [prices.\"gpt-x\"]\ninput = 2\ncached_input = 0.5\noutput = 8\n\
+         [prices.\"gpt-y\"]\ninput = 4\ncached_input = 1\noutput = 16\n\
+         [budget]\nusd = 0.002\nwarn_at = [0.5]\n{a}{b}",
+        agent = env!("CARGO_BIN_EXE_playdeck-agent"),
+        a = op("first"),
+        b = op("second") + "depends_on = [\"first\"]\nflag_profile = \"big\"\n",
+    );
+    std::fs::write(dir.path().join("play.toml"), play).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path())
+        .args(["run", "--headless", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .arg(dir.path().join("play.toml"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let of = |t: &str| -> Vec<&Value> { signals.iter().filter(|s| s["type"] == t).collect() };
+    // (1200 − 1000) × 2 + 1000 × 0.5 + 40 × 8 per million = 0.00122 USD;
+    // the second runs the model its flag profile names, at twice that.
+    let costs: Vec<f64> = of("agent_usage")
+        .iter()
+        .map(|s| {
+            s["cost_usd"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("not priced: {s}"))
+        })
+        .collect();
+    assert_eq!(costs.len(), 2, "{signals:#?}");
+    assert!((costs[0] - 0.001_22).abs() < 1e-9, "{costs:?}");
+    assert!((costs[1] - 0.002_44).abs() < 1e-9, "{costs:?}");
+    let warned = of("spend_warning");
+    assert_eq!(warned.len(), 1, "{signals:#?}");
+    assert_eq!(warned[0]["measure"], "usd");
+    let reached = of("spend_cap_reached");
+    assert_eq!(reached.len(), 1, "{signals:#?}");
+    assert!((reached[0]["spent"].as_f64().unwrap() - 0.003_66).abs() < 1e-9);
+    assert!(of("warning").is_empty(), "{signals:#?}");
+
+    // A model the flag profile chose without a price is said, not hidden.
+    let text = std::fs::read_to_string(dir.path().join("play.toml"))
+        .unwrap()
+        .replace("[prices.\"gpt-y\"]", "[prices.\"gpt-other\"]");
+    std::fs::write(dir.path().join("play.toml"), text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path())
+        .args(["run", "--headless", "--run-dir"])
+        .arg(dir.path().join("run2"))
+        .arg(dir.path().join("play.toml"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("its model \\\"gpt-y\\\" has no [prices] entry"),
+        "{stdout}"
+    );
+}

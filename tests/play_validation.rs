@@ -532,7 +532,7 @@ fn budget_sections_are_checked_with_their_position() {
     ));
     assert_eq!(
         errs[0].1,
-        "[budget] caps USD, but agent \"cx\" (codex) reports no cost, so its spend could not be counted"
+        "[budget] caps USD, but agent \"cx\" (codex) reports no cost and names no model, so its spend cannot be priced"
     );
     // Tokens can be capped on any agent.
     playdeck::play::Play::from_str(
@@ -542,4 +542,121 @@ fn budget_sections_are_checked_with_their_position() {
         ),
     )
     .unwrap();
+}
+
+/// A USD cap on an agent that reports tokens only is kept with `[prices]`
+/// for the model it runs; each way of getting that wrong is named.
+#[test]
+fn prices_make_a_usd_cap_on_a_token_only_agent_possible() {
+    let base = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
+                [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
+                agent = \"cx\"\n[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\nmodel = \"gpt-x\"\n\
+                [budget]\nusd = 5\n";
+    let errs = errors(base);
+    assert_eq!(
+        errs[0].1,
+        "[budget] caps USD, but agent \"cx\" (codex) reports no cost and model \"gpt-x\" has no price"
+    );
+    let play = playdeck::play::Play::from_str(
+        "p.toml",
+        &format!("{base}[prices.\"gpt-x\"]\ninput = 2\noutput = 8\n"),
+    )
+    .unwrap();
+    let p = play.prices["gpt-x"];
+    assert_eq!((p.input, p.cached_input, p.output), (2.0, 2.0, 8.0));
+    // A price of another model does not count.
+    let errs = errors(&format!("{base}[prices.other]\ninput = 2\noutput = 8\n"));
+    assert!(
+        errs[0].1.contains("model \"gpt-x\" has no price"),
+        "{errs:?}"
+    );
+    // Bad entries, each at its position.
+    let errs = errors(&format!(
+        "{base}[prices.\"gpt-x\"]\ninput = -1\noutput = 8\ncached = 1\n"
+    ));
+    let at: Vec<&str> = errs.iter().map(|(at, _)| at.as_str()).collect();
+    assert_eq!(at, ["17:9", "19:1"], "{errs:#?}");
+    assert!(
+        errs[0].1.contains("input") && errs[0].1.contains("out of range"),
+        "{errs:?}"
+    );
+    let errs = errors(&format!("{base}[prices.\"gpt-x\"]\ninput = 2\n"));
+    assert!(
+        errs.iter().any(|(_, m)| m.contains("missing `output`")),
+        "{errs:?}"
+    );
+    // A role profile's model is the one priced.
+    let profiled = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
+                    [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
+                    [agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n\
+                    [capacity]\n[role_profiles.fast]\nrole = \"implementer\"\nprovider = \"cx\"\nmodel = \"mini\"\nmax_instances = 1\n\
+                    [budget]\nusd = 5\n";
+    let errs = errors(profiled);
+    assert!(
+        errs.iter()
+            .any(|(_, m)| m.contains("model \"mini\" has no price")),
+        "{errs:?}"
+    );
+}
+
+/// The user's agents file may hold `[prices]` for every play; the play's
+/// entry for the same model wins.
+#[test]
+fn prices_in_the_users_agents_file_serve_every_play() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.toml"),
+        "[prices.\"gpt-x\"]\ninput = 1\noutput = 4\n[prices.\"gpt-y\"]\ninput = 3\noutput = 6\n",
+    )
+    .unwrap();
+    let play = dir.path().join("p.toml");
+    std::fs::write(
+        &play,
+        "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
+         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\nagent = \"cx\"\n\
+         [agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\nmodel = \"gpt-x\"\n\
+         [budget]\nusd = 5\n[prices.\"gpt-y\"]\ninput = 9\noutput = 9\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path())
+        .args(["validate"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without the user's file the same play is refused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path().join("none"))
+        .args(["validate"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("model \"gpt-x\" has no price"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A bad entry in the user's file names that file and its line.
+    std::fs::write(
+        dir.path().join("agents.toml"),
+        "[prices.m]\ninput = \"cheap\"\noutput = 1\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_CONFIG_DIR", dir.path())
+        .args(["validate"])
+        .arg(&play)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("agents.toml:2:"),
+        "{err}"
+    );
 }

@@ -57,6 +57,10 @@ pub struct BuiltCommand {
     pub prompt_note: Option<String>,
     /// The file the prompt must be written to before the agent starts.
     pub prompt_file: Option<std::path::PathBuf>,
+    /// The model the invocation runs, as far as argv names it (a role
+    /// profile's, a flag profile's flag, else the agent's): what `[prices]`
+    /// is looked up by.
+    pub model: Option<String>,
 }
 
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, "Argument
@@ -309,10 +313,14 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
             Some(m)
         }
         // The flag profile chose the model; the agent's is only a default.
-        (None, false) => None,
+        (None, false) => {
+            out.model = model_flags.last().and_then(|g| flag_value(g));
+            None
+        }
         (None, true) => agent.model.as_deref(),
     };
     if let Some(m) = model {
+        out.model = Some(m.to_string());
         out.argv
             .splice(model_at..model_at, ["--model".to_string(), m.to_string()]);
     }
@@ -684,6 +692,26 @@ pub fn thinking_flags(format: StreamFormat) -> Vec<(&'static str, Arity)> {
 /// the ToolSet manages.
 pub fn drop_managed(format: StreamFormat, args: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
     split_flags(managed_flags(format), args)
+}
+
+/// The value a flag group sets: `--model m`, `--model=m`, `-mm`, codex's
+/// `-c model=m` (its TOML string quotes taken off).
+fn flag_value(group: &[String]) -> Option<String> {
+    let last = group.last()?;
+    let v = if group.len() > 1 {
+        last.as_str()
+    } else {
+        let a = last.trim_start_matches('-');
+        match a.split_once('=') {
+            Some((_, v)) => v,
+            None => a.get(1..).filter(|_| !last.starts_with("--"))?,
+        }
+    };
+    let v = v
+        .strip_prefix("model=")
+        .unwrap_or(v)
+        .trim_matches(['"', '\'']);
+    (!v.is_empty()).then(|| v.to_string())
 }
 
 /// Splits `args` into what stays and the groups (a flag with its values)
@@ -1173,6 +1201,31 @@ mod tests {
     }
 
     #[test]
+    fn the_model_a_flag_sets_is_read_in_every_form() {
+        for (args, want) in [
+            (&["--model", "m1"][..], "m1"),
+            (&["--model=m2"], "m2"),
+            (&["-mm3"], "m3"),
+            (&["-m", "m4"], "m4"),
+            (&["-c", "model=\"m5\""], "m5"),
+            (&["--config=model=m6"], "m6"),
+        ] {
+            let mut cx = AgentDef::new("cx", "codex", StreamFormat::Codex);
+            cx.model = Some("agent-model".into());
+            cx.flags.insert("p".into(), s(args));
+            let mut req = ArgvRequest::new(&cx, "p");
+            req.flag_profile = Some("p");
+            assert_eq!(
+                build(&req).unwrap().model.as_deref(),
+                Some(want),
+                "{args:?}"
+            );
+            req.flag_profile = None;
+            assert_eq!(build(&req).unwrap().model.as_deref(), Some("agent-model"));
+        }
+    }
+
+    #[test]
     fn one_model_and_one_thinking_level_win() {
         let mut cx = AgentDef::new("cx", "codex", StreamFormat::Codex);
         cx.model = Some("agent-model".into());
@@ -1201,10 +1254,16 @@ mod tests {
             ])
         );
         assert!(b.warnings.is_empty());
+        assert_eq!(
+            b.model.as_deref(),
+            Some("flag-model"),
+            "what [prices] is read by"
+        );
         // A role profile's model and thinking win over the flag profile's.
         req.model = Some("profile-model");
         req.thinking = Some(Thinking::Low);
         let b = build(&req).unwrap();
+        assert_eq!(b.model.as_deref(), Some("profile-model"));
         assert_eq!(
             b.argv[2..],
             s(&[

@@ -59,6 +59,8 @@ pub struct RunContext {
     /// The run's speed, exported as `PLAYDECK_SPEED`: real agents ignore
     /// it, the example agent scales its pauses by it.
     pub speed: f64,
+    /// `[prices]`: USD for the agents that report tokens only.
+    pub prices: super::prices::Prices,
 }
 
 impl Default for RunContext {
@@ -72,6 +74,7 @@ impl Default for RunContext {
             profiles: HashMap::new(),
             tails: Tails::new(),
             speed: 1.0,
+            prices: Default::default(),
         }
     }
 }
@@ -278,6 +281,21 @@ async fn run(
         }
         argv::ArgvError::ToolSet(_) => AgentFailure::new("invalid_toolset", e.to_string()),
     })?;
+    let mut built = built;
+    if inv.usd_headroom.is_some()
+        && !def.stream_format.reports_cost()
+        && built
+            .model
+            .as_ref()
+            .is_none_or(|m| !ctx.prices.contains_key(m))
+    {
+        // The load check saw the typed models; a flag profile's may differ.
+        built.warnings.push(format!(
+            "agent {:?} reports no cost and its model {} has no [prices] entry: this attempt's spend counts in tokens only, not against the USD cap",
+            def.name,
+            built.model.as_deref().map_or("(not named)".to_string(), |m| format!("{m:?}")),
+        ));
+    }
     for w in &built.warnings {
         tracing::warn!(op = %inv.name, "{w}");
         inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
@@ -300,7 +318,6 @@ async fn run(
     .map_err(|e| AgentFailure::new("binary_not_found", e.to_string()))?;
     // The run's spend cap, told to a CLI that can keep one itself: a
     // backstop, should one attempt spend past what is left.
-    let mut built = built;
     if def.stream_format == super::def::StreamFormat::Claude
         && let Some(left) = inv.usd_headroom
         && *spend_flag
@@ -373,7 +390,7 @@ async fn run(
     if let Some(pgid) = group.pgid() {
         inv.events.emit(AgentEvent::Process { pgid });
     }
-    let ended = supervise(def, ctx, &inv, &mut group, logs).await;
+    let ended = supervise(def, ctx, &inv, built.model.as_deref(), &mut group, logs).await;
     // What it left behind (a tool that left its group and outlived it) is
     // tagged with the run and this attempt: it ends with the attempt.
     if let Some(tag) = &ctx.run_dir {
@@ -480,6 +497,7 @@ async fn supervise(
     def: &AgentDef,
     ctx: &RunContext,
     inv: &Invocation,
+    model: Option<&str>,
     group: &mut Group,
     mut logs: Logs,
 ) -> Ended {
@@ -497,6 +515,7 @@ async fn supervise(
     let sink = super::outflow::Sink {
         events: &inv.events,
         name: &inv.name,
+        price: model.and_then(|m| ctx.prices.get(m)),
     };
     let mut last_stderr: Option<String> = None;
     let started = Instant::now();

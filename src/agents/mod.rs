@@ -8,6 +8,7 @@ pub mod def;
 pub mod env;
 pub mod noop;
 pub mod outflow;
+pub mod prices;
 pub mod process;
 pub mod sim;
 pub mod stream;

@@ -40,6 +40,9 @@ pub const MAX_UPDATES: usize = 1_000_000;
 pub struct Sink<'a> {
     pub events: &'a AgentEvents,
     pub name: &'a str,
+    /// The `[prices]` of the attempt's model: its usage is priced with it
+    /// when the CLI reports no cost.
+    pub price: Option<&'a super::prices::Price>,
 }
 
 /// Why an attempt was stopped for its output.
@@ -172,6 +175,7 @@ impl Outflow {
     fn send_usage(&mut self, inv: &Sink, now: Instant) {
         if let Some(u) = self.usage.take() {
             self.usage_sent = Some(now);
+            let u = super::prices::priced(u, inv.price);
             self.row(inv, 0, AgentEvent::Usage(u));
         }
     }
@@ -222,6 +226,7 @@ mod tests {
         Sink {
             events,
             name: "work",
+            price: None,
         }
     }
 

@@ -363,15 +363,23 @@ pub(super) fn unknown_agent(
     Diagnostic::new(span, message, "unknown agent").help(help)
 }
 
-/// The user's agents file, `<config dir>/agents.toml`: only `[agents.*]`.
-/// Absent is empty; any bad entry rejects the whole file.
-pub(super) fn load_user_agents() -> Result<BTreeMap<String, AgentDef>, super::LoadError> {
+/// What the user's agents file gives every play: agent CLIs and the
+/// prices of their models.
+#[derive(Debug, Clone, Default)]
+pub struct UserFile {
+    pub agents: BTreeMap<String, AgentDef>,
+    pub prices: crate::agents::prices::Prices,
+}
+
+/// The user's agents file, `<config dir>/agents.toml`: `[agents.*]` and
+/// `[prices.*]`. Absent is empty; any bad entry rejects the whole file.
+pub(super) fn load_user_file() -> Result<UserFile, super::LoadError> {
     let Some(path) = crate::paths::config_dir().map(|d| d.join("agents.toml")) else {
-        return Ok(BTreeMap::new());
+        return Ok(UserFile::default());
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(UserFile::default()),
         Err(source) => {
             return Err(super::LoadError::Io {
                 path: path.display().to_string(),
@@ -394,12 +402,13 @@ pub(super) fn load_user_agents() -> Result<BTreeMap<String, AgentDef>, super::Lo
         span: 0..0,
         name: "the agents file".into(),
     };
-    root.deny_unknown(&mut r, &["agents"]);
+    root.deny_unknown(&mut r, &["agents", "prices"]);
     let dir = path.parent().unwrap_or(Path::new("."));
     let agents = read(&mut r, &root, dir, &path);
+    let prices = super::prices_section::read(&mut r, &root);
     if r.has_errors() {
         r.diags.sort_by_key(|d| d.span.start);
         return Err(fail(r.diags));
     }
-    Ok(agents)
+    Ok(UserFile { agents, prices })
 }

@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [budget]
-//! usd = 10            # the run's cap in USD (as the agent CLIs report cost)
+//! usd = 10            # the run's cap in USD (as the CLIs report it, or by [prices])
 //! tokens = 2_000_000  # and/or in tokens (input + output)
 //! warn_at = [0.8, 0.95]
 //! roles = { tester = { usd = 2 } }   # tighter than the run's, never looser

@@ -11,6 +11,7 @@ pub mod diag;
 pub mod notify_section;
 mod palette_section;
 pub mod parse;
+mod prices_section;
 pub mod reader;
 mod retry_section;
 mod segments;
@@ -23,6 +24,7 @@ use serde_json::{Map, Value};
 use crate::agents::SimSpec;
 use crate::kernel::Condition;
 
+pub use agents_section::UserFile;
 pub use build::BuiltPlay;
 pub use diag::{Diagnostic, Diagnostics, Span};
 
@@ -63,6 +65,8 @@ pub struct Play {
     pub retry: crate::kernel::retry::RetrySettings,
     /// `[budget]`: spend caps.
     pub budget: Option<crate::kernel::spend::Budget>,
+    /// `[prices]`: the user's agents file's under the play's.
+    pub prices: crate::agents::prices::Prices,
     /// `[play] flag_profile`: the default selection (none by default).
     pub flag_profile: Option<String>,
     /// Where each `depends_on` entry points, as positions in `operations`,
@@ -154,7 +158,7 @@ impl Play {
     /// Reads and validates a play file, with the user's agents file
     /// (`<config dir>/agents.toml`) under its `[agents]`.
     pub fn load(path: &Path) -> Result<Play, LoadError> {
-        let user = agents_section::load_user_agents()?;
+        let user = agents_section::load_user_file()?;
         let shown = path.display().to_string();
         let io = |source| LoadError::Io {
             path: shown.clone(),
@@ -184,12 +188,7 @@ impl Play {
         Play::read(file, bytes, dir, &Default::default())
     }
 
-    fn read(
-        file: &str,
-        bytes: Vec<u8>,
-        dir: &Path,
-        user: &std::collections::BTreeMap<String, crate::agents::AgentDef>,
-    ) -> Result<Play, LoadError> {
+    fn read(file: &str, bytes: Vec<u8>, dir: &Path, user: &UserFile) -> Result<Play, LoadError> {
         let text = text_of(file, bytes)?;
         parse::parse(file, &text, dir, user).map_err(LoadError::Invalid)
     }

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::UserFile;
 use super::agents_section;
 use super::diag::{Diagnostic, Diagnostics, Span, did_you_mean, list};
 use super::reader::{Reader, Table, parse_document};
@@ -33,6 +34,7 @@ const ROOT_KEYS: &[&str] = &[
     "notify",
     "retry",
     "budget",
+    "prices",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -91,15 +93,15 @@ const REQUEST_KEYS: &[&str] = &[
 const WHEN_WORDS: &[&str] = &["succeeded", "failed", "always"];
 const MAX_SIM_MS: i64 = 86_400_000;
 
-/// Parses a play; `user_agents` (the user's agents file) are merged under
-/// the play's `[agents]`, the play winning.
+/// Parses a play; the user's agents file's `[agents]` and `[prices]` are
+/// merged under the play's, the play winning.
 pub fn parse(
     file: &str,
     source: &str,
     dir: &std::path::Path,
-    user_agents: &BTreeMap<String, AgentDef>,
+    user: &UserFile,
 ) -> Result<Play, Diagnostics> {
-    parse_with(file, source, dir, user_agents, true)
+    parse_with(file, source, dir, user, true)
 }
 
 /// `may_split`: a play with several operations may be read one operation
@@ -109,7 +111,7 @@ pub(crate) fn parse_with(
     file: &str,
     source: &str,
     dir: &std::path::Path,
-    user_agents: &BTreeMap<String, AgentDef>,
+    user: &UserFile,
     may_split: bool,
 ) -> Result<Play, Diagnostics> {
     let fail = |items: Vec<Diagnostic>| Diagnostics {
@@ -160,7 +162,8 @@ pub(crate) fn parse_with(
         retry: Default::default(),
         budget: None,
         dir: dir.to_path_buf(),
-        agents: user_agents.clone(),
+        agents: user.agents.clone(),
+        prices: user.prices.clone(),
         flag_profile: None,
         dep_at: Vec::new(),
     };
@@ -204,6 +207,8 @@ pub(crate) fn parse_with(
     play.notify = super::notify_section::read(&mut r, &root);
     play.retry = super::retry_section::read(&mut r, &root, "retry").unwrap_or_default();
     play.budget = super::budget_section::read(&mut r, &root);
+    play.prices
+        .extend(super::prices_section::read(&mut r, &root));
     check_usd_cap(&mut r, &root, &play);
     check_command_options(&mut r, &play);
     check_when_targets(&mut r, &play);
@@ -651,8 +656,9 @@ fn read_when(r: &mut Reader, t: &Table<'_, '_>, v: &super::reader::Val<'_>) -> O
     }
 }
 
-/// A USD cap needs every agent CLI the play runs to report cost: one
-/// that reports tokens only would spend unseen.
+/// A USD cap needs the spend of every agent CLI the play runs in USD:
+/// reported by the CLI, or derived from its tokens by the `[prices]` of the
+/// model it runs. One that can be neither would spend unseen.
 fn check_usd_cap(r: &mut Reader, root: &Table<'_, '_>, play: &Play) {
     let Some(b) = &play.budget else {
         return;
@@ -661,31 +667,58 @@ fn check_usd_cap(r: &mut Reader, root: &Table<'_, '_>, play: &Play) {
     if !capped {
         return;
     }
-    let used = play.operations.iter().map(|o| o.agent.as_str()).chain(
-        play.capacity
-            .iter()
-            .flat_map(|c| c.profiles.values().map(|p| p.provider.as_str())),
-    );
-    let mut named = std::collections::BTreeSet::new();
-    for name in used {
+    // What runs: each operation's agent with the agent's model, and each
+    // role profile's provider with the profile's model over the agent's.
+    let model_of = |agent: &str| play.agents.get(agent).and_then(|a| a.model.clone());
+    let used = play
+        .operations
+        .iter()
+        .map(|o| (o.agent.as_str(), model_of(&o.agent)))
+        .chain(play.capacity.iter().flat_map(|c| {
+            c.profiles.values().map(|p| {
+                let model = p.model.clone().or_else(|| model_of(&p.provider));
+                (p.provider.as_str(), model)
+            })
+        }));
+    // A price written but wrong has its own error; not "no price" too.
+    let written = |m: &String| {
+        play.prices.contains_key(m)
+            || root
+                .get("prices")
+                .and_then(|v| v.get_ref().as_table())
+                .is_some_and(|t| t.contains_key(m.as_str()))
+    };
+    let mut unpriced = std::collections::BTreeSet::new();
+    for (name, model) in used {
         if let Some(a) = play.agents.get(name)
             && !a.stream_format.reports_cost()
+            && model.as_ref().is_none_or(|m| !written(m))
         {
-            named.insert((name.to_string(), a.stream_format.as_str()));
+            unpriced.insert((name.to_string(), a.stream_format.as_str(), model));
         }
     }
-    if let Some((name, format)) = named.into_iter().next() {
-        r.push(
-            Diagnostic::new(
-                root.key_span("budget"),
-                format!(
-                    "[budget] caps USD, but agent {name:?} ({format}) reports no cost, so its spend could not be counted"
-                ),
-                "USD cannot be computed",
-            )
-            .help("cap tokens instead (tokens = N), or run that work on an agent that reports cost (claude, opencode, jsonl)"),
-        );
-    }
+    let Some((name, format, model)) = unpriced.into_iter().next() else {
+        return;
+    };
+    let (message, help) = match model {
+        None => (
+            format!(
+                "[budget] caps USD, but agent {name:?} ({format}) reports no cost and names no model, so its spend cannot be priced"
+            ),
+            format!(
+                "set `model` on [agents.{name}] (or on the role profiles that run it) and give its price under [prices.\"<model>\"], or cap tokens instead (tokens = N)"
+            ),
+        ),
+        Some(m) => (
+            format!(
+                "[budget] caps USD, but agent {name:?} ({format}) reports no cost and model {m:?} has no price"
+            ),
+            format!(
+                "add [prices.\"{m}\"] with input, cached_input and output in USD per million tokens (in the play or the user's agents.toml), or cap tokens instead (tokens = N)"
+            ),
+        ),
+    };
+    r.push(Diagnostic::new(root.key_span("budget"), message, "USD cannot be computed").help(help));
 }
 
 fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
@@ -1107,7 +1140,7 @@ mod split_tests {
     #[test]
     fn a_split_parse_says_what_a_whole_parse_says() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays");
-        let agents = BTreeMap::new();
+        let agents = UserFile::default();
         let mut compared = 0;
         for name in ["demo.toml", "agents.toml", "small.toml", "invalid.toml"] {
             let text = std::fs::read_to_string(dir.join(name)).unwrap();
@@ -1152,7 +1185,7 @@ mod split_tests {
             }
         }
         let dir = std::path::Path::new(".");
-        let agents = BTreeMap::new();
+        let agents = UserFile::default();
         let split = parse_with("big.toml", &text, dir, &agents, true);
         let whole = parse_with("big.toml", &text, dir, &agents, false);
         let Err(d) = &split else {

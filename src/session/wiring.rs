@@ -74,6 +74,7 @@ pub fn run_context(
         profiles,
         tails,
         speed: play.speed,
+        prices: play.prices.clone(),
     }
 }
 
