@@ -314,6 +314,7 @@ name = "capped"
 max_concurrent = 1
 [budget]
 usd = 5
+roles = { implementer = { tokens = 10000 } }
 [palette]
 roles = [{ role = "implementer" }]
 [[operations]]
@@ -346,6 +347,11 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
         header[1].contains("spend 5.00/5.00 USD (100%) · 2 480 tok  eta ~"),
         "{}",
         header.join("\n")
+    );
+    // The budgets pane: the run's cap as a gauge, the role's cap below.
+    insta::assert_snapshot!(
+        "budgets_at_the_cap",
+        draw(44, 9, |f| ui::draw_budgets(f, f.area(), &s.app))
     );
     s.press(&keys("$")).await;
     let t = text(&s.render());
