@@ -302,6 +302,47 @@ async fn an_operation_waiting_for_its_retry() {
     s.finish().await;
 }
 
+/// A rate limit holds its provider: the operation ready to start on the
+/// same agent is marked and says until when, where its role was.
+#[tokio::test(start_paused = true)]
+async fn an_operation_held_by_its_providers_rate_limit() {
+    let play = Play::from_str(
+        "limited.toml",
+        r#"[play]
+name = "limited"
+max_concurrent = 1
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "a"
+role = "implementer"
+instruction = "a"
+sim = { duration_ms = 500, outcome = "fail", fail_attempts = 1, cause = "rate_limit", retry_after_ms = 60000 }
+[[operations]]
+id = "b"
+role = "implementer"
+instruction = "b"
+independent_root = true
+sim = { duration_ms = 500 }
+"#,
+    )
+    .unwrap();
+    let mut s = Scene::at(&play, 2.0, 120, 30, None).await.unwrap();
+    let t = text(&s.render());
+    let row = t
+        .lines()
+        .find(|l| l.contains('◷'))
+        .unwrap_or_else(|| panic!("a ◷ row: {t}"));
+    // The lane is narrow: the words are cut there, whole in the inspector.
+    assert!(row.contains("┃◷b rate limit …"), "{row}");
+    assert!(t.lines().any(|l| l.contains("┃↻a")), "{t}");
+    let b = s.app.vm.by_name("b").unwrap().op.op_id;
+    let ix = s.app.vm.ix(&b).unwrap();
+    let why = s.app.waiting_for(ix).unwrap();
+    assert!(why.starts_with("its provider: rate limit until "), "{why}");
+    s.finish().await;
+}
+
 /// A spend cap in the console: the header says the run is paused by it and
 /// what was spent; `$` offers to raise it by half, says the numbers, and
 /// the raise lets the held work go on.
@@ -348,6 +389,12 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
         "{}",
         header.join("\n")
     );
+    // The held operation says what holds it.
+    let row = t
+        .lines()
+        .find(|l| l.contains('◷'))
+        .unwrap_or_else(|| panic!("a ◷ row: {t}"));
+    assert!(row.contains("┃◷c budget 5.00/5.00 USD"), "{row}");
     // The budgets pane: the run's cap as a gauge, the role's cap below.
     insta::assert_snapshot!(
         "budgets_at_the_cap",

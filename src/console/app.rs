@@ -693,6 +693,13 @@ impl App {
                 if let Some(c) = &n.capacity_wait {
                     return Some(c.to_string());
                 }
+                if let Some(h) = self.vm.start_hold(ix) {
+                    return Some(if h.starts_with("budget") || h.contains(" budget ") {
+                        format!("the spend cap: {h} ($ raises it)")
+                    } else {
+                        format!("its provider: {h}")
+                    });
+                }
                 let pending: Vec<String> = n
                     .depends_on
                     .iter()

@@ -758,6 +758,24 @@ fn read_sim(r: &mut Reader, t: &Table<'_, '_>) -> Option<SimSpec> {
             output_tokens: tokens(r, "output_tokens"),
         });
     }
+    // What only a failing attempt uses would be ignored: said, not dropped.
+    if spec.outcome != SimOutcome::Fail {
+        for key in ["fail_attempts", "cause", "retry_after_ms", "error"] {
+            if t.contains(key) {
+                r.push(
+                    Diagnostic::new(
+                        t.key_span(key),
+                        format!(
+                            "`{key}` in {} has no effect: the simulated attempt does not fail",
+                            t.name
+                        ),
+                        "only for outcome = \"fail\"",
+                    )
+                    .help("add outcome = \"fail\", or remove it"),
+                );
+            }
+        }
+    }
     spec.escalation = t.string(r, "escalation").map(|(s, _)| s);
     if let Some(v) = t.get("emits") {
         match v.get_ref() {

@@ -267,6 +267,40 @@ impl RunProjection {
             .collect();
     }
 
+    /// What keeps a queued operation whose dependencies are all settled
+    /// from starting, when the run says so: its agent's provider held
+    /// (`rate limit until 14:05:03`) or a spend cap that covers it
+    /// (`budget 10.02/10.00 USD`). A retry wait and the operator's hold
+    /// have their own marks.
+    pub fn start_hold(&self, ix: u32) -> Option<&str> {
+        if self.provider_holds.is_empty() && self.spend.held.is_none() {
+            return None;
+        }
+        let n = self.nodes.get(ix as usize)?;
+        if n.lane != Lane::Queued || n.held || n.retry_wait.is_some() {
+            return None;
+        }
+        let settled = n
+            .deps
+            .iter()
+            .map(|d| &d.from)
+            .chain(n.depends_on.iter())
+            .all(|id| self.find(id).is_none_or(|p| p.lane.is_terminal()));
+        if !settled {
+            return None;
+        }
+        if let Some(words) = self.provider_holds.get(&n.op.metadata.agent) {
+            return Some(words);
+        }
+        let held = self.spend.held.as_deref()?;
+        let covers = held.starts_with("budget ")
+            || n.role().is_some_and(|r| {
+                held.strip_prefix(&**r)
+                    .is_some_and(|rest| rest.starts_with(" budget "))
+            });
+        covers.then_some(held)
+    }
+
     /// Operations held by the operator, whatever their lane.
     pub fn held(&self) -> impl Iterator<Item = u32> + '_ {
         self.held.iter().copied()

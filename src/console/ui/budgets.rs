@@ -221,7 +221,9 @@ pub fn lines(app: &App, w: usize) -> Vec<Line<'static>> {
             if i > 0 {
                 spans.push(Span::raw(", "));
             }
-            let hit = role.as_ref().is_some_and(|r| held.starts_with(&format!("{r} budget")));
+            let hit = role
+                .as_ref()
+                .is_some_and(|r| held.starts_with(&format!("{r} budget")));
             spans.push(Span::styled(
                 words,
                 if hit {

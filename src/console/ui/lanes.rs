@@ -80,10 +80,13 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let mut lines = Vec::with_capacity(rows.len());
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
+            let start_hold = app.vm.start_hold(ix);
             let marker = if n.skipped() {
                 "↷"
             } else if n.retry_wait.is_some() && n.lane == Lane::Queued {
                 "↻"
+            } else if start_hold.is_some() {
+                "◷"
             } else if n.held {
                 "‖"
             } else if n.escalation.is_some() {
@@ -98,15 +101,20 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 (Some((state, tool)), Lane::Running) => activity_label(*state, tool.as_deref()),
                 // Waiting to be retried: the cause instead of the role,
                 // where it fits beside the countdown (which matters more).
-                (_, Lane::Queued) => n.retry_wait.as_ref().map(|r| {
-                    let room = w.saturating_sub(1);
-                    let need = width(n.name()) + width(r.cause) + 2 + RETRY_TIME_W;
-                    if need <= room {
-                        r.cause.to_string()
-                    } else {
-                        String::new()
-                    }
-                }),
+                (_, Lane::Queued) => n
+                    .retry_wait
+                    .as_ref()
+                    .map(|r| {
+                        let room = w.saturating_sub(1);
+                        let need = width(n.name()) + width(r.cause) + 2 + RETRY_TIME_W;
+                        if need <= room {
+                            r.cause.to_string()
+                        } else {
+                            String::new()
+                        }
+                    })
+                    // Held at the start: what holds it, instead of the role.
+                    .or_else(|| start_hold.map(str::to_string)),
                 _ => None,
             };
             let role = activity
