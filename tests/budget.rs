@@ -395,6 +395,14 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
     );
     // Two of three done: the third at their pace.
     assert!(status.contains("eta: ~"), "{status}");
+    // The runs list says it in its narrow state column.
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["runs", "--dir"])
+        .arg(base.path())
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(list.contains(" paused — budget 100% "), "{list}");
     let (code, _, err) = ctl(&["budget", "--raise", "usd=abc"]);
     assert_eq!(code, Some(2));
     assert!(

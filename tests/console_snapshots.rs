@@ -343,6 +343,41 @@ sim = { duration_ms = 500 }
     s.finish().await;
 }
 
+/// Past the first warning level the header marks the spend.
+#[tokio::test(start_paused = true)]
+async fn a_spend_warning_is_marked_in_the_header() {
+    let play = Play::from_str(
+        "warned.toml",
+        r#"[play]
+name = "warned"
+[budget]
+usd = 3
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "a"
+role = "implementer"
+instruction = "a"
+sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
+[[operations]]
+id = "b"
+role = "implementer"
+instruction = "b"
+sim = { duration_ms = 5000 }
+"#,
+    )
+    .unwrap();
+    let mut s = Scene::at(&play, 1.0, 160, 36, None).await.unwrap();
+    let t = text(&s.render());
+    let header: Vec<&str> = t.lines().take(2).collect();
+    assert!(
+        header[0].contains("● running") && header[1].contains("⚠ spend 2.50/3.00 USD (83%)"),
+        "{}",
+        header.join("\n")
+    );
+    s.finish().await;
+}
+
 /// A spend cap in the console: the header says the run is paused by it and
 /// what was spent; `$` offers to raise it by half, says the numbers, and
 /// the raise lets the held work go on.

@@ -104,10 +104,19 @@ pub fn row(dir: &Path) -> RunRow {
         r.elapsed = st.elapsed.max(since as f64);
         r.total = st.lanes.total();
         r.done = Some(st.lanes.settled());
-        r.state = if st.awaiting_approval.is_empty() {
-            st.state.clone()
-        } else {
+        let pct = st.budget_used.map(|u| format!("{:.0}%", 100.0 * u));
+        r.state = if !st.awaiting_approval.is_empty() {
             format!("needs approval ×{}", st.awaiting_approval.len())
+        } else if st.state.starts_with("paused — a spend cap") {
+            // The list's column is narrow: the share says it in a word.
+            format!("paused — budget {}", pct.as_deref().unwrap_or("cap"))
+        } else if st.spend_warned
+            && st.state == "running"
+            && let Some(p) = &pct
+        {
+            format!("running — budget {p}")
+        } else {
+            st.state.clone()
         };
         r.awaiting_approval = st.awaiting_approval;
         r.spent = Some(st.spent);

@@ -160,6 +160,12 @@ pub struct RunStatus {
     /// The run's spend: USD, tokens.
     #[serde(default)]
     pub spent: (f64, f64),
+    /// The share of the run's caps spent (the larger of USD and tokens),
+    /// and whether it passed the first warning level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_used: Option<f64>,
+    #[serde(default)]
+    pub spend_warned: bool,
     /// Seconds until the operations known now are done, at the pace of
     /// those done so far (none before the first is done, or once all are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +288,16 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         capacity: capacity.map(|c| c.status()),
         spend: spend_words(snap.run.spent, snap.run.budget.as_ref()),
         spent: snap.run.spent,
+        budget_used: snap
+            .run
+            .budget
+            .as_ref()
+            .and_then(|b| b.used(snap.run.spent.0, snap.run.spent.1)),
+        spend_warned: snap
+            .run
+            .budget
+            .as_ref()
+            .is_some_and(|b| b.warned(snap.run.spent.0, snap.run.spent.1)),
         eta_secs,
     })
 }

@@ -74,6 +74,22 @@ impl Budget {
         self.usd.is_none() && self.tokens.is_none() && self.roles.is_empty()
     }
 
+    /// How much of the run's caps is spent: the larger fraction of the USD
+    /// and the token cap (`None` without a run-wide cap).
+    pub fn used(&self, usd: f64, tokens: f64) -> Option<f64> {
+        let f = |spent: f64, cap: Option<f64>| cap.map(|c| spent / c);
+        match (f(usd, self.usd), f(tokens, self.tokens)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the run's spend has passed its first warning level.
+    pub fn warned(&self, usd: f64, tokens: f64) -> bool {
+        let first = self.warn_at.iter().copied().fold(f64::INFINITY, f64::min);
+        self.used(usd, tokens).is_some_and(|u| u >= first)
+    }
+
     /// The cap of `measure` for `scope` (`None`: the run).
     pub fn cap(&self, scope: Option<&str>, measure: Measure) -> Option<f64> {
         let caps = match scope {
@@ -336,6 +352,33 @@ pub fn tokens_of(u: &super::agent::Usage) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_share_used_is_the_larger_of_the_two_caps() {
+        let b = Budget {
+            usd: Some(10.0),
+            tokens: Some(1000.0),
+            warn_at: vec![0.95, 0.8],
+            ..Budget::default()
+        };
+        assert_eq!(b.used(2.0, 500.0), Some(0.5));
+        assert_eq!(b.used(9.0, 500.0), Some(0.9));
+        assert!(!b.warned(7.9, 100.0));
+        assert!(b.warned(8.0, 100.0), "the lowest level counts");
+        assert!(b.warned(0.0, 800.0));
+        let roles_only = Budget {
+            roles: [(
+                "tester".into(),
+                RoleCaps {
+                    usd: Some(1.0),
+                    tokens: None,
+                },
+            )]
+            .into(),
+            ..Budget::default()
+        };
+        assert_eq!(roles_only.used(5.0, 5.0), None);
+    }
 
     #[test]
     fn cap_changes_read_as_written_and_bad_ones_say_how_to_write_them() {

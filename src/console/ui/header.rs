@@ -161,12 +161,23 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     // more, and a narrow header cuts from the end.
     let spend = spend_words(&vm.spend);
     if let Some(words) = &spend {
-        let color = if vm.spend.held.is_some() {
+        // Past a warning level the spend is marked, at the cap it holds work.
+        let warned = vm
+            .spend
+            .budget
+            .as_ref()
+            .is_some_and(|b| b.warned(vm.spend.usd, vm.spend.tokens));
+        let color = if vm.spend.held.is_some() || warned {
             t.warning
         } else {
             t.dim
         };
-        counts.push(Span::styled(words.clone(), base.fg(color)));
+        let words = if warned && vm.spend.held.is_none() {
+            format!("⚠ {words}")
+        } else {
+            words.clone()
+        };
+        counts.push(Span::styled(words, base.fg(color)));
         counts.push(Span::styled("  ", base));
     }
     // The pace that matters beside the spend: how long the rest takes.
