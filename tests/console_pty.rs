@@ -323,6 +323,9 @@ fn real_agents_in_the_console() {
         s.contains("agent") && s.contains("output") && s.contains("compiling")
     });
     assert!(c.contains("long.1.stdout.log"), "{c}");
+    // How it was placed comes with the welcome: the attached console does
+    // not read the play's operations.
+    assert!(c.contains("root (the first operation)"), "{c}");
     console.press(b"\x1b");
     // Apart, or ESC q reads as alt-q.
     screen.wait_for("the inspector to close", |s| !s.contains("compiling"));

@@ -15,7 +15,6 @@ use super::config::ConsoleConfig;
 use super::run::{Ended, Exit, Source, StopSignal, draw, event_loop, exit_line, facts};
 use super::terminal;
 use crate::control::link::{Arrived, Link};
-use crate::play::Play;
 use crate::session::RunError;
 
 pub struct AttachOptions {
@@ -38,7 +37,9 @@ pub async fn run(
         .map_err(|e| RunError::Open(io::Error::other(e)))?;
     let w = &link.welcome;
     let dir = std::path::Path::new(&w.run_dir);
-    let play = Play::from_str_in("play.toml", &w.play, dir).map_err(|d| {
+    // Its sections only: the run validated its operations, and what the
+    // console needs of them comes with the signals and the welcome.
+    let play = crate::play::parse::parse_sections("play.toml", &w.play, dir).map_err(|d| {
         RunError::Open(io::Error::other(format!(
             "the run's copy of its play ({}) cannot be read: {}",
             dir.join("play.toml").display(),
@@ -55,14 +56,13 @@ pub async fn run(
         read_only: opts.read_only || w.read_only,
         runs_dir: None,
     };
-    let mut app = App::new(
-        &facts(&play),
-        cfg.themes,
-        cfg.theme,
-        cfg.keymap,
-        cfg.bell,
-        hooks,
-    );
+    let mut facts = facts(&play);
+    facts.placed = w
+        .placed
+        .iter()
+        .map(|(id, how)| (Arc::from(id.as_str()), *how))
+        .collect();
+    let mut app = App::new(&facts, cfg.themes, cfg.theme, cfg.keymap, cfg.bell, hooks);
     // The run records this console's commands as the welcome says: they
     // are its own, not another terminal's.
     app.me = Arc::from(w.by.as_str());

@@ -106,7 +106,7 @@ pub struct PlayFacts {
     /// name): a root, or after the operations above them (sequential
     /// authoring), which is easy to miss. Absent: placed by `depends_on`,
     /// spawned or added.
-    pub placed: std::collections::HashMap<Arc<str>, &'static str>,
+    pub placed: rustc_hash::FxHashMap<Arc<str>, crate::play::Placed>,
 }
 
 pub fn lane_index(l: Lane) -> usize {

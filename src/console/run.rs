@@ -23,7 +23,7 @@ use super::terminal;
 use super::text::group;
 use crate::control::link::{Arrived, Link};
 use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
-use crate::play::{Placement, Play};
+use crate::play::Play;
 use crate::session::{RunError, Session, SessionOptions};
 
 const FRAME: Duration = Duration::from_millis(33);
@@ -63,20 +63,9 @@ pub fn facts(play: &Play) -> PlayFacts {
             })
             .unwrap_or_default(),
         placed: play
-            .operations
-            .iter()
-            .enumerate()
-            .filter_map(|(i, op)| {
-                let how = match op.placement {
-                    Placement::Root => "root (independent_root)",
-                    Placement::AfterHeads if i == 0 => "root (the first operation)",
-                    Placement::AfterHeads => {
-                        "after the operations above it (sequential authoring: no depends_on)"
-                    }
-                    Placement::After(_) => return None,
-                };
-                Some((Arc::from(op.id.as_str()), how))
-            })
+            .placed()
+            .into_iter()
+            .map(|(id, how)| (Arc::from(id), how))
             .collect(),
     }
 }

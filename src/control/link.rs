@@ -60,6 +60,10 @@ pub struct Welcome {
     /// Who the run records this console as.
     pub by: String,
     pub read_only: bool,
+    /// How the authored operations without `depends_on` were placed (the
+    /// console reads the play's other sections, not its operations).
+    #[serde(default)]
+    pub placed: std::collections::HashMap<String, crate::play::Placed>,
 }
 
 /// An open stream: its signals, its requester, and what keeps it alive.
@@ -127,9 +131,14 @@ impl Link {
         #[derive(serde::Deserialize)]
         struct Hello {
             attached: Welcome,
+            #[serde(default)]
+            placed: std::collections::HashMap<String, crate::play::Placed>,
         }
         let welcome = match serde_json::from_slice::<Hello>(&first) {
-            Ok(h) => h.attached,
+            Ok(h) => Welcome {
+                placed: h.placed,
+                ..h.attached
+            },
             // Refused: the answer says why (too many watchers).
             Err(_) => {
                 return Err(decode(&String::from_utf8_lossy(&first))

@@ -26,7 +26,7 @@ use crate::kernel::{
 pub use client::send;
 pub use runs::resolve_run;
 pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_path};
-pub use stream::{bridge, seq_of};
+pub use stream::{WelcomeParts, bridge, seq_of};
 
 /// What a command answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

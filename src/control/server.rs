@@ -66,6 +66,7 @@ impl ControlServer {
         run_dir: &Path,
         handle: RunHandle,
         capacity: Option<Arc<Reconciler>>,
+        welcome: Arc<super::stream::WelcomeParts>,
     ) -> std::io::Result<Self> {
         let dir = run_dir.join(SOCKET_DIR);
         std::fs::DirBuilder::new()
@@ -93,6 +94,7 @@ impl ControlServer {
             handle: handle.clone(),
             capacity: capacity.clone(),
             consoles: consoles.clone(),
+            welcome,
         };
         let task = tokio::spawn(serve(
             listener,

@@ -65,6 +65,29 @@ pub struct StreamCtx {
     pub capacity: Option<Arc<Reconciler>>,
     /// Attached consoles, counted.
     pub consoles: Arc<Consoles>,
+    /// What each console is welcomed with besides who it is.
+    pub welcome: Arc<WelcomeParts>,
+}
+
+/// The run's part of a console's welcome, made once when the run starts
+/// (as JSON text, so each console costs the run a write, not a copy of
+/// the play encoded again): the play's sections without its operations
+/// ([`crate::play::Play::sections_of`]) and how the operations without
+/// `depends_on` were placed ([`crate::play::Play::placed_json`]).
+#[derive(Debug, Clone, Default)]
+pub struct WelcomeParts {
+    pub play: String,
+    pub placed: String,
+}
+
+impl WelcomeParts {
+    pub fn of(play: &crate::play::Play) -> WelcomeParts {
+        WelcomeParts {
+            play: serde_json::to_string(&crate::play::Play::sections_of(&play.source))
+                .unwrap_or_else(|_| "\"\"".into()),
+            placed: play.placed_json(),
+        }
+    }
 }
 
 /// How many consoles are attached.
@@ -293,17 +316,21 @@ pub async fn serve<R>(
                 .parent()
                 .map(std::path::Path::to_path_buf)
                 .unwrap_or_default();
-            let play = tokio::fs::read_to_string(dir.join("play.toml"))
-                .await
-                .unwrap_or_default();
             let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-            let welcome = serde_json::json!({"attached": {
-                "play": play,
+            let attached = serde_json::json!({
                 "run_dir": dir.display().to_string(),
                 "by": &*by,
                 "read_only": read_only || agent.is_some(),
-            }});
-            if out.write(format!("{welcome}\n").as_bytes()).await.is_err() {
+            });
+            // The run's parts are JSON already: written as they are.
+            let attached = attached.to_string();
+            let welcome = format!(
+                "{{\"attached\":{{\"play\":{},{}}},\"placed\":{}}}\n",
+                ctx.welcome.play,
+                &attached[1..attached.len() - 1],
+                ctx.welcome.placed
+            );
+            if out.write(welcome.as_bytes()).await.is_err() {
                 return;
             }
             let (answers, mut answered) = mpsc::channel::<Answer>(QUEUE);

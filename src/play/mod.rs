@@ -89,6 +89,28 @@ pub enum Placement {
     Root,
 }
 
+/// How an authored operation without `depends_on` was placed, which is
+/// easy to miss: said in the console's inspector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placed {
+    IndependentRoot,
+    FirstOperation,
+    AfterAbove,
+}
+
+impl Placed {
+    pub fn words(self) -> &'static str {
+        match self {
+            Placed::IndependentRoot => "root (independent_root)",
+            Placed::FirstOperation => "root (the first operation)",
+            Placed::AfterAbove => {
+                "after the operations above it (sequential authoring: no depends_on)"
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct OpDef {
     pub id: String,
@@ -298,6 +320,48 @@ impl Play {
     /// and a 100 000-operation play keeps about 50 MB in them otherwise.
     /// What is left (name, palette, capacity, agents) still describes the
     /// run.
+    /// The operations placed without `depends_on`, by id (the rest are
+    /// placed by theirs).
+    pub fn placed(&self) -> Vec<(&str, Placed)> {
+        self.operations
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| {
+                let how = match op.placement {
+                    Placement::Root => Placed::IndependentRoot,
+                    Placement::AfterHeads if i == 0 => Placed::FirstOperation,
+                    Placement::AfterHeads => Placed::AfterAbove,
+                    Placement::After(_) => return None,
+                };
+                Some((op.id.as_str(), how))
+            })
+            .collect()
+    }
+
+    /// `source` without its operations: what a console attached to a run
+    /// reads of the run's play (see `parse::parse_sections`).
+    pub fn sections_of(source: &str) -> std::borrow::Cow<'_, str> {
+        segments::without_operations(source)
+    }
+
+    /// [`Play::placed`] as the JSON object a console is welcomed with
+    /// (`{"plan": "first_operation", ...}`): the console reads the play's
+    /// other sections itself but not its operations, which a large play
+    /// would make it parse for seconds.
+    pub fn placed_json(&self) -> String {
+        let m: serde_json::Map<String, serde_json::Value> = self
+            .placed()
+            .into_iter()
+            .map(|(id, how)| {
+                (
+                    id.to_string(),
+                    serde_json::to_value(how).unwrap_or_default(),
+                )
+            })
+            .collect();
+        serde_json::Value::Object(m).to_string()
+    }
+
     pub fn release_definitions(&mut self) {
         self.operations = Vec::new();
         self.dep_at = Vec::new();

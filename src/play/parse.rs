@@ -114,6 +114,28 @@ pub(crate) fn parse_with(
     user: &UserFile,
     may_split: bool,
 ) -> Result<Play, Diagnostics> {
+    parse_play(file, source, dir, user, may_split, true)
+}
+
+/// A play's sections without its operations (left empty): what a console
+/// attached to a run needs of the run's own, already validated, copy —
+/// reading a large play's operations would take it seconds.
+pub fn parse_sections(
+    file: &str,
+    source: &str,
+    dir: &std::path::Path,
+) -> Result<Play, Diagnostics> {
+    parse_play(file, source, dir, &UserFile::default(), true, false)
+}
+
+fn parse_play(
+    file: &str,
+    source: &str,
+    dir: &std::path::Path,
+    user: &UserFile,
+    may_split: bool,
+    with_ops: bool,
+) -> Result<Play, Diagnostics> {
     let fail = |items: Vec<Diagnostic>| Diagnostics {
         file: Arc::from(file),
         source: Arc::from(source),
@@ -175,7 +197,7 @@ pub(crate) fn parse_with(
         read_play(&mut r, &t, &mut play);
     }
     let mut shapes = Vec::new();
-    if let Some(split) = &split {
+    if let Some(split) = split.as_ref().filter(|_| with_ops) {
         let Some(parts) = read_split(source, &split.operations, &play.agents) else {
             return Err(fail(whole_errors()));
         };
@@ -196,7 +218,8 @@ pub(crate) fn parse_with(
                 shapes.extend(part_shapes);
             }
         }
-    } else if let Some(v) = root.require(&mut r, "operations", "[[operations]] tables") {
+    } else if with_ops && let Some(v) = root.require(&mut r, "operations", "[[operations]] tables")
+    {
         read_operations(&mut r, v, &play.agents, &mut play.operations, &mut shapes);
     }
     play.dep_at = check_graph(&mut r, &play.source, &shapes);
@@ -1225,5 +1248,52 @@ mod split_tests {
         assert!(split.as_ref().is_ok_and(|p| p.operations.len() == 9000));
         let whole = parse_with("big.toml", &valid, dir, &agents, false);
         assert_eq!(format!("{split:?}"), format!("{whole:?}"));
+    }
+
+    /// What an attached console reads of a run's play — its sections,
+    /// without the operations — says what the whole play says of them.
+    #[test]
+    fn a_plays_sections_read_alone_say_what_the_whole_play_says() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays");
+        for name in [
+            "demo.toml",
+            "agents.toml",
+            "budget.toml",
+            "gates.toml",
+            "small.toml",
+        ] {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            let whole = parse(name, &text, &dir, &UserFile::default()).unwrap();
+            let cut = Play::sections_of(&text);
+            assert!(
+                !cut.contains("[[operations]]"),
+                "{name}: the operations are left out"
+            );
+            let alone = parse_sections(name, &cut, &dir).unwrap();
+            assert!(alone.operations.is_empty());
+            assert_eq!(
+                format!(
+                    "{:?} {:?} {:?} {:?} {:?} {:?} {}",
+                    alone.palette,
+                    alone.capacity,
+                    alone.agents,
+                    alone.budget,
+                    alone.notify,
+                    alone.retry,
+                    alone.name
+                ),
+                format!(
+                    "{:?} {:?} {:?} {:?} {:?} {:?} {}",
+                    whole.palette,
+                    whole.capacity,
+                    whole.agents,
+                    whole.budget,
+                    whole.notify,
+                    whole.retry,
+                    whole.name
+                ),
+                "{name}"
+            );
+        }
     }
 }

@@ -148,6 +148,23 @@ pub fn rest(source: &str, split: &Split) -> String {
     String::from_utf8(bytes).expect("blanking whole ranges keeps UTF-8")
 }
 
+/// The play without its operations (the bytes between them kept), for a
+/// reader of its other sections only: the whole source when it does not
+/// split plainly.
+pub fn without_operations(source: &str) -> std::borrow::Cow<'_, str> {
+    let Some(split) = split(source).filter(|s| !s.operations.is_empty()) else {
+        return source.into();
+    };
+    let mut out = String::new();
+    let mut at = 0;
+    for r in &split.operations {
+        out.push_str(&source[at..r.start]);
+        at = r.end;
+    }
+    out.push_str(&source[at..]);
+    out.into()
+}
+
 /// Moves every position in `v` by `by` bytes.
 pub fn shift<'i>(v: Spanned<DeValue<'i>>, by: usize) -> Spanned<DeValue<'i>> {
     let span = v.span();

@@ -147,6 +147,7 @@ impl Session {
         let (mut run_dir, lock) = RunDir::claim(opts.run_dir.as_deref())?;
         // Made durable beside the build; the copy holds the source now.
         let copy = run_dir.copy_play(&play.get().source);
+        let welcome = Arc::new(crate::control::WelcomeParts::of(play.get()));
         play.release_source();
         if let Some(id) = &opts.run_id {
             run_dir.run_id = id.clone();
@@ -176,7 +177,8 @@ impl Session {
         let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
         add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
-        let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
+        let (control, control_error) =
+            control_server(opts, &run_dir, &handle, &reconciler, welcome);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
             .await
             .map_err(std::io::Error::other)?;
@@ -291,7 +293,9 @@ impl Session {
         if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
             r.adopt(prev);
         }
-        let (control, control_error) = control_server(opts, &run_dir, &handle, &reconciler);
+        let welcome = Arc::new(crate::control::WelcomeParts::of(play));
+        let (control, control_error) =
+            control_server(opts, &run_dir, &handle, &reconciler, welcome);
         if !survivors.is_empty() {
             let pids: Vec<String> = survivors.iter().map(i32::to_string).collect();
             let message = format!(
@@ -453,11 +457,12 @@ fn control_server(
     run_dir: &RunDir,
     handle: &RunHandle,
     reconciler: &Option<Arc<Reconciler>>,
+    welcome: Arc<crate::control::WelcomeParts>,
 ) -> (Option<ControlServer>, Option<String>) {
     if !opts.control {
         return (None, None);
     }
-    match ControlServer::start(&run_dir.path, handle.clone(), reconciler.clone()) {
+    match ControlServer::start(&run_dir.path, handle.clone(), reconciler.clone(), welcome) {
         Ok(c) => (Some(c), None),
         Err(e) => (None, Some(format!("no control socket for this run: {e}"))),
     }

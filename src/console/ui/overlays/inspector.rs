@@ -135,7 +135,7 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         lines.push(more(deps - shown, "dependencies"));
     }
     if let Some(how) = vm.facts.placed.get(n.name()) {
-        lines.push(field(t, "placed", (*how).to_string()));
+        lines.push(field(t, "placed", how.words().to_string()));
     }
     if let Some(p) = n.parent() {
         lines.push(field(
