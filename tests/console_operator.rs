@@ -698,7 +698,7 @@ sim = { duration_ms = 100 }
 
     #[tokio::test(start_paused = true)]
     async fn help_shows_the_keys_of_what_is_on_screen_only() {
-        let mut s = demo(30.0, 160, 48).await;
+        let mut s = demo(30.0, 160, 52).await;
         s.press(&keys("?")).await;
         let live = text(&s.render());
         assert!(live.contains("Keys · the console"), "{live}");
@@ -723,7 +723,7 @@ sim = { duration_ms = 100 }
         assert_ne!(fg_of("pause (running work finishes"), dim);
         // Sized to its content: the window ends where its lines do.
         let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
-        assert_eq!(h.more_below(), 0, "all of it fits at 160×48");
+        assert_eq!(h.more_below(), 0, "all of it fits at 160×52");
         s.press(&keys("esc")).await;
         select(&mut s, "deploy-prod");
         s.press(&keys("enter ?")).await;
@@ -857,6 +857,33 @@ mod status {
 
     fn counts(s: &Scene) -> playdeck::kernel::signal::LaneCounts {
         s.app.vm.counts.clone()
+    }
+
+    /// `n` and `N` go through what needs the operator, oldest first, and
+    /// say each one's first line; what was skipped by design is not among
+    /// them.
+    #[tokio::test(start_paused = true)]
+    async fn n_goes_to_each_problem_in_turn_with_its_first_line() {
+        let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();
+        // The escalation (at 0.5 s) came before the failure (at 0.6 s).
+        s.press(&keys("n")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("security-review"));
+        assert_eq!(
+            status(&s),
+            "1/2 · security-review escalated: tokens in debug logs"
+        );
+        s.press(&keys("n")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("integration-tests"));
+        assert_eq!(
+            status(&s),
+            "2/2 · integration-tests failed: 2 of 48 integration tests failed: checkout times out"
+        );
+        // Round again, and back.
+        s.press(&keys("n")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("security-review"));
+        s.press(&keys("N")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some("integration-tests"));
+        s.finish().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -1209,6 +1236,34 @@ mod cursor {
         assert_eq!(status(&s), "approved gate-b");
         assert_ne!(lane(&s, "gate-b"), Lane::AwaitingApproval);
         assert_eq!(lane(&s, "gate-c"), Lane::AwaitingApproval, "untouched");
+        s.finish().await;
+    }
+
+    /// `W` goes to the gate that has waited longest, from anywhere, and
+    /// `a` then approves that one.
+    #[tokio::test(start_paused = true)]
+    async fn shift_w_goes_to_the_oldest_gate_and_a_approves_it() {
+        let mut s = gates().await;
+        let oldest = ["gate-a", "gate-b", "gate-c"]
+            .into_iter()
+            .min_by(|a, b| {
+                let at = |n: &str| {
+                    let ix = s.app.vm.ix(&s.app.vm.by_name(n).unwrap().op.op_id).unwrap();
+                    s.app.vm.history(ix).last().unwrap().1
+                };
+                at(a).total_cmp(&at(b)).then(a.cmp(b))
+            })
+            .unwrap();
+        s.press(&keys("tab W")).await;
+        assert_eq!(selected_name(&s).as_deref(), Some(oldest));
+        assert!(
+            status(&s).starts_with(&format!("{oldest} has waited ")),
+            "{}",
+            status(&s)
+        );
+        assert!(status(&s).contains("(the oldest of 3)"), "{}", status(&s));
+        s.press(&keys("a")).await;
+        assert_eq!(status(&s), format!("approved {oldest}"));
         s.finish().await;
     }
 

@@ -506,6 +506,18 @@ impl App {
                 self.open_palette();
                 Vec::new()
             }
+            Action::NextProblem => {
+                self.to_problem(true);
+                Vec::new()
+            }
+            Action::PrevProblem => {
+                self.to_problem(false);
+                Vec::new()
+            }
+            Action::OldestGate => {
+                self.to_oldest_gate();
+                Vec::new()
+            }
             Action::Warnings => {
                 self.overlays.push(Overlay::Warnings {
                     scroll: ScrollList::text(),

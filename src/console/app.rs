@@ -521,6 +521,86 @@ impl App {
         }
     }
 
+    /// What needs the operator, oldest first: failures (not what was
+    /// skipped by design), escalations and gates waiting for approval, by
+    /// when they got there.
+    fn problems(&self) -> Vec<u32> {
+        let mut v: Vec<(f64, u32)> = [Lane::Failed, Lane::Escalated, Lane::AwaitingApproval]
+            .into_iter()
+            .flat_map(|l| self.vm.lane(l).iter())
+            .filter(|&ix| !self.vm.node(ix).skipped())
+            .map(|ix| (self.entered(ix), ix))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, ix)| ix).collect()
+    }
+
+    /// When an operation came into the lane it is in.
+    fn entered(&self, ix: u32) -> f64 {
+        self.vm
+            .history(ix)
+            .last()
+            .map_or(self.vm.node(ix).queued_at, |(_, t)| *t)
+    }
+
+    /// Selects the next (or previous) problem after the selected operation
+    /// and says what it is: `2/5 · impl-api failed: 2 tests failed`.
+    pub fn to_problem(&mut self, forward: bool) {
+        let all = self.problems();
+        if all.is_empty() {
+            self.info("no failures, escalations or waiting gates");
+            return;
+        }
+        let at = self
+            .selected_node()
+            .and_then(|s| all.iter().position(|&ix| ix == s));
+        let i = match (at, forward) {
+            (Some(i), true) => (i + 1) % all.len(),
+            (Some(i), false) => (i + all.len() - 1) % all.len(),
+            (None, true) => 0,
+            (None, false) => all.len() - 1,
+        };
+        let ix = all[i];
+        self.go_to(ix);
+        let n = self.vm.node(ix);
+        let what = match n.lane {
+            Lane::AwaitingApproval => format!(
+                "waits for approval ({} so far)",
+                super::ui::duration(self.clock - self.entered(ix))
+            ),
+            Lane::Escalated => format!(
+                "escalated: {}",
+                first_line(n.escalation.as_deref().unwrap_or("no reason given"))
+            ),
+            _ => format!(
+                "failed: {}",
+                first_line(n.error.as_deref().unwrap_or("no error given"))
+            ),
+        };
+        self.info(format!("{}/{} · {} {what}", i + 1, all.len(), n.name()));
+    }
+
+    /// Selects the gate that has waited longest for approval.
+    pub fn to_oldest_gate(&mut self) {
+        let oldest = self
+            .vm
+            .lane(Lane::AwaitingApproval)
+            .iter()
+            .min_by(|&a, &b| self.entered(a).total_cmp(&self.entered(b)));
+        match oldest {
+            Some(ix) => {
+                self.go_to(ix);
+                let waited = super::ui::duration(self.clock - self.entered(ix));
+                let n = self.vm.lane(Lane::AwaitingApproval).len();
+                self.info(format!(
+                    "{} has waited {waited} for approval (the oldest of {n}): a approves, d denies",
+                    self.vm.node(ix).name()
+                ));
+            }
+            None => self.info("no operation waits for approval"),
+        }
+    }
+
     /// Selects an operation in its lane, focusing the lanes; a filter that
     /// hides it is cleared.
     pub fn go_to(&mut self, ix: u32) {
@@ -858,4 +938,12 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
             .ok()
             .zip(std::fs::canonicalize(b).ok())
             .is_some_and(|(x, y)| x == y)
+}
+
+/// The first line of a message, for a status line.
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }

@@ -40,6 +40,9 @@ pub enum Action {
     Back,
     CycleTheme,
     Report,
+    NextProblem,
+    PrevProblem,
+    OldestGate,
     // Moving between panes and lanes.
     FocusNext,
     FocusPrev,
@@ -247,6 +250,9 @@ actions! {
     Filter "filter" "filter" View ["/"] true "filter operations by name or role";
     LedgerFilter "ledger_filter" "outcome" View ["f"] true "ledger: all / accepted / dropped";
     Back "back" "back" View ["esc"] true "clear the filter, back to the lanes";
+    NextProblem "next_problem" "next problem" View ["n"] false "the next failure, escalation or waiting gate, and why";
+    PrevProblem "previous_problem" "problem back" View ["N"] false "the previous one";
+    OldestGate "oldest_gate" "oldest gate" View ["W"] false "the gate waiting longest for approval";
     CycleTheme "theme" "theme" View ["t"] false "next theme";
     Report "report" "report" View ["e"] true "write the run report (report.md in the run directory)";
     FocusNext "focus_next" "pane" Move ["tab"] true "next pane";
