@@ -16,6 +16,7 @@ use super::scroll::ScrollList;
 use super::theme::Theme;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
+use crate::projection::StartHold;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -773,12 +774,12 @@ impl App {
                 if let Some(c) = &n.capacity_wait {
                     return Some(c.to_string());
                 }
-                if let Some(h) = self.vm.start_hold(ix) {
-                    return Some(if h.starts_with("budget") || h.contains(" budget ") {
-                        format!("the spend cap: {h} ($ raises it)")
-                    } else {
-                        format!("its provider: {h}")
-                    });
+                match self.vm.start_hold(ix) {
+                    Some(StartHold::Spend(h)) => {
+                        return Some(format!("the spend cap: {h} ($ raises it)"));
+                    }
+                    Some(StartHold::Provider(h)) => return Some(format!("its provider: {h}")),
+                    None => {}
                 }
                 let pending: Vec<String> = n
                     .depends_on

@@ -127,6 +127,24 @@ pub struct SpendState {
     pub held: Option<String>,
 }
 
+/// What keeps a ready operation from starting ([`RunProjection::start_hold`]),
+/// with its words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartHold<'a> {
+    /// Its agent's provider: `rate limit until 14:05:03`.
+    Provider(&'a str),
+    /// A spend cap that covers it: `tester budget 1.00/0.80 USD`.
+    Spend(&'a str),
+}
+
+impl<'a> StartHold<'a> {
+    pub fn words(self) -> &'a str {
+        match self {
+            StartHold::Provider(w) | StartHold::Spend(w) => w,
+        }
+    }
+}
+
 /// What one signal changed that a view keeps its own order for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Moved {
@@ -272,7 +290,7 @@ impl RunProjection {
     /// (`rate limit until 14:05:03`) or a spend cap that covers it
     /// (`budget 10.02/10.00 USD`). A retry wait and the operator's hold
     /// have their own marks.
-    pub fn start_hold(&self, ix: u32) -> Option<&str> {
+    pub fn start_hold(&self, ix: u32) -> Option<StartHold<'_>> {
         if self.provider_holds.is_empty() && self.spend.held.is_none() {
             return None;
         }
@@ -290,7 +308,7 @@ impl RunProjection {
             return None;
         }
         if let Some(words) = self.provider_holds.get(&n.op.metadata.agent) {
-            return Some(words);
+            return Some(StartHold::Provider(words));
         }
         let held = self.spend.held.as_deref()?;
         let covers = held.starts_with("budget ")
@@ -298,7 +316,7 @@ impl RunProjection {
                 held.strip_prefix(&**r)
                     .is_some_and(|rest| rest.starts_with(" budget "))
             });
-        covers.then_some(held)
+        covers.then_some(StartHold::Spend(held))
     }
 
     /// Operations held by the operator, whatever their lane.

@@ -114,7 +114,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                         }
                     })
                     // Held at the start: what holds it, instead of the role.
-                    .or_else(|| start_hold.map(str::to_string)),
+                    .or_else(|| start_hold.map(|h| h.words().to_string())),
                 _ => None,
             };
             let role = activity
