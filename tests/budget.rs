@@ -524,15 +524,20 @@ fn a_token_only_cli_is_priced_by_the_plays_prices() {
         b = op("second") + "depends_on = [\"first\"]\nflag_profile = \"big\"\n",
     );
     std::fs::write(dir.path().join("play.toml"), play).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path())
-        .args(["run", "--headless", "--run-dir"])
-        .arg(dir.path().join("run"))
-        .arg(dir.path().join("play.toml"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let signals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    // The play run headless into `run`: what it printed.
+    let run = |run: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .env("PLAYDECK_CONFIG_DIR", dir.path())
+            .args(["run", "--headless", "--run-dir"])
+            .arg(dir.path().join(run))
+            .arg(dir.path().join("play.toml"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let stdout = run("run");
+    let signals: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
@@ -563,15 +568,7 @@ fn a_token_only_cli_is_priced_by_the_plays_prices() {
         .unwrap()
         .replace("[prices.\"gpt-y\"]", "[prices.\"gpt-other\"]");
     std::fs::write(dir.path().join("play.toml"), text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path())
-        .args(["run", "--headless", "--run-dir"])
-        .arg(dir.path().join("run2"))
-        .arg(dir.path().join("play.toml"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run("run2");
     assert!(
         stdout.contains("its model \\\"gpt-y\\\" has no [prices] entry"),
         "{stdout}"

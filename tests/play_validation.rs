@@ -618,45 +618,32 @@ fn prices_in_the_users_agents_file_serve_every_play() {
          [budget]\nusd = 5\n[prices.\"gpt-y\"]\ninput = 9\noutput = 9\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path())
-        .args(["validate"])
-        .arg(&play)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `playdeck validate` with `config` as the config directory: whether it
+    // passed, and what it said.
+    let validate = |config: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .env("PLAYDECK_CONFIG_DIR", config)
+            .args(["validate"])
+            .arg(&play)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, err) = validate(dir.path());
+    assert!(ok, "{err}");
     // Without the user's file the same play is refused.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path().join("none"))
-        .args(["validate"])
-        .arg(&play)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("model \"gpt-x\" has no price"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, err) = validate(&dir.path().join("none"));
+    assert!(!ok, "{err}");
+    assert!(err.contains("model \"gpt-x\" has no price"), "{err}");
     // A bad entry in the user's file names that file and its line.
     std::fs::write(
         dir.path().join("agents.toml"),
         "[prices.m]\ninput = \"cheap\"\noutput = 1\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .env("PLAYDECK_CONFIG_DIR", dir.path())
-        .args(["validate"])
-        .arg(&play)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("agents.toml:2:"),
-        "{err}"
-    );
+    let (ok, err) = validate(dir.path());
+    assert!(!ok && err.contains("agents.toml:2:"), "{err}");
 }
