@@ -607,37 +607,76 @@ sim = { duration_ms = 100 }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn lanes_mark_their_position_and_cut_names_keeping_the_end() {
+    async fn lanes_fold_widen_zoom_and_cut_names_keeping_what_differs() {
         let mut text_play = String::from(
             "[play]\nname = \"wide\"\nmax_concurrent = 1\n[palette]\nroles = [{ role = \"implementer\" }]\n",
         );
-        for i in 0..40 {
+        // What tells them apart is in the middle: `alpha`, `beta`…
+        for (i, region) in ["alpha", "beta", "gamma", "delta"]
+            .iter()
+            .cycle()
+            .take(40)
+            .enumerate()
+        {
             text_play.push_str(&format!(
-                "[[operations]]\nid = \"shard-migration-region-eu-west-{i:02}\"\nrole = \"implementer\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 60000 }}\n"
+                "[[operations]]\nid = \"verify-svc-{region}-{i:02}-region-south-rollout\"\nrole = \"implementer\"\ninstruction = \"x\"\nindependent_root = true\nsim = {{ duration_ms = 60000 }}\n"
             ));
         }
         let p = play(&text_play);
         let mut s = Scene::at(&p, 0.0, 120, 36, None).await.unwrap();
-        let before = s.app.geometry.lane_cols;
         s.wait(1.0).await;
         let t = text(&s.render());
         // 39 queued behind one running: the cursor's place, and how many
         // hide below in a lane without it.
         assert!(t.contains("[1/39]"), "{t}");
-        // Longer than the lane, cut in the middle: the distinguishing end
-        // stays.
-        assert!(t.contains("shard-mig…u-west-00"), "{t}");
-        s.press(&keys("G")).await;
-        let t = text(&s.render());
+        // The queued lane holds more than it shows: it is the widest; the
+        // empty ones fold to their titles.
+        let cols = s.app.geometry.lane_cols;
+        assert!(cols[0].width > cols[1].width, "{cols:?}");
+        assert_eq!(cols[3].width, 10, "paused, empty, folds: {cols:?}");
+        assert_eq!(cols[7].width, 0, "no skipped column without a skip");
+        assert!(t.contains("┌ paus 0 ┐"), "{t}");
+        // Widened, it shows whole names.
         assert!(
-            t.contains("[39/39]") && t.contains("shard-mig…u-west-39"),
+            t.contains("┃ verify-svc-gamma-02-region-south-rollout"),
             "{t}"
         );
-        // Columns keep their width as lanes fill and empty.
-        assert_eq!(s.app.geometry.lane_cols, before, "stable lane widths");
+        s.press(&keys("G")).await;
+        let t = text(&s.render());
+        assert!(t.contains("[39/39]") && t.contains("-39-"), "{t}");
+        // z: the queued lane alone, at full width, whole names and all.
+        s.press(&keys("z")).await;
+        let t = text(&s.render());
+        assert_eq!(s.app.geometry.lane_cols[0].width, 120, "{t}");
+        assert!(
+            t.contains("verify-svc-delta-39-region-south-rollout"),
+            "{t}"
+        );
+        let top = t.lines().nth(2).unwrap();
+        assert!(
+            top.contains("queued 39") && top.contains("z: every lane") && !top.contains("running"),
+            "the other lanes give way: {t}"
+        );
+        // The next lane takes the zoom with it; z again shows every lane.
+        s.press(&keys("l")).await;
+        assert_eq!(s.app.geometry.lane_cols[1].width, 120);
+        s.press(&keys("z")).await;
+        assert!(text(&s.render()).contains("queued 39"));
         s.finish().await;
         // At 80×24 a lane that cannot show all says how many more there are.
         let mut s = Scene::at(&p, 1.0, 80, 24, None).await.unwrap();
+        let t = text(&s.render());
+        // Longer than the lane, names are cut where the rows repeat each
+        // other: the region that differs stays on every row.
+        let queued: Vec<&str> = t
+            .lines()
+            .skip(3)
+            .take(4)
+            .map(|l| l.split('┃').nth(1).unwrap_or(""))
+            .collect();
+        for (row, region) in queued.iter().zip(["beta", "gamma", "delta", "alpha"]) {
+            assert!(row.contains(region), "{row:?} keeps {region}: {t}");
+        }
         s.press(&keys("l")).await;
         let t = text(&s.render());
         assert!(t.contains("+") && t.contains("more"), "{t}");
@@ -901,7 +940,11 @@ mod status {
             header[1].contains("failed 1") && header[1].contains("skipped 2"),
             "{t}"
         );
-        assert!(t.contains("fail 1 ↷2"), "the lane title too: {t}");
+        // Skipped ones have their own column, not the red failed lane.
+        assert!(
+            t.contains("┌ failed 1 ") && t.contains("┌ skipped 2 "),
+            "the lane titles too: {t}"
+        );
         // One source: the report counts the same.
         let report = playdeck::store::report::Report::from_signals(&s.log());
         assert_eq!(report.lanes["skipped"], 2);
@@ -1100,7 +1143,7 @@ sim = { duration_ms = 500 }
         // The lane counts say it too, as ctl status does.
         let counts_line = t.lines().nth(1).unwrap();
         assert!(
-            counts_line.contains("paused 1  held 1  done 1"),
+            counts_line.contains("paused 1  held 1  succeeded 1"),
             "{counts_line}"
         );
         let ctl = playdeck::control::status(&s.session.handle, None)

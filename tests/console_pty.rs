@@ -600,7 +600,7 @@ fn a_replay_of_a_live_run_follows_it() {
     // ship starts only once plan, build and check are done (~5.5 s in).
     console.press(b"G");
     screen.wait_for("events written after it opened", |s| {
-        s.contains("done 3") && s.contains("following the live run")
+        s.contains("succeeded 3") && s.contains("following the live run")
     });
     console.press(b"q");
     assert_eq!(console.wait_exit(), 0);

@@ -333,8 +333,8 @@ sim = { duration_ms = 500 }
         .lines()
         .find(|l| l.contains('◷'))
         .unwrap_or_else(|| panic!("a ◷ row: {t}"));
-    // The lane is narrow: the words are cut there, whole in the inspector.
-    assert!(row.contains("┃◷b rate limit …"), "{row}");
+    // The queued lane widens for what it holds: the words whole.
+    assert!(row.contains("┃◷b rate limit until "), "{row}");
     assert!(t.lines().any(|l| l.contains("┃↻a")), "{t}");
     let b = s.app.vm.by_name("b").unwrap().op.op_id;
     let ix = s.app.vm.ix(&b).unwrap();

@@ -578,12 +578,26 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::Zoom => {
+                self.zoomed = !self.zoomed;
+                self.focus = Pane::Lanes;
+                Vec::new()
+            }
             Action::Left | Action::Right => {
-                self.lane_col = if a == Action::Left {
-                    (self.lane_col + 6) % 7
-                } else {
-                    (self.lane_col + 1) % 7
+                use super::model::{COLS, SKIPPED_COL};
+                let step = |c: usize| {
+                    if a == Action::Left {
+                        (c + COLS - 1) % COLS
+                    } else {
+                        (c + 1) % COLS
+                    }
                 };
+                let mut col = step(self.lane_col);
+                // The skipped column is there only when something was.
+                if col == SKIPPED_COL && self.lane_len(SKIPPED_COL) == 0 {
+                    col = step(col);
+                }
+                self.lane_col = col;
                 Vec::new()
             }
             Action::Up => self.motion(Motion::Up),

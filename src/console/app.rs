@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ratatui::layout::Rect;
 
 use super::keymap::{Keymap, Mode};
-use super::model::{PlayFacts, ViewModel, lane_index};
+use super::model::{COLS, PlayFacts, ViewModel, col_lane};
 use super::overlay::Overlay;
 use super::scroll::ScrollList;
 use super::theme::Theme;
@@ -148,7 +148,7 @@ pub struct Hooks {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Geometry {
     pub lanes: Rect,
-    pub lane_cols: [Rect; 7],
+    pub lane_cols: [Rect; COLS],
     pub budgets: Rect,
     pub ledger: Rect,
     pub capacity: Rect,
@@ -160,8 +160,10 @@ pub struct App {
     /// Which bottom pane shows when only one fits.
     pub bottom: Pane,
     pub lane_col: usize,
+    /// The focused lane fills the lanes' width (`z`).
+    pub zoomed: bool,
     /// Each lane's rows (filter applied).
-    pub lanes: [ScrollList; 7],
+    pub lanes: [ScrollList; COLS],
     /// The ledger's rows, newest first (filter applied).
     pub ledger: ScrollList,
     pub ledger_filter: LedgerFilter,
@@ -205,7 +207,7 @@ pub struct App {
     /// The operation the cursor is on in each lane. Rows above it come and
     /// go as the run moves; the cursor stays on the operation the operator
     /// chose, never on a row number.
-    picked: [Option<u32>; 7],
+    picked: [Option<u32>; COLS],
     /// The operation under the focused lane's cursor left the lane and the
     /// run, not the operator, moved the cursor to a neighbour: the next
     /// operation key only names the new target.
@@ -240,7 +242,8 @@ impl App {
             focus: Pane::Lanes,
             bottom: Pane::Ledger,
             lane_col: 0,
-            lanes: [ScrollList::list(); 7],
+            zoomed: false,
+            lanes: [ScrollList::list(); COLS],
             ledger: ScrollList::list(),
             ledger_filter: LedgerFilter::All,
             capacity: ScrollList::text(),
@@ -267,7 +270,7 @@ impl App {
             retry_offer: None,
             too_small: false,
             geometry: Geometry::default(),
-            picked: [None; 7],
+            picked: [None; COLS],
             drift: None,
             me: Arc::from(crate::paths::me("console")),
             switch_to: None,
@@ -394,7 +397,7 @@ impl App {
     /// Remembers the operation under each lane's cursor: after every
     /// operator key and click.
     pub fn pick(&mut self) {
-        for col in 0..7 {
+        for col in 0..COLS {
             self.picked[col] = self.lanes[col]
                 .selected()
                 .and_then(|row| self.lane_window(col, row, 1).first().copied());
@@ -405,7 +408,7 @@ impl App {
     /// it was on; when that operation left its lane, the cursor stays at
     /// the same row (its neighbour now) and the focused lane says so.
     fn follow_picks(&mut self) {
-        for col in 0..7 {
+        for col in 0..COLS {
             let Some(ix) = self.picked[col] else {
                 continue;
             };
@@ -433,7 +436,7 @@ impl App {
 
     fn drifted(&mut self, left: u32, now_on: Option<u32>) {
         let n = self.vm.node(left);
-        let was = Lane::ALL[self.lane_col];
+        let was = col_lane(self.lane_col);
         let mut text = format!("{} left {}", n.name(), was.title());
         let now = n.lane;
         if now != was {
@@ -489,7 +492,7 @@ impl App {
 
     /// Where an operation is in its lane's rows (filter applied).
     pub fn lane_row_of(&self, ix: u32) -> Option<(usize, usize)> {
-        let col = lane_index(self.vm.node(ix).lane);
+        let col = self.vm.col(ix);
         if self.filter.is_empty() {
             return Some((col, self.vm.lane_pos(ix)?));
         }
@@ -666,7 +669,7 @@ impl App {
 
     /// Keeps every list's length current, and so its cursor inside it.
     pub fn clamp(&mut self) {
-        for col in 0..7 {
+        for col in 0..COLS {
             let len = self.lane_len(col);
             self.lanes[col].set_len(len);
         }
@@ -685,7 +688,7 @@ impl App {
         let areas = super::ui::layout(area, self);
         self.geometry = areas.geometry;
         let inner = |r: Rect, chrome: u16| r.height.saturating_sub(chrome) as usize;
-        for col in 0..7 {
+        for col in 0..COLS {
             let len = self.lane_len(col);
             let h = inner(self.geometry.lane_cols[col], 2);
             self.lanes[col].resize(len, h);
@@ -818,14 +821,6 @@ impl App {
             .resume_name
             .clone()
             .unwrap_or_else(|| self.vm.run.run_id.to_string())
-    }
-
-    pub fn lane_of_col(col: usize) -> Lane {
-        Lane::ALL[col]
-    }
-
-    pub fn col_of_lane(l: Lane) -> usize {
-        lane_index(l)
     }
 }
 

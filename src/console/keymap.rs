@@ -43,6 +43,7 @@ pub enum Action {
     NextProblem,
     PrevProblem,
     OldestGate,
+    Zoom,
     // Moving between panes and lanes.
     FocusNext,
     FocusPrev,
@@ -253,6 +254,7 @@ actions! {
     NextProblem "next_problem" "next problem" View ["n"] false "the next failure, escalation or waiting gate, and why";
     PrevProblem "previous_problem" "problem back" View ["N"] false "the previous one";
     OldestGate "oldest_gate" "oldest gate" View ["W"] false "the gate waiting longest for approval";
+    Zoom "zoom" "zoom" View ["z"] false "the selected lane at full width (again: every lane)";
     CycleTheme "theme" "theme" View ["t"] false "next theme";
     Report "report" "report" View ["e"] true "write the run report (report.md in the run directory)";
     FocusNext "focus_next" "pane" Move ["tab"] true "next pane";

@@ -109,6 +109,27 @@ pub struct PlayFacts {
     pub placed: rustc_hash::FxHashMap<Arc<str>, crate::play::Placed>,
 }
 
+/// The console's lane columns: the seven lifecycle lanes, then the
+/// skipped operations, apart from the failed ones: a skip is a
+/// consequence of a failure (or of a condition), not one itself.
+pub const COLS: usize = 8;
+pub const SKIPPED_COL: usize = 7;
+
+/// The column an operation shows in.
+pub fn col_of(n: &Node) -> usize {
+    if n.skipped() {
+        SKIPPED_COL
+    } else {
+        lane_index(n.lane)
+    }
+}
+
+/// The lifecycle lane a column shows (the skipped column shows failed
+/// operations that were skipped).
+pub fn col_lane(col: usize) -> Lane {
+    Lane::ALL.get(col).copied().unwrap_or(Lane::Failed)
+}
+
 pub fn lane_index(l: Lane) -> usize {
     match l {
         Lane::Queued => 0,
@@ -125,9 +146,12 @@ pub fn lane_index(l: Lane) -> usize {
 pub struct ViewModel {
     proj: RunProjection,
     pub facts: PlayFacts,
-    pub lanes: [LaneList; 7],
-    /// Each node's position in its lane's entry list.
+    /// One list per column ([`COLS`]).
+    pub lanes: [LaneList; COLS],
+    /// Each node's position in its column's entry list.
     lane_pos: Vec<u32>,
+    /// Each node's column.
+    col: Vec<u8>,
     /// Each node's lane entries, in order: (lane, when).
     history: Vec<Vec<(Lane, f64)>>,
     /// The last operator command that named a node: (who, what, when).
@@ -156,8 +180,15 @@ impl ViewModel {
         if pos == TOMB {
             return None;
         }
-        let lane = &self.lanes[lane_index(self.proj.node(ix).lane)];
+        let lane = &self.lanes[self.col[ix as usize] as usize];
         Some(lane.row_of(pos as usize))
+    }
+
+    /// The column an operation is in.
+    pub fn col(&self, ix: u32) -> usize {
+        self.col
+            .get(ix as usize)
+            .map_or_else(|| col_of(self.proj.node(ix)), |&c| c as usize)
     }
 
     pub fn lane(&self, l: Lane) -> &LaneList {
@@ -230,8 +261,26 @@ impl ViewModel {
     /// Folds one signal (signals at or below the last folded seq, a
     /// resynchronisation overlap, are ignored).
     pub fn fold(&mut self, s: &Signal) {
-        if let Some(m) = self.proj.apply(s) {
-            self.moved(m, s.elapsed);
+        match self.proj.apply(s) {
+            Some(m) => self.moved(m, s.elapsed),
+            // Skipped without a lane move (failed, then skipped): the
+            // column changes all the same.
+            None => {
+                if let Some(ix) = s.kind.node().and_then(|h| self.proj.ix(&h.op_id))
+                    && self.lane_pos.get(ix as usize).is_some_and(|&p| p != TOMB)
+                    && self.col[ix as usize] as usize != col_of(self.proj.node(ix))
+                {
+                    let lane = self.proj.node(ix).lane;
+                    self.moved(
+                        Moved {
+                            node: ix,
+                            from: Some(lane),
+                            to: lane,
+                        },
+                        s.elapsed,
+                    );
+                }
+            }
         }
         if let crate::kernel::SignalKind::OperatorAction {
             by,
@@ -259,12 +308,18 @@ impl ViewModel {
         let ix = m.node as usize;
         if self.lane_pos.len() <= ix {
             self.lane_pos.resize(ix + 1, TOMB);
+            self.col.resize(ix + 1, 0);
             self.history.resize_with(ix + 1, Vec::new);
         }
-        if let Some(from) = m.from {
-            self.lanes[lane_index(from)].remove(self.lane_pos[ix]);
+        if m.from.is_some() && self.lane_pos[ix] != TOMB {
+            self.lanes[self.col[ix] as usize].remove(self.lane_pos[ix]);
         }
-        self.lane_pos[ix] = self.lanes[lane_index(m.to)].push(m.node);
+        let to = col_of(self.proj.node(m.node));
+        self.col[ix] = to as u8;
+        self.lane_pos[ix] = self.lanes[to].push(m.node);
+        if m.from == Some(m.to) {
+            return;
+        }
         let h = &mut self.history[ix];
         if h.len() >= HISTORY_MAX {
             h.remove(0);
@@ -285,7 +340,7 @@ impl ViewModel {
     }
 
     fn compact_where(&mut self, due: impl Fn(&LaneList) -> bool) {
-        for l in 0..7 {
+        for l in 0..COLS {
             if due(&self.lanes[l]) && self.lanes[l].compact() {
                 for (pos, &ix) in self.lanes[l].entries.iter().enumerate() {
                     self.lane_pos[ix as usize] = pos as u32;
@@ -300,6 +355,7 @@ impl ViewModel {
         self.proj.resync(snap);
         self.lanes = Default::default();
         self.lane_pos.clear();
+        self.col.clear();
         self.history.clear();
         for ix in 0..self.proj.nodes.len() as u32 {
             let n = self.proj.node(ix);

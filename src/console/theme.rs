@@ -81,6 +81,13 @@ pub struct Theme {
     pub skipped: Color,
 }
 
+impl Theme {
+    /// A lane column's colour: its lane's, or the skipped colour.
+    pub fn col(&self, col: usize) -> Color {
+        self.lanes.get(col).copied().unwrap_or(self.skipped)
+    }
+}
+
 /// A colour as a theme writes it. ratatui's own parser reads the names
 /// (`red`, `light-blue`, `dark-gray`…), `#rrggbb` and ANSI indices
 /// (`0`–`255`); `default` is our word for the terminal's own colour.

@@ -124,31 +124,35 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ("skipped", c.skipped, None),
         (lane_name(Lane::Escalated, 99), c.escalated, Some(6)),
     ];
-    let narrow = w < 130;
-    let mut counts = vec![Span::styled(" ", base)];
-    for (name, n, lane) in parts {
-        let name = match (narrow, name) {
-            (true, "awaiting approval") => "approval",
-            (true, "succeeded") => "done",
-            (true, "escalated") => "escal.",
-            (_, n) => n,
-        };
-        let color = match lane {
-            Some(i) => t.lanes[i],
-            None => t.skipped,
-        };
-        let style = if n > 0 {
-            base.fg(color)
-        } else {
-            base.fg(t.dim)
-        };
-        counts.push(Span::styled(format!("{name} {}", group(n)), style));
-        counts.push(Span::styled("  ", base));
-        // Held operations sit in the lanes before running; said after
-        // paused, and only when there are any.
-        if name == lane_name(Lane::Paused, 99) {
-            let held = vm.held();
-            if held > 0 {
+    // The same words as the lanes' titles. Narrower, zero counts go
+    // first (they say least), then the long names shorten: a count is
+    // never cut off the end while words could make room for it.
+    let held = vm.held();
+    let form = |short: bool, zeros: bool| -> Vec<Span<'static>> {
+        let mut counts = vec![Span::styled(" ", base)];
+        for (name, n, lane) in parts {
+            if n == 0 && !zeros {
+                continue;
+            }
+            let name = match (short, name) {
+                (true, "awaiting approval") => "approval",
+                (true, "escalated") => "escal.",
+                (_, n) => n,
+            };
+            let color = match lane {
+                Some(i) => t.lanes[i],
+                None => t.skipped,
+            };
+            let style = if n > 0 {
+                base.fg(color)
+            } else {
+                base.fg(t.dim)
+            };
+            counts.push(Span::styled(format!("{name} {}", group(n)), style));
+            counts.push(Span::styled("  ", base));
+            // Held operations sit in the lanes before running; said after
+            // paused, and only when there are any.
+            if name == lane_name(Lane::Paused, 99) && held > 0 {
                 counts.push(Span::styled(
                     format!("held {}", group(held)),
                     base.fg(t.warning),
@@ -156,9 +160,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 counts.push(Span::styled("  ", base));
             }
         }
-    }
+        counts
+    };
     // Spend before the palette's budgets: a cap that holds work matters
     // more, and a narrow header cuts from the end.
+    let mut rest: Vec<Span<'static>> = Vec::new();
     let spend = spend_words(&vm.spend);
     if let Some(words) = &spend {
         // Past a warning level the spend is marked, at the cap it holds work.
@@ -177,22 +183,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         } else {
             words.clone()
         };
-        counts.push(Span::styled(words, base.fg(color)));
-        counts.push(Span::styled("  ", base));
+        rest.push(Span::styled(words, base.fg(color)));
+        rest.push(Span::styled("  ", base));
     }
     // The pace that matters beside the spend: how long the rest takes.
     if vm.run.finished.is_none()
         && spend.is_some()
         && let Some(eta) = crate::control::eta(app.clock, c.total(), c.settled())
     {
-        counts.push(Span::styled(
+        rest.push(Span::styled(
             format!("eta ~{}", duration(eta)),
             base.fg(t.dim),
         ));
-        counts.push(Span::styled("  ", base));
+        rest.push(Span::styled("  ", base));
     }
     if let Some(b) = &vm.palette.budgets {
-        counts.push(Span::styled(
+        rest.push(Span::styled(
             format!(
                 "spawns {}/{}  roles {}/{}",
                 b.spawns_accepted,
@@ -203,6 +209,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             base.fg(t.dim),
         ));
     }
+    let width_of = |s: &[Span]| s.iter().map(|s| width(&s.content)).sum::<usize>();
+    let forms =
+        [(false, true), (true, true), (true, false)].map(|(short, zeros)| form(short, zeros));
+    // The fullest words with which the spend still fits; else the fullest
+    // with which the counts do.
+    let rest_w = width_of(&rest);
+    let pick = forms
+        .iter()
+        .position(|c| width_of(c) + rest_w <= w)
+        .or_else(|| forms.iter().position(|c| width_of(c) <= w))
+        .unwrap_or(forms.len() - 1);
+    let mut counts = forms[pick].clone();
+    counts.extend(rest);
     let counts = cut(counts, w);
     f.render_widget(
         Paragraph::new(vec![Line::from(top), Line::from(counts)]).style(base),

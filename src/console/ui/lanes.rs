@@ -11,7 +11,8 @@ use ratatui::widgets::Paragraph;
 
 use super::{lane_name, pane_block, selected_style};
 use crate::console::app::{App, Geometry, Pane};
-use crate::console::text::{fit, fit_middle, group, width};
+use crate::console::model::{COLS, SKIPPED_COL, col_lane};
+use crate::console::text::{Shared, fit, fit_distinct, group, shared_ends, width};
 use crate::kernel::{ActivityState, Lane};
 
 /// A lane folded to its title at a narrow screen: `┌ fail 0 ┐`.
@@ -22,7 +23,7 @@ const ROLE_MIN: usize = 5;
 
 pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
     let t = app.theme();
-    for (col, lane) in Lane::ALL.iter().enumerate() {
+    for col in 0..COLS {
         let area = g.lane_cols[col];
         if area.width < 3 || area.height < 3 {
             continue;
@@ -30,16 +31,16 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let focused = app.focus == Pane::Lanes && app.lane_col == col;
         let list = &app.lanes[col];
         let len = list.len();
-        let color = t.lanes[col];
+        let color = t.col(col);
         let room = area.width.saturating_sub(4) as usize;
-        // Skipped operations share the failed lane but are counted apart,
-        // as the header counts them.
-        let skipped = app.vm.counts.skipped;
-        let title_main = if *lane == Lane::Failed && skipped > 0 && app.filter.is_empty() {
-            let extra = format!("↷{}", group(skipped));
-            title_text(*lane, app.vm.counts.failed, room, Some(&extra))
+        // Where only the count would fit, the spaces around the title
+        // give way to the lane's name.
+        let title_main = title_text(col, len, room);
+        let bare = title_main == group(len) && title_text(col, len, room + 2) != title_main;
+        let title_main = if bare {
+            title_text(col, len, room + 2)
         } else {
-            title_text(*lane, len, room, None)
+            title_main
         };
         let mut title = vec![Span::styled(
             title_main,
@@ -53,9 +54,16 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 Style::default().fg(t.warning),
             ));
         }
+        // Zoomed: the way back, said where the other lanes were.
+        let used = title.iter().map(|s| width(&s.content)).sum::<usize>();
+        if app.zoomed && room > used + 16 {
+            title.push(Span::styled("  z: every lane", Style::default().fg(t.dim)));
+        }
         let mut title = Line::from(title);
-        title.spans.insert(0, Span::raw(" "));
-        title.spans.push(Span::raw(" "));
+        if !bare {
+            title.spans.insert(0, Span::raw(" "));
+            title.spans.push(Span::raw(" "));
+        }
         let mut block = pane_block(title, focused, t);
         // Where the cursor is in a long lane, or how much is below.
         let below = list.more_below();
@@ -78,6 +86,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let window = list.visible();
         let rows = app.lane_window(col, window.start, window.len());
         let mut lines = Vec::with_capacity(rows.len());
+        let shared = shared_ends(rows.iter().map(|&ix| &**app.vm.node(ix).name()));
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
             let start_hold = app.vm.start_hold(ix);
@@ -127,7 +136,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 }
                 _ => short_time(app.node_time(ix)),
             };
-            let cells = row_cells(n.name(), role, &time, w);
+            let cells = row_cells(n.name(), role, &time, w, shared);
             let name_style = if n.skipped() {
                 Style::default().fg(t.skipped)
             } else {
@@ -168,24 +177,26 @@ const RETRY_TIME_W: usize = 8;
 /// `queued 4 944`, `approval 2`, or `appr 0` as room shrinks; the count
 /// always shows, and `extra` (the skipped beside the failed) as long as a
 /// shorter name makes room for it.
-fn title_text(lane: Lane, len: usize, room: usize, extra: Option<&str>) -> String {
+fn title_text(col: usize, len: usize, room: usize) -> String {
     let count = group(len);
-    let tiny = match lane {
-        Lane::Queued => "que",
-        Lane::Running => "run",
-        Lane::AwaitingApproval => "appr",
-        Lane::Paused => "paus",
-        Lane::Succeeded => "done",
-        Lane::Failed => "fail",
-        Lane::Escalated => "esc",
+    let lane = col_lane(col);
+    let names = if col == SKIPPED_COL {
+        ["skipped", "skipped", "skip"]
+    } else {
+        let tiny = match lane {
+            Lane::Queued => "que",
+            Lane::Running => "run",
+            Lane::AwaitingApproval => "appr",
+            Lane::Paused => "paus",
+            Lane::Succeeded => "succ",
+            Lane::Failed => "fail",
+            Lane::Escalated => "esc",
+        };
+        [lane.title(), lane_name(lane, 0), tiny]
     };
-    let names = [lane.title(), lane_name(lane, 0), tiny];
-    let mut with = Vec::new();
-    if let Some(x) = extra {
-        with.extend(names.iter().map(|n| format!("{n} {count} {x}")));
-    }
-    with.into_iter()
-        .chain(names.iter().map(|n| format!("{n} {count}")))
+    names
+        .iter()
+        .map(|n| format!("{n} {count}"))
         .find(|t| width(t) <= room)
         .unwrap_or(count)
 }
@@ -200,7 +211,7 @@ pub struct RowCells {
     pub time: String,
 }
 
-pub fn row_cells(name: &str, role: &str, time: &str, w: usize) -> RowCells {
+pub fn row_cells(name: &str, role: &str, time: &str, w: usize, shared: Shared) -> RowCells {
     let rest = w.saturating_sub(1);
     let (nw, rw, tw) = (width(name), width(role), width(time));
     // The least of the role worth showing.
@@ -227,21 +238,22 @@ pub fn row_cells(name: &str, role: &str, time: &str, w: usize) -> RowCells {
         let role_w = rw.min(with_time - nw - gap(rw)).max(role_min);
         return cells(name.to_string(), role_w, time);
     }
-    // The whole name and some role, without the time.
-    if nw + gap(role_min) + role_min <= rest {
-        let role_w = rw.min(rest - nw - gap(rw));
-        return cells(name.to_string(), role_w.max(role_min), "");
+    // The whole name and the time: how long it has been (a gate, how long
+    // it has waited) says more than the role.
+    if tw > 0 && nw <= with_time {
+        return cells(name.to_string(), 0, time);
     }
     // The whole name alone: it is what the operator acts on.
     if nw <= rest {
         return cells(name.to_string(), 0, "");
     }
-    // Longer than the lane: cut in the middle, beside a short role when
-    // the lane is wide enough for both to say something.
-    if role_min > 0 && rest >= 2 * NAME_MIN + 1 + role_min {
-        return cells(fit_middle(name, rest - 1 - role_min), role_min, "");
+    // Longer than the lane: cut where it repeats its lane's other rows,
+    // beside the time when the lane is wide enough for both to say
+    // something.
+    if tw > 0 && rest >= 2 * NAME_MIN + 1 + tw {
+        return cells(fit_distinct(name, rest - 1 - tw, shared), 0, time);
     }
-    cells(fit_middle(name, rest), 0, "")
+    cells(fit_distinct(name, rest, shared), 0, "")
 }
 
 /// `2.5s`, `12s`, `4m05`, `1h02`: at most four columns, for lane rows.
@@ -277,23 +289,27 @@ mod tests {
     use super::*;
 
     fn row(name: &str, role: &str, time: &str, w: usize) -> String {
-        let c = row_cells(name, role, time, w);
+        let c = row_cells(name, role, time, w, Shared::default());
         let s = format!(" {}{}{}{}", c.name, c.role, " ".repeat(c.pad), c.time);
         assert_eq!(width(&s), w, "{s:?} fills the row exactly");
         s
     }
 
     #[test]
-    fn rows_keep_the_name_then_the_role_then_the_time() {
+    fn rows_keep_the_name_then_the_time_then_the_role() {
         assert_eq!(
             row("scope", "planner", "2.0s", 22),
             " scope planner    2.0s"
         );
-        // Short of room: the time goes, then the role; the name is cut
-        // (in the middle) only when it is longer than the lane.
+        // Short of room: the role goes, then the time; the name is cut
+        // only when it is longer than the lane.
         assert_eq!(
             row("integration-tests", "tester", "12s", 22),
-            " integration-tests    "
+            " integration-tests 12s"
+        );
+        assert_eq!(
+            row("integration-tests", "tester", "12s", 20),
+            " integration-tests  "
         );
         assert_eq!(
             row(
@@ -302,16 +318,16 @@ mod tests {
                 "1.0s",
                 24
             ),
-            " shard-mi…-west-07 impl…"
+            " shard-mi…u-west-07 1.0s"
         );
-        // The time goes before the name is cut.
+        // The role goes before the time: a gate's wait outlasts it.
         assert_eq!(
             row("smoke-prod", "tester", "30s", 21),
             " smoke-prod test… 30s"
         );
         assert_eq!(
             row("impl-schema", "implementer", "1.0s", 21),
-            " impl-schema impleme…"
+            " impl-schema     1.0s"
         );
         assert_eq!(
             row("research-api", "researcher", "3.5s", 16),
@@ -319,7 +335,7 @@ mod tests {
         );
         assert_eq!(
             row("deploy-prod", "release_manager", "30s", 17),
-            " deploy-prod     "
+            " deploy-prod  30s"
         );
         // A name alone keeps its end.
         assert_eq!(row("research-deps", "", "3.0s", 10), " rese…deps");
@@ -329,19 +345,33 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_name_keeps_what_differs_from_its_lanes_other_rows() {
+        let names = [
+            "verify-svc-alpha-region-south-07",
+            "verify-svc-beta-region-south-07",
+        ];
+        let shared = shared_ends(names);
+        let rows: Vec<String> = names
+            .iter()
+            .map(|n| {
+                let c = row_cells(n, "tester", "2m05", 24, shared);
+                format!("{}{}{}", c.name, " ".repeat(c.pad), c.time)
+            })
+            .collect();
+        assert_eq!(rows, ["verif…alpha…uth-07 2m05", "verify…beta…uth-07 2m05"]);
+    }
+
+    #[test]
     fn titles_stay_recognisable_as_lanes_narrow() {
-        let t = |l, n, room, x| title_text(l, n, room, x);
-        assert_eq!(
-            t(Lane::AwaitingApproval, 2, 30, None),
-            "awaiting approval 2"
-        );
-        assert_eq!(t(Lane::AwaitingApproval, 2, 12, None), "approval 2");
-        assert_eq!(t(Lane::Failed, 0, 6, None), "fail 0");
-        assert_eq!(t(Lane::Queued, 4944, 30, None), "queued 4 944");
-        // The skipped count beside the failed one outlasts the long name.
-        assert_eq!(t(Lane::Failed, 1, 12, Some("↷2")), "failed 1 ↷2");
-        assert_eq!(t(Lane::Failed, 1, 9, Some("↷2")), "fail 1 ↷2");
-        assert_eq!(t(Lane::Failed, 1, 7, Some("↷2")), "fail 1");
+        let t = |l, n, room| title_text(crate::console::model::lane_index(l), n, room);
+        assert_eq!(t(Lane::AwaitingApproval, 2, 30), "awaiting approval 2");
+        assert_eq!(t(Lane::AwaitingApproval, 2, 12), "approval 2");
+        assert_eq!(t(Lane::Failed, 0, 6), "fail 0");
+        assert_eq!(t(Lane::Queued, 4944, 30), "queued 4 944");
+        assert_eq!(t(Lane::Succeeded, 12, 12), "succeeded 12");
+        assert_eq!(t(Lane::Succeeded, 12, 8), "succ. 12");
+        assert_eq!(title_text(SKIPPED_COL, 2, 12), "skipped 2");
+        assert_eq!(title_text(SKIPPED_COL, 2, 6), "skip 2");
         assert_eq!(short_time(2.46), "2.5s");
         assert_eq!(short_time(42.0), "42s");
         assert_eq!(short_time(245.0), "4m05");

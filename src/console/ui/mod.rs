@@ -17,6 +17,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::app::{App, Geometry, Pane};
+use super::model::{COLS, SKIPPED_COL};
 use super::theme::Theme;
 use crate::kernel::Lane;
 
@@ -49,9 +50,10 @@ pub fn too_small(area: Rect) -> bool {
     area.width < MIN_WIDTH || area.height < MIN_HEIGHT
 }
 
-/// Lane widths at a wide screen, in shares: fixed, so columns do not jump
-/// as lanes fill and empty; the lanes most runs crowd get the most.
-const LANE_SHARES: [u32; 7] = [5, 5, 3, 3, 5, 3, 3];
+/// Lane widths, in shares: the lanes most runs crowd get the most. A
+/// lane with more rows than it shows gets twice its share; an empty one
+/// folds to its title (the skipped column, to nothing).
+const LANE_SHARES: [u16; COLS] = [5, 5, 3, 3, 5, 3, 3, 3];
 
 pub fn layout(area: Rect, app: &App) -> Areas {
     // A replay adds its timeline to the footer.
@@ -74,24 +76,33 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         lanes,
         ..Geometry::default()
     };
-    let constraints: Vec<Constraint> = if wide {
-        LANE_SHARES
-            .iter()
-            .map(|s| Constraint::Fill(*s as u16))
-            .collect()
-    } else {
-        // Too narrow for seven readable columns: empty lanes fold to a
-        // short title so the busy ones keep readable names.
-        (0..7)
-            .map(|c| {
-                if app.lane_len(c) == 0 && c != app.lane_col {
-                    Constraint::Length(lanes::FOLDED_WIDTH)
-                } else {
-                    Constraint::Fill(1)
+    let rows = lanes.height.saturating_sub(2) as usize;
+    // (least width, share of what is left): a lane with rows is never
+    // narrower than a folded one, so its title still says which it is.
+    let wants: Vec<(u16, u16)> = (0..COLS)
+        .map(|c| {
+            let len = app.lane_len(c);
+            let focused = c == app.lane_col;
+            if app.zoomed {
+                // One lane at full width: the others give way entirely.
+                return if focused { (0, 1) } else { (0, 0) };
+            }
+            match len {
+                0 if c == SKIPPED_COL && !focused => (0, 0),
+                0 if !focused => (lanes::FOLDED_WIDTH, 0),
+                _ => {
+                    // Wide: the shares; narrow: each lane alike.
+                    let share = if wide { LANE_SHARES[c] } else { 1 };
+                    let share = if len > rows { share * 2 } else { share };
+                    (lanes::FOLDED_WIDTH, share)
                 }
-            })
-            .collect()
-    };
+            }
+        })
+        .collect();
+    let constraints: Vec<Constraint> = lane_widths(lanes.width, &wants)
+        .into_iter()
+        .map(Constraint::Length)
+        .collect();
     let cols = Layout::horizontal(constraints).split(lanes);
     for (i, r) in cols.iter().enumerate() {
         g.lane_cols[i] = *r;
@@ -119,6 +130,33 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         geometry: g,
         wide,
     }
+}
+
+/// Widths for lanes that each want (least, share): every lane its least,
+/// the rest by shares (what rounding leaves to the first that shares).
+/// When even the least widths do not fit, they are scaled down.
+fn lane_widths(total: u16, wants: &[(u16, u16)]) -> Vec<u16> {
+    let least: u32 = wants.iter().map(|w| w.0 as u32).sum();
+    let shares: u32 = wants.iter().map(|w| w.1 as u32).sum();
+    if least > total as u32 {
+        return wants
+            .iter()
+            .map(|w| (w.0 as u32 * total as u32 / least) as u16)
+            .collect();
+    }
+    let rest = total as u32 - least;
+    let mut out: Vec<u16> = wants
+        .iter()
+        .map(|w| {
+            let extra = (rest * w.1 as u32).checked_div(shares).unwrap_or(0);
+            w.0 + extra as u16
+        })
+        .collect();
+    let used: u32 = out.iter().map(|&w| w as u32).sum();
+    if let Some(i) = wants.iter().position(|w| w.1 > 0) {
+        out[i] += (total as u32 - used) as u16;
+    }
+    out
 }
 
 /// Draws the whole console.
@@ -277,7 +315,7 @@ pub fn lane_name(l: Lane, room: usize) -> &'static str {
         Lane::Running => "running",
         Lane::AwaitingApproval => "approval",
         Lane::Paused => "paused",
-        Lane::Succeeded => "done",
+        Lane::Succeeded => "succ.",
         Lane::Failed => "failed",
         Lane::Escalated => "escal.",
     }
