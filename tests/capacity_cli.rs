@@ -271,3 +271,170 @@ fn the_human_format_shows_the_lease_before_the_start_it_serves() {
     }
     assert!(at("coder-1 ready") < at("busy (a)"), "{text}");
 }
+
+/// Issue 25: `ctl RUN release --name INSTANCE` releases one instance of
+/// a live run, whatever its lifetime, idle-only: a busy one is kept with
+/// the reason in words (the JSON keeps the machine's reason), and a name
+/// the run does not have is refused naming it and what exists.
+#[test]
+fn ctl_releases_one_named_instance_idle_only_with_reasons_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("p.toml"),
+        r#"
+[play]
+name = "one"
+max_concurrent = 4
+[palette]
+roles = [{ role = "implementer" }, { role = "tester" }]
+[capacity]
+max_nodes = 2
+[role_profiles.builder]
+role = "implementer"
+provider = "sim"
+max_instances = 1
+[role_profiles.keeper]
+role = "tester"
+provider = "sim"
+max_instances = 1
+lifetime = "manual_release"
+[[operations]]
+id = "plan-api"
+role = "implementer"
+instruction = "plan"
+independent_root = true
+sim = { duration_ms = 120000 }
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+independent_root = true
+sim = { duration_ms = 50 }
+"#,
+    )
+    .unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/n1",
+            "p.toml",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    until(&|v| v["name"] == "check" && v["type"] == "completed");
+    let text = |args: &[&str]| {
+        let out = bin().args(args).current_dir(d).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    // A name the run does not have: refused, naming it and what exists.
+    let (code, r) = run(
+        d,
+        &["ctl", "n1", "release", "--name", "builder-9", "--json"],
+    );
+    assert_ne!(code, 0, "{r:#}");
+    assert_eq!(r["error"]["code"], "unknown_instance", "{r:#}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("no instance named builder-9; this run's instances: ")
+            && msg.contains("loop-n1-builder-1")
+            && msg.contains("loop-n1-keeper-1"),
+        "{msg}"
+    );
+    let (code, _, err) = text(&["ctl", "n1", "release", "--name", "builder-9"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no instance named builder-9"), "{err}");
+
+    // The busy one is kept: words for people, the machine reason in JSON.
+    let (code, out, _) = text(&["ctl", "n1", "release", "--name", "loop-n1-builder-1"]);
+    assert_eq!(code, 1, "partial: {out}");
+    assert!(
+        out.contains("released 0: \nretained 1 (only idle instances are released")
+            && out.contains("  loop-n1-builder-1 — busy\n"),
+        "{out}"
+    );
+    assert!(!out.contains("runtime_state="), "{out}");
+    let (code, r) = run(
+        d,
+        &[
+            "ctl",
+            "n1",
+            "release",
+            "--name",
+            "loop-n1-builder-1",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        retained_reason(&r),
+        ("partial", "loop-n1-builder-1", "runtime_state=busy")
+    );
+    let (_, out, _) = text(&["ctl", "n1", "capacity"]);
+    assert!(
+        out.contains("(kept: busy)")
+            && out.contains("blocked: loop-n1-builder-1 kept by a release — busy"),
+        "{out}"
+    );
+
+    // The idle manual_release one goes when named; nothing else does.
+    let (code, r) = run(
+        d,
+        &[
+            "ctl",
+            "n1",
+            "release",
+            "--name",
+            "loop-n1-keeper-1",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["names"], serde_json::json!(["loop-n1-keeper-1"]));
+    assert_eq!(r["released"], serde_json::json!(["loop-n1-keeper-1"]));
+    assert_eq!(r["retained"], serde_json::json!([]));
+    let (_, s) = run(d, &["ctl", "n1", "capacity", "--json"]);
+    let states: Vec<(&str, &str)> = s["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap(), a["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("loop-n1-builder-1", "retained"),
+            ("loop-n1-keeper-1", "released")
+        ]
+    );
+
+    let (code, _) = run(d, &["ctl", "n1", "cancel", "--json"]);
+    assert_eq!(code, 0);
+    drop(child.stdin.take());
+    let _ = child.wait();
+}

@@ -737,7 +737,7 @@ sim = { duration_ms = 100 }
 
     #[tokio::test(start_paused = true)]
     async fn help_shows_the_keys_of_what_is_on_screen_only() {
-        let mut s = demo(30.0, 160, 52).await;
+        let mut s = demo(30.0, 160, 64).await;
         s.press(&keys("?")).await;
         let live = text(&s.render());
         assert!(live.contains("Keys · the console"), "{live}");
@@ -762,7 +762,7 @@ sim = { duration_ms = 100 }
         assert_ne!(fg_of("pause (running work finishes"), dim);
         // Sized to its content: the window ends where its lines do.
         let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
-        assert_eq!(h.more_below(), 0, "all of it fits at 160×52");
+        assert_eq!(h.more_below(), 0, "all of it fits at 160×64");
         s.press(&keys("esc")).await;
         select(&mut s, "deploy-prod");
         s.press(&keys("enter ?")).await;
@@ -1488,6 +1488,322 @@ mod honest {
             line.contains(&format!("--retry t0 --retry t1 --retry t2 (3 of 5 failed operations; `playdeck report {name}` lists them all)")),
             "{line}"
         );
+        s.finish().await;
+    }
+}
+
+/// Issue 25, an actionable capacity pane: select an instance, release it
+/// (idle only, any lifetime), go to its operation, and reasons in words.
+mod capacity_pane {
+    use super::*;
+    use playdeck::console::app::Pane;
+    use playdeck::vocab::InstanceState;
+
+    /// At 5 s: one builder is busy with plan-api (it runs a minute), the
+    /// other is idle and due (current_round; the run has not drained, so no
+    /// round end released it), keeper-1 is idle and kept (manual_release).
+    const CAP: &str = r#"
+[play]
+name = "cap"
+max_concurrent = 4
+[palette]
+roles = [{ role = "implementer" }, { role = "tester" }]
+[capacity]
+max_nodes = 3
+default_lifetime = "current_round"
+[role_profiles.builder]
+role = "implementer"
+provider = "sim"
+max_instances = 2
+[role_profiles.keeper]
+role = "tester"
+provider = "sim"
+max_instances = 1
+lifetime = "manual_release"
+[[operations]]
+id = "plan-api"
+role = "implementer"
+instruction = "plan"
+independent_root = true
+sim = { duration_ms = 60000 }
+[[operations]]
+id = "quick"
+role = "implementer"
+instruction = "quick"
+independent_root = true
+sim = { duration_ms = 1000 }
+[[operations]]
+id = "check"
+role = "tester"
+instruction = "check"
+independent_root = true
+sim = { duration_ms = 1000 }
+"#;
+
+    async fn cap(at: f64) -> Scene {
+        Scene::at(&play(CAP), at, 120, 36, None).await.unwrap()
+    }
+
+    /// The short name (`builder-2`) of the instance in `state` running
+    /// `op` (or none).
+    fn instance(s: &Scene, state: InstanceState, op: Option<&str>) -> String {
+        let i = s
+            .app
+            .vm
+            .capacity
+            .instances
+            .values()
+            .find(|i| i.state == state && i.op.as_deref() == op)
+            .unwrap_or_else(|| panic!("no {state:?} instance running {op:?}"));
+        i.name.trim_start_matches("loop-demo-").to_string()
+    }
+
+    fn selected(s: &Scene) -> Option<String> {
+        s.app
+            .selected_instance()
+            .map(|i| i.name.trim_start_matches("loop-demo-").to_string())
+    }
+
+    /// Moves focus to the capacity pane, then the cursor to `short`, with
+    /// keys only.
+    async fn select_instance(s: &mut Scene, short: &str) {
+        while s.app.focus != Pane::Capacity {
+            s.press(&keys("tab")).await;
+        }
+        s.press(&keys("g")).await;
+        for _ in 0..s.app.capacity.len() {
+            if selected(s).as_deref() == Some(short) {
+                return;
+            }
+            s.press(&keys("down")).await;
+        }
+        panic!("{short} is not in the capacity pane");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tab_selects_an_instance_and_arrows_move_between_them_highlighted() {
+        let mut s = cap(5.0).await;
+        s.press(&keys("tab tab tab")).await;
+        assert_eq!(s.app.focus, Pane::Capacity);
+        // Focus lands on the first instance, not on the profile's title.
+        let first = selected(&s).expect("an instance is selected");
+        assert!(first.starts_with("builder-"), "{first}");
+        assert!(
+            status(&s).starts_with(&format!("{first} · builder (implementer) · ")),
+            "{}",
+            status(&s)
+        );
+        s.press(&keys("down")).await;
+        let second = selected(&s).expect("the next row is the other builder");
+        assert_ne!(first, second);
+        // Past the builders: keeper's title, then keeper-1.
+        s.press(&keys("down")).await;
+        assert_eq!(selected(&s), None, "a profile's title is no instance");
+        s.press(&keys("down")).await;
+        assert_eq!(selected(&s).as_deref(), Some("keeper-1"));
+        assert!(
+            status(&s).contains("keeper-1 · keeper (tester) · idle ")
+                && status(&s).contains("kept: manual_release; X releases it"),
+            "{}",
+            status(&s)
+        );
+        // The selected row is drawn as the lanes draw theirs.
+        let buf = s.render();
+        let sel = s.app.theme().selection_bg;
+        let g = s.app.geometry.capacity;
+        let row = (g.y..g.y + g.height)
+            .find(|&y| {
+                (g.x..g.x + g.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .contains("keeper-1")
+            })
+            .expect("keeper-1 shows");
+        assert_eq!(buf[(g.x + 3, row)].bg, sel, "keeper-1's row is highlighted");
+        let other = (g.y..g.y + g.height)
+            .find(|&y| {
+                (g.x..g.x + g.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .contains(&first)
+            })
+            .unwrap();
+        assert_ne!(buf[(g.x + 3, other)].bg, sel, "only the selected row is");
+        // The footer names the instance its keys act on.
+        let t = text(&buf);
+        assert!(t.contains("keeper-1: X release it"), "{t}");
+        s.finish().await;
+    }
+
+    /// The pane with keeper-1 selected, wide enough for every word, and
+    /// the whole screen with its footer and status line; then X's question.
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_of_the_selected_instance_and_its_release_question() {
+        let mut s = cap(5.0).await;
+        select_instance(&mut s, "keeper-1").await;
+        let pane = {
+            let Ok(mut term) = ratatui::Terminal::new(ratatui::backend::TestBackend::new(60, 10));
+            let Ok(_) = term.draw(|f| playdeck::console::ui::draw_capacity(f, f.area(), &s.app));
+            text(term.backend().buffer())
+        };
+        // Which builder ran plan-api depends on which started first.
+        let busy = instance(&s, InstanceState::Busy, Some("plan-api"));
+        let redact = |t: String| {
+            let other = if busy == "builder-1" {
+                "builder-2"
+            } else {
+                "builder-1"
+            };
+            t.replace(&busy, "builder-B").replace(other, "builder-I")
+        };
+        insta::assert_snapshot!("capacity_pane_selected", redact(pane));
+        insta::assert_snapshot!("capacity_selected_screen", redact(text(&s.render())));
+        s.press(&keys("X")).await;
+        insta::assert_snapshot!(
+            "capacity_release_instance_question",
+            redact(text(&s.render()))
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn x_releases_the_selected_idle_instance_after_naming_it() {
+        let mut s = cap(5.0).await;
+        let idle = instance(&s, InstanceState::Ready, None);
+        let idle = if idle == "keeper-1" {
+            // The builder that ran `quick` is the due one.
+            s.app
+                .vm
+                .capacity
+                .instances
+                .values()
+                .find(|i| i.state == InstanceState::Ready && i.profile.as_ref() == "builder")
+                .map(|i| i.name.trim_start_matches("loop-demo-").to_string())
+                .unwrap()
+        } else {
+            idle
+        };
+        select_instance(&mut s, &idle).await;
+        s.press(&keys("X")).await;
+        assert!(
+            matches!(
+                s.app.overlay(),
+                Some(Overlay::ConfirmReleaseInstance { .. })
+            ),
+            "X asks first"
+        );
+        let t = text(&s.render());
+        assert!(t.contains(&format!("Release {idle} now?")), "{t}");
+        assert!(
+            t.contains(&format!(
+                "playdeck ctl demo release --name loop-demo-{idle}"
+            )),
+            "{t}"
+        );
+        s.press(&keys("y")).await;
+        let full = format!("loop-demo-{idle}");
+        assert_eq!(
+            s.app.vm.capacity.instances[full.as_str()].state,
+            InstanceState::Released
+        );
+        assert_eq!(status(&s), format!("released {full}"));
+        let t = text(&s.render());
+        assert!(
+            !t.contains(&format!("{idle} idle")),
+            "it left the pane: {t}"
+        );
+        // manual_release is released by name too: the operator's release.
+        select_instance(&mut s, "keeper-1").await;
+        s.press(&keys("X y")).await;
+        assert_eq!(
+            s.app.vm.capacity.instances["loop-demo-keeper-1"].state,
+            InstanceState::Released
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn x_on_a_busy_instance_is_refused_with_the_reason() {
+        let mut s = cap(5.0).await;
+        let busy = instance(&s, InstanceState::Busy, Some("plan-api"));
+        select_instance(&mut s, &busy).await;
+        s.press(&keys("X")).await;
+        assert!(s.app.overlays.is_empty(), "no question for what cannot go");
+        assert_eq!(
+            status(&s),
+            format!("{busy} is busy with plan-api; only idle instances are released")
+        );
+        let full = format!("loop-demo-{busy}");
+        assert_eq!(
+            s.app.vm.capacity.instances[full.as_str()].state,
+            InstanceState::Busy,
+            "nothing was asked of the run"
+        );
+        // X outside the capacity pane says where it works.
+        s.press(&keys("tab X")).await;
+        assert!(
+            status(&s).contains("X releases the instance selected in the capacity pane"),
+            "{}",
+            status(&s)
+        );
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn enter_goes_to_the_operation_a_busy_instance_runs_or_says_it_is_idle() {
+        let mut s = cap(5.0).await;
+        select_instance(&mut s, "keeper-1").await;
+        s.press(&keys("enter")).await;
+        assert_eq!(s.app.focus, Pane::Capacity, "nothing to go to");
+        assert!(
+            status(&s).starts_with("keeper-1 is idle (")
+                && status(&s).ends_with("): no operation runs on it"),
+            "{}",
+            status(&s)
+        );
+        let busy = instance(&s, InstanceState::Busy, Some("plan-api"));
+        select_instance(&mut s, &busy).await;
+        s.press(&keys("enter")).await;
+        assert_eq!(s.app.focus, Pane::Lanes);
+        assert_eq!(selected_name(&s).as_deref(), Some("plan-api"));
+        assert_eq!(status(&s), format!("plan-api runs on {busy} (running)"));
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn x_with_nothing_due_asks_nothing_and_says_why() {
+        let mut s = cap(5.0).await;
+        // Something is due: the question opens.
+        s.press(&keys("x")).await;
+        assert!(matches!(
+            s.app.overlay(),
+            Some(Overlay::ConfirmRelease { .. })
+        ));
+        s.press(&keys("y")).await;
+        // The release found the busy builder working: it kept it, marked.
+        let busy = instance(&s, InstanceState::Retained, Some("plan-api"));
+        assert_eq!(
+            status(&s),
+            format!("released 1, retained 1 (loop-demo-{busy} — busy)")
+        );
+        // Now only the busy builder and the manual_release keeper are left.
+        s.press(&keys("x")).await;
+        assert!(s.app.overlays.is_empty(), "no empty question");
+        let st = status(&s);
+        assert!(
+            st.starts_with(&format!(
+                "nothing is due for release: {busy} busy: plan-api · retained; keeper-1 idle "
+            )),
+            "{st}"
+        );
+        assert!(
+            st.ends_with("kept: manual_release (capacity pane: select one, X releases it)"),
+            "{st}"
+        );
+        // The footer does not offer it; help says why.
+        let t = text(&s.render());
+        assert!(!t.contains("x release"), "{t}");
+        assert!(s.app.available(Action::Release).is_err());
         s.finish().await;
     }
 }

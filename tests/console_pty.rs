@@ -242,7 +242,7 @@ fn an_operator_session_in_a_terminal() {
     // check finished on the checker instance (current_round, due: idle
     // now), build still holds the coder instance.
     screen.wait_for("check to finish", |s| {
-        s.contains("checker-1 ready") && s.contains("coder-1 busy")
+        s.contains("checker-1 idle") && s.contains("coder-1 busy")
     });
     press(b"x");
     let c = screen.wait_for("the release confirmation", |s| {
@@ -253,7 +253,7 @@ fn an_operator_session_in_a_terminal() {
         "{c}"
     );
     assert!(
-        c.contains("Retained (1):") && c.contains("runtime_state=busy"),
+        c.contains("Retained (1):") && c.contains("coder-1 — busy"),
         "{c}"
     );
     press(b"y");

@@ -116,10 +116,17 @@ async fn overlays() {
     // The awaiting-approval lane holds deploy-prod: select it and inspect.
     s.press(&keys("l l enter")).await;
     insta::assert_snapshot!("node_inspector", text(&s.render()));
+    // At 30 s nothing idle is due (checker-1 is manual_release): x asks
+    // nothing and says why on the status line.
     s.press(&keys("esc x")).await;
-    insta::assert_snapshot!("release_confirmation", text(&s.render()));
-    s.press(&keys("n q")).await;
+    assert!(s.app.overlays.is_empty(), "no empty question");
+    s.press(&keys("q")).await;
     insta::assert_snapshot!("quit_confirmation", text(&s.render()));
+    s.finish().await;
+    // At 9 s coder-1 is idle and due: the question lists it.
+    let mut s = scene(9.0, 120, 36).await;
+    s.press(&keys("x")).await;
+    insta::assert_snapshot!("release_confirmation", text(&s.render()));
     s.finish().await;
 }
 

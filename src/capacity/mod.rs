@@ -14,4 +14,5 @@ pub use reconciler::Reconciler;
 pub use state::{
     CapacityError, CapacityFile, EnsureResult, InstanceRecord, InstanceState, Outcome,
     RejectReason, Rejected, ReleaseResult, RetainedEntry, StatusResult, UNCOMMITTED_CHANGES,
+    reason_words,
 };

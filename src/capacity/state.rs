@@ -39,6 +39,44 @@ pub struct RetainFields {
 /// The reason a release keeps a worktree that holds work nobody committed.
 pub const UNCOMMITTED_CHANGES: &str = "uncommitted_changes";
 
+/// A release's reason for keeping an instance, in words for people:
+/// `runtime_state=busy queue_depth=396` reads `busy: 396 operations
+/// queued`. The reason itself is the machine's (capacity.json, `--json`,
+/// the event log) and stays as it is; every surface that shows it to a
+/// person words it here, so the console, `ctl` and the status line agree.
+/// A reason this code does not write is returned unchanged.
+pub fn reason_words(reason: &str) -> String {
+    if reason == UNCOMMITTED_CHANGES {
+        return "its worktree holds uncommitted changes".into();
+    }
+    let mut state = None;
+    let mut depth = 0usize;
+    for part in reason.split_whitespace() {
+        match part.split_once('=') {
+            Some(("runtime_state", v)) => state = Some(v),
+            Some(("queue_depth", v)) => match v.parse() {
+                Ok(n) => depth = n,
+                Err(_) => return reason.to_string(),
+            },
+            _ => return reason.to_string(),
+        }
+    }
+    let Some(state) = state else {
+        return reason.to_string();
+    };
+    let what = match state {
+        "busy" => "busy",
+        "starting" => "still starting",
+        "idle" => "idle",
+        other => other,
+    };
+    match depth {
+        0 => what.to_string(),
+        1 => format!("{what}: 1 operation queued"),
+        n => format!("{what}: {n} operations queued"),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstanceRecord {
     pub name: String,
@@ -488,6 +526,13 @@ pub fn settle_idle(
     (released, kept)
 }
 
+impl RetainedEntry {
+    /// Why it was kept, in words ([`reason_words`]).
+    pub fn words(&self) -> String {
+        reason_words(&self.reason)
+    }
+}
+
 impl ReleaseResult {
     pub fn new(
         sel: &Selection,
@@ -511,5 +556,34 @@ impl ReleaseResult {
             released,
             retained,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retain_reasons_read_as_words_and_unknown_ones_stay() {
+        assert_eq!(
+            reason_words("runtime_state=busy queue_depth=396"),
+            "busy: 396 operations queued"
+        );
+        assert_eq!(
+            reason_words("runtime_state=busy queue_depth=1"),
+            "busy: 1 operation queued"
+        );
+        assert_eq!(reason_words("runtime_state=busy"), "busy");
+        assert_eq!(reason_words("runtime_state=starting"), "still starting");
+        assert_eq!(
+            reason_words(UNCOMMITTED_CHANGES),
+            "its worktree holds uncommitted changes"
+        );
+        // Not a reason this code writes: shown as it came.
+        assert_eq!(reason_words("operator said so"), "operator said so");
+        assert_eq!(
+            reason_words("runtime_state=busy queue_depth=many"),
+            "runtime_state=busy queue_depth=many"
+        );
     }
 }

@@ -119,7 +119,7 @@ fn instances_text(s: &mut String, agents: &[capacity::InstanceRecord]) {
                 .unwrap_or_default(),
             a.retained
                 .as_ref()
-                .map(|r| format!(" (retained: {})", r.reason))
+                .map(|r| format!(" (kept: {})", capacity::reason_words(&r.reason)))
                 .unwrap_or_default(),
         );
     }
@@ -159,8 +159,20 @@ fn capacity_text(c: &StatusResult) -> String {
         let parts: Vec<String> = c.waiting.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "waiting: {}", parts.join(", "));
     }
+    // The reconciler's `blocked` lines are kept for --json; a retained
+    // instance's line carries the machine reason, so it is worded here.
     for b in &c.blocked {
-        let _ = writeln!(s, "blocked: {b}");
+        let kept = c.agents.iter().find_map(|a| {
+            let r = a.retained.as_ref()?;
+            (*b == format!("{} retained: {}", a.name, r.reason)).then(|| {
+                format!(
+                    "{} kept by a release — {}",
+                    a.name,
+                    capacity::reason_words(&r.reason)
+                )
+            })
+        });
+        let _ = writeln!(s, "blocked: {}", kept.as_deref().unwrap_or(b));
     }
     s
 }
@@ -168,7 +180,7 @@ fn capacity_text(c: &StatusResult) -> String {
 fn release_text(r: &ReleaseResult) -> String {
     let lifetimes: Vec<&str> = r.lifetimes.iter().map(|l| l.as_str()).collect();
     let mut s = format!(
-        "release of {}: {} (lifetimes: {}{})\nreleased {}: {}\nretained {}:\n",
+        "release of {}: {} (lifetimes: {}{})\nreleased {}: {}\nretained {}{}\n",
         r.loop_id,
         r.status.as_str(),
         if lifetimes.is_empty() {
@@ -184,13 +196,18 @@ fn release_text(r: &ReleaseResult) -> String {
         r.released_count,
         r.released.join(", "),
         r.retained_count,
+        if r.retained.is_empty() {
+            ""
+        } else {
+            " (only idle instances are released; a worktree holding work stays):"
+        },
     );
     for x in &r.retained {
         let _ = writeln!(
             s,
-            "  {} ({}){}",
+            "  {} — {}{}",
             x.name,
-            x.reason,
+            x.words(),
             x.detail
                 .as_ref()
                 .map(|d| format!(": {d}"))

@@ -13,7 +13,12 @@ use super::app::{App, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
 use super::scroll::{Motion, ScrollList};
+use super::ui::{CapRow, short_instance};
+use crate::capacity::ReleaseResult;
+use crate::kernel::command::ReleaseSelect;
 use crate::kernel::{Lane, LedgerOutcome, Request};
+use crate::projection::Instance;
+use crate::vocab::InstanceState;
 
 /// Tree identifiers of the palette inspector's branches, open at first.
 pub const PALETTE_BRANCHES: [&str; 5] =
@@ -80,12 +85,40 @@ impl App {
                     {
                         Err("this run has no [capacity] to release".into())
                     }
+                    // No question whose answer is "nothing": the status
+                    // line says what holds each instance instead.
+                    Release => match self.nothing_due() {
+                        Some(why) => Err(why.into()),
+                        None => Ok(()),
+                    },
                     AddWork if !r.reactive => Err(
                         "the run is not reactive (reactive = false): nothing can be added to it"
                             .into(),
                     ),
                     _ => Ok(()),
                 }
+            }
+            ReleaseInstance => {
+                self.live_run(a)?;
+                if !self.vm.facts.capacity {
+                    return Err("this run has no [capacity] to release".into());
+                }
+                if self.focus != Pane::Capacity {
+                    return Err(format!(
+                        "{} releases the instance selected in the capacity pane: move to it with {} first",
+                        self.keymap.label(ReleaseInstance),
+                        self.keymap.label(FocusNext)
+                    )
+                    .into());
+                }
+                let Some(i) = self.selected_instance() else {
+                    return Err(format!(
+                        "select an instance in the capacity pane ({}) to release it",
+                        self.keymap.label(Down)
+                    )
+                    .into());
+                };
+                self.releasable(i)
             }
             Approve | Deny | Hold | Retry => {
                 self.not_replay(a)?;
@@ -140,9 +173,33 @@ impl App {
                 Pane::Ledger if self.selected_ledger_row().is_none() => {
                     Err("the ledger has no row to open".into())
                 }
-                Pane::Capacity => {
-                    Err("the capacity pane has nothing to open; x releases idle capacity".into())
-                }
+                Pane::Capacity => match self.capacity_row() {
+                    Some(CapRow::Waiting(_)) => Ok(()),
+                    Some(CapRow::Instance(_)) => {
+                        let Some(i) = self.selected_instance() else {
+                            return Err("that instance is gone".into());
+                        };
+                        let name = short_instance(&i.name, &self.vm.run.run_id);
+                        match (&i.op, i.state) {
+                            (Some(_), InstanceState::Busy | InstanceState::Retained) => Ok(()),
+                            (_, InstanceState::Ready) => Err(format!(
+                                "{name} is idle ({}): no operation runs on it",
+                                super::ui::state_age(self, i)
+                            )
+                            .into()),
+                            _ => Err(format!(
+                                "{name} runs no operation: it is {}",
+                                super::ui::state_words(self, i)
+                            )
+                            .into()),
+                        }
+                    }
+                    _ => Err(format!(
+                        "select an instance ({}) to go to its operation",
+                        self.keymap.label(Down)
+                    )
+                    .into()),
+                },
                 _ => Ok(()),
             },
             Warnings if self.vm.warnings.is_empty() => Err("the run has no warnings".into()),
@@ -194,6 +251,84 @@ impl App {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether `X` may release this instance now, and if not why, in
+    /// words: only idle instances are released (the capacity contract), of
+    /// any lifetime — naming one is how a `manual_release` or pinned
+    /// instance goes.
+    pub fn releasable(&self, i: &Instance) -> Result<(), Unavailable> {
+        let name = short_instance(&i.name, &self.vm.run.run_id);
+        let why = match (i.state, i.op.as_deref()) {
+            (InstanceState::Ready, _) => return Ok(()),
+            (InstanceState::Busy | InstanceState::Retained, Some(op)) => {
+                format!("{name} is busy with {op}; only idle instances are released")
+            }
+            (InstanceState::Busy | InstanceState::Retained, None) => {
+                format!("{name} is busy; only idle instances are released")
+            }
+            (InstanceState::Starting, _) => format!(
+                "{name} is starting (its worktree is being added); only idle instances are released"
+            ),
+            (InstanceState::Planned, _) => {
+                format!("{name} has not started yet; only idle instances are released")
+            }
+            (InstanceState::Failed, _) => {
+                format!("{name} failed to start: it holds no node, there is nothing to release")
+            }
+            (InstanceState::Released, _) => format!("{name} is released already"),
+        };
+        Err(why.into())
+    }
+
+    /// Why the release that is due (`x`) would let nothing go now, in
+    /// words; `None` when some idle instance is due.
+    pub fn nothing_due(&self) -> Option<String> {
+        let run_id = &self.vm.run.run_id;
+        let active: Vec<&Instance> = self
+            .vm
+            .capacity
+            .instances
+            .values()
+            .filter(|i| i.state.is_active())
+            .collect();
+        if active
+            .iter()
+            .any(|i| i.state == InstanceState::Ready && super::ui::kept_by(self, i).is_none())
+        {
+            return None;
+        }
+        if active.is_empty() {
+            return Some("nothing to release: no instance is active".into());
+        }
+        const SAID: usize = 3;
+        let mut parts: Vec<String> = active
+            .iter()
+            .take(SAID)
+            .map(|i| {
+                format!(
+                    "{} {}",
+                    short_instance(&i.name, run_id),
+                    super::ui::state_words(self, i)
+                )
+            })
+            .collect();
+        if active.len() > SAID {
+            parts.push(format!("+{} more", active.len() - SAID));
+        }
+        let idle_kept = active.iter().any(|i| i.state == InstanceState::Ready);
+        let hint = if idle_kept {
+            format!(
+                " (capacity pane: select one, {} releases it)",
+                self.keymap.label(Action::ReleaseInstance)
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "nothing is due for release: {}{hint}",
+            parts.join("; ")
+        ))
     }
 
     /// Run control needs a live run that has not finished.
@@ -284,6 +419,10 @@ impl App {
                     format!("playdeck ctl {run} {}{op}", info(a).name)
                 }
                 Action::Release => format!("playdeck ctl {run} release"),
+                Action::ReleaseInstance => match self.selected_instance() {
+                    Some(i) => format!("playdeck ctl {run} release --name {}", i.name),
+                    None => format!("playdeck ctl {run} release --name INSTANCE"),
+                },
                 _ => format!("playdeck ctl {run} {name}"),
             };
             return Err(format!(
@@ -307,6 +446,17 @@ impl App {
                 let n = self.vm.node(ix);
                 n.lane == Lane::Paused && !n.held
             }),
+            // The capacity pane's keys act on the instance under its
+            // cursor: named like an operation.
+            Action::ReleaseInstance | Action::Open
+                if self.focus == Pane::Capacity && self.overlays.is_empty() =>
+            {
+                let i = self.selected_instance()?;
+                return Some(super::text::fit_middle(
+                    short_instance(&i.name, &self.vm.run.run_id),
+                    TARGET_WIDTH,
+                ));
+            }
             _ => None,
         }?;
         Some(super::text::fit_middle(
@@ -323,6 +473,7 @@ impl App {
             Action::Open => match self.focus {
                 Pane::Ledger => "details",
                 Pane::Budgets => "palette",
+                Pane::Capacity => "its operation",
                 _ => "inspect",
             },
             Action::Toggle => {
@@ -435,11 +586,18 @@ impl App {
             Action::Release => {
                 if let Some(preview) = &self.hooks.release_preview {
                     let preview = preview();
-                    self.overlays.push(Overlay::ConfirmRelease { preview });
+                    self.offer_release(preview);
                 } else if self.hooks.attached {
                     // The run answers what a release would do; the
                     // confirmation opens with its answer.
                     return vec![Effect::PreviewRelease];
+                }
+                Vec::new()
+            }
+            Action::ReleaseInstance => {
+                if let Some(i) = self.selected_instance() {
+                    let name = i.name.clone();
+                    self.overlays.push(Overlay::ConfirmReleaseInstance { name });
                 }
                 Vec::new()
             }
@@ -494,6 +652,7 @@ impl App {
                         }
                     }
                     Pane::Budgets => self.open_palette(),
+                    Pane::Capacity => self.go_to_instance_op(),
                     _ => {
                         if let Some(node) = self.selected_node() {
                             self.inspect(node);
@@ -575,6 +734,10 @@ impl App {
                 self.focus = PANES[j];
                 if self.focus != Pane::Lanes {
                     self.bottom = self.focus;
+                }
+                if self.focus == Pane::Capacity {
+                    self.capacity_to_instance();
+                    self.say_instance();
                 }
                 Vec::new()
             }
@@ -679,6 +842,70 @@ impl App {
                 }
                 Vec::new()
             }
+        }
+    }
+
+    /// Opens the release question with what the run says a release
+    /// would do; when it would release nothing, the status line says why
+    /// instead (a question whose only answer is "nothing" asks nothing).
+    pub fn offer_release(&mut self, preview: ReleaseResult) {
+        if !preview.released.is_empty() {
+            self.overlays.push(Overlay::ConfirmRelease { preview });
+            return;
+        }
+        let why = self.nothing_due().unwrap_or_else(|| {
+            // The run knows better than the view: say what it keeps.
+            let kept: Vec<String> = preview
+                .retained
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{} {}",
+                        short_instance(&k.name, &self.vm.run.run_id),
+                        k.words()
+                    )
+                })
+                .collect();
+            if kept.is_empty() {
+                "nothing is due for release now".into()
+            } else {
+                format!("nothing is due for release: {}", kept.join("; "))
+            }
+        });
+        self.info(why);
+    }
+
+    /// `enter` in the capacity pane: the operation on the selected row —
+    /// the one a busy instance runs, or one waiting for capacity —
+    /// selected in the lanes, which take the focus.
+    fn go_to_instance_op(&mut self) {
+        let (ix, what) = match self.capacity_row() {
+            Some(CapRow::Waiting(ix)) => {
+                let why = self.vm.node(ix).capacity_wait.clone().unwrap_or_default();
+                (Some(ix), format!("waits for {why}"))
+            }
+            Some(CapRow::Instance(_)) => {
+                let Some(i) = self.selected_instance() else {
+                    return;
+                };
+                let Some(op) = i.op.clone() else {
+                    return;
+                };
+                let inst = short_instance(&i.name, &self.vm.run.run_id).to_string();
+                let ix = self.vm.by_name(&op).and_then(|n| self.vm.ix(&n.op.op_id));
+                if ix.is_none() {
+                    self.warn(format!("{inst} runs {op}, which this view does not have"));
+                    return;
+                }
+                (ix, format!("runs on {inst}"))
+            }
+            _ => (None, String::new()),
+        };
+        if let Some(ix) = ix {
+            self.go_to(ix);
+            let n = self.vm.node(ix);
+            let lane = n.lane.title();
+            self.info(format!("{} {what} ({lane})", n.name()));
         }
     }
 
@@ -798,11 +1025,46 @@ impl App {
             None => match self.focus {
                 Pane::Lanes => self.lanes[self.lane_col].apply(m),
                 Pane::Ledger => self.ledger.apply(m),
-                Pane::Capacity => self.capacity.apply(m),
+                Pane::Capacity => {
+                    self.capacity.apply(m);
+                    self.say_instance();
+                }
                 Pane::Budgets => self.budgets.apply(m),
             },
         }
         Vec::new()
+    }
+
+    /// The instance the capacity cursor came to, in full on the status
+    /// line (the pane cuts its row to its width), with what the keys do.
+    pub fn say_instance(&mut self) {
+        let Some(i) = self.selected_instance() else {
+            return;
+        };
+        let mut words = format!(
+            "{} · {} ({}) · {}",
+            short_instance(&i.name, &self.vm.run.run_id),
+            i.profile,
+            i.role,
+            super::ui::state_words(self, i)
+        );
+        if i.state != InstanceState::Ready {
+            words.push_str(&format!(" · {}", i.lifetime));
+        }
+        if self.available(Action::ReleaseInstance).is_ok() {
+            words.push_str(&format!(
+                "; {} releases it",
+                self.keymap.label(Action::ReleaseInstance)
+            ));
+        } else if self.available(Action::Open).is_ok()
+            && let Some(op) = &i.op
+        {
+            words.push_str(&format!(
+                "; {} selects {op}",
+                self.keymap.label(Action::Open)
+            ));
+        }
+        self.info(words);
     }
 
     fn quit(&mut self) -> Vec<Effect> {
@@ -864,6 +1126,20 @@ impl App {
             }
             Some(Overlay::ConfirmRelease { .. }) => {
                 vec![Effect::Control(Request::Release(Default::default()))]
+            }
+            Some(Overlay::ConfirmReleaseInstance { name }) => {
+                // It may have taken work while the question was open: the
+                // run would keep it anyway (idle-only), but marked retained;
+                // nothing is asked of the run for an instance that is busy.
+                let now = self.vm.capacity.instances.get(&name);
+                if let Some(Err(why)) = now.map(|i| self.releasable(i)) {
+                    self.warn(format!("nothing released: {why}"));
+                    return Vec::new();
+                }
+                vec![Effect::Control(Request::Release(ReleaseSelect {
+                    name: vec![name.to_string()],
+                    ..Default::default()
+                }))]
             }
             Some(Overlay::ConfirmRaise { change, .. }) => {
                 vec![Effect::Control(Request::Budget {
@@ -1052,6 +1328,11 @@ impl App {
                 } else if g.capacity.contains(at) {
                     self.focus = Pane::Capacity;
                     self.bottom = Pane::Capacity;
+                    // Below the border and the gauge line.
+                    if let Some(row) = m.row.checked_sub(g.capacity.y + 2) {
+                        let off = self.capacity.offset();
+                        self.capacity.select(off + row as usize);
+                    }
                 } else if g.budgets.contains(at) {
                     self.focus = Pane::Budgets;
                     self.bottom = Pane::Budgets;

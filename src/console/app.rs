@@ -14,9 +14,10 @@ use super::model::{COLS, PlayFacts, ViewModel, col_lane};
 use super::overlay::Overlay;
 use super::scroll::ScrollList;
 use super::theme::Theme;
+use super::ui::CapRow;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
-use crate::projection::StartHold;
+use crate::projection::{Instance, StartHold};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -167,7 +168,11 @@ pub struct App {
     /// The ledger's rows, newest first (filter applied).
     pub ledger: ScrollList,
     pub ledger_filter: LedgerFilter,
+    /// The capacity pane's rows, with a cursor (see [`App::selected_instance`]).
     pub capacity: ScrollList,
+    /// The instance under the capacity cursor, as the operator last saw it:
+    /// the cursor stays on it while rows above come and go.
+    capacity_pick: Option<Arc<str>>,
     pub budgets: ScrollList,
     /// What covers the main screen, topmost last.
     pub overlays: Vec<Overlay>,
@@ -246,7 +251,8 @@ impl App {
             lanes: [ScrollList::list(); COLS],
             ledger: ScrollList::list(),
             ledger_filter: LedgerFilter::All,
-            capacity: ScrollList::text(),
+            capacity: ScrollList::list(),
+            capacity_pick: None,
             budgets: ScrollList::text(),
             overlays: Vec::new(),
             filter: String::new(),
@@ -391,6 +397,7 @@ impl App {
         }
         self.clamp();
         self.follow_picks();
+        self.follow_capacity_pick();
         effects
     }
 
@@ -401,6 +408,54 @@ impl App {
             self.picked[col] = self.lanes[col]
                 .selected()
                 .and_then(|row| self.lane_window(col, row, 1).first().copied());
+        }
+        self.capacity_pick = self.selected_instance().map(|i| i.name.clone());
+    }
+
+    /// After the run moved: the capacity cursor goes back to the instance
+    /// it was on. One that was released is no longer listed; the cursor
+    /// stays at its row, on what follows.
+    fn follow_capacity_pick(&mut self) {
+        let rows = super::ui::capacity_rows(self);
+        self.capacity.set_len(rows.len());
+        let Some(name) = &self.capacity_pick else {
+            return;
+        };
+        let Some(ix) = self.vm.capacity.instances.get_index_of(name) else {
+            return;
+        };
+        if let Some(row) = rows.iter().position(|r| *r == CapRow::Instance(ix)) {
+            self.capacity.select(row);
+        }
+    }
+
+    /// What the capacity cursor is on.
+    pub fn capacity_row(&self) -> Option<CapRow> {
+        let row = self.capacity.selected()?;
+        super::ui::capacity_rows(self).get(row).copied()
+    }
+
+    /// The instance under the capacity cursor.
+    pub fn selected_instance(&self) -> Option<&Instance> {
+        match self.capacity_row()? {
+            CapRow::Instance(ix) => self.vm.capacity.instances.get_index(ix).map(|(_, i)| i),
+            _ => None,
+        }
+    }
+
+    /// Focus came to the capacity pane with the cursor on a title: it
+    /// moves to the first instance, the row keys act on.
+    pub fn capacity_to_instance(&mut self) {
+        if matches!(
+            self.capacity_row(),
+            Some(CapRow::Instance(_) | CapRow::Waiting(_))
+        ) {
+            return;
+        }
+        let rows = super::ui::capacity_rows(self);
+        self.capacity.set_len(rows.len());
+        if let Some(row) = rows.iter().position(|r| matches!(r, CapRow::Instance(_))) {
+            self.capacity.select(row);
         }
     }
 

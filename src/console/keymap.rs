@@ -23,6 +23,8 @@ pub enum Action {
     Resume,
     Step,
     Release,
+    /// Release the instance selected in the capacity pane.
+    ReleaseInstance,
     RaiseBudget,
     AddWork,
     // The selected (or inspected) operation.
@@ -239,6 +241,7 @@ actions! {
     Step "step" "step" Run ["s"] true "step: start the selected paused operation, else the next one";
     AddWork "add" "add work" Run ["A"] true "add work to the run, after the selected operation";
     Release "release" "release" Run ["x"] true "release idle capacity (asks first, says what stays and why)";
+    ReleaseInstance "release_instance" "release it" Run ["X"] true "capacity pane: release the selected idle instance (asks)";
     RaiseBudget "raise_budget" "raise cap" Run ["$"] false "raise the spend cap that holds work back by half (asks first)";
     Approve "approve" "approve" Operation ["a"] true "approve the operation awaiting approval";
     Deny "deny" "deny" Operation ["d"] true "deny it (asks first, with an optional reason)";

@@ -90,6 +90,12 @@ pub struct ProfileView {
     pub name: Arc<str>,
     pub role: Arc<str>,
     pub max_instances: u32,
+    /// `reuse = "pinned"`: its instances are long-lived, and the default
+    /// release (`x`) leaves them.
+    pub pinned: bool,
+    /// `workspace_mode = "git-worktree"`: a release removes a worktree,
+    /// which it keeps when it holds uncommitted work.
+    pub worktree: bool,
 }
 
 /// Static facts from the play the signals do not repeat.

@@ -51,6 +51,10 @@ pub enum Overlay {
     ConfirmRelease {
         preview: ReleaseResult,
     },
+    /// Release one instance (`X` in the capacity pane): its full name.
+    ConfirmReleaseInstance {
+        name: std::sync::Arc<str>,
+    },
     /// Raise the cap that holds work back: what it is now and after.
     ConfirmRaise {
         change: crate::kernel::spend::CapChange,
@@ -82,6 +86,7 @@ impl Overlay {
             | Overlay::Runs { .. } => Mode::Detail,
             Overlay::ConfirmQuit
             | Overlay::ConfirmRelease { .. }
+            | Overlay::ConfirmReleaseInstance { .. }
             | Overlay::ConfirmRaise { .. } => Mode::Confirm,
             Overlay::Deny { .. } | Overlay::Add(_) | Overlay::Filter | Overlay::Jump { .. } => {
                 Mode::Text

@@ -58,6 +58,8 @@ pub fn facts(play: &Play) -> PlayFacts {
                         name: Arc::from(p.name.as_str()),
                         role: Arc::from(p.role.as_str()),
                         max_instances: p.max_instances,
+                        pinned: c.reuse_of(p) == crate::capacity::Reuse::Pinned,
+                        worktree: p.workspace_mode == crate::capacity::WorkspaceMode::GitWorktree,
                     })
                     .collect()
             })
@@ -441,7 +443,7 @@ where
             Some(msg) = msg_rx.recv() => {
                 match msg {
                     Msg::Status(text, level) => app.set_status(text, level),
-                    Msg::Preview(preview) => app.overlays.push(super::overlay::Overlay::ConfirmRelease { preview }),
+                    Msg::Preview(preview) => app.offer_release(preview),
                     Msg::Runs(rows) => app.open_runs(rows),
                 }
                 dirty = true;
@@ -511,6 +513,8 @@ pub async fn resync(app: &mut App, session: &Session) {
         max_spawn: snap.run.max_spawn,
     });
     if let Some(r) = &session.reconciler {
+        // A state that changed while the console lagged changed by now.
+        let now = proj.run.elapsed;
         let instances = &mut proj.capacity.instances;
         for a in r.status().agents {
             let name: Arc<str> = Arc::from(a.name.as_str());
@@ -526,7 +530,11 @@ pub async fn resync(app: &mut App, session: &Session) {
                     busy_secs: 0.0,
                     busy_since: None,
                     operations: Vec::new(),
+                    since: now,
                 });
+            if x.state != a.state {
+                x.since = now;
+            }
             x.state = a.state;
             x.lifetime = a.lifetime;
             x.op = a.op.as_deref().map(Arc::from);

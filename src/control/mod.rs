@@ -60,13 +60,36 @@ impl Reply {
         match self {
             Reply::Done(a) => req.done_message(a),
             Reply::Status(s) => format!("run {}: {}", s.run_id, s.state),
+            // A release of named instances says what became of each name;
+            // the default release, how many went and what stayed first.
+            Reply::Release(r) if !r.names.is_empty() => {
+                let mut parts: Vec<String> =
+                    r.released.iter().map(|n| format!("released {n}")).collect();
+                parts.extend(r.retained.iter().map(|k| {
+                    // Kept while idle: its worktree holds work, never deleted.
+                    let why = if k.runtime_state == "idle" {
+                        "; nothing of it is deleted"
+                    } else {
+                        "; only idle instances are released"
+                    };
+                    format!("kept {} — {}{why}", k.name, k.words())
+                }));
+                if parts.is_empty() {
+                    // Named, but released or failed before: nothing to do.
+                    parts.push(format!(
+                        "nothing released: {} holds no node (released or failed already)",
+                        r.names.join(", ")
+                    ));
+                }
+                parts.join("; ")
+            }
             Reply::Release(r) => {
                 let mut s = format!(
                     "released {}, retained {}",
                     r.released_count, r.retained_count
                 );
                 if let Some(first) = r.retained.first() {
-                    s.push_str(&format!(" ({}: {})", first.name, first.reason));
+                    s.push_str(&format!(" ({} — {})", first.name, first.words()));
                 }
                 s
             }

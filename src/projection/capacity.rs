@@ -27,6 +27,11 @@ pub struct Instance {
     /// The operations it ran, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub operations: Vec<Arc<str>>,
+    /// When it entered its state (seconds since the run started): how
+    /// long an idle instance has been idle, which the operator weighs
+    /// before releasing it.
+    #[serde(default)]
+    pub since: f64,
 }
 
 impl Instance {
@@ -81,6 +86,7 @@ impl CapacityState {
                         busy_secs: 0.0,
                         busy_since: None,
                         operations: Vec::new(),
+                        since: at,
                     });
                 if let Some(since) = x.busy_since.take() {
                     x.busy_secs += (at - since).max(0.0);
@@ -92,6 +98,9 @@ impl CapacityState {
                     {
                         x.operations.push(o.clone());
                     }
+                }
+                if x.state != *state {
+                    x.since = at;
                 }
                 x.state = *state;
                 x.lifetime = *lifetime;

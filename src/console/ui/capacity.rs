@@ -1,5 +1,12 @@
-//! Capacity: the max_nodes gauge, each profile's instances (state, current
-//! operation, lifetime), operations waiting for capacity, the last release.
+//! Capacity: the max_nodes gauge, each profile's instances (state in
+//! words, current operation, how long idle and whether a release would
+//! take it), operations waiting for capacity, the last release.
+//!
+//! The pane is a list the operator moves through: [`rows`] says what each
+//! row is (cheap, no text built), so keys can act on the instance under the
+//! cursor, and only the rows in the window are drawn.
+
+use std::collections::HashMap;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -7,17 +14,146 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
-use super::{more_below, pane_block, short_instance};
+use super::lanes::short_time;
+use super::{more_below, pane_block, selected_style, short_instance};
 use crate::console::app::{App, Pane};
 use crate::console::text::{fit, group, width};
-use crate::vocab::InstanceState;
+use crate::projection::Instance;
+use crate::vocab::{InstanceState, Lifetime};
+
+/// What one row of the pane shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapRow {
+    /// A profile's title: its name, role and instances of `max_instances`.
+    Profile(usize),
+    /// An instance: its index in the view's instances.
+    Instance(usize),
+    WaitingTitle,
+    /// An operation waiting for capacity (its node index).
+    Waiting(u32),
+    /// How many more wait than are listed.
+    WaitingMore,
+    ReleaseTitle,
+    Released,
+    /// An instance the last release kept: its index in `retained`.
+    Retained(usize),
+}
+
+/// The waiting operations listed one by one; a flood is summed up.
+const WAITING_SHOWN: usize = 20;
+
+/// The pane's rows in order: each profile with its instances (released
+/// ones are gone), what waits, the last release.
+pub fn rows(app: &App) -> Vec<CapRow> {
+    let c = &app.vm.capacity;
+    let facts = &app.vm.facts;
+    if !facts.capacity {
+        return Vec::new();
+    }
+    // One pass over the instances, grouped by profile.
+    let at: HashMap<&str, usize> = facts
+        .profiles
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (&*p.name, k))
+        .collect();
+    let mut by_profile: Vec<Vec<usize>> = vec![Vec::new(); facts.profiles.len()];
+    for (i, inst) in c.instances.values().enumerate() {
+        if inst.state == InstanceState::Released {
+            continue;
+        }
+        if let Some(&k) = at.get(&*inst.profile) {
+            by_profile[k].push(i);
+        }
+    }
+    let mut rows = Vec::new();
+    for (k, insts) in by_profile.into_iter().enumerate() {
+        rows.push(CapRow::Profile(k));
+        rows.extend(insts.into_iter().map(CapRow::Instance));
+    }
+    if !c.waiting.is_empty() {
+        rows.push(CapRow::WaitingTitle);
+        rows.extend(
+            c.waiting
+                .iter()
+                .take(WAITING_SHOWN)
+                .map(|&ix| CapRow::Waiting(ix)),
+        );
+        if c.waiting.len() > WAITING_SHOWN {
+            rows.push(CapRow::WaitingMore);
+        }
+    }
+    if let Some(r) = &c.last_release {
+        rows.push(CapRow::ReleaseTitle);
+        rows.push(CapRow::Released);
+        rows.extend((0..r.retained.len()).map(CapRow::Retained));
+    }
+    rows
+}
+
+/// Whether instances of `profile` are pinned (long-lived).
+fn pinned(app: &App, profile: &str) -> bool {
+    app.vm
+        .facts
+        .profiles
+        .iter()
+        .any(|p| &*p.name == profile && p.pinned)
+}
+
+/// Why the release that is due (`x`, a round's end) leaves this instance
+/// when idle: it is pinned, or its lifetime is not due yet. `None`: such
+/// a release takes it.
+pub fn kept_by(app: &App, i: &Instance) -> Option<&'static str> {
+    if pinned(app, &i.profile) {
+        return Some("pinned");
+    }
+    match i.lifetime {
+        Lifetime::CurrentRound => None,
+        Lifetime::CurrentLoop if app.vm.run.finished.is_some() => None,
+        other => Some(other.as_str()),
+    }
+}
+
+/// How long it has been in its state, as the lanes say times.
+pub fn state_age(app: &App, i: &Instance) -> String {
+    short_time(app.clock - i.since)
+}
+
+/// An instance's state in words: `busy: plan-api`, `idle 2m05 —
+/// releasable`, `idle 12s — kept: manual_release`.
+pub fn state_words(app: &App, i: &Instance) -> String {
+    let op = i.op.as_deref();
+    match i.state {
+        InstanceState::Busy => match op {
+            Some(o) => format!("busy: {o}"),
+            None => "busy".into(),
+        },
+        // A release found it working: it stays until it is idle.
+        InstanceState::Retained => match op {
+            Some(o) => format!("busy: {o} · retained"),
+            None => "busy · retained".into(),
+        },
+        InstanceState::Ready => {
+            let why = match kept_by(app, i) {
+                None => "releasable".to_string(),
+                Some(k) => format!("kept: {k}"),
+            };
+            format!("idle {} — {why}", state_age(app, i))
+        }
+        InstanceState::Starting => "starting: its worktree is being added".into(),
+        InstanceState::Planned => "planned, not started".into(),
+        InstanceState::Failed => "failed to start".into(),
+        InstanceState::Released => "released".into(),
+    }
+}
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let c = &app.vm.capacity;
     let facts = &app.vm.facts;
+    let focused = app.focus == Pane::Capacity;
     let block = more_below(
-        pane_block(Line::from(" Capacity "), app.focus == Pane::Capacity, t),
+        pane_block(Line::from(" Capacity "), focused, t),
         app.capacity.more_below(),
         t,
     );
@@ -59,118 +195,148 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             ),
         g,
     );
-    let lines = app.capacity.window_of(lines(app, rest.width as usize));
+    let w = rest.width as usize;
+    let window = app.capacity.visible();
+    let selected = app.capacity.selected().filter(|_| focused);
+    let lines: Vec<Line> = rows(app)
+        .into_iter()
+        .enumerate()
+        .skip(window.start)
+        .take(window.len())
+        .map(|(k, row)| {
+            let l = line(app, row, w);
+            if selected == Some(k) {
+                // Padded, so the whole row shows the cursor, as in the lanes.
+                let pad = w.saturating_sub(l.width());
+                let mut spans = l.spans;
+                spans.push(Span::raw(" ".repeat(pad)));
+                let s = selected_style(t);
+                Line::from(
+                    spans
+                        .into_iter()
+                        .map(|sp| sp.patch_style(s))
+                        .collect::<Vec<_>>(),
+                )
+            } else {
+                l
+            }
+        })
+        .collect();
     f.render_widget(Paragraph::new(lines), rest);
 }
 
-/// The profiles with their instances, what waits and the last release,
-/// each line fitted to `w` columns.
-pub fn lines(app: &App, w: usize) -> Vec<Line<'static>> {
+/// One row's text, fitted to `w` columns.
+fn line(app: &App, row: CapRow, w: usize) -> Line<'static> {
     let t = app.theme();
     let c = &app.vm.capacity;
-    let facts = &app.vm.facts;
-    if !facts.capacity {
-        return Vec::new();
-    }
     let run_id = &app.vm.run.run_id;
     let bold = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
-    let mut lines: Vec<Line> = Vec::new();
-    for p in &facts.profiles {
-        let insts: Vec<_> = c
-            .instances
-            .values()
-            .filter(|i| i.profile == p.name && i.state != InstanceState::Released)
-            .collect();
-        lines.push(Line::from(vec![
-            Span::styled(format!("{} ", p.name), bold),
-            Span::styled(
-                format!(
-                    "{} · {}/{}",
-                    p.role,
-                    insts
-                        .iter()
-                        .filter(|i| i.state != InstanceState::Failed)
-                        .count(),
-                    p.max_instances
+    match row {
+        CapRow::Profile(k) => {
+            let p = &app.vm.facts.profiles[k];
+            let counted = c
+                .instances
+                .values()
+                .filter(|i| i.profile == p.name && i.state.is_active())
+                .count();
+            let head = format!("{} ", p.name);
+            let tail = format!("{} · {counted}/{}", p.role, p.max_instances);
+            Line::from(vec![
+                Span::styled(fit(&head, w), bold),
+                Span::styled(
+                    fit(&tail, w.saturating_sub(width(&head))),
+                    Style::default().fg(t.dim),
                 ),
-                Style::default().fg(t.dim),
-            ),
-        ]));
-        for i in insts {
+            ])
+        }
+        CapRow::Instance(ix) => {
+            let Some((_, i)) = c.instances.get_index(ix) else {
+                return Line::default();
+            };
             let color = match i.state {
                 InstanceState::Busy | InstanceState::Retained => t.lanes[1],
                 InstanceState::Ready => t.ok,
                 InstanceState::Starting | InstanceState::Planned => t.warning,
                 InstanceState::Released | InstanceState::Failed => t.error,
             };
-            let op = i.op.as_deref().map(|o| format!(" {o}")).unwrap_or_default();
-            let text = format!("  {} ", short_instance(&i.name, run_id));
-            let tail = format!("{}{op} · {}", i.state.as_str(), i.lifetime);
-            lines.push(Line::from(vec![
-                Span::raw(text.clone()),
+            let head = format!("  {} ", short_instance(&i.name, run_id));
+            let mut tail = state_words(app, i);
+            // An idle one says its lifetime in why it is kept or due.
+            if i.state != InstanceState::Ready {
+                tail.push_str(&format!(" · {}", i.lifetime));
+            }
+            Line::from(vec![
+                Span::raw(fit(&head, w)),
                 Span::styled(
-                    fit(&tail, w.saturating_sub(width(&text))),
+                    fit(&tail, w.saturating_sub(width(&head))),
                     Style::default().fg(color),
                 ),
-            ]));
+            ])
         }
-    }
-    if !c.waiting.is_empty() {
-        lines.push(Line::from(Span::styled(
-            format!("waiting for capacity ({})", c.waiting.len()),
+        CapRow::WaitingTitle => Line::from(Span::styled(
+            fit(&format!("waiting for capacity ({})", c.waiting.len()), w),
             bold.fg(t.warning),
-        )));
-        // The pane scrolls, but a flood of waiting work is summed up.
-        const SHOWN: usize = 20;
-        for &ix in c.waiting.iter().take(SHOWN) {
+        )),
+        CapRow::Waiting(ix) => {
             let n = app.vm.node(ix);
             let why = n
                 .capacity_wait
                 .as_deref()
                 .unwrap_or("")
                 .trim_start_matches("capacity: ");
-            lines.push(Line::from(Span::raw(fit(
-                &format!("  {} — {why}", n.name()),
+            Line::from(Span::raw(fit(&format!("  {} — {why}", n.name()), w)))
+        }
+        CapRow::WaitingMore => Line::from(Span::styled(
+            fit(
+                &format!(
+                    "  +{} more",
+                    group(c.waiting.len().saturating_sub(WAITING_SHOWN))
+                ),
                 w,
-            ))));
-        }
-        if c.waiting.len() > SHOWN {
-            lines.push(Line::from(Span::styled(
-                format!("  +{} more", group(c.waiting.len() - SHOWN)),
-                Style::default().fg(t.dim),
-            )));
-        }
-    }
-    if let Some(r) = &c.last_release {
-        lines.push(Line::from(Span::styled(
-            format!("last release ({}, {:.1}s)", r.trigger, r.at),
-            bold,
-        )));
-        let released: Vec<&str> = r
-            .released
-            .iter()
-            .map(|n| short_instance(n, run_id))
-            .collect();
-        lines.push(Line::from(Span::raw(fit(
-            &format!(
-                "  released {}",
-                if released.is_empty() {
-                    "—".into()
-                } else {
-                    released.join(", ")
-                }
             ),
-            w,
-        ))));
-        for (name, why) in &r.retained {
-            lines.push(Line::from(Span::styled(
+            Style::default().fg(t.dim),
+        )),
+        CapRow::ReleaseTitle => match &c.last_release {
+            Some(r) => Line::from(Span::styled(
+                fit(&format!("last release ({}, {:.1}s)", r.trigger, r.at), w),
+                bold,
+            )),
+            None => Line::default(),
+        },
+        CapRow::Released => {
+            let released: Vec<&str> = c
+                .last_release
+                .iter()
+                .flat_map(|r| r.released.iter())
+                .map(|n| short_instance(n, run_id))
+                .collect();
+            Line::from(Span::raw(fit(
+                &format!(
+                    "  released {}",
+                    if released.is_empty() {
+                        "—".into()
+                    } else {
+                        released.join(", ")
+                    }
+                ),
+                w,
+            )))
+        }
+        CapRow::Retained(k) => {
+            let Some((name, why)) = c.last_release.as_ref().and_then(|r| r.retained.get(k)) else {
+                return Line::default();
+            };
+            Line::from(Span::styled(
                 fit(
-                    &format!("  retained {} ({why})", short_instance(name, run_id)),
+                    &format!(
+                        "  kept {} — {}",
+                        short_instance(name, run_id),
+                        crate::capacity::reason_words(why)
+                    ),
                     w,
                 ),
                 Style::default().fg(t.warning),
-            )));
+            ))
         }
     }
-    lines
 }

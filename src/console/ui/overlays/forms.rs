@@ -13,8 +13,8 @@ use crate::console::app::App;
 use crate::console::keymap::{Action, Mode};
 use crate::console::overlay::{ADD_FIELDS, AddForm};
 use crate::console::text::{fit, width};
-use crate::console::ui::short_instance;
-use crate::vocab::InstanceState;
+use crate::console::ui::{kept_by, short_instance, state_age, state_words};
+use crate::vocab::{InstanceState, Lifetime};
 
 /// `y/⏎ quit   n/esc keep watching`.
 fn answers(app: &App, yes: &str, no: &str) -> Line<'static> {
@@ -154,7 +154,16 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
             bold(t).fg(t.ok),
         )));
         for n in &preview.released {
-            lines.push(Line::from(format!("  {}", short_instance(n, run_id))));
+            // How long it has been idle, as the pane says it.
+            let idle = app
+                .vm
+                .capacity
+                .instances
+                .get(n.as_str())
+                .filter(|i| i.state == InstanceState::Ready)
+                .map(|i| format!(" — idle {}, {}", state_age(app, i), i.lifetime))
+                .unwrap_or_default();
+            lines.push(Line::from(format!("  {}{idle}", short_instance(n, run_id))));
         }
     }
     if !preview.retained.is_empty() {
@@ -166,7 +175,7 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
             lines.push(Line::from(format!(
                 "  {} — {}",
                 short_instance(&r.name, run_id),
-                r.reason
+                r.words()
             )));
         }
     }
@@ -177,9 +186,9 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
         )));
         for i in &not_due {
             lines.push(Line::from(format!(
-                "  {} — {}: playdeck ctl {run_id} release --name {}",
+                "  {} — kept: {}: playdeck ctl {run_id} release --name {}",
                 short_instance(&i.name, run_id),
-                i.lifetime,
+                kept_by(app, i).unwrap_or(i.lifetime.as_str()),
                 i.name
             )));
         }
@@ -187,6 +196,94 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
     lines.push(Line::from(""));
     lines.push(answers(app, "release", "cancel"));
     dialog(f, area, app, "Release idle capacity", lines);
+}
+
+/// `X`: release one instance — what it is, what the release does to it
+/// and to the run, and the command that does the same from a script.
+pub fn confirm_release_instance(f: &mut Frame, area: Rect, app: &App, name: &str) {
+    let t = app.theme();
+    let run_id = &app.vm.run.run_id;
+    let short = short_instance(name, run_id);
+    let mut lines = vec![Line::from(format!("Release {short} now?"))];
+    let c = &app.vm.capacity;
+    match c.instances.get(name) {
+        Some(i) => {
+            let profile = app.vm.facts.profiles.iter().find(|p| p.name == i.profile);
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "  {} · profile {} ({}) · lifetime {}",
+                    // X opens this for an idle instance; the words say so
+                    // if it changed since.
+                    if i.state == InstanceState::Ready {
+                        format!("idle {}", state_age(app, i))
+                    } else {
+                        state_words(app, i)
+                    },
+                    i.profile,
+                    i.role,
+                    i.lifetime
+                ),
+                Style::default().fg(t.dim),
+            )));
+            lines.push(Line::from(""));
+            let active = c.active();
+            lines.push(Line::from(format!(
+                "It gives its node back: {} of {} nodes in use after.",
+                active.saturating_sub(1),
+                app.vm.facts.max_nodes
+            )));
+            let pinned = profile.is_some_and(|p| p.pinned);
+            lines.push(Line::from(if pinned {
+                "It is pinned: rounds and the run's end leave it; named, it goes.".to_string()
+            } else {
+                match i.lifetime {
+                    Lifetime::CurrentRound => {
+                        "The round's end would release it anyway; this does it now.".into()
+                    }
+                    Lifetime::CurrentLoop => {
+                        "It would stay until the run ends; this releases it now.".into()
+                    }
+                    Lifetime::ManualRelease => {
+                        "manual_release: only an operator releases it, and this is that release."
+                            .into()
+                    }
+                }
+            }));
+            let others = c
+                .instances
+                .values()
+                .filter(|o| o.profile == i.profile && o.name != i.name && o.state.is_active())
+                .count();
+            if pinned && others == 0 {
+                lines.push(Line::from(Span::styled(
+                    format!(
+                        "It is {}'s last pinned instance: its operations fail (capacity_unavailable) until capacity ensure makes one.",
+                        i.profile
+                    ),
+                    Style::default().fg(t.warning),
+                )));
+            } else if let Some(p) = profile {
+                lines.push(Line::from(format!(
+                    "Later work for {} gets an instance again (max_instances {}).",
+                    p.name, p.max_instances
+                )));
+            }
+            if profile.is_some_and(|p| p.worktree) {
+                lines.push(Line::from(
+                    "Its worktree goes only if it holds no uncommitted work; else it stays, with the reason.",
+                ));
+            }
+        }
+        // Gone meanwhile (the view lost it): the run answers for the name.
+        None => lines.push(Line::from("The console no longer shows it.")),
+    }
+    lines.push(Line::from(Span::styled(
+        format!("From a script: playdeck ctl {run_id} release --name {name}"),
+        Style::default().fg(t.dim),
+    )));
+    lines.push(Line::from(""));
+    lines.push(answers(app, &format!("release {short}"), "cancel"));
+    dialog(f, area, app, &format!("Release {short}"), lines);
 }
 
 /// A text field: its label, what was typed and, when it has the keys, a

@@ -105,6 +105,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             }
             Overlay::ConfirmQuit => forms::confirm_quit(f, area, app),
             Overlay::ConfirmRelease { preview } => forms::confirm_release(f, area, app, preview),
+            Overlay::ConfirmReleaseInstance { name } => {
+                forms::confirm_release_instance(f, area, app, name);
+            }
             Overlay::ConfirmRaise { words, .. } => forms::confirm_raise(f, area, app, words),
             Overlay::Deny { op, reason } => forms::deny(f, area, app, op, reason),
             Overlay::Add(form) => forms::add(f, area, app, form),
