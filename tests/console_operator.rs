@@ -925,6 +925,54 @@ mod status {
         s.finish().await;
     }
 
+    /// `P` lists every problem with its first line; enter goes to one, and
+    /// the operation keys act on the row under the cursor.
+    #[tokio::test(start_paused = true)]
+    async fn the_problems_list_shows_why_and_acts_on_its_rows() {
+        let mut s = Scene::at(&fails_held_open(), 5.0, 140, 40, None)
+            .await
+            .unwrap();
+        s.press(&keys("P")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Problems (3), oldest first"), "{t}");
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| {
+                l.contains('║') && (l.contains(" ⚑ ") || l.contains(" ! ") || l.contains(" ✗ "))
+            })
+            .collect();
+        assert_eq!(rows.len(), 3, "{t}");
+        // Oldest first: the gate (0.0 s), the escalation, the failure; the
+        // skipped ones are not problems.
+        assert!(
+            rows[0].contains("gate") && rows[0].contains("waiting"),
+            "{t}"
+        );
+        assert!(
+            rows[1].contains("security-review") && rows[1].contains("tokens in debug logs"),
+            "{t}"
+        );
+        assert!(
+            rows[2].contains("integration-tests")
+                && rows[2].contains("2 of 48 integration tests failed: checkout times out"),
+            "{t}"
+        );
+        assert!(!t.contains("load-tests  "), "skipped is no problem: {t}");
+        insta::assert_snapshot!("problems_list", t);
+        // The keys act on the row under the cursor: approve the gate from
+        // the list, and it leaves it.
+        s.press(&keys("a")).await;
+        s.wait(0.5).await;
+        assert_eq!(status(&s), "approved gate");
+        let t = text(&s.render());
+        assert!(t.contains("Problems (2)"), "the list is current: {t}");
+        // enter goes to the failure in its lane.
+        s.press(&keys("j enter")).await;
+        assert!(s.app.overlays.is_empty());
+        assert_eq!(selected_name(&s).as_deref(), Some("integration-tests"));
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn skipped_are_counted_apart_and_a_failure_names_its_cause() {
         let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();

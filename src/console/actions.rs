@@ -236,6 +236,12 @@ impl App {
                     None => Err("this request was dropped: no operation came of it".into()),
                 },
                 Some(Overlay::Runs { .. }) => Ok(()),
+                Some(o @ Overlay::Problems { .. }) if self.target_under(Some(o)).is_some() => {
+                    Ok(())
+                }
+                Some(Overlay::Problems { .. }) => {
+                    Err("no failures, escalations or waiting gates".into())
+                }
                 _ => Err("nothing to go to".into()),
             },
             ShowAll => match top {
@@ -741,6 +747,10 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::Problems => {
+                self.open_problems();
+                Vec::new()
+            }
             Action::Zoom => {
                 self.zoomed = !self.zoomed;
                 self.focus = Pane::Lanes;
@@ -815,6 +825,14 @@ impl App {
             Action::GoTo => {
                 if matches!(self.overlays.last(), Some(Overlay::Runs { .. })) {
                     self.pick_run();
+                    return Vec::new();
+                }
+                if let Some(ix) = self
+                    .target()
+                    .filter(|_| matches!(self.overlays.last(), Some(Overlay::Problems { .. })))
+                {
+                    self.overlays.clear();
+                    self.go_to(ix);
                     return Vec::new();
                 }
                 let Some(Overlay::LedgerRow { row, .. }) = self.overlays.last() else {
@@ -1013,7 +1031,7 @@ impl App {
                 }
             }
             Some(o) => {
-                let runs = matches!(o, Overlay::Runs { .. });
+                let runs = matches!(o, Overlay::Runs { .. } | Overlay::Problems { .. });
                 if let Some(s) = o.scroll_mut() {
                     s.apply(m);
                     // The runs screen's first row is its columns' titles.

@@ -398,6 +398,7 @@ impl App {
         self.clamp();
         self.follow_picks();
         self.follow_capacity_pick();
+        self.refresh_problems();
         effects
     }
 
@@ -575,6 +576,11 @@ impl App {
     pub fn target_under(&self, top: Option<&Overlay>) -> Option<u32> {
         match top {
             Some(Overlay::Inspector { node, .. }) => Some(*node),
+            Some(Overlay::Problems { rows, scroll }) => scroll
+                .selected()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| rows.get(i))
+                .copied(),
             None if self.focus == Pane::Lanes => self.selected_node(),
             _ => None,
         }
@@ -583,7 +589,7 @@ impl App {
     /// What needs the operator, oldest first: failures (not what was
     /// skipped by design), escalations and gates waiting for approval, by
     /// when they got there.
-    fn problems(&self) -> Vec<u32> {
+    pub fn problems(&self) -> Vec<u32> {
         let mut v: Vec<(f64, u32)> = [Lane::Failed, Lane::Escalated, Lane::AwaitingApproval]
             .into_iter()
             .flat_map(|l| self.vm.lane(l).iter())
@@ -637,6 +643,55 @@ impl App {
             ),
         };
         self.info(format!("{}/{} · {} {what}", i + 1, all.len(), n.name()));
+    }
+
+    /// Opens the problems list, on the selected operation if it is one.
+    pub fn open_problems(&mut self) {
+        let rows = self.problems();
+        let at = self
+            .selected_node()
+            .and_then(|s| rows.iter().position(|&ix| ix == s))
+            .unwrap_or(0);
+        let mut scroll = ScrollList::list();
+        // Row 0 is the columns' titles.
+        scroll.set_len(rows.len() + 1);
+        scroll.select(at + 1);
+        self.overlays.push(Overlay::Problems { rows, scroll });
+    }
+
+    /// After the run moved: the problems list's rows are current, its
+    /// cursor on the operation it was on (or the same row when that one
+    /// is no longer a problem: what the keys act on is named anyway).
+    fn refresh_problems(&mut self) {
+        if !self
+            .overlays
+            .iter()
+            .any(|o| matches!(o, Overlay::Problems { .. }))
+        {
+            return;
+        }
+        let fresh = self.problems();
+        for o in &mut self.overlays {
+            if let Overlay::Problems { rows, scroll } = o {
+                let on = scroll
+                    .selected()
+                    .and_then(|i| i.checked_sub(1))
+                    .and_then(|i| rows.get(i))
+                    .copied();
+                let row = scroll.selected().unwrap_or(1);
+                *rows = fresh.clone();
+                scroll.set_len(rows.len() + 1);
+                let at = on
+                    .and_then(|ix| rows.iter().position(|&r| r == ix))
+                    .map_or(row.clamp(1, rows.len().max(1)), |i| i + 1);
+                scroll.select(at);
+            }
+        }
+    }
+
+    /// The time an operation has been in its lane, for the problems list.
+    pub fn in_lane_for(&self, ix: u32) -> f64 {
+        self.clock - self.entered(ix)
     }
 
     /// Selects the gate that has waited longest for approval.
@@ -992,7 +1047,7 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
 }
 
 /// The first line of a message, for a status line.
-fn first_line(s: &str) -> &str {
+pub fn first_line(s: &str) -> &str {
     s.lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")

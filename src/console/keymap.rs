@@ -45,6 +45,7 @@ pub enum Action {
     NextProblem,
     PrevProblem,
     OldestGate,
+    Problems,
     Zoom,
     // Moving between panes and lanes.
     FocusNext,
@@ -155,6 +156,8 @@ pub enum Mode {
     Inspector,
     /// A detail window: a ledger row, a palette entry, the warnings.
     Detail,
+    /// The problems list: its rows are operations the operation keys act on.
+    Problems,
     Confirm,
     /// Typing: a filter, a jump target, a deny reason, the add form.
     Text,
@@ -163,13 +166,14 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Live,
         Mode::Replay,
         Mode::Help,
         Mode::Palette,
         Mode::Inspector,
         Mode::Detail,
+        Mode::Problems,
         Mode::Confirm,
         Mode::Text,
         Mode::TooSmall,
@@ -185,6 +189,7 @@ impl Mode {
             Mode::Palette => &[Tree, Overlay, Lists, Global],
             Mode::Inspector => &[Inspector, Operation, Overlay, Lists, Global],
             Mode::Detail => &[Detail, Overlay, Lists, Global],
+            Mode::Problems => &[Detail, Operation, Overlay, Lists, Global],
             Mode::Confirm => &[Confirm, Global],
             Mode::Text => &[Text, Global],
             Mode::TooSmall => &[Global],
@@ -199,6 +204,7 @@ impl Mode {
             Mode::Palette => "the palette inspector",
             Mode::Inspector => "the node inspector",
             Mode::Detail => "a detail window",
+            Mode::Problems => "the problems list",
             Mode::Confirm => "a question",
             Mode::Text => "typing",
             Mode::TooSmall => "a terminal too small",
@@ -257,6 +263,7 @@ actions! {
     NextProblem "next_problem" "next problem" View ["n"] false "the next failure, escalation or waiting gate, and why";
     PrevProblem "previous_problem" "problem back" View ["N"] false "the previous one";
     OldestGate "oldest_gate" "oldest gate" View ["W"] false "the gate waiting longest for approval";
+    Problems "problems" "problems" View ["P"] false "every failure, escalation and waiting gate, with why (enter goes to one)";
     Zoom "zoom" "zoom" View ["z"] false "the selected lane at full width (again: every lane)";
     CycleTheme "theme" "theme" View ["t"] false "next theme";
     Report "report" "report" View ["e"] true "write the run report (report.md in the run directory)";

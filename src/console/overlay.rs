@@ -47,6 +47,12 @@ pub enum Overlay {
         rows: Vec<crate::control::listing::RunRow>,
         scroll: ScrollList,
     },
+    /// Every failure, escalation and waiting gate, oldest first (node
+    /// indices, kept current as the run moves; row 0 is the titles).
+    Problems {
+        rows: Vec<u32>,
+        scroll: ScrollList,
+    },
     ConfirmQuit,
     ConfirmRelease {
         preview: ReleaseResult,
@@ -80,6 +86,7 @@ impl Overlay {
             Overlay::Help { .. } => Mode::Help,
             Overlay::Palette { .. } => Mode::Palette,
             Overlay::Inspector { .. } => Mode::Inspector,
+            Overlay::Problems { .. } => Mode::Problems,
             Overlay::LedgerRow { .. }
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
@@ -102,6 +109,7 @@ impl Overlay {
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
+            | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }
@@ -114,6 +122,7 @@ impl Overlay {
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
+            | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }

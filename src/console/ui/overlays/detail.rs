@@ -362,3 +362,88 @@ pub fn runs(
         note: None,
     }
 }
+
+/// The problems list: each failure, escalation and waiting gate on one
+/// row, oldest first, with how long it has been so and the first line of
+/// why: what an operator triages from.
+pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
+    use crate::console::app::first_line;
+    use crate::console::text::{fit, fit_middle, pad};
+    use crate::kernel::Lane;
+    const NAME_W: usize = 28;
+    const WHY_W: usize = 64;
+    let t = app.theme();
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "    {}  {:<9} {:>7}  why",
+            pad("operation", NAME_W),
+            "state",
+            "for"
+        ),
+        Style::default().fg(t.dim),
+    ))];
+    if rows.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "  no failures, escalations or waiting gates",
+            Style::default().fg(t.dim),
+        )));
+    }
+    let gates = app.keymap.label(crate::console::keymap::Action::Approve);
+    for (i, &ix) in rows.iter().enumerate() {
+        let n = app.vm.node(ix);
+        let (mark, state, color, why) = match n.lane {
+            Lane::AwaitingApproval => (
+                "⚑",
+                "waiting",
+                t.warning,
+                format!("approval by an operator ({gates} approves)"),
+            ),
+            Lane::Escalated => (
+                "!",
+                "escalated",
+                t.col(6),
+                first_line(n.escalation.as_deref().unwrap_or("no reason given")).to_string(),
+            ),
+            _ => (
+                "✗",
+                "failed",
+                t.error,
+                first_line(n.error.as_deref().unwrap_or("no error given")).to_string(),
+            ),
+        };
+        // Row 0 of the list is the titles.
+        let chosen = selected == Some(i + 1);
+        let mut style = Style::default();
+        if chosen {
+            style = style.add_modifier(ratatui::style::Modifier::REVERSED);
+        }
+        lines.push(Line::from(vec![
+            Span::raw(if chosen { "› " } else { "  " }),
+            Span::styled(format!("{mark} "), style.fg(color)),
+            Span::styled(pad(&fit_middle(n.name(), NAME_W), NAME_W), style),
+            Span::styled(format!("  {state:<9}"), style.fg(color)),
+            Span::styled(
+                format!(" {:>7}  ", duration(app.in_lane_for(ix))),
+                style.fg(t.dim),
+            ),
+            Span::styled(fit(&why, WHY_W), style),
+        ]));
+    }
+    let keys = |a| app.keymap.label(a);
+    use crate::console::keymap::Action::{Deny, GoTo, Retry};
+    Window {
+        title: format!(
+            "Problems ({}), oldest first · {} goes to one · {}/{}/{} act on it",
+            group(rows.len()),
+            keys(GoTo),
+            gates,
+            keys(Deny),
+            keys(Retry)
+        ),
+        lines,
+        min_w: 60,
+        max_w: 120,
+        hang: 4,
+        note: None,
+    }
+}
