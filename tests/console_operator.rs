@@ -120,6 +120,86 @@ fn status(s: &Scene) -> String {
 mod decisions {
     use super::*;
 
+    /// Three gates and some work beside them.
+    fn gates3() -> Play {
+        let mut p = String::from(
+            "[play]\nname = \"gates\"\n[palette]\nroles = [{ role = \"reviewer\" }]\n[[operations]]\nid = \"work\"\nrole = \"reviewer\"\ninstruction = \"w\"\nindependent_root = true\nsim = { duration_ms = 60000 }\n",
+        );
+        for (i, g) in ["gate-a", "gate-b", "gate-c"].iter().enumerate() {
+            p.push_str(&format!(
+                "[[operations]]\nid = \"{g}\"\nrole = \"reviewer\"\ninstruction = \"sign\"\nindependent_root = true\napproval = true\nsim = {{ duration_ms = {} }}\n",
+                100 + i
+            ));
+        }
+        play(&p)
+    }
+
+    /// m marks gates; a then asks once, listing them, and approves each.
+    #[tokio::test(start_paused = true)]
+    async fn marked_gates_are_approved_together_after_one_question() {
+        let mut s = Scene::at(&gates3(), 1.0, 120, 36, None).await.unwrap();
+        // Only gates are marked.
+        select(&mut s, "work");
+        s.press(&keys("m")).await;
+        assert!(
+            status(&s).contains("only gates are marked"),
+            "{}",
+            status(&s)
+        );
+        select(&mut s, "gate-a");
+        s.press(&keys("m")).await;
+        select(&mut s, "gate-c");
+        s.press(&keys("m")).await;
+        assert!(status(&s).contains("2 marked"), "{}", status(&s));
+        let t = text(&s.render());
+        assert!(t.contains("◆gate-a") && t.contains("◆gate-c"), "{t}");
+        assert!(
+            t.contains("2 marked: a approve"),
+            "the footer names them: {t}"
+        );
+        s.press(&keys("a")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Approve these 2 operations?"), "{t}");
+        assert!(t.contains("⚑ gate-a") && t.contains("⚑ gate-c"), "{t}");
+        assert!(!t.contains("⚑ gate-b"), "{t}");
+        insta::assert_snapshot!("approve_marked", t);
+        s.press(&keys("y")).await;
+        s.wait(0.5).await;
+        let approved = |s: &Scene, n: &str| {
+            s.app.vm.by_name(n).unwrap().lane != playdeck::kernel::Lane::AwaitingApproval
+        };
+        assert!(approved(&s, "gate-a") && approved(&s, "gate-c"));
+        assert!(!approved(&s, "gate-b"));
+        assert!(s.app.marks.is_empty());
+        s.finish().await;
+    }
+
+    /// a away from any gate asks about the oldest one, by name; n says no.
+    #[tokio::test(start_paused = true)]
+    async fn approve_from_anywhere_names_the_oldest_gate_first() {
+        let mut s = Scene::at(&gates3(), 1.0, 120, 36, None).await.unwrap();
+        select(&mut s, "work");
+        let t = text(&s.render());
+        assert!(t.contains("gate-a: a approve"), "the footer names it: {t}");
+        s.press(&keys("a")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("Approve gate-a?") && t.contains("waited longest"),
+            "{t}"
+        );
+        s.press(&keys("n")).await;
+        s.wait(0.2).await;
+        assert_eq!(
+            s.app.vm.by_name("gate-a").unwrap().lane,
+            playdeck::kernel::Lane::AwaitingApproval,
+            "no is no"
+        );
+        // d asks too, naming it.
+        s.press(&keys("d")).await;
+        assert!(text(&s.render()).contains("Deny gate-a?"));
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn too_small_blocks_every_key_but_quit_and_quit_quits() {
         let mut s = demo(30.0, 120, 36).await;
@@ -771,7 +851,10 @@ sim = { duration_ms = 100 }
             inspector.contains("Keys · the node inspector"),
             "{inspector}"
         );
-        assert!(inspector.contains("approve the operation"), "{inspector}");
+        assert!(
+            inspector.contains("approve the selected gate"),
+            "{inspector}"
+        );
         assert!(!inspector.contains("pause (running"), "{inspector}");
         // Closing help goes back to the inspector.
         s.press(&keys("esc")).await;
@@ -1129,8 +1212,12 @@ mod status {
         select(&mut s, "integration-tests");
         let f = footer(&mut s);
         // The keys for the selection come first, after its name.
-        assert!(f.starts_with(" integration-tests: R retry  p pause"), "{f}");
-        assert!(!f.contains("a approve"), "{f}");
+        assert!(f.starts_with(" integration-tests: R retry  "), "{f}");
+        // a and d decide the oldest gate from anywhere: named apart.
+        assert!(
+            f.contains("  deploy-prod: a approve  d deny  p pause"),
+            "{f}"
+        );
         select(&mut s, "deploy-prod");
         let f = footer(&mut s);
         assert!(
@@ -1142,9 +1229,17 @@ mod status {
         s.press(&keys("o")).await;
         let f = footer(&mut s);
         assert!(f.starts_with(" retro: o unhold"), "{f}");
-        // What the footer leaves out, the key refuses with the same reason.
+        // a acts on what the footer named: the gate, asked about by name.
+        assert!(f.contains("deploy-prod: a approve"), "{f}");
         s.press(&keys("a")).await;
-        assert_eq!(status(&s), "retro is not awaiting approval");
+        assert!(text(&s.render()).contains("Approve deploy-prod?"));
+        s.press(&keys("n")).await;
+        // What the footer leaves out, the key refuses with the same reason.
+        s.press(&keys("R")).await;
+        assert_eq!(
+            status(&s),
+            "retro has not failed; only failed or denied operations can be retried"
+        );
         s.finish().await;
     }
 

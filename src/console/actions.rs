@@ -120,6 +120,32 @@ impl App {
                 };
                 self.releasable(i)
             }
+            Mark => {
+                self.not_replay(a)?;
+                match self.target_under(top).map(|ix| self.vm.node(ix)) {
+                    Some(n) if n.lane == Lane::AwaitingApproval => Ok(()),
+                    Some(n) => Err(format!(
+                        "{} is not awaiting approval; only gates are marked (to approve several at once)",
+                        n.name()
+                    )
+                    .into()),
+                    None => Err("select an operation in the awaiting approval lane to mark it".into()),
+                }
+            }
+            // Marked gates, or the oldest from anywhere on the main screen:
+            // asked by name first.
+            Approve if !self.marks.is_empty() && top.is_none() => {
+                self.not_replay(a)?;
+                self.still_running()
+            }
+            Approve | Deny
+                if top.is_none()
+                    && self.target_under(top) != self.gate_under(top)
+                    && self.gate_under(top).is_some() =>
+            {
+                self.not_replay(a)?;
+                self.still_running()
+            }
             Approve | Deny | Hold | Retry => {
                 self.not_replay(a)?;
                 let Some(ix) = self.target_under(top) else {
@@ -400,6 +426,14 @@ impl App {
         Ok(())
     }
 
+    /// A finished run takes no decisions.
+    fn still_running(&self) -> Result<(), Unavailable> {
+        if self.vm.run.finished.is_some() {
+            return Err("the run has finished; only viewing works now".into());
+        }
+        Ok(())
+    }
+
     fn not_replay(&self, a: Action) -> Result<(), Unavailable> {
         if self.hooks.read_only {
             return Err(format!(
@@ -447,7 +481,12 @@ impl App {
     /// operation the footer did not name.
     pub fn named_target(&self, a: Action) -> Option<String> {
         let ix = match a {
-            Action::Approve | Action::Deny | Action::Hold | Action::Retry => self.target(),
+            Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
+                return Some(format!("{} marked", self.marks.len()));
+            }
+            // From anywhere on the main screen: the gate it would ask about.
+            Action::Approve | Action::Deny => self.gate_under(self.overlays.last()),
+            Action::Hold | Action::Retry | Action::Mark => self.target(),
             Action::Step => self.target().filter(|&ix| {
                 let n = self.vm.node(ix);
                 n.lane == Lane::Paused && !n.held
@@ -613,11 +652,62 @@ impl App {
                     .push(Overlay::Add(AddForm::after(after.as_deref())));
                 Vec::new()
             }
-            Action::Approve => control(Request::Approve {
-                op: self.target_name(),
-            }),
+            Action::Mark => {
+                if let Some(ix) = self.target() {
+                    match self.marks.iter().position(|&m| m == ix) {
+                        Some(i) => {
+                            self.marks.remove(i);
+                        }
+                        None => self.marks.push(ix),
+                    }
+                    let name = self.vm.node(ix).name().to_string();
+                    let done = if self.marks.contains(&ix) {
+                        "marked"
+                    } else {
+                        "unmarked"
+                    };
+                    let key = self.keymap.label(Action::Approve);
+                    self.info(match self.marks.len() {
+                        0 => format!("{done} {name}; none marked"),
+                        n => {
+                            format!("{done} {name} · {n} marked: {key} approves them (asking once)")
+                        }
+                    });
+                }
+                Vec::new()
+            }
+            Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
+                let ops = self
+                    .marks
+                    .iter()
+                    .map(|&ix| self.vm.node(ix).name().to_string())
+                    .collect();
+                self.overlays
+                    .push(Overlay::ConfirmApprove { ops, oldest: false });
+                Vec::new()
+            }
+            Action::Approve => {
+                let under = self.target();
+                match self.gate_under(self.overlays.last()) {
+                    // The gate under the cursor: as the footer named it.
+                    Some(ix) if Some(ix) == under => control(Request::Approve {
+                        op: self.vm.node(ix).name().to_string(),
+                    }),
+                    // Another one (the oldest): asked by name first.
+                    Some(ix) => {
+                        let ops = vec![self.vm.node(ix).name().to_string()];
+                        self.overlays
+                            .push(Overlay::ConfirmApprove { ops, oldest: true });
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                }
+            }
             Action::Deny => {
-                let op = self.target_name();
+                let Some(ix) = self.gate_under(self.overlays.last()) else {
+                    return Vec::new();
+                };
+                let op = self.vm.node(ix).name().to_string();
                 self.overlays.push(Overlay::Deny {
                     op,
                     reason: String::new(),
@@ -1141,6 +1231,14 @@ impl App {
                 self.quit_cancelled = true;
                 self.info("cancelling the run…");
                 vec![Effect::Control(Request::Cancel)]
+            }
+            Some(Overlay::ConfirmApprove { ops, .. }) => {
+                self.marks.clear();
+                // Each by name: one decided meanwhile is refused by the
+                // run, named, as a second console's approval would be.
+                ops.into_iter()
+                    .map(|op| Effect::Control(Request::Approve { op }))
+                    .collect()
             }
             Some(Overlay::ConfirmRelease { .. }) => {
                 vec![Effect::Control(Request::Release(Default::default()))]

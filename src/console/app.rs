@@ -163,6 +163,8 @@ pub struct App {
     pub lane_col: usize,
     /// The focused lane fills the lanes' width (`z`).
     pub zoomed: bool,
+    /// Gates marked to approve together (`m`), in the order marked.
+    pub marks: Vec<u32>,
     /// Each lane's rows (filter applied).
     pub lanes: [ScrollList; COLS],
     /// The ledger's rows, newest first (filter applied).
@@ -248,6 +250,7 @@ impl App {
             bottom: Pane::Ledger,
             lane_col: 0,
             zoomed: false,
+            marks: Vec::new(),
             lanes: [ScrollList::list(); COLS],
             ledger: ScrollList::list(),
             ledger_filter: LedgerFilter::All,
@@ -399,6 +402,10 @@ impl App {
         self.follow_picks();
         self.follow_capacity_pick();
         self.refresh_problems();
+        // A mark is for approving: a gate decided meanwhile loses it.
+        let vm = &self.vm;
+        self.marks
+            .retain(|&ix| vm.node(ix).lane == Lane::AwaitingApproval);
         effects
     }
 
@@ -694,13 +701,29 @@ impl App {
         self.clock - self.entered(ix)
     }
 
-    /// Selects the gate that has waited longest for approval.
-    pub fn to_oldest_gate(&mut self) {
-        let oldest = self
-            .vm
+    /// The gate that has waited longest for approval.
+    pub fn oldest_gate(&self) -> Option<u32> {
+        self.vm
             .lane(Lane::AwaitingApproval)
             .iter()
-            .min_by(|&a, &b| self.entered(a).total_cmp(&self.entered(b)));
+            .min_by(|&a, &b| self.entered(a).total_cmp(&self.entered(b)))
+    }
+
+    /// The gate `a`/`d` decide with `top` the topmost overlay: the one
+    /// under the cursor, else (on the main screen) the oldest, which is
+    /// then asked about by name.
+    pub fn gate_under(&self, top: Option<&Overlay>) -> Option<u32> {
+        let gate = |ix: &u32| self.vm.node(*ix).lane == Lane::AwaitingApproval;
+        match self.target_under(top).filter(gate) {
+            Some(ix) => Some(ix),
+            None if top.is_none() => self.oldest_gate(),
+            None => None,
+        }
+    }
+
+    /// Selects the gate that has waited longest for approval.
+    pub fn to_oldest_gate(&mut self) {
+        let oldest = self.oldest_gate();
         match oldest {
             Some(ix) => {
                 self.go_to(ix);

@@ -32,6 +32,7 @@ pub enum Action {
     Deny,
     Hold,
     Retry,
+    Mark,
     // What the main screen shows.
     Open,
     PaletteInspector,
@@ -249,10 +250,11 @@ actions! {
     Release "release" "release" Run ["x"] true "release idle capacity (asks first, says what stays and why)";
     ReleaseInstance "release_instance" "release it" Run ["X"] true "capacity pane: release the selected idle instance (asks)";
     RaiseBudget "raise_budget" "raise cap" Run ["$"] false "raise the spend cap that holds work back by half (asks first)";
-    Approve "approve" "approve" Operation ["a"] true "approve the operation awaiting approval";
-    Deny "deny" "deny" Operation ["d"] true "deny it (asks first, with an optional reason)";
+    Approve "approve" "approve" Operation ["a"] true "approve the selected gate (on none: the oldest, asked by name; marked ones: all, asked once)";
+    Deny "deny" "deny" Operation ["d"] true "deny the selected gate, else the oldest (asks first, with an optional reason)";
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
+    Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
     Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
     PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
     Warnings "warnings" "warnings" View ["w"] true "every warning of the run";

@@ -54,6 +54,13 @@ pub enum Overlay {
         scroll: ScrollList,
     },
     ConfirmQuit,
+    /// Approve these gates (marked ones, or the oldest when the cursor is
+    /// on none): by name, asked once.
+    ConfirmApprove {
+        ops: Vec<String>,
+        /// Not marked: the oldest gate, the cursor being on none.
+        oldest: bool,
+    },
     ConfirmRelease {
         preview: ReleaseResult,
     },
@@ -92,6 +99,7 @@ impl Overlay {
             | Overlay::Warnings { .. }
             | Overlay::Runs { .. } => Mode::Detail,
             Overlay::ConfirmQuit
+            | Overlay::ConfirmApprove { .. }
             | Overlay::ConfirmRelease { .. }
             | Overlay::ConfirmReleaseInstance { .. }
             | Overlay::ConfirmRaise { .. } => Mode::Confirm,

@@ -26,8 +26,17 @@ pub fn context_actions(app: &App) -> Vec<Action> {
         .partition(|a| !matches!(a, Action::Help | Action::Quit));
     // Two keys for one thing read as one hint.
     main.dedup_by_key(|a| info(*a).label);
-    // A stable sort: the table's order within each group.
-    main.sort_by_key(|a| app.named_target(*a).is_none());
+    // A stable sort: the table's order within each group. The selection's
+    // keys first, then those that act on another operation (a gate asked
+    // about from anywhere), each group after its name.
+    let selected = app
+        .named_target(Action::Hold)
+        .or_else(|| app.named_target(Action::Retry));
+    main.sort_by_key(|a| match app.named_target(*a) {
+        Some(n) if Some(&n) == selected.as_ref() => 0,
+        Some(_) => 1,
+        None => 2,
+    });
     main.append(&mut end);
     main
 }
@@ -54,12 +63,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let room = (area.width as usize).saturating_sub(end_w + 1);
     let mut keys: Vec<Span> = vec![Span::raw(" ")];
     let mut used = 0;
-    let mut named = false;
+    let mut named: Option<String> = None;
     for a in main {
         let mut h = hint(a);
-        if !named && let Some(name) = app.named_target(a) {
+        if let Some(name) = app.named_target(a)
+            && named.as_ref() != Some(&name)
+        {
             // The target once, before the keys that act on it.
-            named = true;
+            named = Some(name.clone());
             h.insert(
                 0,
                 Span::styled(format!("{name}: "), Style::default().fg(t.foreground)),

@@ -90,7 +90,9 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
             let start_hold = app.vm.start_hold(ix);
-            let marker = if n.skipped() {
+            let marker = if app.marks.contains(&ix) {
+                "◆"
+            } else if n.skipped() {
                 "↷"
             } else if n.retry_wait.is_some() && n.lane == Lane::Queued {
                 "↻"

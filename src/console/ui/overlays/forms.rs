@@ -108,6 +108,47 @@ fn confirm_detach(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// `$`: raise the cap that holds work back, said with its numbers.
+/// Approving gates by name: the marked ones, or the oldest when `a` was
+/// pressed away from any gate. Each says how long it has waited.
+pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], oldest: bool) {
+    let t = app.theme();
+    let mut lines = vec![Line::from(match ops {
+        [one] => format!("Approve {one}?"),
+        many => format!("Approve these {} operations?", many.len()),
+    })];
+    // The list is as long as the marks; a long one says how many more.
+    const SHOWN: usize = 12;
+    for op in ops.iter().take(SHOWN) {
+        let waited = app
+            .vm
+            .by_name(op)
+            .and_then(|n| app.vm.ix(&n.op.op_id))
+            .map(|ix| {
+                format!(
+                    "  (waiting {})",
+                    crate::console::ui::duration(app.in_lane_for(ix))
+                )
+            })
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            Span::styled(format!("  ⚑ {op}"), bold(t)),
+            Span::styled(waited, Style::default().fg(t.dim)),
+        ]));
+    }
+    if ops.len() > SHOWN {
+        lines.push(Line::from(format!("  … and {} more", ops.len() - SHOWN)));
+    }
+    if let ([one], true) = (ops, oldest) {
+        lines.push(Line::from(Span::styled(
+            format!("The cursor is on no gate: this is the one that has waited longest. From a script: playdeck ctl {} approve {one}", app.vm.run.run_id),
+            Style::default().fg(t.dim),
+        )));
+    }
+    lines.push(Line::from(""));
+    lines.push(answers(app, "approve", "cancel"));
+    dialog(f, area, app, "Approve", lines);
+}
+
 pub fn confirm_raise(f: &mut Frame, area: Rect, app: &App, words: &str) {
     let run_id = &app.vm.run.run_id;
     let lines = vec![

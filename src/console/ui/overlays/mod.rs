@@ -105,6 +105,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 palette::draw(f, area, app, &mut state);
             }
             Overlay::ConfirmQuit => forms::confirm_quit(f, area, app),
+            Overlay::ConfirmApprove { ops, oldest } => {
+                forms::confirm_approve(f, area, app, ops, *oldest);
+            }
             Overlay::ConfirmRelease { preview } => forms::confirm_release(f, area, app, preview),
             Overlay::ConfirmReleaseInstance { name } => {
                 forms::confirm_release_instance(f, area, app, name);
