@@ -251,7 +251,7 @@ actions! {
     ReleaseInstance "release_instance" "release it" Run ["X"] true "capacity pane: release the selected idle instance (asks)";
     RaiseBudget "raise_budget" "raise cap" Run ["$"] false "raise the spend cap that holds work back by half (asks first)";
     Approve "approve" "approve" Operation ["a"] true "approve the selected gate, else the oldest; marked gates all (asks)";
-    Deny "deny" "deny" Operation ["d"] true "deny the selected gate, else the oldest (asks, with an optional reason)";
+    Deny "deny" "deny" Operation ["d"] true "deny the selected gate, else the oldest (asks; reason optional)";
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
