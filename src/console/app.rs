@@ -106,6 +106,9 @@ pub enum Effect {
     /// Read the runs directory (off the input path: live runs answer on
     /// their sockets), then open the runs screen.
     ListRuns,
+    /// Hand the terminal to `$PAGER` on an attempt's output or a worktree's
+    /// diff (the event loop suspends the console around it).
+    Page(super::pager::Page),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,7 @@ pub mod config;
 pub mod keymap;
 pub mod model;
 pub mod overlay;
+pub mod pager;
 pub mod replay;
 pub mod run;
 pub mod screenshot;
