@@ -520,6 +520,7 @@ impl App {
     pub fn target_under(&self, top: Option<&Overlay>) -> Option<u32> {
         match top {
             Some(Overlay::Inspector { node, .. }) => Some(*node),
+            Some(Overlay::Follow(f)) => Some(f.node),
             None if self.focus == Pane::Lanes => self.selected_node(),
             _ => None,
         }
@@ -703,6 +704,24 @@ impl App {
             && let Some(s) = self.overlays.last_mut().and_then(Overlay::scroll_mut)
         {
             s.resize(len, h);
+        }
+        self.follow_agents(area);
+    }
+
+    /// Reads what followed agents wrote since the last frame, into every
+    /// open follow view (one under help keeps up too).
+    fn follow_agents(&mut self, area: Rect) {
+        let rows = super::ui::follow_rows(area, self);
+        let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
+        for o in &mut self.overlays {
+            let Overlay::Follow(f) = o else {
+                continue;
+            };
+            if let Some(logs) = &logs {
+                let n = self.vm.node(f.node);
+                f.poll(logs, n.name(), n.attempt);
+            }
+            f.resize(rows);
         }
     }
 
