@@ -253,7 +253,7 @@ fn latency_case() -> Value {
             &mut a,
             &mut source,
             &mut events,
-            |app| {
+            |app: &mut App| {
                 app.arrange(ratatui::layout::Rect::new(0, 0, 200, 60));
                 let Ok(_) = term.draw(|f| ui::draw(f, app));
                 frames += 1;

@@ -817,7 +817,8 @@ sim = { duration_ms = 100 }
 
     #[tokio::test(start_paused = true)]
     async fn help_shows_the_keys_of_what_is_on_screen_only() {
-        let mut s = demo(30.0, 160, 64).await;
+        // Tall enough for every key of the console's help.
+        let mut s = demo(30.0, 160, 72).await;
         s.press(&keys("?")).await;
         let live = text(&s.render());
         assert!(live.contains("Keys · the console"), "{live}");
@@ -842,7 +843,7 @@ sim = { duration_ms = 100 }
         assert_ne!(fg_of("pause (running work finishes"), dim);
         // Sized to its content: the window ends where its lines do.
         let h = s.app.overlay().and_then(|o| o.scroll()).copied().unwrap();
-        assert_eq!(h.more_below(), 0, "all of it fits at 160×64");
+        assert_eq!(h.more_below(), 0, "all of it fits at 160×72");
         s.press(&keys("esc")).await;
         select(&mut s, "deploy-prod");
         s.press(&keys("enter ?")).await;
@@ -1947,6 +1948,138 @@ sim = { duration_ms = 1000 }
         let t = text(&s.render());
         assert!(!t.contains("x release"), "{t}");
         assert!(s.app.available(Action::Release).is_err());
+        s.finish().await;
+    }
+}
+
+/// Following an agent (`F`), its output in the pager (`O`), its worktree's
+/// diff (`D`): what each key does, and why it cannot when it cannot.
+mod following {
+    use super::*;
+    use std::io::Write;
+
+    /// Appends `lines` to the attempt's stdout log, as its runner does.
+    fn print(s: &Scene, name: &str, attempt: u32, lines: std::ops::Range<usize>) {
+        let logs = s.app.hooks.run_dir.clone().unwrap().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{name}.{attempt}.stdout.log")))
+            .unwrap();
+        for i in lines {
+            writeln!(f, "line {i}").unwrap();
+        }
+    }
+
+    fn follow(s: &Scene) -> &playdeck::console::follow::FollowView {
+        match s.app.overlay() {
+            Some(Overlay::Follow(v)) => v,
+            _ => panic!("not following"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn following_sticks_to_the_newest_line_until_the_operator_scrolls_up() {
+        let mut s = demo(12.0, 120, 36).await;
+        let ix = s.app.vm.lane(Lane::Running).iter().next().unwrap();
+        let (name, attempt) = {
+            let n = s.app.vm.node(ix);
+            (n.name().to_string(), n.attempt)
+        };
+        s.app.go_to(ix);
+        s.press(&keys("F")).await;
+        assert_eq!(s.app.mode(), Mode::Follow);
+        print(&s, &name, attempt, 0..100);
+        let t = text(&s.render());
+        assert!(t.contains("line 99") && !t.contains("line 60 "), "{t}");
+        assert!(t.contains("● following"), "{t}");
+        // As the agent prints, the view keeps to its newest line.
+        print(&s, &name, attempt, 100..130);
+        let t = text(&s.render());
+        // 32 rows show: 98 to 129.
+        assert!(t.contains("line 129") && !t.contains("line 97 "), "{t}");
+        // Scrolled up, it stays where the operator put it.
+        s.press(&keys("k k")).await;
+        assert!(!follow(&s).stick);
+        print(&s, &name, attempt, 130..160);
+        let t = text(&s.render());
+        assert!(t.contains("line 127") && !t.contains("line 128"), "{t}");
+        assert!(t.contains("‖ scrolled back: end/G follows"), "{t}");
+        assert!(t.contains("↓ 32 more"), "{t}");
+        // The end follows again.
+        s.press(&keys("G")).await;
+        print(&s, &name, attempt, 160..165);
+        let t = text(&s.render());
+        assert!(t.contains("line 164") && t.contains("● following"), "{t}");
+        // F again says what is going on instead of stacking a second view.
+        s.press(&keys("F")).await;
+        assert!(
+            status(&s).starts_with(&format!("already following {name}: esc/q goes back")),
+            "{}",
+            status(&s)
+        );
+        s.press(&keys("esc")).await;
+        assert_eq!(s.app.mode(), Mode::Live);
+        s.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pager_and_diff_name_the_attempt_and_refuse_in_words() {
+        let mut s = demo(12.0, 120, 36).await;
+        // Nothing selected in a bottom pane: said how to get there.
+        s.press(&keys("tab O")).await;
+        assert_eq!(
+            status(&s),
+            "select an operation in the lanes to page its output (tab goes back to them)"
+        );
+        // Not started: nothing to page, nothing to diff; following works.
+        let queued = s.app.vm.lane(Lane::Queued).iter().next().unwrap();
+        let qname = s.app.vm.node(queued).name().to_string();
+        s.app.go_to(queued);
+        s.press(&keys("O")).await;
+        assert_eq!(
+            status(&s),
+            format!("{qname} has not started an attempt yet: no output to page")
+        );
+        s.press(&keys("D")).await;
+        assert_eq!(
+            status(&s),
+            format!("{qname} has not started an attempt yet: no workspace to diff")
+        );
+        assert!(s.pages.is_empty());
+        assert!(s.app.available(Action::FollowAgent).is_ok());
+        // Running: O and D ask for the pager on its latest attempt, from the
+        // lanes and from the follow view alike.
+        let ix = s.app.vm.lane(Lane::Running).iter().next().unwrap();
+        let n = s.app.vm.node(ix).clone();
+        s.app.go_to(ix);
+        s.press(&keys("O F D")).await;
+        let run_dir = s.app.hooks.run_dir.clone().unwrap();
+        assert_eq!(
+            s.pages,
+            vec![
+                playdeck::console::pager::Page::Output {
+                    op: n.name().to_string(),
+                    attempt: n.attempt,
+                    logs: run_dir.join("logs"),
+                },
+                playdeck::console::pager::Page::Diff {
+                    op: n.name().to_string(),
+                    attempt: n.attempt,
+                    instance: n
+                        .current()
+                        .and_then(|a| a.instance.as_deref())
+                        .map(str::to_string),
+                    run_dir: run_dir.clone(),
+                },
+            ]
+        );
+        // Help in the follow view lists them, with the list keys.
+        s.press(&keys("?")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Keys · following an agent"), "{t}");
+        assert!(t.contains("its agent: output and worktree"), "{t}");
         s.finish().await;
     }
 }

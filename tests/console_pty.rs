@@ -1139,3 +1139,160 @@ fn the_runs_screen_switches_the_console_to_another_run() {
         assert!(out.status.success(), "{run}: {out:?}");
     }
 }
+
+/// An agent on a git worktree of its own (a shell script, its prompt on
+/// stdin): it prints on stdout and stderr, changes a committed file and
+/// adds one. A gate after it keeps the run going.
+const WORKTREE_PLAY: &str = r#"
+[play]
+name = "pager"
+[palette]
+roles = [{ role = "implementer" }, { role = "reviewer" }]
+[agents.writer]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[capacity]
+max_nodes = 1
+[role_profiles.coder]
+role = "implementer"
+provider = "writer"
+workspace_mode = "git-worktree"
+max_instances = 1
+lifetime = "current_loop"
+[[operations]]
+id = "write"
+role = "implementer"
+instruction = '''
+echo 'compiling the widget'
+echo 'warning: slow disk' >&2
+echo 'two' > notes.txt
+echo 'brand new' > added.txt
+echo '{"type":"result","result":{"ok":true}}'
+exit 0
+'''
+[[operations]]
+id = "ship"
+role = "reviewer"
+instruction = "ship"
+depends_on = ["write"]
+approval = true
+sim = { duration_ms = 10 }
+"#;
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// `O` and `D` hand the terminal to `$PAGER` (here a script that keeps its
+/// arguments, the files' content and a line typed into it) and take it
+/// back: the pager gets the terminal and its keys, the attempt's output
+/// (stderr marked) and the diff of the agent's own worktree; the console
+/// comes back drawn whole, answers keys and quits cleanly.
+#[test]
+fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    std::fs::write(d.join("notes.txt"), "one\n").unwrap();
+    std::fs::write(d.join("p.toml"), WORKTREE_PLAY).unwrap();
+    // The console's config directory is not part of the repository.
+    std::fs::write(d.join(".gitignore"), "config/\n.playdeck/\npager.*\n").unwrap();
+    git(d, &["add", "notes.txt", "p.toml", ".gitignore"]);
+    git(d, &["commit", "-q", "-m", "the play"]);
+    let out = d.join("pager.out");
+    let script = d.join("pager.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         { echo \"ARGS: $#\"; [ -t 0 ] && echo 'STDIN IS A TERMINAL'; cat \"$@\"; } >> \"$PAGER_OUT\"\n\
+         echo 'the pager waits for a line'\n\
+         read -r answer\n\
+         echo \"READ: $answer\" >> \"$PAGER_OUT\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env = [
+        ("PAGER".to_string(), script.display().to_string()),
+        ("PAGER_OUT".to_string(), out.display().to_string()),
+    ];
+    let mut console = Console::open_with(d, &["run", "p.toml"], &env);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    let alternate = || screen.parser.lock().unwrap().screen().alternate_screen();
+    screen.wait_for("the agent's attempt to end and the gate to wait", |s| {
+        s.contains("succeeded 1") && s.contains("approval 1")
+    });
+    // write is the one succeeded operation: the fifth lane.
+    console.press(b"llll");
+    console.press(b"O");
+    screen.wait_for("the pager on the main screen", |s| {
+        s.contains("the pager waits for a line")
+    });
+    assert!(!alternate(), "the console left the alternate screen");
+    // Typed into the pager, not read by the console.
+    console.press(b"first\r");
+    let c = screen.wait_for("the console back, with what was paged", |s| {
+        s.contains("paged write's attempt 1 output")
+    });
+    assert!(alternate(), "the console is back on the alternate screen");
+    assert!(c.contains("succeeded 1") && c.contains("ship"), "{c}");
+    let paged = std::fs::read_to_string(&out).unwrap();
+    assert!(paged.contains("ARGS: 1\nSTDIN IS A TERMINAL\n"), "{paged}");
+    assert!(paged.contains("compiling the widget\n"), "{paged}");
+    assert!(paged.contains("err│ warning: slow disk\n"), "{paged}");
+    assert!(
+        paged.contains("READ: first\n"),
+        "the pager read its line: {paged}"
+    );
+
+    console.press(b"D");
+    screen.wait_for("the pager again", |s| {
+        s.contains("the pager waits for a line") && !s.contains("paged write's")
+    });
+    console.press(b"second\r");
+    screen.wait_for("the console back after the diff", |s| {
+        s.contains("paged the diff of write's worktree (2 changed paths): ")
+    });
+    let paged = std::fs::read_to_string(&out).unwrap();
+    let diff = &paged[paged.find("READ: first").unwrap()..];
+    assert!(diff.contains("# write's worktree "), "{diff}");
+    assert!(
+        diff.contains("worktrees/"),
+        "the agent's own worktree: {diff}"
+    );
+    assert!(diff.contains("-one\n+two\n"), "{diff}");
+    assert!(
+        diff.contains("?? added.txt") && diff.contains("+brand new"),
+        "{diff}"
+    );
+    assert!(diff.contains("READ: second\n"), "{diff}");
+    // The play's own directory was not touched by the agent.
+    assert_eq!(
+        std::fs::read_to_string(d.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+
+    // Still responsive: the follow view shows the same output, esc closes.
+    console.press(b"F");
+    screen.wait_for("the follow view", |s| {
+        s.contains("Following write · attempt 1") && s.contains("err│ warning: slow disk")
+    });
+    console.press(b"\x1b");
+    screen.wait_for("the lanes again", |s| !s.contains("Following write"));
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
+    assert_eq!(console.wait_exit(), 1, "cancelled");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!alternate(), "the terminal left the alternate screen");
+}

@@ -463,3 +463,71 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
     );
     s.finish().await;
 }
+
+/// Following an agent (`F`): its attempt's output over the whole screen
+/// but the footer, stderr marked, the newest line at the bottom. The demo
+/// runs on sim, which writes no logs: they are written here as an agent
+/// CLI's runner writes them.
+#[tokio::test(start_paused = true)]
+async fn following_an_agent_full_screen() {
+    use playdeck::kernel::Lane;
+    let mut s = scene(12.0, 120, 36).await;
+    let ix = s
+        .app
+        .vm
+        .lane(Lane::Running)
+        .iter()
+        .next()
+        .expect("something runs at 12 s");
+    let n = s.app.vm.node(ix).clone();
+    let logs = s.app.hooks.run_dir.clone().unwrap().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let base = format!("{}.{}", n.name(), n.attempt);
+    let stdout: String = (1..=40)
+        .map(|i| format!("step {i}: cargo test -p payments (shard {i} of 40)\n"))
+        .collect();
+    std::fs::write(logs.join(format!("{base}.stdout.log")), stdout).unwrap();
+    std::fs::write(
+        logs.join(format!("{base}.stderr.log")),
+        "warning: unused variable `retries`\n\x1b[31merror\x1b[0m: flaky test quarantined\n",
+    )
+    .unwrap();
+    s.app.go_to(ix);
+    s.press(&keys("F")).await;
+    let t = text(&s.render());
+    assert!(
+        t.contains(&format!("Following {} · attempt {}", n.name(), n.attempt)),
+        "{t}"
+    );
+    // The newest lines at the bottom: stdout's backlog, then stderr's.
+    assert!(t.contains("err│ error: flaky test quarantined"), "{t}");
+    assert!(t.contains("step 40: cargo test"), "{t}");
+    assert!(!t.contains("step 1: cargo test"), "{t}");
+    insta::assert_snapshot!("follow_view", t);
+    s.finish().await;
+}
+
+/// Following an operation that has not started: said in words, with what
+/// it waits for, never an empty pane.
+#[tokio::test(start_paused = true)]
+async fn following_an_operation_that_has_not_started() {
+    use playdeck::kernel::Lane;
+    let mut s = scene(12.0, 120, 36).await;
+    let ix = s
+        .app
+        .vm
+        .lane(Lane::Queued)
+        .iter()
+        .next()
+        .expect("something waits at 12 s");
+    s.app.go_to(ix);
+    s.press(&keys("F")).await;
+    let t = text(&s.render());
+    let name = s.app.vm.node(ix).name().to_string();
+    assert!(
+        t.contains(&format!("{name} has not started an attempt yet.")),
+        "{t}"
+    );
+    insta::assert_snapshot!("follow_not_started", t);
+    s.finish().await;
+}

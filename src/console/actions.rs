@@ -10,8 +10,10 @@ use ratatui::layout::Position;
 use tui_tree_widget::TreeState;
 
 use super::app::{App, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
+use super::follow::FollowView;
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
+use super::pager::Page;
 use super::scroll::{Motion, ScrollList};
 use super::ui::{CapRow, short_instance};
 use crate::capacity::ReleaseResult;
@@ -192,6 +194,7 @@ impl App {
                     _ => Ok(()),
                 }
             }
+            FollowAgent | PageOutput | WorktreeDiff => self.agent_target(a, top).map(|_| ()),
             Open => match self.focus {
                 Pane::Lanes if self.selected_node().is_none() => {
                     Err("nothing selected to inspect".into())
@@ -361,6 +364,60 @@ impl App {
             "nothing is due for release: {}{hint}",
             parts.join("; ")
         ))
+    }
+
+    /// The operation whose agent `F`, `O` and `D` show, with `top` the
+    /// topmost overlay; why none, for people. Viewing only: a replay and a
+    /// read-only console may, and a finished run's logs still say it all.
+    fn agent_target(&self, a: Action, top: Option<&Overlay>) -> Result<u32, Unavailable> {
+        if a == Action::FollowAgent
+            && let Some(Overlay::Follow(f)) = top
+        {
+            return Err(format!(
+                "already following {}: {} goes back, {} follows the newest line again",
+                self.vm.node(f.node).name(),
+                self.keymap.label_in(Mode::Follow, Action::Close),
+                self.keymap.label_in(Mode::Follow, Action::Bottom)
+            )
+            .into());
+        }
+        let Some(ix) = self.target_under(top) else {
+            let what = match a {
+                Action::FollowAgent => "to follow its agent",
+                Action::PageOutput => "to page its output",
+                _ => "to see its worktree's diff",
+            };
+            return Err(if top.is_none() && self.focus != Pane::Lanes {
+                format!(
+                    "select an operation in the lanes {what} ({} goes back to them)",
+                    self.keymap.label(Action::FocusNext)
+                )
+            } else {
+                format!("select an operation in the lanes {what}")
+            }
+            .into());
+        };
+        let n = self.vm.node(ix);
+        if self.hooks.run_dir.is_none() {
+            return Err(format!(
+                "{}'s logs and worktree are on the run's machine (this console is attached from another one): run playdeck there to see them",
+                n.name()
+            )
+            .into());
+        }
+        if n.attempt == 0 && a != Action::FollowAgent {
+            return Err(format!(
+                "{} has not started an attempt yet: {}",
+                n.name(),
+                if a == Action::PageOutput {
+                    "no output to page"
+                } else {
+                    "no workspace to diff"
+                }
+            )
+            .into());
+        }
+        Ok(ix)
     }
 
     /// Run control needs a live run that has not finished.
@@ -737,6 +794,39 @@ impl App {
                 }
                 control(Request::Retry { op })
             }
+            Action::FollowAgent => {
+                if let Some(ix) = self.target() {
+                    self.overlays
+                        .push(Overlay::Follow(Box::new(FollowView::new(ix))));
+                }
+                Vec::new()
+            }
+            Action::PageOutput | Action::WorktreeDiff => {
+                let (Some(ix), Some(run_dir)) = (self.target(), self.hooks.run_dir.clone()) else {
+                    return Vec::new();
+                };
+                let n = self.vm.node(ix);
+                let op = n.name().to_string();
+                let attempt = n.attempt;
+                let page = if a == Action::PageOutput {
+                    Page::Output {
+                        op,
+                        attempt,
+                        logs: run_dir.join("logs"),
+                    }
+                } else {
+                    Page::Diff {
+                        op,
+                        attempt,
+                        instance: n
+                            .current()
+                            .and_then(|at| at.instance.as_deref())
+                            .map(str::to_string),
+                        run_dir,
+                    }
+                };
+                vec![Effect::Page(page)]
+            }
             Action::Open => {
                 match self.focus {
                     Pane::Ledger => {
@@ -1092,6 +1182,7 @@ impl App {
     /// focused pane's.
     fn motion(&mut self, m: Motion) -> Vec<Effect> {
         match self.overlays.last_mut() {
+            Some(Overlay::Follow(f)) => f.apply(m),
             Some(Overlay::Palette { .. }) => {
                 // Moved over the rows the tree shows now, not the ones its
                 // widget saw at the last frame: keys can come faster than

@@ -107,6 +107,9 @@ pub enum Effect {
     /// Read the runs directory (off the input path: live runs answer on
     /// their sockets), then open the runs screen.
     ListRuns,
+    /// Hand the terminal to `$PAGER` on an attempt's output or a worktree's
+    /// diff (the event loop suspends the console around it).
+    Page(super::pager::Page),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -588,6 +591,7 @@ impl App {
                 .and_then(|i| i.checked_sub(1))
                 .and_then(|i| rows.get(i))
                 .copied(),
+            Some(Overlay::Follow(f)) => Some(f.node),
             None if self.focus == Pane::Lanes => self.selected_node(),
             _ => None,
         }
@@ -836,6 +840,24 @@ impl App {
             && let Some(s) = self.overlays.last_mut().and_then(Overlay::scroll_mut)
         {
             s.resize(len, h);
+        }
+        self.follow_agents(area);
+    }
+
+    /// Reads what followed agents wrote since the last frame, into every
+    /// open follow view (one under help keeps up too).
+    fn follow_agents(&mut self, area: Rect) {
+        let rows = super::ui::follow_rows(area, self);
+        let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
+        for o in &mut self.overlays {
+            let Overlay::Follow(f) = o else {
+                continue;
+            };
+            if let Some(logs) = &logs {
+                let n = self.vm.node(f.node);
+                f.poll(logs, n.name(), n.attempt);
+            }
+            f.resize(rows);
         }
     }
 

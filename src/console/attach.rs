@@ -7,12 +7,11 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crossterm::event::EventStream;
 use tokio::sync::mpsc;
 
 use super::app::{App, Hooks};
 use super::config::ConsoleConfig;
-use super::run::{Ended, Exit, Source, StopSignal, draw, event_loop, exit_line, facts};
+use super::run::{Ended, Exit, Source, StopSignal, Tty, event_loop, exit_line, facts};
 use super::terminal;
 use crate::control::link::{Arrived, Link};
 use crate::session::RunError;
@@ -67,14 +66,18 @@ pub async fn run(
     // are its own, not another terminal's.
     app.me = Arc::from(w.by.as_str());
     let mut term = terminal::init()?;
-    let mut events = EventStream::new();
+    let input = terminal::Input::new();
+    let mut events = input.clone();
     let looped = {
         let mut source = Source::Attached { link: &mut link };
         event_loop(
             &mut app,
             &mut source,
             &mut events,
-            |app| draw(&mut term, app),
+            Tty {
+                term: &mut term,
+                input,
+            },
             &mut stop,
         )
         .await

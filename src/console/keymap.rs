@@ -33,6 +33,11 @@ pub enum Action {
     Hold,
     Retry,
     Mark,
+    // The selected (or inspected) operation's agent: its output, its
+    // worktree. Viewing only, so a replay and a read-only console have them.
+    FollowAgent,
+    PageOutput,
+    WorktreeDiff,
     // What the main screen shows.
     Open,
     PaletteInspector,
@@ -100,6 +105,7 @@ pub enum Action {
 pub enum Scope {
     Run,
     Operation,
+    Agent,
     View,
     Move,
     Lists,
@@ -118,6 +124,7 @@ impl Scope {
         match self {
             Scope::Run => "run",
             Scope::Operation => "selected operation",
+            Scope::Agent => "its agent: output and worktree",
             Scope::View => "view",
             Scope::Move => "panes and lanes",
             Scope::Lists => "lists and text",
@@ -139,6 +146,7 @@ impl Scope {
             self,
             Scope::Run
                 | Scope::Operation
+                | Scope::Agent
                 | Scope::View
                 | Scope::Move
                 | Scope::Lists
@@ -155,6 +163,8 @@ pub enum Mode {
     Help,
     Palette,
     Inspector,
+    /// Following an agent: its output, full screen.
+    Follow,
     /// A detail window: a ledger row, a palette entry, the warnings.
     Detail,
     /// The problems list: its rows are operations the operation keys act on.
@@ -167,12 +177,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Live,
         Mode::Replay,
         Mode::Help,
         Mode::Palette,
         Mode::Inspector,
+        Mode::Follow,
         Mode::Detail,
         Mode::Problems,
         Mode::Confirm,
@@ -184,13 +195,14 @@ impl Mode {
     pub fn layers(self) -> &'static [Scope] {
         use Scope::*;
         match self {
-            Mode::Live => &[Run, Operation, View, Move, Lists, Global],
-            Mode::Replay => &[Replay, View, Move, Lists, Global],
+            Mode::Live => &[Run, Operation, Agent, View, Move, Lists, Global],
+            Mode::Replay => &[Replay, Agent, View, Move, Lists, Global],
             Mode::Help => &[Overlay, Lists, Global],
             Mode::Palette => &[Tree, Overlay, Lists, Global],
-            Mode::Inspector => &[Inspector, Operation, Overlay, Lists, Global],
+            Mode::Inspector => &[Inspector, Operation, Agent, Overlay, Lists, Global],
+            Mode::Follow => &[Agent, Operation, Overlay, Lists, Global],
             Mode::Detail => &[Detail, Overlay, Lists, Global],
-            Mode::Problems => &[Detail, Operation, Overlay, Lists, Global],
+            Mode::Problems => &[Detail, Operation, Agent, Overlay, Lists, Global],
             Mode::Confirm => &[Confirm, Global],
             Mode::Text => &[Text, Global],
             Mode::TooSmall => &[Global],
@@ -204,6 +216,7 @@ impl Mode {
             Mode::Help => "help",
             Mode::Palette => "the palette inspector",
             Mode::Inspector => "the node inspector",
+            Mode::Follow => "following an agent",
             Mode::Detail => "a detail window",
             Mode::Problems => "the problems list",
             Mode::Confirm => "a question",
@@ -255,6 +268,9 @@ actions! {
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
+    FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
+    PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";
+    WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its worktree's uncommitted changes, new files too, in $PAGER";
     Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
     PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
     Warnings "warnings" "warnings" View ["w"] true "every warning of the run";
@@ -658,6 +674,38 @@ mod tests {
         // Too small: quit and help, nothing else.
         assert_eq!(k.action(Mode::TooSmall, &key('d')), None);
         assert_eq!(k.action(Mode::TooSmall, &key('q')), Some(Action::Quit));
+    }
+
+    #[test]
+    fn the_agent_keys_work_wherever_an_operation_is_in_view() {
+        let k = Keymap::defaults();
+        for mode in [Mode::Live, Mode::Replay, Mode::Inspector, Mode::Follow] {
+            assert_eq!(
+                k.action(mode, &key('F')),
+                Some(Action::FollowAgent),
+                "{mode:?}"
+            );
+            assert_eq!(
+                k.action(mode, &key('O')),
+                Some(Action::PageOutput),
+                "{mode:?}"
+            );
+            assert_eq!(
+                k.action(mode, &key('D')),
+                Some(Action::WorktreeDiff),
+                "{mode:?}"
+            );
+        }
+        // Lower case stays what it was: deny, hold.
+        assert_eq!(k.action(Mode::Live, &key('d')), Some(Action::Deny));
+        assert_eq!(k.action(Mode::Live, &key('o')), Some(Action::Hold));
+        // The follow view scrolls with the list keys and closes like a window.
+        assert_eq!(k.action(Mode::Follow, &key('G')), Some(Action::Bottom));
+        assert_eq!(
+            k.action(Mode::Follow, &code(KeyCode::PageUp)),
+            Some(Action::PageUp)
+        );
+        assert_eq!(k.action(Mode::Follow, &key('q')), Some(Action::Close));
     }
 
     #[test]

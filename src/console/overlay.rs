@@ -28,6 +28,9 @@ pub enum Overlay {
         /// Long sections in full instead of collapsed to a count.
         all: bool,
     },
+    /// Following an operation's agent: its output, full screen. Boxed: it
+    /// holds the lines read and the open log files.
+    Follow(Box<super::follow::FollowView>),
     /// One row of the spawn ledger (an index into the ledger).
     LedgerRow {
         row: usize,
@@ -94,6 +97,7 @@ impl Overlay {
             Overlay::Palette { .. } => Mode::Palette,
             Overlay::Inspector { .. } => Mode::Inspector,
             Overlay::Problems { .. } => Mode::Problems,
+            Overlay::Follow(_) => Mode::Follow,
             Overlay::LedgerRow { .. }
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
@@ -109,7 +113,9 @@ impl Overlay {
         }
     }
 
-    /// Its scrolling, for the windows that scroll.
+    /// Its scrolling, for the windows that scroll. Not the follow view's:
+    /// moving it decides whether it follows new lines
+    /// ([`super::follow::FollowView::apply`]).
     pub fn scroll_mut(&mut self) -> Option<&mut ScrollList> {
         match self {
             Overlay::Help { scroll, .. }

@@ -8,7 +8,6 @@
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crossterm::event::EventStream;
 use tokio::sync::mpsc;
 
 use super::app::{App, Follow, ReplayBar, ReplayCmd};
@@ -447,7 +446,8 @@ pub async fn run(
     player.playing = true;
     player.sync(&mut app);
     let mut term = super::terminal::init()?;
-    let mut input = EventStream::new();
+    let input = super::terminal::Input::new();
+    let mut events = input.clone();
     let mut source = super::run::Source::Replay {
         player: &mut player,
         tail,
@@ -455,8 +455,11 @@ pub async fn run(
     let r = super::run::event_loop(
         &mut app,
         &mut source,
-        &mut input,
-        |app| super::run::draw(&mut term, app),
+        &mut events,
+        super::run::Tty {
+            term: &mut term,
+            input,
+        },
         &mut stop,
     )
     .await;

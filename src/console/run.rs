@@ -9,7 +9,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::app::{App, Effect, Hooks, Level};
 use super::config::ConsoleConfig;
 use super::model::{PlayFacts, ProfileView};
+use super::pager::{Lend, Shown};
 use super::replay::{LogTail, Player};
 use super::terminal;
 use super::text::group;
@@ -167,7 +168,8 @@ pub async fn run(
         app.set_status(e.clone(), Level::Warning);
     }
     let mut term = terminal::init()?;
-    let mut events = EventStream::new();
+    let input = terminal::Input::new();
+    let mut events = input.clone();
     let mut source = Source::Live {
         sub: &mut sub,
         session: Some(&session),
@@ -176,7 +178,10 @@ pub async fn run(
         &mut app,
         &mut source,
         &mut events,
-        |app| draw(&mut term, app),
+        Tty {
+            term: &mut term,
+            input,
+        },
         &mut stop,
     )
     .await;
@@ -335,6 +340,59 @@ fn arrived(a: Option<Arrived>) -> Observed {
     }
 }
 
+/// Where the event loop's frames go: the terminal ([`Tty`]), or a test's
+/// or a benchmark's closure. Only a terminal can be lent to a pager.
+pub trait Screen: Lend {
+    fn draw(&mut self, app: &mut App) -> io::Result<()>;
+}
+
+impl<F: FnMut(&mut App) -> io::Result<()>> Screen for F {
+    fn draw(&mut self, app: &mut App) -> io::Result<()> {
+        self(app)
+    }
+}
+
+impl<F: FnMut(&mut App) -> io::Result<()>> Lend for F {
+    fn suspend(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    fn resume(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The terminal, with the input the loop reads from it (the one it stops
+/// reading while a pager has the terminal).
+pub struct Tty<'a> {
+    pub term: &'a mut terminal::Term,
+    pub input: terminal::Input,
+}
+
+impl Screen for Tty<'_> {
+    fn draw(&mut self, app: &mut App) -> io::Result<()> {
+        draw(self.term, app)
+    }
+}
+
+impl Lend for Tty<'_> {
+    fn suspend(&mut self) -> io::Result<bool> {
+        self.input.pause();
+        terminal::suspend();
+        Ok(true)
+    }
+
+    fn resume(&mut self) -> io::Result<()> {
+        let r = terminal::resume(self.term);
+        self.input.resume();
+        r
+    }
+}
+
+/// How long after a pager closes a SIGINT is still taken for the `ctrl-c`
+/// typed into it (the signal can reach the loop after the pager's exit).
+const PAGER_SIGINT: Duration = Duration::from_millis(500);
+
 /// The one event loop, for a live run and a replay alike, over any input
 /// stream and any frame sink, so tests and benchmarks drive exactly what
 /// the terminal drives. Frames are drawn only when something changed, at
@@ -344,12 +402,12 @@ pub async fn event_loop<E, D>(
     app: &mut App,
     source: &mut Source<'_>,
     events: &mut E,
-    mut draw: D,
+    mut screen: D,
     stop: &mut mpsc::UnboundedReceiver<StopSignal>,
 ) -> io::Result<Ended>
 where
     E: futures_util::Stream<Item = io::Result<Event>> + Unpin,
-    D: FnMut(&mut App) -> io::Result<()>,
+    D: Screen,
 {
     let started = Instant::now();
     let live = source.live();
@@ -362,6 +420,8 @@ where
     let mut keyed = false;
     let mut last_draw: Option<Instant> = None;
     let mut signals_open = live;
+    // When a pager last gave the terminal back.
+    let mut paged: Option<Instant> = None;
     loop {
         if live {
             app.clock = match app.vm.run.finished {
@@ -372,7 +432,7 @@ where
         // What the operator did shows at once; what the run did waits for
         // the next frame (at most 30 a second).
         if dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
-            draw(app)?;
+            screen.draw(app)?;
             dirty = false;
             keyed = false;
             last_draw = Some(Instant::now());
@@ -386,8 +446,26 @@ where
             biased;
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
-                    let effects = app.on_key(k);
+                    let (pages, effects): (Vec<Effect>, Vec<Effect>) = app
+                        .on_key(k)
+                        .into_iter()
+                        .partition(|e| matches!(e, Effect::Page(_)));
                     carry_out(app, effects, source, &msg_tx);
+                    // The pager has the terminal until it is closed: the
+                    // loop waits for it here, the run goes on.
+                    for p in pages {
+                        let Effect::Page(page) = p else { continue };
+                        match super::pager::show(app, &mut screen, page, stop).await? {
+                            Shown::NotRun => {}
+                            Shown::Closed => {
+                                paged = Some(Instant::now());
+                                // A playing replay does not jump ahead by
+                                // the time the pager was open.
+                                last_tick = Instant::now();
+                            }
+                            Shown::Stopped(sig) => return Ok(stopped_by(app, source, sig).await),
+                        }
+                    }
                     dirty = true;
                     keyed = true;
                 }
@@ -407,16 +485,10 @@ where
                 None => return Ok(Ended::InputClosed),
             },
             Some(sig) = stop.recv() => {
-                // An attached console leaves; the run goes on.
-                if app.hooks.attached {
-                    return Ok(Ended::Stopped(sig));
+                if sig == StopSignal::Interrupt && paged.is_some_and(|t| t.elapsed() < PAGER_SIGINT) {
+                    continue;
                 }
-                // SIGTERM / SIGHUP: no questions, end the run and leave.
-                app.quitting = true;
-                if let Some(s) = source.session() {
-                    let _ = s.handle.request(Request::Cancel).await;
-                }
-                return Ok(Ended::Stopped(sig));
+                return Ok(stopped_by(app, source, sig).await);
             }
             obs = source.observe(), if signals_open => {
                 signals_open = fold_batch(app, obs, source).await;
@@ -460,6 +532,19 @@ where
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
         }
     }
+}
+
+/// A stop signal ends the console: an attached one leaves (the run goes
+/// on); one that holds its run ends it first, without questions.
+async fn stopped_by(app: &mut App, source: &Source<'_>, sig: StopSignal) -> Ended {
+    if app.hooks.attached {
+        return Ended::Stopped(sig);
+    }
+    app.quitting = true;
+    if let Some(s) = source.session() {
+        let _ = s.handle.request(Request::Cancel).await;
+    }
+    Ended::Stopped(sig)
 }
 
 /// Folds what arrived, up to a budget; false once the stream has closed.
@@ -607,6 +692,8 @@ pub fn carry_out(
                 }
             }
             Effect::Report => write_report(app),
+            // Needs the terminal: the event loop runs it (see `pager::show`).
+            Effect::Page(_) => {}
             Effect::Control(req) => {
                 if let Source::Attached { link } = source {
                     let r = link.requester.clone();

@@ -82,6 +82,8 @@ pub struct Scene {
     task: tokio::task::JoinHandle<crate::kernel::Envelope>,
     area: ratatui::layout::Rect,
     at: f64,
+    /// What `O` and `D` asked to page (a scene has no terminal to lend).
+    pub pages: Vec<super::pager::Page>,
     _dir: tempfile::TempDir,
 }
 
@@ -152,6 +154,7 @@ impl Scene {
             task,
             area: ratatui::layout::Rect::new(0, 0, width, height),
             at,
+            pages: Vec::new(),
             _dir: dir,
         };
         scene.refresh();
@@ -202,6 +205,8 @@ impl Scene {
                     let rows = crate::control::listing::list(&dir).unwrap_or_default();
                     self.app.open_runs(rows);
                 }
+                // No terminal to lend: kept for tests to read.
+                Effect::Page(p) => self.pages.push(p),
                 Effect::Notify(_) | Effect::PreviewRelease | Effect::Replay(_) => {}
             }
         }

@@ -56,9 +56,27 @@ pub fn too_small(area: Rect) -> bool {
 /// folds to its title (the skipped column, to nothing).
 const LANE_SHARES: [u16; COLS] = [5, 5, 3, 3, 5, 3, 3, 3];
 
+/// The footer's rows: keys and the status line, and a replay's timeline.
+fn footer_height(app: &App) -> u16 {
+    if app.replay.is_some() { 3 } else { 2 }
+}
+
+/// Where the follow view goes: the whole screen but the footer, which
+/// keeps its keys and the status line (where `O` and `D` answer).
+pub fn follow_area(area: Rect, app: &App) -> Rect {
+    Rect {
+        height: area.height.saturating_sub(footer_height(app)),
+        ..area
+    }
+}
+
+/// The output lines the follow view shows at once on `area`.
+pub fn follow_rows(area: Rect, app: &App) -> usize {
+    follow_area(area, app).height.saturating_sub(2) as usize
+}
+
 pub fn layout(area: Rect, app: &App) -> Areas {
-    // A replay adds its timeline to the footer.
-    let footer_h = if app.replay.is_some() { 3 } else { 2 };
+    let footer_h = footer_height(app);
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(0),

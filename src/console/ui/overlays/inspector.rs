@@ -270,8 +270,8 @@ pub fn collapsible(app: &App, ix: u32) -> bool {
                 .is_some_and(|r| long(&serde_json::to_string_pretty(&**r).unwrap_or_default()))
 }
 
-/// Marks a line the agent printed on stderr.
-const STDERR_MARK: &str = "  err│ ";
+/// Marks a line the agent printed on stderr (here and when following it).
+pub(super) const STDERR_MARK: &str = "  err│ ";
 
 /// Lines of a text, the first `TEXT_MAX` unless `all`.
 fn section<'a>(

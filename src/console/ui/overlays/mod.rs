@@ -4,6 +4,7 @@
 //! knows how long it is, and draws only the rows that show.
 
 mod detail;
+mod follow;
 mod forms;
 mod help;
 mod inspector;
@@ -115,6 +116,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Overlay::ConfirmRaise { words, .. } => forms::confirm_raise(f, area, app, words),
             Overlay::Deny { op, reason } => forms::deny(f, area, app, op, reason),
             Overlay::Add(form) => forms::add(f, area, app, form),
+            Overlay::Follow(view) => follow::draw(f, area, app, view),
             // Typed in the footer.
             Overlay::Filter | Overlay::Jump { .. } => {}
             o => {

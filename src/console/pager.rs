@@ -1,0 +1,677 @@
+//! `O` and `D`: the terminal lent to `$PAGER`, on an attempt's whole output
+//! or on what changed in an operation's worktree.
+//!
+//! What the pager shows is written to a private temporary file first (one
+//! file, so every pager — `less`, `more`, a `$PAGER` of the operator's —
+//! shows it the same way, and the console can say what went wrong before
+//! it gives the terminal up). The output file holds the stdout log, then
+//! the stderr log with each line marked `err│` as the console marks it: the
+//! two logs do not record how their lines interleaved, and the file says
+//! so rather than invent an order.
+//!
+//! While the pager runs, the console is suspended (no raw mode, no
+//! alternate screen, no mouse capture, no reading of the terminal) and the
+//! loop waits for it; the run goes on in its own tasks. The pager shares
+//! the console's process group, as `git`'s does, so a `ctrl-c` typed into it
+//! reaches the console as SIGINT too: that one is not a request to stop.
+//! SIGTERM and SIGHUP end the pager and then the console, as always.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+use tokio::sync::mpsc;
+
+use super::app::{App, Level};
+use crate::capacity::state::CapacityFile;
+use crate::session::StopSignal;
+use crate::vocab::WorkspaceMode;
+
+/// What to show in the pager.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Page {
+    /// Both logs of an attempt, in `logs`.
+    Output {
+        op: String,
+        attempt: u32,
+        logs: PathBuf,
+    },
+    /// What changed in the workspace the attempt worked in.
+    Diff {
+        op: String,
+        attempt: u32,
+        /// The capacity instance the attempt ran on, when it had one.
+        instance: Option<String>,
+        run_dir: PathBuf,
+    },
+}
+
+/// Why the pager did not open, and how loud to say it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub text: String,
+    pub level: Level,
+}
+
+impl Refusal {
+    fn error(text: String) -> Refusal {
+        Refusal {
+            text,
+            level: Level::Error,
+        }
+    }
+}
+
+/// The pager's content, ready, and what the status line says once the
+/// pager is closed.
+pub struct Prepared {
+    pub file: NamedTempFile,
+    pub shown: String,
+    pub level: Level,
+}
+
+/// Where the console can lend the terminal: a real one can, a test's
+/// cannot (the event loop's frames go to one of these).
+pub trait Lend {
+    /// Gives the terminal up: false when there is none to give.
+    fn suspend(&mut self) -> io::Result<bool>;
+    /// Takes it back after [`Lend::suspend`] said true.
+    fn resume(&mut self) -> io::Result<()>;
+}
+
+/// The pager to run: `$PAGER` (through `sh`, as git runs it: it may carry
+/// options), else `less -R` (colour passes through), else `more`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pager {
+    Env(String),
+    Default,
+}
+
+impl Pager {
+    pub fn from_env() -> Pager {
+        match std::env::var("PAGER") {
+            Ok(p) if !p.trim().is_empty() => Pager::Env(p),
+            _ => Pager::Default,
+        }
+    }
+
+    /// How a person names it in a message.
+    fn name(&self) -> String {
+        match self {
+            Pager::Env(p) => format!("$PAGER ({p})"),
+            Pager::Default => "less -R".into(),
+        }
+    }
+}
+
+/// How a [`show`] went, for the event loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// Refused before the terminal was lent (the status line says why).
+    NotRun,
+    /// The pager ran and the terminal is back.
+    Closed,
+    /// A SIGTERM or SIGHUP came while it ran: it was ended, the terminal
+    /// is back, and the loop stops as it would have.
+    Stopped(StopSignal),
+}
+
+/// Prepares `page`, lends the terminal to the pager, waits for it (its
+/// process reaped) and takes the terminal back; the status line says what
+/// was shown or why nothing was.
+pub async fn show(
+    app: &mut App,
+    screen: &mut impl Lend,
+    page: Page,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
+) -> io::Result<Shown> {
+    let pager = Pager::from_env();
+    let prepared = match prepare(&page, pager == Pager::Default).await {
+        Ok(p) => p,
+        Err(r) => {
+            app.set_status(r.text, r.level);
+            return Ok(Shown::NotRun);
+        }
+    };
+    if !screen.suspend()? {
+        app.warn("no terminal to hand to a pager here");
+        return Ok(Shown::NotRun);
+    }
+    let (ran, stopped) = run(&pager, prepared.file.path(), stop).await;
+    // Taken back whatever the pager did: the console must not stay
+    // suspended.
+    screen.resume()?;
+    match ran {
+        Ok(()) => app.set_status(prepared.shown, prepared.level),
+        Err(why) => app.set_status(why, Level::Error),
+    }
+    Ok(stopped.map_or(Shown::Closed, Shown::Stopped))
+}
+
+/// Writes what `page` shows to a temporary file; `color` asks git for
+/// colour (the default pager, `less -R`, shows it).
+pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
+    match page {
+        Page::Output { op, attempt, logs } => output(op, *attempt, logs),
+        Page::Diff {
+            op,
+            attempt,
+            instance,
+            run_dir,
+        } => {
+            let dir = workdir(run_dir, op, *attempt, instance.as_deref())?;
+            diff(op, &dir, color).await
+        }
+    }
+}
+
+fn temp(what: &str) -> Result<NamedTempFile, Refusal> {
+    // Owner-only (tempfile's default): it holds what the agent printed.
+    tempfile::Builder::new()
+        .prefix(&format!("playdeck-{what}-"))
+        .tempfile()
+        .map_err(|e| Refusal::error(format!("cannot write a file for the pager: {e}")))
+}
+
+/// The stdout log, then the stderr log with each line marked.
+fn output(op: &str, attempt: u32, logs: &Path) -> Result<Prepared, Refusal> {
+    let out = logs.join(format!("{op}.{attempt}.stdout.log"));
+    let err = logs.join(format!("{op}.{attempt}.stderr.log"));
+    let so = match std::fs::File::open(&out) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Refusal {
+                text: format!(
+                    "{op}'s attempt {attempt} has no output to page: {} does not exist (the built-in sim agent writes no logs)",
+                    out.display()
+                ),
+                level: Level::Warning,
+            });
+        }
+        Err(e) => {
+            return Err(Refusal::error(format!(
+                "cannot read {}: {e}",
+                out.display()
+            )));
+        }
+    };
+    let mut file = temp("output")?;
+    let failed = |e: io::Error| Refusal::error(format!("cannot write a file for the pager: {e}"));
+    // Buffered: a log is up to 32 MiB of short lines.
+    let mut w = io::BufWriter::new(file.as_file_mut());
+    let f = &mut w;
+    writeln!(
+        f,
+        "==> {op} · attempt {attempt} · stdout: {} <==\n(the logs do not record how stdout and stderr interleaved: stdout comes first, then stderr, each of its lines marked err│)\n",
+        out.display()
+    )
+    .map_err(failed)?;
+    // Line by line, so a last line without its newline still ends before
+    // the next heading. The bytes are the agent's own (colour included:
+    // `less -R` shows it).
+    let copy = |from: std::fs::File,
+                path: &Path,
+                mark: &[u8],
+                f: &mut io::BufWriter<&mut std::fs::File>| {
+        for line in BufReader::new(from).split(b'\n') {
+            let line =
+                line.map_err(|e| Refusal::error(format!("cannot read {}: {e}", path.display())))?;
+            f.write_all(mark)
+                .and_then(|_| f.write_all(&line))
+                .and_then(|_| f.write_all(b"\n"))
+                .map_err(failed)?;
+        }
+        Ok::<(), Refusal>(())
+    };
+    copy(so, &out, b"", f)?;
+    match std::fs::File::open(&err) {
+        Ok(se) => {
+            writeln!(
+                f,
+                "\n==> {op} · attempt {attempt} · stderr: {} <==",
+                err.display()
+            )
+            .map_err(failed)?;
+            copy(se, &err, "err│ ".as_bytes(), f)?;
+        }
+        Err(_) => writeln!(f, "\n==> no stderr log ({}) <==", err.display()).map_err(failed)?,
+    }
+    f.flush().map_err(failed)?;
+    drop(w);
+    Ok(Prepared {
+        file,
+        shown: format!("paged {op}'s attempt {attempt} output: stdout, then stderr"),
+        level: Level::Info,
+    })
+}
+
+/// Where an attempt worked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workdir {
+    /// Its instance's own git worktree.
+    Worktree(PathBuf),
+    /// No worktree of its own: the play's directory, which every operation
+    /// without one shares.
+    Shared(PathBuf),
+}
+
+/// Where the attempt of `op` worked, from what its run directory recorded:
+/// its capacity instance's git worktree (`capacity.json`); else where it
+/// ran (an agent CLI's `logs/<op>.<attempt>.command.json` names it); else
+/// the play's directory (the checkpoint names the play).
+pub fn workdir(
+    run_dir: &Path,
+    op: &str,
+    attempt: u32,
+    instance: Option<&str>,
+) -> Result<Workdir, Refusal> {
+    if let Some(inst) = instance
+        && let Some(rec) = std::fs::read(run_dir.join("capacity.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<CapacityFile>(&b).ok())
+            .and_then(|c| c.agents.into_iter().find(|a| a.name == inst))
+        && rec.workspace_mode == WorkspaceMode::GitWorktree
+        && let Some(ws) = rec.placement.workspace
+    {
+        // A run started from a relative run directory records its
+        // worktrees relative to where it was started: they are under the
+        // run directory, which this console knows from where it is.
+        let recorded = PathBuf::from(ws);
+        let path = match recorded.file_name() {
+            Some(key) if recorded.is_relative() => run_dir.join("worktrees").join(key),
+            _ => recorded,
+        };
+        if !path.exists() {
+            return Err(Refusal {
+                text: format!(
+                    "{op}'s worktree {} is gone: its instance {inst} was released",
+                    path.display()
+                ),
+                level: Level::Warning,
+            });
+        }
+        return Ok(Workdir::Worktree(path));
+    }
+    let ran_in = std::fs::read(run_dir.join(format!("logs/{op}.{attempt}.command.json")))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["cwd"].as_str().map(PathBuf::from));
+    let play_dir = || {
+        let play = crate::store::resume::play_path(run_dir);
+        // Without the original, the path is the run's own copy: its
+        // directory is not the play's.
+        play.parent()
+            .filter(|d| *d != run_dir)
+            .map(Path::to_path_buf)
+    };
+    match ran_in.or_else(play_dir) {
+        Some(dir) => Ok(Workdir::Shared(dir)),
+        None => Err(Refusal {
+            text: format!(
+                "{op} has no worktree of its own (no capacity instance with workspace_mode = \"git-worktree\"), and the run does not record its play's directory"
+            ),
+            level: Level::Warning,
+        }),
+    }
+}
+
+/// Runs git in `dir`; its output, or what went wrong with the command named.
+/// `ok` lists the exit codes that are answers (`diff --no-index` says 1
+/// when the files differ).
+async fn git(dir: &Path, args: &[&str], ok: &[i32]) -> Result<String, Refusal> {
+    let out = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| Refusal::error(format!("cannot run git: {e}")))?;
+    if out.status.code().is_some_and(|c| ok.contains(&c)) {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(Refusal::error(format!(
+            "git -C {} {} failed: {}",
+            dir.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Untracked files shown in full, at most: the list above names them all.
+const NEW_FILES_SHOWN: usize = 20;
+
+/// `git status --short` (untracked files too), `git diff HEAD`, then each
+/// new (untracked) file in full as a diff from nothing — without touching
+/// the worktree's index: `git add --intent-to-add` would change what the
+/// agent sees.
+async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared, Refusal> {
+    let (dir, whose) = match w {
+        Workdir::Worktree(d) => (d, format!("{op}'s worktree {}", d.display())),
+        Workdir::Shared(d) => (d, format!("the play's directory {}", d.display())),
+    };
+    if let Workdir::Shared(d) = w
+        && git(d, &["rev-parse", "--show-toplevel"], &[0])
+            .await
+            .is_err()
+    {
+        return Err(Refusal {
+            text: format!(
+                "{op} has no worktree of its own: it runs in the play's directory {}, which is not in a git repository",
+                d.display()
+            ),
+            level: Level::Warning,
+        });
+    }
+    let color = if color {
+        "--color=always"
+    } else {
+        "--color=never"
+    };
+    let status = git(dir, &["status", "--short", "--untracked-files=all"], &[0]).await?;
+    let changed = status.lines().count();
+    if changed == 0 {
+        return Err(Refusal {
+            text: format!("nothing to diff: {whose} has no changes against HEAD"),
+            level: Level::Info,
+        });
+    }
+    let head = git(dir, &["log", "-1", "--format=%h %s"], &[0]).await?;
+    let tracked = git(dir, &["diff", color, "HEAD"], &[0]).await?;
+    let new = git(
+        dir,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        &[0],
+    )
+    .await?;
+    let new: Vec<&str> = new.split('\0').filter(|p| !p.is_empty()).collect();
+    let mut text = match w {
+        Workdir::Worktree(_) => format!("# {whose}\n"),
+        Workdir::Shared(_) => format!(
+            "# {op} has no worktree of its own: this is {whose}, which every operation without one shares\n"
+        ),
+    };
+    text.push_str(&format!(
+        "# HEAD {}# below: what is not committed yet (commits, the agent's too, are not part of it)\n\n# git status --short --untracked-files=all\n{status}\n# git diff HEAD\n{tracked}",
+        head
+    ));
+    if !new.is_empty() {
+        text.push_str(&format!(
+            "\n# new files (untracked), in full{}\n",
+            if new.len() > NEW_FILES_SHOWN {
+                format!(
+                    ": the first {NEW_FILES_SHOWN} of {} (git status above lists them all)",
+                    new.len()
+                )
+            } else {
+                String::new()
+            }
+        ));
+        for p in new.iter().take(NEW_FILES_SHOWN) {
+            let d = git(
+                dir,
+                &["diff", color, "--no-index", "--", "/dev/null", p],
+                &[0, 1],
+            )
+            .await?;
+            text.push_str(&d);
+        }
+    }
+    let mut file = temp("diff")?;
+    file.as_file_mut()
+        .write_all(text.as_bytes())
+        .and_then(|_| file.as_file_mut().flush())
+        .map_err(|e| Refusal::error(format!("cannot write a file for the pager: {e}")))?;
+    let paths = if changed == 1 {
+        "1 changed path".to_string()
+    } else {
+        format!("{changed} changed paths")
+    };
+    // The directory last: a status line too narrow cuts its end, not what
+    // was shown.
+    Ok(match w {
+        Workdir::Worktree(d) => Prepared {
+            file,
+            shown: format!(
+                "paged the diff of {op}'s worktree ({paths}): {}",
+                d.display()
+            ),
+            level: Level::Info,
+        },
+        Workdir::Shared(d) => Prepared {
+            file,
+            shown: format!(
+                "{op} has no worktree of its own: paged the diff of the play's directory, shared by every operation without one ({paths}): {}",
+                d.display()
+            ),
+            level: Level::Warning,
+        },
+    })
+}
+
+/// What makes `$PAGER` a shell command rather than a program and its
+/// options (git's list).
+const SHELL_CHARS: &[char] = &[
+    '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', '#', '~', '=', '%',
+];
+
+/// Runs the pager on `file` in the foreground and waits for it; what went
+/// wrong, the command named, and a stop signal that ended it.
+async fn run(
+    pager: &Pager,
+    file: &Path,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
+) -> (Result<(), String>, Option<StopSignal>) {
+    let spawned = match pager {
+        // Plain words (`less -R`, a script's path): run directly, so the
+        // process waited for (and ended on SIGTERM) is the pager itself.
+        Pager::Env(p) if !p.contains(SHELL_CHARS) => {
+            let mut words = p.split_whitespace();
+            let mut c = tokio::process::Command::new(words.next().unwrap_or_default());
+            c.args(words).arg(file);
+            c.spawn().map(|c| (c, pager.name()))
+        }
+        Pager::Env(p) => {
+            // Shell words: through sh, as git runs it, the file as an
+            // argument after them.
+            let mut c = tokio::process::Command::new("sh");
+            c.arg("-c").arg(format!("{p} \"$@\"")).arg(p).arg(file);
+            c.spawn().map(|c| (c, pager.name()))
+        }
+        Pager::Default => {
+            let mut c = tokio::process::Command::new("less");
+            c.arg("-R").arg(file);
+            match c.spawn() {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let mut c = tokio::process::Command::new("more");
+                    c.arg(file);
+                    c.spawn()
+                        .map(|c| (c, "more (less is not installed)".to_string()))
+                }
+                other => other.map(|c| (c, pager.name())),
+            }
+        }
+    };
+    let (mut child, name) = match spawned {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let what = match pager {
+                Pager::Env(p) if !p.contains(SHELL_CHARS) => {
+                    format!("{} was not found", pager.name())
+                }
+                Pager::Env(_) => "no pager: sh is not installed".to_string(),
+                Pager::Default => {
+                    "no pager: neither less nor more is installed; set PAGER".to_string()
+                }
+            };
+            return (Err(what), None);
+        }
+        Err(e) => return (Err(format!("cannot start {}: {e}", pager.name())), None),
+    };
+    let mut stopped = None;
+    let status = loop {
+        tokio::select! {
+            st = child.wait() => break st,
+            Some(sig) = stop.recv(), if stopped.is_none() => {
+                // ctrl-c in the pager: the terminal sent it to the whole
+                // process group, the console included.
+                if sig == StopSignal::Interrupt {
+                    continue;
+                }
+                stopped = Some(sig);
+                // Ended, then waited for below: never left a zombie.
+                let _ = child.start_kill();
+            }
+        }
+    };
+    let ran = match status {
+        Err(e) => Err(format!("{name}: cannot wait for it: {e}")),
+        Ok(st) if st.success() || stopped.is_some() => Ok(()),
+        Ok(st) => match st.code() {
+            Some(127) if matches!(pager, Pager::Env(_)) => {
+                Err(format!("{name} was not found (sh said exit 127)"))
+            }
+            Some(c) => Err(format!("{name} exited with status {c}")),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                Err(format!(
+                    "{name} was ended by signal {}",
+                    st.signal().unwrap_or_default()
+                ))
+            }
+        },
+    };
+    (ran, stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git_in(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    #[tokio::test]
+    async fn a_pager_that_fails_is_named_and_a_sigterm_ends_it() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let (tx, mut stop) = mpsc::unbounded_channel();
+        let run_with = |p: &str| Pager::Env(p.to_string());
+        let (r, s) = run(&run_with("false"), file.path(), &mut stop).await;
+        assert_eq!(r, Err("$PAGER (false) exited with status 1".to_string()));
+        assert_eq!(s, None);
+        let (r, _) = run(&run_with("no-such-pager-here -R"), file.path(), &mut stop).await;
+        assert_eq!(
+            r,
+            Err("$PAGER (no-such-pager-here -R) was not found".to_string())
+        );
+        let (r, _) = run(
+            &run_with("true; no-such-pager-here"),
+            file.path(),
+            &mut stop,
+        )
+        .await;
+        assert_eq!(
+            r,
+            Err("$PAGER (true; no-such-pager-here) was not found (sh said exit 127)".to_string())
+        );
+        // ctrl-c typed into the pager reaches the console too: not a stop.
+        tx.send(StopSignal::Interrupt).unwrap();
+        let (r, s) = run(&run_with("sleep 0.2; true"), file.path(), &mut stop).await;
+        assert_eq!((r, s), (Ok(()), None));
+        // SIGTERM: the pager is ended (and reaped), the signal handed on.
+        tx.send(StopSignal::Terminate).unwrap();
+        let started = std::time::Instant::now();
+        let (r, s) = run(&run_with("sleep 30; true"), file.path(), &mut stop).await;
+        assert_eq!((r, s), (Ok(()), Some(StopSignal::Terminate)));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn the_output_file_has_stdout_then_stderr_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("build.2.stdout.log"), "compiling\nlinked").unwrap();
+        std::fs::write(dir.path().join("build.2.stderr.log"), "warning: x\n").unwrap();
+        let page = Page::Output {
+            op: "build".into(),
+            attempt: 2,
+            logs: dir.path().to_path_buf(),
+        };
+        let p = prepare(&page, false).await.unwrap();
+        let text = std::fs::read_to_string(p.file.path()).unwrap();
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s:?} in {text}"));
+        assert!(at("compiling\nlinked\n") < at("stderr: "));
+        assert!(at("stderr: ") < at("err│ warning: x\n"));
+        let none = Page::Output {
+            op: "build".into(),
+            attempt: 3,
+            logs: dir.path().to_path_buf(),
+        };
+        let r = prepare(&none, false).await.err().unwrap();
+        assert!(
+            r.text
+                .starts_with("build's attempt 3 has no output to page: ")
+                && r.text.contains("build.3.stdout.log does not exist"),
+            "{}",
+            r.text
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_worktree_the_play_directory_is_named_or_refused() {
+        let play = tempfile::tempdir().unwrap();
+        let runs = tempfile::tempdir().unwrap();
+        let run = runs.path().join("run");
+        std::fs::create_dir_all(run.join("logs")).unwrap();
+        std::fs::write(
+            run.join("logs/api.1.command.json"),
+            serde_json::json!({"cwd": play.path()}).to_string(),
+        )
+        .unwrap();
+        let w = workdir(&run, "api", 1, None).unwrap();
+        assert_eq!(w, Workdir::Shared(play.path().to_path_buf()));
+        // Not a repository: said, nothing paged.
+        let r = diff("api", &w, false).await.err().unwrap();
+        assert!(
+            r.text.contains("which is not in a git repository") && r.level == Level::Warning,
+            "{r:?}"
+        );
+        // A repository: its diff, and the status names the directory.
+        git_in(play.path(), &["init", "-q"]);
+        std::fs::write(play.path().join("a.txt"), "one\n").unwrap();
+        git_in(play.path(), &["add", "a.txt"]);
+        git_in(play.path(), &["commit", "-q", "-m", "first"]);
+        let r = diff("api", &w, false).await.err().unwrap();
+        assert!(r.text.starts_with("nothing to diff: "), "{r:?}");
+        std::fs::write(play.path().join("a.txt"), "two\n").unwrap();
+        std::fs::write(play.path().join("new.txt"), "fresh\n").unwrap();
+        let p = diff("api", &w, false).await.unwrap();
+        assert_eq!(
+            p.shown,
+            format!(
+                "api has no worktree of its own: paged the diff of the play's directory, shared by every operation without one (2 changed paths): {}",
+                play.path().display()
+            )
+        );
+        let text = std::fs::read_to_string(p.file.path()).unwrap();
+        assert!(text.contains("-one\n+two\n"), "{text}");
+        assert!(
+            text.contains("?? new.txt"),
+            "untracked files are listed: {text}"
+        );
+        assert!(text.contains("+fresh\n"), "and shown in full: {text}");
+        // Nothing recorded at all: refused in words.
+        let bare = tempfile::tempdir().unwrap();
+        let r = workdir(bare.path(), "api", 1, None).err().unwrap();
+        assert!(r.text.contains("api has no worktree of its own"), "{r:?}");
+    }
+}

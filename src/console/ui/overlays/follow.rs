@@ -1,0 +1,160 @@
+//! The follow view: an operation's latest attempt's output over the whole
+//! screen but the footer, stderr marked as in the node inspector, one log
+//! line a row (cut at the window's edge; `O` pages them whole). Only the
+//! rows in the window are built.
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+
+use super::inspector::STDERR_MARK;
+use super::{bold, frame};
+use crate::console::app::App;
+use crate::console::follow::FollowView;
+use crate::console::keymap::{Action, Mode};
+use crate::console::text::group;
+use crate::kernel::Lane;
+
+/// Where stdout lines start: under the text of stderr lines, after the mark.
+const STDOUT_INDENT: &str = "       ";
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
+    let t = app.theme();
+    let r = crate::console::ui::follow_area(area, app);
+    let n = app.vm.node(v.node);
+    let name = n.name();
+    let key = |a: Action| app.keymap.label_in(Mode::Follow, a);
+    let title = if v.attempt > 0 {
+        format!("Following {name} · attempt {}", v.attempt)
+    } else {
+        format!("Following {name}")
+    };
+    let mut block = frame(&title, t).title(
+        Line::from(Span::styled(
+            format!(
+                " {} marks stderr · {} all of it in $PAGER · {} worktree diff ",
+                STDERR_MARK.trim(),
+                key(Action::PageOutput),
+                key(Action::WorktreeDiff)
+            ),
+            Style::default().fg(t.dim),
+        ))
+        .alignment(Alignment::Right),
+    );
+    let mut state = if v.stick && n.lane.is_terminal() && v.attempt > 0 {
+        // Nothing more comes from an attempt that has ended (a retry is a
+        // new attempt, and the view moves to it).
+        format!("● the end of attempt {} ({})", v.attempt, n.lane.title())
+    } else if v.stick {
+        "● following: new lines show as they are written".to_string()
+    } else {
+        format!(
+            "‖ scrolled back: {} follows the newest line again",
+            key(Action::Bottom)
+        )
+    };
+    if v.cut || v.dropped > 0 {
+        state.push_str(&format!(
+            " · earlier lines are not here ({} shows them)",
+            key(Action::PageOutput)
+        ));
+    }
+    if app.replay.is_some() {
+        // Logs carry no times: the replay's moment cannot cut them.
+        state.push_str(" · the log as written, not as of the replay's moment");
+    }
+    block = block.title_bottom(
+        Line::from(Span::styled(
+            format!(" {state} "),
+            Style::default().fg(if v.stick { t.accent } else { t.warning }),
+        ))
+        .alignment(Alignment::Left),
+    );
+    let below = v.scroll.more_below();
+    if below > 0 {
+        block = block.title_bottom(
+            Line::from(Span::styled(
+                format!(" ↓ {} more ", group(below)),
+                Style::default().fg(t.dim),
+            ))
+            .alignment(Alignment::Right),
+        );
+    }
+    let lines: Vec<Line> = if v.lines.is_empty() {
+        nothing_yet(app, v)
+    } else {
+        v.lines
+            .range(v.scroll.visible())
+            .map(|l| {
+                if l.stderr {
+                    let s = Style::default().fg(t.warning);
+                    Line::from(vec![
+                        Span::styled(STDERR_MARK, s),
+                        Span::styled(l.text.as_str(), s),
+                    ])
+                } else {
+                    Line::from(vec![Span::raw(STDOUT_INDENT), Span::raw(l.text.as_str())])
+                }
+            })
+            .collect()
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(Paragraph::new(lines).block(block), r);
+}
+
+/// No line yet, said in words: why, and whether any will come.
+fn nothing_yet(app: &App, v: &FollowView) -> Vec<Line<'static>> {
+    let t = app.theme();
+    let n = app.vm.node(v.node);
+    let name = n.name();
+    let going = !n.lane.is_terminal();
+    let mut lines = vec![Line::from("")];
+    let mut say = |s: String, style: Style| lines.push(Line::from(Span::styled(s, style)));
+    let dim = Style::default().fg(t.dim);
+    if v.attempt == 0 {
+        say(format!("{name} has not started an attempt yet."), bold(t));
+        match app.waiting_for(v.node) {
+            Some(w) => say(format!("It waits for {w}."), dim),
+            None if n.skipped() => say(
+                format!(
+                    "It was skipped ({}).",
+                    app.vm.skip_cause(v.node).unwrap_or_default()
+                ),
+                dim,
+            ),
+            None => say(format!("It is {}.", n.lane.title()), dim),
+        }
+        if going {
+            say("Its output shows here as soon as it starts.".into(), dim);
+        }
+    } else if !v.has_log() {
+        say(
+            format!("{name}'s attempt {} has written no output log.", v.attempt),
+            bold(t),
+        );
+        if let Some(p) = v.log_path() {
+            say(format!("{} does not exist.", p.display()), dim);
+        }
+        say(
+            "Operations on the built-in sim agent print nothing; an agent CLI's lines show here as it prints them."
+                .into(),
+            dim,
+        );
+    } else {
+        say(
+            format!("{name}'s attempt {} has printed nothing yet.", v.attempt),
+            bold(t),
+        );
+        say(
+            match n.lane {
+                Lane::Running => "Its lines show here as it prints them.".to_string(),
+                _ if going => format!("It is {}.", n.lane.title()),
+                _ => format!("It ended ({}) without printing anything.", n.lane.title()),
+            },
+            dim,
+        );
+    }
+    lines
+}
