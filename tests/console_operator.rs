@@ -1057,6 +1057,36 @@ mod status {
         s.finish().await;
     }
 
+    /// The status line lets a message go after a while; M keeps them all.
+    #[tokio::test(start_paused = true)]
+    async fn the_status_line_expires_and_the_message_log_keeps_it() {
+        let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();
+        s.press(&keys("n")).await;
+        s.press(&keys("n")).await;
+        let footer = |s: &mut Scene| {
+            let t = text(&s.render());
+            t.lines().last().unwrap().to_string()
+        };
+        assert!(footer(&mut s).contains("2/2 · integration-tests failed"));
+        s.wait(3.0).await;
+        assert!(
+            footer(&mut s).contains("2/2 · integration-tests failed"),
+            "still fresh"
+        );
+        s.wait(6.0).await;
+        assert!(
+            !footer(&mut s).contains("integration-tests failed"),
+            "gone after 8 s"
+        );
+        s.press(&keys("M")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Messages (2), newest first"), "{t}");
+        let first = t.find("2/2 · integration-tests failed").expect("kept");
+        let second = t.find("1/2 · security-review escalated").expect("kept");
+        assert!(first < second, "newest first: {t}");
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn skipped_are_counted_apart_and_a_failure_names_its_cause() {
         let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();

@@ -927,6 +927,12 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::Messages => {
+                self.overlays.push(Overlay::Messages {
+                    scroll: ScrollList::text(),
+                });
+                Vec::new()
+            }
             Action::Problems => {
                 self.open_problems();
                 Vec::new()

@@ -123,6 +123,25 @@ pub enum Level {
 pub struct Status {
     pub text: String,
     pub level: Level,
+    /// When it was said: the status line lets it go after a while (the
+    /// message log keeps it).
+    pub since: tokio::time::Instant,
+}
+
+/// How long the status line shows a message; a warning or an error stays
+/// longer. The message log (`M`) keeps them all.
+pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(8);
+pub const STATUS_TTL_WARNING: std::time::Duration = std::time::Duration::from_secs(20);
+/// Messages the log keeps.
+pub const MESSAGES_KEPT: usize = 500;
+
+/// A message the status line showed, for the log: when (run time), how
+/// serious, what.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub at: f64,
+    pub level: Level,
+    pub text: String,
 }
 
 /// What the console may ask of the run's components, in-process.
@@ -168,6 +187,8 @@ pub struct App {
     pub zoomed: bool,
     /// Gates marked to approve together (`m`), in the order marked.
     pub marks: Vec<u32>,
+    /// What the status line said, oldest first (`M` shows them).
+    pub messages: std::collections::VecDeque<Message>,
     /// Each lane's rows (filter applied).
     pub lanes: [ScrollList; COLS],
     /// The ledger's rows, newest first (filter applied).
@@ -254,6 +275,7 @@ impl App {
             lane_col: 0,
             zoomed: false,
             marks: Vec::new(),
+            messages: std::collections::VecDeque::new(),
             lanes: [ScrollList::list(); COLS],
             ledger: ScrollList::list(),
             ledger_filter: LedgerFilter::All,
@@ -318,10 +340,31 @@ impl App {
     }
 
     pub fn set_status(&mut self, text: impl Into<String>, level: Level) {
-        self.status = Some(Status {
-            text: text.into(),
+        let text = text.into();
+        if self.messages.len() >= MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+        self.messages.push_back(Message {
+            at: self.clock,
             level,
+            text: text.clone(),
         });
+        self.status = Some(Status {
+            text,
+            level,
+            since: tokio::time::Instant::now(),
+        });
+    }
+
+    /// The status line's message, while it is fresh.
+    pub fn shown_status(&self) -> Option<&Status> {
+        self.status.as_ref().filter(|s| {
+            let ttl = match s.level {
+                Level::Info => STATUS_TTL,
+                _ => STATUS_TTL_WARNING,
+            };
+            s.since.elapsed() < ttl
+        })
     }
 
     pub fn fold(&mut self, s: &Signal) {

@@ -52,6 +52,7 @@ pub enum Action {
     PrevProblem,
     OldestGate,
     Problems,
+    Messages,
     Zoom,
     // Moving between panes and lanes.
     FocusNext,
@@ -282,6 +283,7 @@ actions! {
     PrevProblem "previous_problem" "problem back" View ["N"] false "the previous one";
     OldestGate "oldest_gate" "oldest gate" View ["W"] false "the gate waiting longest for approval";
     Problems "problems" "problems" View ["P"] false "every failure, escalation and waiting gate, with why (enter goes to one)";
+    Messages "messages" "messages" View ["M"] false "every message the status line showed, newest first";
     Zoom "zoom" "zoom" View ["z"] false "the selected lane at full width (again: every lane)";
     CycleTheme "theme" "theme" View ["t"] false "next theme";
     Report "report" "report" View ["e"] true "write the run report (report.md in the run directory)";

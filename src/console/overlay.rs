@@ -44,6 +44,10 @@ pub enum Overlay {
     Warnings {
         scroll: ScrollList,
     },
+    /// The status line's messages, newest first.
+    Messages {
+        scroll: ScrollList,
+    },
     /// The runs under the runs directory; `enter` switches an attached
     /// console to the selected one.
     Runs {
@@ -101,6 +105,7 @@ impl Overlay {
             Overlay::LedgerRow { .. }
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
+            | Overlay::Messages { .. }
             | Overlay::Runs { .. } => Mode::Detail,
             Overlay::ConfirmQuit
             | Overlay::ConfirmApprove { .. }
@@ -123,6 +128,7 @@ impl Overlay {
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
+            | Overlay::Messages { scroll }
             | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
@@ -136,6 +142,7 @@ impl Overlay {
             | Overlay::LedgerRow { scroll, .. }
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
+            | Overlay::Messages { scroll }
             | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,

@@ -97,7 +97,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(app.filter.clone()),
             Span::styled("▏", key),
         ]),
-        _ => match (&app.status, &app.replay) {
+        _ => match (app.shown_status(), &app.replay) {
             (Some(s), _) => {
                 let color = match s.level {
                     Level::Info => t.foreground,

@@ -447,3 +447,51 @@ pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
         note: None,
     }
 }
+
+/// The message log: what the status line said, newest first, kept after
+/// the status line let it go.
+pub fn messages(app: &App) -> Window {
+    use crate::console::app::Level;
+    let t = app.theme();
+    let m = &app.messages;
+    let mut lines: Vec<Line> = m
+        .iter()
+        .rev()
+        .map(|msg| {
+            let color = match msg.level {
+                Level::Info => t.foreground,
+                Level::Warning => t.warning,
+                Level::Error => t.error,
+            };
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<8} ", duration(msg.at)),
+                    Style::default().fg(t.dim),
+                ),
+                Span::styled(msg.text.clone(), Style::default().fg(color)),
+            ])
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "nothing said yet",
+            Style::default().fg(t.dim),
+        )));
+    }
+    Window {
+        title: format!(
+            "Messages ({}), newest first{}",
+            group(m.len()),
+            if m.len() >= crate::console::app::MESSAGES_KEPT {
+                " · the oldest are gone"
+            } else {
+                ""
+            }
+        ),
+        lines,
+        min_w: 40,
+        max_w: 120,
+        hang: 9,
+        note: None,
+    }
+}
