@@ -1087,6 +1087,30 @@ mod status {
         s.finish().await;
     }
 
+    /// Spawned work reads as what it does, with its number; the filter
+    /// finds it by those words, the inspector gives the name commands take.
+    #[tokio::test(start_paused = true)]
+    async fn spawned_work_is_named_by_its_instruction() {
+        let mut s = demo(30.0, 160, 40).await;
+        let t = text(&s.render());
+        assert!(!t.contains("↳spawn-3"), "{t}");
+        assert!(t.contains("↳benchmark the refund path with #3"), "{t}");
+        s.press(&keys("/ b e n c h m a r k enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("#3") && !t.contains("#2"),
+            "the filter finds it by its words: {t}"
+        );
+        select(&mut s, "spawn-3");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("benchmark the refund path with #3 · spawn-3"),
+            "{t}"
+        );
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn skipped_are_counted_apart_and_a_failure_names_its_cause() {
         let mut s = Scene::at(&play(FAILS), 5.0, 120, 36, None).await.unwrap();

@@ -561,10 +561,7 @@ impl App {
             }
             _ => None,
         }?;
-        Some(super::text::fit_middle(
-            self.vm.node(ix).name(),
-            TARGET_WIDTH,
-        ))
+        Some(super::text::fit_middle(&self.vm.label(ix), TARGET_WIDTH))
     }
 
     /// The footer's word for `a` now (the table's label, or what it would

@@ -570,7 +570,8 @@ impl App {
         }
         let n = self.vm.node(ix);
         let f = self.filter.to_lowercase();
-        n.name().to_lowercase().contains(&f)
+        self.vm.label(ix).to_lowercase().contains(&f)
+            || n.name().to_lowercase().contains(&f)
             || n.role().is_some_and(|r| r.to_lowercase().contains(&f))
     }
 

@@ -136,6 +136,39 @@ pub fn col_lane(col: usize) -> Lane {
     Lane::ALL.get(col).copied().unwrap_or(Lane::Failed)
 }
 
+/// The first words of an instruction, for a label: at most five words and
+/// 32 columns, from its first line that says something; none when it has
+/// no words.
+pub fn instruction_words(instruction: &str) -> Option<String> {
+    const WORDS: usize = 5;
+    const MAX: usize = 32;
+    let line = instruction
+        .lines()
+        .find(|l| l.chars().any(char::is_alphanumeric))?;
+    let mut out = String::new();
+    for w in line.split_whitespace().take(WORDS) {
+        // Punctuation at a word's ends is noise in a lane row.
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+        if w.is_empty() {
+            continue;
+        }
+        let next = if out.is_empty() {
+            w.len()
+        } else {
+            out.len() + 1 + w.len()
+        };
+        if next > MAX && !out.is_empty() {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    let out = crate::console::text::fit(&out, MAX);
+    (!out.is_empty()).then(|| out.to_lowercase())
+}
+
 pub fn lane_index(l: Lane) -> usize {
     match l {
         Lane::Queued => 0,
@@ -207,6 +240,24 @@ impl ViewModel {
 
     pub fn approvals_waiting(&self) -> usize {
         self.count(Lane::AwaitingApproval)
+    }
+
+    /// How the console names an operation: its name, but a spawned one
+    /// (`spawn-N`, a name that says nothing) by the first words of its
+    /// instruction and its number: `fix the login timeout #3`. Commands
+    /// still take the name; the inspector shows both.
+    pub fn label(&self, ix: u32) -> std::borrow::Cow<'_, str> {
+        let n = self.proj.node(ix);
+        let name = n.name();
+        match name.strip_prefix("spawn-") {
+            Some(num) if crate::vocab::is_spawn_name(name) => {
+                match instruction_words(&n.op.instruction) {
+                    Some(words) => std::borrow::Cow::Owned(format!("{words} #{num}")),
+                    None => std::borrow::Cow::Borrowed(&**name),
+                }
+            }
+            _ => std::borrow::Cow::Borrowed(&**name),
+        }
     }
 
     /// Whether operations are still in flight (quitting would cancel them).
@@ -405,6 +456,24 @@ mod tests {
             parent_id: None,
             depends_on: Arc::from(Vec::new()),
         }
+    }
+
+    #[test]
+    fn a_spawned_operation_is_labelled_by_its_first_words() {
+        assert_eq!(
+            instruction_words("Fix the login timeout, then rerun the suite.").as_deref(),
+            Some("fix the login timeout then")
+        );
+        // The first line that says something; punctuation at word ends goes.
+        assert_eq!(
+            instruction_words("\n---\n**Benchmark** the refund path").as_deref(),
+            Some("benchmark the refund path")
+        );
+        assert_eq!(instruction_words("   \n ... "), None);
+        let long =
+            instruction_words("Instrumentation-heavy-refactoring-of-everything-everywhere now")
+                .unwrap();
+        assert!(crate::console::text::width(&long) <= 32, "{long}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use ratatui::widgets::Paragraph;
 use super::{lane_name, pane_block, selected_style};
 use crate::console::app::{App, Geometry, Pane};
 use crate::console::model::{COLS, SKIPPED_COL, col_lane};
-use crate::console::text::{Shared, fit, fit_distinct, group, shared_ends, width};
+use crate::console::text::{fit, fit_distinct, group, shared_ends, width};
 use crate::kernel::{ActivityState, Lane};
 
 /// A lane folded to its title at a narrow screen: `┌ fail 0 ┐`.
@@ -86,7 +86,8 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let window = list.visible();
         let rows = app.lane_window(col, window.start, window.len());
         let mut lines = Vec::with_capacity(rows.len());
-        let shared = shared_ends(rows.iter().map(|&ix| &**app.vm.node(ix).name()));
+        let labels: Vec<_> = rows.iter().map(|&ix| app.vm.label(ix)).collect();
+        let shared = shared_ends(labels.iter().map(|l| &**l));
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
             let start_hold = app.vm.start_hold(ix);
@@ -117,7 +118,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                     .as_ref()
                     .map(|r| {
                         let room = w.saturating_sub(1);
-                        let need = width(n.name()) + width(r.cause) + 2 + RETRY_TIME_W;
+                        let need = width(&labels[i]) + width(r.cause) + 2 + RETRY_TIME_W;
                         if need <= room {
                             r.cause.to_string()
                         } else {
@@ -138,7 +139,16 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 }
                 _ => short_time(app.node_time(ix)),
             };
-            let cells = row_cells(n.name(), role, &time, w, shared);
+            // A spawned one's label keeps its number (`#3`) and its first
+            // words; a name, what differs from the lane's other rows.
+            let cut = |s: &str, room: usize| match s.rfind(" #") {
+                Some(at) if *labels[i] != **n.name() && room > width(&s[at..]) + 2 => {
+                    let tail = &s[at..];
+                    format!("{}{tail}", fit(&s[..at], room - width(tail)))
+                }
+                _ => fit_distinct(s, room, shared),
+            };
+            let cells = row_cells(&labels[i], role, &time, w, &cut);
             let name_style = if n.skipped() {
                 Style::default().fg(t.skipped)
             } else {
@@ -213,7 +223,14 @@ pub struct RowCells {
     pub time: String,
 }
 
-pub fn row_cells(name: &str, role: &str, time: &str, w: usize, shared: Shared) -> RowCells {
+/// `cut` shortens a name longer than its room to that room.
+pub fn row_cells(
+    name: &str,
+    role: &str,
+    time: &str,
+    w: usize,
+    cut: &dyn Fn(&str, usize) -> String,
+) -> RowCells {
     let rest = w.saturating_sub(1);
     let (nw, rw, tw) = (width(name), width(role), width(time));
     // The least of the role worth showing.
@@ -253,9 +270,9 @@ pub fn row_cells(name: &str, role: &str, time: &str, w: usize, shared: Shared) -
     // beside the time when the lane is wide enough for both to say
     // something.
     if tw > 0 && rest >= 2 * NAME_MIN + 1 + tw {
-        return cells(fit_distinct(name, rest - 1 - tw, shared), 0, time);
+        return cells(cut(name, rest - 1 - tw), 0, time);
     }
-    cells(fit_distinct(name, rest, shared), 0, "")
+    cells(cut(name, rest), 0, "")
 }
 
 /// `2.5s`, `12s`, `4m05`, `1h02`: at most four columns, for lane rows.
@@ -289,9 +306,12 @@ pub fn activity_label(state: ActivityState, tool: Option<&str>) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::console::text::Shared;
 
     fn row(name: &str, role: &str, time: &str, w: usize) -> String {
-        let c = row_cells(name, role, time, w, Shared::default());
+        let c = row_cells(name, role, time, w, &|s, r| {
+            fit_distinct(s, r, Shared::default())
+        });
         let s = format!(" {}{}{}{}", c.name, c.role, " ".repeat(c.pad), c.time);
         assert_eq!(width(&s), w, "{s:?} fills the row exactly");
         s
@@ -356,7 +376,7 @@ mod tests {
         let rows: Vec<String> = names
             .iter()
             .map(|n| {
-                let c = row_cells(n, "tester", "2m05", 24, shared);
+                let c = row_cells(n, "tester", "2m05", 24, &|s, r| fit_distinct(s, r, shared));
                 format!("{}{}{}", c.name, " ".repeat(c.pad), c.time)
             })
             .collect();

@@ -420,7 +420,7 @@ pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
         lines.push(Line::from(vec![
             Span::raw(if chosen { "› " } else { "  " }),
             Span::styled(format!("{mark} "), style.fg(color)),
-            Span::styled(pad(&fit_middle(n.name(), NAME_W), NAME_W), style),
+            Span::styled(pad(&fit_middle(&app.vm.label(ix), NAME_W), NAME_W), style),
             Span::styled(format!("  {state:<9}"), style.fg(color)),
             Span::styled(
                 format!(" {:>7}  ", duration(app.in_lane_for(ix))),

@@ -249,7 +249,11 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         }
     }
     Window {
-        title: n.name().to_string(),
+        // A spawned one: its words and its name, which commands take.
+        title: match app.vm.label(ix) {
+            l if *l == **n.name() => l.into_owned(),
+            l => format!("{l} · {}", n.name()),
+        },
         lines,
         min_w: 60,
         max_w: 120,
