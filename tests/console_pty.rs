@@ -1299,3 +1299,104 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
     std::thread::sleep(Duration::from_millis(200));
     assert!(!alternate(), "the terminal left the alternate screen");
 }
+
+/// An operator's day (issue 25) in a terminal: the problems list, marking
+/// gates and approving them with one question, a zoomed lane, and the
+/// message log, through the binary.
+#[test]
+fn triage_and_approvals_at_scale_in_a_terminal() {
+    const GATES: &str = r#"
+[play]
+name = "day"
+max_concurrent = 4
+[palette]
+roles = [{ role = "reviewer" }, { role = "tester" }]
+[[operations]]
+id = "flaky-suite"
+role = "tester"
+instruction = "test"
+independent_root = true
+sim = { duration_ms = 200, outcome = "fail", error = "3 of 40 tests failed: login times out", fail_attempts = 9 }
+[[operations]]
+id = "sign-api"
+role = "reviewer"
+instruction = "sign"
+independent_root = true
+approval = true
+sim = { duration_ms = 100 }
+[[operations]]
+id = "sign-web"
+role = "reviewer"
+instruction = "sign"
+independent_root = true
+approval = true
+sim = { duration_ms = 100 }
+[[operations]]
+id = "sign-db"
+role = "reviewer"
+instruction = "sign"
+independent_root = true
+approval = true
+sim = { duration_ms = 100 }
+[[operations]]
+id = "soak"
+role = "tester"
+instruction = "soak"
+independent_root = true
+sim = { duration_ms = 120000 }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("day.toml"), GATES).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "day.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("three gates and a failure", |s| {
+        s.contains("⚑ 3 awaiting approval") && s.contains("failed 1")
+    });
+
+    // P: every problem on one row, with the failure's first line.
+    console.press(b"P");
+    let p = screen.wait_for("the problems list", |s| s.contains("Problems (4)"));
+    assert!(
+        p.contains("3 of 40 tests failed: login times out") && p.contains("sign-api"),
+        "{p}"
+    );
+    console.press(b"\x1b");
+    screen.wait_for("the list to close", |s| !s.contains("Problems (4)"));
+
+    // W goes to the oldest gate; m marks it and the next; a asks once.
+    console.press(b"W");
+    screen.wait_for("the oldest gate", |s| s.contains("has waited"));
+    console.press(b"m");
+    console.press(b"j");
+    console.press(b"m");
+    screen.wait_for("two marked", |s| s.contains("2 marked"));
+    console.press(b"a");
+    let q = screen.wait_for("the question", |s| {
+        s.contains("Approve these 2 operations?")
+    });
+    assert!(q.contains("⚑ sign-api") && q.contains("⚑ sign-web"), "{q}");
+    console.press(b"y");
+    screen.wait_for("one gate left", |s| s.contains("⚑ 1 awaiting approval"));
+
+    // z: the running lane alone, at full width; z again, every lane.
+    console.press(b"h");
+    console.press(b"z");
+    screen.wait_for("the zoomed lane", |s| {
+        s.contains("z: every lane") && !s.contains("┌ queued")
+    });
+    console.press(b"z");
+    screen.wait_for("every lane again", |s| !s.contains("z: every lane"));
+
+    // M: what the status line said, kept.
+    console.press(b"M");
+    let m = screen.wait_for("the message log", |s| s.contains("Messages ("));
+    assert!(m.contains("has waited") && m.contains("2 marked"), "{m}");
+    console.press(b"\x1b");
+
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
+    assert_eq!(console.wait_exit(), 1);
+}
