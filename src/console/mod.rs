@@ -17,3 +17,4 @@ pub mod terminal;
 pub mod text;
 pub mod theme;
 pub mod ui;
+pub mod warnings;
