@@ -815,6 +815,57 @@ sim = { duration_ms = 100 }
         s.finish().await;
     }
 
+    /// A warning repeated 300 times is one row with its count and its
+    /// first and last time; another operation's is another row; the header
+    /// counts distinct warnings and says the total (issue 25).
+    #[tokio::test(start_paused = true)]
+    async fn repeated_warnings_fold_into_one_row_with_their_count() {
+        let mut s = Scene::at(&warnings_play(), 3.0, 120, 36, None)
+            .await
+            .unwrap();
+        let limited = "plan: provider rate-limited the request; retrying in 30s";
+        for _ in 0..150 {
+            s.session.handle.warn(limited.into());
+        }
+        s.wait(2.0).await;
+        for _ in 0..150 {
+            s.session.handle.warn(limited.into());
+        }
+        s.session
+            .handle
+            .warn("migrate: provider rate-limited the request; retrying in 30s".into());
+        s.wait(0.5).await;
+        let t = text(&s.render());
+        assert!(
+            t.lines()
+                .next()
+                .unwrap()
+                .contains("⚠ 5 warnings, 304 in all (w)"),
+            "{t}"
+        );
+        s.press(&keys("w")).await;
+        let t = text(&s.render());
+        insta::assert_snapshot!("warnings_overlay_folded", t);
+        assert!(t.contains("Warnings (5, 304 in all), newest first"), "{t}");
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains('║') && l.contains("rate-limited"))
+            .collect();
+        assert_eq!(rows.len(), 2, "one row each operation: {t}");
+        // The one seen last first; the repeated one with its count and
+        // the span of time it came in.
+        assert!(
+            rows[0].contains("5.0s ") && rows[0].contains("migrate:"),
+            "{t}"
+        );
+        assert!(!rows[0].contains('×'), "{t}");
+        assert!(
+            rows[1].contains("3.0s … 5.0s ×300  plan: provider rate-limited"),
+            "{t}"
+        );
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn help_shows_the_keys_of_what_is_on_screen_only() {
         // Tall enough for every key of the console's help.

@@ -450,6 +450,56 @@ fn resuming_a_crashed_run_in_the_console() {
     );
 }
 
+/// A config with three errors says all three, one a line, before the
+/// terminal is taken and before anything is written: no run host, no run
+/// directory, no log (issue #25: an operator fixes them in one pass).
+#[test]
+fn a_config_with_three_errors_says_all_three_and_takes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    let config = dir.path().join("config/config.toml");
+    std::fs::write(
+        &config,
+        "theme = \"sparkly\"\n[keys]\nexplode = \"e\"\npause = \"hyper-p\"\n",
+    )
+    .unwrap();
+    // The hosted run (a play file) and the demo (the console in-process).
+    for args in [&["run", "pty.toml"][..], &[]] {
+        let mut console = Console::open(dir.path(), args);
+        let code = console.wait_exit();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let said = loop {
+            let raw = String::from_utf8_lossy(&console.raw.lock().unwrap()).into_owned();
+            if raw.contains("no theme") || Instant::now() > deadline {
+                break raw;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let file = config.display().to_string();
+        assert!(
+            said.contains(&format!("{file}: 3 errors:")),
+            "{args:?}: {said}"
+        );
+        for error in [
+            format!("{file}:3:1: [keys] names unknown action \"explode\""),
+            format!("{file}:4:9: [keys] pause: \"hyper-p\" is not a key"),
+            format!("{file}:1:9: no theme \"sparkly\"; themes: default"),
+        ] {
+            assert!(said.contains(&error), "{args:?}: {error:?} in {said}");
+        }
+        assert_eq!(code, 2, "{args:?}: {said}");
+        assert!(
+            !console.wrote(b"\x1b[?1049h"),
+            "{args:?}: the terminal was taken: {said}"
+        );
+        assert!(
+            !dir.path().join(".playdeck").exists(),
+            "{args:?}: something was written: {said}"
+        );
+    }
+}
+
 /// Shrunk below 80×24, the console shows only its notice: keys that would
 /// act on the hidden screen do nothing, and quit quits without asking.
 #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::{CmdError, Outcome, block_on, need_terminal, stop_requests};
+use super::{CmdError, Outcome, block_on, check_console_config, need_terminal, stop_requests};
 use crate::cli::{ApproveArg, RunArgs};
 use playdeck::console::attach::AttachOptions;
 use playdeck::control::link::Link;
@@ -18,6 +18,7 @@ use playdeck::control::{self, Failure};
 /// it), waits for its socket, and attaches.
 pub fn hosted(args: &RunArgs) -> Outcome {
     need_terminal("the console", "use --headless for scripts and pipes")?;
+    check_console_config(args.theme.as_deref())?;
     let _log = super::run::start_logging();
     let play = args.play.as_ref().expect("a hosted run has a play file");
     let dir = match (&args.resume, &args.run_dir) {
@@ -109,6 +110,7 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
     };
     if let Some(addr) = run.strip_prefix("ssh://") {
         terminal()?;
+        check_console_config(theme.as_deref())?;
         let _log = super::run::start_logging();
         return attach_remote(addr, run, read_only, theme);
     }
@@ -116,6 +118,7 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
     let dir =
         control::resolve_run(run).map_err(|f| CmdError::Input(format!("attach: {}", f.message)))?;
     terminal()?;
+    check_console_config(theme.as_deref())?;
     let _log = super::run::start_logging();
     attach_local(&dir, run, read_only, theme)
 }

@@ -200,6 +200,16 @@ pub fn need_terminal(what: &str, instead: &str) -> Result<(), CmdError> {
     }
 }
 
+/// The console's config, checked before anything is started or written (a
+/// log file, a run host and its run directory): a config with errors
+/// leaves the disk as it was and says every error at once. The console
+/// reads it again when it opens; it is a few small files.
+pub fn check_console_config(theme: Option<&str>) -> Result<(), CmdError> {
+    playdeck::console::config::ConsoleConfig::load(theme)
+        .map(drop)
+        .map_err(|e| CmdError::Input(e.to_string()))
+}
+
 /// One message per SIGINT, SIGTERM or SIGHUP, naming it. Must be called
 /// inside the runtime.
 pub fn stop_requests() -> mpsc::UnboundedReceiver<StopSignal> {

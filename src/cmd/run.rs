@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{CmdError, Outcome, block_on, load, need_terminal, stop_requests};
+use super::{
+    CmdError, Outcome, block_on, check_console_config, load, need_terminal, stop_requests,
+};
 use crate::cli::{ApproveArg, FormatArg, ResumeArgs, RunArgs};
 use playdeck::headless::{self, Format, HeadlessOptions};
 use playdeck::kernel::ApprovalPolicy;
@@ -99,6 +101,7 @@ fn headless_run(play: Play, args: &RunArgs) -> Outcome {
 /// The console on `play`: logs go to `.playdeck/logs/`, never the screen.
 fn console(play: &Play, args: &RunArgs) -> Outcome {
     need_terminal("the console", "use --headless for scripts and pipes")?;
+    check_console_config(args.theme.as_deref())?;
     let _log = start_logging();
     let opts = playdeck::console::run::ConsoleOptions {
         session: session_options(args),

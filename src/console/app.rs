@@ -15,6 +15,7 @@ use super::overlay::Overlay;
 use super::scroll::ScrollList;
 use super::theme::Theme;
 use super::ui::CapRow;
+use super::warnings::WarningFold;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
 use crate::projection::{Instance, StartHold};
@@ -220,6 +221,8 @@ pub struct App {
     /// The run's end was told (or was already there when the console opened).
     seen_finish: bool,
     seen_warnings: usize,
+    /// The run's warnings, repeats folded (see [`App::warnings`]).
+    warning_fold: WarningFold,
     /// The moment shown (seconds since the run started).
     pub clock: f64,
     pub hooks: Hooks,
@@ -293,6 +296,7 @@ impl App {
             bell,
             seen_approvals: 0,
             seen_warnings: 0,
+            warning_fold: WarningFold::default(),
             clock: 0.0,
             hooks,
             quitting: false,
@@ -388,6 +392,18 @@ impl App {
         }
     }
 
+    /// The run's warnings with repeats folded. Kept up to date by
+    /// [`App::after_fold`]; signals folded without it (a caller drawing
+    /// straight after [`App::fold`]) get a fold made for the frame, so
+    /// what is drawn is never behind the run.
+    pub fn warnings(&self) -> std::borrow::Cow<'_, WarningFold> {
+        if self.warning_fold.is_of(&self.vm.warnings) {
+            std::borrow::Cow::Borrowed(&self.warning_fold)
+        } else {
+            std::borrow::Cow::Owned(WarningFold::of(&self.vm.warnings))
+        }
+    }
+
     /// After a batch of signals: tidy lanes, surface warnings, ring the bell
     /// once when an operation starts waiting for approval.
     pub fn after_fold(&mut self) -> Vec<Effect> {
@@ -402,6 +418,8 @@ impl App {
             // A replay went back in time.
             self.seen_warnings = self.vm.warnings.len();
         }
+        // Here, once a batch, only the new warnings: a frame reads the fold.
+        self.warning_fold.sync(&self.vm.warnings);
         let waiting = self.vm.approvals_waiting();
         let escalated = self.vm.count(crate::kernel::Lane::Escalated);
         if self.bell && self.replay.is_none() {

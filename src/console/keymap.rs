@@ -417,25 +417,41 @@ impl Keymap {
         Keymap::with(&HashMap::new()).expect("the default table has no duplicates")
     }
 
-    /// The defaults with `overrides` (action name -> keys) applied.
-    pub fn with(overrides: &HashMap<String, Vec<String>>) -> Result<Keymap, KeyError> {
-        for name in overrides.keys() {
-            if !ACTIONS.iter().any(|a| a.name == name) {
-                return Err(KeyError::UnknownAction { name: name.clone() });
-            }
-        }
+    /// The defaults with `overrides` (action name -> keys) applied; every
+    /// problem with them at once (see [`KeyErrors`]), so an operator fixes
+    /// a config file in one pass instead of one error per start.
+    pub fn with(overrides: &HashMap<String, Vec<String>>) -> Result<Keymap, KeyErrors> {
+        let mut errors = Vec::new();
+        // Sorted: the messages come in the same order on every start.
+        let mut unknown: Vec<&String> = overrides
+            .keys()
+            .filter(|name| !ACTIONS.iter().any(|a| a.name == name.as_str()))
+            .collect();
+        unknown.sort();
+        errors.extend(
+            unknown
+                .into_iter()
+                .map(|name| KeyError::UnknownAction { name: name.clone() }),
+        );
         let mut keys = HashMap::new();
         let mut scopes: HashMap<Scope, HashMap<KeyCombo, Action>> = HashMap::new();
         for a in ACTIONS {
             let combos: Vec<KeyCombo> = match overrides.get(a.name) {
+                // The keys that parse are bound even when others do not,
+                // so the duplicates among them are found in the same pass.
                 Some(list) => list
                     .iter()
-                    .map(|k| KeyCombo::parse(k))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| KeyError::Override {
-                        action: a.name,
-                        error: Box::new(e),
-                    })?,
+                    .filter_map(|k| match KeyCombo::parse(k) {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            errors.push(KeyError::Override {
+                                action: a.name,
+                                error: Box::new(e),
+                            });
+                            None
+                        }
+                    })
+                    .collect(),
                 None => a
                     .default
                     .iter()
@@ -445,7 +461,7 @@ impl Keymap {
             let table = scopes.entry(a.scope).or_default();
             for c in &combos {
                 if let Some(other) = table.insert(*c, a.action) {
-                    return Err(KeyError::Twice {
+                    errors.push(KeyError::Twice {
                         key: c.to_string(),
                         first: info(other).name,
                         second: a.name,
@@ -455,41 +471,45 @@ impl Keymap {
             keys.insert(a.action, combos);
         }
         let map = Keymap { keys, scopes };
-        map.check_layers()?;
-        Ok(map)
+        map.check_layers(&mut errors);
+        if errors.is_empty() {
+            Ok(map)
+        } else {
+            Err(KeyErrors(errors))
+        }
     }
 
     /// Within one mode, two shared scopes may not take the same key (it
-    /// would silently do only one thing); a mode's own scope may.
-    fn check_layers(&self) -> Result<(), KeyError> {
+    /// would silently do only one thing); a mode's own scope may. Each
+    /// clash is said once, though several modes read the same two scopes.
+    fn check_layers(&self, errors: &mut Vec<KeyError>) {
+        let mut seen: Vec<(Scope, Scope)> = Vec::new();
         for mode in Mode::ALL {
             let layers = mode.layers();
             for (i, upper) in layers.iter().enumerate() {
                 for lower in &layers[i + 1..] {
-                    if !(upper.shared() && lower.shared()) {
+                    if !(upper.shared() && lower.shared()) || seen.contains(&(*upper, *lower)) {
                         continue;
                     }
+                    seen.push((*upper, *lower));
                     let (Some(u), Some(l)) = (self.scopes.get(upper), self.scopes.get(lower))
                     else {
                         continue;
                     };
-                    // Sorted, so the message does not depend on hashing.
+                    // Sorted, so the messages do not depend on hashing.
                     let mut clashes: Vec<(String, Action, Action)> = u
                         .iter()
                         .filter_map(|(k, a)| l.get(k).map(|b| (k.to_string(), *a, *b)))
                         .collect();
                     clashes.sort_by(|x, y| x.0.cmp(&y.0));
-                    if let Some((k, a, b)) = clashes.first() {
-                        return Err(KeyError::Twice {
-                            key: k.clone(),
-                            first: info(*a).name,
-                            second: info(*b).name,
-                        });
-                    }
+                    errors.extend(clashes.into_iter().map(|(key, a, b)| KeyError::Twice {
+                        key,
+                        first: info(a).name,
+                        second: info(b).name,
+                    }));
                 }
             }
         }
-        Ok(())
     }
 
     /// The action a key means in `mode`. While typing, plain characters
@@ -601,6 +621,27 @@ pub enum KeyError {
         second: &'static str,
     },
 }
+
+/// Every problem `[keys]` has, in the order found: unknown actions, then
+/// each action's bad keys and duplicates, then clashes across scopes.
+/// Never empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyErrors(pub Vec<KeyError>);
+
+impl fmt::Display for KeyErrors {
+    /// One problem a line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for KeyErrors {}
 
 fn action_names() -> String {
     let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
@@ -751,5 +792,43 @@ mod tests {
                 .to_string()
                 .contains("\"hyper-p\" is not a key")
         );
+    }
+
+    #[test]
+    fn every_problem_in_keys_is_reported_at_once() {
+        let o: HashMap<String, Vec<String>> = [
+            ("explode", vec!["e"]),
+            ("zap", vec!["z"]),
+            // One bad key beside a good one: the good one is still bound
+            // (and found taken by resume below).
+            ("pause", vec!["hyper-p", "space"]),
+            ("resume", vec!["space"]),
+            // The view scope against the global one: read by the live
+            // console and by a replay, said once.
+            ("theme", vec!["?"]),
+        ]
+        .into_iter()
+        .map(|(a, k)| (a.to_string(), k.into_iter().map(str::to_string).collect()))
+        .collect();
+        let KeyErrors(errors) = Keymap::with(&o).unwrap_err();
+        let said: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(said.len(), 5, "{said:#?}");
+        assert!(said[0].contains("unknown action \"explode\""), "{said:#?}");
+        assert!(said[1].contains("unknown action \"zap\""), "{said:#?}");
+        assert!(
+            said[2].starts_with("[keys] pause: \"hyper-p\" is not a key"),
+            "{said:#?}"
+        );
+        assert!(
+            said[3].contains("space is bound to both pause and resume"),
+            "{said:#?}"
+        );
+        assert!(
+            said[4].contains("? is bound to both theme and help"),
+            "{said:#?}"
+        );
+        // One a line, as the config error lists them.
+        let text = KeyErrors(errors).to_string();
+        assert_eq!(text.lines().count(), 5, "{text}");
     }
 }

@@ -19,3 +19,4 @@ pub mod terminal;
 pub mod text;
 pub mod theme;
 pub mod ui;
+pub mod warnings;

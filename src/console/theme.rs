@@ -114,16 +114,29 @@ pub struct NotAColour {
 }
 
 /// A console file (a theme, the config) that could not be read or is not
-/// the TOML it should be, named.
+/// the TOML it should be, named, with the line and column where the TOML
+/// reader gives one.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     #[error("{file}: {error}")]
     Read { file: String, error: std::io::Error },
-    #[error("{file}: {error}")]
+    /// One line (the parser's own rendering quotes the source over
+    /// several), so a list of errors stays one error a line.
+    #[error("{}: {message}", located(.file, *.at))]
     Toml {
         file: String,
-        error: toml::de::Error,
+        /// Line and column, from 1.
+        at: Option<(usize, usize)>,
+        message: String,
     },
+}
+
+/// `file:line:column`, or `file` when there is no position.
+pub fn located(file: &str, at: Option<(usize, usize)>) -> String {
+    match at {
+        Some((line, col)) => format!("{file}:{line}:{col}"),
+        None => file.to_string(),
+    }
 }
 
 impl FileError {
@@ -137,10 +150,18 @@ impl FileError {
 
     /// `text` as `T`; `file` names it.
     pub fn toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, FileError> {
-        toml::from_str(text).map_err(|error| FileError::Toml {
+        toml::from_str(text).map_err(|error| FileError::from_toml(file, text, &error))
+    }
+
+    /// A TOML error in `text` (the file `file`), placed.
+    pub fn from_toml(file: &str, text: &str, error: &toml::de::Error) -> FileError {
+        FileError::Toml {
             file: file.to_string(),
-            error,
-        })
+            at: error
+                .span()
+                .map(|s| crate::play::diag::line_col(text, s.start)),
+            message: error.message().trim_end().to_string(),
+        }
     }
 }
 
@@ -202,17 +223,32 @@ impl Theme {
 }
 
 /// The built-in themes, then user themes from `dir` (a user file with a
-/// built-in's name replaces it).
+/// built-in's name replaces it); the first bad file is the error.
 pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, ThemeError> {
-    let mut themes: Vec<Theme> = BUILTIN
-        .iter()
-        .map(|(name, text)| Theme::parse(name, &format!("<built-in {name}.toml>"), text))
-        .collect::<Result<_, _>>()?;
+    let (themes, errors) = load_each(dir);
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(themes),
+    }
+}
+
+/// [`load_all`], reading every file whatever the others hold: the themes
+/// that could be used, and an error for each file that could not (so a
+/// config with several bad themes is fixed in one pass).
+pub fn load_each(dir: Option<&Path>) -> (Vec<Theme>, Vec<ThemeError>) {
+    let mut errors = Vec::new();
+    let mut themes: Vec<Theme> = Vec::new();
+    for (name, text) in BUILTIN {
+        match Theme::parse(name, &format!("<built-in {name}.toml>"), text) {
+            Ok(t) => themes.push(t),
+            Err(e) => errors.push(e),
+        }
+    }
     let Some(dir) = dir else {
-        return Ok(themes);
+        return (themes, errors);
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(themes);
+        return (themes, errors);
     };
     let mut files: Vec<_> = entries
         .filter_map(Result::ok)
@@ -225,14 +261,18 @@ pub fn load_all(dir: Option<&Path>) -> Result<Vec<Theme>, ThemeError> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let text = FileError::read(&path)?;
-        let theme = Theme::parse(&name, &path.display().to_string(), &text)?;
-        match themes.iter_mut().find(|t| t.name == name) {
-            Some(t) => *t = theme,
-            None => themes.push(theme),
+        let theme = FileError::read(&path)
+            .map_err(ThemeError::from)
+            .and_then(|text| Theme::parse(&name, &path.display().to_string(), &text));
+        match theme {
+            Ok(theme) => match themes.iter_mut().find(|t| t.name == name) {
+                Some(t) => *t = theme,
+                None => themes.push(theme),
+            },
+            Err(e) => errors.push(e),
         }
     }
-    Ok(themes)
+    (themes, errors)
 }
 
 pub fn builtin_names() -> Vec<&'static str> {

@@ -78,10 +78,18 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ));
     }
     if !vm.warnings.is_empty() {
-        let n = vm.warnings.len();
+        // Distinct warnings, as the window lists them; the total only
+        // when repeats were folded.
+        let fold = app.warnings();
+        let (n, total) = (fold.distinct(), fold.total());
+        let all = if total == n {
+            String::new()
+        } else {
+            format!(", {} in all", group(total))
+        };
         top.push(Span::styled(
             format!(
-                "  ⚠ {} warning{} (w)",
+                "  ⚠ {} warning{}{all} (w)",
                 group(n),
                 if n == 1 { "" } else { "s" }
             ),

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use super::palette::{entries, find};
 use super::{Window, field, heading};
 use crate::console::app::App;
-use crate::console::text::group;
+use crate::console::text::{group, width};
 use crate::console::ui::duration;
 use crate::kernel::LedgerOutcome;
 
@@ -287,27 +287,65 @@ pub fn palette_entry(app: &App, id: &str) -> Window {
     }
 }
 
-/// Every warning, newest first.
+/// Every warning, repeats folded into one row (`×300`, first … last
+/// time), the one seen most recently first.
 pub fn warnings(app: &App) -> Window {
     let t = app.theme();
-    let w = &app.vm.warnings;
-    let lines = w
-        .iter()
-        .rev()
-        .map(|(at, msg)| {
+    let fold = app.warnings();
+    let when = |r: &crate::console::warnings::Folded| {
+        let (first, last) = (duration(r.first), duration(r.last));
+        if r.count > 1 && first != last {
+            format!("{first} … {last}")
+        } else {
+            first
+        }
+    };
+    // Columns as wide as their widest row, so messages line up and wrap
+    // under themselves; eight for the time, as before anything repeated.
+    let time_w = fold
+        .newest_first()
+        .map(|r| width(&when(r)))
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let count_w = fold
+        .newest_first()
+        .filter(|r| r.count > 1)
+        .map(|r| width(&format!("×{}", group(r.count))) + 2)
+        .max()
+        .unwrap_or(0);
+    let lines = fold
+        .newest_first()
+        .map(|r| {
+            let count = if r.count > 1 {
+                format!("×{}", group(r.count))
+            } else {
+                String::new()
+            };
             Line::from(vec![
                 // Left-aligned, so a wrapped message hangs under itself.
-                Span::styled(format!("{:<8} ", duration(*at)), Style::default().fg(t.dim)),
-                Span::styled(msg.to_string(), Style::default().fg(t.warning)),
+                Span::styled(format!("{:<time_w$} ", when(r)), Style::default().fg(t.dim)),
+                Span::styled(format!("{count:<count_w$}"), Style::default().fg(t.warning)),
+                Span::styled(r.message.to_string(), Style::default().fg(t.warning)),
             ])
         })
         .collect();
+    let (distinct, total) = (fold.distinct(), fold.total());
+    let title = if distinct == total {
+        format!("Warnings ({}), newest first", group(total))
+    } else {
+        format!(
+            "Warnings ({}, {} in all), newest first",
+            group(distinct),
+            group(total)
+        )
+    };
     Window {
-        title: format!("Warnings ({}), newest first", group(w.len())),
+        title,
         lines,
         min_w: 40,
         max_w: 120,
-        hang: 9,
+        hang: time_w + 1 + count_w,
         note: None,
     }
 }
