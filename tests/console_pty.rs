@@ -1444,6 +1444,8 @@ sim = { duration_ms = 120000 }
     let m = screen.wait_for("the message log", |s| s.contains("Messages ("));
     assert!(m.contains("has waited") && m.contains("2 marked"), "{m}");
     console.press(b"\x1b");
+    // Apart from the next key: esc then q at once reads as alt-q.
+    screen.wait_for("the log to close", |s| !s.contains("Messages ("));
 
     console.press(b"q");
     screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
