@@ -1504,6 +1504,44 @@ mod cursor {
         s.app.vm.by_name(name).unwrap().lane
     }
 
+    /// In the problems list too: a gate decided elsewhere takes the cursor
+    /// to the titles, where no key acts, not onto its neighbour.
+    #[tokio::test(start_paused = true)]
+    async fn a_problem_decided_elsewhere_leaves_the_problems_list_cursor_on_nothing() {
+        let mut s = gates().await;
+        s.press(&keys("P")).await;
+        let on = s
+            .app
+            .target()
+            .map(|ix| s.app.vm.node(ix).name().to_string());
+        assert_eq!(on.as_deref(), Some("gate-a"));
+        ctl(
+            &mut s,
+            Request::Approve {
+                op: "gate-a".into(),
+            },
+        )
+        .await;
+        assert_eq!(
+            s.app.target(),
+            None,
+            "no neighbour is chosen for the operator"
+        );
+        assert!(
+            status(&s).contains("gate-a left the problems list"),
+            "{}",
+            status(&s)
+        );
+        s.press(&keys("a")).await;
+        assert_eq!(lane(&s, "gate-b"), Lane::AwaitingApproval, "untouched");
+        assert_eq!(lane(&s, "gate-c"), Lane::AwaitingApproval, "untouched");
+        // ↓ selects the next one, named in the footer before a acts.
+        s.press(&keys("j")).await;
+        let t = text(&s.render());
+        assert!(t.contains("gate-b: a approve"), "{t}");
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_cursor_stays_on_its_gate_when_one_above_it_is_approved_elsewhere() {
         let mut s = gates().await;

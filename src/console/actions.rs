@@ -812,13 +812,28 @@ impl App {
                         logs: run_dir.join("logs"),
                     }
                 } else {
+                    let instance = n
+                        .current()
+                        .and_then(|at| at.instance.as_deref())
+                        .map(str::to_string);
+                    // A reused instance's worktree holds what it does now:
+                    // another operation's work is not shown under this name.
+                    if let Some(now) = instance
+                        .as_deref()
+                        .and_then(|i| self.vm.capacity.instances.get(i))
+                        .and_then(|i| i.op.as_deref())
+                        .filter(|now| **now != *op)
+                    {
+                        self.warn(format!(
+                            "{op}'s instance {} now runs {now}: its worktree holds {now}'s work, not {op}'s",
+                            short_instance(instance.as_deref().unwrap_or_default(), &self.vm.run.run_id)
+                        ));
+                        return Vec::new();
+                    }
                     Page::Diff {
                         op,
                         attempt,
-                        instance: n
-                            .current()
-                            .and_then(|at| at.instance.as_deref())
-                            .map(str::to_string),
+                        instance,
                         run_dir,
                     }
                 };

@@ -744,6 +744,19 @@ impl App {
             return;
         }
         let fresh = self.problems();
+        let mut left = None;
+        // The operator's own decision moved it: the cursor goes on to its
+        // neighbour, as in a lane.
+        let own = |ix: u32| self.vm.acted(ix).is_some_and(|(by, _)| *by == *self.me);
+        let own: Vec<u32> = self
+            .overlays
+            .iter()
+            .filter_map(|o| match o {
+                Overlay::Problems { rows, .. } => Some(rows.iter().copied().filter(|&ix| own(ix))),
+                _ => None,
+            })
+            .flatten()
+            .collect();
         for o in &mut self.overlays {
             if let Overlay::Problems { rows, scroll } = o {
                 let on = scroll
@@ -751,15 +764,79 @@ impl App {
                     .and_then(|i| i.checked_sub(1))
                     .and_then(|i| rows.get(i))
                     .copied();
-                let row = scroll.selected().unwrap_or(1);
                 *rows = fresh.clone();
                 scroll.set_len(rows.len() + 1);
-                let at = on
-                    .and_then(|ix| rows.iter().position(|&r| r == ix))
-                    .map_or(row.clamp(1, rows.len().max(1)), |i| i + 1);
+                // The cursor's operation left the list (decided elsewhere,
+                // retried): the cursor goes to the titles, where no key
+                // acts, rather than onto a neighbour the operator did not
+                // choose.
+                let at = match on {
+                    Some(ix) => match rows.iter().position(|&r| r == ix) {
+                        Some(i) => i + 1,
+                        None if own.contains(&ix) => scroll.selected().unwrap_or(0).min(rows.len()),
+                        None => {
+                            left = Some(ix);
+                            0
+                        }
+                    },
+                    None => scroll.selected().unwrap_or(0).min(rows.len()),
+                };
                 scroll.select(at);
             }
         }
+        if let Some(ix) = left {
+            let n = self.vm.node(ix);
+            let what = format!(
+                "{} left the problems list ({} now); nothing is selected: ↓ selects",
+                self.vm.label(ix),
+                n.lane.title()
+            );
+            self.info(what);
+        }
+    }
+
+    /// Every node index the console holds, as operation ids: a
+    /// resynchronisation rebuilds the nodes in the snapshot's order, so
+    /// indices are carried across it by id ([`App::remap`]).
+    pub fn held_ids(&self) -> Vec<Option<crate::kernel::OpId>> {
+        let id = |ix: u32| self.vm.nodes.get(ix as usize).map(|n| n.op.op_id);
+        let mut v: Vec<Option<crate::kernel::OpId>> = self.marks.iter().map(|&ix| id(ix)).collect();
+        v.extend(self.picked.iter().map(|p| p.and_then(id)));
+        for o in &self.overlays {
+            match o {
+                Overlay::Inspector { node, .. } => v.push(id(*node)),
+                Overlay::Follow(f) => v.push(id(f.node)),
+                Overlay::Problems { rows, .. } => v.extend(rows.iter().map(|&ix| id(ix))),
+                _ => {}
+            }
+        }
+        v
+    }
+
+    /// After a resynchronisation: each held index again names the
+    /// operation it named before. A window whose operation is gone closes.
+    pub fn remap(&mut self, ids: Vec<Option<crate::kernel::OpId>>) {
+        let vm = &self.vm;
+        let mut it = ids.into_iter().map(|id| id.and_then(|id| vm.ix(&id)));
+        let marks: Vec<u32> = self
+            .marks
+            .iter()
+            .filter_map(|_| it.next().flatten())
+            .collect();
+        self.marks = marks;
+        for p in self.picked.iter_mut() {
+            *p = it.next().flatten();
+        }
+        self.overlays.retain_mut(|o| match o {
+            Overlay::Inspector { node, .. } => it.next().flatten().map(|ix| *node = ix).is_some(),
+            Overlay::Follow(f) => it.next().flatten().map(|ix| f.node = ix).is_some(),
+            Overlay::Problems { rows, .. } => {
+                let n = rows.len();
+                *rows = it.by_ref().take(n).flatten().collect();
+                true
+            }
+            _ => true,
+        });
     }
 
     /// The time an operation has been in its lane, for the problems list.

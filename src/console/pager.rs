@@ -165,6 +165,36 @@ pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
     }
 }
 
+/// A line for the pager: colour (SGR: `ESC [ digits;… m`) kept, as
+/// `less -R` shows it; every other escape sequence and control character
+/// gone, as in the follow view: an agent's bytes must not drive the
+/// operator's terminal (a `$PAGER` like `more` or `cat` passes them on).
+fn colour_only(line: &str) -> String {
+    let line = line.trim_end_matches('\r');
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("\x1b[") {
+        let tail = &rest[at + 2..];
+        let params = tail
+            .find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            .unwrap_or(tail.len());
+        if tail[params..].starts_with('m') {
+            out.push_str(&crate::printable::printable(&rest[..at]));
+            out.push_str(&rest[at..at + 2 + params + 1]);
+            rest = &tail[params + 1..];
+        } else {
+            // Not colour: dropped up to its final byte (`@` to `~`).
+            out.push_str(&crate::printable::printable(&rest[..at]));
+            rest = match tail.find(|c: char| ('\u{40}'..='\u{7e}').contains(&c)) {
+                Some(end) => &tail[end + 1..],
+                None => "",
+            };
+        }
+    }
+    out.push_str(&crate::printable::printable(rest));
+    out
+}
+
 fn temp(what: &str) -> Result<NamedTempFile, Refusal> {
     // Owner-only (tempfile's default): it holds what the agent printed.
     tempfile::Builder::new()
@@ -216,8 +246,9 @@ fn output(op: &str, attempt: u32, logs: &Path) -> Result<Prepared, Refusal> {
         for line in BufReader::new(from).split(b'\n') {
             let line =
                 line.map_err(|e| Refusal::error(format!("cannot read {}: {e}", path.display())))?;
+            let line = colour_only(&String::from_utf8_lossy(&line));
             f.write_all(mark)
-                .and_then(|_| f.write_all(&line))
+                .and_then(|_| f.write_all(line.as_bytes()))
                 .and_then(|_| f.write_all(b"\n"))
                 .map_err(failed)?;
         }
@@ -419,6 +450,15 @@ async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared, Refusal> {
             text.push_str(&d);
         }
     }
+    // The files are the agent's: what they hold must not drive the
+    // terminal through a pager that passes escapes on (git's colour stays).
+    let text: String = text
+        .split_inclusive('\n')
+        .map(|l| match l.strip_suffix('\n') {
+            Some(l) => colour_only(l) + "\n",
+            None => colour_only(l),
+        })
+        .collect();
     let mut file = temp("diff")?;
     file.as_file_mut()
         .write_all(text.as_bytes())
@@ -594,6 +634,16 @@ mod tests {
         let (r, s) = run(&run_with("sleep 30; true"), file.path(), &mut stop).await;
         assert_eq!((r, s), (Ok(()), Some(StopSignal::Terminate)));
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_pager_gets_colour_and_nothing_else_that_drives_a_terminal() {
+        // Colour stays; a clipboard write (OSC 52), a cursor move and a
+        // title change go; text around them stays.
+        let line = "\x1b[31mred\x1b[0m \x1b]52;c;aGk=\x07ok \x1b[2;5Hmoved \x1b[?25lhidden\r";
+        assert_eq!(colour_only(line), "\x1b[31mred\x1b[0m ok moved hidden");
+        assert_eq!(colour_only("tab\there"), "tab here");
+        assert_eq!(colour_only("cut \x1b["), "cut ");
     }
 
     #[tokio::test]

@@ -525,6 +525,12 @@ where
                 if live && app.vm.run.finished.is_none() {
                     dirty = true;
                 }
+                // A message past its time leaves the status line even when
+                // nothing else moves (a finished run, a paused replay).
+                if app.status.is_some() && app.shown_status().is_none() {
+                    app.status = None;
+                    dirty = true;
+                }
                 if !ticks {
                     last_tick = Instant::now();
                 }
@@ -587,7 +593,11 @@ pub async fn resync(app: &mut App, session: &Session) {
     let Some(snap) = session.handle.snapshot().await else {
         return;
     };
+    // Node indices are rebuilt in the snapshot's order: what holds one
+    // (marks, a followed agent, the problems list) is carried by id.
+    let held = app.held_ids();
     app.vm.resync(&snap);
+    app.remap(held);
     let p = session.router.snapshot();
     let proj = app.vm.projection_mut();
     proj.palette.budgets = Some(crate::projection::Budgets {

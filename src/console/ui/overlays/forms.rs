@@ -108,6 +108,15 @@ fn confirm_detach(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// `$`: raise the cap that holds work back, said with its numbers.
+/// An operation as the lanes name it, with the name commands take when
+/// they differ: `benchmark the refund path #3 (spawn-3)`.
+fn labelled(app: &App, op: &str) -> String {
+    match app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id)) {
+        Some(ix) if *app.vm.label(ix) != *op => format!("{} ({op})", app.vm.label(ix)),
+        _ => op.to_string(),
+    }
+}
+
 /// Approving gates by name: the marked ones, or the oldest when `a` was
 /// pressed away from any gate. Each says how long it has waited.
 pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], oldest: bool) {
@@ -119,10 +128,8 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
     // The list is as long as the marks; a long one says how many more.
     const SHOWN: usize = 12;
     for op in ops.iter().take(SHOWN) {
-        let waited = app
-            .vm
-            .by_name(op)
-            .and_then(|n| app.vm.ix(&n.op.op_id))
+        let ix = app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id));
+        let waited = ix
             .map(|ix| {
                 format!(
                     "  (waiting {})",
@@ -131,7 +138,7 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
             })
             .unwrap_or_default();
         lines.push(Line::from(vec![
-            Span::styled(format!("  ⚑ {op}"), bold(t)),
+            Span::styled(format!("  ⚑ {}", labelled(app, op)), bold(t)),
             Span::styled(waited, Style::default().fg(t.dim)),
         ]));
     }
@@ -364,7 +371,7 @@ pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
     let lines = vec![
         Line::from(vec![
             Span::raw("Deny "),
-            Span::styled(op.to_string(), bold(t)),
+            Span::styled(labelled(app, op), bold(t)),
             Span::raw("? It fails, and what waits on it is skipped."),
         ]),
         Line::from(Span::styled(
