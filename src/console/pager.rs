@@ -116,6 +116,9 @@ pub enum Shown {
     Stopped(StopSignal),
 }
 
+/// How long preparing a page may take before the console gives up on it.
+const PREPARE_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Prepares `page`, lends the terminal to the pager, waits for it (its
 /// process reaped) and takes the terminal back; the status line says what
 /// was shown or why nothing was.
@@ -126,10 +129,23 @@ pub async fn show(
     stop: &mut mpsc::UnboundedReceiver<StopSignal>,
 ) -> io::Result<Shown> {
     let pager = Pager::from_env();
-    let prepared = match prepare(&page, pager == Pager::Default).await {
-        Ok(p) => p,
-        Err(r) => {
+    // The console waits for this (no keys, no frames): bounded, and a
+    // stop signal meanwhile is taken at once (git is killed on drop).
+    let prepared = tokio::select! {
+        r = tokio::time::timeout(PREPARE_WITHIN, prepare(&page, pager == Pager::Default)) => r,
+        Some(sig) = stop.recv() => return Ok(Shown::Stopped(sig)),
+    };
+    let prepared = match prepared {
+        Ok(Ok(p)) => p,
+        Ok(Err(r)) => {
             app.set_status(r.text, r.level);
+            return Ok(Shown::NotRun);
+        }
+        Err(_) => {
+            app.warn(format!(
+                "nothing shown: preparing it took over {} s (git on a very large worktree?)",
+                PREPARE_WITHIN.as_secs()
+            ));
             return Ok(Shown::NotRun);
         }
     };
@@ -497,6 +513,46 @@ const SHELL_CHARS: &[char] = &[
     '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', '#', '~', '=', '%',
 ];
 
+/// `$PAGER` as sh runs it: a simple command gets `exec` after its leading
+/// assignments (`LESS=R exec less`), so the shell becomes the pager; a
+/// pipeline, a list, or assignments with quotes stay as written.
+fn exec_form(p: &str) -> String {
+    if p.contains(['|', ';', '&', '\n']) {
+        return p.to_string();
+    }
+    let named = |w: &str| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty()
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        })
+    };
+    let plain = |w: &str| !w.contains(['\'', '"', '`', '$', '\\']);
+    // Where the command word starts: after the leading assignments.
+    let mut at = 0;
+    loop {
+        let rest = &p[at..];
+        let start = at + (rest.len() - rest.trim_start().len());
+        let word_end = p[start..]
+            .find(char::is_whitespace)
+            .map_or(p.len(), |i| start + i);
+        let word = &p[start..word_end];
+        if word.is_empty() {
+            // Assignments only: nothing to exec.
+            return p.to_string();
+        }
+        if !named(word) {
+            return format!("{}exec {}", &p[..start], &p[start..]);
+        }
+        // An assignment that quotes or expands: where it ends is the
+        // shell's to say, so the command stays as written.
+        if !plain(word) {
+            return p.to_string();
+        }
+        at = word_end;
+    }
+}
+
 /// Runs the pager on `file` in the foreground and waits for it; what went
 /// wrong, the command named, and a stop signal that ended it.
 async fn run(
@@ -516,8 +572,12 @@ async fn run(
         Pager::Env(p) => {
             // Shell words: through sh, as git runs it, the file as an
             // argument after them.
+            // A single command is exec'd, so the process waited for
+            // (and ended on SIGTERM) is the pager, not the shell; a
+            // pipeline or a list keeps its shell.
+            let cmd = exec_form(p);
             let mut c = tokio::process::Command::new("sh");
-            c.arg("-c").arg(format!("{p} \"$@\"")).arg(p).arg(file);
+            c.arg("-c").arg(format!("{cmd} \"$@\"")).arg(p).arg(file);
             c.spawn().map(|c| (c, pager.name()))
         }
         Pager::Default => {
@@ -634,6 +694,39 @@ mod tests {
         let (r, s) = run(&run_with("sleep 30; true"), file.path(), &mut stop).await;
         assert_eq!((r, s), (Ok(()), Some(StopSignal::Terminate)));
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // A single shell command is exec'd: SIGTERM ends the pager itself,
+        // not only the shell that started it.
+        // Sent once the shell has had time to start it.
+        let later = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            later.send(StopSignal::Terminate).unwrap();
+        });
+        let (_, s) = run(&run_with("X=1 tail -s 31.25 -f"), file.path(), &mut stop).await;
+        assert_eq!(s, Some(StopSignal::Terminate));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", "tail -s 31.25 -f"])
+            .output()
+            .unwrap();
+        if !left.stdout.is_empty() {
+            // Not left behind holding the test's output open.
+            let _ = std::process::Command::new("pkill")
+                .args(["-f", "tail -s 31.25 -f"])
+                .status();
+        }
+        assert!(left.stdout.is_empty(), "the pager outlived its shell");
+    }
+
+    #[test]
+    fn a_simple_shell_pager_is_execd_after_its_assignments() {
+        assert_eq!(exec_form("less -R"), "exec less -R");
+        assert_eq!(exec_form("LESS=FRX less"), "LESS=FRX exec less");
+        assert_eq!(exec_form(" A=1  B=2 most -s"), " A=1  B=2 exec most -s");
+        assert_eq!(exec_form("less -P 'page %d'"), "exec less -P 'page %d'");
+        assert_eq!(exec_form("cat | less"), "cat | less");
+        assert_eq!(exec_form("LESS='a b' less"), "LESS='a b' less");
+        assert_eq!(exec_form("X=1"), "X=1");
     }
 
     #[test]
