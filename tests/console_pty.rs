@@ -1452,3 +1452,38 @@ sim = { duration_ms = 120000 }
     console.press(b"c");
     assert_eq!(console.wait_exit(), 1);
 }
+
+/// The capacity pane through the binary (issue 25): tab to it, select the
+/// idle instance, X asks naming it, y releases it.
+#[test]
+fn an_idle_instance_is_selected_and_released_from_the_capacity_pane() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
+    let mut console = Console::open(dir.path(), &["run", "pty.toml"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    // check (1 s) is done and its instance idle; build still runs.
+    screen.wait_for("checker idle", |s| s.contains("checker-1 idle"));
+    console.press(b"\t");
+    console.press(b"\t");
+    console.press(b"\t");
+    screen.wait_for("an instance selected", |s| s.contains("coder-1 · coder"));
+    // Past checker's title row, to its instance.
+    console.press(b"j");
+    console.press(b"j");
+    screen.wait_for("the idle one selected", |s| {
+        s.contains("checker-1 · checker")
+    });
+    console.press(b"X");
+    let q = screen.wait_for("the question", |s| s.contains("Release checker-1 now?"));
+    assert!(q.contains("release checker-1"), "{q}");
+    console.press(b"y");
+    screen.wait_for("the release", |s| {
+        s.contains("released") && !s.contains("checker-1 idle")
+    });
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
+    assert_eq!(console.wait_exit(), 1);
+}
