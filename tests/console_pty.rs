@@ -1355,7 +1355,8 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
 /// message log, through the binary.
 #[test]
 fn triage_and_approvals_at_scale_in_a_terminal() {
-    const GATES: &str = r#"
+    let mut play = String::from(
+        r#"
 [play]
 name = "day"
 max_concurrent = 4
@@ -1368,35 +1369,20 @@ instruction = "test"
 independent_root = true
 sim = { duration_ms = 200, outcome = "fail", error = "3 of 40 tests failed: login times out", fail_attempts = 9 }
 [[operations]]
-id = "sign-api"
-role = "reviewer"
-instruction = "sign"
-independent_root = true
-approval = true
-sim = { duration_ms = 100 }
-[[operations]]
-id = "sign-web"
-role = "reviewer"
-instruction = "sign"
-independent_root = true
-approval = true
-sim = { duration_ms = 100 }
-[[operations]]
-id = "sign-db"
-role = "reviewer"
-instruction = "sign"
-independent_root = true
-approval = true
-sim = { duration_ms = 100 }
-[[operations]]
 id = "soak"
 role = "tester"
 instruction = "soak"
 independent_root = true
 sim = { duration_ms = 120000 }
-"#;
+"#,
+    );
+    for gate in ["sign-api", "sign-web", "sign-db"] {
+        play.push_str(&format!(
+            "[[operations]]\nid = \"{gate}\"\nrole = \"reviewer\"\ninstruction = \"sign\"\nindependent_root = true\napproval = true\nsim = {{ duration_ms = 100 }}\n"
+        ));
+    }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("day.toml"), GATES).unwrap();
+    std::fs::write(dir.path().join("day.toml"), play).unwrap();
     let mut console = Console::open(dir.path(), &["run", "day.toml"]);
     let screen = Screen {
         parser: console.screen.parser.clone(),
