@@ -218,17 +218,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ));
     }
     let width_of = |s: &[Span]| s.iter().map(|s| width(&s.content)).sum::<usize>();
-    let forms =
-        [(false, true), (true, true), (true, false)].map(|(short, zeros)| form(short, zeros));
     // The fullest words with which the spend still fits; else the fullest
-    // with which the counts do.
+    // with which the counts do. Built in order and only as far as needed:
+    // a wide header builds one.
+    const FORMS: [(bool, bool); 3] = [(false, true), (true, true), (true, false)];
     let rest_w = width_of(&rest);
-    let pick = forms
+    let mut counts = FORMS
         .iter()
-        .position(|c| width_of(c) + rest_w <= w)
-        .or_else(|| forms.iter().position(|c| width_of(c) <= w))
-        .unwrap_or(forms.len() - 1);
-    let mut counts = forms[pick].clone();
+        .map(|&(short, zeros)| form(short, zeros))
+        .find(|c| width_of(c) + rest_w <= w)
+        .or_else(|| {
+            FORMS
+                .iter()
+                .map(|&(short, zeros)| form(short, zeros))
+                .find(|c| width_of(c) <= w)
+        })
+        .unwrap_or_else(|| form(true, false));
     counts.extend(rest);
     let counts = cut(counts, w);
     f.render_widget(

@@ -14,7 +14,6 @@ use super::{bold, frame};
 use crate::console::app::App;
 use crate::console::follow::FollowView;
 use crate::console::keymap::{Action, Mode};
-use crate::console::text::group;
 use crate::kernel::Lane;
 
 /// Where stdout lines start: under the text of stderr lines, after the mark.
@@ -72,16 +71,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
         ))
         .alignment(Alignment::Left),
     );
-    let below = v.scroll.more_below();
-    if below > 0 {
-        block = block.title_bottom(
-            Line::from(Span::styled(
-                format!(" ↓ {} more ", group(below)),
-                Style::default().fg(t.dim),
-            ))
-            .alignment(Alignment::Right),
-        );
-    }
+    block = crate::console::ui::more_below(block, v.scroll.more_below(), t);
     let lines: Vec<Line> = if v.lines.is_empty() {
         nothing_yet(app, v)
     } else {

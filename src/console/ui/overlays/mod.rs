@@ -19,7 +19,7 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Padding, Paragraph};
 use crate::console::app::App;
 use crate::console::overlay::Overlay;
 use crate::console::scroll::ScrollList;
-use crate::console::text::{group, width, wrap_hanging};
+use crate::console::text::{width, wrap_hanging};
 use crate::console::theme::Theme;
 
 pub use inspector::collapsible;
@@ -133,16 +133,7 @@ fn draw_window(f: &mut Frame, area: Rect, app: &App, win: &Window, scroll: &Scro
     let t = app.theme();
     let (r, lines) = win.place(area);
     let mut block = frame(&win.title, t);
-    let below = scroll.more_below();
-    if below > 0 {
-        block = block.title_bottom(
-            Line::from(Span::styled(
-                format!(" ↓ {} more ", group(below)),
-                Style::default().fg(t.dim),
-            ))
-            .alignment(Alignment::Right),
-        );
-    }
+    block = crate::console::ui::more_below(block, scroll.more_below(), t);
     if let Some(note) = &win.note {
         block = block.title_bottom(
             Line::from(Span::styled(
