@@ -245,8 +245,9 @@ fn an_operator_session_in_a_terminal() {
         s.contains("checker-1 idle") && s.contains("coder-1 busy")
     });
     press(b"x");
+    // The whole question, not a frame caught half drawn.
     let c = screen.wait_for("the release confirmation", |s| {
-        s.contains("Release idle capacity")
+        s.contains("Release idle capacity") && s.contains("Retained (1):")
     });
     assert!(
         c.contains("Released (1):") && c.contains("checker-1"),
