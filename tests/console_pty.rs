@@ -1272,10 +1272,11 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
          echo \"READ: $answer\" >> \"$PAGER_OUT\"\n",
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Run through `sh`, not exec'd: a child forked by another test thread
+    // while the script was open for writing would make exec fail with
+    // "Text file busy".
     let env = [
-        ("PAGER".to_string(), script.display().to_string()),
+        ("PAGER".to_string(), format!("sh {}", script.display())),
         ("PAGER_OUT".to_string(), out.display().to_string()),
     ];
     let mut console = Console::open_with(d, &["run", "p.toml"], &env);

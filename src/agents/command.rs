@@ -216,14 +216,61 @@ mod version_tests {
         assert_eq!(super::version_of("claude 2.0.28"), Some((2, 0)));
         assert_eq!(super::version_of("unknown"), None);
     }
+
+    /// A script written by a child process: a file this (multithreaded) test
+    /// process held open for writing could make exec fail "Text file busy".
+    fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+        let path = dir.join(name);
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"")
+            .args(["sh", body])
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        path
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_version_that_does_not_come_is_no_answer_and_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("PATH".into(), std::env::var_os("PATH").unwrap())].into();
+        let slow = script(dir.path(), "slow", "#!/bin/sh\nexec sleep 600\n");
+        assert_eq!(super::takes_spend_flag(&slow, &env).await, Err(()));
+        let cell = tokio::sync::OnceCell::new();
+        let asked = cell
+            .get_or_try_init(|| super::takes_spend_flag(&slow, &env))
+            .await;
+        assert_eq!(asked, Err(()));
+        assert!(!cell.initialized(), "a timeout must not be kept as the answer");
+    }
+
+    #[tokio::test]
+    async fn a_version_says_whether_the_flag_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("PATH".into(), std::env::var_os("PATH").unwrap())].into();
+        let new = script(dir.path(), "new", "#!/bin/sh\necho '2.1.332 (Claude Code)'\n");
+        let old = script(dir.path(), "old", "#!/bin/sh\necho '2.0.28 (Claude Code)'\n");
+        assert_eq!(super::takes_spend_flag(&new, &env).await, Ok(true));
+        assert_eq!(super::takes_spend_flag(&old, &env).await, Ok(false));
+        let gone = dir.path().join("gone");
+        assert_eq!(super::takes_spend_flag(&gone, &env).await, Ok(false));
+    }
 }
 
+/// How long `--version` may take. A node CLI on a loaded machine takes
+/// seconds to start; 10 s was seen to pass on a two-core runner.
+const VERSION_WITHIN: Duration = Duration::from_secs(30);
+
 /// Whether `program` (a claude) knows `--max-budget-usd`: 2.1 and later.
-/// A CLI that does not answer in 10 s is not given the flag.
+/// `Err` when it did not answer in time: no answer, so nothing is cached
+/// and the next attempt asks again.
 async fn takes_spend_flag(
     program: &Path,
     env: &std::collections::BTreeMap<OsString, OsString>,
-) -> bool {
+) -> Result<bool, ()> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("--version")
         .env_clear()
@@ -232,10 +279,14 @@ async fn takes_spend_flag(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(10), cmd.output()).await else {
-        return false;
-    };
-    version_of(&String::from_utf8_lossy(&out.stdout)).is_some_and(|v| v >= (2, 1))
+    match tokio::time::timeout(VERSION_WITHIN, cmd.output()).await {
+        Err(_) => Err(()),
+        // A CLI that cannot say its version is one that cannot take it.
+        Ok(Err(_)) => Ok(false),
+        Ok(Ok(out)) => {
+            Ok(version_of(&String::from_utf8_lossy(&out.stdout)).is_some_and(|v| v >= (2, 1)))
+        }
+    }
 }
 
 async fn run(
@@ -320,12 +371,26 @@ async fn run(
     // backstop, should one attempt spend past what is left.
     if def.stream_format == super::def::StreamFormat::Claude
         && let Some(left) = inv.usd_headroom
-        && *spend_flag
-            .get_or_init(|| takes_spend_flag(&program, &env))
-            .await
     {
-        built.argv.push("--max-budget-usd".into());
-        built.argv.push(format!("{left:.2}"));
+        match spend_flag
+            .get_or_try_init(|| takes_spend_flag(&program, &env))
+            .await
+        {
+            Ok(true) => {
+                built.argv.push("--max-budget-usd".into());
+                built.argv.push(format!("{left:.2}"));
+            }
+            Ok(false) => {}
+            Err(()) => {
+                let w = format!(
+                    "{} --version did not answer in {} s: this attempt runs without --max-budget-usd; the run's own USD cap still holds",
+                    program.display(),
+                    VERSION_WITHIN.as_secs()
+                );
+                tracing::warn!(op = %inv.name, "{w}");
+                inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
+            }
+        }
     }
     let logs = Logs::open(
         ctx.log_dir.as_deref(),

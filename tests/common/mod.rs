@@ -357,7 +357,15 @@ pub fn binary_for_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = dir.path().join("playdeck");
-    std::fs::copy(env!("CARGO_BIN_EXE_playdeck"), &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The copy is written by another process: a file this test process held
+    // open for writing would be inherited by any child another test thread
+    // forks meanwhile, and exec'ing the copy would fail with "Text file busy"
+    // until that child execs.
+    let status = std::process::Command::new("install")
+        .args(["-m", "755", env!("CARGO_BIN_EXE_playdeck")])
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(status.success(), "install the binary copy: {status}");
     (dir, bin)
 }
