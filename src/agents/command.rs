@@ -244,15 +244,26 @@ mod version_tests {
             .get_or_try_init(|| super::takes_spend_flag(&slow, &env))
             .await;
         assert_eq!(asked, Err(()));
-        assert!(!cell.initialized(), "a timeout must not be kept as the answer");
+        assert!(
+            !cell.initialized(),
+            "a timeout must not be kept as the answer"
+        );
     }
 
     #[tokio::test]
     async fn a_version_says_whether_the_flag_is_known() {
         let dir = tempfile::tempdir().unwrap();
         let env = [("PATH".into(), std::env::var_os("PATH").unwrap())].into();
-        let new = script(dir.path(), "new", "#!/bin/sh\necho '2.1.332 (Claude Code)'\n");
-        let old = script(dir.path(), "old", "#!/bin/sh\necho '2.0.28 (Claude Code)'\n");
+        let new = script(
+            dir.path(),
+            "new",
+            "#!/bin/sh\necho '2.1.332 (Claude Code)'\n",
+        );
+        let old = script(
+            dir.path(),
+            "old",
+            "#!/bin/sh\necho '2.0.28 (Claude Code)'\n",
+        );
         assert_eq!(super::takes_spend_flag(&new, &env).await, Ok(true));
         assert_eq!(super::takes_spend_flag(&old, &env).await, Ok(false));
         let gone = dir.path().join("gone");
