@@ -37,9 +37,12 @@ pub mod cause {
     pub const STALL: &str = "stall_timeout";
     /// Longer than `max_runtime`.
     pub const TIMEOUT: &str = "timeout";
+    /// The worker performing the attempt (scale-out) went quiet past its
+    /// ack deadline: killed, stopped or cut off.
+    pub const WORKER_LOST: &str = "worker_lost";
 
     /// Every cause a policy's `on` list may name.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         AUTH,
         RATE_LIMIT,
         OVERLOADED,
@@ -50,6 +53,7 @@ pub mod cause {
         AGENT_CRASH,
         STALL,
         TIMEOUT,
+        WORKER_LOST,
     ];
 
     /// What the operator reads for a cause (`failure` for a category
@@ -66,6 +70,7 @@ pub mod cause {
             AGENT_CRASH => "agent crashed",
             STALL => "stalled",
             TIMEOUT => "timed out",
+            WORKER_LOST => "worker lost",
             _ => "failure",
         }
     }
@@ -98,6 +103,7 @@ impl Default for RetryPolicy {
                 cause::OVERLOADED,
                 cause::SERVER_ERROR,
                 cause::NETWORK,
+                cause::WORKER_LOST,
             ]
             .into_iter()
             .map(Arc::from)

@@ -1,0 +1,301 @@
+//! What travels between a run (the hub) and its workers, and on which
+//! subjects. Everything is JSON: a worker and a run of different builds
+//! must still read each other's words, and an operator can read them with
+//! `nats sub`.
+//!
+//! Subjects (`<nonce>` names one run's hub, `<seq>` one invocation):
+//! - `pd.job.<needs>.<nonce>.<seq>`: an attempt to perform, on the
+//!   work-queue stream [`JOBS_STREAM`]; `<needs>` is the worker tags it
+//!   needs, sorted and joined by `_`, or `any`.
+//! - `pd.out.<nonce>.<seq>`: what the worker tells of it, on the
+//!   work-queue stream [`OUT_STREAM`], read by that run alone.
+//! - `pd.cancel.<nonce>.<seq>`: the run no longer wants it (core NATS).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::kernel::{ActivityState, AgentEvent, AgentFailure, OpId, Usage};
+
+/// The work-queue stream of attempts.
+pub const JOBS_STREAM: &str = "PD_JOBS";
+/// The work-queue stream of what workers report back.
+pub const OUT_STREAM: &str = "PD_OUT";
+/// The key-value bucket where workers say they are alive.
+pub const WORKERS_BUCKET: &str = "pd_workers";
+
+/// The `<needs>` token of a job subject: `any`, or the tags sorted and
+/// joined by `_` (tags are `[A-Za-z0-9-]`, checked where they are read).
+pub fn needs_token(tags: &[String]) -> String {
+    if tags.is_empty() {
+        return "any".into();
+    }
+    let mut t: Vec<&str> = tags.iter().map(String::as_str).collect();
+    t.sort_unstable();
+    t.dedup();
+    t.join("_")
+}
+
+/// Every `<needs>` token a worker with `tags` serves: `any` and each
+/// non-empty subset of its tags.
+pub fn served_tokens(tags: &[String]) -> Vec<String> {
+    let mut t: Vec<String> = tags.to_vec();
+    t.sort_unstable();
+    t.dedup();
+    let mut out = vec!["any".to_string()];
+    for mask in 1u32..(1 << t.len()) {
+        let subset: Vec<String> = (0..t.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| t[i].clone())
+            .collect();
+        out.push(needs_token(&subset));
+    }
+    out
+}
+
+/// Whether `tag` may be a worker tag: it becomes part of a subject and of
+/// a consumer's name.
+pub fn valid_tag(tag: &str) -> bool {
+    !tag.is_empty()
+        && tag.len() <= 32
+        && tag != "any"
+        && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// Most tags one worker may have: it pulls from a consumer per subset.
+pub const MAX_TAGS: usize = 4;
+
+pub fn job_subject(needs: &str, nonce: &str, seq: u64) -> String {
+    format!("pd.job.{needs}.{nonce}.{seq}")
+}
+
+pub fn out_subject(nonce: &str, seq: u64) -> String {
+    format!("pd.out.{nonce}.{seq}")
+}
+
+pub fn cancel_subject(nonce: &str, seq: u64) -> String {
+    format!("pd.cancel.{nonce}.{seq}")
+}
+
+/// `<nonce>` and `<seq>`, the last two tokens of any of the subjects above.
+pub fn ids_of(subject: &str) -> Option<(&str, u64)> {
+    let mut it = subject.rsplitn(3, '.');
+    let seq = it.next()?.parse().ok()?;
+    let nonce = it.next()?;
+    Some((nonce, seq))
+}
+
+/// One attempt, as a worker needs it. The worker builds the command line
+/// itself, from its own copy of the play: nothing here is run as such.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Job {
+    /// The run's id, for messages.
+    pub run: String,
+    /// The play's name and the hash of its text: a worker runs jobs of a
+    /// play it serves, at the same text, only.
+    pub play: String,
+    pub play_hash: String,
+    pub agent: String,
+    pub op_id: OpId,
+    pub name: String,
+    pub role: Option<String>,
+    /// As the kernel decorated it (the delegation clause included).
+    pub instruction: String,
+    pub params: Value,
+    pub context: Map<String, Value>,
+    pub attempt: u32,
+    pub instance: Option<String>,
+    pub profile: Option<String>,
+    pub usd_headroom: Option<f64>,
+}
+
+/// What a worker tells of one job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Frame {
+    /// The worker has the job and is alive; it acks the job's message in
+    /// progress as often. The run counts the worker lost when nothing
+    /// comes for `ack_wait_ms` and a half.
+    Beat {
+        worker: String,
+        ack_wait_ms: u64,
+    },
+    /// The command line it runs (for the run's `command.json`).
+    Command {
+        argv: Vec<String>,
+    },
+    Event(WireEvent),
+    /// Lines of output, in order.
+    Output {
+        stderr: bool,
+        text: String,
+    },
+    /// The job came again: whoever took it first went quiet past the ack
+    /// deadline. The run counts that attempt lost; this worker drops it.
+    Redelivered {
+        worker: String,
+    },
+    Result {
+        worker: String,
+        outcome: Result<Value, WireFailure>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireFailure {
+    pub category: String,
+    pub message: String,
+    pub wait_ms: Option<u64>,
+}
+
+impl From<&AgentFailure> for WireFailure {
+    fn from(f: &AgentFailure) -> Self {
+        WireFailure {
+            category: f.category.to_string(),
+            message: f.message.clone(),
+            wait_ms: f.wait.map(|w| w.as_millis() as u64),
+        }
+    }
+}
+
+impl From<WireFailure> for AgentFailure {
+    fn from(f: WireFailure) -> Self {
+        AgentFailure::new(&f.category, f.message)
+            .with_wait(f.wait_ms.map(std::time::Duration::from_millis))
+    }
+}
+
+/// The agent events that mean something away from the worker (a process
+/// group id does not: the run never signals a worker's processes).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "e", rename_all = "snake_case")]
+pub enum WireEvent {
+    Emitted {
+        value: Value,
+    },
+    Activity {
+        state: ActivityState,
+        tool: Option<String>,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Warning {
+        message: String,
+    },
+    ResultRestatesStream,
+}
+
+impl WireEvent {
+    pub fn of(e: &AgentEvent) -> Option<Self> {
+        Some(match e {
+            AgentEvent::Emitted(v) => WireEvent::Emitted { value: v.clone() },
+            AgentEvent::Activity { state, tool } => WireEvent::Activity {
+                state: *state,
+                tool: tool.as_deref().map(String::from),
+            },
+            AgentEvent::Usage(u) => WireEvent::Usage { usage: *u },
+            AgentEvent::Warning(w) => WireEvent::Warning {
+                message: w.to_string(),
+            },
+            AgentEvent::ResultRestatesStream => WireEvent::ResultRestatesStream,
+            AgentEvent::Process { .. } => return None,
+        })
+    }
+
+    pub fn into_event(self) -> AgentEvent {
+        match self {
+            WireEvent::Emitted { value } => AgentEvent::Emitted(value),
+            WireEvent::Activity { state, tool } => AgentEvent::Activity {
+                state,
+                tool: tool.map(std::sync::Arc::from),
+            },
+            WireEvent::Usage { usage } => AgentEvent::Usage(usage),
+            WireEvent::Warning { message } => AgentEvent::Warning(message.into()),
+            WireEvent::ResultRestatesStream => AgentEvent::ResultRestatesStream,
+        }
+    }
+}
+
+/// FNV-1a of a play's text: tells two copies apart, no more (a worker
+/// trusts its own copy, never the wire).
+pub fn play_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// What a worker says about itself in [`WORKERS_BUCKET`], under its id.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkerInfo {
+    pub host: String,
+    pub slots: usize,
+    pub busy: usize,
+    pub tags: Vec<String>,
+    pub plays: Vec<String>,
+    /// Unix milliseconds of the last heartbeat.
+    pub beat_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_serves_every_subset_of_its_tags_and_any() {
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(served_tokens(&[]), ["any"]);
+        assert_eq!(
+            served_tokens(&t(&["linux", "gpu"])),
+            ["any", "gpu", "linux", "gpu_linux"]
+        );
+        assert_eq!(needs_token(&t(&["linux", "gpu", "gpu"])), "gpu_linux");
+        assert!(served_tokens(&t(&["gpu", "linux"])).contains(&needs_token(&t(&["linux", "gpu"]))));
+    }
+
+    #[test]
+    fn tags_are_subject_tokens() {
+        assert!(valid_tag("gpu-a100"));
+        for bad in ["", "any", "g.pu", "g*", "g>", "g pu", "g_pu"] {
+            assert!(!valid_tag(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ids_come_back_from_every_subject() {
+        assert_eq!(ids_of(&job_subject("gpu", "ab12", 7)), Some(("ab12", 7)));
+        assert_eq!(ids_of(&out_subject("ab12", 8)), Some(("ab12", 8)));
+        assert_eq!(ids_of(&cancel_subject("ab12", 9)), Some(("ab12", 9)));
+        assert_eq!(ids_of("pd.out.x"), None);
+    }
+
+    #[test]
+    fn frames_read_back_as_written() {
+        let frames = [
+            Frame::Beat {
+                worker: "w1".into(),
+                ack_wait_ms: 2000,
+            },
+            Frame::Event(WireEvent::Activity {
+                state: ActivityState::Tool,
+                tool: Some("bash".into()),
+            }),
+            Frame::Result {
+                worker: "w1".into(),
+                outcome: Err(WireFailure {
+                    category: "rate_limit".into(),
+                    message: "slow down".into(),
+                    wait_ms: Some(1500),
+                }),
+            },
+        ];
+        for f in frames {
+            let text = serde_json::to_string(&f).unwrap();
+            assert_eq!(serde_json::from_str::<Frame>(&text).unwrap(), f, "{text}");
+        }
+        assert_eq!(play_hash("a"), play_hash("a"));
+        assert_ne!(play_hash("a"), play_hash("b"));
+    }
+}
