@@ -138,6 +138,9 @@ pub enum Command {
         /// A run directory, a run id, or `latest`.
         run: String,
     },
+    /// Perform the agent invocations of `[cluster]` runs: take jobs of the
+    /// plays given from the NATS server and run their agents here.
+    Worker(WorkerArgs),
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.
@@ -162,6 +165,33 @@ pub enum Command {
         #[arg(long)]
         print: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The NATS server (credentials come from the file PLAYDECK_NATS_CREDS
+    /// names, never from here).
+    #[arg(long, value_name = "URL")]
+    pub nats: String,
+    /// Attempts performed at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub slots: u16,
+    /// A tag this worker has (`gpu`); role profiles may need one.
+    /// Repeatable, at most 4.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// The checkout this worker runs agents in: its plays are read from
+    /// here and their agents start here.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// A play this worker serves (relative to --dir); only its agents, as
+    /// this copy defines them, ever run. Repeatable.
+    #[arg(long = "play", value_name = "PLAY", required = true)]
+    pub plays: Vec<PathBuf>,
+    /// Seconds a job may go without a heartbeat before the server gives it
+    /// to another worker (used when the work queue is first made).
+    #[arg(long, default_value_t = 30)]
+    pub ack_wait: u64,
 }
 
 #[cfg(feature = "screenshot")]

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod capacity;
+pub mod cluster;
 pub mod console;
 pub mod control;
 pub mod fuzzing;

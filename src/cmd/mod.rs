@@ -31,6 +31,7 @@ mod recorded;
 mod run;
 #[cfg(feature = "screenshot")]
 mod screenshot;
+mod worker;
 
 use std::io::IsTerminal;
 
@@ -141,6 +142,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         }) => attach::attach(&run, read_only, theme),
         Some(Command::Runs { dir, json, watch }) => attach::runs(dir, json, watch),
         Some(Command::Bridge { run }) => attach::bridge(&run),
+        Some(Command::Worker(args)) => worker::worker(args),
         Some(Command::Capacity { action }) => ctl::capacity(action),
         #[cfg(feature = "screenshot")]
         Some(Command::Screenshot(args)) => screenshot::screenshot(args),

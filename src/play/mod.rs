@@ -6,6 +6,7 @@ mod agents_section;
 mod budget_section;
 pub mod build;
 mod capacity_section;
+pub mod cluster_section;
 pub mod demo;
 pub mod diag;
 pub mod notify_section;
@@ -61,6 +62,8 @@ pub struct Play {
     pub agents: std::collections::BTreeMap<String, crate::agents::AgentDef>,
     /// `[notify]`: a command run when the run needs its operator.
     pub notify: Option<notify_section::NotifyConfig>,
+    /// `[cluster]`: agents performed on workers through NATS.
+    pub cluster: Option<cluster_section::ClusterConfig>,
     /// `[retry]`: which failed attempts come back by themselves.
     pub retry: crate::kernel::retry::RetrySettings,
     /// `[budget]`: spend caps.

@@ -32,6 +32,7 @@ const ROOT_KEYS: &[&str] = &[
     "role_profiles",
     "agents",
     "notify",
+    "cluster",
     "retry",
     "budget",
     "prices",
@@ -181,6 +182,7 @@ fn parse_play(
         warnings: Vec::new(),
         capacity: None,
         notify: None,
+        cluster: None,
         retry: Default::default(),
         budget: None,
         dir: dir.to_path_buf(),
@@ -228,6 +230,7 @@ fn parse_play(
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     play.notify = super::notify_section::read(&mut r, &root);
+    play.cluster = super::cluster_section::read(&mut r, &root, play.capacity.as_ref());
     play.retry = super::retry_section::read(&mut r, &root, "retry").unwrap_or_default();
     play.budget = super::budget_section::read(&mut r, &root);
     play.prices

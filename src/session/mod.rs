@@ -147,6 +147,7 @@ impl Session {
         let (mut run_dir, lock) = RunDir::claim(opts.run_dir.as_deref())?;
         // Made durable beside the build; the copy holds the source now.
         let copy = run_dir.copy_play(&play.get().source);
+        let play_hash = crate::cluster::wire::play_hash(&play.get().source);
         let welcome = Arc::new(crate::control::WelcomeParts::of(play.get()));
         play.release_source();
         if let Some(id) = &opts.run_id {
@@ -157,7 +158,7 @@ impl Session {
         let speed = opts.speed.unwrap_or(play.get().speed);
         let cfg = run_config(play.get(), &run_dir, opts);
         // Reads each role's agent from the operations written for it.
-        let parts = Parts::new(play.get(), &run_dir, speed);
+        let parts = Parts::new(play.get(), &run_dir, speed, &play_hash).await?;
         play.release();
         let play = play.get();
         let (mut run, handle) = Run::new(
@@ -177,6 +178,9 @@ impl Session {
         let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
         add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
+        if let Some(hub) = &parts.hub {
+            hub.attach(run.external());
+        }
         let (control, control_error) =
             control_server(opts, &run_dir, &handle, &reconciler, welcome);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
@@ -258,7 +262,8 @@ impl Session {
         } else {
             Vec::new()
         };
-        let parts = Parts::new(play, &run_dir, speed);
+        let play_hash = crate::cluster::wire::play_hash(&play.source);
+        let parts = Parts::new(play, &run_dir, speed, &play_hash).await?;
         let snapshot = cp.state.palette.snapshot.clone().unwrap_or_default();
         let palette = &cp.state.palette;
         let saved_modes = palette
@@ -290,6 +295,9 @@ impl Session {
         let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
         add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
+        if let Some(hub) = &parts.hub {
+            hub.attach(run.external());
+        }
         if let (Some(r), Some(prev)) = (&reconciler, &previous_capacity) {
             r.adopt(prev);
         }
@@ -360,22 +368,43 @@ struct Parts {
     agents: Arc<crate::agents::AgentRegistry>,
     router: Arc<PaletteRouter>,
     tails: Arc<Tails>,
+    /// With `[cluster]`: where the agents are performed.
+    hub: Option<Arc<crate::cluster::hub::Hub>>,
 }
 
 impl Parts {
-    fn new(play: &Play, run_dir: &RunDir, speed: f64) -> Parts {
+    async fn new(
+        play: &Play,
+        run_dir: &RunDir,
+        speed: f64,
+        play_hash: &str,
+    ) -> std::io::Result<Parts> {
         let tails = Tails::new();
-        let ctx = wiring::run_context(
-            play,
-            &run_dir.run_id,
-            Some(run_dir.path.join("logs")),
-            tails.clone(),
-        );
-        Parts {
-            agents: Arc::new(wiring::agent_registry(play, speed, ctx)),
+        let log_dir = run_dir.path.join("logs");
+        let ctx = wiring::run_context(play, &run_dir.run_id, Some(log_dir.clone()), tails.clone());
+        let local = wiring::agent_registry(play, speed, ctx);
+        let (agents, hub) = match &play.cluster {
+            None => (local, None),
+            Some(c) => {
+                let settings = crate::cluster::hub::HubSettings {
+                    run_id: run_dir.run_id.clone(),
+                    play: play.name.clone(),
+                    play_hash: play_hash.to_string(),
+                    needs: c.worker_tags.clone(),
+                    log_dir: Some(log_dir),
+                };
+                let hub = crate::cluster::hub_for(&c.nats, settings, tails.clone())
+                    .await
+                    .map_err(std::io::Error::other)?;
+                (crate::cluster::remote_registry(&local, &hub), Some(hub))
+            }
+        };
+        Ok(Parts {
+            agents: Arc::new(agents),
             router: wiring::palette_router(play, Some(&run_dir.path), speed),
             tails,
-        }
+            hub,
+        })
     }
 
     fn builder(&self) -> Arc<dyn NodeBuilder> {

@@ -1,0 +1,432 @@
+//! The run's side of scale-out: every agent invocation becomes a job on
+//! the work-queue stream, and what workers report comes back to the
+//! invocation that waits for it. The kernel sees an ordinary [`Agent`].
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, message::PublishMessage};
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::wire::{self, Frame, Job};
+use crate::agents::Tails;
+use crate::kernel::{
+    Agent, AgentEvent, AgentFailure, AgentOutcome, BoxFuture, External, ExternalSender, Invocation,
+    SignalKind,
+};
+
+/// The cause of an attempt whose worker went quiet past the ack deadline
+/// (killed, stopped, cut off): retried by default, on another worker.
+pub const WORKER_LOST: &str = crate::kernel::retry::cause::WORKER_LOST;
+
+/// A job no worker has taken for this long gets a warning (once).
+const NO_WORKER_WARNING: Duration = Duration::from_secs(10);
+
+/// What a run tells its workers about itself.
+#[derive(Debug, Clone)]
+pub struct HubSettings {
+    pub run_id: String,
+    pub play: String,
+    pub play_hash: String,
+    /// Worker tags each role profile needs.
+    pub needs: HashMap<String, Vec<String>>,
+    pub log_dir: Option<PathBuf>,
+}
+
+/// One run's connection to the cluster.
+pub struct Hub {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    nonce: String,
+    seq: AtomicU64,
+    settings: HubSettings,
+    tails: Arc<Tails>,
+    /// Invocations waiting for their worker's frames, by seq.
+    waiting: Mutex<HashMap<u64, mpsc::UnboundedSender<Frame>>>,
+    /// Attempts counted lost, by seq: a result that comes later is
+    /// recorded against them and ignored.
+    lost: Mutex<HashMap<u64, (String, u32)>>,
+    connected: watch::Receiver<bool>,
+    external: Mutex<Option<ExternalSender>>,
+}
+
+impl Hub {
+    /// Connects, makes sure the streams exist and starts reading this
+    /// run's frames.
+    pub async fn start(
+        client: async_nats::Client,
+        connected: watch::Receiver<bool>,
+        settings: HubSettings,
+        tails: Arc<Tails>,
+    ) -> Result<Arc<Hub>, async_nats::Error> {
+        let js = jetstream::new(client.clone());
+        super::ensure_streams(&js).await?;
+        let nonce = format!("{:016x}", uuid::Uuid::new_v4().as_u128() as u64);
+        let hub = Arc::new(Hub {
+            client,
+            js,
+            nonce,
+            seq: AtomicU64::new(1),
+            settings,
+            tails,
+            waiting: Mutex::default(),
+            lost: Mutex::default(),
+            connected,
+            external: Mutex::default(),
+        });
+        let stream = hub.js.get_stream(wire::OUT_STREAM).await?;
+        let consumer: jetstream::consumer::PullConsumer = stream
+            .get_or_create_consumer(
+                &format!("out-{}", hub.nonce),
+                pull::Config {
+                    durable_name: Some(format!("out-{}", hub.nonce)),
+                    filter_subject: format!("pd.out.{}.>", hub.nonce),
+                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                    // Nobody reads a finished run's frames: the server
+                    // drops its consumer after a day without it.
+                    inactive_threshold: Duration::from_secs(24 * 3600),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        tokio::spawn(read_frames(Arc::downgrade(&hub), consumer));
+        Ok(hub)
+    }
+
+    /// Run-level warnings (a late result) go to the run's log through this.
+    pub fn attach(&self, external: ExternalSender) {
+        *self.external.lock().unwrap() = Some(external);
+    }
+
+    fn warn(&self, message: String) {
+        tracing::warn!("{message}");
+        if let Some(x) = &*self.external.lock().unwrap() {
+            let _ = x.send(External::Signal(SignalKind::Warning {
+                message: Arc::from(message),
+                op_id: None,
+            }));
+        }
+    }
+
+    fn route(&self, seq: u64, frame: Frame) {
+        let tx = self.waiting.lock().unwrap().get(&seq).cloned();
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(frame);
+            }
+            None => {
+                if let Frame::Result { worker, outcome } = frame {
+                    let lost = self.lost.lock().unwrap().remove(&seq);
+                    if let Some((name, attempt)) = lost {
+                        let how = match &outcome {
+                            Ok(_) => "succeeded".to_string(),
+                            Err(f) => format!("failed ({})", f.category),
+                        };
+                        self.warn(format!(
+                            "{name} attempt {attempt}: a late result from worker {worker} ({how}) came after the attempt was counted lost; recorded, not applied"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn perform(self: Arc<Self>, agent: String, inv: Invocation) -> AgentOutcome {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.waiting.lock().unwrap().insert(seq, tx);
+        let mut guard = Pending {
+            hub: self.clone(),
+            seq,
+            name: inv.name.to_string(),
+            attempt: inv.attempt,
+            state: PendingState::Open,
+        };
+        let needs = inv
+            .profile
+            .as_deref()
+            .and_then(|p| self.settings.needs.get(p))
+            .cloned()
+            .unwrap_or_default();
+        let needs = wire::needs_token(&needs);
+        let job = Job {
+            run: self.settings.run_id.clone(),
+            play: self.settings.play.clone(),
+            play_hash: self.settings.play_hash.clone(),
+            agent,
+            op_id: inv.op_id,
+            name: inv.name.to_string(),
+            role: inv.role.as_deref().map(String::from),
+            instruction: inv.instruction.to_string(),
+            params: serde_json::Value::clone(&inv.params),
+            context: inv.context.clone(),
+            attempt: inv.attempt,
+            instance: inv.instance.as_deref().map(String::from),
+            profile: inv.profile.as_deref().map(String::from),
+            usd_headroom: inv.usd_headroom,
+        };
+        let payload = serde_json::to_vec(&job).expect("a job is plain JSON");
+        self.publish_job(&needs, seq, payload).await;
+        let mut logs = RemoteLogs::new(self.settings.log_dir.clone(), &inv.name, inv.attempt);
+        let since = Instant::now();
+        let mut warned = false;
+        // Set by the first beat: from then on silence counts.
+        let mut beat: Option<(Instant, Duration, String)> = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                frame = rx.recv() => {
+                    let Some(frame) = frame else {
+                        return Err(AgentFailure::new(WORKER_LOST, "the run's connection to the cluster closed"));
+                    };
+                    match frame {
+                        Frame::Beat { worker, ack_wait_ms } => {
+                            if beat.is_none() {
+                                // Where it runs, for the operator and `report`.
+                                logs.command(&[], &worker);
+                            }
+                            beat = Some((Instant::now(), Duration::from_millis(ack_wait_ms.max(1)), worker));
+                        }
+                        Frame::Command { argv } => {
+                            if let Some((_, _, w)) = &beat {
+                                logs.command(&argv, w);
+                            }
+                            self.tails.start(inv.op_id, inv.attempt, argv, logs.stdout_path());
+                        }
+                        Frame::Event(e) => inv.events.emit(e.into_event()),
+                        Frame::Output { stderr, text } => {
+                            logs.write(stderr, &text);
+                            for line in text.lines() {
+                                self.tails.push(inv.op_id, stderr, line);
+                            }
+                        }
+                        Frame::Redelivered { worker } => {
+                            let had = beat.as_ref().map_or("a worker".to_string(), |(_, _, w)| format!("worker {w}"));
+                            guard.state = PendingState::Lost;
+                            return Err(AgentFailure::new(WORKER_LOST, format!(
+                                "{had} went quiet past the ack deadline; the job came again to worker {worker}, which left it for a new attempt"
+                            )));
+                        }
+                        Frame::Result { outcome, .. } => {
+                            guard.state = PendingState::Done;
+                            return outcome.map_err(AgentFailure::from);
+                        }
+                    }
+                    if let Some(b) = &mut beat {
+                        b.0 = Instant::now();
+                    }
+                }
+                _ = tick.tick() => {
+                    // Silence while the run itself is cut off is not the
+                    // worker's: the clock starts again on reconnection.
+                    if !*self.connected.borrow() {
+                        if let Some(b) = &mut beat {
+                            b.0 = Instant::now();
+                        }
+                        continue;
+                    }
+                    match &beat {
+                        None if !warned && since.elapsed() >= NO_WORKER_WARNING => {
+                            warned = true;
+                            let serving = if needs == "any" { String::new() } else { format!(" with tags {}", needs.replace('_', ", ")) };
+                            inv.events.emit(AgentEvent::Warning(Arc::from(format!(
+                                "no worker{serving} has taken {} for {} s; it waits for one (`playdeck worker` serving play {:?})",
+                                inv.name, NO_WORKER_WARNING.as_secs(), self.settings.play
+                            ))));
+                        }
+                        Some((last, ack_wait, worker)) if last.elapsed() > *ack_wait + *ack_wait / 2 => {
+                            guard.state = PendingState::Lost;
+                            return Err(AgentFailure::new(WORKER_LOST, format!(
+                                "worker {worker} sent nothing for {:.1} s (its ack deadline is {:.1} s): killed, stopped or cut off",
+                                last.elapsed().as_secs_f64(), ack_wait.as_secs_f64()
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Publishes until the stream has it: the server may be restarting.
+    /// The message id makes a second copy of the same job nothing.
+    async fn publish_job(&self, needs: &str, seq: u64, payload: Vec<u8>) {
+        let subject = wire::job_subject(needs, &self.nonce, seq);
+        let id = format!("{}.{seq}", self.nonce);
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let sent = self
+                .js
+                .send_publish(
+                    subject.clone(),
+                    PublishMessage::build()
+                        .payload(payload.clone().into())
+                        .message_id(id.clone()),
+                )
+                .await;
+            let acked = match sent {
+                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match acked {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!("publishing job {id}: {e}; trying again in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+}
+
+enum PendingState {
+    Open,
+    Done,
+    Lost,
+}
+
+/// Unregisters an invocation however its future ends; one the kernel
+/// dropped (a cancel) is told to the workers, one counted lost is kept to
+/// recognise its late result.
+struct Pending {
+    hub: Arc<Hub>,
+    seq: u64,
+    name: String,
+    attempt: u32,
+    state: PendingState,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.hub.waiting.lock().unwrap().remove(&self.seq);
+        match self.state {
+            PendingState::Done => {}
+            PendingState::Lost => {
+                self.hub
+                    .lost
+                    .lock()
+                    .unwrap()
+                    .insert(self.seq, (self.name.clone(), self.attempt));
+            }
+            PendingState::Open => {
+                let client = self.hub.client.clone();
+                let subject = wire::cancel_subject(&self.hub.nonce, self.seq);
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        let _ = client.publish(subject, "cancel".into()).await;
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Reads this run's frames for as long as the hub lives, through server
+/// restarts (the durable consumer keeps its place).
+async fn read_frames(hub: std::sync::Weak<Hub>, consumer: jetstream::consumer::PullConsumer) {
+    loop {
+        if hub.strong_count() == 0 {
+            return;
+        }
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!("frames: {e}; reading again shortly");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+        };
+        while let Some(m) = messages.next().await {
+            let Some(hub) = hub.upgrade() else { return };
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!("frames: {e}; reading again");
+                    break;
+                }
+            };
+            if let (Some((_, seq)), Ok(frame)) = (
+                wire::ids_of(&m.subject),
+                serde_json::from_slice::<Frame>(&m.payload),
+            ) {
+                hub.route(seq, frame);
+            }
+            let _ = m.ack().await;
+        }
+    }
+}
+
+/// The run's copy of a remote attempt's logs, as a local attempt's are
+/// laid out, so the console's follow view and `report` read them alike.
+struct RemoteLogs {
+    dir: Option<PathBuf>,
+    base: String,
+    files: [Option<std::fs::File>; 2],
+}
+
+impl RemoteLogs {
+    fn new(dir: Option<PathBuf>, name: &str, attempt: u32) -> Self {
+        RemoteLogs {
+            dir,
+            base: format!("{name}.{attempt}"),
+            files: [None, None],
+        }
+    }
+
+    fn stdout_path(&self) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.stdout.log", self.base)))
+    }
+
+    fn command(&self, argv: &[String], worker: &str) {
+        let Some(dir) = &self.dir else { return };
+        let _ = crate::store::private_dir(dir);
+        let v = serde_json::json!({ "argv": argv, "worker": worker });
+        let _ = std::fs::write(
+            dir.join(format!("{}.command.json", self.base)),
+            serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        );
+    }
+
+    fn write(&mut self, stderr: bool, text: &str) {
+        let Some(dir) = &self.dir else { return };
+        let slot = &mut self.files[usize::from(stderr)];
+        if slot.is_none() {
+            let _ = crate::store::private_dir(dir);
+            let which = if stderr { "stderr" } else { "stdout" };
+            *slot = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(format!("{}.{which}.log", self.base)))
+                .ok();
+        }
+        if let Some(f) = slot {
+            let _ = f.write_all(text.as_bytes());
+        }
+    }
+}
+
+/// An agent of the play, performed on the cluster.
+pub struct RemoteAgent {
+    pub hub: Arc<Hub>,
+    pub agent: String,
+    pub wants_context: bool,
+}
+
+impl Agent for RemoteAgent {
+    fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome> {
+        Box::pin(self.hub.clone().perform(self.agent.clone(), inv))
+    }
+
+    fn wants_context(&self) -> bool {
+        self.wants_context
+    }
+}

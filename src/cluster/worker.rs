@@ -1,0 +1,517 @@
+//! `playdeck worker`: takes jobs of the plays it serves from the
+//! work-queue stream and performs them with the agents of its own copy of
+//! each play, in its own checkout, reporting back on the run's frames.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::pull, message::PublishMessage};
+use futures_util::StreamExt;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::wire::{self, Frame, Job, WireEvent, WireFailure, WorkerInfo};
+use crate::agents::Tails;
+use crate::kernel::{AgentEvents, AgentFailure, AgentResolver, Invocation};
+use crate::play::Play;
+
+/// How long a worker's jobs may go without an ack before the server hands
+/// them to another worker, unless a stream's consumer says otherwise.
+pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+
+pub struct WorkerOptions {
+    pub slots: usize,
+    pub tags: Vec<String>,
+    pub plays: Vec<PathBuf>,
+    pub ack_wait: Duration,
+    /// Where attempts' logs are kept on the worker.
+    pub state_dir: PathBuf,
+}
+
+/// A play this worker serves: its agents, built from its own text.
+struct Served {
+    hash: String,
+    play: Arc<Play>,
+}
+
+struct Worker {
+    id: String,
+    js: jetstream::Context,
+    plays: HashMap<String, Served>,
+    ack_wait: Duration,
+    /// Each attempt's logs go under here while it runs.
+    logs: PathBuf,
+    /// Jobs their runs no longer want, newest last (bounded).
+    cancelled: Mutex<(HashSet<String>, VecDeque<String>)>,
+    running: Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+const CANCELS_KEPT: usize = 10_000;
+
+/// Serves until `stop` resolves.
+pub async fn serve(
+    client: async_nats::Client,
+    opts: WorkerOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let mut plays = HashMap::new();
+    for path in &opts.plays {
+        let play = Play::load(path).map_err(|e| e.to_string())?;
+        let hash = wire::play_hash(&play.source);
+        plays.insert(
+            play.name.clone(),
+            Served {
+                hash,
+                play: Arc::new(play),
+            },
+        );
+    }
+    let js = jetstream::new(client.clone());
+    super::ensure_streams(&js)
+        .await
+        .map_err(|e| e.to_string())?;
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let id = format!("{host}-{}", std::process::id());
+    let stream = js
+        .get_stream(wire::JOBS_STREAM)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Most specific first: a job that needs this worker's tags goes before
+    // one any worker could take.
+    let mut tokens = wire::served_tokens(&opts.tags);
+    tokens.reverse();
+    let mut consumers = Vec::new();
+    let mut ack_wait = opts.ack_wait;
+    for token in &tokens {
+        let name = format!("jobs-{token}");
+        let c: jetstream::consumer::PullConsumer = stream
+            .get_or_create_consumer(
+                &name,
+                pull::Config {
+                    durable_name: Some(name.clone()),
+                    filter_subject: format!("pd.job.{token}.>"),
+                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                    ack_wait: opts.ack_wait,
+                    max_deliver: -1,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        // Whoever made the consumer first set its deadline: beat by that.
+        ack_wait = ack_wait.min(c.cached_info().config.ack_wait);
+        consumers.push(c);
+    }
+    let worker = Arc::new(Worker {
+        id: id.clone(),
+        js: js.clone(),
+        plays,
+        ack_wait,
+        logs: opts.state_dir.join("logs"),
+        cancelled: Mutex::default(),
+        running: Mutex::default(),
+    });
+    let mut cancels = client
+        .subscribe("pd.cancel.>")
+        .await
+        .map_err(|e| e.to_string())?;
+    let w = worker.clone();
+    tokio::spawn(async move {
+        while let Some(m) = cancels.next().await {
+            w.cancel(&m.subject);
+        }
+    });
+    let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
+    tokio::spawn(announce(
+        js.clone(),
+        id.clone(),
+        WorkerInfo {
+            host,
+            slots: opts.slots.max(1),
+            busy: 0,
+            tags: opts.tags.clone(),
+            plays: worker.plays.keys().cloned().collect(),
+            beat_ms: 0,
+        },
+        slots.clone(),
+    ));
+    tracing::info!(
+        "worker {id} serving {:?} with {} slots",
+        worker.plays.keys(),
+        opts.slots
+    );
+    let take = async {
+        loop {
+            let first = slots.clone().acquire_owned().await.expect("never closed");
+            let mut permits = vec![first];
+            while let Ok(p) = slots.clone().try_acquire_owned() {
+                permits.push(p);
+            }
+            let mut took = 0;
+            for c in &consumers {
+                if permits.is_empty() {
+                    break;
+                }
+                // Wait for work only on the last (the broadest) consumer.
+                let expires = if std::ptr::eq(c, consumers.last().unwrap()) {
+                    Duration::from_millis(500)
+                } else {
+                    Duration::from_millis(50)
+                };
+                let batch = c
+                    .batch()
+                    .max_messages(permits.len())
+                    .expires(expires)
+                    .messages()
+                    .await;
+                let mut batch = match batch {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::debug!("pull: {e}");
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        continue;
+                    }
+                };
+                while let Some(m) = batch.next().await {
+                    let Ok(m) = m else { break };
+                    let Some(permit) = permits.pop() else {
+                        // More than asked for: leave it for its deadline.
+                        break;
+                    };
+                    took += 1;
+                    tokio::spawn(worker.clone().take(m, permit));
+                }
+            }
+            drop(permits);
+            if took == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = take => Ok(()),
+        () = stop => Ok(()),
+    }
+}
+
+/// Puts this worker's row in the workers bucket every 2 s.
+async fn announce(js: jetstream::Context, id: String, mut info: WorkerInfo, slots: Arc<Semaphore>) {
+    let kv = loop {
+        match super::workers_bucket(&js).await {
+            Ok(kv) => break kv,
+            Err(e) => {
+                tracing::debug!("workers bucket: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    loop {
+        info.busy = info.slots - slots.available_permits().min(info.slots);
+        info.beat_ms = super::unix_ms();
+        if let Ok(v) = serde_json::to_vec(&info) {
+            let _ = kv.put(&id, v.into()).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+impl Worker {
+    fn cancel(&self, subject: &str) {
+        let Some((nonce, seq)) = wire::ids_of(subject) else {
+            return;
+        };
+        let key = format!("{nonce}.{seq}");
+        if let Some(stop) = self.running.lock().unwrap().remove(&key) {
+            let _ = stop.send(());
+        }
+        let mut c = self.cancelled.lock().unwrap();
+        if c.0.insert(key.clone()) {
+            c.1.push_back(key);
+            if c.1.len() > CANCELS_KEPT
+                && let Some(old) = c.1.pop_front()
+            {
+                c.0.remove(&old);
+            }
+        }
+    }
+
+    /// Publishes a frame; with `sure`, until the stream has it.
+    async fn send(&self, subject: &str, frame: &Frame, sure: bool) {
+        let payload: bytes::Bytes = serde_json::to_vec(frame).expect("plain JSON").into();
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let sent = self
+                .js
+                .send_publish(
+                    subject.to_string(),
+                    PublishMessage::build().payload(payload.clone()),
+                )
+                .await;
+            let done = match sent {
+                Ok(ack) if sure => ack.await.is_ok(),
+                Ok(_) => true,
+                Err(_) => !sure,
+            };
+            if done {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    async fn take(
+        self: Arc<Self>,
+        m: jetstream::Message,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let Some((nonce, seq)) = wire::ids_of(&m.subject) else {
+            let _ = m.ack_with(AckKind::Term).await;
+            return;
+        };
+        let key = format!("{nonce}.{seq}");
+        let out = wire::out_subject(nonce, seq);
+        let delivered = m.info().map(|i| i.delivered).unwrap_or(1);
+        if delivered > 1 {
+            // Whoever had it went quiet: the run decides what comes next
+            // (a new attempt, by its retry policy), not this worker.
+            self.send(
+                &out,
+                &Frame::Redelivered {
+                    worker: self.id.clone(),
+                },
+                true,
+            )
+            .await;
+            let _ = m.ack_with(AckKind::Term).await;
+            return;
+        }
+        if self.cancelled.lock().unwrap().0.contains(&key) {
+            let _ = m.ack_with(AckKind::Term).await;
+            return;
+        }
+        let job: Job = match serde_json::from_slice(&m.payload) {
+            Ok(j) => j,
+            Err(e) => {
+                let f = AgentFailure::new(
+                    "worker_refused",
+                    format!("worker {} could not read the job: {e}", self.id),
+                );
+                self.finish(&m, &out, Err(f)).await;
+                return;
+            }
+        };
+        let logs = self.logs.join(&key);
+        let agent = match self.agent_for(&job, &logs) {
+            Ok(a) => a,
+            Err(f) => {
+                self.finish(&m, &out, Err(f)).await;
+                return;
+            }
+        };
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel();
+        self.running.lock().unwrap().insert(key.clone(), stop_tx);
+        self.send(
+            &out,
+            &Frame::Beat {
+                worker: self.id.clone(),
+                ack_wait_ms: self.ack_wait.as_millis() as u64,
+            },
+            false,
+        )
+        .await;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let inv = Invocation {
+            op_id: job.op_id,
+            name: Arc::from(job.name.as_str()),
+            role: job.role.as_deref().map(Arc::from),
+            instruction: Arc::from(job.instruction.as_str()),
+            params: Arc::new(job.params),
+            context: job.context,
+            attempt: job.attempt,
+            events: AgentEvents::new(0, job.attempt, tx, Arc::default()),
+            instance: job.instance.as_deref().map(Arc::from),
+            workspace: None,
+            profile: job.profile.as_deref().map(Arc::from),
+            usd_headroom: job.usd_headroom,
+        };
+        let mut attempt = agent.invoke(inv);
+        let mut beat = tokio::time::interval(self.ack_wait / 3);
+        beat.tick().await;
+        let mut shipper = Shipper::new(&logs, &job.name, job.attempt);
+        let mut ship = tokio::time::interval(Duration::from_millis(200));
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut attempt => break Some(outcome),
+                _ = &mut stop_rx => break None,
+                Some(msg) = rx.recv() => {
+                    if let Some(e) = WireEvent::of(&msg.event) {
+                        self.send(&out, &Frame::Event(e), false).await;
+                    }
+                }
+                _ = ship.tick() => shipper.ship(&self, &out, false).await,
+                _ = beat.tick() => {
+                    let _ = m.ack_with(AckKind::Progress).await;
+                    self.send(&out, &Frame::Beat { worker: self.id.clone(), ack_wait_ms: self.ack_wait.as_millis() as u64 }, false).await;
+                }
+            }
+        };
+        drop(attempt);
+        self.running.lock().unwrap().remove(&key);
+        shipper.ship(&self, &out, true).await;
+        let _ = std::fs::remove_dir_all(&logs);
+        while let Ok(msg) = rx.try_recv() {
+            if let Some(e) = WireEvent::of(&msg.event) {
+                self.send(&out, &Frame::Event(e), false).await;
+            }
+        }
+        match outcome {
+            Some(o) => self.finish(&m, &out, o).await,
+            // Cancelled by its run: nobody waits for a result.
+            None => {
+                let _ = m.ack_with(AckKind::Term).await;
+            }
+        }
+    }
+
+    fn agent_for(
+        &self,
+        job: &Job,
+        logs: &std::path::Path,
+    ) -> Result<Arc<dyn crate::kernel::Agent>, AgentFailure> {
+        let Some(served) = self.plays.get(&job.play) else {
+            let mut names: Vec<&str> = self.plays.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            return Err(AgentFailure::new(
+                "worker_refused",
+                format!(
+                    "worker {} does not serve play {:?} (it serves {})",
+                    self.id,
+                    job.play,
+                    names.join(", ")
+                ),
+            ));
+        };
+        if served.hash != job.play_hash {
+            return Err(AgentFailure::new(
+                "worker_refused",
+                format!(
+                    "worker {} has another text of play {:?} (hash {}, the run's {}): update the worker's checkout",
+                    self.id, job.play, served.hash, job.play_hash
+                ),
+            ));
+        }
+        let play = &served.play;
+        let ctx = crate::session::wiring::run_context(
+            play,
+            &job.run,
+            Some(logs.to_path_buf()),
+            Tails::new(),
+        );
+        let agents = crate::session::wiring::agent_registry(play, play.speed, ctx);
+        agents.resolve(&job.agent).ok_or_else(|| {
+            AgentFailure::new(
+                "worker_refused",
+                format!("play {:?} defines no agent {:?}", job.play, job.agent),
+            )
+        })
+    }
+
+    /// Reports the outcome until the stream has it, then acks the job.
+    async fn finish(
+        &self,
+        m: &jetstream::Message,
+        out: &str,
+        outcome: Result<serde_json::Value, AgentFailure>,
+    ) {
+        let frame = Frame::Result {
+            worker: self.id.clone(),
+            outcome: outcome.map_err(|f| WireFailure::from(&f)),
+        };
+        self.send(out, &frame, true).await;
+        for _ in 0..5 {
+            if m.double_ack().await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Sends what an attempt writes to its logs, as it grows: whole lines
+/// while it runs, the rest at the end.
+struct Shipper {
+    command: PathBuf,
+    sent_command: bool,
+    files: [(PathBuf, u64); 2],
+}
+
+impl Shipper {
+    fn new(dir: &std::path::Path, name: &str, attempt: u32) -> Self {
+        let base = format!("{name}.{attempt}");
+        Shipper {
+            command: dir.join(format!("{base}.command.json")),
+            sent_command: false,
+            files: [
+                (dir.join(format!("{base}.stdout.log")), 0),
+                (dir.join(format!("{base}.stderr.log")), 0),
+            ],
+        }
+    }
+
+    async fn ship(&mut self, w: &Worker, out: &str, last: bool) {
+        if !self.sent_command
+            && let Ok(text) = std::fs::read(&self.command)
+            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text)
+        {
+            self.sent_command = true;
+            let argv = v["argv"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            w.send(out, &Frame::Command { argv }, false).await;
+        }
+        for (i, (path, at)) in self.files.iter_mut().enumerate() {
+            let Some(chunk) = read_from(path, *at, last) else {
+                continue;
+            };
+            *at += chunk.len() as u64;
+            // Frames stay well under the server's 1 MiB message limit.
+            for piece in chunk.chunks(256 << 10) {
+                let text = String::from_utf8_lossy(piece).into_owned();
+                w.send(
+                    out,
+                    &Frame::Output {
+                        stderr: i == 1,
+                        text,
+                    },
+                    false,
+                )
+                .await;
+            }
+        }
+    }
+}
+
+/// What `path` holds past `at`: up to its last newline, or all of it when
+/// `last`.
+fn read_from(path: &std::path::Path, at: u64, last: bool) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    f.seek(SeekFrom::Start(at)).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    if !last {
+        let end = buf.iter().rposition(|&b| b == b'\n')? + 1;
+        buf.truncate(end);
+    }
+    (!buf.is_empty()).then_some(buf)
+}

@@ -1,0 +1,69 @@
+//! `playdeck worker`: a process that performs `[cluster]` runs' agents.
+
+use std::time::Duration;
+
+use playdeck::cluster::{self, wire, worker::WorkerOptions};
+
+use super::{CmdError, Outcome, block_on, stop_requests};
+use crate::cli::WorkerArgs;
+
+pub fn worker(args: WorkerArgs) -> Outcome {
+    for t in &args.tags {
+        if !wire::valid_tag(t) {
+            return Err(CmdError::Input(format!(
+                "worker: --tag {t:?}: a tag is letters, digits and '-', at most 32, not \"any\""
+            )));
+        }
+    }
+    if args.tags.len() > wire::MAX_TAGS {
+        return Err(CmdError::Input(format!(
+            "worker: {} tags given; at most {}",
+            args.tags.len(),
+            wire::MAX_TAGS
+        )));
+    }
+    if args.nats.contains('@') {
+        return Err(CmdError::Input(
+            "worker: --nats carries credentials, which others read in the process list; put them in the file PLAYDECK_NATS_CREDS names (user/password or nkey_seed_file)".into(),
+        ));
+    }
+    if !args.dir.is_dir() {
+        return Err(CmdError::Input(format!(
+            "worker: --dir {}: no such directory",
+            args.dir.display()
+        )));
+    }
+    let plays: Vec<_> = args.plays.iter().map(|p| args.dir.join(p)).collect();
+    for p in &plays {
+        // Every play is checked before anything connects.
+        playdeck::play::Play::load(p)?;
+    }
+    let opts = WorkerOptions {
+        slots: usize::from(args.slots),
+        tags: args.tags.clone(),
+        plays,
+        ack_wait: Duration::from_secs(args.ack_wait.max(1)),
+        state_dir: args.dir.join(".playdeck/worker"),
+    };
+    let url = args.nats.clone();
+    block_on(true, async move {
+        let mut stop = stop_requests();
+        let name = format!("playdeck worker {}", std::process::id());
+        let (client, _) =
+            tokio::time::timeout(cluster::FIRST_CONNECT, cluster::connect(&url, &name))
+                .await
+                .map_err(|_| {
+                    CmdError::Failed(format!(
+                        "worker: no NATS server answered at {url} in {} s",
+                        cluster::FIRST_CONNECT.as_secs()
+                    ))
+                })?
+                .map_err(|e| CmdError::Failed(format!("worker: {url}: {e}")))?;
+        cluster::worker::serve(client, opts, async move {
+            let _ = stop.recv().await;
+        })
+        .await
+        .map_err(|e| CmdError::Failed(format!("worker: {e}")))?;
+        Ok(0)
+    })?
+}
