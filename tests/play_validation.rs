@@ -647,3 +647,27 @@ fn prices_in_the_users_agents_file_serve_every_play() {
     let (ok, err) = validate(dir.path());
     assert!(!ok && err.contains("agents.toml:2:"), "{err}");
 }
+
+#[test]
+fn a_cluster_section_is_checked_whole() {
+    let op = "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n";
+    let ok = Play::from_str(
+        "p.toml",
+        &play(&format!("[cluster]\nnats = \"nats://10.0.0.5:4222\"\n{op}")),
+    )
+    .unwrap();
+    assert_eq!(ok.cluster.unwrap().nats, "nats://10.0.0.5:4222");
+    let errs = errors(&play(&format!(
+        "[cluster]\nnats = \"http://x:4222\"\nport = 4\n[cluster.worker_tags]\nnobody = [\"gpu\"]\n{op}"
+    )));
+    let text = format!("{errs:?}");
+    assert!(text.contains("is not a NATS address"), "{text}");
+    assert!(text.contains("port"), "{text}");
+    assert!(text.contains("no role profile"), "{text}");
+    let errs = errors(&play(&format!(
+        "[cluster]\nnats = \"nats://pd:secret@x:4222\"\n{op}"
+    )));
+    assert!(format!("{errs:?}").contains("carries credentials"), "{errs:?}");
+    let errs = errors(&play(&format!("[cluster]\n{op}")));
+    assert!(format!("{errs:?}").contains("needs nats ="), "{errs:?}");
+}

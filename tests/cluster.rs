@@ -1,0 +1,490 @@
+//! Scale-out against a real `nats-server -js` on 127.0.0.1 (installed by
+//! `tests/cluster/install.sh` into target/nats-server; without it these
+//! tests say so and skip) and real `playdeck worker` processes.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn server_binary() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/nats-server/bin/nats-server");
+    p.is_file().then_some(p)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A JetStream server with its store in a temporary directory; killed on
+/// drop.
+struct Nats {
+    child: Option<Child>,
+    /// A server configuration file (`-c`), for authorization.
+    conf: Option<PathBuf>,
+    port: u16,
+    monitor: u16,
+    store: tempfile::TempDir,
+}
+
+impl Nats {
+    fn start() -> Option<Nats> {
+        Nats::start_with(None)
+    }
+
+    fn start_with(conf: Option<&str>) -> Option<Nats> {
+        let Some(_) = server_binary() else {
+            println!(
+                "skipped: no nats-server under target/nats-server (tests/cluster/install.sh installs it)"
+            );
+            return None;
+        };
+        let store = tempfile::tempdir().unwrap();
+        let conf = conf.map(|text| {
+            let p = store.path().join("server.conf");
+            std::fs::write(&p, text).unwrap();
+            p
+        });
+        let mut n = Nats {
+            child: None,
+            conf,
+            port: free_port(),
+            monitor: free_port(),
+            store,
+        };
+        n.up();
+        Some(n)
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again, on the same port and store).
+    fn up(&mut self) {
+        let mut c = Command::new(server_binary().unwrap());
+        if let Some(conf) = &self.conf {
+            c.arg("-c").arg(conf);
+        }
+        let child = c
+            .args(["-js", "-a", "127.0.0.1"])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-m",
+                &self.monitor.to_string(),
+            ])
+            .arg("-sd")
+            .arg(self.store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.healthy() {
+            assert!(Instant::now() < deadline, "nats-server did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn healthy(&self) -> bool {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.monitor)) else {
+            return false;
+        };
+        let _ =
+            s.write_all(b"GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `playdeck worker` process; killed on drop.
+struct Worker(Child);
+
+impl Worker {
+    fn start(dir: &Path, nats: &Nats, slots: u16) -> Worker {
+        Worker::start_env(dir, nats, slots, &[])
+    }
+
+    fn start_env(dir: &Path, nats: &Nats, slots: u16, env: &[(&str, &Path)]) -> Worker {
+        let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])
+            .args(["--slots", &slots.to_string(), "--ack-wait", "2", "--dir"])
+            .arg(dir)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Worker(child)
+    }
+
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A play of `ops` independent sim operations of `ms` each, on `nats`.
+fn write_play(dir: &Path, nats: &Nats, ops: usize, ms: u64) {
+    let mut play = format!(
+        "[play]\nname = \"spread\"\nmax_concurrent = 32\n[cluster]\nnats = \"{}\"\n\
+         [retry]\nattempts = 3\nbackoff = 0.1\nmax_backoff = 0.2\n\
+         [palette]\nroles = [{{ role = \"implementer\" }}]\n",
+        nats.url()
+    );
+    for i in 0..ops {
+        play.push_str(&format!(
+            "[[operations]]\nid = \"op-{i:02}\"\nrole = \"implementer\"\ninstruction = \"work {i}\"\n\
+             independent_root = true\nsim = {{ duration_ms = {ms} }}\n"
+        ));
+    }
+    std::fs::write(dir.join("play.toml"), play).unwrap();
+}
+
+/// `playdeck run --headless` of the play in `dir`, in the background.
+fn start_run(dir: &Path) -> Child {
+    start_run_env(dir, &[])
+}
+
+fn start_run_env(dir: &Path, env: &[(&str, &Path)]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/r",
+            "play.toml",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The events a finished run printed, and its exit code.
+fn finish(run: Child, within: Duration) -> (Vec<Value>, i32, String) {
+    let pid = run.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(within);
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    });
+    let out = run.wait_with_output().unwrap();
+    drop(killer);
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (
+        events,
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+fn outcome(events: &[Value]) -> String {
+    of_type(events, "run_finished")
+        .first()
+        .map(|e| e["outcome"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// Which worker performed attempt `attempt` of `op`, from the run's logs.
+fn worker_of(dir: &Path, op: &str, attempt: u32) -> Option<String> {
+    let p = dir.join(format!(".playdeck/runs/r/logs/{op}.{attempt}.command.json"));
+    let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+    v["worker"].as_str().map(String::from)
+}
+
+fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "waited {within:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_plays_operations_spread_over_three_workers() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 12, 1500);
+    let workers: Vec<Worker> = (0..3).map(|_| Worker::start(d, &nats, 2)).collect();
+    let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for i in 0..12 {
+        let w = worker_of(d, &format!("op-{i:02}"), 1).expect("each op says its worker");
+        *by.entry(w).or_default() += 1;
+    }
+    assert_eq!(by.len(), 3, "{by:?}");
+    // Two slots each: nobody took more than it could hold at once, twice.
+    assert!(by.values().all(|&n| n <= 6), "{by:?}");
+    assert_eq!(of_type(&events, "completed").len(), 12);
+    let pids: Vec<u32> = workers.iter().map(Worker::id).collect();
+    for w in by.keys() {
+        assert!(
+            pids.iter().any(|p| w.ends_with(&format!("-{p}"))),
+            "{w} vs {pids:?}"
+        );
+    }
+}
+
+#[test]
+fn a_killed_worker_s_operation_completes_once_elsewhere() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 1, 5000);
+    let a = Worker::start(d, &nats, 1);
+    let b = Worker::start(d, &nats, 1);
+    let run = start_run(d);
+    wait_for("the attempt's worker", Duration::from_secs(20), || {
+        worker_of(d, "op-00", 1).is_some()
+    });
+    let first = worker_of(d, "op-00", 1).unwrap();
+    let (victim, other) = if first.ends_with(&format!("-{}", a.id())) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    victim.signal(rustix::process::Signal::KILL);
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    let retries = of_type(&events, "retry_scheduled");
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0]["category"], "worker_lost");
+    assert_eq!(of_type(&events, "completed").len(), 1);
+    let second = worker_of(d, "op-00", 2).unwrap();
+    assert!(second.ends_with(&format!("-{}", other.id())), "{second}");
+}
+
+#[test]
+fn the_server_restarting_mid_run_is_waited_out() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 4, 4000);
+    let _w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
+    let run = start_run(d);
+    wait_for("every attempt taken", Duration::from_secs(20), || {
+        (0..4).all(|i| worker_of(d, &format!("op-{i:02}"), 1).is_some())
+    });
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    nats.up();
+    let (events, code, err) = finish(run, Duration::from_secs(90));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(of_type(&events, "completed").len(), 4);
+}
+
+#[test]
+fn a_stopped_worker_is_counted_lost_and_its_late_result_ignored() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 1, 4000);
+    let w = Worker::start(d, &nats, 1);
+    let run = start_run(d);
+    wait_for("the attempt's worker", Duration::from_secs(20), || {
+        worker_of(d, "op-00", 1).is_some()
+    });
+    w.signal(rustix::process::Signal::STOP);
+    // Silence past the ack deadline (2 s) and a half.
+    std::thread::sleep(Duration::from_secs(5));
+    w.signal(rustix::process::Signal::CONT);
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    let retries = of_type(&events, "retry_scheduled");
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0]["category"], "worker_lost");
+    assert_eq!(of_type(&events, "completed").len(), 1);
+}
+
+#[test]
+fn with_no_worker_an_operation_waits_and_says_so() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 1, 200);
+    let mut run = start_run(d);
+    let log = d.join(".playdeck/runs/r/events.jsonl");
+    wait_for("the no-worker warning", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("has taken op-00"))
+    });
+    assert!(run.try_wait().unwrap().is_none(), "the run waits");
+    let _w = Worker::start(d, &nats, 1);
+    let (events, code, err) = finish(run, Duration::from_secs(30));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+}
+
+#[test]
+fn a_server_that_is_not_there_is_said_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let port = free_port();
+    std::fs::write(
+        d.join("play.toml"),
+        format!(
+            "[play]\nname = \"x\"\n[cluster]\nnats = \"nats://127.0.0.1:{port}\"\n[palette]\nroles = [{{ role = \"implementer\" }}]\n\
+             [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let (_, code, err) = finish(start_run(d), Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("nats://127.0.0.1:{port}")), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
+    let conf = "authorization {\n  user: pd\n  password: \"s3cret-word\"\n}\n";
+    let Some(nats) = Nats::start_with(Some(conf)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 2, 300);
+    let good = d.join("good.toml");
+    std::fs::write(&good, "user = \"pd\"\npassword = \"s3cret-word\"\n").unwrap();
+    let bad = d.join("bad.toml");
+    std::fs::write(&bad, "user = \"pd\"\npassword = \"not-the-word\"\n").unwrap();
+    // Without credentials, or with wrong ones, nothing runs, said at once
+    // and without the secret.
+    for creds in [None, Some(bad.as_path())] {
+        let env: Vec<(&str, &Path)> = creds
+            .map(|c| ("PLAYDECK_NATS_CREDS", c))
+            .into_iter()
+            .collect();
+        let (_, code, err) = finish(start_run_env(d, &env), Duration::from_secs(30));
+        assert_ne!(code, 0, "{err}");
+        assert!(err.to_lowercase().contains("authorization"), "{err}");
+        assert!(!err.contains("not-the-word"), "{err}");
+    }
+    let env = [("PLAYDECK_NATS_CREDS", good.as_path())];
+    let _w = Worker::start_env(d, &nats, 2, &env);
+    let (events, code, err) = finish(start_run_env(d, &env), Duration::from_secs(30));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+}
+
+#[test]
+fn an_agent_cli_s_output_and_command_line_come_back_to_the_run() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    std::fs::write(
+        d.join("play.toml"),
+        format!(
+            "[play]\nname = \"cli\"\n[cluster]\nnats = \"{}\"\n\
+             [agents.a]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n\
+             [palette]\nroles = [{{ role = \"implementer\" }}]\n\
+             [[operations]]\nid = \"far\"\nrole = \"implementer\"\nagent = \"a\"\n\
+             instruction = \"work far away\\n@sleep 0.5\\n@stderr remote-err-line\\n@result {{\\\"answer\\\": 42}}\"\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let w = Worker::start(d, &nats, 1);
+    let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    let done = of_type(&events, "completed");
+    assert_eq!(done[0]["result"]["answer"], 42, "{done:?}");
+    let logs = d.join(".playdeck/runs/r/logs");
+    let stdout = std::fs::read_to_string(logs.join("far.1.stdout.log")).unwrap();
+    assert!(!stdout.is_empty());
+    let stderr = std::fs::read_to_string(logs.join("far.1.stderr.log")).unwrap();
+    assert!(stderr.contains("remote-err-line"), "{stderr}");
+    let command: Value =
+        serde_json::from_slice(&std::fs::read(logs.join("far.1.command.json")).unwrap()).unwrap();
+    assert!(
+        command["argv"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("playdeck-agent"),
+        "{command}"
+    );
+    assert!(
+        command["worker"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("-{}", w.id())),
+        "{command}"
+    );
+}
+
+#[test]
+fn a_worker_with_another_text_of_the_play_refuses_its_jobs() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 1, 100);
+    let theirs = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(d.join("play.toml")).unwrap();
+    std::fs::write(
+        theirs.path().join("play.toml"),
+        text.replace("instruction = \"work 0\"", "instruction = \"other work\""),
+    )
+    .unwrap();
+    let _w = Worker::start(theirs.path(), &nats, 1);
+    let (events, _, err) = finish(start_run(d), Duration::from_secs(30));
+    assert_eq!(outcome(&events), "failed", "{err}");
+    let failed = of_type(&events, "failed");
+    assert_eq!(failed[0]["category"], "worker_refused", "{failed:?}");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("has another text of play \"spread\""),
+        "{failed:?}"
+    );
+}
