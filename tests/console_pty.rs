@@ -75,6 +75,37 @@ impl Screen {
     }
 }
 
+/// How much of `bytes` can be shown: all of it but a synchronized update
+/// (DEC 2026, which the console wraps each frame in) still being written,
+/// and but a trailing piece that may begin one. A terminal shows a frame
+/// whole; so does the test's screen, which otherwise catches frames half
+/// drawn.
+fn whole_updates(bytes: &[u8]) -> usize {
+    const BEGIN: &[u8] = b"\x1b[?2026h";
+    const END: &[u8] = b"\x1b[?2026l";
+    let last = |needle: &[u8]| bytes.windows(needle.len()).rposition(|w| w == needle);
+    match (last(BEGIN), last(END)) {
+        (Some(b), e) if e.is_none_or(|e| e < b) => b,
+        _ => {
+            // A sequence cut at the end of this read stays for the next.
+            let tail = bytes.len().saturating_sub(BEGIN.len() - 1);
+            match bytes[tail..].iter().rposition(|&c| c == 0x1b) {
+                Some(i) if BEGIN.starts_with(&bytes[tail + i..]) => tail + i,
+                _ => bytes.len(),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_frame_is_shown_only_once_written_whole() {
+    let frame = b"\x1b[?2026hab\x1b[?2026l";
+    assert_eq!(whole_updates(frame), frame.len());
+    assert_eq!(whole_updates(b"x\x1b[?2026hab"), 1);
+    assert_eq!(whole_updates(b"\x1b[?2026hab\x1b[?2026lc\x1b[?20"), 19);
+    assert_eq!(whole_updates(b"plain text"), 10);
+}
+
 /// The binary in a 120×36 pseudo-terminal, in `dir`, with its own config
 /// directory.
 struct Console {
@@ -127,13 +158,18 @@ impl Console {
         let keep = raw.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
+            let mut pending = Vec::new();
             while let Ok(n) = reader.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
-                feed.lock().unwrap().process(&buf[..n]);
                 keep.lock().unwrap().extend_from_slice(&buf[..n]);
+                pending.extend_from_slice(&buf[..n]);
+                let whole = whole_updates(&pending);
+                feed.lock().unwrap().process(&pending[..whole]);
+                pending.drain(..whole);
             }
+            feed.lock().unwrap().process(&pending);
         });
         Console {
             screen: Screen { parser },
