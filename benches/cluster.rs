@@ -32,9 +32,9 @@ fn healthy(monitor: u16) -> bool {
 }
 
 fn play(n: usize, cluster: Option<&str>) -> String {
-    let mut s = format!(
+    let mut s = String::from(
         "[play]\nname = \"bench\"\nmax_concurrent = 10000\n\
-         [palette]\nroles = [{{ role = \"implementer\" }}]\n"
+         [palette]\nroles = [{ role = \"implementer\" }]\n",
     );
     if let Some(url) = cluster {
         s.push_str(&format!("[cluster]\nnats = \"{url}\"\n"));
@@ -88,7 +88,15 @@ fn main() {
     let (port, monitor) = (free_port(), free_port());
     let store = tempfile::tempdir().unwrap();
     let mut nats = Command::new(&server)
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-m", &monitor.to_string()])
+        .args([
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-m",
+            &monitor.to_string(),
+        ])
         .arg("-sd")
         .arg(store.path())
         .stdout(Stdio::null())

@@ -667,7 +667,10 @@ fn a_cluster_section_is_checked_whole() {
     let errs = errors(&play(&format!(
         "[cluster]\nnats = \"nats://pd:secret@x:4222\"\n{op}"
     )));
-    assert!(format!("{errs:?}").contains("carries credentials"), "{errs:?}");
+    assert!(
+        format!("{errs:?}").contains("carries credentials"),
+        "{errs:?}"
+    );
     let errs = errors(&play(&format!("[cluster]\n{op}")));
     assert!(format!("{errs:?}").contains("needs nats ="), "{errs:?}");
 }
