@@ -178,8 +178,15 @@ impl Hub {
         let mut warned = false;
         // Set by the first beat: from then on silence counts.
         let mut beat: Option<(Instant, Duration, String)> = None;
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
+            // The one moment that matters next: the no-worker warning, or
+            // the beat that is overdue. A sleep to it, not a periodic tick:
+            // a big run has thousands of attempts waiting at once.
+            let due = match &beat {
+                None if !warned => Some(since + NO_WORKER_WARNING),
+                None => None,
+                Some((last, ack_wait, _)) => Some(*last + *ack_wait + *ack_wait / 2),
+            };
             tokio::select! {
                 frame = rx.recv() => {
                     let Some(frame) = frame else {
@@ -222,13 +229,14 @@ impl Hub {
                         b.0 = Instant::now();
                     }
                 }
-                _ = tick.tick() => {
+                () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
                     // Silence while the run itself is cut off is not the
                     // worker's: the clock starts again on reconnection.
                     if !*self.connected.borrow() {
                         if let Some(b) = &mut beat {
                             b.0 = Instant::now();
                         }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
                         continue;
                     }
                     match &beat {
@@ -240,7 +248,7 @@ impl Hub {
                                 inv.name, NO_WORKER_WARNING.as_secs(), self.settings.play
                             ))));
                         }
-                        Some((last, ack_wait, worker)) if last.elapsed() > *ack_wait + *ack_wait / 2 => {
+                        Some((last, ack_wait, worker)) if last.elapsed() >= *ack_wait + *ack_wait / 2 => {
                             guard.state = PendingState::Lost;
                             return Err(AgentFailure::new(WORKER_LOST, format!(
                                 "worker {worker} sent nothing for {:.1} s (its ack deadline is {:.1} s): killed, stopped or cut off",
