@@ -269,6 +269,10 @@ pub struct RunArgs {
     /// comma-separated or repeated.
     #[arg(long, value_delimiter = ',', value_name = "[ROLE.]usd|tokens=N")]
     pub budget: Vec<playdeck::kernel::spend::CapChange>,
+    /// Perform the agents on `playdeck worker`s through this NATS server
+    /// (as [cluster] nats does; credentials come from PLAYDECK_NATS_CREDS).
+    #[arg(long, value_name = "nats://HOST:4222")]
+    pub nats: Option<String>,
     /// Set by `resume`: the stopped run to take up.
     #[arg(skip)]
     pub resume: Option<PathBuf>,
@@ -293,6 +297,10 @@ pub struct ResumeArgs {
     /// tokens=N, ROLE.usd=N.
     #[arg(long, value_delimiter = ',', value_name = "[ROLE.]usd|tokens=N")]
     pub budget: Vec<playdeck::kernel::spend::CapChange>,
+    /// The NATS server its workers take jobs from (default: the one the
+    /// run used, or the play's [cluster]).
+    #[arg(long, value_name = "nats://HOST:4222")]
+    pub nats: Option<String>,
     /// Decide every approval gate up front.
     #[arg(long, value_enum)]
     pub approve: Option<ApproveArg>,

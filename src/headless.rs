@@ -108,7 +108,7 @@ pub async fn run(
     // D1's "closing the consumer early cancels and awaits its driver".
     let (gone_tx, gone) = tokio::sync::oneshot::channel::<std::io::Error>();
     std::thread::spawn(move || {
-        let mut human = HumanPrinter;
+        let mut human = HumanPrinter::default();
         // One write per burst of lines (stdout is line-buffered otherwise).
         let mut buf = std::io::BufWriter::with_capacity(64 * 1024, out);
         let mut gone_tx = Some(gone_tx);
@@ -394,7 +394,11 @@ pub async fn apply_control_line(
 
 /// Formats lifecycle signals for people.
 #[derive(Default)]
-pub struct HumanPrinter;
+pub struct HumanPrinter {
+    /// The workers last printed, and which were silent: a line when one
+    /// joins, leaves or goes silent, not each time their load moves.
+    workers: Option<Vec<(Arc<str>, bool)>>,
+}
 
 impl HumanPrinter {
     pub fn line(&mut self, s: &Signal) -> Option<String> {
@@ -614,6 +618,33 @@ impl HumanPrinter {
             SignalKind::AgentActivity { .. }
             | SignalKind::AgentUsage { .. }
             | SignalKind::AgentProcess { .. } => return None,
+            SignalKind::Workers { workers } => {
+                let now: Vec<(Arc<str>, bool)> =
+                    workers.iter().map(|w| (w.id.clone(), w.silent())).collect();
+                if self.workers.as_ref() == Some(&now) {
+                    return None;
+                }
+                self.workers = Some(now);
+                let busy: usize = workers.iter().map(|w| w.busy).sum();
+                let slots: usize = workers.iter().map(|w| w.slots).sum();
+                let each: Vec<String> = workers
+                    .iter()
+                    .map(|w| {
+                        let mut x = format!("{} {}/{}", w.id, w.busy, w.slots);
+                        if w.silent() {
+                            x.push_str(&format!(" ({})", w.beat_words(0.0)));
+                        }
+                        x
+                    })
+                    .collect();
+                format!(
+                    "{t}  {:<18} {} · busy {busy}/{slots}{}{}",
+                    "workers",
+                    workers.len(),
+                    if each.is_empty() { "" } else { ": " },
+                    each.join(", ")
+                )
+            }
             SignalKind::Resumed {
                 from_seq,
                 reattempted,

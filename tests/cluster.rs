@@ -128,9 +128,20 @@ impl Worker {
     }
 
     fn start_env(dir: &Path, nats: &Nats, slots: u16, env: &[(&str, &Path)]) -> Worker {
+        Worker::start_args(dir, nats, slots, env, &[])
+    }
+
+    fn start_args(
+        dir: &Path,
+        nats: &Nats,
+        slots: u16,
+        env: &[(&str, &Path)],
+        args: &[&str],
+    ) -> Worker {
         let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])
+            .args(args)
             .args(["--slots", &slots.to_string(), "--ack-wait", "2", "--dir"])
             .arg(dir)
             .env("RUST_LOG", "warn")
@@ -161,11 +172,21 @@ impl Drop for Worker {
 
 /// A play of `ops` independent sim operations of `ms` each, on `nats`.
 fn write_play(dir: &Path, nats: &Nats, ops: usize, ms: u64) {
+    write_play_with(
+        dir,
+        &format!("[cluster]\nnats = \"{}\"\n", nats.url()),
+        ops,
+        ms,
+    );
+}
+
+/// The same with `extra` sections (none: a play that runs here unless
+/// `--nats` says otherwise).
+fn write_play_with(dir: &Path, extra: &str, ops: usize, ms: u64) {
     let mut play = format!(
-        "[play]\nname = \"spread\"\nmax_concurrent = 32\n[cluster]\nnats = \"{}\"\n\
+        "[play]\nname = \"spread\"\nmax_concurrent = 32\n{extra}\
          [retry]\nattempts = 3\nbackoff = 0.1\nmax_backoff = 0.2\n\
-         [palette]\nroles = [{{ role = \"implementer\" }}]\n",
-        nats.url()
+         [palette]\nroles = [{{ role = \"implementer\" }}]\n"
     );
     for i in 0..ops {
         play.push_str(&format!(
@@ -182,6 +203,10 @@ fn start_run(dir: &Path) -> Child {
 }
 
 fn start_run_env(dir: &Path, env: &[(&str, &Path)]) -> Child {
+    start_run_args(dir, env, &[])
+}
+
+fn start_run_args(dir: &Path, env: &[(&str, &Path)], args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .envs(env.iter().map(|(k, v)| (k, v)))
         .args([
@@ -191,6 +216,7 @@ fn start_run_env(dir: &Path, env: &[(&str, &Path)]) -> Child {
             ".playdeck/runs/r",
             "play.toml",
         ])
+        .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -383,6 +409,11 @@ fn a_server_that_is_not_there_is_said_at_once() {
     assert_ne!(code, 0);
     assert!(err.contains(&format!("nats://127.0.0.1:{port}")), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(20));
+    // Nothing is left to list or resume.
+    let left: Vec<_> = std::fs::read_dir(d.join(".playdeck/runs/r"))
+        .map(|rd| rd.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
@@ -487,4 +518,150 @@ fn a_worker_with_another_text_of_the_play_refuses_its_jobs() {
             .contains("has another text of play \"spread\""),
         "{failed:?}"
     );
+}
+
+/// `playdeck ARGS…` in `dir`: stdout, and whether it exited 0.
+fn playdeck(dir: &Path, args: &[&str]) -> (String, bool) {
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    )
+}
+
+#[test]
+fn workers_are_listed_by_ctl_status_runs_and_the_log() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // No [cluster]: `--nats` sends it there.
+    write_play_with(d, "", 1, 8000);
+    let a = Worker::start(d, &nats, 1);
+    let b = Worker::start_args(d, &nats, 1, &[], &["--tag", "gpu"]);
+    // A worker of another play is no capacity of this run's.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        other.path().join("play.toml"),
+        "[play]\nname = \"other\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
+         [[operations]]\nid = \"x\"\nrole = \"implementer\"\ninstruction = \"x\"\n",
+    )
+    .unwrap();
+    let c = Worker::start(other.path(), &nats, 1);
+    let run = start_run_args(d, &[], &["--nats", &nats.url()]);
+    wait_for("the attempt's worker", Duration::from_secs(20), || {
+        worker_of(d, "op-00", 1).is_some()
+    });
+    let ids = |w: &Worker| format!("-{}", w.id());
+    let status = || playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
+    let listed = |st: &str| -> Vec<Value> {
+        serde_json::from_str::<Value>(st).unwrap()["workers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    wait_for(
+        "both workers in ctl status",
+        Duration::from_secs(15),
+        || listed(&status().0).len() == 2,
+    );
+    let ws = listed(&status().0);
+    assert!(ws.iter().all(|w| w["slots"] == 1), "{ws:?}");
+    assert!(
+        !ws.iter()
+            .any(|w| w["id"].as_str().unwrap().ends_with(&ids(&c))),
+        "{ws:?}"
+    );
+    let gpu = ws
+        .iter()
+        .find(|w| w["id"].as_str().unwrap().ends_with(&ids(&b)))
+        .expect("the tagged worker");
+    assert_eq!(gpu["tags"], serde_json::json!(["gpu"]));
+    // The one performing the operation is busy.
+    let busy_one = worker_of(d, "op-00", 1).unwrap();
+    wait_for(
+        "the busy worker counted busy",
+        Duration::from_secs(10),
+        || {
+            listed(&status().0)
+                .iter()
+                .any(|w| w["id"] == busy_one.as_str() && w["busy"] == 1)
+        },
+    );
+    let (text, ok) = playdeck(d, &["ctl", ".playdeck/runs/r", "status"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("workers: 2 · busy 1/2"), "{text}");
+    assert!(text.contains("[gpu]") && text.contains("beating"), "{text}");
+    let (runs, _) = playdeck(d, &["runs"]);
+    assert!(runs.contains("running · 2 workers"), "{runs}");
+    // The idle one stops (SIGTERM): it leaves the list at once, not after
+    // a minute.
+    let (idle, busy) = if busy_one.ends_with(&ids(&a)) {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    idle.signal(rustix::process::Signal::TERM);
+    wait_for("the stopped worker gone", Duration::from_secs(10), || {
+        let ws = listed(&status().0);
+        ws.len() == 1 && ws[0]["id"].as_str().unwrap().ends_with(&ids(&busy))
+    });
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    let said: Vec<usize> = of_type(&events, "workers")
+        .iter()
+        .map(|e| e["workers"].as_array().unwrap().len())
+        .collect();
+    assert!(said.contains(&2) && said.last() == Some(&1), "{said:?}");
+    let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        last["type"], "run_finished",
+        "the log ends with the outcome"
+    );
+    // A resume goes on with the same server.
+    assert_eq!(
+        std::fs::read_to_string(d.join(".playdeck/runs/r/nats"))
+            .unwrap()
+            .trim(),
+        nats.url()
+    );
+    drop(c);
+}
+
+#[test]
+fn max_instances_counts_across_the_cluster() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play_with(
+        d,
+        &format!(
+            "[cluster]\nnats = \"{}\"\n[capacity]\nmax_nodes = 2\n\
+             [role_profiles.impl]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\n",
+            nats.url()
+        ),
+        6,
+        1500,
+    );
+    let _w: Vec<Worker> = (0..3).map(|_| Worker::start(d, &nats, 4)).collect();
+    let (events, code, err) = finish(start_run(d), Duration::from_secs(90));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    // Twelve slots, two instances: never more than two at once.
+    let mut running = 0i32;
+    let mut most = 0;
+    for e in &events {
+        match e["type"].as_str() {
+            Some("started") => running += 1,
+            Some("completed" | "failed") => running -= 1,
+            _ => {}
+        }
+        most = most.max(running);
+    }
+    assert_eq!(most, 2, "at most max_instances at once, and that many");
+    assert_eq!(of_type(&events, "completed").len(), 6);
 }

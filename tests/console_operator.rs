@@ -1953,6 +1953,87 @@ sim = { duration_ms = 1000 }
         s.finish().await;
     }
 
+    /// A `[cluster]` run's workers as its hub said them at `at`.
+    fn workers_said(s: &mut Scene, at: f64) {
+        let w = |id: &str, busy, tags: &[&str], beat_age| playdeck::kernel::WorkerSeen {
+            id: id.into(),
+            host: id.split('-').next().unwrap().into(),
+            slots: 4,
+            busy,
+            tags: tags.iter().map(|t| (*t).into()).collect(),
+            beat_age,
+        };
+        let sig = playdeck::kernel::Signal {
+            v: 1,
+            seq: s.app.vm.seq + 1,
+            elapsed: at,
+            kind: playdeck::kernel::SignalKind::Workers {
+                workers: vec![
+                    w("gpu01-4411", 3, &["gpu"], 0.4),
+                    w("box02-977", 0, &[], 1.2),
+                    w("box03-1203", 1, &[], 8.0),
+                ]
+                .into(),
+            },
+        };
+        s.app.fold(&sig);
+    }
+
+    /// The pane alone, its window as tall as the pane.
+    fn pane(s: &mut Scene, w: u16, h: u16) -> String {
+        let rows = playdeck::console::ui::capacity_rows(&s.app).len();
+        let gauge = usize::from(playdeck::console::ui::capacity_gauge_rows(&s.app));
+        s.app.capacity.resize(rows, usize::from(h) - 2 - gauge);
+        let s = &*s;
+        let Ok(mut term) = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h));
+        let Ok(_) = term.draw(|f| playdeck::console::ui::draw_capacity(f, f.area(), &s.app));
+        text(term.backend().buffer())
+    }
+
+    /// Workers head the pane: how many, their load, each one's slots,
+    /// tags and heartbeat; a silent one says for how long, counted on.
+    #[tokio::test(start_paused = true)]
+    async fn a_cluster_run_s_workers_head_the_capacity_pane() {
+        let mut s = cap(5.0).await;
+        workers_said(&mut s, 3.0);
+        let p = pane(&mut s, 60, 14);
+        assert!(p.contains("workers 3 · busy 4/12"), "{p}");
+        assert!(p.contains("gpu01-4411 3/4 · gpu · beating"), "{p}");
+        // Said at 3 s, 8 s silent then; the console's clock is at 5 s.
+        assert!(p.contains("box03-1203 1/4 · silent 10s"), "{p}");
+        assert!(p.contains("builder"), "the profiles follow: {p}");
+        // Down to the first profile: which builder runs plan-api varies.
+        let head: Vec<&str> = p.lines().take(7).collect();
+        insta::assert_snapshot!("capacity_pane_workers", head.join("\n"));
+        s.finish().await;
+    }
+
+    /// Without `[capacity]` the pane still lists the workers, and says
+    /// there are no instance limits.
+    #[tokio::test(start_paused = true)]
+    async fn workers_show_in_a_run_without_capacity() {
+        let mut s = Scene::at(&play(PLAIN), 1.0, 120, 36, None).await.unwrap();
+        assert!(pane(&mut s, 60, 8).contains("no [capacity]"));
+        workers_said(&mut s, 1.0);
+        let p = pane(&mut s, 60, 8);
+        assert!(p.contains("workers 3 · busy 4/12"), "{p}");
+        assert!(!p.contains("nodes "), "no gauge without instances: {p}");
+        assert!(p.contains("no [capacity]"), "{p}");
+        s.finish().await;
+    }
+
+    const PLAIN: &str = r#"
+[play]
+name = "plain"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "a"
+role = "implementer"
+instruction = "a"
+sim = { duration_ms = 60000 }
+"#;
+
     #[tokio::test(start_paused = true)]
     async fn x_releases_the_selected_idle_instance_after_naming_it() {
         let mut s = cap(5.0).await;

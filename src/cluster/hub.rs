@@ -54,6 +54,7 @@ pub struct Hub {
     lost: Mutex<HashMap<u64, (String, u32)>>,
     connected: watch::Receiver<bool>,
     external: Mutex<Option<ExternalSender>>,
+    roster: Arc<super::roster::Roster>,
 }
 
 impl Hub {
@@ -68,6 +69,7 @@ impl Hub {
         let js = jetstream::new(client.clone());
         super::ensure_streams(&js).await?;
         let nonce = format!("{:016x}", uuid::Uuid::new_v4().as_u128() as u64);
+        let roster = Arc::new(super::roster::Roster::new(&settings.play));
         let hub = Arc::new(Hub {
             client,
             js,
@@ -79,7 +81,14 @@ impl Hub {
             lost: Mutex::default(),
             connected,
             external: Mutex::default(),
+            roster,
         });
+        tokio::spawn(super::roster::keep(
+            Arc::downgrade(&hub),
+            hub.js.clone(),
+            hub.roster.clone(),
+            |hub: &Hub, kind| hub.say(kind),
+        ));
         let stream = hub.js.get_stream(wire::OUT_STREAM).await?;
         let consumer: jetstream::consumer::PullConsumer = stream
             .get_or_create_consumer(
@@ -104,14 +113,20 @@ impl Hub {
         *self.external.lock().unwrap() = Some(external);
     }
 
+    /// Says a signal to the run, once it is attached.
+    fn say(&self, kind: SignalKind) -> bool {
+        match &*self.external.lock().unwrap() {
+            Some(x) => x.send(External::Signal(kind)).is_ok(),
+            None => false,
+        }
+    }
+
     fn warn(&self, message: String) {
         tracing::warn!("{message}");
-        if let Some(x) = &*self.external.lock().unwrap() {
-            let _ = x.send(External::Signal(SignalKind::Warning {
-                message: Arc::from(message),
-                op_id: None,
-            }));
-        }
+        self.say(SignalKind::Warning {
+            message: Arc::from(message),
+            op_id: None,
+        });
     }
 
     fn route(&self, seq: u64, frame: Frame) {
@@ -265,7 +280,7 @@ impl Hub {
     /// Publishes until the stream has it: the server may be restarting.
     /// The message id makes a second copy of the same job nothing.
     async fn publish_job(&self, needs: &str, seq: u64, payload: Vec<u8>) {
-        let subject = wire::job_subject(needs, &self.nonce, seq);
+        let subject = wire::job_subject(&self.settings.play, needs, &self.nonce, seq);
         let id = format!("{}.{seq}", self.nonce);
         let mut wait = Duration::from_millis(100);
         loop {

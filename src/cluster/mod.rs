@@ -5,6 +5,7 @@
 //! travels and `docs/cluster.md` for deploying workers.
 
 pub mod hub;
+pub mod roster;
 pub mod wire;
 pub mod worker;
 
@@ -105,15 +106,15 @@ pub async fn hub_for(
         .await
         .map_err(|_| {
             format!(
-                "[cluster] nats = {url:?}: no NATS server answered in {} s",
+                "NATS server {url}: no answer in {} s",
                 FIRST_CONNECT.as_secs()
             )
         })?
-        .map_err(|e| format!("[cluster] nats = {url:?}: {e}"))?;
+        .map_err(|e| format!("NATS server {url}: {e}"))?;
 
     hub::Hub::start(client, connected, settings, tails)
         .await
-        .map_err(|e| format!("[cluster] nats = {url:?}: JetStream: {e} (the server needs -js)"))
+        .map_err(|e| format!("NATS server {url}: JetStream: {e} (the server needs -js)"))
 }
 
 /// How long the first connection may take.

@@ -4,9 +4,10 @@
 //! `nats sub`.
 //!
 //! Subjects (`<nonce>` names one run's hub, `<seq>` one invocation):
-//! - `pd.job.<needs>.<nonce>.<seq>`: an attempt to perform, on the
-//!   work-queue stream [`JOBS_STREAM`]; `<needs>` is the worker tags it
-//!   needs, sorted and joined by `_`, or `any`.
+//! - `pd.job.<play>.<needs>.<nonce>.<seq>`: an attempt to perform, on the
+//!   work-queue stream [`JOBS_STREAM`]; `<play>` names the play (see
+//!   [`play_token`]: only workers serving it pull it), `<needs>` is the
+//!   worker tags it needs, sorted and joined by `_`, or `any`.
 //! - `pd.out.<nonce>.<seq>`: what the worker tells of it, on the
 //!   work-queue stream [`OUT_STREAM`], read by that run alone.
 //! - `pd.cancel.<nonce>.<seq>`: the run no longer wants it (core NATS).
@@ -64,8 +65,19 @@ pub fn valid_tag(tag: &str) -> bool {
 /// Most tags one worker may have: it pulls from a consumer per subset.
 pub const MAX_TAGS: usize = 4;
 
-pub fn job_subject(needs: &str, nonce: &str, seq: u64) -> String {
-    format!("pd.job.{needs}.{nonce}.{seq}")
+pub fn job_subject(play: &str, needs: &str, nonce: &str, seq: u64) -> String {
+    format!("pd.job.{}.{needs}.{nonce}.{seq}", play_token(play))
+}
+
+/// The subject token of a play's name (any text: a hash of it), so a
+/// worker pulls the jobs of the plays it serves and no others.
+pub fn play_token(name: &str) -> String {
+    format!("p{}", play_hash(name))
+}
+
+/// What a worker's consumer for `play`'s jobs needing `needs` filters.
+pub fn jobs_filter(play: &str, needs: &str) -> String {
+    format!("pd.job.{}.{needs}.>", play_token(play))
 }
 
 pub fn out_subject(nonce: &str, seq: u64) -> String {
@@ -265,7 +277,15 @@ mod tests {
 
     #[test]
     fn ids_come_back_from_every_subject() {
-        assert_eq!(ids_of(&job_subject("gpu", "ab12", 7)), Some(("ab12", 7)));
+        let job = job_subject("my play. with dots", "gpu", "ab12", 7);
+        assert_eq!(ids_of(&job), Some(("ab12", 7)));
+        // Any play name makes one subject token, and the filter takes it.
+        assert_eq!(job.split('.').count(), 6, "{job}");
+        let filter = jobs_filter("my play. with dots", "gpu");
+        assert!(
+            job.starts_with(filter.trim_end_matches('>')),
+            "{job} {filter}"
+        );
         assert_eq!(ids_of(&out_subject("ab12", 8)), Some(("ab12", 8)));
         assert_eq!(ids_of(&cancel_subject("ab12", 9)), Some(("ab12", 9)));
         assert_eq!(ids_of("pd.out.x"), None);

@@ -45,6 +45,8 @@ struct Worker {
     /// Jobs their runs no longer want, newest last (bounded).
     cancelled: Mutex<(HashSet<String>, VecDeque<String>)>,
     running: Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+    /// Jobs in hand now (a slot held while pulling is not busy).
+    busy: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 const CANCELS_KEPT: usize = 10_000;
@@ -81,30 +83,34 @@ pub async fn serve(
         .await
         .map_err(|e| e.to_string())?;
     // Most specific first: a job that needs this worker's tags goes before
-    // one any worker could take.
+    // one any worker could take. A consumer per play: jobs of plays it
+    // does not serve never come to it.
     let mut tokens = wire::served_tokens(&opts.tags);
     tokens.reverse();
     let mut consumers = Vec::new();
     let mut ack_wait = opts.ack_wait;
     for token in &tokens {
-        let name = format!("jobs-{token}");
-        let c: jetstream::consumer::PullConsumer = stream
-            .get_or_create_consumer(
-                &name,
-                pull::Config {
-                    durable_name: Some(name.clone()),
-                    filter_subject: format!("pd.job.{token}.>"),
-                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                    ack_wait: opts.ack_wait,
-                    max_deliver: -1,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        // Whoever made the consumer first set its deadline: beat by that.
-        ack_wait = ack_wait.min(c.cached_info().config.ack_wait);
-        consumers.push(c);
+        for play in plays.keys() {
+            let name = format!("jobs-{}-{token}", wire::play_token(play));
+            let c: jetstream::consumer::PullConsumer = stream
+                .get_or_create_consumer(
+                    &name,
+                    pull::Config {
+                        durable_name: Some(name.clone()),
+                        filter_subject: wire::jobs_filter(play, token),
+                        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                        ack_wait: opts.ack_wait,
+                        max_deliver: -1,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            // Whoever made the consumer first set its deadline: beat by
+            // that.
+            ack_wait = ack_wait.min(c.cached_info().config.ack_wait);
+            consumers.push(c);
+        }
     }
     let worker = Arc::new(Worker {
         id: id.clone(),
@@ -114,6 +120,7 @@ pub async fn serve(
         logs: opts.state_dir.join("logs"),
         cancelled: Mutex::default(),
         running: Mutex::default(),
+        busy: Arc::default(),
     });
     let mut cancels = client
         .subscribe("pd.cancel.>")
@@ -137,7 +144,7 @@ pub async fn serve(
             plays: worker.plays.keys().cloned().collect(),
             beat_ms: 0,
         },
-        slots.clone(),
+        worker.busy.clone(),
     ));
     tracing::info!(
         "worker {id} serving {:?} with {} slots",
@@ -193,13 +200,26 @@ pub async fn serve(
         }
     };
     tokio::select! {
-        () = take => Ok(()),
-        () = stop => Ok(()),
+        () = take => {}
+        () = stop => {}
     }
+    // Runs watching the workers see this one leave now, not in a minute.
+    let leave = async {
+        if let Ok(kv) = super::workers_bucket(&js).await {
+            let _ = kv.delete(&id).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), leave).await;
+    Ok(())
 }
 
 /// Puts this worker's row in the workers bucket every 2 s.
-async fn announce(js: jetstream::Context, id: String, mut info: WorkerInfo, slots: Arc<Semaphore>) {
+async fn announce(
+    js: jetstream::Context,
+    id: String,
+    mut info: WorkerInfo,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+) {
     let kv = loop {
         match super::workers_bucket(&js).await {
             Ok(kv) => break kv,
@@ -210,12 +230,28 @@ async fn announce(js: jetstream::Context, id: String, mut info: WorkerInfo, slot
         }
     };
     loop {
-        info.busy = info.slots - slots.available_permits().min(info.slots);
+        info.busy = busy.load(std::sync::atomic::Ordering::Relaxed);
         info.beat_ms = super::unix_ms();
         if let Ok(v) = serde_json::to_vec(&info) {
             let _ = kv.put(&id, v.into()).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Counts a job in hand for as long as it lives.
+struct Busy(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Busy {
+    fn new(n: &Arc<std::sync::atomic::AtomicUsize>) -> Busy {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Busy(n.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -269,6 +305,7 @@ impl Worker {
         m: jetstream::Message,
         _permit: tokio::sync::OwnedSemaphorePermit,
     ) {
+        let _busy = Busy::new(&self.busy);
         let Some((nonce, seq)) = wire::ids_of(&m.subject) else {
             let _ = m.ack_with(AckKind::Term).await;
             return;

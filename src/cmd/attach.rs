@@ -50,6 +50,9 @@ pub fn hosted(args: &RunArgs) -> Outcome {
     for c in &args.budget {
         cmd.arg("--budget").arg(c.to_string());
     }
+    if let Some(url) = &args.nats {
+        cmd.arg("--nats").arg(url);
+    }
     match args.approve {
         Some(ApproveArg::All) => {
             cmd.args(["--approve", "all"]);

@@ -250,6 +250,26 @@ fn status_text(v: &RunStatus) -> String {
             humantime::format_duration(std::time::Duration::from_secs(eta.round() as u64))
         );
     }
+    if let Some(ws) = &v.workers {
+        let _ = writeln!(s, "workers: {}", control::workers_summary(ws));
+        for w in ws {
+            let tags = if w.tags.is_empty() {
+                String::new()
+            } else {
+                let t: Vec<&str> = w.tags.iter().map(|t| &**t).collect();
+                format!(" [{}]", t.join(","))
+            };
+            let _ = writeln!(
+                s,
+                "  {}  {}  busy {}/{}{tags}  {}",
+                w.id,
+                w.host,
+                w.busy,
+                w.slots,
+                w.beat_words(0.0)
+            );
+        }
+    }
     if let Some(c) = &v.capacity {
         s.push_str(&capacity_text(c));
     }

@@ -16,6 +16,11 @@ use playdeck::play::Play;
 use playdeck::session::{RunError, SessionOptions};
 
 pub fn run(args: RunArgs) -> Outcome {
+    if let Some(url) = &args.nats {
+        // The address is not echoed: it may carry a secret.
+        playdeck::play::cluster_section::check_nats_url(url)
+            .map_err(|(message, _)| CmdError::Input(format!("--nats {message}")))?;
+    }
     if args.host {
         super::attach::host_session();
     }
@@ -52,6 +57,7 @@ fn session_options(args: &RunArgs) -> SessionOptions {
         resume: args.resume.clone(),
         retry: args.retry.clone(),
         budget: args.budget.clone(),
+        nats: args.nats.clone(),
         ..Default::default()
     }
 }
@@ -143,6 +149,7 @@ pub fn resume(
         paused: a.paused,
         approve: a.approve,
         budget: a.budget,
+        nats: a.nats,
         run_dir: None,
         format: a.format,
         theme: a.theme,

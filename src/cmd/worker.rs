@@ -22,10 +22,9 @@ pub fn worker(args: WorkerArgs) -> Outcome {
             wire::MAX_TAGS
         )));
     }
-    if args.nats.contains('@') {
-        return Err(CmdError::Input(
-            "worker: --nats carries credentials, which others read in the process list; put them in the file PLAYDECK_NATS_CREDS names (user/password or nkey_seed_file)".into(),
-        ));
+    // The address is not echoed: it may carry a secret.
+    if let Err((message, _)) = playdeck::play::cluster_section::check_nats_url(&args.nats) {
+        return Err(CmdError::Input(format!("worker: --nats {message}")));
     }
     if !args.dir.is_dir() {
         return Err(CmdError::Input(format!(

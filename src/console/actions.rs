@@ -1554,7 +1554,8 @@ impl App {
                     self.focus = Pane::Capacity;
                     self.bottom = Pane::Capacity;
                     // Below the border and the gauge line.
-                    if let Some(row) = m.row.checked_sub(g.capacity.y + 2) {
+                    let top = g.capacity.y + 1 + super::ui::capacity_gauge_rows(self);
+                    if let Some(row) = m.row.checked_sub(top) {
                         let off = self.capacity.offset();
                         self.capacity.select(off + row as usize);
                     }

@@ -1151,6 +1151,7 @@ impl App {
                     total: 0,
                     awaiting_approval: Vec::new(),
                     spent: None,
+                    workers: None,
                 },
             );
         }
@@ -1169,6 +1170,9 @@ impl App {
                 } else {
                     "running".into()
                 };
+                let ws = vm.capacity.workers.as_ref().map(|(ws, _)| &ws[..]);
+                r.state = crate::control::listing::with_workers(std::mem::take(&mut r.state), ws);
+                r.workers = ws.map(<[_]>::to_vec);
             }
         }
         // Row 0 is the columns' titles; runs are 1…

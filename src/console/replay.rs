@@ -135,7 +135,7 @@ impl Timeline {
 /// An event as a person reads it: `#40 9.4s ▶ started kickoff
 /// (orchestrator)`, in the headless printer's words.
 pub fn describe(pos: usize, s: &Signal) -> String {
-    let what = crate::headless::HumanPrinter
+    let what = crate::headless::HumanPrinter::default()
         .line(s)
         .map(|l| {
             // The printer's own time column is replaced by ours.

@@ -35,6 +35,9 @@ pub struct RunRow {
     /// What it spent: USD, tokens (unknown for a crashed run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spent: Option<(f64, f64)>,
+    /// A live `[cluster]` run's workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<crate::kernel::WorkerSeen>>,
 }
 
 /// The runs under `dir`, newest first. Directories that hold no run are
@@ -77,6 +80,7 @@ pub fn row(dir: &Path) -> RunRow {
         total: 0,
         awaiting_approval: Vec::new(),
         spent: None,
+        workers: None,
     };
     let events = dir.join("events.jsonl");
     let (first, last) = ends(&events);
@@ -118,8 +122,10 @@ pub fn row(dir: &Path) -> RunRow {
         } else {
             st.state.clone()
         };
+        r.state = with_workers(std::mem::take(&mut r.state), st.workers.as_deref());
         r.awaiting_approval = st.awaiting_approval;
         r.spent = Some(st.spent);
+        r.workers = st.workers;
         return r;
     }
     match last.as_ref().map(|s| &s.kind) {
@@ -143,6 +149,18 @@ pub fn row(dir: &Path) -> RunRow {
         _ => r.state = "not started".into(),
     }
     r
+}
+
+/// A live run's state with how many workers perform it (a `[cluster]`
+/// run), where the column has room: `running · 3 workers`.
+pub fn with_workers(state: String, workers: Option<&[crate::kernel::WorkerSeen]>) -> String {
+    match workers {
+        Some(ws) if matches!(state.as_str(), "running" | "paused" | "pausing") => {
+            let n = ws.len();
+            format!("{state} · {n} worker{}", if n == 1 { "" } else { "s" })
+        }
+        _ => state,
+    }
 }
 
 /// Seconds since the epoch of an id `YYYYMMDD-HHMMSS-xxxx` (UTC).

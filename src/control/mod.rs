@@ -193,6 +193,39 @@ pub struct RunStatus {
     /// those done so far (none before the first is done, or once all are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_secs: Option<f64>,
+    /// A `[cluster]` run's workers. `beat_age` is seconds since the last
+    /// heartbeat: a silent worker's as of now, a beating one's (under
+    /// 6 s) as of the last time the run heard of a change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<crate::kernel::WorkerSeen>>,
+}
+
+/// The workers of a snapshot, their silence counted to now.
+fn workers_now(snap: &crate::kernel::Snapshot) -> Option<Vec<crate::kernel::WorkerSeen>> {
+    let (ws, at) = snap.run.workers.as_ref()?;
+    Some(
+        ws.iter()
+            .map(|w| {
+                let mut w = w.clone();
+                if w.silent() {
+                    w.beat_age += (snap.elapsed - at).max(0.0);
+                }
+                w
+            })
+            .collect(),
+    )
+}
+
+/// `3 · busy 5/48 · 1 silent`
+pub fn workers_summary(ws: &[crate::kernel::WorkerSeen]) -> String {
+    let busy: usize = ws.iter().map(|w| w.busy).sum();
+    let slots: usize = ws.iter().map(|w| w.slots).sum();
+    let silent = ws.iter().filter(|w| w.silent()).count();
+    let mut s = format!("{} · busy {busy}/{slots}", ws.len());
+    if silent > 0 {
+        s.push_str(&format!(" · {silent} silent"));
+    }
+    s
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -322,6 +355,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
             .as_ref()
             .is_some_and(|b| b.warned(snap.run.spent.0, snap.run.spent.1)),
         eta_secs,
+        workers: workers_now(&snap),
     })
 }
 

@@ -47,6 +47,6 @@ pub use restore::{Restore, RestoredNode};
 pub use retry::{RetryPolicies, RetryPolicy};
 pub use signal::{
     DepRecord, NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink,
-    SinkError, SkipReason, SpawnRecord,
+    SinkError, SkipReason, SpawnRecord, WorkerSeen,
 };
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};

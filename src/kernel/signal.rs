@@ -511,6 +511,11 @@ pub enum SignalKind {
         message: Arc<str>,
         op_id: Option<OpId>,
     },
+    /// The cluster's workers as a `[cluster]` run sees them, when that
+    /// changes: one joins, leaves, goes silent, or its load moves.
+    Workers {
+        workers: Arc<[WorkerSeen]>,
+    },
     RunFinished {
         outcome: Outcome,
         counts: LaneCounts,
@@ -519,6 +524,40 @@ pub enum SignalKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spent: Option<(f64, f64)>,
     },
+}
+
+/// One `playdeck worker` as a run last saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSeen {
+    pub id: Arc<str>,
+    pub host: Arc<str>,
+    pub slots: usize,
+    /// Slots taken, by any run's jobs.
+    pub busy: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Arc<str>>,
+    /// Seconds since its last heartbeat, when this was said.
+    pub beat_age: f64,
+}
+
+/// Workers beat every 2 s: three beats missed and a worker is silent.
+pub const WORKER_SILENT_SECS: f64 = 6.0;
+
+impl WorkerSeen {
+    pub fn silent(&self) -> bool {
+        self.beat_age >= WORKER_SILENT_SECS
+    }
+
+    /// Its last heartbeat in words, `since` seconds after it was seen:
+    /// `beating` while beats come (a silent worker would have been said
+    /// again), else how long it has been silent.
+    pub fn beat_words(&self, since: f64) -> String {
+        if self.silent() {
+            format!("silent {:.0}s", self.beat_age + since.max(0.0))
+        } else {
+            "beating".into()
+        }
+    }
 }
 
 /// The durable part of a spawned operation: with its `queued` signal, all
@@ -708,6 +747,7 @@ mod tests {
         "stepped",
         "round_ended",
         "warning",
+        "workers",
         "run_finished",
     ];
 

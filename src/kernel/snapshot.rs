@@ -86,6 +86,9 @@ pub struct RunState {
     /// Ready work a reached cap holds back.
     #[serde(default)]
     pub held_by_cap: usize,
+    /// A `[cluster]` run's workers as last said, and when (run seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<(Arc<[super::signal::WorkerSeen]>, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,28 @@ pub struct ClusterConfig {
     pub worker_tags: HashMap<String, Vec<String>>,
 }
 
+/// A NATS address a run may name: the scheme is NATS', and credentials
+/// are not in it (others read a play, and a command line in `ps`). The
+/// error says what is allowed, and a short label for the play's caret.
+pub fn check_nats_url(url: &str) -> Result<(), (String, &'static str)> {
+    if !["nats://", "tls://", "ws://", "wss://"]
+        .iter()
+        .any(|s| url.starts_with(s))
+    {
+        return Err((
+            "is not a NATS address; write nats://HOST:4222 (or tls://, ws://, wss://)".into(),
+            "not a NATS address",
+        ));
+    }
+    if url.contains('@') {
+        return Err((
+            "carries credentials; they belong in the credentials file named by PLAYDECK_NATS_CREDS (or nats.toml in the config directory), never in a play or on a command line".into(),
+            "credentials",
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn read(
     r: &mut Reader,
     root: &Table<'_, '_>,
@@ -25,21 +47,8 @@ pub(super) fn read(
     t.deny_unknown(r, CLUSTER_KEYS);
     let nats = match t.string(r, "nats") {
         Some((url, span)) => {
-            if !["nats://", "tls://", "ws://", "wss://"]
-                .iter()
-                .any(|s| url.starts_with(s))
-            {
-                r.error(
-                    span,
-                    format!("[cluster] nats = {url:?} is not a NATS address; write nats://HOST:4222 (or tls://, ws://, wss://)"),
-                    "not a NATS address",
-                );
-            } else if url.contains('@') {
-                r.error(
-                    span,
-                    "[cluster] nats carries credentials; they belong in the credentials file named by PLAYDECK_NATS_CREDS, never in a play",
-                    "credentials",
-                );
+            if let Err((message, label)) = check_nats_url(&url) {
+                r.error(span, format!("[cluster] nats = {url:?} {message}"), label);
             }
             url
         }

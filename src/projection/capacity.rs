@@ -59,6 +59,9 @@ pub struct CapacityState {
     pub waiting: IndexSet<u32, FxBuildHasher>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_release: Option<Release>,
+    /// A `[cluster]` run's workers as last said, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<(Arc<[crate::kernel::WorkerSeen]>, f64)>,
 }
 
 impl CapacityState {
@@ -121,6 +124,7 @@ impl CapacityState {
                         .collect(),
                 });
             }
+            SignalKind::Workers { workers } => self.workers = Some((workers.clone(), at)),
             _ => {}
         }
     }

@@ -932,7 +932,9 @@ impl RunProjection {
             | SignalKind::RoleReserved { .. }
             | SignalKind::ExpansionRejected { .. }
             | SignalKind::Budget { .. } => self.palette.apply(&s.kind, at),
-            SignalKind::Instance { .. } | SignalKind::CapacityReleased { .. } => {
+            SignalKind::Instance { .. }
+            | SignalKind::CapacityReleased { .. }
+            | SignalKind::Workers { .. } => {
                 self.capacity.apply(&s.kind, at);
             }
             _ => {}

@@ -56,6 +56,8 @@ pub struct SessionOptions {
     pub retry: Vec<String>,
     /// `--budget`: caps over the play's (or the resumed run's).
     pub budget: Vec<crate::kernel::spend::CapChange>,
+    /// `--nats`: perform the agents on workers through this server.
+    pub nats: Option<String>,
 }
 
 impl Default for SessionOptions {
@@ -70,6 +72,7 @@ impl Default for SessionOptions {
             resume: None,
             retry: Vec::new(),
             budget: Vec::new(),
+            nats: None,
         }
     }
 }
@@ -158,7 +161,21 @@ impl Session {
         let speed = opts.speed.unwrap_or(play.get().speed);
         let cfg = run_config(play.get(), &run_dir, opts);
         // Reads each role's agent from the operations written for it.
-        let parts = Parts::new(play.get(), &run_dir, speed, &play_hash).await?;
+        let parts = match Parts::new(play.get(), &run_dir, speed, &play_hash, opts).await {
+            Ok(p) => p,
+            Err(e) => {
+                // Refused before its first line (no NATS server): no run
+                // is left behind to list or resume.
+                let _ = copy.wait();
+                for f in ["play.toml", NATS_FILE, crate::store::lock::LOCK_FILE] {
+                    let _ = std::fs::remove_file(run_dir.path.join(f));
+                }
+                if opts.run_dir.is_none() {
+                    let _ = std::fs::remove_dir(&run_dir.path);
+                }
+                return Err(e);
+            }
+        };
         play.release();
         let play = play.get();
         let (mut run, handle) = Run::new(
@@ -263,7 +280,7 @@ impl Session {
             Vec::new()
         };
         let play_hash = crate::cluster::wire::play_hash(&play.source);
-        let parts = Parts::new(play, &run_dir, speed, &play_hash).await?;
+        let parts = Parts::new(play, &run_dir, speed, &play_hash, opts).await?;
         let snapshot = cp.state.palette.snapshot.clone().unwrap_or_default();
         let palette = &cp.state.palette;
         let saved_modes = palette
@@ -378,12 +395,13 @@ impl Parts {
         run_dir: &RunDir,
         speed: f64,
         play_hash: &str,
+        opts: &SessionOptions,
     ) -> std::io::Result<Parts> {
         let tails = Tails::new();
         let log_dir = run_dir.path.join("logs");
         let ctx = wiring::run_context(play, &run_dir.run_id, Some(log_dir.clone()), tails.clone());
         let local = wiring::agent_registry(play, speed, ctx);
-        let (agents, hub) = match &play.cluster {
+        let (agents, hub) = match cluster_of(play, opts, run_dir)? {
             None => (local, None),
             Some(c) => {
                 let settings = crate::cluster::hub::HubSettings {
@@ -421,6 +439,41 @@ impl Parts {
         Some(r)
     }
 }
+
+/// Where a run's agents are performed: `--nats` (kept in the run
+/// directory, so a resume goes on there), else the play's `[cluster]`,
+/// else the server a resumed run used; none, here.
+fn cluster_of(
+    play: &Play,
+    opts: &SessionOptions,
+    run_dir: &RunDir,
+) -> std::io::Result<Option<crate::play::cluster_section::ClusterConfig>> {
+    let kept = run_dir.path.join(NATS_FILE);
+    let url = match &opts.nats {
+        Some(url) => {
+            std::fs::write(&kept, format!("{url}\n"))?;
+            Some(url.clone())
+        }
+        None if play.cluster.is_some() => None,
+        None => std::fs::read_to_string(&kept)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+    };
+    Ok(match (url, &play.cluster) {
+        (Some(nats), Some(c)) => {
+            Some(crate::play::cluster_section::ClusterConfig { nats, ..c.clone() })
+        }
+        (Some(nats), None) => Some(crate::play::cluster_section::ClusterConfig {
+            nats,
+            worker_tags: Default::default(),
+        }),
+        (None, c) => c.clone(),
+    })
+}
+
+/// The NATS server given to `run --nats`, in the run directory.
+const NATS_FILE: &str = "nats";
 
 fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::kernel::RunConfig {
     let mut cfg = play.run_config(&run_dir.run_id);

@@ -37,6 +37,12 @@ pub enum CapRow {
     Released,
     /// An instance the last release kept: its index in `retained`.
     Retained(usize),
+    /// A `[cluster]` run's workers: how many, their load.
+    WorkersTitle,
+    /// A worker: its index in the list last said.
+    Worker(usize),
+    /// Under the workers of a run without `[capacity]`.
+    NoLimits,
 }
 
 /// The waiting operations listed one by one; a flood is summed up.
@@ -47,8 +53,16 @@ const WAITING_SHOWN: usize = 20;
 pub fn rows(app: &App) -> Vec<CapRow> {
     let c = &app.vm.capacity;
     let facts = &app.vm.facts;
+    let mut rows = Vec::new();
+    if let Some((workers, _)) = &c.workers {
+        rows.push(CapRow::WorkersTitle);
+        rows.extend((0..workers.len()).map(CapRow::Worker));
+        if !facts.capacity {
+            rows.push(CapRow::NoLimits);
+        }
+    }
     if !facts.capacity {
-        return Vec::new();
+        return rows;
     }
     // One pass over the instances, grouped by profile.
     let at: HashMap<&str, usize> = facts
@@ -66,7 +80,6 @@ pub fn rows(app: &App) -> Vec<CapRow> {
             by_profile[k].push(i);
         }
     }
-    let mut rows = Vec::new();
     for (k, insts) in by_profile.into_iter().enumerate() {
         rows.push(CapRow::Profile(k));
         rows.extend(insts.into_iter().map(CapRow::Instance));
@@ -147,6 +160,11 @@ pub fn state_words(app: &App, i: &Instance) -> String {
     }
 }
 
+/// Lines above the rows: the nodes gauge, with `[capacity]`.
+pub fn gauge_rows(app: &App) -> u16 {
+    u16::from(app.vm.facts.capacity)
+}
+
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
     let c = &app.vm.capacity;
@@ -162,39 +180,40 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     if inner.height < 2 {
         return;
     }
-    if !facts.capacity {
+    if !facts.capacity && c.workers.is_none() {
         f.render_widget(
-            Paragraph::new(Span::styled(
-                "no [capacity]: operations run without instance limits",
-                Style::default().fg(t.dim),
-            )),
+            Paragraph::new(Span::styled(NO_LIMITS, Style::default().fg(t.dim))),
             inner,
         );
         return;
     }
-    let [g, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
-    let active = c.active();
-    let ratio = if facts.max_nodes == 0 {
-        0.0
-    } else {
-        (active as f64 / facts.max_nodes as f64).min(1.0)
-    };
-    f.render_widget(
-        Gauge::default()
-            .ratio(ratio)
-            .use_unicode(true)
-            .label(format!("nodes {active}/{}", facts.max_nodes))
-            .gauge_style(
-                Style::default()
-                    .fg(if active >= facts.max_nodes as usize {
-                        t.warning
-                    } else {
-                        t.gauge
-                    })
-                    .bg(t.gauge_bg),
-            ),
-        g,
-    );
+    let [g, rest] =
+        Layout::vertical([Constraint::Length(gauge_rows(app)), Constraint::Min(0)]).areas(inner);
+    // The gauge counts instances: a run without [capacity] has none.
+    if facts.capacity {
+        let active = c.active();
+        let ratio = if facts.max_nodes == 0 {
+            0.0
+        } else {
+            (active as f64 / facts.max_nodes as f64).min(1.0)
+        };
+        f.render_widget(
+            Gauge::default()
+                .ratio(ratio)
+                .use_unicode(true)
+                .label(format!("nodes {active}/{}", facts.max_nodes))
+                .gauge_style(
+                    Style::default()
+                        .fg(if active >= facts.max_nodes as usize {
+                            t.warning
+                        } else {
+                            t.gauge
+                        })
+                        .bg(t.gauge_bg),
+                ),
+            g,
+        );
+    }
     let w = rest.width as usize;
     let window = app.capacity.visible();
     let selected = app.capacity.selected().filter(|_| focused);
@@ -225,6 +244,55 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(lines), rest);
 }
 
+const NO_LIMITS: &str = "no [capacity]: operations run without instance limits";
+
+/// The workers' title: `workers 3 · busy 5/48`, and when the list was
+/// said if the run has ended since.
+fn workers_title(app: &App, workers: &[crate::kernel::WorkerSeen]) -> String {
+    let busy: usize = workers.iter().map(|w| w.busy).sum();
+    let slots: usize = workers.iter().map(|w| w.slots).sum();
+    let mut s = format!("workers {} · busy {busy}/{slots}", workers.len());
+    if app.vm.run.finished.is_some() {
+        s.push_str(" · when the run ended");
+    }
+    s
+}
+
+/// A worker: `host-123  3/16 · gpu · beating`, or how long it is silent.
+fn worker_line(
+    app: &App,
+    w: &crate::kernel::WorkerSeen,
+    said_at: f64,
+    width_: usize,
+) -> Line<'static> {
+    let t = app.theme();
+    let head = format!("  {} ", w.id);
+    let mut tail = format!("{}/{}", w.busy, w.slots);
+    if !w.tags.is_empty() {
+        let tags: Vec<&str> = w.tags.iter().map(|t| &**t).collect();
+        tail.push_str(&format!(" · {}", tags.join(",")));
+    }
+    // A finished run does not know who beats now.
+    let finished = app.vm.run.finished.is_some();
+    if !finished || w.silent() {
+        tail.push_str(&format!(" · {}", w.beat_words(app.clock - said_at)));
+    }
+    let color = if w.silent() {
+        t.warning
+    } else if w.busy > 0 {
+        t.lanes[1]
+    } else {
+        t.ok
+    };
+    Line::from(vec![
+        Span::raw(fit(&head, width_)),
+        Span::styled(
+            fit(&tail, width_.saturating_sub(width(&head))),
+            Style::default().fg(color),
+        ),
+    ])
+}
+
 /// One row's text, fitted to `w` columns.
 fn line(app: &App, row: CapRow, w: usize) -> Line<'static> {
     let t = app.theme();
@@ -232,6 +300,25 @@ fn line(app: &App, row: CapRow, w: usize) -> Line<'static> {
     let run_id = &app.vm.run.run_id;
     let bold = Style::default().fg(t.accent).add_modifier(Modifier::BOLD);
     match row {
+        CapRow::WorkersTitle => Line::from(Span::styled(
+            fit(
+                &c.workers
+                    .as_ref()
+                    .map(|(ws, _)| workers_title(app, ws))
+                    .unwrap_or_default(),
+                w,
+            ),
+            bold,
+        )),
+        CapRow::Worker(k) => match c
+            .workers
+            .as_ref()
+            .and_then(|(ws, at)| Some((ws.get(k)?, *at)))
+        {
+            Some((x, at)) => worker_line(app, x, at, w),
+            None => Line::default(),
+        },
+        CapRow::NoLimits => Line::from(Span::styled(fit(NO_LIMITS, w), Style::default().fg(t.dim))),
         CapRow::Profile(k) => {
             let p = &app.vm.facts.profiles[k];
             let counted = c

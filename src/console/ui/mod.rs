@@ -30,7 +30,10 @@ const WIDE: (u16, u16) = (110, 30);
 
 pub use budgets::draw as draw_budgets;
 pub use capacity::draw as draw_capacity;
-pub use capacity::{CapRow, kept_by, rows as capacity_rows, state_age, state_words};
+pub use capacity::{
+    CapRow, gauge_rows as capacity_gauge_rows, kept_by, rows as capacity_rows, state_age,
+    state_words,
+};
 pub use footer::draw as draw_footer;
 pub use header::draw as draw_header;
 pub use lanes::draw as draw_lanes;
@@ -242,7 +245,7 @@ pub fn capacity_size(app: &App, area: Rect) -> (usize, usize) {
     let inner = pane_block(Line::default(), false, app.theme()).inner(area);
     (
         capacity::rows(app).len(),
-        inner.height.saturating_sub(1) as usize,
+        inner.height.saturating_sub(capacity::gauge_rows(app)) as usize,
     )
 }
 

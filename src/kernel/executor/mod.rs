@@ -261,6 +261,7 @@ impl Run {
             budget: cfg.budget.clone(),
             caps_reached: Default::default(),
             spend_wait: Vec::new(),
+            workers: None,
             provider_holds: HashMap::default(),
             provider_wait: Vec::new(),
             cfg,
@@ -388,6 +389,8 @@ struct Executor {
     caps_reached: std::collections::HashSet<(Option<String>, super::spend::Measure)>,
     /// Ready operations a cap holds back, in the order they were ready.
     spend_wait: Vec<NodeIndex>,
+    /// A `[cluster]` run's workers as its hub last said, and when.
+    workers: Option<(Arc<[super::signal::WorkerSeen]>, f64)>,
     /// Agents whose provider refused work: until when (none: until the
     /// operator resumes).
     provider_holds: HashMap<Arc<str>, Option<tokio::time::Instant>>,
@@ -438,6 +441,14 @@ impl Executor {
     fn external(&mut self, ext: External) {
         match ext {
             External::Signal(kind) => {
+                if let SignalKind::Workers { workers } = &kind {
+                    // A finished run's log ends with its outcome; who
+                    // serves the cluster afterwards is not its story.
+                    if self.finished.is_some() {
+                        return;
+                    }
+                    self.workers = Some((workers.clone(), self.now()));
+                }
                 self.bus.emit(kind);
             }
             External::Palette(counts) => {

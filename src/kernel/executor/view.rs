@@ -105,6 +105,7 @@ impl Executor {
                 spent: self.meter.run,
                 budget: self.budget.clone(),
                 held_by_cap: self.spend_wait.len(),
+                workers: self.workers.clone(),
             },
             nodes,
             counts: self.counts(),

@@ -1,0 +1,205 @@
+//! Who serves the cluster, as a run sees it: the workers' heartbeats in
+//! the `pd_workers` bucket, kept as rows and said to the run (a `workers`
+//! signal) when something an operator would notice changes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use tokio::time::Instant;
+
+use super::wire::WorkerInfo;
+use crate::kernel::{SignalKind, WorkerSeen};
+
+/// A worker not heard from for this long is gone (the bucket forgets it
+/// too).
+const GONE: Duration = Duration::from_secs(60);
+
+/// At most one `workers` signal in this long: busy counts move with every
+/// job, and the log is not a metrics store.
+const SAY_EVERY: Duration = Duration::from_secs(2);
+
+/// The workers serving one play (a worker serving only others is no
+/// capacity of this run's).
+pub struct Roster {
+    play: String,
+    /// By worker id: what it last said and when that reached us.
+    seen: std::sync::Mutex<BTreeMap<String, (WorkerInfo, Instant)>>,
+}
+
+impl Roster {
+    pub fn new(play: &str) -> Self {
+        Roster {
+            play: play.to_string(),
+            seen: Default::default(),
+        }
+    }
+
+    fn put(&self, id: &str, info: WorkerInfo, at: Instant) {
+        let mut seen = self.seen.lock().unwrap();
+        if info.plays.contains(&self.play) {
+            seen.insert(id.to_string(), (info, at));
+        } else {
+            seen.remove(id);
+        }
+    }
+
+    fn remove(&self, id: &str) {
+        self.seen.lock().unwrap().remove(id);
+    }
+
+    /// The workers heard from in the last minute, by id, as of `now`.
+    pub fn rows(&self, now: Instant) -> Vec<WorkerSeen> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.retain(|_, (_, at)| now.saturating_duration_since(*at) < GONE);
+        seen.iter()
+            .map(|(id, (w, at))| WorkerSeen {
+                id: Arc::from(id.as_str()),
+                host: Arc::from(w.host.as_str()),
+                slots: w.slots,
+                busy: w.busy,
+                tags: w.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
+                beat_age: now.saturating_duration_since(*at).as_secs_f64(),
+            })
+            .collect()
+    }
+}
+
+/// What of the rows is worth saying again: everything but the age of a
+/// worker that still beats.
+/// Each worker's id, slots, busy, tags and whether it is silent.
+type Shape = Vec<(Arc<str>, usize, usize, Vec<Arc<str>>, bool)>;
+
+fn shape(rows: &[WorkerSeen]) -> Shape {
+    rows.iter()
+        .map(|w| (w.id.clone(), w.slots, w.busy, w.tags.clone(), w.silent()))
+        .collect()
+}
+
+/// When a heartbeat was made, as an instant here: the server stamps each
+/// entry, so a beat read late (a dead worker's last row, read at start)
+/// is not taken for a fresh one.
+fn made_at(entry: &kv::Entry) -> Instant {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    let age_ns = (now_ns - entry.created.unix_timestamp_nanos()).clamp(0, GONE.as_nanos() as i128);
+    Instant::now()
+        .checked_sub(Duration::from_nanos(age_ns as u64))
+        .unwrap_or_else(Instant::now)
+}
+
+/// Keeps `roster` from the bucket and says its changes through `say`, for
+/// as long as `owner` lives; the watch is made again after a server
+/// restart.
+pub async fn keep<T: Send + Sync + 'static>(
+    owner: Weak<T>,
+    js: jetstream::Context,
+    roster: Arc<Roster>,
+    say: impl Fn(&T, SignalKind) -> bool + Send + 'static,
+) {
+    let mut said: Option<Vec<_>> = None;
+    let mut last_said: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut watch = match super::workers_bucket(&js).await {
+            Ok(kv) => kv.watch_with_history(">").await.ok(),
+            Err(_) => None,
+        };
+        loop {
+            tokio::select! {
+                e = async { watch.as_mut()?.next().await }, if watch.is_some() => match e {
+                    Some(Ok(e)) => match e.operation {
+                        kv::Operation::Put => {
+                            if let Ok(info) = serde_json::from_slice::<WorkerInfo>(&e.value) {
+                                roster.put(&e.key, info, made_at(&e));
+                            }
+                        }
+                        kv::Operation::Delete | kv::Operation::Purge => roster.remove(&e.key),
+                    },
+                    // The watch ended (the server went): make it again.
+                    _ => break,
+                },
+                _ = tick.tick() => {
+                    let Some(owner) = owner.upgrade() else { return };
+                    let rows = roster.rows(Instant::now());
+                    let now_shape = shape(&rows);
+                    if said.as_ref() != Some(&now_shape)
+                        && last_said.is_none_or(|t| t.elapsed() >= SAY_EVERY)
+                        && say(&owner, SignalKind::Workers { workers: rows.into() })
+                    {
+                        said = Some(now_shape);
+                        last_said = Some(Instant::now());
+                    }
+                    if watch.is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+        if owner.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(busy: usize) -> WorkerInfo {
+        WorkerInfo {
+            host: "h".into(),
+            slots: 4,
+            busy,
+            tags: vec!["gpu".into()],
+            plays: vec!["p".into()],
+            beat_ms: 0,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_goes_silent_then_is_forgotten() {
+        let r = Roster::new("p");
+        r.put("w1", info(1), Instant::now());
+        let first = r.rows(Instant::now());
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].silent());
+        tokio::time::advance(Duration::from_secs(7)).await;
+        let later = r.rows(Instant::now());
+        assert!(later[0].silent(), "{later:?}");
+        assert_ne!(shape(&first), shape(&later), "going silent is news");
+        assert_eq!(later[0].beat_words(3.0), "silent 10s");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(r.rows(Instant::now()).is_empty());
+    }
+
+    #[test]
+    fn a_worker_of_other_plays_is_not_listed() {
+        let r = Roster::new("q");
+        r.put("w1", info(0), Instant::now());
+        assert!(r.rows(Instant::now()).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_what_an_operator_notices_is_news() {
+        let r = Roster::new("p");
+        r.put("w1", info(1), Instant::now());
+        let a = shape(&r.rows(Instant::now()));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        r.put("w1", info(1), Instant::now());
+        assert_eq!(
+            a,
+            shape(&r.rows(Instant::now())),
+            "a beat alone is not news"
+        );
+        r.put("w1", info(2), Instant::now());
+        assert_ne!(a, shape(&r.rows(Instant::now())), "its load moved");
+        r.remove("w1");
+        assert!(r.rows(Instant::now()).is_empty());
+    }
+}
