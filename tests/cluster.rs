@@ -665,3 +665,112 @@ fn max_instances_counts_across_the_cluster() {
     assert_eq!(most, 2, "at most max_instances at once, and that many");
     assert_eq!(of_type(&events, "completed").len(), 6);
 }
+
+/// The run and its workers with `creds` (a credentials file); a run's
+/// error, or the events of a run that finished.
+fn run_with_creds(d: &Path, nats: &Nats, creds: &Path) -> (Vec<Value>, i32, String) {
+    let env = [("PLAYDECK_NATS_CREDS", creds)];
+    let _w = Worker::start_env(d, nats, 2, &env);
+    finish(start_run_env(d, &env), Duration::from_secs(30))
+}
+
+#[test]
+fn an_nkey_seed_file_signs_in_and_another_key_is_refused() {
+    let user = nkeys::KeyPair::new_user();
+    let conf = format!(
+        "authorization {{\n  users = [ {{ nkey: \"{}\" }} ]\n}}\n",
+        user.public_key()
+    );
+    let Some(nats) = Nats::start_with(Some(&conf)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 2, 300);
+    let stranger = nkeys::KeyPair::new_user();
+    let stranger_seed = stranger.seed().unwrap();
+    std::fs::write(d.join("stranger.nk"), &stranger_seed).unwrap();
+    std::fs::write(d.join("bad.toml"), "nkey_seed_file = \"stranger.nk\"\n").unwrap();
+    let (_, code, err) = finish(
+        start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("bad.toml"))]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(err.to_lowercase().contains("authorization"), "{err}");
+    assert!(!err.contains(&stranger_seed), "{err}");
+    // A seed file that is not there is named.
+    std::fs::write(d.join("gone.toml"), "nkey_seed_file = \"nowhere.nk\"\n").unwrap();
+    let (_, code, err) = finish(
+        start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("gone.toml"))]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("nowhere.nk"), "{err}");
+
+    std::fs::write(d.join("user.nk"), user.seed().unwrap()).unwrap();
+    std::fs::write(d.join("good.toml"), "nkey_seed_file = \"user.nk\"\n").unwrap();
+    let (events, code, err) = run_with_creds(d, &nats, &d.join("good.toml"));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+}
+
+/// A certificate authority and a server certificate for 127.0.0.1, made
+/// by openssl in `dir`.
+fn make_certs(dir: &Path) -> bool {
+    let sh = |script: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !sh("command -v openssl") {
+        println!("skipped: no openssl to make certificates");
+        return false;
+    }
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    assert!(sh(&format!(
+        "openssl req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj '/CN=playdeck test CA' &&
+         openssl req {ec} -keyout server.key -out server.csr -subj '/CN=127.0.0.1' &&
+         printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > ext &&
+         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext"
+    )));
+    true
+}
+
+#[test]
+fn tls_is_required_and_the_server_is_checked_against_the_ca_file() {
+    let certs = tempfile::tempdir().unwrap();
+    if server_binary().is_none() || !make_certs(certs.path()) {
+        return;
+    }
+    let c = certs.path();
+    let conf = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\n",
+        c.join("server.pem").display(),
+        c.join("server.key").display()
+    );
+    let Some(nats) = Nats::start_with(Some(&conf)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 2, 300);
+    // TLS without the authority that signed the server: refused, at once.
+    std::fs::write(d.join("no-ca.toml"), "tls = true\n").unwrap();
+    let t0 = Instant::now();
+    let (_, code, err) = finish(
+        start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("no-ca.toml"))]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(&nats.url()), "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20));
+    std::fs::copy(c.join("ca.pem"), d.join("ca.pem")).unwrap();
+    std::fs::write(d.join("tls.toml"), "tls = true\nca_file = \"ca.pem\"\n").unwrap();
+    let (events, code, err) = run_with_creds(d, &nats, &d.join("tls.toml"));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+}
