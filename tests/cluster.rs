@@ -774,3 +774,95 @@ fn tls_is_required_and_the_server_is_checked_against_the_ca_file() {
     let (events, code, err) = run_with_creds(d, &nats, &d.join("tls.toml"));
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
 }
+
+#[test]
+fn a_profile_s_worker_tags_send_its_operations_to_tagged_workers_only() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut play = format!(
+        "[play]\nname = \"tags\"\nmax_concurrent = 8\n[cluster]\nnats = \"{}\"\n\
+         [cluster.worker_tags]\nheavy = [\"gpu\"]\n\
+         [capacity]\nmax_nodes = 4\n\
+         [role_profiles.heavy]\nrole = \"tester\"\nprovider = \"sim\"\nmax_instances = 2\n\
+         [role_profiles.light]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\n\
+         [palette]\nroles = [{{ role = \"implementer\" }}, {{ role = \"tester\" }}]\n",
+        nats.url()
+    );
+    for (prefix, role) in [("t", "tester"), ("i", "implementer")] {
+        for k in 0..3 {
+            play.push_str(&format!(
+                "[[operations]]\nid = \"{prefix}-{k}\"\nrole = \"{role}\"\ninstruction = \"{prefix} {k}\"\n\
+                 independent_root = true\nsim = {{ duration_ms = 600 }}\n"
+            ));
+        }
+    }
+    std::fs::write(d.join("play.toml"), play).unwrap();
+    // A plain worker first: the tester's operations wait for a gpu one,
+    // and say so.
+    let plain = Worker::start(d, &nats, 2);
+    let run = start_run(d);
+    let log = d.join(".playdeck/runs/r/events.jsonl");
+    wait_for(
+        "the tagged operations' warning",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&log)
+                .is_ok_and(|t| t.contains("no worker with tags gpu has taken t-"))
+        },
+    );
+    let gpu = Worker::start_args(d, &nats, 2, &[], &["--tag", "gpu"]);
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    for k in 0..3 {
+        let w = worker_of(d, &format!("t-{k}"), 1).unwrap();
+        assert!(w.ends_with(&format!("-{}", gpu.id())), "t-{k} ran on {w}");
+        assert!(worker_of(d, &format!("i-{k}"), 1).is_some());
+    }
+    assert!(
+        (0..3).any(|k| worker_of(d, &format!("i-{k}"), 1)
+            .unwrap()
+            .ends_with(&format!("-{}", plain.id()))),
+        "the plain worker took untagged work"
+    );
+}
+
+#[test]
+fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 1, 20_000);
+    let w = Worker::start(d, &nats, 2);
+    let mut run = start_run(d);
+    wait_for("the attempt's worker", Duration::from_secs(20), || {
+        worker_of(d, "op-00", 1).is_some()
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let mut resumed = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["resume", ".playdeck/runs/r", "--headless"])
+        .current_dir(d)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the new attempt's worker", Duration::from_secs(20), || {
+        worker_of(d, "op-00", 2).is_some()
+    });
+    // The killed process's attempt is stopped on the worker: one job in
+    // hand, not two (it had 20 s to go).
+    let busy = || {
+        let (st, _) = playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
+        serde_json::from_str::<Value>(&st).ok()?["workers"][0]["busy"].as_u64()
+    };
+    wait_for("the old attempt stopped", Duration::from_secs(10), || {
+        busy() == Some(1)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(busy(), Some(1), "it stays stopped");
+    let _ = resumed.kill();
+    let _ = resumed.wait();
+    drop(w);
+}

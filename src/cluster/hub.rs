@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,6 +69,17 @@ impl Hub {
         let js = jetstream::new(client.clone());
         super::ensure_streams(&js).await?;
         let nonce = format!("{:016x}", uuid::Uuid::new_v4().as_u128() as u64);
+        // The run directory keeps the hub's nonce: a resumed run takes
+        // back what its earlier process left on the cluster.
+        if let Some(dir) = settings.log_dir.as_deref().and_then(Path::parent) {
+            let kept = dir.join(NONCE_FILE);
+            if let Ok(old) = std::fs::read_to_string(&kept) {
+                forget(&js, &client, old.trim()).await;
+            }
+            if let Err(e) = std::fs::write(&kept, format!("{nonce}\n")) {
+                tracing::warn!("{}: {e}", kept.display());
+            }
+        }
         let roster = Arc::new(super::roster::Roster::new(&settings.play));
         let hub = Arc::new(Hub {
             client,
@@ -348,6 +359,31 @@ impl Drop for Pending {
                 }
             }
         }
+    }
+}
+
+/// Where the run directory keeps its hub's nonce.
+pub const NONCE_FILE: &str = "cluster.nonce";
+
+/// What a run's earlier process (crashed, killed) left on the cluster: its
+/// jobs not yet taken are purged, the workers stop those they perform (the
+/// resumed run attempts them again), and its frames go with their reader.
+async fn forget(js: &jetstream::Context, client: &async_nats::Client, old: &str) {
+    if old.is_empty() || !old.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return;
+    }
+    if let Ok(s) = js.get_stream(wire::JOBS_STREAM).await
+        && let Err(e) = s.purge().filter(format!("pd.job.*.*.{old}.>")).await
+    {
+        tracing::warn!("taking back the earlier process's jobs: {e}");
+    }
+    let _ = client
+        .publish(wire::cancel_all_subject(old), "cancel".into())
+        .await;
+    let _ = client.flush().await;
+    if let Ok(s) = js.get_stream(wire::OUT_STREAM).await {
+        let _ = s.delete_consumer(&format!("out-{old}")).await;
+        let _ = s.purge().filter(format!("pd.out.{old}.>")).await;
     }
 }
 

@@ -10,7 +10,9 @@
 //!   worker tags it needs, sorted and joined by `_`, or `any`.
 //! - `pd.out.<nonce>.<seq>`: what the worker tells of it, on the
 //!   work-queue stream [`OUT_STREAM`], read by that run alone.
-//! - `pd.cancel.<nonce>.<seq>`: the run no longer wants it (core NATS).
+//! - `pd.cancel.<nonce>.<seq>`: the run no longer wants it (core NATS);
+//!   `pd.cancel.<nonce>.all`: nor any attempt of that hub (a resumed run's
+//!   earlier process).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -86,6 +88,17 @@ pub fn out_subject(nonce: &str, seq: u64) -> String {
 
 pub fn cancel_subject(nonce: &str, seq: u64) -> String {
     format!("pd.cancel.{nonce}.{seq}")
+}
+
+/// Every attempt of the hub `nonce` is unwanted: a run's earlier process
+/// (it crashed or was killed) left them, and its resume starts them again.
+pub fn cancel_all_subject(nonce: &str) -> String {
+    format!("pd.cancel.{nonce}.all")
+}
+
+/// The nonce of a [`cancel_all_subject`].
+pub fn cancel_all_of(subject: &str) -> Option<&str> {
+    subject.strip_prefix("pd.cancel.")?.strip_suffix(".all")
 }
 
 /// `<nonce>` and `<seq>`, the last two tokens of any of the subjects above.
@@ -289,6 +302,8 @@ mod tests {
         assert_eq!(ids_of(&out_subject("ab12", 8)), Some(("ab12", 8)));
         assert_eq!(ids_of(&cancel_subject("ab12", 9)), Some(("ab12", 9)));
         assert_eq!(ids_of("pd.out.x"), None);
+        assert_eq!(cancel_all_of(&cancel_all_subject("ab12")), Some("ab12"));
+        assert_eq!(cancel_all_of(&cancel_subject("ab12", 9)), None);
     }
 
     #[test]

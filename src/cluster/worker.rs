@@ -257,13 +257,30 @@ impl Drop for Busy {
 
 impl Worker {
     fn cancel(&self, subject: &str) {
-        let Some((nonce, seq)) = wire::ids_of(subject) else {
+        let key = if let Some(nonce) = wire::cancel_all_of(subject) {
+            // A run's earlier process: everything it sent is unwanted.
+            let prefix = format!("{nonce}.");
+            let mut running = self.running.lock().unwrap();
+            let theirs: Vec<String> = running
+                .keys()
+                .filter(|k| k.starts_with(&prefix))
+                .cloned()
+                .collect();
+            for k in theirs {
+                if let Some(stop) = running.remove(&k) {
+                    let _ = stop.send(());
+                }
+            }
+            nonce.to_string()
+        } else if let Some((nonce, seq)) = wire::ids_of(subject) {
+            let key = format!("{nonce}.{seq}");
+            if let Some(stop) = self.running.lock().unwrap().remove(&key) {
+                let _ = stop.send(());
+            }
+            key
+        } else {
             return;
         };
-        let key = format!("{nonce}.{seq}");
-        if let Some(stop) = self.running.lock().unwrap().remove(&key) {
-            let _ = stop.send(());
-        }
         let mut c = self.cancelled.lock().unwrap();
         if c.0.insert(key.clone()) {
             c.1.push_back(key);
@@ -327,7 +344,11 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         }
-        if self.cancelled.lock().unwrap().0.contains(&key) {
+        let unwanted = {
+            let c = self.cancelled.lock().unwrap();
+            c.0.contains(&key) || c.0.contains(nonce)
+        };
+        if unwanted {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         }

@@ -167,7 +167,12 @@ impl Session {
                 // Refused before its first line (no NATS server): no run
                 // is left behind to list or resume.
                 let _ = copy.wait();
-                for f in ["play.toml", NATS_FILE, crate::store::lock::LOCK_FILE] {
+                for f in [
+                    "play.toml",
+                    NATS_FILE,
+                    crate::cluster::hub::NONCE_FILE,
+                    crate::store::lock::LOCK_FILE,
+                ] {
                     let _ = std::fs::remove_file(run_dir.path.join(f));
                 }
                 if opts.run_dir.is_none() {
