@@ -866,3 +866,105 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     let _ = resumed.wait();
     drop(w);
 }
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_git_worktree_profile_s_attempts_get_worktrees_on_the_worker() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An agent that is a shell script: one commits a file, one only looks.
+    let play = format!(
+        r#"[play]
+name = "trees"
+[cluster]
+nats = "{}"
+[palette]
+roles = [{{ role = "implementer" }}]
+[agents.sh]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[capacity]
+max_nodes = 2
+[role_profiles.coder]
+role = "implementer"
+provider = "sh"
+workspace_mode = "git-worktree"
+max_instances = 2
+[[operations]]
+id = "write"
+role = "implementer"
+independent_root = true
+instruction = '''
+echo work > made.txt && git add made.txt && git -c user.name=a -c user.email=a@a commit -qm made
+echo "{{\"type\":\"result\",\"result\":{{\"cwd\":\"$(pwd)\"}}}}"
+exit 0
+'''
+[[operations]]
+id = "look"
+role = "implementer"
+independent_root = true
+instruction = '''
+sleep 0.3
+echo "{{\"type\":\"result\",\"result\":{{\"cwd\":\"$(pwd)\"}}}}"
+exit 0
+'''
+"#,
+        nats.url()
+    );
+    std::fs::write(d.join("play.toml"), play).unwrap();
+    git(d, &["init", "-q"]);
+    git(d, &["add", "play.toml"]);
+    git(d, &["commit", "-qm", "play"]);
+    let far = tempfile::tempdir().unwrap();
+    let far = far.path().canonicalize().unwrap();
+    git(&far, &["clone", "-q", d.to_str().unwrap(), "repo"]);
+    let checkout = far.join("repo");
+    let _w = Worker::start(&checkout, &nats, 2);
+    let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err} {:?}",
+        of_type(&events, "failed")
+    );
+    let cwds: Vec<String> = of_type(&events, "completed")
+        .iter()
+        .map(|e| e["result"]["cwd"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(cwds.len(), 2);
+    let trees = checkout.join(".playdeck/worker/worktrees/r");
+    for c in &cwds {
+        assert!(c.starts_with(trees.to_str().unwrap()), "{c}");
+    }
+    assert_ne!(cwds[0], cwds[1], "one tree per attempt");
+    // Both trees are gone; the commit stays on its branch, and the run
+    // was told where.
+    assert_eq!(git(&checkout, &["worktree", "list"]).lines().count(), 1);
+    let branches = git(&checkout, &["branch", "--list", "playdeck/*"]);
+    assert!(branches.contains("playdeck/r/write.1"), "{branches}");
+    assert!(!branches.contains("look"), "{branches}");
+    let warned = of_type(&events, "warning").iter().any(|w| {
+        w["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("branch playdeck/r/write.1")
+    });
+    assert!(warned, "{:?}", of_type(&events, "warning"));
+}

@@ -42,6 +42,8 @@ struct Worker {
     ack_wait: Duration,
     /// Each attempt's logs go under here while it runs.
     logs: PathBuf,
+    /// Where git-worktree profiles' attempts get their worktrees.
+    worktrees: PathBuf,
     /// Jobs their runs no longer want, newest last (bounded).
     cancelled: Mutex<(HashSet<String>, VecDeque<String>)>,
     running: Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
@@ -118,6 +120,7 @@ pub async fn serve(
         plays,
         ack_wait,
         logs: opts.state_dir.join("logs"),
+        worktrees: opts.state_dir.join("worktrees"),
         cancelled: Mutex::default(),
         running: Mutex::default(),
         busy: Arc::default(),
@@ -236,6 +239,33 @@ async fn announce(
             let _ = kv.put(&id, v.into()).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// An attempt's worktree on the worker.
+struct JobWorktree {
+    repo: PathBuf,
+    path: PathBuf,
+    branch: String,
+}
+
+impl JobWorktree {
+    /// Removes it when nothing in it would be lost (git refuses a tree with
+    /// changes; a branch with commits stays): what stays, in words.
+    fn remove(self) -> Option<String> {
+        match crate::capacity::workspace::remove_worktree(
+            &self.repo,
+            &self.path,
+            Some(&self.branch),
+        ) {
+            Ok(r) if r.branch_kept => Some(format!(
+                "the attempt's commits are on branch {} of {}",
+                self.branch,
+                self.repo.display()
+            )),
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        }
     }
 }
 
@@ -382,6 +412,14 @@ impl Worker {
             false,
         )
         .await;
+        let worktree = match self.worktree_for(&job).await {
+            Ok(w) => w,
+            Err(f) => {
+                self.running.lock().unwrap().remove(&key);
+                self.finish(&m, &out, Err(f)).await;
+                return;
+            }
+        };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let inv = Invocation {
             op_id: job.op_id,
@@ -393,7 +431,7 @@ impl Worker {
             attempt: job.attempt,
             events: AgentEvents::new(0, job.attempt, tx, Arc::default()),
             instance: job.instance.as_deref().map(Arc::from),
-            workspace: None,
+            workspace: worktree.as_ref().map(|w| w.path.clone()),
             profile: job.profile.as_deref().map(Arc::from),
             usd_headroom: job.usd_headroom,
         };
@@ -420,6 +458,20 @@ impl Worker {
         };
         drop(attempt);
         self.running.lock().unwrap().remove(&key);
+        if let Some(w) = worktree
+            && let Some(said) = tokio::task::spawn_blocking(move || w.remove())
+                .await
+                .ok()
+                .flatten()
+        {
+            let e = WireEvent::of(&crate::kernel::AgentEvent::Warning(Arc::from(format!(
+                "worker {}: {said}",
+                self.id
+            ))));
+            if let Some(e) = e {
+                self.send(&out, &Frame::Event(e), false).await;
+            }
+        }
         shipper.ship(&self, &out, true).await;
         let _ = std::fs::remove_dir_all(&logs);
         while let Ok(msg) = rx.try_recv() {
@@ -434,6 +486,50 @@ impl Worker {
                 let _ = m.ack_with(AckKind::Term).await;
             }
         }
+    }
+
+    /// A job of a `git-worktree` role profile gets a worktree of this
+    /// worker's checkout on a branch of its own (its slots must not write
+    /// into one tree at once); other jobs run in the checkout.
+    async fn worktree_for(&self, job: &Job) -> Result<Option<JobWorktree>, AgentFailure> {
+        let Some(served) = self.plays.get(&job.play) else {
+            return Ok(None);
+        };
+        let profile = job
+            .profile
+            .as_deref()
+            .and_then(|p| served.play.capacity.as_ref()?.profiles.get(p));
+        if profile
+            .is_none_or(|p| p.workspace_mode != crate::capacity::config::WorkspaceMode::GitWorktree)
+        {
+            return Ok(None);
+        }
+        let safe = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect()
+        };
+        let leaf = format!("{}.{}", safe(&job.name), job.attempt);
+        let w = JobWorktree {
+            repo: served.play.dir.clone(),
+            path: self.worktrees.join(safe(&job.run)).join(&leaf),
+            branch: format!("playdeck/{}/{leaf}", safe(&job.run)),
+        };
+        crate::capacity::workspace::create_worktree(&w.repo, &w.path, &w.branch)
+            .await
+            .map_err(|e| {
+                AgentFailure::new(
+                    "os_error",
+                    format!("worker {}: no worktree for {}: {e}", self.id, job.name),
+                )
+            })?;
+        Ok(Some(w))
     }
 
     fn agent_for(
