@@ -1520,3 +1520,35 @@ fn an_idle_instance_is_selected_and_released_from_the_capacity_pane() {
     console.press(b"c");
     assert_eq!(console.wait_exit(), 1);
 }
+
+#[test]
+fn a_cluster_run_shows_its_workers_in_the_capacity_pane() {
+    let Some(nats) = common::nats::Nats::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // No [cluster]: `--nats` sends it there, through the run host.
+    std::fs::write(
+        dir.path().join("play.toml"),
+        "[play]\nname = \"far\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
+         [[operations]]\nid = \"far-op\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
+         sim = { duration_ms = 60000 }\n",
+    )
+    .unwrap();
+    let w = common::nats::Worker::start(dir.path(), &nats, 2);
+    let mut console = Console::open(dir.path(), &["run", "play.toml", "--nats", &nats.url()]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    let id = format!("-{} 1/2", w.id());
+    screen.wait_for("the worker in the capacity pane", |s| {
+        s.contains("workers 1 · busy 1/2") && s.contains(&id) && s.contains("beating")
+    });
+    // It stops: the pane says so at once.
+    w.signal(rustix::process::Signal::TERM);
+    screen.wait_for("no worker left", |s| s.contains("workers 0 · busy 0/0"));
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
+    assert_eq!(console.wait_exit(), 1);
+}

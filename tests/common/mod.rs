@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod nats;
 pub mod realcli;
 
 use std::collections::HashMap;
