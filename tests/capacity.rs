@@ -874,7 +874,8 @@ async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
     }
     assert!(
         !git(repo.path(), &["branch"]).contains("playdeck/"),
-        "empty branches are deleted"
+        "empty branches are deleted: {}",
+        std::fs::read_to_string(run_dir.join("capacity-events.jsonl")).unwrap_or_default()
     );
 }
 

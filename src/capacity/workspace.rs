@@ -33,22 +33,63 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
                 error,
             })?;
     }
-    let out = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["worktree", "add", "-b", branch])
-        .arg(path)
-        .arg("HEAD")
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(WorktreeError::Git)?;
+    // Two `git worktree add`s in one repository at once race in git itself
+    // (`failed to read .git/worktrees/…/commondir`): one at a time here.
+    static ADDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ADDS.lock().await;
+    let mut wait = LOCK_WAIT;
+    let out = loop {
+        let out = tokio::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["worktree", "add", "-b", branch])
+            .arg(path)
+            .arg("HEAD")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(WorktreeError::Git)?;
+        if out.status.success() || !held_lock(&out) || wait > LOCK_WAIT_MAX {
+            break out;
+        }
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+    };
     if out.status.success() {
         Ok(())
     } else {
         Err(WorktreeError::AddFailed(
             String::from_utf8_lossy(&out.stderr).trim().to_string(),
         ))
+    }
+}
+
+/// Git refuses to touch a repository another git holds a lock of (two
+/// releases at once: deleting a branch locks `packed-refs`); that is
+/// waited out, doubling from this, up to the next.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether git failed on a lock another process holds.
+fn held_lock(out: &std::process::Output) -> bool {
+    let e = String::from_utf8_lossy(&out.stderr);
+    e.contains(".lock") && e.contains("File exists")
+}
+
+/// `git -C repo ARGS`, another git's lock waited out.
+fn git_in(repo: &Path, args: &[&std::ffi::OsStr]) -> std::io::Result<std::process::Output> {
+    let mut wait = LOCK_WAIT;
+    loop {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()?;
+        if out.status.success() || !held_lock(&out) || wait > LOCK_WAIT_MAX {
+            return Ok(out);
+        }
+        std::thread::sleep(wait);
+        wait *= 2;
     }
 }
 
@@ -123,6 +164,9 @@ pub fn remove_worktree(
     path: &Path,
     branch: Option<&str>,
 ) -> Result<Removed, WorktreeError> {
+    // One at a time, as adds are: a worker's slots end together.
+    static REMOVES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = REMOVES.lock().unwrap_or_else(|e| e.into_inner());
     if !path.exists() {
         // Gone already (a crashed run's orphan): forget its registration.
         let _ = Command::new("git")
@@ -131,13 +175,11 @@ pub fn remove_worktree(
             .args(["worktree", "prune"])
             .output();
     } else {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["worktree", "remove"])
-            .arg(path)
-            .output()
-            .map_err(WorktreeError::Git)?;
+        let out = git_in(
+            repo,
+            &["worktree".as_ref(), "remove".as_ref(), path.as_os_str()],
+        )
+        .map_err(WorktreeError::Git)?;
         if !out.status.success() && path.exists() {
             return Err(WorktreeError::RemoveRefused {
                 path: path.to_path_buf(),
@@ -147,11 +189,7 @@ pub fn remove_worktree(
     }
     let mut branch_kept = false;
     if let Some(branch) = branch {
-        let _ = Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["branch", "-d", branch])
-            .output();
+        let _ = git_in(repo, &["branch".as_ref(), "-d".as_ref(), branch.as_ref()]);
         // Still there: git refused, it holds commits that are not merged.
         branch_kept = Command::new("git")
             .arg("-C")
