@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::git;
 use common::nats::{Nats, Worker, free_port, server_binary};
 use serde_json::Value;
 
@@ -706,22 +707,6 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     let _ = resumed.kill();
     let _ = resumed.wait();
     drop(w);
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

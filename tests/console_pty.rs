@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::git;
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
 const PLAY: &str = r#"
@@ -1273,17 +1274,6 @@ depends_on = ["write"]
 approval = true
 sim = { duration_ms = 10 }
 "#;
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 /// `O` and `D` hand the terminal to `$PAGER` (here a script that keeps its
 /// arguments, the files' content and a line typed into it) and take it

@@ -14,6 +14,24 @@ use playdeck::kernel::{
 };
 use serde_json::{Map, Value, json};
 
+/// `git -C dir ARGS…` as a test's author (name and email given), its
+/// stdout; a failure fails the test with git's words.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Sim parameters: `sim(300)` runs 300 ms and succeeds.
 pub fn sim(ms: u64) -> Value {
     json!({"duration_ms": ms, "outcome": "succeed", "result": null, "context": null, "emits": [], "error": null, "escalation": null})
