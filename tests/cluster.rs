@@ -794,3 +794,51 @@ exit 0
     });
     assert!(warned, "{:?}", of_type(&events, "warning"));
 }
+
+#[test]
+fn a_stopped_worker_finishes_what_it_took_and_takes_nothing_new() {
+    let Some(nats) = Nats::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 2, 6000);
+    let mut a = Worker::start(d, &nats, 1);
+    let run = start_run(d);
+    let ops = ["op-00", "op-01"];
+    wait_for("one operation taken", Duration::from_secs(20), || {
+        ops.iter().any(|o| worker_of(d, o, 1).is_some())
+    });
+    let (taken, other) = if worker_of(d, "op-00", 1).is_some() {
+        ("op-00", "op-01")
+    } else {
+        ("op-01", "op-00")
+    };
+    // A rollout's SIGTERM: it says it drains, finishes its job and ends.
+    a.signal(rustix::process::Signal::TERM);
+    wait_for("draining in ctl status", Duration::from_secs(5), || {
+        let (st, _) = playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
+        serde_json::from_str::<Value>(&st).is_ok_and(|v| v["workers"][0]["draining"] == true)
+    });
+    let st = a
+        .exited_within(Duration::from_secs(20))
+        .expect("it ends once its job is done");
+    assert!(st.success(), "{st:?}");
+    assert!(worker_of(d, other, 1).is_none(), "it took nothing new");
+    let b = Worker::start(d, &nats, 1);
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert!(
+        of_type(&events, "retry_scheduled").is_empty(),
+        "nothing was lost"
+    );
+    assert_eq!(of_type(&events, "completed").len(), 2);
+    assert!(
+        worker_of(d, taken, 1)
+            .unwrap()
+            .ends_with(&format!("-{}", a.id()))
+    );
+    assert!(
+        worker_of(d, other, 1)
+            .unwrap()
+            .ends_with(&format!("-{}", b.id()))
+    );
+}

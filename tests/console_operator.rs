@@ -1962,6 +1962,7 @@ sim = { duration_ms = 1000 }
             busy,
             tags: tags.iter().map(|t| (*t).into()).collect(),
             beat_age,
+            draining: false,
         };
         let sig = playdeck::kernel::Signal {
             v: 1,

@@ -1534,7 +1534,10 @@ fn a_cluster_run_shows_its_workers_in_the_capacity_pane() {
     screen.wait_for("the worker in the capacity pane", |s| {
         s.contains("workers 1 · busy 1/2") && s.contains(&id) && s.contains("beating")
     });
-    // It stops: the pane says so at once.
+    // Told to stop, it drains (its operation runs a minute); told again,
+    // it leaves at once, and the pane says so.
+    w.signal(rustix::process::Signal::TERM);
+    screen.wait_for("the worker draining", |s| s.contains("draining"));
     w.signal(rustix::process::Signal::TERM);
     screen.wait_for("no worker left", |s| s.contains("workers 0 · busy 0/0"));
     console.press(b"q");

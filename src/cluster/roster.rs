@@ -62,6 +62,7 @@ impl Roster {
                 busy: w.busy,
                 tags: w.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
                 beat_age: now.saturating_duration_since(*at).as_secs_f64(),
+                draining: w.draining,
             })
             .collect()
     }
@@ -69,12 +70,16 @@ impl Roster {
 
 /// What of the rows is worth saying again: everything but the age of a
 /// worker that still beats.
-/// Each worker's id, slots, busy, tags and whether it is silent.
-type Shape = Vec<(Arc<str>, usize, usize, Vec<Arc<str>>, bool)>;
+/// Each worker's id, slots, busy, tags, whether it is silent and whether
+/// it is draining.
+type Shape = Vec<(Arc<str>, usize, usize, Vec<Arc<str>>, bool, bool)>;
 
 fn shape(rows: &[WorkerSeen]) -> Shape {
     rows.iter()
-        .map(|w| (w.id.clone(), w.slots, w.busy, w.tags.clone(), w.silent()))
+        .map(|w| {
+            let (id, tags) = (w.id.clone(), w.tags.clone());
+            (id, w.slots, w.busy, tags, w.silent(), w.draining)
+        })
         .collect()
 }
 
@@ -159,6 +164,7 @@ mod tests {
             tags: vec!["gpu".into()],
             plays: vec!["p".into()],
             beat_ms: 0,
+            draining: false,
         }
     }
 

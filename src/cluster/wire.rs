@@ -262,6 +262,9 @@ pub struct WorkerInfo {
     pub plays: Vec<String>,
     /// Unix milliseconds of the last heartbeat.
     pub beat_ms: u64,
+    /// Stopping: it takes no new job and ends when those it has are done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 #[cfg(test)]

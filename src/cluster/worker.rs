@@ -49,15 +49,22 @@ struct Worker {
     running: Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
     /// Jobs in hand now (a slot held while pulling is not busy).
     busy: Arc<std::sync::atomic::AtomicUsize>,
+    /// Stopping: said in its heartbeats.
+    draining: Arc<std::sync::atomic::AtomicBool>,
+    /// Makes the next heartbeat now (it started draining).
+    beat_now: Arc<tokio::sync::Notify>,
 }
 
 const CANCELS_KEPT: usize = 10_000;
 
-/// Serves until `stop` resolves.
+/// Serves until `stop` resolves, then drains: takes no new job, says so,
+/// and ends when the jobs in hand are done — or at once when `now`
+/// resolves (a second signal).
 pub async fn serve(
     client: async_nats::Client,
     opts: WorkerOptions,
     stop: impl std::future::Future<Output = ()>,
+    now: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let mut plays = HashMap::new();
     for path in &opts.plays {
@@ -124,6 +131,8 @@ pub async fn serve(
         cancelled: Mutex::default(),
         running: Mutex::default(),
         busy: Arc::default(),
+        draining: Arc::default(),
+        beat_now: Arc::default(),
     });
     let mut cancels = client
         .subscribe("pd.cancel.>")
@@ -136,7 +145,7 @@ pub async fn serve(
         }
     });
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
-    tokio::spawn(announce(
+    let announcing = tokio::spawn(announce(
         js.clone(),
         id.clone(),
         WorkerInfo {
@@ -146,8 +155,11 @@ pub async fn serve(
             tags: opts.tags.clone(),
             plays: worker.plays.keys().cloned().collect(),
             beat_ms: 0,
+            draining: false,
         },
         worker.busy.clone(),
+        worker.draining.clone(),
+        worker.beat_now.clone(),
     ));
     tracing::info!(
         "worker {id} serving {:?} with {} slots",
@@ -206,7 +218,31 @@ pub async fn serve(
         () = take => {}
         () = stop => {}
     }
-    // Runs watching the workers see this one leave now, not in a minute.
+    // A rollout's SIGTERM: what was taken is finished, not abandoned to
+    // the ack deadline and a retry elsewhere.
+    worker
+        .draining
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    worker.beat_now.notify_one();
+    let held = worker.busy.load(std::sync::atomic::Ordering::Relaxed);
+    if held > 0 {
+        tracing::info!(
+            "worker {id} draining: {held} job(s) to finish; a second signal stops at once"
+        );
+        let drained = async {
+            while worker.busy.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::select! {
+            () = drained => {}
+            () = now => {}
+        }
+    }
+    // Runs watching the workers see this one leave now, not in a minute
+    // (and no heartbeat puts it back).
+    announcing.abort();
+    let _ = announcing.await;
     let leave = async {
         if let Ok(kv) = super::workers_bucket(&js).await {
             let _ = kv.delete(&id).await;
@@ -222,6 +258,8 @@ async fn announce(
     id: String,
     mut info: WorkerInfo,
     busy: Arc<std::sync::atomic::AtomicUsize>,
+    draining: Arc<std::sync::atomic::AtomicBool>,
+    beat_now: Arc<tokio::sync::Notify>,
 ) {
     let kv = loop {
         match super::workers_bucket(&js).await {
@@ -234,11 +272,15 @@ async fn announce(
     };
     loop {
         info.busy = busy.load(std::sync::atomic::Ordering::Relaxed);
+        info.draining = draining.load(std::sync::atomic::Ordering::Relaxed);
         info.beat_ms = super::unix_ms();
         if let Ok(v) = serde_json::to_vec(&info) {
             let _ = kv.put(&id, v.into()).await;
         }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            () = beat_now.notified() => {}
+        }
     }
 }
 

@@ -58,9 +58,28 @@ pub fn worker(args: WorkerArgs) -> Outcome {
                     ))
                 })?
                 .map_err(|e| CmdError::Failed(format!("worker: {url}: {e}")))?;
-        cluster::worker::serve(client, opts, async move {
+        // The first signal drains, a second stops at once.
+        let (drain, now) = (
+            tokio::sync::oneshot::channel(),
+            tokio::sync::oneshot::channel(),
+        );
+        let (first, second) = (drain.0, now.0);
+        tokio::spawn(async move {
             let _ = stop.recv().await;
-        })
+            let _ = first.send(());
+            let _ = stop.recv().await;
+            let _ = second.send(());
+        });
+        cluster::worker::serve(
+            client,
+            opts,
+            async move {
+                let _ = drain.1.await;
+            },
+            async move {
+                let _ = now.1.await;
+            },
+        )
         .await
         .map_err(|e| CmdError::Failed(format!("worker: {e}")))?;
         Ok(0)

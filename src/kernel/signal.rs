@@ -538,6 +538,9 @@ pub struct WorkerSeen {
     pub tags: Vec<Arc<str>>,
     /// Seconds since its last heartbeat, when this was said.
     pub beat_age: f64,
+    /// Stopping: it finishes the jobs it has and takes no new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 /// Workers beat every 2 s: three beats missed and a worker is silent.
@@ -554,6 +557,8 @@ impl WorkerSeen {
     pub fn beat_words(&self, since: f64) -> String {
         if self.silent() {
             format!("silent {:.0}s", self.beat_age + since.max(0.0))
+        } else if self.draining {
+            "draining".into()
         } else {
             "beating".into()
         }

@@ -156,6 +156,20 @@ impl Worker {
         self.0.id()
     }
 
+    /// Its exit status, when it ends within `within`.
+    pub fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub fn signal(&self, sig: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
         rustix::process::kill_process(pid, sig).unwrap();
