@@ -395,9 +395,10 @@ pub async fn apply_control_line(
 /// Formats lifecycle signals for people.
 #[derive(Default)]
 pub struct HumanPrinter {
-    /// The workers last printed, and which were silent: a line when one
-    /// joins, leaves or goes silent, not each time their load moves.
-    workers: Option<Vec<(Arc<str>, bool)>>,
+    /// The workers last printed, and which were silent or draining: a
+    /// line when one joins, leaves, goes silent or drains, not each time
+    /// their load moves.
+    workers: Option<Vec<(Arc<str>, bool, bool)>>,
 }
 
 impl HumanPrinter {
@@ -619,8 +620,10 @@ impl HumanPrinter {
             | SignalKind::AgentUsage { .. }
             | SignalKind::AgentProcess { .. } => return None,
             SignalKind::Workers { workers } => {
-                let now: Vec<(Arc<str>, bool)> =
-                    workers.iter().map(|w| (w.id.clone(), w.silent())).collect();
+                let now: Vec<(Arc<str>, bool, bool)> = workers
+                    .iter()
+                    .map(|w| (w.id.clone(), w.silent(), w.draining))
+                    .collect();
                 if self.workers.as_ref() == Some(&now) {
                     return None;
                 }
@@ -631,7 +634,7 @@ impl HumanPrinter {
                     .iter()
                     .map(|w| {
                         let mut x = format!("{} {}/{}", w.id, w.busy, w.slots);
-                        if w.silent() {
+                        if w.silent() || w.draining {
                             x.push_str(&format!(" ({})", w.beat_words(0.0)));
                         }
                         x
@@ -783,4 +786,53 @@ fn host_log(dir: &std::path::Path) -> Result<(), crate::session::RunError> {
         })?;
     rustix::stdio::dup2_stderr(&f).map_err(|e| crate::session::RunError::Open(e.into()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::WorkerSeen;
+
+    fn workers(list: &[(&str, usize, f64, bool)]) -> Signal {
+        Signal {
+            v: 1,
+            seq: 1,
+            elapsed: 2.0,
+            kind: SignalKind::Workers {
+                workers: list
+                    .iter()
+                    .map(|&(id, busy, beat_age, draining)| WorkerSeen {
+                        id: id.into(),
+                        host: "h".into(),
+                        slots: 2,
+                        busy,
+                        tags: Vec::new(),
+                        beat_age,
+                        draining,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_workers_line_when_one_joins_leaves_goes_silent_or_drains_only() {
+        let mut p = HumanPrinter::default();
+        let line = p.line(&workers(&[("a-1", 1, 0.1, false)])).unwrap();
+        assert!(
+            line.ends_with("workers            1 · busy 1/2: a-1 1/2"),
+            "{line:?}"
+        );
+        // Its load moved: nothing to say.
+        assert_eq!(p.line(&workers(&[("a-1", 2, 0.1, false)])), None);
+        let line = p.line(&workers(&[("a-1", 2, 0.1, true)])).unwrap();
+        assert!(line.ends_with("a-1 2/2 (draining)"), "{line:?}");
+        let line = p.line(&workers(&[("a-1", 2, 7.0, true)])).unwrap();
+        assert!(line.ends_with("a-1 2/2 (silent 7s)"), "{line:?}");
+        let line = p.line(&workers(&[])).unwrap();
+        assert!(
+            line.ends_with("workers            0 · busy 0/0"),
+            "{line:?}"
+        );
+    }
 }
