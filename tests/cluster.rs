@@ -674,9 +674,10 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     let Some(nats) = Nats::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    write_play(d, &nats, 1, 20_000);
+    // Sent to the cluster by --nats: the resume, given none, goes on there.
+    write_play_with(d, "", 1, 20_000);
     let w = Worker::start(d, &nats, 2);
-    let mut run = start_run(d);
+    let mut run = start_run_args(d, &[], &["--nats", &nats.url()]);
     wait_for("the attempt's worker", Duration::from_secs(20), || {
         worker_of(d, "op-00", 1).is_some()
     });

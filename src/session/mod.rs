@@ -446,8 +446,8 @@ impl Parts {
 }
 
 /// Where a run's agents are performed: `--nats` (kept in the run
-/// directory, so a resume goes on there), else the play's `[cluster]`,
-/// else the server a resumed run used; none, here.
+/// directory, so a resume goes on there), else the server a resumed run
+/// was given so, else the play's `[cluster]`; none, here.
 fn cluster_of(
     play: &Play,
     opts: &SessionOptions,
@@ -459,7 +459,6 @@ fn cluster_of(
             std::fs::write(&kept, format!("{url}\n"))?;
             Some(url.clone())
         }
-        None if play.cluster.is_some() => None,
         None => std::fs::read_to_string(&kept)
             .ok()
             .map(|s| s.trim().to_string())
