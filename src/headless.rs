@@ -628,8 +628,6 @@ impl HumanPrinter {
                     return None;
                 }
                 self.workers = Some(now);
-                let busy: usize = workers.iter().map(|w| w.busy).sum();
-                let slots: usize = workers.iter().map(|w| w.slots).sum();
                 let each: Vec<String> = workers
                     .iter()
                     .map(|w| {
@@ -641,9 +639,9 @@ impl HumanPrinter {
                     })
                     .collect();
                 format!(
-                    "{t}  {:<18} {} · busy {busy}/{slots}{}{}",
+                    "{t}  {:<18} {}{}{}",
                     "workers",
-                    workers.len(),
+                    crate::kernel::WorkerSeen::load(workers),
                     if each.is_empty() { "" } else { ": " },
                     each.join(", ")
                 )

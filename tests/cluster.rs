@@ -134,12 +134,8 @@ fn a_plays_operations_spread_over_three_workers() {
     // Two slots each: nobody took more than it could hold at once, twice.
     assert!(by.values().all(|&n| n <= 6), "{by:?}");
     assert_eq!(of_type(&events, "completed").len(), 12);
-    let pids: Vec<u32> = workers.iter().map(Worker::id).collect();
     for w in by.keys() {
-        assert!(
-            pids.iter().any(|p| w.ends_with(&format!("-{p}"))),
-            "{w} vs {pids:?}"
-        );
+        assert!(workers.iter().any(|x| x.is(w)), "{w} is none of ours");
     }
 }
 
@@ -156,11 +152,7 @@ fn a_killed_worker_s_operation_completes_once_elsewhere() {
         worker_of(d, "op-00", 1).is_some()
     });
     let first = worker_of(d, "op-00", 1).unwrap();
-    let (victim, other) = if first.ends_with(&format!("-{}", a.id())) {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (victim, other) = if a.is(&first) { (a, b) } else { (b, a) };
     victim.signal(rustix::process::Signal::KILL);
     let (events, code, err) = finish(run, Duration::from_secs(60));
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
@@ -169,7 +161,7 @@ fn a_killed_worker_s_operation_completes_once_elsewhere() {
     assert_eq!(retries[0]["category"], "worker_lost");
     assert_eq!(of_type(&events, "completed").len(), 1);
     let second = worker_of(d, "op-00", 2).unwrap();
-    assert!(second.ends_with(&format!("-{}", other.id())), "{second}");
+    assert!(other.is(&second), "{second}");
 }
 
 #[test]
@@ -326,13 +318,7 @@ fn an_agent_cli_s_output_and_command_line_come_back_to_the_run() {
             .ends_with("playdeck-agent"),
         "{command}"
     );
-    assert!(
-        command["worker"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("-{}", w.id())),
-        "{command}"
-    );
+    assert!(w.is(command["worker"].as_str().unwrap()), "{command}");
 }
 
 #[test]
@@ -360,6 +346,16 @@ fn a_worker_with_another_text_of_the_play_refuses_its_jobs() {
             .contains("has another text of play \"spread\""),
         "{failed:?}"
     );
+}
+
+/// The workers `ctl status --json` lists for the run `r` in `dir` (none
+/// when it does not answer).
+fn workers_in_status(dir: &Path) -> Vec<Value> {
+    let (st, _) = playdeck(dir, &["ctl", ".playdeck/runs/r", "status", "--json"]);
+    serde_json::from_str::<Value>(&st)
+        .ok()
+        .and_then(|v| v["workers"].as_array().cloned())
+        .unwrap_or_default()
 }
 
 /// `playdeck ARGS…` in `dir`: stdout, and whether it exited 0.
@@ -398,29 +394,20 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     wait_for("the attempt's worker", Duration::from_secs(20), || {
         worker_of(d, "op-00", 1).is_some()
     });
-    let ids = |w: &Worker| format!("-{}", w.id());
-    let status = || playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
-    let listed = |st: &str| -> Vec<Value> {
-        serde_json::from_str::<Value>(st).unwrap()["workers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    };
     wait_for(
         "both workers in ctl status",
         Duration::from_secs(15),
-        || listed(&status().0).len() == 2,
+        || workers_in_status(d).len() == 2,
     );
-    let ws = listed(&status().0);
+    let ws = workers_in_status(d);
     assert!(ws.iter().all(|w| w["slots"] == 1), "{ws:?}");
     assert!(
-        !ws.iter()
-            .any(|w| w["id"].as_str().unwrap().ends_with(&ids(&c))),
+        !ws.iter().any(|w| c.is(w["id"].as_str().unwrap())),
         "{ws:?}"
     );
     let gpu = ws
         .iter()
-        .find(|w| w["id"].as_str().unwrap().ends_with(&ids(&b)))
+        .find(|w| b.is(w["id"].as_str().unwrap()))
         .expect("the tagged worker");
     assert_eq!(gpu["tags"], serde_json::json!(["gpu"]));
     // The one performing the operation is busy.
@@ -429,7 +416,7 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
         "the busy worker counted busy",
         Duration::from_secs(10),
         || {
-            listed(&status().0)
+            workers_in_status(d)
                 .iter()
                 .any(|w| w["id"] == busy_one.as_str() && w["busy"] == 1)
         },
@@ -442,15 +429,11 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     assert!(runs.contains("running · 2 workers"), "{runs}");
     // The idle one stops (SIGTERM): it leaves the list at once, not after
     // a minute.
-    let (idle, busy) = if busy_one.ends_with(&ids(&a)) {
-        (b, a)
-    } else {
-        (a, b)
-    };
+    let (idle, busy) = if a.is(&busy_one) { (b, a) } else { (a, b) };
     idle.signal(rustix::process::Signal::TERM);
     wait_for("the stopped worker gone", Duration::from_secs(10), || {
-        let ws = listed(&status().0);
-        ws.len() == 1 && ws[0]["id"].as_str().unwrap().ends_with(&ids(&busy))
+        let ws = workers_in_status(d);
+        ws.len() == 1 && busy.is(ws[0]["id"].as_str().unwrap())
     });
     let (events, code, err) = finish(run, Duration::from_secs(60));
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
@@ -658,13 +641,11 @@ fn a_profile_s_worker_tags_send_its_operations_to_tagged_workers_only() {
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
     for k in 0..3 {
         let w = worker_of(d, &format!("t-{k}"), 1).unwrap();
-        assert!(w.ends_with(&format!("-{}", gpu.id())), "t-{k} ran on {w}");
+        assert!(gpu.is(&w), "t-{k} ran on {w}");
         assert!(worker_of(d, &format!("i-{k}"), 1).is_some());
     }
     assert!(
-        (0..3).any(|k| worker_of(d, &format!("i-{k}"), 1)
-            .unwrap()
-            .ends_with(&format!("-{}", plain.id()))),
+        (0..3).any(|k| plain.is(&worker_of(d, &format!("i-{k}"), 1).unwrap())),
         "the plain worker took untagged work"
     );
 }
@@ -696,10 +677,7 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     });
     // The killed process's attempt is stopped on the worker: one job in
     // hand, not two (it had 20 s to go).
-    let busy = || {
-        let (st, _) = playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
-        serde_json::from_str::<Value>(&st).ok()?["workers"][0]["busy"].as_u64()
-    };
+    let busy = || workers_in_status(d).first()?["busy"].as_u64();
     wait_for("the old attempt stopped", Duration::from_secs(10), || {
         busy() == Some(1)
     });
@@ -816,8 +794,9 @@ fn a_stopped_worker_finishes_what_it_took_and_takes_nothing_new() {
     // A rollout's SIGTERM: it says it drains, finishes its job and ends.
     a.signal(rustix::process::Signal::TERM);
     wait_for("draining in ctl status", Duration::from_secs(5), || {
-        let (st, _) = playdeck(d, &["ctl", ".playdeck/runs/r", "status", "--json"]);
-        serde_json::from_str::<Value>(&st).is_ok_and(|v| v["workers"][0]["draining"] == true)
+        workers_in_status(d)
+            .first()
+            .is_some_and(|w| w["draining"] == true)
     });
     let st = a
         .exited_within(Duration::from_secs(20))
@@ -832,14 +811,6 @@ fn a_stopped_worker_finishes_what_it_took_and_takes_nothing_new() {
         "nothing was lost"
     );
     assert_eq!(of_type(&events, "completed").len(), 2);
-    assert!(
-        worker_of(d, taken, 1)
-            .unwrap()
-            .ends_with(&format!("-{}", a.id()))
-    );
-    assert!(
-        worker_of(d, other, 1)
-            .unwrap()
-            .ends_with(&format!("-{}", b.id()))
-    );
+    assert!(a.is(&worker_of(d, taken, 1).unwrap()));
+    assert!(b.is(&worker_of(d, other, 1).unwrap()));
 }

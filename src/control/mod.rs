@@ -218,10 +218,8 @@ fn workers_now(snap: &crate::kernel::Snapshot) -> Option<Vec<crate::kernel::Work
 
 /// `3 · busy 5/48 · 1 silent`
 pub fn workers_summary(ws: &[crate::kernel::WorkerSeen]) -> String {
-    let busy: usize = ws.iter().map(|w| w.busy).sum();
-    let slots: usize = ws.iter().map(|w| w.slots).sum();
     let silent = ws.iter().filter(|w| w.silent()).count();
-    let mut s = format!("{} · busy {busy}/{slots}", ws.len());
+    let mut s = crate::kernel::WorkerSeen::load(ws);
     if silent > 0 {
         s.push_str(&format!(" · {silent} silent"));
     }

@@ -547,6 +547,13 @@ pub struct WorkerSeen {
 pub const WORKER_SILENT_SECS: f64 = 6.0;
 
 impl WorkerSeen {
+    /// How many workers and their load: `3 · busy 4/12`.
+    pub fn load(ws: &[WorkerSeen]) -> String {
+        let busy: usize = ws.iter().map(|w| w.busy).sum();
+        let slots: usize = ws.iter().map(|w| w.slots).sum();
+        format!("{} · busy {busy}/{slots}", ws.len())
+    }
+
     pub fn silent(&self) -> bool {
         self.beat_age >= WORKER_SILENT_SECS
     }

@@ -156,6 +156,12 @@ impl Worker {
         self.0.id()
     }
 
+    /// Whether a worker id (`<host>-<pid>`, as the run records it) is this
+    /// process's.
+    pub fn is(&self, id: &str) -> bool {
+        id.ends_with(&format!("-{}", self.0.id()))
+    }
+
     /// Its exit status, when it ends within `within`.
     pub fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + within;

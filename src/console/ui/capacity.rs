@@ -249,9 +249,7 @@ const NO_LIMITS: &str = "no [capacity]: operations run without instance limits";
 /// The workers' title: `workers 3 · busy 5/48`, and when the list was
 /// said if the run has ended since.
 fn workers_title(app: &App, workers: &[crate::kernel::WorkerSeen]) -> String {
-    let busy: usize = workers.iter().map(|w| w.busy).sum();
-    let slots: usize = workers.iter().map(|w| w.slots).sum();
-    let mut s = format!("workers {} · busy {busy}/{slots}", workers.len());
+    let mut s = format!("workers {}", crate::kernel::WorkerSeen::load(workers));
     if app.vm.run.finished.is_some() {
         s.push_str(" · when the run ended");
     }
