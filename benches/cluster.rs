@@ -13,12 +13,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The client and monitoring ports the server chose (`-p -1 -m -1`), from
+/// the ports file it writes once it listens.
+fn ports(dir: &Path) -> Option<(u16, u16)> {
+    let file = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".ports"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file.path()).ok()?).ok()?;
+    let port = |key: &str| -> Option<u16> { v[key][0].as_str()?.rsplit(':').next()?.parse().ok() };
+    Some((port("nats")?, port("monitoring")?))
 }
 
 fn healthy(monitor: u16) -> bool {
@@ -85,27 +90,23 @@ fn main() {
     let d = dir.path();
     let local = run(d, "local.toml", &play(n, None));
 
-    let (port, monitor) = (free_port(), free_port());
     let store = tempfile::tempdir().unwrap();
     let mut nats = Command::new(&server)
-        .args([
-            "-js",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-m",
-            &monitor.to_string(),
-        ])
-        .arg("-sd")
+        .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-m", "-1"])
+        .arg("--ports_file_dir")
         .arg(store.path())
+        .arg("-sd")
+        .arg(store.path().join("js"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    while !healthy(monitor) {
+    let (port, monitor) = loop {
+        if let Some(p) = ports(store.path()).filter(|p| healthy(p.1)) {
+            break p;
+        }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     let url = format!("nats://127.0.0.1:{port}");
     let text = play(n, Some(&url));
     std::fs::write(d.join("cluster.toml"), &text).unwrap();

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::git;
-use common::nats::{Nats, Worker, free_port, server_binary};
+use common::nats::{Nats, Worker, refused_port, server_binary};
 use serde_json::Value;
 
 /// A play of `ops` independent sim operations of `ms` each, on `nats`.
@@ -229,7 +229,7 @@ fn with_no_worker_an_operation_waits_and_says_so() {
 fn a_server_that_is_not_there_is_said_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let port = free_port();
+    let (_held, port) = refused_port();
     std::fs::write(
         d.join("play.toml"),
         format!(

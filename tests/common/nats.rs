@@ -13,12 +13,20 @@ pub fn server_binary() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A port on 127.0.0.1 where nothing listens, and nothing will while the
+/// returned socket lives: it is bound but never listens, so a connection
+/// is refused at once. (A port found free and let go could be taken by any
+/// server another test starts meanwhile.)
+pub fn refused_port() -> (rustix::fd::OwnedFd, u16) {
+    use rustix::net::{AddressFamily, SocketType, bind, getsockname, ipproto, socket};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, Some(ipproto::TCP)).unwrap();
+    bind(
+        &fd,
+        &std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
+    )
+    .unwrap();
+    let addr = std::net::SocketAddr::try_from(getsockname(&fd).unwrap()).unwrap();
+    (fd, addr.port())
 }
 
 /// A JetStream server with its store in a temporary directory; killed on
@@ -27,8 +35,10 @@ pub struct Nats {
     child: Option<Child>,
     /// A server configuration file (`-c`), for authorization.
     conf: Option<PathBuf>,
-    port: u16,
-    monitor: u16,
+    /// The client and monitoring ports: chosen by the server itself at its
+    /// first start (`-1`, read back from its ports file), kept for a restart
+    /// so the run's URL stays right.
+    ports: Option<(u16, u16)>,
     store: tempfile::TempDir,
 }
 
@@ -53,8 +63,7 @@ impl Nats {
         let mut n = Nats {
             child: None,
             conf,
-            port: free_port(),
-            monitor: free_port(),
+            ports: None,
             store,
         };
         n.up();
@@ -62,39 +71,73 @@ impl Nats {
     }
 
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!(
+            "nats://127.0.0.1:{}",
+            self.ports.expect("the server has started").0
+        )
     }
 
-    /// Starts the server (again, on the same port and store).
+    /// Starts the server: the first time on ports of its own choosing,
+    /// again on the same ports and store. A server that does not come up
+    /// fails the test with the last lines it wrote.
     pub fn up(&mut self) {
+        let ports_dir = self.store.path().join("ports");
+        let _ = std::fs::remove_dir_all(&ports_dir);
+        std::fs::create_dir_all(&ports_dir).unwrap();
+        let log = self.store.path().join("server.log");
+        let (client, monitor) = match self.ports {
+            Some((c, m)) => (c.to_string(), m.to_string()),
+            None => ("-1".into(), "-1".into()),
+        };
         let mut c = Command::new(server_binary().unwrap());
         if let Some(conf) = &self.conf {
             c.arg("-c").arg(conf);
         }
-        let child = c
-            .args(["-js", "-a", "127.0.0.1"])
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-m",
-                &self.monitor.to_string(),
-            ])
+        let mut child = c
+            .args(["-js", "-a", "127.0.0.1", "-p", &client, "-m", &monitor])
+            .arg("--ports_file_dir")
+            .arg(&ports_dir)
             .arg("-sd")
-            .arg(self.store.path())
+            .arg(self.store.path().join("js"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.healthy() {
-            assert!(Instant::now() < deadline, "nats-server did not come up");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let fail = |child: &mut Child, why: &str| -> ! {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!("nats-server {why}; its last lines:\n{}", tail.join("\n"));
+        };
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                fail(
+                    &mut child,
+                    &format!("exited ({status}) before it was ready"),
+                );
+            }
+            if self.ports.is_none() {
+                self.ports = read_ports(&ports_dir);
+            }
+            if self.ports.is_some() && self.healthy() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                fail(&mut child, "was not ready within 60 s");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
+        self.child = Some(child);
     }
 
     pub fn healthy(&self) -> bool {
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.monitor)) else {
+        let Some((_, monitor)) = self.ports else {
+            return false;
+        };
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", monitor)) else {
             return false;
         };
         let _ =
@@ -110,6 +153,20 @@ impl Nats {
             let _ = c.wait();
         }
     }
+}
+
+/// The client and monitoring ports from the server's ports file
+/// (`{"nats":["nats://127.0.0.1:P"],"monitoring":["http://127.0.0.1:M"]}`),
+/// once it is written whole.
+fn read_ports(dir: &Path) -> Option<(u16, u16)> {
+    let file = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".ports"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file.path()).ok()?).ok()?;
+    let port = |key: &str| -> Option<u16> { v[key][0].as_str()?.rsplit(':').next()?.parse().ok() };
+    Some((port("nats")?, port("monitoring")?))
 }
 
 impl Drop for Nats {
