@@ -977,6 +977,17 @@ fn detach_list_attach_twice_and_approve_from_the_second_console() {
     );
 }
 
+/// Whether what answers on `port` is an SSH server (its first line).
+fn greets_as_ssh(port: u16) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut first = [0u8; 8];
+    s.read_exact(&mut first).is_ok() && &first == b"SSH-2.0-"
+}
+
 /// A real sshd on 127.0.0.1 with keys made for the test, and an ssh
 /// client config that reaches it (host key checked against the one made).
 struct Sshd {
@@ -1014,11 +1025,38 @@ impl Sshd {
         keygen(&dir.join("host_key"));
         keygen(&dir.join("id"));
         std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // sshd cannot choose its own port and say which: take one found
+        // free, and when another test's server took it meanwhile (sshd
+        // exits, "Address already in use"), take another. It is ours once
+        // it has written its pid file, which sshd does after it listens.
+        let mut tries = 0;
+        let (child, port) = loop {
+            tries += 1;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            match Sshd::spawn_on(sshd, dir, port) {
+                Ok(child) => break (child, port),
+                Err(why) if tries < 5 && why.contains("in use") => continue,
+                Err(why) => panic!("sshd on port {port} did not come up: {why}"),
+            }
+        };
+        Some(Sshd {
+            child,
+            port,
+            client_config: dir.join("ssh_config"),
+        })
+    }
+
+    /// Writes the configs for `port` and starts sshd there; the child once
+    /// it greets as SSH, or why not (with what sshd wrote).
+    fn spawn_on(
+        sshd: &str,
+        dir: &std::path::Path,
+        port: u16,
+    ) -> Result<std::process::Child, String> {
         // Privilege separation wants its directory when run as root.
         let _ = std::fs::create_dir_all("/run/sshd");
         let d = dir.display();
@@ -1046,22 +1084,34 @@ impl Sshd {
             ),
         )
         .unwrap();
-        let child = std::process::Command::new(sshd)
+        let log = dir.join("sshd.log");
+        let pid_file = dir.join("sshd.pid");
+        let _ = std::fs::remove_file(&pid_file);
+        let mut child = std::process::Command::new(sshd)
             .args(["-D", "-e", "-f"])
             .arg(dir.join("sshd_config"))
             .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "sshd never listened on {port}");
+        let said = || std::fs::read_to_string(&log).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited ({status}): {}", said()));
+            }
+            let listening = std::fs::read_to_string(&pid_file)
+                .is_ok_and(|p| p.trim() == child.id().to_string());
+            if listening && greets_as_ssh(port) {
+                return Ok(child);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("not listening within 30 s: {}", said()));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(Sshd {
-            child,
-            port,
-            client_config: dir.join("ssh_config"),
-        })
     }
 
     fn env(&self) -> [(String, String); 2] {

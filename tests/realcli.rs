@@ -65,13 +65,14 @@ impl Server {
     fn start(stall_seconds: u32) -> Option<Server> {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
+        let log = dir.path().join("server.log");
         let child = Command::new("python3")
             .arg(root().join("tests/realcli/model_server.py"))
             .args(["--port", "0", "--port-file"])
             .arg(&port_file)
             .args(["--stall-seconds", &stall_seconds.to_string()])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .ok()?;
         let mut s = Server {
@@ -79,7 +80,8 @@ impl Server {
             port: 0,
             _dir: dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // python3 starting on a loaded machine can take seconds.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Ok(p) = std::fs::read_to_string(&port_file)
                 && let Ok(port) = p.trim().parse()
@@ -87,9 +89,18 @@ impl Server {
                 s.port = port;
                 return Some(s);
             }
+            if let Ok(Some(status)) = s.child.try_wait() {
+                panic!(
+                    "the model server exited ({status}) before it listened: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("the model server did not start");
+        panic!(
+            "the model server did not listen within 60 s: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     }
 
     /// Forgets which `flaky` requests already failed.
