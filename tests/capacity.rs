@@ -576,6 +576,70 @@ async fn waiting_for_capacity_holds_no_slot_and_says_why() {
     assert_eq!(waits, ["i2: capacity: profile coder at max_instances 1"]);
 }
 
+/// Issue 38: a spend cap reached while operations wait for a capacity
+/// instance holds them too. Before, each one waiting took the instance as
+/// it came free and the run spent four times its cap.
+#[tokio::test(start_paused = true)]
+async fn a_spend_cap_holds_work_that_waited_for_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Reconciler::new(
+        config(vec![profile("coder", "implementer", 1)], 1, dir.path()),
+        "cap",
+        dir.path().to_path_buf(),
+    );
+    let mut b = GraphBuilder::new();
+    for i in 0..8 {
+        b.add_root(
+            Operation::new(format!("op{i}"), "work")
+                .with_role("implementer")
+                .with_agent(
+                    "sim",
+                    json!({"duration_ms": 100, "outcome": "succeed", "result": null, "context": null, "emits": [], "error": null, "escalation": null, "usage": {"cost_usd": 1.0}}),
+                ),
+        );
+    }
+    let cfg = RunConfig {
+        max_concurrent: 8,
+        budget: Some(playdeck::kernel::spend::Budget {
+            usd: Some(2.0),
+            warn_at: vec![],
+            ..Default::default()
+        }),
+        ..RunConfig::default()
+    };
+    let (mut run, handle) = Run::new(
+        b.build().unwrap(),
+        cfg,
+        Arc::new(AgentRegistry::builtin(1.0)),
+        Arc::new(StaticRoleBuilder::default()),
+    )
+    .unwrap();
+    let sink = Collect::default();
+    run.add_sink(Box::new(sink.clone()));
+    r.attach(run.external());
+    run.set_leases(r.clone());
+    let task = tokio::spawn(run.run());
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    let started = |sink: &Collect| {
+        sink.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| matches!(s.kind, SignalKind::Started { .. }))
+            .count()
+    };
+    assert_eq!(started(&sink), 2, "nothing starts past the cap of 2.00");
+    assert!(!task.is_finished(), "the run waits at its cap");
+    handle
+        .request(playdeck::kernel::Request::Budget {
+            raise: vec!["usd=+10".parse().unwrap()],
+        })
+        .await
+        .unwrap();
+    task.await.unwrap();
+    assert_eq!(started(&sink), 8, "a raise lets the held work go on");
+}
+
 #[tokio::test(start_paused = true)]
 async fn lifetimes_release_at_round_drain_run_end_or_never() {
     let dir = tempfile::tempdir().unwrap();

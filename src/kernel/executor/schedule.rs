@@ -237,6 +237,14 @@ impl Executor {
                 break;
             }
             if let Some((q, ix)) = self.gate.retry_candidate() {
+                // A cap or a provider hold reached while it waited for
+                // capacity holds it as it would any ready operation: it
+                // leaves the capacity queue (a raise or a release puts it
+                // back ahead of the rest) and takes no lease.
+                if self.held_by_cap(ix) || self.held_by_provider(ix) {
+                    self.gate.granted(q);
+                    continue;
+                }
                 match self.ask_lease(ix, true) {
                     Ask::Go(lease) => {
                         self.gate.granted(q);
