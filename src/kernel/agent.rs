@@ -86,6 +86,23 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Each field the higher of this report's and `before`'s: an
+    /// attempt's totals so far never go down.
+    pub fn at_least(&self, before: &Usage) -> Usage {
+        fn hi<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if y > x { y } else { x }),
+                (x, y) => x.or(y),
+            }
+        }
+        Usage {
+            cost_usd: hi(self.cost_usd, before.cost_usd),
+            input_tokens: hi(self.input_tokens, before.input_tokens),
+            cached_input_tokens: hi(self.cached_input_tokens, before.cached_input_tokens),
+            output_tokens: hi(self.output_tokens, before.output_tokens),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.cost_usd.is_none()
             && self.input_tokens.is_none()

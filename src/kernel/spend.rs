@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::agent::Usage;
 use serde::{Deserialize, Serialize};
 
 /// What is capped.
@@ -199,9 +200,12 @@ impl FromStr for CapChange {
 
 /// Spent so far, by the run and by role, from each attempt's latest
 /// totals (an attempt reports totals so far: only the growth counts).
+/// An attempt's totals never go down: a report lower than one before it
+/// (a CLI that starts counting again) keeps the highest figure of each
+/// field, so a dip cannot count the same spend twice.
 #[derive(Debug, Default)]
 pub struct Meter {
-    by_attempt: HashMap<(u32, u32), (f64, f64)>,
+    by_attempt: HashMap<(u32, u32), Usage>,
     pub run: (f64, f64),
     pub roles: HashMap<Arc<str>, (f64, f64)>,
     /// Warnings given: (scope, measure, level in thousandths).
@@ -259,20 +263,20 @@ impl Meter {
             .retain(|(r, wm, _)| !(r.as_deref() == role && *wm == m));
     }
 
-    /// Counts an attempt's new totals; the warnings it crossed.
+    /// Counts an attempt's new totals; returns them as counted (never
+    /// below what the attempt reported before) and the warnings crossed.
     pub fn record(
         &mut self,
         key: (u32, u32),
         role: Option<&Arc<str>>,
-        usd: f64,
-        tokens: f64,
+        usage: &Usage,
         budget: Option<&Budget>,
-    ) -> Vec<Crossed> {
-        let prev = self
-            .by_attempt
-            .insert(key, (usd, tokens))
-            .unwrap_or_default();
-        let (du, dt) = ((usd - prev.0).max(0.0), (tokens - prev.1).max(0.0));
+    ) -> (Usage, Vec<Crossed>) {
+        let prev = self.by_attempt.get(&key).copied().unwrap_or_default();
+        let now = usage.at_least(&prev);
+        self.by_attempt.insert(key, now);
+        let du = now.cost_usd.unwrap_or(0.0) - prev.cost_usd.unwrap_or(0.0);
+        let dt = tokens_of(&now) - tokens_of(&prev);
         self.run.0 += du;
         self.run.1 += dt;
         if let Some(r) = role {
@@ -280,6 +284,10 @@ impl Meter {
             e.0 += du;
             e.1 += dt;
         }
+        (now, self.crossed(role, budget))
+    }
+
+    fn crossed(&mut self, role: Option<&Arc<str>>, budget: Option<&Budget>) -> Vec<Crossed> {
         let Some(b) = budget else {
             return Vec::new();
         };
@@ -410,8 +418,13 @@ mod tests {
             ..Budget::default()
         };
         let mut m = Meter::default();
-        assert!(m.record((0, 1), None, 5.0, 100.0, Some(&b)).is_empty());
-        let w = m.record((0, 1), None, 8.5, 200.0, Some(&b));
+        let u = |usd: f64, tokens: u64| Usage {
+            cost_usd: Some(usd),
+            input_tokens: Some(tokens),
+            ..Usage::default()
+        };
+        assert!(m.record((0, 1), None, &u(5.0, 100), Some(&b)).1.is_empty());
+        let (_, w) = m.record((0, 1), None, &u(8.5, 200), Some(&b));
         assert_eq!(w.len(), 1, "{w:?}");
         assert_eq!(
             m.run,
@@ -419,13 +432,29 @@ mod tests {
             "an attempt's totals replace its last ones"
         );
         assert!(
-            m.record((0, 1), None, 8.6, 200.0, Some(&b)).is_empty(),
+            m.record((0, 1), None, &u(8.6, 200), Some(&b)).1.is_empty(),
             "once"
         );
-        let w = m.record((1, 1), None, 1.0, 0.0, Some(&b));
+        let (_, w) = m.record((1, 1), None, &u(1.0, 0), Some(&b));
         assert!(matches!(w[..], [Crossed::Warning { level, .. }] if level == 0.95));
         assert_eq!(m.over(&b, None), None);
-        m.record((2, 1), None, 0.5, 0.0, Some(&b));
+        m.record((2, 1), None, &u(0.5, 0), Some(&b));
         assert_eq!(m.over(&b, None), Some((None, Measure::Usd, 10.1, 10.0)));
+    }
+
+    /// Issue 38: totals 3.0, then 0, then 3.5 are 3.5 spent, not 8.5.
+    #[test]
+    fn an_attempts_totals_never_go_down() {
+        let mut m = Meter::default();
+        let u = |usd: f64| Usage {
+            cost_usd: Some(usd),
+            ..Usage::default()
+        };
+        m.record((0, 1), None, &u(3.0), None);
+        let (counted, _) = m.record((0, 1), None, &u(0.0), None);
+        assert_eq!(counted.cost_usd, Some(3.0), "a dip keeps the highest");
+        let (counted, _) = m.record((0, 1), None, &u(3.5), None);
+        assert_eq!(counted.cost_usd, Some(3.5));
+        assert_eq!(m.run.0, 3.5);
     }
 }

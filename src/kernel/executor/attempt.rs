@@ -264,7 +264,7 @@ impl Executor {
                 tool,
             },
             AgentEvent::Usage(usage) => {
-                self.metered(ix, attempt, &usage);
+                let usage = self.metered(ix, attempt, &usage);
                 SignalKind::AgentUsage {
                     op_id,
                     name,

@@ -9,18 +9,19 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::agent::Usage;
 use super::super::signal::SignalKind;
-use super::super::spend::{Budget, CapChange, Crossed, Measure, default_warn_at, tokens_of};
+use super::super::spend::{Budget, CapChange, Crossed, Measure, default_warn_at};
 use super::Executor;
 
 impl Executor {
-    /// Meters an attempt's new usage totals.
-    pub(super) fn metered(&mut self, ix: NodeIndex, attempt: u32, usage: &Usage) {
+    /// Meters an attempt's new usage totals; returns them as counted (never
+    /// below an earlier report of the attempt), the one figure the log and
+    /// everything reading it carry.
+    pub(super) fn metered(&mut self, ix: NodeIndex, attempt: u32, usage: &Usage) -> Usage {
         let role = self.graph[ix].op.assignee.clone();
-        let crossed = self.meter.record(
+        let (counted, crossed) = self.meter.record(
             (ix.index() as u32, attempt),
             role.as_ref(),
-            usage.cost_usd.unwrap_or(0.0),
-            tokens_of(usage),
+            usage,
             self.budget.as_ref(),
         );
         for Crossed::Warning {
@@ -46,6 +47,7 @@ impl Executor {
         {
             self.cap_reached(None, m, spent, cap);
         }
+        counted
     }
 
     fn cap_reached(&mut self, role: Option<String>, measure: Measure, spent: f64, cap: f64) {
