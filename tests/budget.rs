@@ -574,3 +574,71 @@ fn a_token_only_cli_is_priced_by_the_plays_prices() {
         "{stdout}"
     );
 }
+
+/// Reports totals of 3.00, then 0 (a CLI that starts counting again),
+/// then 3.50 USD, and succeeds.
+struct Dipping;
+impl playdeck::kernel::Agent for Dipping {
+    fn invoke(
+        &self,
+        inv: playdeck::kernel::Invocation,
+    ) -> playdeck::kernel::BoxFuture<playdeck::kernel::AgentOutcome> {
+        Box::pin(async move {
+            for usd in [3.0, 0.0, 3.5] {
+                inv.events.emit(playdeck::kernel::AgentEvent::Usage(
+                    playdeck::kernel::Usage {
+                        cost_usd: Some(usd),
+                        ..Default::default()
+                    },
+                ));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(Value::Null)
+        })
+    }
+}
+
+struct DippingOnly;
+impl playdeck::kernel::AgentResolver for DippingOnly {
+    fn resolve(&self, _: &str) -> Option<std::sync::Arc<dyn playdeck::kernel::Agent>> {
+        Some(std::sync::Arc::new(Dipping))
+    }
+}
+
+/// Issue 38: an attempt's totals never go down. The dip to 0 used to
+/// reset the meter's base, so 3.0 → 0 → 3.5 was metered 8.50 (past a
+/// 5.00 cap) while the report summed 3.50; the log carried the 0.
+#[tokio::test(start_paused = true)]
+async fn a_dip_in_an_attempts_totals_is_not_spent_twice() {
+    let mut b = GraphBuilder::new();
+    b.add_root(op("a", "worker", sim(10)).with_agent("dipping", json!({})));
+    let (mut run, _handle) = playdeck::kernel::Run::new(
+        b.build().unwrap(),
+        usd_cap(5.0),
+        std::sync::Arc::new(DippingOnly),
+        std::sync::Arc::new(routes(&["worker"])),
+    )
+    .unwrap();
+    let signals = Collect::default();
+    run.add_sink(Box::new(signals.clone()));
+    let env = run.run().await;
+    assert_eq!(env.outcome, Outcome::Succeeded);
+    assert!(
+        spend(&signals).iter().all(|s| !s.starts_with("cap")),
+        "{:?}",
+        spend(&signals)
+    );
+    let logged: Vec<f64> = signals
+        .all()
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SignalKind::AgentUsage { usage, .. } => usage.cost_usd,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [3.0, 3.0, 3.5],
+        "the log never says less than before"
+    );
+}
