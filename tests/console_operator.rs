@@ -1624,10 +1624,73 @@ mod cursor {
             status(&s),
             "gate-b left the lane, so the cursor moved to gate-c: nothing done — press a again to approve gate-c"
         );
-        // Pressed again, having read the name: it acts.
+        // Pressed again at once (a held key), it still does nothing.
         s.press(&keys("a")).await;
+        assert_eq!(lane(&s, "gate-c"), Lane::AwaitingApproval);
+        // Pressed again, having read the name: it acts.
+        s.press(&keys("+1 a")).await;
         assert_eq!(status(&s), "approved gate-c");
         assert_eq!(lane(&s, "gate-a"), Lane::AwaitingApproval, "untouched");
+        s.finish().await;
+    }
+
+    /// Issue 38: `a a a` 50 ms apart (a held key) approves the gate the
+    /// operator saw, not the two that slid under the cursor after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_key_decides_only_the_gate_the_operator_saw() {
+        let mut s = gates().await;
+        s.press(&keys("l l")).await;
+        s.render();
+        let first = selected_name(&s).unwrap();
+        s.press(&keys("a +0.05 a +0.05 a")).await;
+        let approved: Vec<&str> = ["gate-a", "gate-b", "gate-c"]
+            .into_iter()
+            .filter(|n| lane(&s, n) != Lane::AwaitingApproval)
+            .collect();
+        assert_eq!(approved, [first.as_str()]);
+        let next = selected_name(&s).unwrap();
+        assert!(
+            status(&s).contains(&format!("press a again to approve {next}")),
+            "{}",
+            status(&s)
+        );
+        // Read, then pressed: it acts on the one named.
+        s.press(&keys("+1 a")).await;
+        assert_eq!(status(&s), format!("approved {next}"));
+        s.finish().await;
+    }
+
+    /// The same in the problems list: the operator's own decision leaves
+    /// the cursor on the next row, which the next key names, not decides.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_key_in_the_problems_list_decides_only_the_row_seen() {
+        let mut s = gates().await;
+        s.press(&keys("P")).await;
+        let first = s
+            .app
+            .target()
+            .map(|ix| s.app.vm.node(ix).name().to_string())
+            .unwrap();
+        s.press(&keys("a +0.05 a +0.05 a")).await;
+        let decided: Vec<&str> = ["gate-a", "gate-b", "gate-c"]
+            .into_iter()
+            .filter(|n| lane(&s, n) != Lane::AwaitingApproval)
+            .collect();
+        assert_eq!(decided, [first.as_str()]);
+        let next = s
+            .app
+            .target()
+            .map(|ix| s.app.vm.node(ix).name().to_string())
+            .unwrap();
+        assert!(
+            status(&s).contains(&format!(
+                "left the problems list, so the cursor moved to {next}"
+            )),
+            "{}",
+            status(&s)
+        );
+        s.press(&keys("+1 a")).await;
+        assert_eq!(status(&s), format!("approved {next}"));
         s.finish().await;
     }
 

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::layout::Position;
 use tui_tree_widget::TreeState;
 
-use super::app::{App, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
+use super::app::{App, Drift, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
 use super::follow::FollowView;
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
@@ -633,28 +633,63 @@ impl App {
     /// operation the operator chose only names the new target: the
     /// operator acts on what they saw selected, or presses again.
     pub fn act(&mut self, a: Action) -> Vec<Effect> {
-        let drift = self.drift.take();
-        if let Some(d) = drift
-            && matches!(
-                a,
-                Action::Approve | Action::Deny | Action::Hold | Action::Retry | Action::Step
-            )
-            && self.overlays.is_empty()
-            && self.available(a).is_ok()
-            && let Some(now) = self.target().filter(|&t| Some(t) == d.now_on)
-        {
-            let left = self.vm.node(d.left).name().to_string();
-            let now = self.vm.node(now).name().to_string();
-            let key = self.keymap.label(a);
-            let label = self.action_label(a);
-            self.warn(format!(
-                "{left} left the lane, so the cursor moved to {now}: nothing done — press {key} again to {label} {now}"
-            ));
+        if self.drift_holds(a) {
             return Vec::new();
         }
         let effects = self.act_now(a);
         self.pick();
         effects
+    }
+
+    /// Whether `a` is an operation key pressed on a row that slid under
+    /// the cursor (its operation left the lane or the problems list): the
+    /// first press names the new target and does nothing, presses within
+    /// [`Drift::READ`] of that are a held key's repeats and do nothing
+    /// either; a press after that acts. Any other key forgets the drift.
+    fn drift_holds(&mut self, a: Action) -> bool {
+        let Some(mut d) = self.drift.take() else {
+            return false;
+        };
+        let where_ok = match self.overlays.last() {
+            None => !d.in_problems,
+            Some(Overlay::Problems { .. }) => d.in_problems,
+            Some(_) => false,
+        };
+        let Some(now) = self.target().filter(|&t| Some(t) == d.now_on) else {
+            return false;
+        };
+        if !matches!(
+            a,
+            Action::Approve | Action::Deny | Action::Hold | Action::Retry | Action::Step
+        ) || !where_ok
+            || self.available(a).is_err()
+        {
+            return false;
+        }
+        match d.named_at {
+            Some(t) if t.elapsed() >= Drift::READ => false,
+            Some(_) => {
+                self.drift = Some(d);
+                true
+            }
+            None => {
+                let left = self.vm.node(d.left).name().to_string();
+                let now = self.vm.node(now).name().to_string();
+                let key = self.keymap.label(a);
+                let label = self.action_label(a);
+                let list = if d.in_problems {
+                    "the problems list"
+                } else {
+                    "the lane"
+                };
+                self.warn(format!(
+                    "{left} left {list}, so the cursor moved to {now}: nothing done — press {key} again to {label} {now}"
+                ));
+                d.named_at = Some(tokio::time::Instant::now());
+                self.drift = Some(d);
+                true
+            }
+        }
     }
 
     fn act_now(&mut self, a: Action) -> Vec<Effect> {

@@ -253,13 +253,34 @@ pub struct App {
     pub switch_to: Option<PathBuf>,
 }
 
-/// The cursor moved because its operation left the lane.
+/// The cursor moved because its operation left the lane (or the problems
+/// list): by the run, another terminal or the operator's own decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Drift {
     /// The operation the operator had selected.
     pub left: u32,
     /// Where the cursor is now.
     pub now_on: Option<u32>,
+    /// It moved in the problems list, not in a lane.
+    pub in_problems: bool,
+    /// When an operation key named the new target. Presses closer than
+    /// [`Drift::READ`] after it are a held key's repeats, not a choice.
+    pub named_at: Option<tokio::time::Instant>,
+}
+
+impl Drift {
+    /// How long a named target must have been on screen before a press
+    /// acts on it: longer than a key's auto-repeat, shorter than reading.
+    pub const READ: std::time::Duration = std::time::Duration::from_millis(600);
+
+    pub fn new(left: u32, now_on: Option<u32>, in_problems: bool) -> Drift {
+        Drift {
+            left,
+            now_on,
+            in_problems,
+            named_at: None,
+        }
+    }
 }
 
 impl App {
@@ -546,15 +567,19 @@ impl App {
                         .selected()
                         .and_then(|row| self.lane_window(col, row, 1).first().copied());
                     self.picked[col] = now_on;
-                    // The operator's own command moved it away: their
-                    // answer is in the status line already.
                     let own = self.vm.acted(ix).is_some_and(|(by, _)| *by == *self.me);
-                    if col == self.lane_col
-                        && self.focus == Pane::Lanes
-                        && self.replay.is_none()
-                        && !own
-                    {
-                        self.drifted(ix, now_on);
+                    if col == self.lane_col && self.focus == Pane::Lanes && self.replay.is_none() {
+                        if own {
+                            // The operator's own decision moved it: their
+                            // answer is in the status line already, but the
+                            // row that slid under the cursor is not chosen
+                            // (a held `a` would approve the next gate).
+                            if self.overlays.is_empty() {
+                                self.drift = Some(Drift::new(ix, now_on, false));
+                            }
+                        } else {
+                            self.drifted(ix, now_on);
+                        }
                     }
                 }
             }
@@ -577,7 +602,7 @@ impl App {
             None => text.push_str("; the lane is empty"),
         }
         self.info(text);
-        self.drift = Some(Drift { left, now_on });
+        self.drift = Some(Drift::new(left, now_on, false));
     }
 
     // ----- rows the panes show ---------------------------------------------
@@ -745,6 +770,7 @@ impl App {
         }
         let fresh = self.problems();
         let mut left = None;
+        let mut own_left = None;
         // The operator's own decision moved it: the cursor goes on to its
         // neighbour, as in a lane.
         let own = |ix: u32| self.vm.acted(ix).is_some_and(|(by, _)| *by == *self.me);
@@ -773,7 +799,15 @@ impl App {
                 let at = match on {
                     Some(ix) => match rows.iter().position(|&r| r == ix) {
                         Some(i) => i + 1,
-                        None if own.contains(&ix) => scroll.selected().unwrap_or(0).min(rows.len()),
+                        // The operator's own decision: the cursor stays at
+                        // the row (its neighbour now), which the next key
+                        // names before acting on it.
+                        None if own.contains(&ix) => {
+                            let at = scroll.selected().unwrap_or(0).min(rows.len());
+                            let now_on = at.checked_sub(1).and_then(|i| rows.get(i)).copied();
+                            own_left = Some((ix, now_on));
+                            at
+                        }
                         None => {
                             left = Some(ix);
                             0
@@ -783,6 +817,11 @@ impl App {
                 };
                 scroll.select(at);
             }
+        }
+        if let Some((ix, now_on)) = own_left
+            && matches!(self.overlays.last(), Some(Overlay::Problems { .. }))
+        {
+            self.drift = Some(Drift::new(ix, now_on, true));
         }
         if let Some(ix) = left {
             let n = self.vm.node(ix);
