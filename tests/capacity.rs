@@ -699,10 +699,11 @@ async fn lifetimes_release_at_round_drain_run_end_or_never() {
     // The operator releases it, after the run, by asking for its
     // lifetime: the default release of a finished run leaves it.
     r.close().await;
-    let none = playdeck::capacity::offline::release(dir.path(), &[], &[]).unwrap();
+    let none = playdeck::capacity::offline::release(dir.path(), &[], &[], false).unwrap();
     assert!(none.released.is_empty(), "{none:?}");
     let done =
-        playdeck::capacity::offline::release(dir.path(), &[Lifetime::ManualRelease], &[]).unwrap();
+        playdeck::capacity::offline::release(dir.path(), &[Lifetime::ManualRelease], &[], false)
+            .unwrap();
     assert_eq!(done.released, ["loop-l-writer_p-1"]);
 }
 
@@ -1732,7 +1733,7 @@ async fn rule_rpc_52_offline_release_takes_a_starting_record_of_a_finished_run()
     std::fs::write(&path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
     let ws = std::path::PathBuf::from(file.agents[0].placement.workspace.clone().unwrap());
     assert!(ws.exists());
-    let out = playdeck::capacity::offline::release(&run_dir, &[], &[]).unwrap();
+    let out = playdeck::capacity::offline::release(&run_dir, &[], &[], false).unwrap();
     assert_eq!(out.released, ["loop-x-w-1"]);
     assert!(!ws.exists());
 }

@@ -207,6 +207,57 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     // (asked as the capacity contract writes the call, issue 20).
     git(&worktree, &["add", "-A"]);
     git(&worktree, &["commit", "-q", "-m", "keep the agent's notes"]);
+    // Issue 38: a dry run on the finished run says what would go and
+    // changes nothing: not the file, not its log, not the worktree or
+    // its branch (it used to release for real).
+    let run_dir = d.join(".playdeck/runs/k1");
+    let files = || {
+        (
+            std::fs::read(run_dir.join("capacity.json")).unwrap(),
+            std::fs::read(run_dir.join("capacity.events.jsonl")).unwrap_or_default(),
+        )
+    };
+    let before = files();
+    let (code, r) = run(
+        d,
+        &[
+            "capacity",
+            "release",
+            "--run",
+            "k1",
+            "--lifetime",
+            "current_loop",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(
+        r["released"],
+        serde_json::json!(["loop-k1-coder-1"]),
+        "{r:#}"
+    );
+    assert!(files() == before, "a dry run wrote nothing");
+    assert!(worktree.exists(), "a dry run removes no worktree");
+    git(d, &["rev-parse", "--verify", "playdeck/k1/loop-k1-coder-1"]);
+    let words = bin()
+        .args([
+            "capacity",
+            "release",
+            "--run",
+            "k1",
+            "--lifetime",
+            "current_loop",
+            "--dry-run",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&words.stdout).starts_with("dry run (nothing released)"),
+        "{words:?}"
+    );
+    assert!(files() == before && worktree.exists());
     let (code, r) = run(
         d,
         &[

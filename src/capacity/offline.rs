@@ -117,10 +117,12 @@ pub fn status(run_dir: &Path) -> Result<StatusResult, CapacityError> {
 /// The run's processes are gone, so an instance the file shows starting
 /// is idle; a worktree that holds uncommitted work stays, with the reason
 /// `uncommitted_changes`. Worktrees of released instances are removed.
+/// `dry_run`: what it would do, with nothing written, removed or logged.
 pub fn release(
     run_dir: &Path,
     lifetimes: &[Lifetime],
     names: &[String],
+    dry_run: bool,
 ) -> Result<ReleaseResult, CapacityError> {
     let mut file = read(run_dir)?;
     let due: &[Lifetime] = if file.run_finished {
@@ -145,6 +147,15 @@ pub fn release(
         .collect();
     let (mut released, kept) = settle_idle(&mut file.agents, &plan, &dirty, |_| 0);
     retained.extend(kept);
+    if dry_run {
+        return Ok(ReleaseResult::new(
+            &sel,
+            &file.loop_id,
+            &capacity_ref,
+            released,
+            retained,
+        ));
+    }
     if let Some(repo) = file.repo_root.clone() {
         let mut done: Vec<String> = Vec::new();
         for (i, was) in before.iter().enumerate() {

@@ -35,11 +35,14 @@ pub fn capacity(action: CapacityAction) -> Outcome {
     let result = control::resolve_run(&run).and_then(|dir| match control::send(&dir, &req) {
         Err(f) if f.code == ErrorCode::NotLive => match &req {
             Request::Capacity => Ok(Reply::Capacity(capacity::offline::status(&dir)?)),
-            Request::Release(sel) => Ok(Reply::Release(capacity::offline::release(
-                &dir,
-                &sel.lifetime,
-                &sel.name,
-            )?)),
+            Request::Release(sel) => {
+                let r = capacity::offline::release(&dir, &sel.lifetime, &sel.name, sel.dry_run)?;
+                Ok(if sel.dry_run {
+                    Reply::Preview(r)
+                } else {
+                    Reply::Release(r)
+                })
+            }
             // Instances of a finished run have no process to run on: a
             // clear refusal, as JSON with --json.
             _ => Err(Failure::new(
