@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,29 @@ fn write_play_with(dir: &Path, extra: &str, ops: usize, ms: u64) {
     std::fs::write(dir.join("play.toml"), play).unwrap();
 }
 
+/// A play (named "spread", with `extra` sections) of the operations
+/// `ids`, each held by [`held_op`] for up to `secs`; the file that
+/// releases each, in the same order.
+fn write_held_play(dir: &Path, extra: &str, ids: &[&str], secs: u32) -> Vec<PathBuf> {
+    let mut play = format!(
+        "[play]\nname = \"spread\"\nmax_concurrent = 32\n{extra}{SH_AGENT}\
+         [palette]\nroles = [{{ role = \"implementer\" }}]\n"
+    );
+    let mut releases = Vec::new();
+    for id in ids {
+        let release = dir.join(format!("release-{id}"));
+        play.push_str(&held_op(id, &release, secs));
+        releases.push(release);
+    }
+    std::fs::write(dir.join("play.toml"), play).unwrap();
+    releases
+}
+
+/// Ends an operation of [`write_held_play`].
+fn release(file: &Path) {
+    std::fs::write(file, "").unwrap();
+}
+
 /// `playdeck run --headless` of the play in `dir`, in the background.
 fn start_run(dir: &Path) -> Child {
     start_run_env(dir, &[])
@@ -67,27 +90,46 @@ fn start_run_args(dir: &Path, env: &[(&str, &Path)], args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// The events a finished run printed, and its exit code.
-fn finish(run: Child, within: Duration) -> (Vec<Value>, i32, String) {
-    let pid = run.id();
-    let killer = std::thread::spawn(move || {
-        std::thread::sleep(within);
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid as i32).unwrap(),
-            rustix::process::Signal::KILL,
-        );
-    });
-    let out = run.wait_with_output().unwrap();
-    drop(killer);
-    let events = String::from_utf8_lossy(&out.stdout)
+/// The events a finished run printed, its exit code and its stderr. A run
+/// still going after `within` is killed, and its stderr says so first.
+fn finish(mut run: Child, within: Duration) -> (Vec<Value>, i32, String) {
+    use std::io::Read;
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let out = drain(run.stdout.take());
+    let err = drain(run.stderr.take());
+    // Polled here, not killed from another thread later: the pid is this
+    // child's until it is waited for.
+    let deadline = Instant::now() + within;
+    let mut killed = false;
+    let status = loop {
+        if let Some(st) = run.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = run.kill();
+            killed = true;
+            break run.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = out.join().unwrap();
+    let mut stderr = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
+    if killed {
+        stderr = format!("killed after {within:?}; its stderr:\n{stderr}");
+    }
+    let events = String::from_utf8_lossy(&out)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    (
-        events,
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (events, status.code().unwrap_or(-1), stderr)
 }
 
 fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
@@ -108,12 +150,100 @@ fn worker_of(dir: &Path, op: &str, attempt: u32) -> Option<String> {
     v["worker"].as_str().map(String::from)
 }
 
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+/// Looks (`look`) until what it sees is `done`, and gives that; what it
+/// saw last is in the failure.
+fn wait_for<T: std::fmt::Debug>(
+    what: &str,
+    within: Duration,
+    mut look: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
     let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "waited {within:?} for {what}");
+    loop {
+        let seen = look();
+        if done(&seen) {
+            return seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {within:?} for {what}; last seen: {seen:#?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The run's log so far, an event a line (its `type`, and `name` where
+/// it has one), the last 30: what a wait on the run saw.
+fn run_log(dir: &Path) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
+    let all: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| {
+            let t = e["type"].as_str().unwrap_or("").to_string();
+            match e["name"].as_str() {
+                Some(n) => format!("{t} {n}"),
+                None => t,
+            }
+        })
+        .collect();
+    all[all.len().saturating_sub(30)..].to_vec()
+}
+
+/// Whether the run's log has `needle` anywhere, with the log as
+/// [`run_log`] gives it.
+fn log_has(dir: &Path, needle: &str) -> (bool, Vec<String>) {
+    let text =
+        std::fs::read_to_string(dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
+    (text.contains(needle), run_log(dir))
+}
+
+/// Waits for attempt `attempt` of `op` to say its worker; that worker.
+fn wait_worker_of(dir: &Path, op: &str, attempt: u32, within: Duration) -> String {
+    let (w, _) = wait_for(
+        &format!("the worker of {op} attempt {attempt}"),
+        within,
+        || (worker_of(dir, op, attempt), run_log(dir)),
+        |(w, _)| w.is_some(),
+    );
+    w.unwrap()
+}
+
+/// What the workers wrote on stderr, for a failure's message.
+fn said(workers: &[&Worker]) -> String {
+    workers
+        .iter()
+        .map(|w| w.said())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The agent `sh` (its prompt, a script, on stdin) of [`held_op`].
+const SH_AGENT: &str =
+    "[agents.sh]\nbinary = \"sh\"\nstream_format = \"jsonl\"\nprompt_via = \"stdin\"\n";
+
+/// An operation `id` (independent, agent `sh`) that works until the file
+/// `release` is there — the test ends it once it has seen what it needs —
+/// and succeeds then; it fails if that does not come within `secs`.
+fn held_op(id: &str, release: &Path, secs: u32) -> String {
+    let r = release.display();
+    let ticks = secs * 10;
+    format!(
+        r#"[[operations]]
+id = "{id}"
+role = "implementer"
+agent = "sh"
+independent_root = true
+instruction = '''
+i=0
+while [ ! -e '{r}' ] && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done
+[ -e '{r}' ] || {{ echo 'not released in {secs} s' >&2; exit 3; }}
+echo '{{"type":"result","result":{{"released":true}}}}'
+exit 0
+'''
+"#
+    )
 }
 
 #[test]
@@ -123,8 +253,25 @@ fn a_plays_operations_spread_over_three_workers() {
     let d = dir.path();
     write_play(d, &nats, 12, 1500);
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(d, &nats, 2)).collect();
-    let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    // Nothing is handed out until all three serve: the run starts paused
+    // and goes on once ctl status lists them.
+    let run = start_run_args(d, &[], &["--paused"]);
+    wait_for(
+        "the three workers in ctl status",
+        Duration::from_secs(30),
+        || (workers_in_status(d), run_log(d)),
+        |(ws, _)| ws.len() == 3,
+    );
+    let (text, ok) = playdeck(d, &["ctl", ".playdeck/runs/r", "resume"]);
+    assert!(ok, "ctl resume: {text}");
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    let all: Vec<&Worker> = workers.iter().collect();
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&all)
+    );
     let mut by: std::collections::BTreeMap<String, usize> = Default::default();
     for i in 0..12 {
         let w = worker_of(d, &format!("op-{i:02}"), 1).expect("each op says its worker");
@@ -145,17 +292,20 @@ fn a_killed_worker_s_operation_completes_once_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_play(d, &nats, 1, 5000);
-    let a = Worker::start(d, &nats, 1);
-    let b = Worker::start(d, &nats, 1);
+    // The victim's silence counts after 3 s.
+    let a = Worker::start_losable(d, &nats, 1);
+    let b = Worker::start_losable(d, &nats, 1);
     let run = start_run(d);
-    wait_for("the attempt's worker", Duration::from_secs(20), || {
-        worker_of(d, "op-00", 1).is_some()
-    });
-    let first = worker_of(d, "op-00", 1).unwrap();
+    let first = wait_worker_of(d, "op-00", 1, Duration::from_secs(20));
     let (victim, other) = if a.is(&first) { (a, b) } else { (b, a) };
     victim.signal(rustix::process::Signal::KILL);
     let (events, code, err) = finish(run, Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&other])
+    );
     let retries = of_type(&events, "retry_scheduled");
     assert_eq!(retries.len(), 1, "{retries:?}");
     assert_eq!(retries[0]["category"], "worker_lost");
@@ -172,16 +322,30 @@ fn the_server_restarting_mid_run_is_waited_out() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_play(d, &nats, 4, 4000);
-    let _w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
+    let w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
     let run = start_run(d);
-    wait_for("every attempt taken", Duration::from_secs(20), || {
-        (0..4).all(|i| worker_of(d, &format!("op-{i:02}"), 1).is_some())
-    });
+    wait_for(
+        "every attempt taken",
+        Duration::from_secs(20),
+        || {
+            let taken: Vec<Option<String>> = (0..4)
+                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
+                .collect();
+            (taken, run_log(d))
+        },
+        |(taken, _)| taken.iter().all(Option::is_some),
+    );
+    // Again at once on the same ports (up() waits out a port not yet let
+    // go).
     nats.kill();
-    std::thread::sleep(Duration::from_millis(500));
     nats.up();
     let (events, code, err) = finish(run, Duration::from_secs(90));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&w[0], &w[1]])
+    );
     assert_eq!(of_type(&events, "completed").len(), 4);
 }
 
@@ -191,17 +355,29 @@ fn a_stopped_worker_is_counted_lost_and_its_late_result_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_play(d, &nats, 1, 4000);
-    let w = Worker::start(d, &nats, 1);
+    let w = Worker::start_losable(d, &nats, 1);
     let run = start_run(d);
-    wait_for("the attempt's worker", Duration::from_secs(20), || {
-        worker_of(d, "op-00", 1).is_some()
-    });
+    wait_worker_of(d, "op-00", 1, Duration::from_secs(20));
     w.signal(rustix::process::Signal::STOP);
-    // Silence past the ack deadline (2 s) and a half.
-    std::thread::sleep(Duration::from_secs(5));
+    // Silent past the ack deadline (2 s) and a half, until the run has
+    // counted it lost; then it goes on, with a result nobody wants.
+    wait_for(
+        "the stopped worker counted lost",
+        Duration::from_secs(30),
+        || {
+            let (retry, log) = log_has(d, "\"type\":\"retry_scheduled\"");
+            (retry || log_has(d, "worker_lost").0, log)
+        },
+        |(lost, _)| *lost,
+    );
     w.signal(rustix::process::Signal::CONT);
     let (events, code, err) = finish(run, Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&w])
+    );
     let retries = of_type(&events, "retry_scheduled");
     assert_eq!(retries.len(), 1, "{retries:?}");
     assert_eq!(retries[0]["category"], "worker_lost");
@@ -215,14 +391,21 @@ fn with_no_worker_an_operation_waits_and_says_so() {
     let d = dir.path();
     write_play(d, &nats, 1, 200);
     let mut run = start_run(d);
-    let log = d.join(".playdeck/runs/r/events.jsonl");
-    wait_for("the no-worker warning", Duration::from_secs(30), || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("has taken op-00"))
-    });
+    wait_for(
+        "the no-worker warning",
+        Duration::from_secs(30),
+        || log_has(d, "has taken op-00"),
+        |(has, _)| *has,
+    );
     assert!(run.try_wait().unwrap().is_none(), "the run waits");
-    let _w = Worker::start(d, &nats, 1);
+    let w = Worker::start(d, &nats, 1);
     let (events, code, err) = finish(run, Duration::from_secs(30));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&w])
+    );
 }
 
 #[test]
@@ -276,9 +459,14 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
         assert!(!err.contains("not-the-word"), "{err}");
     }
     let env = [("PLAYDECK_NATS_CREDS", good.as_path())];
-    let _w = Worker::start_env(d, &nats, 2, &env);
+    let w = Worker::start_env(d, &nats, 2, &env);
     let (events, code, err) = finish(start_run_env(d, &env), Duration::from_secs(30));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&w])
+    );
 }
 
 #[test]
@@ -301,7 +489,12 @@ fn an_agent_cli_s_output_and_command_line_come_back_to_the_run() {
     .unwrap();
     let w = Worker::start(d, &nats, 1);
     let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&w])
+    );
     let done = of_type(&events, "completed");
     assert_eq!(done[0]["result"]["answer"], 42, "{done:?}");
     let logs = d.join(".playdeck/runs/r/logs");
@@ -334,9 +527,9 @@ fn a_worker_with_another_text_of_the_play_refuses_its_jobs() {
         text.replace("instruction = \"work 0\"", "instruction = \"other work\""),
     )
     .unwrap();
-    let _w = Worker::start(theirs.path(), &nats, 1);
+    let w = Worker::start(theirs.path(), &nats, 1);
     let (events, _, err) = finish(start_run(d), Duration::from_secs(30));
-    assert_eq!(outcome(&events), "failed", "{err}");
+    assert_eq!(outcome(&events), "failed", "{err}\n{}", said(&[&w]));
     let failed = of_type(&events, "failed");
     assert_eq!(failed[0]["category"], "worker_refused", "{failed:?}");
     assert!(
@@ -377,8 +570,9 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     let Some(nats) = Nats::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // No [cluster]: `--nats` sends it there.
-    write_play_with(d, "", 1, 8000);
+    // No [cluster]: `--nats` sends it there. The operation runs until the
+    // checks below are done (a minute at most).
+    let releases = write_held_play(d, "", &["op-00"], 60);
     let a = Worker::start(d, &nats, 1);
     let b = Worker::start_args(d, &nats, 1, &[], &["--tag", "gpu"]);
     // A worker of another play is no capacity of this run's.
@@ -391,15 +585,13 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     .unwrap();
     let c = Worker::start(other.path(), &nats, 1);
     let run = start_run_args(d, &[], &["--nats", &nats.url()]);
-    wait_for("the attempt's worker", Duration::from_secs(20), || {
-        worker_of(d, "op-00", 1).is_some()
-    });
-    wait_for(
+    let busy_one = wait_worker_of(d, "op-00", 1, Duration::from_secs(20));
+    let ws = wait_for(
         "both workers in ctl status",
         Duration::from_secs(15),
-        || workers_in_status(d).len() == 2,
+        || workers_in_status(d),
+        |ws| ws.len() == 2,
     );
-    let ws = workers_in_status(d);
     assert!(ws.iter().all(|w| w["slots"] == 1), "{ws:?}");
     assert!(
         !ws.iter().any(|w| c.is(w["id"].as_str().unwrap())),
@@ -411,13 +603,12 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
         .expect("the tagged worker");
     assert_eq!(gpu["tags"], serde_json::json!(["gpu"]));
     // The one performing the operation is busy.
-    let busy_one = worker_of(d, "op-00", 1).unwrap();
     wait_for(
         "the busy worker counted busy",
         Duration::from_secs(10),
-        || {
-            workers_in_status(d)
-                .iter()
+        || workers_in_status(d),
+        |ws| {
+            ws.iter()
                 .any(|w| w["id"] == busy_one.as_str() && w["busy"] == 1)
         },
     );
@@ -431,17 +622,43 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     // a minute.
     let (idle, busy) = if a.is(&busy_one) { (b, a) } else { (a, b) };
     idle.signal(rustix::process::Signal::TERM);
-    wait_for("the stopped worker gone", Duration::from_secs(10), || {
-        let ws = workers_in_status(d);
-        ws.len() == 1 && busy.is(ws[0]["id"].as_str().unwrap())
-    });
+    wait_for(
+        "the stopped worker gone",
+        Duration::from_secs(10),
+        || workers_in_status(d),
+        |ws| ws.len() == 1 && busy.is(ws[0]["id"].as_str().unwrap()),
+    );
+    // The run says so in its log (at most every 2 s) before its work ends.
+    wait_for(
+        "the log's workers event with one worker",
+        Duration::from_secs(20),
+        || {
+            let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl"))
+                .unwrap_or_default();
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|e| e["type"] == "workers")
+                .map(|e| e["workers"].as_array().map_or(0, Vec::len))
+                .collect::<Vec<usize>>()
+        },
+        |said| said.last() == Some(&1),
+    );
+    release(&releases[0]);
     let (events, code, err) = finish(run, Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
-    let said: Vec<usize> = of_type(&events, "workers")
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&busy])
+    );
+    let counts: Vec<usize> = of_type(&events, "workers")
         .iter()
         .map(|e| e["workers"].as_array().unwrap().len())
         .collect();
-    assert!(said.contains(&2) && said.last() == Some(&1), "{said:?}");
+    assert!(
+        counts.contains(&2) && counts.last() == Some(&1),
+        "{counts:?}"
+    );
     let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(
@@ -473,9 +690,14 @@ fn max_instances_counts_across_the_cluster() {
         6,
         1500,
     );
-    let _w: Vec<Worker> = (0..3).map(|_| Worker::start(d, &nats, 4)).collect();
+    let w: Vec<Worker> = (0..3).map(|_| Worker::start(d, &nats, 4)).collect();
     let (events, code, err) = finish(start_run(d), Duration::from_secs(90));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&w.iter().collect::<Vec<_>>())
+    );
     // Twelve slots, two instances: never more than two at once.
     let mut running = 0i32;
     let mut most = 0;
@@ -495,8 +717,9 @@ fn max_instances_counts_across_the_cluster() {
 /// error, or the events of a run that finished.
 fn run_with_creds(d: &Path, nats: &Nats, creds: &Path) -> (Vec<Value>, i32, String) {
     let env = [("PLAYDECK_NATS_CREDS", creds)];
-    let _w = Worker::start_env(d, nats, 2, &env);
-    finish(start_run_env(d, &env), Duration::from_secs(30))
+    let w = Worker::start_env(d, nats, 2, &env);
+    let (events, code, err) = finish(start_run_env(d, &env), Duration::from_secs(30));
+    (events, code, format!("{err}\n{}", w.said()))
 }
 
 #[test]
@@ -627,18 +850,20 @@ fn a_profile_s_worker_tags_send_its_operations_to_tagged_workers_only() {
     // and say so.
     let plain = Worker::start(d, &nats, 2);
     let run = start_run(d);
-    let log = d.join(".playdeck/runs/r/events.jsonl");
     wait_for(
         "the tagged operations' warning",
         Duration::from_secs(30),
-        || {
-            std::fs::read_to_string(&log)
-                .is_ok_and(|t| t.contains("no worker with tags gpu has taken t-"))
-        },
+        || log_has(d, "no worker with tags gpu has taken t-"),
+        |(has, _)| *has,
     );
     let gpu = Worker::start_args(d, &nats, 2, &[], &["--tag", "gpu"]);
     let (events, code, err) = finish(run, Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&plain, &gpu])
+    );
     for k in 0..3 {
         let w = worker_of(d, &format!("t-{k}"), 1).unwrap();
         assert!(gpu.is(&w), "t-{k} ran on {w}");
@@ -659,9 +884,7 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     write_play_with(d, "", 1, 20_000);
     let w = Worker::start(d, &nats, 2);
     let mut run = start_run_args(d, &[], &["--nats", &nats.url()]);
-    wait_for("the attempt's worker", Duration::from_secs(20), || {
-        worker_of(d, "op-00", 1).is_some()
-    });
+    wait_worker_of(d, "op-00", 1, Duration::from_secs(20));
     run.kill().unwrap();
     run.wait().unwrap();
     let mut resumed = Command::new(env!("CARGO_BIN_EXE_playdeck"))
@@ -672,15 +895,16 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the new attempt's worker", Duration::from_secs(20), || {
-        worker_of(d, "op-00", 2).is_some()
-    });
+    wait_worker_of(d, "op-00", 2, Duration::from_secs(20));
     // The killed process's attempt is stopped on the worker: one job in
     // hand, not two (it had 20 s to go).
     let busy = || workers_in_status(d).first()?["busy"].as_u64();
-    wait_for("the old attempt stopped", Duration::from_secs(10), || {
-        busy() == Some(1)
-    });
+    wait_for(
+        "the old attempt stopped",
+        Duration::from_secs(10),
+        || (busy(), w.said()),
+        |(b, _)| *b == Some(1),
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(busy(), Some(1), "it stays stopped");
     let _ = resumed.kill();
@@ -741,13 +965,15 @@ exit 0
     let far = far.path().canonicalize().unwrap();
     git(&far, &["clone", "-q", d.to_str().unwrap(), "repo"]);
     let checkout = far.join("repo");
-    let _w = Worker::start(&checkout, &nats, 2);
-    let (events, code, err) = finish(start_run(d), Duration::from_secs(60));
+    let w = Worker::start(&checkout, &nats, 2);
+    // Two real `git worktree add`s on the worker: room on a loaded machine.
+    let (events, code, err) = finish(start_run(d), Duration::from_secs(120));
     assert_eq!(
         outcome(&events),
         "succeeded",
-        "exit {code}: {err} {:?}",
-        of_type(&events, "failed")
+        "exit {code}: {err} {:?}\n{}",
+        of_type(&events, "failed"),
+        w.said()
     );
     let cwds: Vec<String> = of_type(&events, "completed")
         .iter()
@@ -779,38 +1005,59 @@ fn a_stopped_worker_finishes_what_it_took_and_takes_nothing_new() {
     let Some(nats) = Nats::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    write_play(d, &nats, 2, 6000);
+    // Each operation works until the test ends it (30 s at most).
+    let cluster = format!("[cluster]\nnats = \"{}\"\n", nats.url());
+    let ops = ["op-00", "op-01"];
+    let releases = write_held_play(d, &cluster, &ops, 30);
     let mut a = Worker::start(d, &nats, 1);
     let run = start_run(d);
-    let ops = ["op-00", "op-01"];
-    wait_for("one operation taken", Duration::from_secs(20), || {
-        ops.iter().any(|o| worker_of(d, o, 1).is_some())
-    });
-    let (taken, other) = if worker_of(d, "op-00", 1).is_some() {
-        ("op-00", "op-01")
-    } else {
-        ("op-01", "op-00")
+    let (taken, _) = wait_for(
+        "one operation taken",
+        Duration::from_secs(20),
+        || {
+            let taken = ops.iter().position(|o| worker_of(d, o, 1).is_some());
+            (taken, run_log(d))
+        },
+        |(taken, _)| taken.is_some(),
+    );
+    let (taken, other) = match taken {
+        Some(0) => (0, 1),
+        _ => (1, 0),
     };
     // A rollout's SIGTERM: it says it drains, finishes its job and ends.
     a.signal(rustix::process::Signal::TERM);
-    wait_for("draining in ctl status", Duration::from_secs(5), || {
-        workers_in_status(d)
-            .first()
-            .is_some_and(|w| w["draining"] == true)
-    });
+    wait_for(
+        "draining in ctl status",
+        Duration::from_secs(30),
+        || (workers_in_status(d), a.said()),
+        |(ws, _)| ws.first().is_some_and(|w| w["draining"] == true),
+    );
+    assert!(
+        a.exited_within(Duration::ZERO).is_none(),
+        "it waits for its job\n{}",
+        a.said()
+    );
+    release(&releases[taken]);
     let st = a
-        .exited_within(Duration::from_secs(20))
-        .expect("it ends once its job is done");
-    assert!(st.success(), "{st:?}");
-    assert!(worker_of(d, other, 1).is_none(), "it took nothing new");
+        .exited_within(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("it ends once its job is done\n{}", a.said()));
+    assert!(st.success(), "{st:?}\n{}", a.said());
+    assert!(worker_of(d, ops[other], 1).is_none(), "it took nothing new");
+    // Done as soon as the next worker takes it.
+    release(&releases[other]);
     let b = Worker::start(d, &nats, 1);
     let (events, code, err) = finish(run, Duration::from_secs(60));
-    assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        said(&[&a, &b])
+    );
     assert!(
         of_type(&events, "retry_scheduled").is_empty(),
         "nothing was lost"
     );
     assert_eq!(of_type(&events, "completed").len(), 2);
-    assert!(a.is(&worker_of(d, taken, 1).unwrap()));
-    assert!(b.is(&worker_of(d, other, 1).unwrap()));
+    assert!(a.is(&worker_of(d, ops[taken], 1).unwrap()));
+    assert!(b.is(&worker_of(d, ops[other], 1).unwrap()));
 }

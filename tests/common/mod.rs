@@ -327,7 +327,9 @@ pub fn redact_uuids(s: &str) -> String {
 
 /// A live headless run, in `dir`, of one operation that waits a minute
 /// (`.playdeck/runs/live`), once its control socket answers. Its stderr is
-/// piped; cancel it with `playdeck ctl live cancel`.
+/// piped (`tests/closed_pipe.rs` reads it at the end); a run that ends
+/// before it listens fails the test with it. Cancel it with `playdeck ctl
+/// live cancel`.
 pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     use std::process::Stdio;
     std::fs::write(
@@ -336,7 +338,7 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     )
     .unwrap();
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    let child = c
+    let mut child = c
         .args([
             "run",
             "--headless",
@@ -350,21 +352,185 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_listening(&dir.join(".playdeck/runs/live/ctl/control.sock"));
+    wait_run_listening(
+        &dir.join(".playdeck/runs/live/ctl/control.sock"),
+        &mut child,
+        None,
+    );
     child
 }
 
-/// Waits (20 s at most) until a run's control socket at `sock` answers.
+/// Waits (60 s at most) until a run's control socket at `sock` answers.
+/// Where the run's process is at hand, [`wait_run_listening`] says more.
 pub fn wait_listening(sock: &std::path::Path) {
     use std::time::{Duration, Instant};
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while std::os::unix::net::UnixStream::connect(sock).is_err() {
         assert!(
             Instant::now() < deadline,
-            "the run never listened on {}",
+            "the run never listened on {} (60 s)",
             sock.display()
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (60 s at most) until the control socket at `sock` of the run
+/// `child` answers. A run that ends first, or never listens, fails the
+/// test with how it ended and its stderr: the file `stderr` where it
+/// writes there, else its stderr pipe (read only once it has ended).
+pub fn wait_run_listening(
+    sock: &std::path::Path,
+    child: &mut std::process::Child,
+    stderr: Option<&std::path::Path>,
+) {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let said = match (stderr, child.stderr.take()) {
+                (Some(file), _) => std::fs::read_to_string(file).unwrap_or_default(),
+                (None, Some(mut pipe)) => {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+                    text
+                }
+                (None, None) => "(not kept)".into(),
+            };
+            panic!(
+                "the run ended ({status}) before it listened on {}; its stderr:\n{said}",
+                sock.display()
+            );
+        }
+        if Instant::now() >= deadline {
+            let said = stderr.map_or("(a pipe, unread while it runs)".into(), |f| {
+                std::fs::read_to_string(f).unwrap_or_default()
+            });
+            panic!(
+                "the run (pid {}) never listened on {} in 60 s; its stderr:\n{said}",
+                child.id(),
+                sock.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A file for a child's stderr (`Stdio::from` it) in `dir`, read back
+/// for failures with [`tail_of`].
+pub fn stderr_file(dir: &std::path::Path, name: &str) -> (std::fs::File, std::path::PathBuf) {
+    let path = dir.join(name);
+    (std::fs::File::create(&path).unwrap(), path)
+}
+
+/// The last `n` lines of the file at `path` (nothing when it is not
+/// there).
+pub fn tail_of(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(n).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The `type` of every event in a run's `events.jsonl` (in `run_dir`).
+pub fn event_types(run_dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["type"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// A child's stdout read as JSON lines on a thread, every line kept, so a
+/// wait that runs out says what came instead (and the child's stderr,
+/// when it writes to a file).
+pub struct JsonLines {
+    rx: std::sync::mpsc::Receiver<Value>,
+    pub seen: Vec<Value>,
+    stderr: Option<std::path::PathBuf>,
+}
+
+impl JsonLines {
+    /// Takes `child`'s piped stdout; `stderr` is the file its stderr goes
+    /// to, if one.
+    pub fn read(child: &mut std::process::Child, stderr: Option<std::path::PathBuf>) -> JsonLines {
+        use std::io::BufRead;
+        let out = child.stdout.take().expect("stdout piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let v = serde_json::from_str(&l).unwrap_or(Value::String(l));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        JsonLines {
+            rx,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// The next line that `pred` accepts, within `within` of now; failing
+    /// that, the test fails with the lines seen and the stderr.
+    pub fn until(
+        &mut self,
+        what: &str,
+        within: std::time::Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        use std::sync::mpsc::RecvTimeoutError;
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{}", self.missed(&format!("no {what} within {within:?}")))
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "{}",
+                        self.missed(&format!("the output ended before {what}"))
+                    )
+                }
+            }
+        }
+    }
+
+    fn missed(&self, why: &str) -> String {
+        let from = self.seen.len().saturating_sub(40);
+        let lines: Vec<String> = self.seen[from..]
+            .iter()
+            .map(|v| {
+                let mut l = v.to_string();
+                if l.len() > 300 {
+                    let mut cut = 300;
+                    while !l.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    l.truncate(cut);
+                    l.push('…');
+                }
+                l
+            })
+            .collect();
+        let stderr = self
+            .stderr
+            .as_deref()
+            .map_or("(not kept)".into(), |f| tail_of(f, 30));
+        format!(
+            "{why}; {} lines seen, the last {}:\n{}\nstderr:\n{stderr}",
+            self.seen.len(),
+            lines.len(),
+            lines.join("\n")
+        )
     }
 }
 

@@ -79,12 +79,41 @@ impl Nats {
 
     /// Starts the server: the first time on ports of its own choosing,
     /// again on the same ports and store. A server that does not come up
-    /// fails the test with the last lines it wrote.
+    /// fails the test with the last lines it wrote. On a restart the old
+    /// ports may not be free again at once (a socket of the killed server
+    /// the kernel still holds): a server that exits saying so is started
+    /// again, a few times, after a short pause.
     pub fn up(&mut self) {
+        const TRIES: u32 = 5;
+        for attempt in 1..=TRIES {
+            match self.try_up() {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return;
+                }
+                Err(Exit::AddressInUse(said)) if attempt < TRIES => {
+                    let last = said.lines().last().unwrap_or("");
+                    println!("nats-server start {attempt}: {last}; starting it again");
+                    std::thread::sleep(Duration::from_millis(300 * u64::from(attempt)));
+                }
+                Err(Exit::AddressInUse(said)) => {
+                    panic!(
+                        "nats-server: its ports stayed taken after {TRIES} starts; its last lines:\n{said}"
+                    )
+                }
+            }
+        }
+    }
+
+    /// One start: the server once ready, or the address-in-use exit that
+    /// is worth another try. Any other failure fails the test.
+    fn try_up(&mut self) -> Result<Child, Exit> {
         let ports_dir = self.store.path().join("ports");
         let _ = std::fs::remove_dir_all(&ports_dir);
         std::fs::create_dir_all(&ports_dir).unwrap();
         let log = self.store.path().join("server.log");
+        // Appended to: what an earlier start said stays for the failure.
+        let from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
         let (client, monitor) = match self.ports {
             Some((c, m)) => (c.to_string(), m.to_string()),
             None => ("-1".into(), "-1".into()),
@@ -100,20 +129,35 @@ impl Nats {
             .arg("-sd")
             .arg(self.store.path().join("js"))
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .unwrap(),
+            )
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
+        let tail = || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        };
         let fail = |child: &mut Child, why: &str| -> ! {
             let _ = child.kill();
             let _ = child.wait();
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!("nats-server {why}; its last lines:\n{}", tail.join("\n"));
+            panic!("nats-server {why}; its last lines:\n{}", tail());
         };
         loop {
             if let Ok(Some(status)) = child.try_wait() {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if text
+                    .get(from..)
+                    .is_some_and(|t| t.contains("address already in use"))
+                {
+                    return Err(Exit::AddressInUse(tail()));
+                }
                 fail(
                     &mut child,
                     &format!("exited ({status}) before it was ready"),
@@ -123,14 +167,13 @@ impl Nats {
                 self.ports = read_ports(&ports_dir);
             }
             if self.ports.is_some() && self.healthy() {
-                break;
+                return Ok(child);
             }
             if Instant::now() >= deadline {
                 fail(&mut child, "was not ready within 60 s");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.child = Some(child);
     }
 
     pub fn healthy(&self) -> bool {
@@ -140,6 +183,10 @@ impl Nats {
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", monitor)) else {
             return false;
         };
+        // A server that takes the connection and never answers is not
+        // healthy, and does not hang the test.
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
         let _ =
             s.write_all(b"GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
         let mut answer = String::new();
@@ -153,6 +200,12 @@ impl Nats {
             let _ = c.wait();
         }
     }
+}
+
+/// Why a start of the server did not come up and is worth another.
+enum Exit {
+    /// Its ports were still taken; its last lines.
+    AddressInUse(String),
 }
 
 /// The client and monitoring ports from the server's ports file
@@ -175,8 +228,23 @@ impl Drop for Nats {
     }
 }
 
-/// A `playdeck worker` process; killed on drop.
-pub struct Worker(Child);
+/// How long a worker's jobs may go unacknowledged (`--ack-wait`, s)
+/// unless a test means to lose it: the run counts a worker lost after
+/// half as long again of silence, and a worker held up a few seconds on a
+/// loaded machine is not lost.
+pub const ACK_WAIT: u32 = 10;
+
+/// The ack deadline of a worker a test kills or stops on purpose: it is
+/// counted lost 3 s after its last word.
+pub const LOSABLE_ACK_WAIT: u32 = 2;
+
+/// A `playdeck worker` process; killed on drop. Its stderr goes to a file
+/// of its own ([`Worker::said`] gives the end of it for a failure).
+pub struct Worker {
+    child: Child,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl Worker {
     pub fn start(dir: &Path, nats: &Nats, slots: u16) -> Worker {
@@ -194,36 +262,75 @@ impl Worker {
         env: &[(&str, &Path)],
         args: &[&str],
     ) -> Worker {
+        Worker::spawn(dir, nats, slots, env, args, ACK_WAIT)
+    }
+
+    /// A worker the test will kill or stop, with the short ack deadline
+    /// ([`LOSABLE_ACK_WAIT`]). Every worker of a play should have the
+    /// same: the first to serve it sets the deadline of the play's queue.
+    pub fn start_losable(dir: &Path, nats: &Nats, slots: u16) -> Worker {
+        Worker::spawn(dir, nats, slots, &[], &[], LOSABLE_ACK_WAIT)
+    }
+
+    pub fn spawn(
+        dir: &Path,
+        nats: &Nats,
+        slots: u16,
+        env: &[(&str, &Path)],
+        args: &[&str],
+        ack_wait: u32,
+    ) -> Worker {
+        let logs = tempfile::tempdir().unwrap();
+        let stderr = logs.path().join("worker.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])
             .args(args)
-            .args(["--slots", &slots.to_string(), "--ack-wait", "2", "--dir"])
+            .args(["--slots", &slots.to_string()])
+            .args(["--ack-wait", &ack_wait.to_string(), "--dir"])
             .arg(dir)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        Worker(child)
+        Worker {
+            child,
+            stderr,
+            _dir: logs,
+        }
+    }
+
+    /// The last lines the worker wrote on stderr, named by its pid, for a
+    /// failure's message.
+    pub fn said(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "worker {} stderr:{}{}",
+            self.child.id(),
+            if tail.is_empty() { " (nothing)" } else { "\n" },
+            tail.join("\n")
+        )
     }
 
     pub fn id(&self) -> u32 {
-        self.0.id()
+        self.child.id()
     }
 
     /// Whether a worker id (`<host>-<pid>`, as the run records it) is this
     /// process's.
     pub fn is(&self, id: &str) -> bool {
-        id.ends_with(&format!("-{}", self.0.id()))
+        id.ends_with(&format!("-{}", self.child.id()))
     }
 
     /// Its exit status, when it ends within `within`.
     pub fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
+            if let Some(st) = self.child.try_wait().unwrap() {
                 return Some(st);
             }
             if Instant::now() >= deadline {
@@ -234,14 +341,14 @@ impl Worker {
     }
 
     pub fn signal(&self, sig: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
         rustix::process::kill_process(pid, sig).unwrap();
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
