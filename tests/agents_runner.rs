@@ -1,7 +1,8 @@
 //! The subprocess runner with the example agent (`playdeck-agent`), through
 //! the kernel: outcomes and their categories, stalls, runtime limits,
 //! cancel, stdin prompts, and requests on the stream reaching admission.
-//! Real processes need the real clock; timeouts here are short.
+//! Real processes need the real clock; limits here are seconds (the clock
+//! starts at spawn, and on a loaded machine the agent is slow to start).
 
 mod common;
 
@@ -257,11 +258,13 @@ async fn a_missing_binary_is_named() {
 async fn a_stall_kills_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = agent();
-    d.stall_timeout = Duration::from_millis(300);
+    // The clock starts at spawn: room for the agent to start and speak.
+    d.stall_timeout = Duration::from_secs(2);
     let t0 = Instant::now();
-    let out = run_one(d, "x\n@fork 60\n@silent 20", dir.path()).await;
+    let out = run_one(d, "x\n@fork 60\n@silent 60", dir.path()).await;
     assert_eq!(out.failure("work").0, "stall_timeout");
-    assert!(t0.elapsed() < Duration::from_secs(10));
+    // Long before its silence (or its grandchild) would have ended.
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     assert_all_gone(&reported_pids(&out, "grandchild")).await;
 }
 
@@ -269,8 +272,9 @@ async fn a_stall_kills_the_group() {
 async fn output_without_newlines_is_not_a_stall() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = agent();
-    d.stall_timeout = Duration::from_millis(300);
-    let out = run_one(d, "spin\n@spinner 1\n@sleep 0", dir.path()).await;
+    d.stall_timeout = Duration::from_secs(2);
+    // Dots, no newline, for twice and a half the stall timeout.
+    let out = run_one(d, "spin\n@spinner 5\n@sleep 0", dir.path()).await;
     assert_eq!(out.result("work")["summary"], "done: spin");
 }
 
@@ -335,26 +339,28 @@ async fn assert_all_gone(pids: &[i32]) {
 async fn a_stall_without_kill_warns_once_and_waits() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = agent();
-    d.stall_timeout = Duration::from_millis(200);
+    d.stall_timeout = Duration::from_secs(2);
     d.kill_on_stall = false;
-    let out = run_one(d, "x\n@silent 0.6\n@sleep 0", dir.path()).await;
+    // Silent for three stall timeouts: one warning, not three.
+    let out = run_one(d, "x\n@silent 6\n@sleep 0", dir.path()).await;
     assert_eq!(out.result("work")["summary"], "done: x");
     let warnings = out.signals.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].contains("no output for 200ms"), "{warnings:?}");
+    assert!(warnings[0].contains("no output for 2s"), "{warnings:?}");
 }
 
 #[tokio::test]
 async fn max_runtime_kills_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = agent();
-    d.max_runtime = Some(Duration::from_millis(400));
+    d.max_runtime = Some(Duration::from_secs(3));
     let t0 = Instant::now();
-    let out = run_one(d, "x\n@fork 60\n@sleep 30", dir.path()).await;
+    let out = run_one(d, "x\n@fork 60\n@sleep 60", dir.path()).await;
     let (cat, err) = out.failure("work");
     assert_eq!(cat, "timeout");
-    assert!(err.contains("max_runtime 400ms"), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(err.contains("max_runtime 3s"), "{err}");
+    // Long before its work (or its grandchild) would have ended.
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     assert_all_gone(&reported_pids(&out, "grandchild")).await;
 }
 
