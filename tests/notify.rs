@@ -158,11 +158,14 @@ fn a_cap_that_pauses_the_run_calls_the_operator() {
         .spawn()
         .unwrap();
     let notes = dir.path().join("notes.jsonl");
-    let text = wait_for(&notes, "budget_paused");
-    let events: Vec<serde_json::Value> = text
+    // Both are sent; commands run side by side, so either may land first.
+    wait_for(&notes, "budget_paused");
+    let text = wait_for(&notes, "budget_warning");
+    let mut events: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    events.sort_by_key(|e| e["seq"].as_u64());
     let names: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
@@ -176,4 +179,132 @@ fn a_cap_that_pauses_the_run_calls_the_operator() {
     writeln!(stdin, "budget --raise usd=+5").unwrap();
     drop(stdin);
     assert!(run.wait().unwrap().success());
+}
+
+/// Six gates ready at once, a command that takes 0.3 s: every gate
+/// reaches the operator (waiting ones go out together, in `ops`); before,
+/// the two past the fourth running command were dropped.
+#[test]
+fn gates_ready_together_all_reach_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut play = String::from(
+        "[play]\nname = \"six\"\nmax_concurrent = 6\n\
+         [notify]\ncommand = [\"sh\", \"-c\", \"sleep 0.3; cat >> notes.jsonl; echo >> notes.jsonl\"]\n\
+         [palette]\nroles = [{ role = \"implementer\" }]\n",
+    );
+    for i in 0..6 {
+        play.push_str(&format!(
+            "[[operations]]\nid = \"gate-{i}\"\nrole = \"implementer\"\ninstruction = \"g\"\napproval = true\nindependent_root = true\nsim = {{ duration_ms = 10 }}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("n.toml"), play).unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["run", "n.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let notes = dir.path().join("notes.jsonl");
+    let named = || -> Vec<String> {
+        let text = std::fs::read_to_string(&notes).unwrap_or_default();
+        let mut ops: Vec<String> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "approval_needed")
+            .flat_map(|e| match e["ops"].as_array() {
+                Some(ops) => ops
+                    .iter()
+                    .filter_map(|o| o.as_str().map(String::from))
+                    .collect(),
+                None => vec![e["op"].as_str().unwrap_or_default().to_string()],
+            })
+            .collect();
+        ops.sort();
+        ops.dedup();
+        ops
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while named().len() < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "only {:?} reached the command: {:?}\n{}",
+            named(),
+            std::fs::read_to_string(&notes),
+            std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap();
+    assert!(!log.contains("not sent"), "an event was dropped");
+    let mut stdin = run.stdin.take().unwrap();
+    for i in 0..6 {
+        writeln!(stdin, "approve gate-{i}").unwrap();
+    }
+    drop(stdin);
+    assert!(run.wait().unwrap().success());
+}
+
+/// A command that takes half a second still gets `run_finished`: the
+/// process delivers before it exits (before, it exited first).
+#[test]
+fn run_finished_reaches_a_slow_command_before_the_process_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(
+        dir.path(),
+        r#"command = ["sh", "-c", "sleep 0.5; cat >> notes.jsonl"]"#,
+    );
+    wait_for(&dir.path().join("notes.jsonl"), "approval_needed");
+    writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+    // Read once, at exit: no waiting for a straggler.
+    let text = std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap();
+    assert!(text.contains("\"run_finished\""), "{text}");
+}
+
+/// Whether a process whose command line is exactly `argv` is alive.
+fn alive(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+}
+
+/// A hung command does not outlive the run: at its end (within the
+/// bound) the command is ended with what it started. Before, the shell was
+/// killed and its `sleep` went on.
+#[test]
+fn a_hung_command_ends_with_the_run_process_group_and_all() {
+    let dir = tempfile::tempdir().unwrap();
+    // A duration no other test uses, to find this very sleep.
+    let marker = format!(
+        "{}.{}",
+        60 + std::process::id() % 30,
+        std::process::id() % 997
+    );
+    let mut run = start(
+        dir.path(),
+        &format!("command = [\"sh\", \"-c\", \"sleep {marker}; true\"]\ntimeout_ms = 120000"),
+    );
+    wait_for(
+        &dir.path().join("run/events.jsonl"),
+        "\"awaiting_approval\"",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !alive(&["sleep", &marker]) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = Instant::now();
+    writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(&["sleep", &marker]) {
+        assert!(Instant::now() < deadline, "sleep {marker} outlived the run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

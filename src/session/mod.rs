@@ -106,6 +106,8 @@ pub struct Session {
     pub history: Vec<Signal>,
     /// The checkpoint writer's counters (and its last failure).
     pub checkpoint: Arc<crate::store::checkpoint::WriterStats>,
+    /// `[notify]` commands, delivered before the run's process ends.
+    notify: Option<notify::Delivery>,
     /// This process owns the run while the session lives.
     _lock: crate::store::RunLock,
 }
@@ -198,7 +200,7 @@ impl Session {
         // The copy is on disk before the run's first line is.
         copy.wait()?;
         let checkpoint = add_sinks(&mut run, &run_dir, seed, sinks)?;
-        add_notify(play, &mut run, &handle, &run_dir);
+        let notify = add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         if let Some(hub) = &parts.hub {
             hub.attach(run.external());
@@ -220,6 +222,7 @@ impl Session {
             tails: parts.tails,
             history: Vec::new(),
             checkpoint,
+            notify,
             _lock: lock,
         })
     }
@@ -315,7 +318,7 @@ impl Session {
             Run::restore(graph, cfg, parts.agents.clone(), parts.builder(), restore)
                 .map_err(std::io::Error::other)?;
         let checkpoint = add_sinks(&mut run, &run_dir, cp, sinks)?;
-        add_notify(play, &mut run, &handle, &run_dir);
+        let notify = add_notify(play, &mut run, &handle, &run_dir);
         let reconciler = parts.reconciler(play, &run_dir, &mut run);
         if let Some(hub) = &parts.hub {
             hub.attach(run.external());
@@ -356,6 +359,7 @@ impl Session {
             tails: parts.tails,
             history,
             checkpoint,
+            notify,
             _lock: lock,
         })
     }
@@ -379,6 +383,12 @@ impl Session {
     /// lines, and (a run host) attached consoles are waited for (see
     /// [`ControlServer::finish`]).
     pub async fn linger(&self, wait_for_consoles: bool) {
+        // The run is over and its result written: its last events
+        // (run_finished) reach the operator's command before the process
+        // exits, within a bound.
+        if let Some(n) = &self.notify {
+            n.finish().await;
+        }
         if let Some(c) = &self.control {
             c.finish(wait_for_consoles).await;
         }
@@ -514,7 +524,12 @@ fn add_sinks(
 }
 
 /// `[notify]` of the play, else of the user's config: its sink.
-fn add_notify(play: &Play, run: &mut Run, handle: &RunHandle, run_dir: &RunDir) {
+fn add_notify(
+    play: &Play,
+    run: &mut Run,
+    handle: &RunHandle,
+    run_dir: &RunDir,
+) -> Option<notify::Delivery> {
     let cfg = match &play.notify {
         Some(n) => Some(n.clone()),
         None => crate::console::config::user_notify().unwrap_or_else(|e| {
@@ -527,15 +542,16 @@ fn add_notify(play: &Play, run: &mut Run, handle: &RunHandle, run_dir: &RunDir) 
             None
         }),
     };
-    if let Some(cfg) = cfg {
-        let dir = std::fs::canonicalize(&run_dir.path).unwrap_or_else(|_| run_dir.path.clone());
-        run.add_sink(Box::new(notify::start(
-            cfg,
-            handle.clone(),
-            &run_dir.run_id,
-            &dir.display().to_string(),
-        )));
-    }
+    let cfg = cfg?;
+    let dir = std::fs::canonicalize(&run_dir.path).unwrap_or_else(|_| run_dir.path.clone());
+    let (sink, delivery) = notify::start(
+        cfg,
+        handle.clone(),
+        &run_dir.run_id,
+        &dir.display().to_string(),
+    );
+    run.add_sink(Box::new(sink));
+    Some(delivery)
 }
 
 fn control_server(

@@ -1,11 +1,16 @@
 //! `[notify]`: when the run needs its operator — an operation starts
 //! waiting for approval, one escalates, the run ends — the command runs
 //! with the event as one JSON object on its stdin. Commands run beside
-//! the run, never in its way: at most [`MAX_RUNNING`] at once (more are
-//! dropped and counted), each ended after its timeout, and a failure is a
-//! `warning` in the run, not an error of it.
+//! the run, never in its way: at most [`MAX_RUNNING`] at once, each ended
+//! (its process group with it) after its timeout, and a failure is a
+//! `warning` in the run, not an error of it. No event is dropped: what
+//! comes while every place is taken waits, and waiting events of one kind
+//! about operations (approvals, escalations) go out as one, naming every
+//! operation in `ops`. At the run's end what is queued or running is
+//! given a bounded time to be delivered ([`Delivery::finish`]).
 
-use std::sync::Arc;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,8 +20,11 @@ use tokio::sync::mpsc;
 use crate::kernel::{RunHandle, Signal, SignalKind, SignalSink};
 use crate::play::notify_section::NotifyConfig;
 
-/// Commands running at once; an event past them is dropped with a warning.
+/// Commands running at once; more events wait for a place.
 pub const MAX_RUNNING: usize = 4;
+
+/// The most a run's process waits at its end for its commands.
+pub const FINISH_BOUND: Duration = Duration::from_secs(5);
 
 /// The event a signal is, if it is one the operator is told of.
 pub fn event_of(s: &Signal, run_id: &str, run_dir: &str) -> Option<Value> {
@@ -102,73 +110,226 @@ impl SignalSink for NotifySink {
     }
 }
 
+/// Events about operations that wait together go out as one.
+fn mergeable(ev: &Value) -> bool {
+    matches!(ev["event"].as_str(), Some("approval_needed" | "escalated"))
+}
+
+/// Adds `ev` to what waits for a place: into a waiting event of its kind
+/// about operations (its operation added to `ops`, the message counting
+/// them), else at the back.
+fn enqueue(pending: &mut VecDeque<Value>, ev: Value) {
+    if mergeable(&ev)
+        && let Some(into) = pending.iter_mut().find(|p| p["event"] == ev["event"])
+    {
+        let mut ops: Vec<Value> = into["ops"].as_array().cloned().unwrap_or_default();
+        ops.push(ev["op"].clone());
+        let names: Vec<&str> = ops.iter().filter_map(Value::as_str).collect();
+        let verb = if ev["event"] == "approval_needed" {
+            "wait for approval"
+        } else {
+            "escalated"
+        };
+        into["message"] = json!(format!(
+            "{} operations {verb} in run {}: {}",
+            names.len(),
+            ev["run_id"].as_str().unwrap_or_default(),
+            names.join(", ")
+        ));
+        into["ops"] = Value::Array(ops);
+        into["elapsed"] = ev["elapsed"].clone();
+        into["seq"] = ev["seq"].clone();
+        return;
+    }
+    let mut ev = ev;
+    if mergeable(&ev) {
+        ev["ops"] = json!([ev["op"].clone()]);
+    }
+    pending.push_back(ev);
+}
+
+/// The commands a run's events started, for its end: they are given a
+/// bounded time to finish, then ended with their process groups.
+#[derive(Clone)]
+pub struct Delivery {
+    task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    groups: Arc<Mutex<HashSet<i32>>>,
+    bound: Duration,
+}
+
+impl Delivery {
+    /// Waits until every event the run sent is delivered (the sink is
+    /// dropped with the run), at most twice a command's timeout and a
+    /// second (the last event may wait for a place, then run) and never
+    /// more than [`FINISH_BOUND`]; what still runs then is ended, process
+    /// group and all.
+    pub async fn finish(&self) {
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task
+            && tokio::time::timeout(self.bound, task).await.is_err()
+        {
+            tracing::warn!("notify: commands still running at the run's end were ended");
+        }
+        kill_groups(&self.groups);
+    }
+}
+
+fn kill_groups(groups: &Mutex<HashSet<i32>>) {
+    let Ok(mut g) = groups.lock() else { return };
+    for pgid in g.drain() {
+        if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// The sink for a run, and the task that runs its commands (started on
-/// the current runtime; it ends when the sink is dropped).
-pub fn start(cfg: NotifyConfig, handle: RunHandle, run_id: &str, run_dir: &str) -> NotifySink {
+/// the current runtime; it ends once the sink is dropped and every event
+/// is delivered).
+pub fn start(
+    cfg: NotifyConfig,
+    handle: RunHandle,
+    run_id: &str,
+    run_dir: &str,
+) -> (NotifySink, Delivery) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
     let places = Arc::new(tokio::sync::Semaphore::new(MAX_RUNNING));
+    let groups: Arc<Mutex<HashSet<i32>>> = Arc::default();
+    let bound = (Duration::from_millis(cfg.timeout_ms.saturating_mul(2)) + Duration::from_secs(1))
+        .min(FINISH_BOUND);
     let cfg = Arc::new(cfg);
-    tokio::spawn(async move {
-        let mut dropped = 0usize;
-        while let Some(ev) = rx.recv().await {
-            let Ok(place) = places.clone().try_acquire_owned() else {
-                dropped += 1;
-                let message = format!(
-                    "notify: {MAX_RUNNING} commands still running; {dropped} event(s) not sent ({})",
-                    ev["message"].as_str().unwrap_or_default()
-                );
-                tracing::warn!("{message}");
-                handle.warn(Arc::from(message));
+    let running = groups.clone();
+    let task = tokio::spawn(async move {
+        let mut pending: VecDeque<Value> = VecDeque::new();
+        let mut commands = tokio::task::JoinSet::new();
+        loop {
+            if pending.is_empty() {
+                match rx.recv().await {
+                    Some(ev) => enqueue(&mut pending, ev),
+                    None => break,
+                }
+            }
+            let Ok(place) = places.clone().acquire_owned().await else {
+                break;
+            };
+            // What came while it waited joins the queue (and merges).
+            while let Ok(ev) = rx.try_recv() {
+                enqueue(&mut pending, ev);
+            }
+            let Some(ev) = pending.pop_front() else {
                 continue;
             };
-            let (cfg, handle) = (cfg.clone(), handle.clone());
-            tokio::spawn(async move {
-                if let Err(why) = run_one(&cfg, &ev).await {
+            let (cfg, handle, running) = (cfg.clone(), handle.clone(), running.clone());
+            commands.spawn(async move {
+                if let Err(why) = run_one(&cfg, &ev, &running).await {
                     let message = format!("notify: `{}` {why}", cfg.command.join(" "));
                     tracing::warn!("{message}");
                     handle.warn(Arc::from(message));
                 }
                 drop(place);
             });
+            while commands.try_join_next().is_some() {}
         }
+        while commands.join_next().await.is_some() {}
     });
-    NotifySink {
-        tx,
-        run_id: run_id.to_string(),
-        run_dir: run_dir.to_string(),
-    }
+    (
+        NotifySink {
+            tx,
+            run_id: run_id.to_string(),
+            run_dir: run_dir.to_string(),
+        },
+        Delivery {
+            task: Arc::new(Mutex::new(Some(task))),
+            groups,
+            bound,
+        },
+    )
 }
 
 /// Runs the command once with `ev` on stdin, within its timeout.
-async fn run_one(cfg: &NotifyConfig, ev: &Value) -> Result<(), String> {
+/// The command runs in a process group of its own (in `groups` while it
+/// runs), so what it starts ends with it.
+async fn run_one(
+    cfg: &NotifyConfig,
+    ev: &Value,
+    groups: &Mutex<HashSet<i32>>,
+) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new(&cfg.command[0]);
     cmd.args(&cfg.command[1..])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
+    let pgid = child.id().map(|p| p as i32);
+    if let (Some(p), Ok(mut g)) = (pgid, groups.lock()) {
+        g.insert(p);
+    }
+    let (out, timed_out) = deliver(cfg, ev, &mut child).await;
+    if let Some(p) = pgid {
+        let mine = groups.lock().map(|mut g| g.remove(&p)).unwrap_or(false);
+        // Ended at its timeout: what it started (a `sleep` under `sh`)
+        // ends with it, not only the shell.
+        if mine
+            && timed_out
+            && let Some(pid) = rustix::process::Pid::from_raw(p)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+    out
+}
+
+/// The command's answer, and whether it was ended at its timeout.
+async fn deliver(
+    cfg: &NotifyConfig,
+    ev: &Value,
+    child: &mut tokio::process::Child,
+) -> (Result<(), String>, bool) {
     let mut stdin = child.stdin.take().expect("piped");
     let line = format!("{ev}\n");
     let timeout = Duration::from_millis(cfg.timeout_ms);
+    let mut stderr = child.stderr.take().expect("piped");
     let done = async {
         // A command that does not read its stdin is fine.
         let _ = stdin.write_all(line.as_bytes()).await;
         drop(stdin);
-        child.wait_with_output().await
+        let mut err = Vec::new();
+        // Only the first line is kept; a command that floods stderr is
+        // read to its end (or its timeout) without growing memory.
+        let mut buf = [0u8; 4096];
+        loop {
+            use tokio::io::AsyncReadExt;
+            match stderr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) if err.len() < 4096 => err.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+            }
+        }
+        child.wait().await.map(|status| (status, err))
     };
-    match tokio::time::timeout(timeout, done).await {
-        Err(_) => Err(format!("took longer than {timeout:?} and was ended")),
-        Ok(Err(e)) => Err(format!("failed: {e}")),
-        Ok(Ok(out)) if out.status.success() => Ok(()),
-        Ok(Ok(out)) => {
-            let err = String::from_utf8_lossy(&out.stderr);
+    let answer = match tokio::time::timeout(timeout, done).await {
+        Err(_) => {
+            return (
+                Err(format!("took longer than {timeout:?} and was ended")),
+                true,
+            );
+        }
+        Ok(answer) => answer,
+    };
+    let out = match answer {
+        Err(e) => Err(format!("failed: {e}")),
+        Ok((status, _)) if status.success() => Ok(()),
+        Ok((status, stderr)) => {
+            let err = String::from_utf8_lossy(&stderr);
             let first = crate::printable::printable(err.lines().next().unwrap_or_default());
-            Err(format!("exited with {} {first}", out.status)
+            Err(format!("exited with {status} {first}")
                 .trim_end()
                 .to_string())
         }
-    }
+    };
+    (out, false)
 }
 
 #[cfg(test)]
@@ -181,7 +342,9 @@ mod tests {
             command: vec!["sleep".into(), "30".into()],
             timeout_ms: 200,
         };
-        let why = run_one(&cfg, &json!({})).await.unwrap_err();
+        let why = run_one(&cfg, &json!({}), &Mutex::default())
+            .await
+            .unwrap_err();
         assert!(why.contains("longer than 200ms"), "{why}");
     }
 
@@ -191,10 +354,30 @@ mod tests {
             command: vec!["sh".into(), "-c".into(), "echo nope >&2; exit 3".into()],
             timeout_ms: 5000,
         };
-        let why = run_one(&cfg, &json!({})).await.unwrap_err();
+        let why = run_one(&cfg, &json!({}), &Mutex::default())
+            .await
+            .unwrap_err();
         assert!(
             why.contains("exit status: 3") && why.contains("nope"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn waiting_approvals_go_out_as_one_naming_every_operation() {
+        let ev = |event: &str, op: &str| json!({"event": event, "run_id": "r", "op": op, "message": "m", "seq": 1, "elapsed": 0.0});
+        let mut q = VecDeque::new();
+        enqueue(&mut q, ev("approval_needed", "a"));
+        enqueue(&mut q, ev("budget_warning", ""));
+        enqueue(&mut q, ev("approval_needed", "b"));
+        enqueue(&mut q, ev("approval_needed", "c"));
+        assert_eq!(q.len(), 2);
+        assert_eq!(q[0]["ops"], json!(["a", "b", "c"]));
+        assert_eq!(q[0]["op"], "a", "the first stays where consumers read it");
+        assert_eq!(
+            q[0]["message"],
+            "3 operations wait for approval in run r: a, b, c"
+        );
+        assert_eq!(q[1]["event"], "budget_warning");
     }
 }
