@@ -192,3 +192,40 @@ fn watchers_are_bounded_and_the_one_too_many_is_told_why() {
     assert!(cancel.status.success());
     let _ = run.wait();
 }
+
+/// Issue 38: a follower whose run's process is killed says so and exits
+/// non-zero; before, it exited 0 with no word, as at the run's end.
+#[test]
+fn a_follower_whose_run_is_killed_says_so_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(2, 60_000));
+    let mut follower = playdeck()
+        .args(["ctl", "run", "events", "--follow"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The follower has the log so far once its first line arrives.
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("run_started"), "{first}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(!rest.contains("run_finished"));
+    let mut err = String::new();
+    follower
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(follower.wait().unwrap().code(), Some(1), "{err}");
+    assert!(
+        err.contains("the stream ended before the run did") && err.contains("playdeck resume"),
+        "{err}"
+    );
+}

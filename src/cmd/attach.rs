@@ -391,6 +391,7 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
         }
         return Ok(0);
     }
+    let shown = dir.display().to_string();
     block_on(false, async move {
         let s = tokio::net::UnixStream::connect(&socket).await?;
         let (r, mut w) = s.into_split();
@@ -398,15 +399,109 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
         w.write_all(format!("{hello}\n").as_bytes()).await?;
         // The lines as they come, in the chunks they come in.
         let mut out = tokio::io::stdout();
-        match tokio::io::copy(&mut { r }, &mut out).await {
-            Ok(_) => out.flush().await,
+        let mut seen = EndSeen::default();
+        match copy_watching(r, &mut out, &mut seen).await {
+            Ok(()) => out.flush().await?,
             // A reader that went away (`| head`) ends it quietly.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            Err(e) => Err(e),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e),
         }
+        // A follow ends with the run's last line; a stream that stops
+        // before it lost its run (a killed host): a script must be able
+        // to tell that from the end.
+        if follow && !seen.finished {
+            return Err(std::io::Error::other(format!(
+                "the stream ended before the run did (the last event seen: {}); its process is gone — `playdeck resume {}` takes the run up",
+                seen.last_seq.map_or("none".into(), |s| format!("seq {s}")),
+                shown
+            )));
+        }
+        Ok(())
     })?
     .map_err(|e| CmdError::Failed(format!("events of {}: {e}", dir.display())))?;
     Ok(0)
+}
+
+/// What a followed stream said of its end.
+#[derive(Default)]
+struct EndSeen {
+    /// A `run_finished` line went by.
+    finished: bool,
+    last_seq: Option<u64>,
+    /// The line not yet ended by a newline.
+    partial: Vec<u8>,
+}
+
+impl EndSeen {
+    fn feed(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            let line: &[u8] = if self.partial.is_empty() {
+                &rest[..nl]
+            } else {
+                let take = nl.min(HEAD.saturating_sub(self.partial.len()));
+                self.partial.extend_from_slice(&rest[..take]);
+                &self.partial
+            };
+            if let Some(seq) = control::seq_of(line) {
+                self.last_seq = Some(seq);
+            }
+            // Only the head of a line is looked at: a big result never is.
+            let head = &line[..line.len().min(HEAD)];
+            if head.windows(FINISHED.len()).any(|w| w == FINISHED) {
+                self.finished = true;
+            }
+            self.partial.clear();
+            rest = &rest[nl + 1..];
+        }
+        // Only a line's head matters; the rest of a long one is not kept.
+        let take = rest.len().min(HEAD.saturating_sub(self.partial.len()));
+        self.partial.extend_from_slice(&rest[..take]);
+    }
+}
+
+/// How much of a log line [`EndSeen`] reads: its envelope (`v`, `seq`,
+/// `elapsed`, `type`) comes first.
+const HEAD: usize = 160;
+const FINISHED: &[u8] = b"\"type\":\"run_finished\"";
+
+#[cfg(test)]
+mod tests {
+    use super::EndSeen;
+
+    #[test]
+    fn the_end_of_a_run_is_seen_across_chunks() {
+        let log = b"{\"v\":1,\"seq\":7,\"elapsed\":0.1,\"type\":\"started\"}\n{\"v\":1,\"seq\":8,\"elapsed\":0.2,\"type\":\"run_finished\",\"outcome\":\"succeeded\"}\n";
+        for cut in 0..log.len() {
+            let mut seen = EndSeen::default();
+            seen.feed(&log[..cut]);
+            seen.feed(&log[cut..]);
+            assert!(seen.finished, "cut at {cut}");
+            assert_eq!(seen.last_seq, Some(8));
+        }
+        let mut seen = EndSeen::default();
+        seen.feed(&log[..60]);
+        assert!(!seen.finished);
+        assert_eq!(seen.last_seq, Some(7));
+    }
+}
+
+/// Copies `r` to `out` chunk by chunk, telling `seen` each chunk.
+async fn copy_watching(
+    mut r: impl tokio::io::AsyncRead + Unpin,
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+    seen: &mut EndSeen,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        seen.feed(&buf[..n]);
+        out.write_all(&buf[..n]).await?;
+    }
 }
 
 /// A run host leaves the session of the terminal that started it, so the
