@@ -101,7 +101,7 @@ fn main() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (port, monitor) = loop {
+    let (port, _monitor) = loop {
         if let Some(p) = ports(store.path()).filter(|p| healthy(p.1)) {
             break p;
         }

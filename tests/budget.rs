@@ -409,8 +409,15 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         err.contains("\"usd=abc\": the amount is not a number"),
         "{err}"
     );
-    let (code, out, err) = ctl(&["budget", "--raise", "usd=+5"]);
+    // Two caps in one --raise, as the README writes it; the answer says
+    // each cap before and after and what is left (issue 38: it said
+    // `ok: ok: budget`, and a second value was refused).
+    let (code, out, err) = ctl(&["budget", "--raise", "usd=+5", "tokens=+500000"]);
     assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(
+        out.trim(),
+        "ok: usd cap 5.00 → 10.00 (5.00 left); tokens cap none → 500000 (497800 left)"
+    );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let result: Value =
@@ -420,7 +427,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         .iter()
         .filter(|t| *t == "spend_cap_raised")
         .count();
-    assert_eq!(raised, 1);
+    assert_eq!(raised, 2);
 }
 
 #[test]

@@ -445,7 +445,9 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
     s.press(&keys("$")).await;
     let t = text(&s.render());
     assert!(
-        t.contains("Raise the run's usd cap from 5.00 USD to 7.50 USD? (5.00/5.00 USD spent)"),
+        t.contains(
+            "Raise the run's usd cap from 5.00 USD to 7.50 USD? (5.00/5.00 USD spent; leaves 2.50 USD)"
+        ),
         "{t}"
     );
     s.press(&keys("y +2")).await;

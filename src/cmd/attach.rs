@@ -466,7 +466,7 @@ const HEAD: usize = 160;
 const FINISHED: &[u8] = b"\"type\":\"run_finished\"";
 
 #[cfg(test)]
-mod tests {
+mod end_seen_tests {
     use super::EndSeen;
 
     #[test]

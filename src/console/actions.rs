@@ -445,20 +445,27 @@ impl App {
                 if now < cap {
                     continue;
                 }
+                // What is spent, and half the cap again as headroom: a
+                // raise that leaves room to work, never one that is
+                // reached again at once because more than half was
+                // spent past the cap already.
+                let headroom = cap / 2.0;
+                let to = now + headroom;
                 let by = if m == Measure::Usd {
-                    (cap * 50.0).round() / 100.0
+                    ((to - cap) * 100.0).ceil() / 100.0
                 } else {
-                    (cap / 2.0).round()
+                    (to - cap).ceil()
                 };
                 let who = role
                     .map(|r| format!("{r}'s "))
                     .unwrap_or_else(|| "the run's ".into());
                 let words = format!(
-                    "Raise {who}{} cap from {} to {}? ({} spent)",
+                    "Raise {who}{} cap from {} to {}? ({} spent; leaves {})",
                     m.as_str(),
                     m.amount(cap),
                     m.amount(cap + by),
-                    m.show(now, cap)
+                    m.show(now, cap),
+                    m.amount(cap + by - now)
                 );
                 let change = CapChange {
                     role: role.map(str::to_string),

@@ -99,7 +99,7 @@ pub enum Request {
     Budget {
         /// [ROLE.]usd=[+]AMOUNT or [ROLE.]tokens=[+]COUNT (`+`: added to
         /// the cap); repeatable.
-        #[arg(long = "raise", required = true, value_name = "[ROLE.]usd|tokens=[+]N")]
+        #[arg(long = "raise", required = true, num_args = 1.., value_name = "[ROLE.]usd|tokens=[+]N")]
         raise: Vec<super::spend::CapChange>,
     },
 }
@@ -300,6 +300,11 @@ impl Request {
             (Request::Unhold { op }, _) => format!("released the hold on {op}"),
             (Request::Retry { op }, _) => format!("retrying {op}"),
             (Request::Cancel, _) => "cancelling the run…".into(),
+            (_, Answer::Raised { caps }) => caps
+                .iter()
+                .map(super::spend::RaisedCap::words)
+                .collect::<Vec<_>>()
+                .join("; "),
             (r, _) => format!("ok: {}", r.name()),
         }
     }
@@ -376,6 +381,11 @@ pub enum Answer {
     Added {
         op_id: OpId,
         name: String,
+    },
+    /// Caps raised (or set): each with what it was, what it is, and what
+    /// its scope has spent.
+    Raised {
+        caps: Vec<super::spend::RaisedCap>,
     },
 }
 

@@ -44,6 +44,47 @@ impl Measure {
     }
 }
 
+/// A cap the operator raised, as the answer says it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RaisedCap {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub measure: Measure,
+    /// The cap before (none: there was none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<f64>,
+    pub to: f64,
+    /// What the cap's scope (the run, or the role) has spent.
+    pub spent: f64,
+}
+
+impl RaisedCap {
+    /// `usd cap 3.00 → 4.50 (0.12 left)`, `tester tokens cap none →
+    /// 500000 (over by 1200)`.
+    pub fn words(&self) -> String {
+        let n = |x: f64| match self.measure {
+            Measure::Usd => format!("{x:.2}"),
+            Measure::Tokens => format!("{}", x.round() as u64),
+        };
+        let left = self.to - self.spent;
+        let rest = if left >= 0.0 {
+            format!("{} left", n(left))
+        } else {
+            format!("still over by {}: work stays held", n(-left))
+        };
+        format!(
+            "{}{} cap {} → {} ({rest})",
+            self.role
+                .as_deref()
+                .map(|r| format!("{r} "))
+                .unwrap_or_default(),
+            self.measure.as_str(),
+            self.from.map_or("none".into(), n),
+            n(self.to),
+        )
+    }
+}
+
 /// Caps: the run's, and roles' own (never looser than the run's).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Budget {

@@ -309,14 +309,11 @@ async fn deliver(
         }
         child.wait().await.map(|status| (status, err))
     };
-    let answer = match tokio::time::timeout(timeout, done).await {
-        Err(_) => {
-            return (
-                Err(format!("took longer than {timeout:?} and was ended")),
-                true,
-            );
-        }
-        Ok(answer) => answer,
+    let Ok(answer) = tokio::time::timeout(timeout, done).await else {
+        return (
+            Err(format!("took longer than {timeout:?} and was ended")),
+            true,
+        );
     };
     let out = match answer {
         Err(e) => Err(format!("failed: {e}")),

@@ -9,7 +9,7 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::super::agent::Usage;
 use super::super::signal::SignalKind;
-use super::super::spend::{Budget, CapChange, Crossed, Measure, default_warn_at};
+use super::super::spend::{Budget, CapChange, Crossed, Measure, RaisedCap, default_warn_at};
 use super::Executor;
 
 impl Executor {
@@ -79,15 +79,24 @@ impl Executor {
     /// The operator's raise: each cap changed, then what the caps held
     /// back is ready again (ahead of what became ready since), and checked
     /// against the caps once more as it starts.
-    pub(super) fn raise_caps(&mut self, changes: &[CapChange]) {
+    pub(super) fn raise_caps(&mut self, changes: &[CapChange]) -> Vec<RaisedCap> {
         let budget = self.budget.get_or_insert_with(|| Budget {
             warn_at: default_warn_at(),
             ..Budget::default()
         });
         let mut raised = Vec::new();
+        let mut answer = Vec::new();
         for c in changes {
+            let from = budget.cap(c.role.as_deref(), c.measure);
             let cap = budget.apply(c);
             raised.push((c.role.clone(), c.measure, cap));
+            answer.push(RaisedCap {
+                role: c.role.as_deref().map(str::to_string),
+                measure: c.measure,
+                from,
+                to: cap,
+                spent: self.meter.spent(c.role.as_deref(), c.measure),
+            });
         }
         for (role, measure, cap) in raised {
             self.caps_reached.remove(&(role.clone(), measure));
@@ -103,5 +112,6 @@ impl Executor {
             self.sched.ready.push_front(ix);
         }
         self.round_active = true;
+        answer
     }
 }

@@ -67,10 +67,9 @@ impl Executor {
             Request::Release(_) | Request::Ensure { .. } | Request::Capacity => {
                 Err(CommandError::NoCapacity)
             }
-            Request::Budget { raise } => {
-                self.raise_caps(&raise);
-                Ok(Answer::Done)
-            }
+            Request::Budget { raise } => Ok(Answer::Raised {
+                caps: self.raise_caps(&raise),
+            }),
             Request::Status => Err(CommandError::BadRequest(
                 "status is answered by the run's control surface, not the kernel".into(),
             )),
