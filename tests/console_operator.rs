@@ -2371,3 +2371,82 @@ mod following {
         s.finish().await;
     }
 }
+
+/// Issue 38: a gate one of whose dependencies failed (with `when =
+/// "always"`, one settled edge is enough) says so wherever it is decided:
+/// its lane row, the problems list, the inspector's wait, the status
+/// line and the bulk approval, which lists it first.
+#[tokio::test(start_paused = true)]
+async fn a_gate_whose_dependency_failed_says_so_where_it_is_decided() {
+    let src = r#"
+[play]
+name = "deps"
+[palette]
+roles = [{ role = "implementer" }, { role = "reviewer" }]
+[[operations]]
+id = "svc-build"
+role = "implementer"
+instruction = "build"
+sim = { duration_ms = 100 }
+[[operations]]
+id = "svc12-integration"
+role = "implementer"
+instruction = "integrate"
+sim = { duration_ms = 100, outcome = "fail", error = "checkout times out" }
+[[operations]]
+id = "ship"
+role = "reviewer"
+instruction = "ship"
+approval = true
+depends_on = ["svc-build", "svc12-integration"]
+when = "always"
+sim = { duration_ms = 10 }
+[[operations]]
+id = "docs"
+role = "reviewer"
+instruction = "docs"
+approval = true
+depends_on = ["svc-build"]
+sim = { duration_ms = 10 }
+"#;
+    let mut s = Scene::at(&play(src), 1.0, 160, 36, None).await.unwrap();
+    assert_eq!(s.app.vm.approvals_waiting(), 2);
+    let t = text(&s.render());
+    let row = t
+        .lines()
+        .find(|l| l.contains("ship"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(row.contains("✗ship") && row.contains("1/2 deps"), "{row}");
+    let docs = t.lines().find(|l| l.contains("docs")).unwrap();
+    assert!(!docs.contains("deps failed"), "{docs}");
+    s.press(&keys("P")).await;
+    let t = text(&s.render());
+    assert!(
+        t.contains("✗ 1 of 2 dependencies failed: svc12-integration"),
+        "{t}"
+    );
+    s.press(&keys("esc")).await;
+    // Both marked: the bulk confirmation lists the one with a failed
+    // dependency first, with its words.
+    let ship = s
+        .app
+        .vm
+        .ix(&s.app.vm.by_name("ship").unwrap().op.op_id)
+        .unwrap();
+    let docs = s
+        .app
+        .vm
+        .ix(&s.app.vm.by_name("docs").unwrap().op.op_id)
+        .unwrap();
+    s.app.marks.push(docs);
+    s.app.marks.push(ship);
+    s.press(&keys("a")).await;
+    let t = text(&s.render());
+    let first = t.find("⚑ ship").unwrap_or_else(|| panic!("{t}"));
+    assert!(first < t.find("⚑ docs").unwrap(), "{t}");
+    assert!(
+        t.contains("1 of them with failed dependencies, listed first"),
+        "{t}"
+    );
+    s.finish().await;
+}

@@ -728,8 +728,12 @@ impl App {
         let n = self.vm.node(ix);
         let what = match n.lane {
             Lane::AwaitingApproval => format!(
-                "waits for approval ({} so far)",
-                super::ui::duration(self.clock - self.entered(ix))
+                "waits for approval ({} so far){}",
+                super::ui::duration(self.clock - self.entered(ix)),
+                self.vm
+                    .failed_deps(ix)
+                    .map(|f| format!(" · {}", f.words()))
+                    .unwrap_or_default()
             ),
             Lane::Escalated => format!(
                 "escalated: {}",
@@ -1101,7 +1105,10 @@ impl App {
             return Some("held by the operator (o releases the hold)".into());
         }
         match n.lane {
-            Lane::AwaitingApproval => Some("approval by an operator".into()),
+            Lane::AwaitingApproval => Some(match self.vm.failed_deps(ix) {
+                Some(f) => format!("approval by an operator — {}", f.words()),
+                None => "approval by an operator".into(),
+            }),
             Lane::Paused => Some("the run is paused".into()),
             Lane::Queued => {
                 if let Some(r) = &n.retry_wait {

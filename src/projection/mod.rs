@@ -285,6 +285,35 @@ impl RunProjection {
             .collect();
     }
 
+    /// A gate's dependencies that did not succeed, when some did (one
+    /// valid edge is enough for it to become ready): what the operator
+    /// must know before approving it.
+    pub fn failed_deps(&self, ix: u32) -> Option<FailedDeps<'_>> {
+        let n = self.nodes.get(ix as usize)?;
+        let mut ids: Vec<&OpId> = n.deps.iter().map(|d| &d.from).collect();
+        ids.extend(n.depends_on.iter());
+        ids.sort_unstable();
+        ids.dedup();
+        let mut failed = Vec::new();
+        let mut skipped = Vec::new();
+        for id in &ids {
+            if let Some(p) = self.find(id)
+                && p.lane == Lane::Failed
+            {
+                if p.skipped() {
+                    skipped.push(&**p.name());
+                } else {
+                    failed.push(&**p.name());
+                }
+            }
+        }
+        (!failed.is_empty() || !skipped.is_empty()).then_some(FailedDeps {
+            failed,
+            skipped,
+            total: ids.len(),
+        })
+    }
+
     /// What keeps a queued operation whose dependencies are all settled
     /// from starting, when the run says so: its agent's provider held
     /// (`rate limit until 14:05:03`) or a spend cap that covers it
@@ -1077,3 +1106,46 @@ impl RunProjection {
 
 #[cfg(test)]
 mod tests;
+
+/// A gate's dependencies that did not succeed ([`Projection::failed_deps`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedDeps<'a> {
+    pub failed: Vec<&'a str>,
+    pub skipped: Vec<&'a str>,
+    pub total: usize,
+}
+
+impl FailedDeps<'_> {
+    /// `✗ 1 of 2 dependencies failed: svc12-integration`.
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.failed.is_empty() {
+            parts.push(format!(
+                "{} of {} dependencies failed: {}",
+                self.failed.len(),
+                self.total,
+                self.failed.join(", ")
+            ));
+        }
+        if !self.skipped.is_empty() {
+            parts.push(format!(
+                "{} of {} skipped: {}",
+                self.skipped.len(),
+                self.total,
+                self.skipped.join(", ")
+            ));
+        }
+        format!("✗ {}", parts.join("; "))
+    }
+
+    /// For a lane row: `1/2 deps failed`.
+    pub fn short(&self) -> String {
+        let n = self.failed.len() + self.skipped.len();
+        let what = if self.failed.is_empty() {
+            "skipped"
+        } else {
+            "failed"
+        };
+        format!("{n}/{} deps {what}", self.total)
+    }
+}

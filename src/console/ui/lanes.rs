@@ -91,8 +91,15 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         for (i, &ix) in rows.iter().enumerate() {
             let n = app.vm.node(ix);
             let start_hold = app.vm.start_hold(ix);
+            // A gate some of whose dependencies failed: said on its row,
+            // where it is decided.
+            let failed_deps = (n.lane == Lane::AwaitingApproval)
+                .then(|| app.vm.failed_deps(ix))
+                .flatten();
             let marker = if app.marks.contains(&ix) {
                 "◆"
+            } else if failed_deps.is_some() {
+                "✗"
             } else if n.skipped() {
                 "↷"
             } else if n.retry_wait.is_some() && n.lane == Lane::Queued {
@@ -127,6 +134,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                     })
                     // Held at the start: what holds it, instead of the role.
                     .or_else(|| start_hold.map(|h| h.words().to_string())),
+                (_, Lane::AwaitingApproval) => failed_deps.as_ref().map(|f| f.short()),
                 _ => None,
             };
             let role = activity
@@ -154,10 +162,15 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             } else {
                 Style::default().fg(t.foreground)
             };
+            let (marker_color, role_color) = if failed_deps.is_some() {
+                (t.error, t.error)
+            } else {
+                (color, t.dim)
+            };
             let mut spans = vec![
-                Span::styled(marker, Style::default().fg(color)),
+                Span::styled(marker, Style::default().fg(marker_color)),
                 Span::styled(cells.name, name_style),
-                Span::styled(cells.role, Style::default().fg(t.dim)),
+                Span::styled(cells.role, Style::default().fg(role_color)),
                 Span::raw(" ".repeat(cells.pad)),
                 Span::styled(cells.time, Style::default().fg(t.dim)),
             ];

@@ -430,12 +430,20 @@ pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
     for (i, &ix) in rows.iter().enumerate() {
         let n = app.vm.node(ix);
         let (mark, state, color, why) = match n.lane {
-            Lane::AwaitingApproval => (
-                "⚑",
-                "waiting",
-                t.warning,
-                format!("approval by an operator ({gates} approves)"),
-            ),
+            Lane::AwaitingApproval => match app.vm.failed_deps(ix) {
+                Some(f) => (
+                    "✗",
+                    "waiting",
+                    t.error,
+                    format!("{} ({gates} approves anyway)", f.words()),
+                ),
+                None => (
+                    "⚑",
+                    "waiting",
+                    t.warning,
+                    format!("approval by an operator ({gates} approves)"),
+                ),
+            },
             Lane::Escalated => (
                 "!",
                 "escalated",

@@ -126,10 +126,29 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
         many => format!("Approve these {} operations?", many.len()),
     })];
     // The list is as long as the marks; a long one says how many more.
+    // Gates some of whose dependencies failed come first, marked, so a
+    // bulk approval never passes one unseen.
     const SHOWN: usize = 12;
-    for op in ops.iter().take(SHOWN) {
-        let ix = app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id));
-        let waited = ix
+    let ix_of = |op: &String| app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id));
+    let mut ordered: Vec<(&String, Option<String>)> = ops
+        .iter()
+        .map(|op| {
+            let failed = ix_of(op)
+                .and_then(|ix| app.vm.failed_deps(ix))
+                .map(|f| f.words());
+            (op, failed)
+        })
+        .collect();
+    ordered.sort_by_key(|(_, failed)| failed.is_none());
+    let warned = ordered.iter().filter(|(_, f)| f.is_some()).count();
+    if warned > 0 && ops.len() > 1 {
+        lines.push(Line::from(Span::styled(
+            format!("{warned} of them with failed dependencies, listed first:"),
+            Style::default().fg(t.error),
+        )));
+    }
+    for (op, failed) in ordered.iter().take(SHOWN) {
+        let waited = ix_of(op)
             .map(|ix| {
                 format!(
                     "  (waiting {})",
@@ -137,10 +156,17 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
                 )
             })
             .unwrap_or_default();
-        lines.push(Line::from(vec![
+        let mut row = vec![
             Span::styled(format!("  ⚑ {}", labelled(app, op)), bold(t)),
             Span::styled(waited, Style::default().fg(t.dim)),
-        ]));
+        ];
+        if let Some(words) = failed {
+            row.push(Span::styled(
+                format!("  {words}"),
+                Style::default().fg(t.error),
+            ));
+        }
+        lines.push(Line::from(row));
     }
     if ops.len() > SHOWN {
         lines.push(Line::from(format!("  … and {} more", ops.len() - SHOWN)));
@@ -156,13 +182,29 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
     dialog(f, area, app, "Approve", lines);
 }
 
-pub fn confirm_raise(f: &mut Frame, area: Rect, app: &App, words: &str) {
+pub fn confirm_raise(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    change: &crate::kernel::spend::CapChange,
+    words: &str,
+) {
     let run_id = &app.vm.run.run_id;
+    // The key of the cap offered: a role's own, not the run's.
+    let key = format!(
+        "{}{}",
+        change
+            .role
+            .as_deref()
+            .map(|r| format!("{r}."))
+            .unwrap_or_default(),
+        change.measure.as_str()
+    );
     let lines = vec![
         Line::from(words.to_string()),
         Line::from("Work the cap held back starts again; running work was never stopped."),
         Line::from(format!(
-            "Any other amount: playdeck ctl {run_id} budget --raise usd=+N"
+            "Any other amount: playdeck ctl {run_id} budget --raise {key}=+N"
         )),
         Line::from(""),
         answers(app, "raise", "cancel"),

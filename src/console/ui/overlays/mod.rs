@@ -114,7 +114,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Overlay::ConfirmReleaseInstance { name } => {
                 forms::confirm_release_instance(f, area, app, name);
             }
-            Overlay::ConfirmRaise { words, .. } => forms::confirm_raise(f, area, app, words),
+            Overlay::ConfirmRaise { change, words } => {
+                forms::confirm_raise(f, area, app, change, words);
+            }
             Overlay::Deny { op, reason } => forms::deny(f, area, app, op, reason),
             Overlay::Add(form) => forms::add(f, area, app, form),
             Overlay::Follow(view) => follow::draw(f, area, app, view),
