@@ -229,3 +229,29 @@ fn a_follower_whose_run_is_killed_says_so_and_fails() {
         "{err}"
     );
 }
+
+/// Issue 38: a console attached late is welcomed with the run's own time,
+/// so its clock (elapsed, gate waits, idle times) is the run's, not one
+/// counted from when the console came.
+#[test]
+fn an_attaching_console_is_given_the_runs_own_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(2, 60_000));
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut s =
+        std::os::unix::net::UnixStream::connect(dir.path().join("run/ctl/control.sock")).unwrap();
+    s.write_all(b"{\"cmd\":\"attach\",\"from\":0,\"read_only\":true}\n")
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(&s).read_line(&mut first).unwrap();
+    let welcome: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let elapsed = welcome["attached"]["elapsed"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no elapsed in {first}"));
+    assert!(
+        elapsed >= 1.4,
+        "the run's time is {elapsed}, not the console's 0"
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+}

@@ -330,6 +330,16 @@ impl Source<'_> {
     fn live(&self) -> bool {
         !matches!(self, Source::Replay { .. })
     }
+
+    /// The run's time now, by the run's own clock: the kernel's in this
+    /// process, the one the welcome gave for an attached console.
+    fn run_clock(&self) -> Option<f64> {
+        match self {
+            Source::Live { session, .. } => session.and_then(|s| s.handle.elapsed()),
+            Source::Attached { link } => link.welcome.run_clock(),
+            Source::Replay { .. } => None,
+        }
+    }
 }
 
 /// A stream's arrival as the loop folds it.
@@ -426,7 +436,12 @@ where
         if live {
             app.clock = match app.vm.run.finished {
                 Some(_) => app.vm.run.elapsed,
-                None => started.elapsed().as_secs_f64().max(app.vm.run.elapsed),
+                // One clock, the run's, in every console: one attached
+                // late (or again) does not count from its own start.
+                None => source
+                    .run_clock()
+                    .unwrap_or_else(|| started.elapsed().as_secs_f64())
+                    .max(app.vm.run.elapsed),
             };
         }
         // What the operator did shows at once; what the run did waits for

@@ -64,6 +64,20 @@ pub struct Welcome {
     /// console reads the play's other sections, not its operations).
     #[serde(default)]
     pub placed: std::collections::HashMap<String, crate::play::Placed>,
+    /// The run's time when it welcomed the console (none: a run that had
+    /// not begun, or an older playdeck).
+    #[serde(default)]
+    pub elapsed: Option<f64>,
+    /// When the welcome arrived: with `elapsed`, the run's clock here.
+    #[serde(skip, default = "tokio::time::Instant::now")]
+    pub at: tokio::time::Instant,
+}
+
+impl Welcome {
+    /// The run's time now, by its own clock as the welcome gave it.
+    pub fn run_clock(&self) -> Option<f64> {
+        self.elapsed.map(|e| e + self.at.elapsed().as_secs_f64())
+    }
 }
 
 /// An open stream: its signals, its requester, and what keeps it alive.
@@ -226,4 +240,25 @@ fn lock(
     p: &Pending,
 ) -> std::sync::MutexGuard<'_, VecDeque<oneshot::Sender<Result<Reply, Failure>>>> {
     p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Welcome;
+
+    /// Attached 36 s into the run, 36 s later the console says 72 s (it
+    /// said 36 s, counting from its own start).
+    #[tokio::test(start_paused = true)]
+    async fn an_attached_consoles_clock_is_the_runs() {
+        let w: Welcome = serde_json::from_str(
+            r#"{"play":"","run_dir":"/r","by":"console","read_only":false,"elapsed":36.0}"#,
+        )
+        .unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(36)).await;
+        assert_eq!(w.run_clock(), Some(72.0));
+        let old: Welcome =
+            serde_json::from_str(r#"{"play":"","run_dir":"/r","by":"c","read_only":false}"#)
+                .unwrap();
+        assert_eq!(old.run_clock(), None, "an older run's welcome has no clock");
+    }
 }

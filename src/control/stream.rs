@@ -321,6 +321,9 @@ pub async fn serve<R>(
                 "run_dir": dir.display().to_string(),
                 "by": &*by,
                 "read_only": read_only || agent.is_some(),
+                // The run's own time now: the console's clock goes on from
+                // it, not from when the console came.
+                "elapsed": ctx.handle.elapsed(),
             });
             // The run's parts are JSON already: written as they are.
             let attached = attached.to_string();

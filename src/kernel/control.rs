@@ -76,6 +76,10 @@ pub struct RunHandle {
     /// The run's state once it has ended; snapshots are built from it on
     /// demand, so ending a run does not pay for a snapshot nobody asks for.
     pub(crate) final_state: Arc<OnceLock<Box<dyn FinalState>>>,
+    /// When the run's clock started (and the run time before this
+    /// process), once the run has begun: every surface reads the run's
+    /// own time from it.
+    pub(crate) clock: Arc<OnceLock<(tokio::time::Instant, f64)>>,
     pub run_id: Arc<str>,
 }
 
@@ -213,5 +217,13 @@ impl RunHandle {
             return Some(s);
         }
         self.final_state.get().map(|f| f.snapshot(nodes))
+    }
+
+    /// The run's time now (the `elapsed` its next signal would carry), once
+    /// it has begun; consoles attached later show this, not their own.
+    pub fn elapsed(&self) -> Option<f64> {
+        self.clock
+            .get()
+            .map(|(t0, offset)| offset + t0.elapsed().as_secs_f64())
     }
 }

@@ -203,10 +203,12 @@ impl Run {
         let (agent_tx, agent_rx) = mpsc::unbounded_channel();
         let (external_tx, external_rx) = mpsc::unbounded_channel();
         let final_state = Arc::new(OnceLock::new());
+        let clock = Arc::new(OnceLock::new());
         let handle = RunHandle {
             tx: ctl_tx,
             signals: sig_tx.downgrade(),
             final_state: final_state.clone(),
+            clock: clock.clone(),
             run_id: cfg.run_id.clone(),
         };
         let Graph { inner, index } = graph;
@@ -252,6 +254,7 @@ impl Run {
             finished: None,
             finished_at: None,
             final_state,
+            clock,
             restored: None,
             empty_deps: empty,
             null_result: Arc::new(Value::Null),
@@ -371,6 +374,8 @@ struct Executor {
     finished: Option<Outcome>,
     finished_at: Option<f64>,
     final_state: Arc<OnceLock<Box<dyn FinalState>>>,
+    /// The run clock's start, shared with its handles once it begins.
+    clock: Arc<OnceLock<(tokio::time::Instant, f64)>>,
     /// Where a resumed run starts from (taken when it starts).
     restored: Option<Restore>,
     /// Shared values for the common cases, so they cost no allocation.

@@ -45,6 +45,8 @@ impl Executor {
     pub(super) async fn run(mut self) -> Envelope {
         self.bus.t0 = Instant::now();
         self.begin();
+        // After begin: a resumed run's offset is known by now.
+        let _ = self.clock.set((self.bus.t0, self.bus.offset));
         loop {
             // What the last wake-up recorded (a completion, a decision) is on
             // disk before anything acts on it.
