@@ -2450,3 +2450,26 @@ sim = { duration_ms = 10 }
     );
     s.finish().await;
 }
+
+/// Issue 38: what was skipped is said to be skipped, never to have gone
+/// to "failed": not when it leaves the cursor's lane, not in the
+/// inspector.
+#[tokio::test(start_paused = true)]
+async fn a_skipped_operation_is_said_to_be_skipped_not_failed() {
+    let mut s = Scene::at(&play(FAILS), 0.1, 120, 36, None).await.unwrap();
+    select(&mut s, "load-tests");
+    s.render();
+    s.wait(3.0).await;
+    assert!(s.app.vm.by_name("load-tests").unwrap().skipped());
+    let st = status(&s);
+    assert!(st.starts_with("load-tests left queued for skipped"), "{st}");
+    select(&mut s, "load-tests");
+    s.press(&keys("enter")).await;
+    let t = text(&s.render());
+    let lane = t
+        .lines()
+        .find(|l| l.contains("lane") && l.contains("skipped"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(!lane.contains("failed"), "{lane}");
+    s.finish().await;
+}

@@ -590,9 +590,8 @@ impl App {
         let n = self.vm.node(left);
         let was = col_lane(self.lane_col);
         let mut text = format!("{} left {}", n.name(), was.title());
-        let now = n.lane;
-        if now != was {
-            text.push_str(&format!(" for {}", now.title()));
+        if n.lane != was || n.skipped() {
+            text.push_str(&format!(" for {}", n.place()));
         }
         if let Some((by, action)) = self.vm.acted(left) {
             text.push_str(&format!(" ({action} by {by})"));
@@ -832,7 +831,7 @@ impl App {
             let what = format!(
                 "{} left the problems list ({} now); nothing is selected: ↓ selects",
                 self.vm.label(ix),
-                n.lane.title()
+                n.place()
             );
             self.info(what);
         }

@@ -193,6 +193,17 @@ impl Node {
         self.status == NodeStatus::Skipped
     }
 
+    /// Where it is, in the console's words: its lane's title, `skipped`
+    /// for one that never ran (the kernel keeps it in the failed lane; the
+    /// console shows it apart, and never calls it failed).
+    pub fn place(&self) -> &'static str {
+        if self.skipped() {
+            "skipped"
+        } else {
+            self.lane.title()
+        }
+    }
+
     /// Whether it has an approval gate.
     pub fn gated(&self) -> bool {
         self.op.metadata.approval

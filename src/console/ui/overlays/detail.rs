@@ -95,13 +95,7 @@ pub fn ledger_row(app: &App, row: usize) -> Window {
         )
     };
     let op = app.ledger_op(row).map(|ix| vm.node(ix));
-    let state = |n: &crate::projection::Node| {
-        let mut state = n.lane.title().to_string();
-        if n.skipped() {
-            state.push_str(" (skipped)");
-        }
-        state
-    };
+    let state = |n: &crate::projection::Node| n.place().to_string();
     match (&r.outcome, op) {
         (LedgerOutcome::Accepted { .. }, Some(n)) => {
             lines.push(Line::from(""));

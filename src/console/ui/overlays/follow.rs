@@ -45,7 +45,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
     let mut state = if v.stick && n.lane.is_terminal() && v.attempt > 0 {
         // Nothing more comes from an attempt that has ended (a retry is a
         // new attempt, and the view moves to it).
-        format!("● the end of attempt {} ({})", v.attempt, n.lane.title())
+        format!("● the end of attempt {} ({})", v.attempt, n.place())
     } else if v.stick {
         "● following: new lines show as they are written".to_string()
     } else {
@@ -114,7 +114,7 @@ fn nothing_yet(app: &App, v: &FollowView) -> Vec<Line<'static>> {
                 ),
                 dim,
             ),
-            None => say(format!("It is {}.", n.lane.title()), dim),
+            None => say(format!("It is {}.", n.place()), dim),
         }
         if going {
             say("Its output shows here as soon as it starts.".into(), dim);
@@ -140,8 +140,8 @@ fn nothing_yet(app: &App, v: &FollowView) -> Vec<Line<'static>> {
         say(
             match n.lane {
                 Lane::Running => "Its lines show here as it prints them.".to_string(),
-                _ if going => format!("It is {}.", n.lane.title()),
-                _ => format!("It ended ({}) without printing anything.", n.lane.title()),
+                _ if going => format!("It is {}.", n.place()),
+                _ => format!("It ended ({}) without printing anything.", n.place()),
             },
             dim,
         );

@@ -63,10 +63,7 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
 
     lines.push(field(t, "op id", n.op.op_id.to_string()));
     lines.push(field(t, "role", n.role().map_or("—", |r| &**r).to_string()));
-    let mut lane = n.lane.title().to_string();
-    if n.skipped() {
-        lane.push_str(" (skipped)");
-    }
+    let mut lane = n.place().to_string();
     if n.held {
         lane.push_str(" · held by the operator");
     }
