@@ -255,3 +255,78 @@ fn an_attaching_console_is_given_the_runs_own_clock() {
     run.kill().unwrap();
     run.wait().unwrap();
 }
+
+/// Issue 38: a finished run's host waits for its attached consoles only
+/// while they are alive. One that says nothing (SIGSTOP, a suspended ssh)
+/// kept the host — and the run's lock, so `resume --retry` was refused —
+/// for up to an hour; one that keeps sending its keep-alive keeps it.
+#[test]
+fn a_silent_console_does_not_keep_a_finished_runs_host() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("play.toml"), chain(1, 500)).unwrap();
+    // Killed if the test fails: a host kept alive must not outlive it.
+    struct Host(std::process::Child);
+    impl Drop for Host {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut host = Host(
+        playdeck()
+            .args(["run", "play.toml", "--host", "--run-dir", "run"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_listening(&dir.path().join("run/ctl/control.sock"));
+    let attach = || {
+        let mut s = UnixStream::connect(dir.path().join("run/ctl/control.sock")).unwrap();
+        s.write_all(b"{\"cmd\":\"attach\",\"from\":0,\"read_only\":true}\n")
+            .unwrap();
+        s
+    };
+    // One frozen, one alive (a blank line every 2 s, as a console's 5 s).
+    let _frozen = attach();
+    let mut alive = attach();
+    let finished = || {
+        std::fs::read_to_string(dir.path().join("run/events.jsonl"))
+            .is_ok_and(|t| t.contains("\"run_finished\""))
+    };
+    let t = Instant::now();
+    while !finished() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the run never finished"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = Instant::now();
+    while ended.elapsed() < Duration::from_secs(20) {
+        alive.write_all(b"\n").unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            host.0.try_wait().unwrap().is_none(),
+            "the host left a live console after {:?}",
+            ended.elapsed()
+        );
+    }
+    // The live one leaves; the frozen one does not hold the host.
+    drop(alive);
+    let left = Instant::now();
+    let status = loop {
+        if let Some(st) = host.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            left.elapsed() < Duration::from_secs(40),
+            "a silent console kept the finished run's host"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+}

@@ -169,15 +169,30 @@ impl Link {
         let writer = {
             let pending = pending.clone();
             tokio::spawn(async move {
-                while let Some((req, answer)) = req_rx.recv().await {
-                    let line = format!(
-                        "{}\n",
-                        serde_json::to_string(&req).expect("a request serialises")
-                    );
-                    // Queued before it is written: its answer cannot come first.
-                    lock(&pending).push_back(answer);
-                    if w.write_all(line.as_bytes()).await.is_err() {
-                        return;
+                // A blank line now and then says this console is alive: a
+                // finished run's host waits only for consoles that do.
+                let mut beat = tokio::time::interval(super::stream::KEEPALIVE);
+                beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        next = req_rx.recv() => {
+                            let Some((req, answer)) = next else { return };
+                            let line = format!(
+                                "{}\n",
+                                serde_json::to_string(&req).expect("a request serialises")
+                            );
+                            // Queued before it is written: its answer cannot
+                            // come first.
+                            lock(&pending).push_back(answer);
+                            if w.write_all(line.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                        _ = beat.tick() => {
+                            if w.write_all(b"\n").await.is_err() {
+                                return;
+                            }
+                        }
                     }
                 }
             })

@@ -338,8 +338,12 @@ pub async fn serve<R>(
             }
             let (answers, mut answered) = mpsc::channel::<Answer>(QUEUE);
             let read_only = read_only || agent.is_some();
+            // When the console last said anything (a request, or the blank
+            // keep-alive line it sends every KEEPALIVE).
+            let heard = Arc::new(std::sync::Mutex::new(tokio::time::Instant::now()));
             let asked = {
                 let ctx = ctx.clone();
+                let heard = heard.clone();
                 tokio::spawn(async move {
                     let mut line = Vec::new();
                     loop {
@@ -347,6 +351,13 @@ pub async fn serve<R>(
                         match read_line(&mut requests, &mut line).await {
                             Ok(true) => {}
                             _ => return,
+                        }
+                        if let Ok(mut h) = heard.lock() {
+                            *h = tokio::time::Instant::now();
+                        }
+                        // A keep-alive: never answered.
+                        if line.iter().all(u8::is_ascii_whitespace) {
+                            continue;
                         }
                         let answer = answer(&ctx, &line, read_only, &agent, &by).await;
                         let after = tokio::fs::metadata(&ctx.events)
@@ -369,10 +380,26 @@ pub async fn serve<R>(
             {
                 // The run is over and its last line sent; the console
                 // still asks (status, the report) until it leaves, and the
-                // run's host waits for it (see `ControlServer::finish`).
-                while let Some(a) = answered.recv().await {
-                    if out.write(&a.line).await.is_err() {
-                        break;
+                // run's host waits for it (see `ControlServer::finish`) —
+                // while it is alive: one that has said nothing for QUIET
+                // (stopped with SIGSTOP, a suspended ssh, a closed lid)
+                // no longer keeps the host, nor the run's lock.
+                loop {
+                    let last = heard
+                        .lock()
+                        .map_or_else(|_| tokio::time::Instant::now(), |h| *h);
+                    tokio::select! {
+                        a = answered.recv() => match a {
+                            Some(a) if out.write(&a.line).await.is_ok() => {}
+                            _ => break,
+                        },
+                        () = tokio::time::sleep_until(last + QUIET) => {
+                            let now_last = heard.lock().map_or(last, |h| *h);
+                            if now_last + QUIET <= tokio::time::Instant::now() {
+                                tracing::info!("an attached console said nothing for {QUIET:?}: counted gone");
+                                break;
+                            }
+                        }
                     }
                 }
             }
@@ -381,6 +408,12 @@ pub async fn serve<R>(
     }
     let _ = out.half.shutdown().await;
 }
+
+/// How often an attached console says it is alive (a blank line).
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// After the run's end, a console silent this long is counted gone.
+pub const QUIET: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// One request line, at most [`super::MAX_REQUEST`] bytes; false at the end.
 async fn read_line<R: AsyncBufReadExt + Unpin>(
