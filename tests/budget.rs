@@ -428,6 +428,20 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         .filter(|t| *t == "spend_cap_raised")
         .count();
     assert_eq!(raised, 2);
+    // The report lists the cap reached and the raises, with who.
+    let report = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .arg("report")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(text.contains("**Spend caps:**"), "{text}");
+    assert!(text.contains("reached: budget 5.00/5.00 USD"), "{text}");
+    assert!(
+        text.contains("raised: usd cap → 10.00 USD by ctl (")
+            && text.contains("raised: tokens cap → 500000 tokens by ctl ("),
+        "{text}"
+    );
 }
 
 #[test]

@@ -122,9 +122,55 @@ pub struct SpendState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::kernel::spend::Budget>,
     /// A reached cap holding work back, in words (`budget 10.02/10.00
-    /// USD`), until it is raised.
+    /// USD`, the spend kept current as running work reports), until it is
+    /// raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
+    /// The cap `held` speaks of: its role, measure and amount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_cap: Option<(Option<Arc<str>>, crate::kernel::spend::Measure, f64)>,
+    /// Each cap reached and raised, in order, for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caps: Vec<CapEvent>,
+}
+
+/// A cap reached or raised (`reached`: `budget 3.02/3.00 USD`; `raised`:
+/// `usd cap → 4.50`, with who).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapEvent {
+    pub at: f64,
+    pub event: String,
+    pub words: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Arc<str>>,
+}
+
+impl SpendState {
+    /// What `role` (none: the run) has spent of `m`.
+    pub fn spent(&self, role: Option<&str>, m: crate::kernel::spend::Measure) -> f64 {
+        let (u, t) = match role {
+            None => (self.usd, self.tokens),
+            Some(r) => self.roles.get(r).copied().unwrap_or_default(),
+        };
+        match m {
+            crate::kernel::spend::Measure::Usd => u,
+            crate::kernel::spend::Measure::Tokens => t,
+        }
+    }
+
+    /// The held cap's words again, with what is spent now (running work
+    /// goes on reporting after the cap was reached).
+    fn refresh_held(&mut self) {
+        if let Some((role, m, cap)) = self.held_cap.clone() {
+            let spent = self.spent(role.as_deref(), m);
+            self.held = Some(crate::kernel::spend::held_words(
+                role.as_deref(),
+                m,
+                spent,
+                cap,
+            ));
+        }
+    }
 }
 
 /// What keeps a ready operation from starting ([`RunProjection::start_hold`]),
@@ -824,6 +870,7 @@ impl RunProjection {
                         e.0 += du;
                         e.1 += dt;
                     }
+                    self.spend.refresh_held();
                 }
             }
             SignalKind::ProviderHeld {
@@ -849,16 +896,35 @@ impl RunProjection {
                 spent,
                 cap,
             } => {
-                self.spend.held = Some(crate::kernel::spend::held_words(
-                    role.as_deref(),
-                    *measure,
-                    *spent,
-                    *cap,
-                ));
+                let words =
+                    crate::kernel::spend::held_words(role.as_deref(), *measure, *spent, *cap);
+                self.spend.caps.push(CapEvent {
+                    at: s.elapsed,
+                    event: "reached".into(),
+                    words: words.clone(),
+                    by: None,
+                });
+                self.spend.held = Some(words);
+                self.spend.held_cap = Some((role.clone(), *measure, *cap));
+                self.spend.refresh_held();
             }
             SignalKind::SpendCapRaised {
-                role, measure, cap, ..
+                role,
+                measure,
+                cap,
+                by,
             } => {
+                self.spend.caps.push(CapEvent {
+                    at: s.elapsed,
+                    event: "raised".into(),
+                    words: format!(
+                        "{}{} cap → {}",
+                        role.as_deref().map(|r| format!("{r} ")).unwrap_or_default(),
+                        measure.as_str(),
+                        measure.amount(*cap)
+                    ),
+                    by: Some(by.clone()),
+                });
                 let b = self
                     .spend
                     .budget
@@ -873,6 +939,7 @@ impl RunProjection {
                     relative: false,
                 });
                 self.spend.held = None;
+                self.spend.held_cap = None;
             }
             SignalKind::Spawned {
                 op_id,

@@ -147,3 +147,64 @@ fn a_prefix_saved_and_loaded_then_the_rest_folds_to_the_whole() {
         );
     }
 }
+
+/// Issue 38: the held cap's words follow the spend (running work reports
+/// after the cap was reached: `budget 4.17/3.00`, not the 3.00 at the
+/// moment of the cap), and the caps reached and raised are kept in order.
+#[test]
+fn a_held_caps_words_follow_the_spend() {
+    use crate::kernel::spend::Measure;
+    let mut signals = run();
+    let n = signals.len() as u64;
+    let usage = |usd: f64| SignalKind::AgentUsage {
+        op_id: uuid::Uuid::from_u128(1),
+        name: "op1".into(),
+        attempt: 2,
+        usage: crate::kernel::Usage {
+            cost_usd: Some(usd),
+            ..Default::default()
+        },
+    };
+    let kinds = [
+        usage(3.0),
+        SignalKind::SpendCapReached {
+            role: None,
+            measure: Measure::Usd,
+            spent: 3.0,
+            cap: 3.0,
+        },
+        usage(4.17),
+        SignalKind::SpendCapRaised {
+            role: None,
+            measure: Measure::Usd,
+            cap: 6.0,
+            by: "ctl (ana, pid 7)".into(),
+        },
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        signals.push(Signal {
+            v: 1,
+            seq: n + i as u64 + 1,
+            elapsed: 20.0 + i as f64,
+            kind,
+        });
+    }
+    let p = fold(&signals[..signals.len() - 1]);
+    assert_eq!(p.spend.held.as_deref(), Some("budget 4.17/3.00 USD"));
+    let p = fold(&signals);
+    assert_eq!(p.spend.held, None);
+    let caps: Vec<(&str, &str)> = p
+        .spend
+        .caps
+        .iter()
+        .map(|c| (c.event.as_str(), c.words.as_str()))
+        .collect();
+    assert_eq!(
+        caps,
+        [
+            ("reached", "budget 3.00/3.00 USD"),
+            ("raised", "usd cap → 6.00 USD")
+        ]
+    );
+    assert_eq!(p.spend.caps[1].by.as_deref(), Some("ctl (ana, pid 7)"));
+}

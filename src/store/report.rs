@@ -127,6 +127,9 @@ pub struct Report {
     /// `4.20/5.00 USD (84%) · 2200/400000 tokens (1%)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<String>,
+    /// Each cap reached and each raise, in order, with who raised it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spend_caps: Vec<crate::projection::CapEvent>,
 }
 
 impl Report {
@@ -250,6 +253,7 @@ impl Report {
                 .budget
                 .as_ref()
                 .and_then(|b| crate::control::spend_words((p.spend.usd, p.spend.tokens), Some(b))),
+            spend_caps: p.spend.caps.clone(),
         }
     }
 
@@ -294,6 +298,17 @@ impl Report {
         }
         if let Some(b) = &self.budget {
             let _ = writeln!(s, "**Budget:** {b}\n");
+        }
+        if !self.spend_caps.is_empty() {
+            let _ = writeln!(s, "**Spend caps:**\n");
+            for c in &self.spend_caps {
+                let by =
+                    c.by.as_deref()
+                        .map(|b| format!(" by {}", crate::printable::printable(b)))
+                        .unwrap_or_default();
+                let _ = writeln!(s, "- {:.1}s {}: {}{by}", c.at, c.event, c.words);
+            }
+            let _ = writeln!(s);
         }
         let _ = writeln!(s, "## Critical path\n");
         if self.critical_path.is_empty() {
