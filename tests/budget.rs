@@ -393,8 +393,13 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         status.contains("spend: 5.00/5.00 USD (100%) · 2200 tokens"),
         "{status}"
     );
-    // Two of three done: the third at their pace.
-    assert!(status.contains("eta: ~"), "{status}");
+    // Two of three done, but nothing runs: no pace to count the third
+    // by, what it waits for instead (issue 38: it said `eta: ~0.1s`).
+    assert!(
+        status.contains("eta: none — nothing runs; it waits for a raise of the spend cap"),
+        "{status}"
+    );
+    assert!(!status.contains("eta: ~"), "{status}");
     // The runs list says it in its narrow state column.
     let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args(["runs", "--dir"])

@@ -427,7 +427,9 @@ sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
         header.join("\n")
     );
     assert!(
-        header[1].contains("spend 5.00/5.00 USD (100%) · 2 480 tok  eta ~"),
+        header[1].contains(
+            "spend 5.00/5.00 USD (100%) · 2 480 tok  eta — waits for a raise of the spend cap"
+        ),
         "{}",
         header.join("\n")
     );

@@ -246,6 +246,9 @@ fn status_text(v: &RunStatus) -> String {
     if let Some(spend) = &v.spend {
         let _ = writeln!(s, "spend: {spend}");
     }
+    if let Some(w) = &v.waits_for {
+        let _ = writeln!(s, "eta: none — nothing runs; it waits for {w}");
+    }
     if let Some(eta) = v.eta_secs {
         let _ = writeln!(
             s,

@@ -193,6 +193,9 @@ pub struct RunStatus {
     /// those done so far (none before the first is done, or once all are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_secs: Option<f64>,
+    /// With nothing running: what the run waits for instead of an ETA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
     /// A `[cluster]` run's workers. `beat_age` is seconds since the last
     /// heartbeat: a silent worker's as of now, a beating one's (under
     /// 6 s) as of the last time the run heard of a change.
@@ -323,7 +326,8 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         (None, true) => "paused".into(),
         (None, false) => "running".into(),
     };
-    let eta_secs = eta(snap.elapsed, lanes.total(), lanes.settled());
+    let waits = waits_for(snap.run.running, awaiting.len(), capped, snap.run.paused);
+    let eta_secs = eta(snap.elapsed, lanes.total(), lanes.settled()).filter(|_| waits.is_none());
     Ok(RunStatus {
         run_id: snap.run.run_id.to_string(),
         play: snap.run.play.to_string(),
@@ -353,8 +357,30 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
             .as_ref()
             .is_some_and(|b| b.warned(snap.run.spent.0, snap.run.spent.1)),
         eta_secs,
+        waits_for: waits,
         workers: workers_now(&snap),
     })
+}
+
+/// What a run that has nothing running waits for before anything moves
+/// (an ETA would count that wait as work): `a raise of the spend cap`,
+/// `resume`, `5 approvals`. None while work runs.
+pub fn waits_for(running: usize, approvals: usize, capped: bool, paused: bool) -> Option<String> {
+    if running > 0 {
+        return None;
+    }
+    if capped {
+        Some("a raise of the spend cap".into())
+    } else if paused {
+        Some("resume".into())
+    } else if approvals > 0 {
+        Some(format!(
+            "{approvals} approval{}",
+            if approvals == 1 { "" } else { "s" }
+        ))
+    } else {
+        None
+    }
 }
 
 /// At the pace of the operations done so far, how long the rest of those

@@ -194,16 +194,24 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         rest.push(Span::styled(words, base.fg(color)));
         rest.push(Span::styled("  ", base));
     }
-    // The pace that matters beside the spend: how long the rest takes.
-    if vm.run.finished.is_none()
-        && spend.is_some()
-        && let Some(eta) = crate::control::eta(app.clock, c.total(), c.settled())
-    {
-        rest.push(Span::styled(
-            format!("eta ~{}", duration(eta)),
-            base.fg(t.dim),
-        ));
-        rest.push(Span::styled("  ", base));
+    // The pace that matters beside the spend: how long the rest takes —
+    // or, with nothing running, what it waits for (a wait is not work).
+    if vm.run.finished.is_none() && spend.is_some() {
+        let waits = crate::control::waits_for(
+            vm.running(),
+            vm.approvals_waiting(),
+            vm.spend.held.is_some(),
+            vm.run.paused,
+        );
+        let words = match waits {
+            Some(w) => Some(format!("eta — waits for {w}")),
+            None => crate::control::eta(app.clock, c.total(), c.settled())
+                .map(|eta| format!("eta ~{}", duration(eta))),
+        };
+        if let Some(words) = words {
+            rest.push(Span::styled(words, base.fg(t.dim)));
+            rest.push(Span::styled("  ", base));
+        }
     }
     if let Some(b) = &vm.palette.budgets {
         rest.push(Span::styled(
