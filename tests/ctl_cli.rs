@@ -443,6 +443,110 @@ exit 0
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
+/// Issue 39: an agent that lets a child `connect()` and exit, and keeps
+/// the connected socket, is still an agent: the process that connected is
+/// gone when the run looks, and a connection in doubt is refused. Before,
+/// the run found no process and took it for the operator's (the gate was
+/// approved within a few tries).
+#[test]
+fn an_agent_connecting_through_a_child_that_exits_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let attack = r#"
+import json, os, socket
+path = os.environ["PLAYDECK_RUN_DIR"] + "/ctl/control.sock"
+answers = []
+for _ in range(30):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        s.connect(path)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    s.sendall(b'{"cmd":"approve","op":"gate"}\n')
+    answers.append(s.makefile().readline().strip())
+    s.close()
+codes = [json.loads(a).get("error", {}).get("code", "none") if a else "closed" for a in answers]
+print(json.dumps({"type": "result", "result": {"codes": codes}}))
+"#;
+    let play = format!(
+        r#"
+[play]
+name = "fork"
+[palette]
+roles = [{{ role = "implementer" }}, {{ role = "reviewer" }}]
+[agents.forker]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[[operations]]
+id = "gate"
+role = "reviewer"
+instruction = "ship it"
+approval = true
+independent_root = true
+sim = {{ duration_ms = 10 }}
+[[operations]]
+id = "fork"
+role = "implementer"
+agent = "forker"
+independent_root = true
+instruction = '''
+cat > attack.py <<'PY'
+{attack}
+PY
+python3 attack.py
+exit 0
+'''
+"#
+    );
+    std::fs::write(dir.path().join("p.toml"), play).unwrap();
+    let mut child = bin()
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/f1",
+            "p.toml",
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let until = |pred: &dyn Fn(&Value) -> bool| loop {
+        let v = rx.recv_timeout(Duration::from_secs(60)).expect("a signal");
+        if pred(&v) {
+            return v;
+        }
+    };
+    let done =
+        until(&|v| v["name"] == "fork" && (v["type"] == "completed" || v["type"] == "failed"));
+    assert_eq!(done["type"], "completed", "{done:#}");
+    let codes = done["result"]["codes"].as_array().unwrap();
+    assert_eq!(codes.len(), 30, "{done:#}");
+    assert!(
+        codes.iter().all(|c| c == "peer_is_agent"),
+        "every try is refused: {codes:?}"
+    );
+    let d = dir.path();
+    let (_, out, _) = run(d, &["ctl", "f1", "status", "--json"]);
+    assert_eq!(json(&out)["awaiting_approval"], serde_json::json!(["gate"]));
+    let (code, _, _) = run(d, &["ctl", "f1", "approve", "gate"]);
+    assert_eq!(code, 0);
+    let result = until(&|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
 /// Issue 28: two hundred clients of the same user that send half a request
 /// and wait do not keep an operator's `ctl status` waiting: the server
 /// drops the one that has waited longest for its own request line when it

@@ -308,3 +308,38 @@ fn a_hung_command_ends_with_the_run_process_group_and_all() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 39: the operator's own `[notify]` command may read the run's
+/// status (it descends from playdeck as agents do; it used to be refused
+/// `peer_is_agent`), and still may not act on it.
+#[test]
+fn a_notify_command_may_read_status_not_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = format!(
+        "import json, subprocess, sys\n\
+         ev = json.loads(sys.stdin.readline())\n\
+         if ev['event'] == 'approval_needed':\n\
+         \x20   s = subprocess.run([{bin:?}, 'ctl', ev['run_dir'], 'status', '--json'], capture_output=True, text=True)\n\
+         \x20   a = subprocess.run([{bin:?}, 'ctl', ev['run_dir'], 'approve', 'gate', '--json'], capture_output=True, text=True)\n\
+         \x20   open('hook.json', 'w').write(json.dumps({{'status': s.returncode, 'out': s.stdout, 'approve': a.returncode, 'answer': a.stdout}}))\n",
+        bin = env!("CARGO_BIN_EXE_playdeck")
+    );
+    std::fs::write(dir.path().join("hook.py"), hook).unwrap();
+    let mut run = start(dir.path(), r#"command = ["python3", "hook.py"]"#);
+    let text = wait_for(&dir.path().join("hook.json"), "answer");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["status"], 0, "{v:#}");
+    let status: serde_json::Value = serde_json::from_str(v["out"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        status["awaiting_approval"],
+        serde_json::json!(["gate"]),
+        "{v:#}"
+    );
+    assert_ne!(v["approve"], 0, "{v:#}");
+    assert!(
+        v["answer"].as_str().unwrap().contains("peer_is_agent"),
+        "{v:#}"
+    );
+    writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
+    assert!(run.wait().unwrap().success());
+}

@@ -5,6 +5,14 @@
 //! processes is refused: its peer's pid (SO_PEERCRED) carries the run's
 //! tag in its environment, or descends from this playdeck process.
 //!
+//! The pid is the one that called `connect()`: an agent can fork, let the
+//! child connect and exit, and keep the connected socket. So the peer is
+//! decided from what cannot be lost: the process must still be there,
+//! the same one (started no later than the connection was accepted, and
+//! unchanged after it was looked at); when it is gone, or its pid now
+//! names another process, the connection is treated as an agent's —
+//! refused when in doubt.
+//!
 //! This is a guard against the ordinary path, not isolation: a process
 //! running as the same user that neither carries the tag nor descends
 //! from playdeck (one an agent had started by another service, or a
@@ -13,9 +21,47 @@
 
 use crate::agents::process::RUN_TAG;
 
-/// Why the peer `pid` counts as one of this run's agents (`tag` is the
-/// run directory, as agents get it in `PLAYDECK_RUN_DIR`), or `None`.
-pub fn agent_of_this_run(pid: i32, tag: &str) -> Option<String> {
+/// The machine's uptime now, in seconds (what `/proc/<pid>/stat`'s start
+/// times are counted from): taken when a connection is accepted.
+pub fn uptime_now() -> Option<f64> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    Some(t.tv_sec as f64 + t.tv_nsec as f64 / 1e9)
+}
+
+/// Why the peer `pid`, which connected no later than `accepted` (uptime
+/// seconds), counts as one of this run's agents (`tag` is the run
+/// directory, as agents get it in `PLAYDECK_RUN_DIR`), or `None` for a
+/// process that is neither — and is still the one that connected.
+pub fn agent_of_this_run(pid: i32, tag: &str, accepted: Option<f64>) -> Option<String> {
+    let gone = || {
+        Some(format!(
+            "the process that connected (pid {pid}) is gone, or its pid names another process now; refused as in doubt (an agent can connect from a child that exits)"
+        ))
+    };
+    let Some(first) = stat_of(pid) else {
+        return gone();
+    };
+    // A process that started after the connection was accepted is not
+    // the one that connected (its pid was reused).
+    if let Some(at) = accepted
+        && first.started > at + START_SLACK
+    {
+        return gone();
+    }
+    let why = agent_by_tag_or_ancestry(pid, tag);
+    // What was read is of the process that connected only if it is still
+    // there, unchanged.
+    match stat_of(pid) {
+        Some(again) if again.started == first.started => why,
+        _ => gone(),
+    }
+}
+
+/// `/proc/<pid>/stat`'s start times count in clock ticks: a process that
+/// started in the same tick as the accept is not taken for a later one.
+const START_SLACK: f64 = 0.05;
+
+fn agent_by_tag_or_ancestry(pid: i32, tag: &str) -> Option<String> {
     let want = format!("{RUN_TAG}={tag}");
     if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
         && env.split(|&b| b == 0).any(|v| v == want.as_bytes())
@@ -28,7 +74,7 @@ pub fn agent_of_this_run(pid: i32, tag: &str) -> Option<String> {
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..MAX_DEPTH {
-        match parent_of(p) {
+        match stat_of(p).map(|s| s.parent) {
             Some(parent) if parent == me => {
                 return Some(format!(
                     "it descends from this run's playdeck process (pid {me})"
@@ -43,14 +89,34 @@ pub fn agent_of_this_run(pid: i32, tag: &str) -> Option<String> {
 
 /// Who a peer is, as the run records it: `ctl (ana, pid 5678)` for
 /// playdeck's own commands (named by their subcommand), else the program's
-/// name (`socat (ana, pid 77)`).
+/// name (`socat (ana, pid 77)`). The program is the file the process runs
+/// (`/proc/<pid>/exe`), not its `argv[0]`, which any process sets (`exec
+/// -a playdeck`): only this very playdeck binary is named by its
+/// subcommand, `console` among them.
 pub fn actor_of(pid: i32, uid: u32) -> String {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let ours = exe.as_ref().is_some_and(|e| same_file(e, "/proc/self/exe"));
+    let prog = exe.as_ref().and_then(|e| e.file_name()).map(|n| {
+        n.to_string_lossy()
+            .trim_end_matches(" (deleted)")
+            .to_string()
+    });
     let surface = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
         .and_then(|c| {
             let mut args = c.split(|&b| b == 0).map(String::from_utf8_lossy);
-            let prog = args.next()?;
-            let prog = prog.rsplit('/').next().unwrap_or(&prog).to_string();
+            let _argv0 = args.next()?;
+            let prog = if ours {
+                "playdeck".to_string()
+            } else {
+                // Another program, or another playdeck binary: its file's
+                // name, never a console's label.
+                let p = prog.clone()?;
+                if p == "playdeck" {
+                    return Some("playdeck (another binary)".to_string());
+                }
+                return Some(p);
+            };
             let sub = args.next().map(|a| a.to_string());
             Some(match sub {
                 // A console (started by `run`, `resume` or `attach`) is
@@ -71,17 +137,47 @@ pub fn actor_of(pid: i32, uid: u32) -> String {
 /// Deeper than any process tree an agent makes.
 const MAX_DEPTH: usize = 128;
 
-/// The parent pid, from `/proc/<pid>/stat` (`pid (comm) state ppid …`;
-/// `comm` may hold spaces and parentheses, so the last `)` ends it).
-fn parent_of(pid: i32) -> Option<i32> {
+/// Whether two paths name the same file (device and inode).
+fn same_file(a: &std::path::Path, b: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// A process's parent and start time (uptime seconds).
+struct Stat {
+    parent: i32,
+    started: f64,
+}
+
+/// From `/proc/<pid>/stat` (`pid (comm) state ppid … starttime …`; `comm`
+/// may hold spaces and parentheses, so the last `)` ends it; starttime is
+/// field 22, in clock ticks since boot).
+fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the comm: state is field 3, so field N is fields[N - 3].
+    let parent = fields.get(1)?.parse().ok()?;
+    let ticks: u64 = fields.get(19)?.parse().ok()?;
+    let hz = rustix::param::clock_ticks_per_second() as f64;
+    Some(Stat {
+        parent,
+        started: ticks as f64 / hz,
+    })
+}
+
+#[cfg(test)]
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_of(pid).map(|s| s.parent)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
 
     /// A `sleep` child, once exec has set up its environment (for a moment
     /// after `/proc/<pid>/exe` changed, `environ` still reads empty).
@@ -108,7 +204,7 @@ mod tests {
     fn a_child_of_this_process_is_recognised_and_its_parent_is_not() {
         let mut child = sleeper(None);
         let pid = child.id() as i32;
-        let why = agent_of_this_run(pid, "/nowhere");
+        let why = agent_of_this_run(pid, "/nowhere", uptime_now());
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(
@@ -117,19 +213,65 @@ mod tests {
             "{why:?}"
         );
         let parent = parent_of(std::process::id() as i32).unwrap();
-        assert_eq!(agent_of_this_run(parent, "/nowhere"), None);
+        assert_eq!(agent_of_this_run(parent, "/nowhere", uptime_now()), None);
     }
 
     #[test]
     fn the_run_tag_in_the_environment_is_recognised() {
         let mut child = sleeper(Some((RUN_TAG, "/runs/r1")));
         let pid = child.id() as i32;
-        let why = agent_of_this_run(pid, "/runs/r1");
+        let why = agent_of_this_run(pid, "/runs/r1", uptime_now());
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(
             why.as_deref(),
             Some("its environment carries PLAYDECK_RUN_DIR of this run")
         );
+    }
+
+    /// A process gone by the time it is looked at (a child that connected
+    /// and exited), or one started after the accept (a reused pid), is
+    /// refused as in doubt.
+    #[test]
+    fn a_peer_that_is_gone_or_came_later_is_in_doubt() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        let why = agent_of_this_run(pid, "/nowhere", uptime_now()).unwrap();
+        assert!(why.contains("refused as in doubt"), "{why}");
+        // Our own parent, as if the connection had been accepted before
+        // it started.
+        let parent = parent_of(std::process::id() as i32).unwrap();
+        let why = agent_of_this_run(parent, "/nowhere", Some(0.0)).unwrap();
+        assert!(why.contains("refused as in doubt"), "{why}");
+    }
+
+    /// `argv[0]` is the process's to choose (`exec -a playdeck`): the
+    /// label comes from the file it runs.
+    #[test]
+    fn a_label_comes_from_the_program_run_not_argv0() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("attach"), "").unwrap();
+        // argv: `playdeck attach -f`, the file run: tail (following the
+        // file named attach).
+        let mut child = std::process::Command::new("tail")
+            .arg0("playdeck")
+            .args(["attach", "-f"])
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.starts_with(b"playdeck\0attach"))
+        {
+            assert!(std::time::Instant::now() < deadline, "tail never ran");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let label = actor_of(pid, 0);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(label.starts_with("tail ("), "{label}");
+        assert!(!label.contains("console"), "{label}");
     }
 }

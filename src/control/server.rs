@@ -265,6 +265,7 @@ async fn connection(
 ) {
     // Who asks, before what: the peer's pid is the kernel's word (it
     // cannot be forged by the client).
+    let accepted = super::peer::uptime_now();
     let cred = stream.peer_cred().ok();
     let (agent, by) = match cred.as_ref().and_then(|c| c.pid()) {
         Some(pid) => {
@@ -272,14 +273,27 @@ async fn connection(
             tokio::task::spawn_blocking({
                 let tag = tag.to_string();
                 move || {
-                    let agent = super::peer::agent_of_this_run(pid, &tag).map(|why| (pid, why));
+                    let agent =
+                        super::peer::agent_of_this_run(pid, &tag, accepted).map(|why| (pid, why));
                     (agent, super::peer::actor_of(pid, uid))
                 }
             })
             .await
-            .unwrap_or((None, "the control socket".to_string()))
+            .unwrap_or_else(|_| {
+                (
+                    Some((
+                        pid,
+                        "the peer could not be identified; refused as in doubt".into(),
+                    )),
+                    "the control socket".to_string(),
+                )
+            })
         }
-        None => (None, "the control socket".to_string()),
+        // No pid from the kernel: nobody to vouch for.
+        None => (
+            Some((0, "the kernel gave no peer pid; refused as in doubt".into())),
+            "the control socket".to_string(),
+        ),
     };
     let (read, mut write) = stream.into_split();
     let mut line = Vec::new();
@@ -342,6 +356,12 @@ async fn connection(
             )),
             Ok(text) => match serde_json::from_str::<Request>(text.trim()) {
                 Ok(req) => match &agent {
+                    // Reading the run's state is anyone's (the operator's
+                    // own `[notify]` command descends from playdeck too);
+                    // acting on it is not.
+                    Some(_) if super::stream::reads_only(&req) => {
+                        apply(handle, capacity, req, Arc::from(by)).await
+                    }
                     Some((pid, why)) => {
                         tracing::warn!(
                             pid,

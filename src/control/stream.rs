@@ -440,8 +440,9 @@ async fn read_line<R: AsyncBufReadExt + Unpin>(
     }
 }
 
-/// Whether a request only reads (a read-only console may send it).
-fn reads_only(req: &Request) -> bool {
+/// Whether a request only reads (a read-only console, an agent or a
+/// `[notify]` command may send it).
+pub(super) fn reads_only(req: &Request) -> bool {
     match req {
         Request::Status | Request::Capacity => true,
         Request::Release(sel) => sel.dry_run,
