@@ -1039,7 +1039,7 @@ impl Sshd {
                 .port();
             match Sshd::spawn_on(sshd, dir, port) {
                 Ok(child) => break (child, port),
-                Err(why) if tries < 5 && why.contains("in use") => continue,
+                Err(why) if tries < 5 && why.contains("in use") => {}
                 Err(why) => panic!("sshd on port {port} did not come up: {why}"),
             }
         };
