@@ -98,15 +98,35 @@ pub fn cancel_all_subject(nonce: &str) -> String {
 
 /// The nonce of a [`cancel_all_subject`].
 pub fn cancel_all_of(subject: &str) -> Option<&str> {
-    subject.strip_prefix("pd.cancel.")?.strip_suffix(".all")
+    subject
+        .strip_prefix("pd.cancel.")?
+        .strip_suffix(".all")
+        .filter(|n| is_nonce(n))
 }
 
-/// `<nonce>` and `<seq>`, the last two tokens of any of the subjects above.
+/// `<nonce>` and `<seq>`, the last two tokens of any of the subjects above;
+/// none when the nonce is not one a run makes (a worker joins it into file
+/// names: a token such as `/some/dir` must never become a path).
 pub fn ids_of(subject: &str) -> Option<(&str, u64)> {
     let mut it = subject.rsplitn(3, '.');
     let seq = it.next()?.parse().ok()?;
-    let nonce = it.next()?;
+    let nonce = it.next().filter(|n| is_nonce(n))?;
     Some((nonce, seq))
+}
+
+/// A name an operation can have, safe in a file name: not empty, at most
+/// 200 bytes, no `/` or NUL, not starting with a dot.
+pub fn is_op_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && !name.bytes().any(|b| b == b'/' || b == 0)
+}
+
+/// A run's nonce: 16 lowercase hex digits (see the hub); nothing else
+/// from the wire is taken for one.
+pub fn is_nonce(token: &str) -> bool {
+    token.len() == 16 && token.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// One attempt, as a worker needs it. The worker builds the command line
@@ -293,8 +313,9 @@ mod tests {
 
     #[test]
     fn ids_come_back_from_every_subject() {
-        let job = job_subject("my play. with dots", "gpu", "ab12", 7);
-        assert_eq!(ids_of(&job), Some(("ab12", 7)));
+        let n = "00ab12cd34ef5678";
+        let job = job_subject("my play. with dots", "gpu", n, 7);
+        assert_eq!(ids_of(&job), Some((n, 7)));
         // Any play name makes one subject token, and the filter takes it.
         assert_eq!(job.split('.').count(), 6, "{job}");
         let filter = jobs_filter("my play. with dots", "gpu");
@@ -302,11 +323,27 @@ mod tests {
             job.starts_with(filter.trim_end_matches('>')),
             "{job} {filter}"
         );
-        assert_eq!(ids_of(&out_subject("ab12", 8)), Some(("ab12", 8)));
-        assert_eq!(ids_of(&cancel_subject("ab12", 9)), Some(("ab12", 9)));
+        assert_eq!(ids_of(&out_subject(n, 8)), Some((n, 8)));
+        assert_eq!(ids_of(&cancel_subject(n, 9)), Some((n, 9)));
         assert_eq!(ids_of("pd.out.x"), None);
-        assert_eq!(cancel_all_of(&cancel_all_subject("ab12")), Some("ab12"));
-        assert_eq!(cancel_all_of(&cancel_subject("ab12", 9)), None);
+        assert_eq!(cancel_all_of(&cancel_all_subject(n)), Some(n));
+        assert_eq!(cancel_all_of(&cancel_subject(n, 9)), None);
+    }
+
+    /// Issue 39: a subject's nonce token was joined into the worker's log
+    /// path, and then removed with everything under it: `/some/dir`,
+    /// `..`, or anything but a run's nonce is no nonce.
+    #[test]
+    fn a_nonce_from_the_wire_is_never_a_path() {
+        for bad in ["/some/dir", "..", "../../x", "ab12", "00AB12CD34EF5678", "00ab12cd34ef567/", ""] {
+            let subject = format!("pd.job.p1.any.{bad}.7");
+            assert_eq!(ids_of(&subject), None, "{bad:?}");
+            assert_eq!(cancel_all_of(&format!("pd.cancel.{bad}.all")), None, "{bad:?}");
+        }
+        for bad in ["", "../x", "a/b", ".hidden", "a\0b"] {
+            assert!(!is_op_name(bad), "{bad:?}");
+        }
+        assert!(is_op_name("spawn-12") && is_op_name("svc12-integration"));
     }
 
     #[test]

@@ -424,7 +424,21 @@ impl Worker {
             let _ = m.ack_with(AckKind::Term).await;
             return;
         }
-        let job: Job = match serde_json::from_slice(&m.payload) {
+        let job: Job = match serde_json::from_slice::<Job>(&m.payload) {
+            // Its name becomes file names under the worker's state: only
+            // a name an operation can have.
+            Ok(j) if !wire::is_op_name(&j.name) => {
+                let f = AgentFailure::new(
+                    "worker_refused",
+                    format!(
+                        "worker {} refused a job named {:?}: not an operation's name",
+                        self.id,
+                        crate::printable::printable(&j.name)
+                    ),
+                );
+                self.finish(&m, &out, Err(f)).await;
+                return;
+            }
             Ok(j) => j,
             Err(e) => {
                 let f = AgentFailure::new(
