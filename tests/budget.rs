@@ -668,3 +668,48 @@ async fn a_dip_in_an_attempts_totals_is_not_spent_twice() {
         "the log never says less than before"
     );
 }
+
+/// Issue 39: a raise is checked where every surface goes through, the
+/// kernel: a raw socket request's negative cap, a tokens cap of 0, or
+/// raises that add up past any number are refused, nothing changes, and
+/// the log never holds a cap it cannot read back (`"cap":null` made
+/// resume and report refuse it as damaged).
+#[test]
+fn a_raise_that_makes_no_cap_is_refused_wherever_it_comes_from() {
+    use std::io::{BufRead, Write};
+    let base = tempfile::tempdir().unwrap();
+    let run = base.path().join("run");
+    let mut child = run_to_the_cap(base.path());
+    common::wait_listening(&run.join("ctl/control.sock"));
+    let ask = |req: &str| -> Value {
+        let mut s = std::os::unix::net::UnixStream::connect(run.join("ctl/control.sock")).unwrap();
+        s.write_all(format!("{req}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(&s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    for bad in [
+        r#"{"cmd":"budget","raise":[{"measure":"usd","amount":-29.0,"relative":false}]}"#,
+        r#"{"cmd":"budget","raise":[{"measure":"tokens","amount":0.0,"relative":false}]}"#,
+        r#"{"cmd":"budget","raise":[{"measure":"usd","amount":1e308,"relative":true},{"measure":"usd","amount":1e308,"relative":true}]}"#,
+        r#"{"cmd":"budget","raise":[{"measure":"usd","amount":9e14,"relative":true},{"measure":"usd","amount":9e14,"relative":true}]}"#,
+    ] {
+        let a = ask(bad);
+        assert_eq!(a["error"]["code"], "bad_request", "{bad}: {a}");
+    }
+    // The command line says so too, before anything is sent.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .arg("ctl")
+        .arg(&run)
+        .args(["budget", "--raise", "usd=1e308", "usd=+1e308"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let log = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    assert!(!log.contains("spend_cap_raised"), "nothing was raised");
+    assert!(!log.contains("\"cap\":null"), "the log reads back");
+    let a = ask(r#"{"cmd":"budget","raise":[{"measure":"usd","amount":5.0,"relative":true}]}"#);
+    assert_eq!(a["ok"], true, "{a}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}

@@ -162,6 +162,25 @@ impl Budget {
     }
 
     /// Applies a change; the new cap.
+    /// What the caps would be after `changes`, each checked: an amount
+    /// that is a number, a cap that stays positive and at most
+    /// [`MAX_CAP`] (so the log can always read it back). Nothing changes
+    /// when one is refused.
+    pub fn check(&self, changes: &[CapChange]) -> Result<(), String> {
+        let mut after = self.clone();
+        for c in changes {
+            c.check().map_err(|why| format!("{c}: {why}"))?;
+            let cap = after.apply(c);
+            if !(cap.is_finite() && cap > 0.0 && cap <= MAX_CAP) {
+                return Err(format!(
+                    "{c}: the {} cap would be {cap}; a cap is more than 0 and at most {MAX_CAP:e}",
+                    c.measure.as_str()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn apply(&mut self, c: &CapChange) -> f64 {
         let cap = self.cap_mut(c.role.as_deref(), c.measure);
         let new = if c.relative {
@@ -227,15 +246,32 @@ impl FromStr for CapChange {
             .trim_start_matches('+')
             .parse()
             .map_err(|_| err("the amount is not a number"))?;
-        if !amount.is_finite() || amount < 0.0 || (!relative && amount == 0.0) {
-            return Err(err("the amount must be positive"));
-        }
-        Ok(CapChange {
+        let c = CapChange {
             role,
             measure,
             amount,
             relative,
-        })
+        };
+        c.check().map_err(err)?;
+        Ok(c)
+    }
+}
+
+/// The largest cap (USD or tokens) a run takes: far past any real budget,
+/// far below where adding two of them stops being a number.
+pub const MAX_CAP: f64 = 1e15;
+
+impl CapChange {
+    /// The change itself makes sense, wherever it came from (a command
+    /// line, a control line, a raw socket request).
+    pub fn check(&self) -> Result<(), &'static str> {
+        if !self.amount.is_finite() || self.amount < 0.0 || (!self.relative && self.amount == 0.0) {
+            return Err("the amount must be positive");
+        }
+        if self.amount > MAX_CAP {
+            return Err("the amount is past the largest cap (1e15)");
+        }
+        Ok(())
     }
 }
 

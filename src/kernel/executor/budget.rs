@@ -79,11 +79,16 @@ impl Executor {
     /// The operator's raise: each cap changed, then what the caps held
     /// back is ready again (ahead of what became ready since), and checked
     /// against the caps once more as it starts.
-    pub(super) fn raise_caps(&mut self, changes: &[CapChange]) -> Vec<RaisedCap> {
-        let budget = self.budget.get_or_insert_with(|| Budget {
+    /// Every change is checked first (the one place every surface goes
+    /// through): one that is not a number, or leaves a cap at 0, below it
+    /// or past [`super::super::spend::MAX_CAP`], refuses them all.
+    pub(super) fn raise_caps(&mut self, changes: &[CapChange]) -> Result<Vec<RaisedCap>, String> {
+        let empty = Budget {
             warn_at: default_warn_at(),
             ..Budget::default()
-        });
+        };
+        self.budget.as_ref().unwrap_or(&empty).check(changes)?;
+        let budget = self.budget.get_or_insert(empty);
         let mut raised = Vec::new();
         let mut answer = Vec::new();
         for c in changes {
@@ -112,6 +117,6 @@ impl Executor {
             self.sched.ready.push_front(ix);
         }
         self.round_active = true;
-        answer
+        Ok(answer)
     }
 }

@@ -171,7 +171,12 @@ impl Executor {
             self.resume_from(r);
             if !set.is_empty() {
                 self.acting = Arc::from("--budget");
-                self.raise_caps(&set);
+                if let Err(why) = self.raise_caps(&set) {
+                    self.bus.emit(SignalKind::Warning {
+                        message: Arc::from(format!("--budget not applied: {why}")),
+                        op_id: None,
+                    });
+                }
                 self.acting = Arc::from(super::super::command::OPERATOR);
             }
         } else {

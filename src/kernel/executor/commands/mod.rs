@@ -67,9 +67,10 @@ impl Executor {
             Request::Release(_) | Request::Ensure { .. } | Request::Capacity => {
                 Err(CommandError::NoCapacity)
             }
-            Request::Budget { raise } => Ok(Answer::Raised {
-                caps: self.raise_caps(&raise),
-            }),
+            Request::Budget { raise } => match self.raise_caps(&raise) {
+                Ok(caps) => Ok(Answer::Raised { caps }),
+                Err(why) => Err(CommandError::BadRequest(why)),
+            },
             Request::Status => Err(CommandError::BadRequest(
                 "status is answered by the run's control surface, not the kernel".into(),
             )),
