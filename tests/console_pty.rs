@@ -30,19 +30,19 @@ max_instances = 1
 id = "plan"
 role = "orchestrator"
 instruction = "plan"
-sim = { duration_ms = 1500 }
+sim = { duration_ms = 4000 }
 [[operations]]
 id = "build"
 role = "implementer"
 instruction = "build"
 depends_on = ["plan"]
-sim = { duration_ms = 4000 }
+sim = { duration_ms = 20000 }
 [[operations]]
 id = "check"
 role = "tester"
 instruction = "check"
 depends_on = ["plan"]
-sim = { duration_ms = 1000 }
+sim = { duration_ms = 6000 }
 [[operations]]
 id = "ship"
 role = "implementer"
@@ -60,19 +60,51 @@ impl Screen {
         self.parser.lock().unwrap().screen().contents()
     }
 
+    /// Waits (60 s at most: a deadline, not a pace) until the screen's
+    /// text is `pred`; the text.
     fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_for_within(what, Duration::from_secs(60), pred)
+    }
+
+    /// [`Screen::wait_for`] with its deadline: longer where the program
+    /// waits for something slow first (a real `git worktree add`).
+    fn wait_for_within(&self, what: &str, within: Duration, pred: impl Fn(&str) -> bool) -> String {
+        self.wait_screen(what, within, |s| pred(&s.contents()))
+    }
+
+    /// Waits until the terminal's state (its modes as well as its text)
+    /// is `pred`; the text.
+    fn wait_screen(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&vt100::Screen) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + within;
         loop {
-            let c = self.contents();
-            if pred(&c) {
-                return c;
+            {
+                let p = self.parser.lock().unwrap();
+                if pred(p.screen()) {
+                    return p.screen().contents();
+                }
             }
+            let c = self.contents();
             assert!(
                 Instant::now() < deadline,
-                "timed out waiting for {what}; screen:\n{c}"
+                "timed out ({within:?}) waiting for {what}; screen:\n{c}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Waits until the program has given the terminal back: the main
+    /// screen, the cursor shown, and `line` (its exit line) on it; the text.
+    fn wait_restored(&self, line: &str) -> String {
+        self.wait_screen(
+            &format!("the terminal restored, with {line:?}"),
+            Duration::from_secs(60),
+            |s| !s.alternate_screen() && !s.hide_cursor() && s.contents().contains(line),
+        )
     }
 }
 
@@ -211,9 +243,63 @@ impl Console {
         self.writer.flush().unwrap();
     }
 
+    /// Types `keys` and returns once the program has handled them, where
+    /// nothing on screen would say so (a terminal too small): it is
+    /// stopped (SIGSTOP) while they arrive, they are seen whole in its
+    /// input queue, it is let go, the queue is seen empty (read), and
+    /// then ten frames drawn. Its loop takes keys before anything else and
+    /// draws after each; a frame for anything else (the clock's tick,
+    /// every 200 ms) comes only while no key is ready — the frames are
+    /// the keys' and a few ticks'.
+    fn press_handled(&mut self, keys: &[u8]) {
+        use rustix::process::{Pid, Signal, kill_process};
+        use std::os::unix::fs::OpenOptionsExt;
+        const FRAMES: usize = 10;
+        let name = self.master.tty_name().expect("the terminal's name");
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+            .open(&name)
+            .unwrap();
+        let queued = || rustix::io::ioctl_fionread(&tty).unwrap();
+        let pid = self.child.process_id().expect("its pid");
+        let wait = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !done() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: {} bytes waiting in {}; screen:\n{}",
+                    queued(),
+                    name.display(),
+                    self.screen.contents()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let p = Pid::from_raw(pid as i32).unwrap();
+        kill_process(p, Signal::STOP).unwrap();
+        wait("the program stopped", &|| all_threads_stopped(pid));
+        self.writer.write_all(keys).unwrap();
+        self.writer.flush().unwrap();
+        wait("the keys in its input queue", &|| {
+            queued() == keys.len() as u64
+        });
+        kill_process(p, Signal::CONT).unwrap();
+        wait("the keys read", &|| queued() == 0);
+        let from = self.raw.lock().unwrap().len();
+        wait(&format!("{FRAMES} frames after the keys"), &|| {
+            let raw = self.raw.lock().unwrap();
+            raw[from..]
+                .windows(8)
+                .filter(|w| *w == b"\x1b[?2026l")
+                .count()
+                >= FRAMES
+        });
+    }
+
     /// Waits for the process to end; its exit code.
     fn wait_exit(&mut self) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 return st.exit_code();
@@ -239,9 +325,10 @@ fn an_operator_session_in_a_terminal() {
     };
     let mut press = |keys: &[u8]| console.press(keys);
 
-    // The lanes appear and the plan runs.
-    screen.wait_for("the lanes", |s| {
-        s.contains("queued") && s.contains("running 1") && s.contains("Spawn ledger")
+    // The lanes appear and the plan runs (4 s: time for p to land before
+    // it ends, on a loaded machine too).
+    screen.wait_for("the lanes, with plan running", |s| {
+        s.contains("queued 3  running 1") && s.contains("Spawn ledger")
     });
     assert!(screen.parser.lock().unwrap().screen().alternate_screen());
 
@@ -256,8 +343,12 @@ fn an_operator_session_in_a_terminal() {
     // The paused lane holds build and check: select check and step it.
     press(b"lllj");
     press(b"s");
+    // build stays paused; check runs (6 s: r comes before it ends, or the
+    // round would end and release its instance) or is done.
     screen.wait_for("a step of the selected operation", |s| {
-        s.contains("step: check started") && s.contains("running 1")
+        s.contains("step: check started")
+            && s.contains("paused 1")
+            && (s.contains("running 1") || s.contains("succeeded 2"))
     });
 
     press(b"r");
@@ -277,7 +368,8 @@ fn an_operator_session_in_a_terminal() {
     });
 
     // check finished on the checker instance (current_round, due: idle
-    // now), build still holds the coder instance.
+    // now), build (20 s from the resume: time for the steps above on a
+    // loaded machine) still holds the coder instance.
     screen.wait_for("check to finish", |s| {
         s.contains("checker-1 idle") && s.contains("coder-1 busy")
     });
@@ -306,31 +398,42 @@ fn an_operator_session_in_a_terminal() {
             && s.contains(" running")
     });
     press(b"c");
-    // Cancelled: exit 1.
+    // Cancelled: exit 1. The terminal is given back (the main screen, the
+    // cursor shown), and one line says how the run ended and how to take
+    // it up again.
     assert_eq!(console.wait_exit(), 1);
-    std::thread::sleep(Duration::from_millis(200));
-    let p = parser.lock().unwrap();
+    let after = screen.wait_restored("playdeck: run ");
     assert!(
-        !p.screen().alternate_screen(),
-        "the terminal left the alternate screen"
-    );
-    assert!(!p.screen().hide_cursor(), "the cursor is visible again");
-    // One line says how the run ended and how to take it up again.
-    let after = p.screen().contents();
-    assert!(
-        after.contains("playdeck: run ")
-            && after.contains("cancelled (quit from the console); resume it: playdeck resume "),
+        after.contains("cancelled (quit from the console); resume it: playdeck resume "),
         "{after}"
     );
-    // The run ended cleanly: its result says cancelled, its socket is gone.
+    // The run ended cleanly: its result says cancelled, its socket is gone
+    // (the run host's last acts, maybe just after the console has left).
     let runs: Vec<_> = std::fs::read_dir(dir.path().join(".playdeck/runs"))
         .unwrap()
         .collect();
     let run = runs[0].as_ref().unwrap().path();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !run.join("result.json").exists() || run.join("ctl/control.sock").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the run host did not end cleanly: result.json {}, the socket {}",
+            if run.join("result.json").exists() {
+                "written"
+            } else {
+                "missing"
+            },
+            if run.join("ctl/control.sock").exists() {
+                "still there"
+            } else {
+                "gone"
+            },
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let result: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["outcome"], "cancelled");
-    assert!(!run.join("ctl/control.sock").exists());
 }
 
 /// Real agent CLIs in the console: the running lane shows what the agent
@@ -380,6 +483,19 @@ fn real_agents_in_the_console() {
         assert!(Instant::now() < deadline, "agent processes outlived quit");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether every thread of process `pid` is stopped (by a signal).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+        })
+    })
 }
 
 /// Live (not zombie) processes whose command line contains `needle`.
@@ -451,9 +567,9 @@ fn a_replay_in_a_terminal() {
     screen.wait_for("a refusal", |s| s.contains("disabled in a replay"));
     console.press(b"q");
     assert_eq!(console.wait_exit(), 0);
-    std::thread::sleep(Duration::from_millis(200));
-    let p = screen.parser.lock().unwrap();
-    assert!(!p.screen().alternate_screen(), "the terminal is restored");
+    screen.wait_screen("the terminal restored", Duration::from_secs(60), |s| {
+        !s.alternate_screen()
+    });
 }
 
 /// `playdeck resume` opens the console on a crashed run with its history,
@@ -552,9 +668,9 @@ fn a_terminal_too_small_takes_only_quit() {
     screen.wait_for("the lanes", |s| s.contains("Spawn ledger"));
     console.resize(60, 20);
     screen.wait_for("the notice", |s| s.contains("too small for playdeck"));
-    // Pause, release, help, deny: nothing opens, nothing pauses.
-    console.press(b"px?d");
-    std::thread::sleep(Duration::from_millis(400));
+    // Pause, release, deny, help: nothing opens, nothing pauses. All of
+    // them are handled before the terminal grows again.
+    console.press_handled(b"pxd?");
     console.resize(120, 36);
     let c = screen.wait_for("the console again", |s| s.contains("Spawn ledger"));
     assert!(
@@ -562,6 +678,15 @@ fn a_terminal_too_small_takes_only_quit() {
         "{c}"
     );
     assert!(c.contains("● running"), "p did nothing while hidden: {c}");
+    // Help, the last, was refused in words the message log keeps (the
+    // status line may have said something since): it was taken while
+    // the terminal was too small, and so were the keys before it.
+    console.press(b"M");
+    screen.wait_for("the message log with help refused", |s| {
+        s.contains("Messages (") && s.contains("the terminal is too small")
+    });
+    console.press(b"\x1b");
+    screen.wait_for("the log to close", |s| !s.contains("Messages ("));
     console.resize(60, 20);
     screen.wait_for("the notice", |s| s.contains("too small for playdeck"));
     // Too small to ask: q detaches at once, and the run goes on.
@@ -602,6 +727,8 @@ fn sighup_to_the_console_detaches_and_the_run_finishes() {
     stopped_by("HUP");
 }
 
+/// Two operations of 3 s: the run still goes when the signal comes, on a
+/// loaded machine too.
 const SHORT: &str = r#"
 [play]
 name = "short"
@@ -611,13 +738,13 @@ roles = [{ role = "implementer" }]
 id = "one"
 role = "implementer"
 instruction = "one"
-sim = { duration_ms = 1500 }
+sim = { duration_ms = 3000 }
 [[operations]]
 id = "two"
 role = "implementer"
 instruction = "two"
 depends_on = ["one"]
-sim = { duration_ms = 1500 }
+sim = { duration_ms = 3000 }
 "#;
 
 fn stopped_by(name: &str) {
@@ -647,7 +774,7 @@ fn stopped_by(name: &str) {
 
 /// The result of the one run under `dir`, once it is written.
 fn wait_for_result(dir: &std::path::Path) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let found = std::fs::read_dir(dir.join(".playdeck/runs"))
             .ok()
@@ -676,7 +803,7 @@ fn a_replay_of_a_live_run_follows_it() {
         .spawn()
         .unwrap();
     let sock = dir.path().join("live/ctl/control.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !sock.exists() {
         assert!(Instant::now() < deadline, "the live run never listened");
         std::thread::sleep(Duration::from_millis(50));
@@ -689,10 +816,10 @@ fn a_replay_of_a_live_run_follows_it() {
         s.contains("playdeck replay") && s.contains("following the live run")
     });
     // At the end of what was recorded, the replay goes on with the run:
-    // ship starts only once plan, build and check are done (~5.5 s in).
+    // plan and check are done only ~10 s in.
     console.press(b"G");
     screen.wait_for("events written after it opened", |s| {
-        s.contains("succeeded 3") && s.contains("following the live run")
+        s.contains("succeeded 2") && s.contains("following the live run")
     });
     console.press(b"q");
     assert_eq!(console.wait_exit(), 0);
@@ -1143,6 +1270,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
         include_str!("../examples/plays/gates.toml"),
     )
     .unwrap();
+    let (run_err, run_err_path) = common::stderr_file(keys.path(), "run.stderr");
     let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args([
             "run",
@@ -1154,10 +1282,14 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
         .current_dir(project.path())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(run_err)
         .spawn()
         .unwrap();
-    common::wait_listening(&project.path().join(".playdeck/runs/far/ctl/control.sock"));
+    common::wait_run_listening(
+        &project.path().join(".playdeck/runs/far/ctl/control.sock"),
+        &mut run,
+        Some(&run_err_path),
+    );
     let addr = format!("ssh://127.0.0.1:{}{}", sshd.port, project.path().display());
     let listed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args(["runs", "--dir", &addr])
@@ -1223,7 +1355,7 @@ fn the_runs_screen_switches_the_console_to_another_run() {
     .unwrap();
     std::fs::write(
         dir.path().join("short.toml"),
-        SHORT.replace("1500", "60000"),
+        SHORT.replace("3000", "60000"),
     )
     .unwrap();
     // One run detached, waiting at its gates.
@@ -1364,9 +1496,12 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
         parser: console.screen.parser.clone(),
     };
     let alternate = || screen.parser.lock().unwrap().screen().alternate_screen();
-    screen.wait_for("the agent's attempt to end and the gate to wait", |s| {
-        s.contains("succeeded 1") && s.contains("approval 1")
-    });
+    // Its worktree is a real `git worktree add`: room on a loaded machine.
+    screen.wait_for_within(
+        "the agent's attempt to end and the gate to wait",
+        Duration::from_secs(120),
+        |s| s.contains("succeeded 1") && s.contains("approval 1"),
+    );
     // write is the one succeeded operation: the fifth lane.
     console.press(b"llll");
     console.press(b"O");
@@ -1429,8 +1564,11 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
     screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
     console.press(b"c");
     assert_eq!(console.wait_exit(), 1, "cancelled");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!alternate(), "the terminal left the alternate screen");
+    screen.wait_screen(
+        "the terminal to leave the alternate screen",
+        Duration::from_secs(60),
+        |s| !s.alternate_screen(),
+    );
 }
 
 /// An operator's day (issue 25) in a terminal: the problems list, marking
@@ -1535,7 +1673,7 @@ fn an_idle_instance_is_selected_and_released_from_the_capacity_pane() {
     let screen = Screen {
         parser: console.screen.parser.clone(),
     };
-    // check (1 s) is done and its instance idle; build still runs.
+    // check (6 s) is done and its instance idle; build (20 s) still runs.
     screen.wait_for("checker idle", |s| s.contains("checker-1 idle"));
     console.press(b"\t");
     console.press(b"\t");
