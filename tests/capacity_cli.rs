@@ -1,10 +1,10 @@
 //! Capacity through the binary, against a real git repository: a release
 //! never destroys an agent's work (issue 11).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -101,6 +101,10 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     std::fs::write(d.join("p.toml"), PLAY).unwrap();
     git(d, &["add", "p.toml"]);
     git(d, &["commit", "-q", "-m", "the play"]);
+    // Its stderr in a file of its own (not in the repository), for a
+    // failure's message.
+    let logs = tempfile::tempdir().unwrap();
+    let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
     let mut child = bin()
         .args([
             "run",
@@ -112,27 +116,19 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
         .current_dir(d)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str(&l).unwrap());
-        }
-    });
-    let until = |pred: &dyn Fn(&Value) -> bool| loop {
-        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
-        if pred(&v) {
-            return v;
-        }
-    };
-    let wrote = until(&|v| {
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path));
+    // The agent's worktree is a real `git worktree add`: room on a loaded
+    // machine.
+    let wrote = lines.until("write's end", Duration::from_secs(120), |v| {
         v["name"] == "write" && matches!(v["type"].as_str(), Some("completed" | "failed"))
     });
     assert_eq!(wrote["type"], "completed", "{wrote:#}");
-    until(&|v| v["type"] == "awaiting_approval");
+    lines.until("the gate", Duration::from_secs(60), |v| {
+        v["type"] == "awaiting_approval"
+    });
     let worktree = d.join(".playdeck/runs/k1/worktrees/loop-k1-coder-1");
     assert_eq!(
         std::fs::read_to_string(worktree.join("notes/new.txt")).unwrap(),
@@ -169,7 +165,10 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     // The run ends: its end releases current_loop, and keeps it too.
     let (code, _) = run(d, &["ctl", "k1", "approve", "ship", "--json"]);
     assert_eq!(code, 0);
-    let result = until(&|v| v["type"] == "result");
+    // The run's end removes what it can of its worktrees (git again).
+    let result = lines.until("the result", Duration::from_secs(120), |v| {
+        v["type"] == "result"
+    });
     assert_eq!(result["outcome"], "succeeded");
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
@@ -365,6 +364,8 @@ sim = { duration_ms = 50 }
 "#,
     )
     .unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
     let mut child = bin()
         .args([
             "run",
@@ -376,23 +377,13 @@ sim = { duration_ms = 50 }
         .current_dir(d)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str(&l).unwrap());
-        }
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path));
+    lines.until("check's end", Duration::from_secs(60), |v| {
+        v["name"] == "check" && v["type"] == "completed"
     });
-    let until = |pred: &dyn Fn(&Value) -> bool| loop {
-        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
-        if pred(&v) {
-            return v;
-        }
-    };
-    until(&|v| v["name"] == "check" && v["type"] == "completed");
     let text = |args: &[&str]| {
         let out = bin().args(args).current_dir(d).output().unwrap();
         (

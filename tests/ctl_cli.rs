@@ -3,11 +3,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -70,6 +68,8 @@ fn json(s: &str) -> Value {
 fn scripts_drive_a_live_run_and_inspect_it_after() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("p.toml"), PLAY).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
     let mut child = bin()
         .args([
             "run",
@@ -82,23 +82,16 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
         .current_dir(dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str(&l).unwrap());
-        }
-    });
-    let until = |pred: &dyn Fn(&Value) -> bool| loop {
-        let v = rx.recv_timeout(Duration::from_secs(20)).expect("a signal");
-        if pred(&v) {
-            return v;
-        }
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path));
+    let mut until = |what: &str, pred: &dyn Fn(&Value) -> bool| {
+        lines.until(what, Duration::from_secs(60), pred)
     };
-    until(&|v| v["type"] == "paused" && v["name"] == "check");
+    until("check paused", &|v| {
+        v["type"] == "paused" && v["name"] == "check"
+    });
     let d = dir.path();
 
     // The socket is the owner's only.
@@ -219,7 +212,9 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     // Step once: build starts and takes a coder instance.
     let (code, out, _) = run(d, &["ctl", "r1", "step"]);
     assert_eq!((code, out.as_str()), (0, "ok: step: build started\n"));
-    until(&|v| v["type"] == "started" && v["name"] == "build");
+    until("build started", &|v| {
+        v["type"] == "started" && v["name"] == "build"
+    });
     // The default release takes what is due now (current_round): the
     // idle coder goes, the busy one stays with its reason — partial,
     // exit 1 (RPC-50); the manual_release checker is not touched (RPC-30).
@@ -247,10 +242,10 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
 
     let (code, _, _) = run(d, &["ctl", "latest", "resume"]);
     assert_eq!(code, 0);
-    until(&|v| v["type"] == "awaiting_approval");
+    until("ship's gate", &|v| v["type"] == "awaiting_approval");
     let (code, _, _) = run(d, &["ctl", "r1", "approve", "ship"]);
     assert_eq!(code, 0);
-    let result = until(&|v| v["type"] == "result");
+    let result = until("the result", &|v| v["type"] == "result");
     assert_eq!(result["outcome"], "succeeded");
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
@@ -388,6 +383,8 @@ exit 0
         bin = env!("CARGO_BIN_EXE_playdeck")
     );
     std::fs::write(dir.path().join("p.toml"), play).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
     let mut child = bin()
         .args([
             "run",
@@ -399,24 +396,14 @@ exit 0
         .current_dir(dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str(&l).unwrap());
-        }
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path));
+    // The agent, a shell script, runs `playdeck ctl` twice.
+    let done = lines.until("sneak's end", Duration::from_secs(120), |v| {
+        v["name"] == "sneak" && (v["type"] == "completed" || v["type"] == "failed")
     });
-    let until = |pred: &dyn Fn(&Value) -> bool| loop {
-        let v = rx.recv_timeout(Duration::from_secs(30)).expect("a signal");
-        if pred(&v) {
-            return v;
-        }
-    };
-    let done =
-        until(&|v| v["name"] == "sneak" && (v["type"] == "completed" || v["type"] == "failed"));
     assert_eq!(done["type"], "completed", "{done:#}");
     let r = &done["result"];
     for which in ["tagged", "scrubbed"] {
@@ -437,7 +424,9 @@ exit 0
     // The operator may.
     let (code, _, _) = run(d, &["ctl", "s1", "approve", "gate"]);
     assert_eq!(code, 0);
-    let result = until(&|v| v["type"] == "result");
+    let result = lines.until("the result", Duration::from_secs(60), |v| {
+        v["type"] == "result"
+    });
     assert_eq!(result["outcome"], "succeeded");
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
@@ -500,6 +489,8 @@ exit 0
 "#
     );
     std::fs::write(dir.path().join("p.toml"), play).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
     let mut child = bin()
         .args([
             "run",
@@ -511,24 +502,13 @@ exit 0
         .current_dir(dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str(&l).unwrap());
-        }
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path));
+    let done = lines.until("fork's end", Duration::from_secs(120), |v| {
+        v["name"] == "fork" && (v["type"] == "completed" || v["type"] == "failed")
     });
-    let until = |pred: &dyn Fn(&Value) -> bool| loop {
-        let v = rx.recv_timeout(Duration::from_secs(60)).expect("a signal");
-        if pred(&v) {
-            return v;
-        }
-    };
-    let done =
-        until(&|v| v["name"] == "fork" && (v["type"] == "completed" || v["type"] == "failed"));
     assert_eq!(done["type"], "completed", "{done:#}");
     let codes = done["result"]["codes"].as_array().unwrap();
     assert_eq!(codes.len(), 30, "{done:#}");
@@ -541,7 +521,9 @@ exit 0
     assert_eq!(json(&out)["awaiting_approval"], serde_json::json!(["gate"]));
     let (code, _, _) = run(d, &["ctl", "f1", "approve", "gate"]);
     assert_eq!(code, 0);
-    let result = until(&|v| v["type"] == "result");
+    let result = lines.until("the result", Duration::from_secs(60), |v| {
+        v["type"] == "result"
+    });
     assert_eq!(result["outcome"], "succeeded");
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
