@@ -126,7 +126,10 @@ pub fn is_op_name(name: &str) -> bool {
 /// A run's nonce: 16 lowercase hex digits (see the hub); nothing else
 /// from the wire is taken for one.
 pub fn is_nonce(token: &str) -> bool {
-    token.len() == 16 && token.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    token.len() == 16
+        && token
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// One attempt, as a worker needs it. The worker builds the command line
@@ -335,10 +338,22 @@ mod tests {
     /// `..`, or anything but a run's nonce is no nonce.
     #[test]
     fn a_nonce_from_the_wire_is_never_a_path() {
-        for bad in ["/some/dir", "..", "../../x", "ab12", "00AB12CD34EF5678", "00ab12cd34ef567/", ""] {
+        for bad in [
+            "/some/dir",
+            "..",
+            "../../x",
+            "ab12",
+            "00AB12CD34EF5678",
+            "00ab12cd34ef567/",
+            "",
+        ] {
             let subject = format!("pd.job.p1.any.{bad}.7");
             assert_eq!(ids_of(&subject), None, "{bad:?}");
-            assert_eq!(cancel_all_of(&format!("pd.cancel.{bad}.all")), None, "{bad:?}");
+            assert_eq!(
+                cancel_all_of(&format!("pd.cancel.{bad}.all")),
+                None,
+                "{bad:?}"
+            );
         }
         for bad in ["", "../x", "a/b", ".hidden", "a\0b"] {
             assert!(!is_op_name(bad), "{bad:?}");
