@@ -432,6 +432,10 @@ impl HumanPrinter {
                 "‖ provider held",
                 crate::kernel::retry::cause::words(category),
                 match until {
+                    Some(u) if **category == *crate::kernel::retry::cause::AUTH => format!(
+                        " until resumed (fix it, then `resume`), at most until {}",
+                        crate::kernel::retry::clock(*u)
+                    ),
                     Some(u) => format!(" until {}", crate::kernel::retry::clock(*u)),
                     None => " until resumed (fix it, then `resume`)".into(),
                 }

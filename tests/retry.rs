@@ -401,8 +401,45 @@ async fn a_refused_key_holds_the_providers_work_until_the_operator_resumes() {
     assert_eq!(
         provider_signals(&h.signals),
         [
-            format!("held {AGENT} auth false"),
+            format!("held {AGENT} auth true"),
             format!("released {AGENT}")
         ]
     );
+}
+
+/// Issue 39: a hold never outlasts max_wait. Unattended (nobody resumes),
+/// a refused key's hold ends at max_wait and the run ends; a provider
+/// asking for ten days fails its operation and holds the agent's other
+/// work no longer than max_wait (it held it the ten days).
+#[tokio::test(start_paused = true)]
+async fn a_hold_never_outlasts_max_wait_and_an_unattended_run_ends() {
+    for (cause, wait) in [("auth", None), ("rate_limit", Some(10 * 24 * 3600 * 1000))] {
+        let mut b = GraphBuilder::new();
+        b.add_root(op("first", "worker", flaky(1, cause, wait)));
+        b.add_root(op("second", "worker", sim(100)));
+        let cfg = RunConfig {
+            max_concurrent: 1,
+            ..RunConfig::default()
+        };
+        let t0 = Instant::now();
+        // Bounded: before, the refused key's hold never ended.
+        let (env, _sig, agents) = tokio::time::timeout(
+            Duration::from_secs(3600),
+            harness(b.build().unwrap(), cfg).run(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{cause}: the unattended run did not end within an hour"));
+        assert_eq!(
+            env.outcome,
+            Outcome::Failed,
+            "{cause}: the first stays failed"
+        );
+        let seen = agents.rec.record.lock().unwrap().seen.clone();
+        let second = seen.iter().find(|s| s.name == "second").unwrap();
+        let waited = second.at - t0;
+        assert!(
+            waited >= Duration::from_secs(15 * 60) && waited < Duration::from_secs(16 * 60),
+            "{cause}: the second waited {waited:?}, not max_wait (15m)"
+        );
+    }
 }

@@ -192,6 +192,10 @@ fn status_in(t: &str) -> Option<u64> {
     None
 }
 
+/// The longest wait read from a provider's words: a year, longer than any
+/// `max_wait` takes, short enough to add to any instant.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How long a rate-limit message asks to wait: `retry-after: 30`, `retry
 /// after 30s`, `try again in 1m30s`, `"retryDelay": "30s"`.
 fn wait_in(t: &str) -> Option<Duration> {
@@ -215,7 +219,13 @@ fn wait_in(t: &str) -> Option<Duration> {
                 && secs.is_finite()
                 && secs >= 0.0
             {
-                return Some(Duration::from_secs_f64(secs));
+                // `retry-after: 1e30` is a wait past any policy's max_wait,
+                // not a panic: held to the longest a provider may ask.
+                return Some(
+                    Duration::try_from_secs_f64(secs)
+                        .unwrap_or(LONGEST_WAIT)
+                        .min(LONGEST_WAIT),
+                );
             }
             if let Ok(d) = humantime::parse_duration(word.trim_end_matches('.')) {
                 return Some(d);
@@ -345,5 +355,15 @@ mod tests {
             Some(Duration::from_secs(12))
         );
         assert_eq!(w("rate limit reached"), None);
+    }
+
+    /// Issue 39: `retry-after: 1e30` panicked converting to a Duration.
+    #[test]
+    fn an_absurd_wait_is_the_longest_not_a_panic() {
+        assert_eq!(wait_in("retry-after: 1e30"), Some(LONGEST_WAIT));
+        assert_eq!(
+            wait_in("retry-after: 864000"),
+            Some(Duration::from_secs(864_000))
+        );
     }
 }

@@ -881,6 +881,12 @@ impl RunProjection {
             } => {
                 let words = crate::kernel::retry::cause::words(category);
                 let when = match until {
+                    // A refused key waits for the operator, and ends at
+                    // max_wait so an unattended run ends.
+                    Some(u) if **category == *crate::kernel::retry::cause::AUTH => format!(
+                        "until resumed (r), at most until {}",
+                        crate::kernel::retry::clock(*u)
+                    ),
                     Some(u) => format!("until {}", crate::kernel::retry::clock(*u)),
                     None => "until resumed (r)".into(),
                 };

@@ -40,7 +40,12 @@ impl Executor {
             Decision::Retry(d) => Some(*d),
             Decision::Fail { .. } => f.wait,
         };
-        self.hold_provider(ix, &f.category, &f.message, wait);
+        // A hold never outlasts max_wait: a provider asking for ten days
+        // fails this operation and holds the agent's others no longer than
+        // the policy would wait; an indefinite one (a refused key) ends
+        // there too, so an unattended run ends.
+        let hold = wait.unwrap_or(policy.max_wait).min(policy.max_wait);
+        self.hold_provider(ix, &f.category, &f.message, Some(hold));
         match decision {
             Decision::Retry(wait) if !self.cancelled => self.wait_to_retry(ix, f, wait, of),
             Decision::Retry(_) | Decision::Fail { why: None } => self.fail(ix, f),

@@ -27,11 +27,12 @@ impl Executor {
     ) {
         let agent = self.graph[ix].op.metadata.agent.clone();
         let until = match category {
-            cause::RATE_LIMIT => match wait {
+            // A refused key waits for the operator (a resume takes it as
+            // fixed) — at most the policy's max_wait, which `wait` is.
+            cause::RATE_LIMIT | cause::AUTH => match wait {
                 Some(w) => Some(Instant::now() + w),
                 None => return,
             },
-            cause::AUTH => None,
             _ => return,
         };
         // A later reset wins over an earlier one; an indefinite hold stays.
@@ -51,11 +52,7 @@ impl Executor {
         self.bus.emit(SignalKind::ProviderHeld {
             agent,
             category: Arc::from(category),
-            until: if category == cause::AUTH {
-                None
-            } else {
-                until_unix
-            },
+            until: until_unix,
             message: Arc::from(message),
         });
     }
