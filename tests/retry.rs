@@ -263,24 +263,29 @@ sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms
     .unwrap();
     let dir = base.path().join("run");
     let bin = env!("CARGO_BIN_EXE_playdeck");
+    let (err, err_path) = common::stderr_file(base.path(), "first.stderr");
     let mut first = Command::new(bin)
         .args(["run", "--headless", "--run-dir"])
         .arg(&dir)
         .arg(&play)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .unwrap();
     let log = dir.join("events.jsonl");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("\"type\":\"retry_scheduled\"")
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !common::event_types(&dir)
+        .iter()
+        .any(|t| t == "retry_scheduled")
     {
+        let ended = first.try_wait().unwrap();
         assert!(
-            std::time::Instant::now() < deadline,
-            "no retry was scheduled"
+            ended.is_none() && std::time::Instant::now() < deadline,
+            "no retry was scheduled (the run {}); the log: {:?}\nstderr:\n{}",
+            ended.map_or("still goes".to_string(), |st| format!("ended: {st}")),
+            common::event_types(&dir),
+            common::tail_of(&err_path, 30)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
