@@ -330,3 +330,96 @@ fn a_silent_console_does_not_keep_a_finished_runs_host() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// Issue 39: an agent that opens every watcher place and never reads
+/// does not lock its operator out: agents hold at most 8 of the 32, and
+/// the operator attaches.
+#[test]
+fn agents_cannot_take_every_watcher_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let hog = r#"
+import os, socket, time
+path = os.environ["PLAYDECK_RUN_DIR"] + "/ctl/control.sock"
+held, refused = [], 0
+for _ in range(40):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(b'{"cmd":"events","from":0,"follow":true}\n')
+    s.settimeout(2)
+    first = s.recv(200)
+    if b"too_many_watchers" in first:
+        refused += 1
+        s.close()
+    else:
+        held.append(s)
+open("hog.txt", "w").write("%d %d" % (len(held), refused))
+deadline = time.time() + 30
+while not os.path.exists("done") and time.time() < deadline:
+    time.sleep(0.05)
+"#;
+    let play = format!(
+        r#"[play]
+name = "hog"
+[palette]
+roles = [{{ role = "implementer" }}, {{ role = "reviewer" }}]
+[agents.hog]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[[operations]]
+id = "gate"
+role = "reviewer"
+instruction = "ship"
+approval = true
+independent_root = true
+sim = {{ duration_ms = 10 }}
+[[operations]]
+id = "hog"
+role = "implementer"
+agent = "hog"
+independent_root = true
+instruction = '''
+cat > hog.py <<'PY'
+{hog}
+PY
+python3 hog.py
+echo '{{"type":"result","result":"done"}}'
+exit 0
+'''
+"#
+    );
+    std::fs::write(dir.path().join("play.toml"), play).unwrap();
+    let mut run = playdeck()
+        .args(["run", "play.toml", "--headless", "--run-dir", "run"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let counts = dir.path().join("hog.txt");
+    let t = Instant::now();
+    while !counts.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the agent never reported"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let said = std::fs::read_to_string(&counts).unwrap();
+    assert_eq!(said, "8 32", "held, refused");
+    // The operator attaches while the agent holds its places.
+    let mut s =
+        std::os::unix::net::UnixStream::connect(dir.path().join("run/ctl/control.sock")).unwrap();
+    s.write_all(b"{\"cmd\":\"attach\",\"from\":0,\"read_only\":true}\n")
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(&s).read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\"attached\""), "{first}");
+    drop(s);
+    std::fs::write(dir.path().join("done"), "").unwrap();
+    writeln!(run.stdin.as_mut().unwrap(), "approve gate").unwrap();
+    drop(run.stdin.take());
+    assert!(run.wait().unwrap().success());
+}

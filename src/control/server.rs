@@ -140,6 +140,12 @@ impl ControlServer {
     }
 }
 
+/// Of the [`MAX_WATCHERS`] places, the most the run's own agents hold.
+pub const MAX_AGENT_WATCHERS: usize = 8;
+
+/// The places agents hold (one run per process: one control server).
+static AGENT_WATCHERS: Semaphore = Semaphore::const_new(MAX_AGENT_WATCHERS);
+
 /// How long a finished run's host waits for its consoles to leave.
 pub const LINGER: Duration = Duration::from_secs(3600);
 
@@ -319,6 +325,28 @@ async fn connection(
             place,
         } = streams;
         drop(place);
+        // The run's own agents may watch, but never take every place: the
+        // operator can always attach.
+        let agent_place = match &agent {
+            Some(_) => match AGENT_WATCHERS.try_acquire() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    let f = Failure::new(
+                        ErrorCode::TooManyWatchers,
+                        format!(
+                            "this run's agents watch it {MAX_AGENT_WATCHERS} times at once already; the other places are kept for its operators"
+                        ),
+                    );
+                    let _ = tokio::time::timeout(
+                        WRITE_TIMEOUT,
+                        write.write_all(encode(&Err(f)).as_bytes()),
+                    )
+                    .await;
+                    return;
+                }
+            },
+            None => None,
+        };
         let Ok(_watching) = watchers.try_acquire_owned() else {
             let f = Failure::new(
                 ErrorCode::TooManyWatchers,
@@ -336,6 +364,7 @@ async fn connection(
             None => Arc::from(by),
         };
         super::stream::serve(sub, ctx, reader.into_inner(), write, by, agent).await;
+        drop(agent_place);
         return;
     }
     drop(streams);
