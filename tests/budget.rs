@@ -265,26 +265,36 @@ fn log_types(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Where [`run_to_the_cap`] keeps the run's stderr, in `dir`.
+fn capped_stderr(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("capped.stderr")
+}
+
 /// Starts the capped play headless, with its stdin open for control
-/// lines, and waits until the log says the cap was reached.
+/// lines, and waits until the log says the cap was reached. Its stderr
+/// goes to [`capped_stderr`].
 fn run_to_the_cap(dir: &std::path::Path) -> std::process::Child {
     use std::process::{Command, Stdio};
     let play = dir.join("play.toml");
     std::fs::write(&play, CAPPED_PLAY).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
         .args(["run", "--headless", "--run-dir"])
         .arg(dir.join("run"))
         .arg(&play)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(capped_stderr(dir)).unwrap())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !log_types(&dir.join("run")).contains(&"spend_cap_reached".to_string()) {
+        let ended = child.try_wait().unwrap();
         assert!(
-            std::time::Instant::now() < deadline,
-            "the cap was never reached"
+            ended.is_none() && std::time::Instant::now() < deadline,
+            "the cap was never reached (the run {}); the log: {:?}\nstderr:\n{}",
+            ended.map_or("still goes".to_string(), |st| format!("ended: {st}")),
+            log_types(&dir.join("run")),
+            common::tail_of(&capped_stderr(dir), 30)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -362,8 +372,12 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
     use std::process::Command;
     let base = tempfile::tempdir().unwrap();
     let run = base.path().join("run");
-    let child = run_to_the_cap(base.path());
-    common::wait_listening(&run.join("ctl/control.sock"));
+    let mut child = run_to_the_cap(base.path());
+    common::wait_run_listening(
+        &run.join("ctl/control.sock"),
+        &mut child,
+        Some(&capped_stderr(base.path())),
+    );
     let ctl = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
             .arg("ctl")
@@ -424,7 +438,12 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         "ok: usd cap 5.00 → 10.00 (5.00 left); tokens cap none → 500000 (497800 left)"
     );
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        common::tail_of(&capped_stderr(base.path()), 30)
+    );
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["outcome"], "succeeded");

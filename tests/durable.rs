@@ -541,6 +541,7 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("run");
     // Paused from the start; killed (SIGKILL) once the log shows it paused.
+    let (first_err, first_err_path) = common::stderr_file(base.path(), "first.stderr");
     let mut first = bin()
         .arg("run")
         .arg(play())
@@ -548,28 +549,31 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
         .arg(&dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(first_err)
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .contains("\"type\":\"run_paused\"")
-    {
-        assert!(std::time::Instant::now() < deadline, "never paused");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !common::event_types(&dir).iter().any(|t| t == "run_paused") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never paused; the log: {:?}\nstderr:\n{}",
+            common::event_types(&dir),
+            common::tail_of(&first_err_path, 30)
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     first.kill().unwrap();
     first.wait().unwrap();
     // Resumed, it is still paused: nothing starts until `resume` on stdin.
+    let (err, err_path) = common::stderr_file(base.path(), "resumed.stderr");
     let mut child = resume_cmd(&dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(err)
         .spawn()
         .unwrap();
     let sock = dir.join("ctl/control.sock");
-    common::wait_listening(&sock);
+    common::wait_run_listening(&sock, &mut child, Some(&err_path));
     // A second process may not take up the same run.
     let r = resume(&dir);
     assert_eq!(r.status.code(), Some(2));
@@ -581,22 +585,36 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
         )),
         "{err}"
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let evs = events_cut(&dir);
+    // The resume's log says it is paused again; nothing has started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let evs = loop {
+        let evs = events_cut(&dir);
+        let again = evs
+            .iter()
+            .skip_while(|e| e["type"] != "resumed")
+            .any(|e| e["type"] == "run_paused");
+        if again {
+            break evs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not paused again after the resume in 20 s; the log: {:?}\nstderr:\n{}",
+            common::event_types(&dir),
+            common::tail_of(&err_path, 30)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let resumed = evs.iter().position(|e| e["type"] == "resumed").unwrap();
     assert!(
-        evs[resumed..].iter().any(|e| e["type"] == "run_paused"),
-        "paused again"
-    );
-    assert!(
         !evs[resumed..].iter().any(|e| e["type"] == "started"),
-        "nothing starts while paused"
+        "nothing starts while paused: {:?}",
+        common::event_types(&dir)
     );
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "resume").unwrap();
     drop(stdin);
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(1), "{}", common::tail_of(&err_path, 30));
     assert_eq!(outcome(&dir)["outcome"], "failed");
 }
 

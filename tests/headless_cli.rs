@@ -1,10 +1,11 @@
 //! The binary as a script uses it: validate, headless runs, exit codes,
 //! NDJSON output, the event log and control lines on stdin.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -265,51 +266,46 @@ fn an_approval_with_no_operator_is_denied_when_stdin_closes() {
     }
 }
 
-/// A running child whose stdout lines arrive on a channel.
+/// A running child whose stdout lines arrive on a channel; its stderr
+/// goes to a file, read at the end or for a failure's message.
 struct Live {
     child: Child,
-    rx: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    lines: common::JsonLines,
+    stderr: PathBuf,
+    _logs: tempfile::TempDir,
 }
 
 impl Live {
     fn start(args: &[&str], dir: &Path) -> Live {
+        let logs = tempfile::tempdir().unwrap();
+        let (err, stderr) = common::stderr_file(logs.path(), "run.stderr");
         let mut child = bin()
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(err)
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = common::JsonLines::read(&mut child, Some(stderr.clone()));
         Live {
             child,
-            rx,
-            seen: Vec::new(),
+            lines,
+            stderr,
+            _logs: logs,
         }
     }
 
-    /// Reads until a line matches, returning it.
+    /// Reads until a line matches (60 s at most), returning it; failing
+    /// that, says what came instead.
     fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
-        loop {
-            let v = self
-                .rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("timed out waiting for a line");
-            self.seen.push(v.clone());
-            if pred(&v) {
-                return v;
-            }
-        }
+        self.lines
+            .until("the line waited for", Duration::from_secs(60), pred)
+    }
+
+    /// What it wrote on stderr so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
     fn send(&mut self, line: &str) {
@@ -319,7 +315,8 @@ impl Live {
     }
 
     fn started(&self) -> Vec<String> {
-        self.seen
+        self.lines
+            .seen
             .iter()
             .filter(|v| v["type"] == "started")
             .map(|v| v["name"].as_str().unwrap().to_string())
@@ -360,9 +357,9 @@ fn stdin_control_approves_and_reports_bad_lines() {
     let result = live.until(|v| v["type"] == "result");
     assert_eq!(result["outcome"], "succeeded");
     drop(live.child.stdin.take());
-    let out = live.child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = live.child.wait().unwrap();
+    let stderr = live.stderr();
+    assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("approve: no operation named \"nothing-here\""),
         "{stderr}"
