@@ -58,8 +58,11 @@ pub struct Parsed {
 struct Core {
     activity: Option<(ActivityState, Option<Arc<str>>)>,
     parsed: Parsed,
-    /// Plain (non-JSON) lines, for agents that print text.
-    plain: Vec<String>,
+    /// Plain (non-JSON) lines, for agents that print text: the newest,
+    /// within [`PLAIN_KEEP`] lines and [`PLAIN_BYTES`] bytes.
+    plain: std::collections::VecDeque<String>,
+    /// The bytes `plain` holds.
+    plain_bytes: usize,
     /// The last message's text, until a tool runs: CLIs repeat their
     /// final message (a part sent again when it ends, a turn's summary),
     /// and that repeat is not a new request.
@@ -70,8 +73,40 @@ struct Core {
 
 /// Plain output kept for a text result; the log file has everything.
 const PLAIN_KEEP: usize = 400;
+/// At most this much of plain output is kept, and of one plain line
+/// [`PLAIN_LINE`]: sixty lines of 16 MiB were kept whole (2 GiB of memory
+/// and a 1 GB result).
+const PLAIN_BYTES: usize = 1 << 20;
+const PLAIN_LINE: usize = 64 << 10;
 
 impl Core {
+    /// Keeps a plain line (cut to [`PLAIN_LINE`] at a char boundary, said
+    /// so), dropping the oldest past [`PLAIN_KEEP`] lines or
+    /// [`PLAIN_BYTES`] bytes.
+    fn keep_plain(&mut self, line: &str) {
+        let kept = if line.len() > PLAIN_LINE {
+            let mut end = PLAIN_LINE;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!(
+                "{} … ({} bytes cut; the attempt's log has the whole line)",
+                &line[..end],
+                line.len() - end
+            )
+        } else {
+            line.to_string()
+        };
+        self.plain_bytes += kept.len();
+        self.plain.push_back(kept);
+        while self.plain.len() > PLAIN_KEEP || self.plain_bytes > PLAIN_BYTES {
+            match self.plain.pop_front() {
+                Some(old) => self.plain_bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
     fn activity(&mut self, state: ActivityState, tool: Option<&str>, out: &mut Vec<Update>) {
         let next = (state, tool.map(Arc::from));
         if state == ActivityState::Tool {
@@ -175,10 +210,7 @@ impl StreamParser {
         }
         self.core.parsed.any_output = true;
         let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
-            if self.core.plain.len() == PLAIN_KEEP {
-                self.core.plain.remove(0);
-            }
-            self.core.plain.push(line.to_string());
+            self.core.keep_plain(line);
             return;
         };
         if !v.is_object() {
@@ -210,7 +242,7 @@ impl StreamParser {
         }
         let parsed = &mut self.core.parsed;
         if parsed.result.is_none() && parsed.text.is_none() && !self.core.plain.is_empty() {
-            parsed.text = Some(self.core.plain.join("\n"));
+            parsed.text = Some(Vec::from(std::mem::take(&mut self.core.plain)).join("\n"));
         }
         self.core.parsed
     }

@@ -518,3 +518,27 @@ fn a_message_repeated_by_the_cli_is_one_sighting_until_a_tool_runs() {
     );
     assert_eq!(emitted_requests(&out), 1);
 }
+
+/// Issue 39: plain output is kept within bounds: sixty 16 MiB lines were
+/// kept whole (2 GiB of memory, a 1 GB result). What is kept is the
+/// newest, each line cut at 64 KiB and said so, at most 1 MiB in all.
+#[test]
+fn plain_output_is_kept_within_bounds() {
+    let mut p = StreamParser::new(StreamFormat::Jsonl);
+    let mut out = Vec::new();
+    let big = "é".repeat(8 << 20); // 16 MiB, two bytes a char
+    for i in 0..60 {
+        p.feed(&format!("line {i} {big}"), &mut out);
+    }
+    p.feed("the last words", &mut out);
+    let text = p.finish().text.unwrap();
+    assert!(
+        text.len() <= (1 << 20) + 64 * 200,
+        "{} bytes kept",
+        text.len()
+    );
+    assert!(text.ends_with("the last words"));
+    assert!(text.contains("bytes cut; the attempt's log has the whole line"));
+    assert!(text.contains("line 59 "), "the newest are kept");
+    assert!(!text.contains("line 0 "), "the oldest went");
+}
