@@ -601,3 +601,37 @@ fn another_users_run_is_permission_denied_not_missing() {
     assert_eq!(code, 0);
     let _ = run.wait();
 }
+
+/// Issue 39: `runs` reads only regular files: a FIFO put where a run's
+/// log goes kept it waiting for ever (open blocks for a writer).
+#[test]
+fn runs_is_not_held_by_a_fifo_in_a_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("20260101-000000-fifo");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("play.toml"), "[play]\nname = \"x\"\n").unwrap();
+    let made = Command::new("mkfifo")
+        .arg(run.join("events.jsonl"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = bin()
+        .args(["runs", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("runs waited on the FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}

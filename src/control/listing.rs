@@ -196,11 +196,23 @@ pub fn when(secs: u64) -> String {
     format!("{} {}", &s[5..10], &s[11..16])
 }
 
-/// The log's first and last whole lines, decoded.
+/// The log's first and last whole lines, decoded. Only a regular file
+/// is read (opened without blocking: a FIFO in its place kept `runs`
+/// waiting for ever), and only its last [`TAIL_MAX`] bytes are searched
+/// for the last line (a log of NULs was read 64 MiB at a time, every
+/// second with `--watch`): a longer line is a result stored apart.
 fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
-    let Ok(mut f) = std::fs::File::open(path) else {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+    else {
         return (None, None);
     };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return (None, None);
+    }
     let decode = |l: &[u8]| serde_json::from_slice::<Signal>(l).ok();
     let mut head = vec![0u8; 64 * 1024];
     let n = f.read(&mut head).unwrap_or(0);
@@ -226,12 +238,15 @@ fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
         if let Some(last) = lines.iter().rev().find_map(|l| decode(l)) {
             return (first, Some(last));
         }
-        if from == 0 || back >= 64 << 20 {
+        if from == 0 || back >= TAIL_MAX {
             return (first, None);
         }
-        back *= 8;
+        back = (back * 8).min(TAIL_MAX);
     }
 }
+
+/// How far from its end `runs` looks for a log's last line.
+const TAIL_MAX: u64 = 2 << 20;
 
 /// The list as text, one run a line.
 pub fn text(rows: &[RunRow]) -> String {
@@ -261,7 +276,9 @@ pub fn line(r: &RunRow) -> String {
         "{:<22} {:<18} {:<22} {:<15} {:>8} {:>9} {:>10}",
         crate::printable::printable(&fit(&r.id, 22)),
         crate::printable::printable(&fit(&r.play, 18)),
-        fit(&r.state, 22),
+        // A live run's state comes from its socket: no escape sequence
+        // of it reaches the terminal.
+        crate::printable::printable(&fit(&r.state, 22)),
         when(r.started),
         short(r.elapsed),
         format!(
