@@ -635,3 +635,62 @@ fn runs_is_not_held_by_a_fifo_in_a_run_directory() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// Issue 39: in a project folder others can write (1777, a shared build
+/// box), another user who made `.playdeck/runs` and left a crashed run
+/// dated newest does not get the owner's `ctl latest …` or `resume
+/// latest`, and the owner's own run is not put in their directory.
+#[test]
+fn another_users_runs_directory_is_never_taken_for_yours() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: acting as another user needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // As nobody: .playdeck/runs and a crashed run in it, newest.
+    let made = Command::new("sh")
+        .args([
+            "-c",
+            "mkdir -p .playdeck/runs/29991231-235959-evil && printf '[play]\\nname = \"evil\"\\n' > .playdeck/runs/29991231-235959-evil/play.toml",
+        ])
+        .current_dir(d)
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in [
+        vec!["ctl", "latest", "status"],
+        vec!["ctl", "29991231-235959-evil", "status"],
+        vec!["resume", "latest", "--headless", "--approve", "all"],
+    ] {
+        let (code, _, err) = run(d, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("permission denied") && err.contains("belongs to another user"),
+            "{args:?}: {err}"
+        );
+    }
+    // A new run is not put in their directory either.
+    std::fs::write(
+        d.join("p.toml"),
+        "[play]\nname = \"mine\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"a\"\nsim = { duration_ms = 10 }\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(d, &["run", "p.toml", "--headless"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("belongs to another user"), "{err}");
+    let mut left: Vec<String> = std::fs::read_dir(d.join(".playdeck/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["29991231-235959-evil"], "nothing was created");
+    // `runs` lists none of theirs as yours.
+    let (_, out, _) = run(d, &["runs"]);
+    assert!(!out.contains("evil"), "{out}");
+}

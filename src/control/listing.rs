@@ -47,6 +47,8 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<RunRow>> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.join("play.toml").is_file())
+        // Another user's run is not listed as one of yours.
+        .filter(|p| crate::store::not_yours(p).is_none())
         .map(|p| row(&p))
         .collect();
     rows.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));

@@ -9,7 +9,14 @@ use crate::kernel::ErrorCode;
 /// started run there).
 pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
     let runs = Path::new(crate::store::RUNS_DIR);
+    let refuse = |why: String| {
+        Failure::new(
+            ErrorCode::NoRun,
+            format!("permission denied: {why} (run directories are their owner's only)"),
+        )
+    };
     if arg == "latest" {
+        crate::store::runs_dir_is_yours().map_err(refuse)?;
         let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(runs)
             .map_err(|e| {
                 Failure::new(
@@ -19,6 +26,11 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
             })?
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
+            // Only yours: another user's run is never the latest of yours.
+            .filter(|e| {
+                crate::store::not_yours(&e.path()).is_none()
+                    && crate::store::not_yours(&e.path().join("play.toml")).is_none()
+            })
             .filter_map(|e| {
                 let t = e
                     .path()
@@ -38,7 +50,15 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
     let by_id = runs.join(arg);
     for dir in [direct, by_id.as_path()] {
         match std::fs::metadata(dir.join("play.toml")) {
-            Ok(m) if m.is_file() => return Ok(dir.to_path_buf()),
+            Ok(m) if m.is_file() => {
+                if let Some(why) = crate::store::not_yours(dir) {
+                    return Err(refuse(why));
+                }
+                if dir == by_id.as_path() {
+                    crate::store::runs_dir_is_yours().map_err(refuse)?;
+                }
+                return Ok(dir.to_path_buf());
+            }
             // Another user's run: it is there, and it is not ours to read.
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(Failure::new(

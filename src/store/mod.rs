@@ -88,6 +88,45 @@ fn parent_of(path: &Path) -> &Path {
 
 /// Creates `path` (and missing parents) for the owner only (0700): a run
 /// directory holds agents' prompts, output and results.
+/// Why `path` is not yours alone, if it is not: owned by another user, or
+/// writable by others (a shared 1777 project folder where another user
+/// made `.playdeck`). None when it is yours, or not there.
+pub fn not_yours(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::symlink_metadata(path).ok()?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Some(format!(
+            "{} belongs to another user (uid {})",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.is_dir() && meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "{} can be written by other users (mode {:o})",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    None
+}
+
+/// The default runs directory and its `.playdeck`, when they are there,
+/// are yours alone: a run is never put in, nor taken from, one another
+/// user made or can write.
+pub fn runs_dir_is_yours() -> Result<(), String> {
+    let runs = Path::new(RUNS_DIR);
+    for p in [runs.parent().unwrap_or(runs), runs] {
+        if let Some(why) = not_yours(p) {
+            return Err(format!(
+                "{why}: runs in it are not taken as yours; remove it, or give --run-dir a directory of your own"
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn private_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     fs::DirBuilder::new()
@@ -239,6 +278,8 @@ impl RunDir {
                 (p.to_path_buf(), id)
             }
             None => {
+                runs_dir_is_yours()
+                    .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
                 let id = new_run_id();
                 (Path::new(RUNS_DIR).join(&id), id)
             }
