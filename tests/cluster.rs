@@ -987,7 +987,20 @@ exit 0
     assert_ne!(cwds[0], cwds[1], "one tree per attempt");
     // Both trees are gone; the commit stays on its branch, and the run
     // was told where.
-    assert_eq!(git(&checkout, &["worktree", "list"]).lines().count(), 1);
+    // The worker removes each tree before it sends the attempt's result;
+    // git's own bookkeeping (`worktree list`) may lag a moment behind.
+    wait_for(
+        "both worktrees gone",
+        Duration::from_secs(30),
+        || {
+            (
+                git(&checkout, &["worktree", "list"]),
+                of_type(&events, "warning"),
+                w.said(),
+            )
+        },
+        |(list, _, _)| list.lines().count() == 1,
+    );
     let branches = git(&checkout, &["branch", "--list", "playdeck/*"]);
     assert!(branches.contains("playdeck/r/write.1"), "{branches}");
     assert!(!branches.contains("look"), "{branches}");
