@@ -423,3 +423,39 @@ exit 0
     drop(run.stdin.take());
     assert!(run.wait().unwrap().success());
 }
+
+/// Issue 39: `rm -rf <run>/ctl` left a live run unreachable and listed as
+/// `crashed: resumable`; the run makes its socket again (within seconds).
+#[test]
+fn a_removed_control_socket_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(2, 60_000));
+    std::fs::remove_dir_all(dir.path().join("run/ctl")).unwrap();
+    let t = Instant::now();
+    let status = loop {
+        let out = playdeck()
+            .args(["ctl", "run", "status"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the run stayed unreachable: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.contains("running"), "{status}");
+    let listed = playdeck()
+        .args(["runs", "--dir", "."])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(!listed.contains("crashed"), "{listed}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+}

@@ -69,15 +69,8 @@ impl ControlServer {
         welcome: Arc<super::stream::WelcomeParts>,
     ) -> std::io::Result<Self> {
         let dir = run_dir.join(SOCKET_DIR);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         let path = dir.join(SOCKET_NAME);
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let listener = bind(&dir, &path)?;
         // As agents get it in PLAYDECK_RUN_DIR.
         let tag: Arc<str> = Arc::from(
             std::fs::canonicalize(run_dir)
@@ -98,6 +91,7 @@ impl ControlServer {
         };
         let task = tokio::spawn(serve(
             listener,
+            path.clone(),
             handle,
             capacity,
             tag,
@@ -149,8 +143,27 @@ static AGENT_WATCHERS: Semaphore = Semaphore::const_new(MAX_AGENT_WATCHERS);
 /// How long a finished run's host waits for its consoles to leave.
 pub const LINGER: Duration = Duration::from_secs(3600);
 
+/// The socket at `path` in its private directory `dir` (made 0700, the
+/// socket 0600), replacing whatever was there.
+fn bind(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// How often the server checks that its socket is still where clients
+/// look for it.
+const SOCKET_CHECK: Duration = Duration::from_secs(2);
+
 async fn serve(
-    listener: UnixListener,
+    mut listener: UnixListener,
+    path: std::path::PathBuf,
     handle: RunHandle,
     capacity: Option<Arc<Reconciler>>,
     tag: Arc<str>,
@@ -160,8 +173,31 @@ async fn serve(
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let readers = Arc::new(Readers::default());
     let mut backoff = Duration::from_millis(10);
+    let mut check = tokio::time::interval(SOCKET_CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = check.tick() => {
+                // `rm -rf <run>/ctl` left a live run unreachable (and
+                // listed as crashed): its socket is made again.
+                use std::os::unix::fs::FileTypeExt;
+                let there = std::fs::symlink_metadata(&path)
+                    .is_ok_and(|m| m.file_type().is_socket());
+                if !there {
+                    match path.parent().map(|dir| bind(dir, &path)) {
+                        Some(Ok(l)) => {
+                            tracing::warn!("control socket {} was removed: made again", path.display());
+                            listener = l;
+                        }
+                        Some(Err(e)) => tracing::warn!("control socket {}: cannot make it again: {e}", path.display()),
+                        None => {}
+                    }
+                }
+                continue;
+            }
+        };
+        match accepted {
             Ok((stream, _)) => {
                 backoff = Duration::from_millis(10);
                 let place = match places.clone().try_acquire_owned() {
