@@ -16,15 +16,17 @@ fn playdeck() -> Command {
 /// A headless run of `play` in `dir/run`, once its socket answers.
 fn start(dir: &std::path::Path, play: &str) -> std::process::Child {
     std::fs::write(dir.join("play.toml"), play).unwrap();
-    let child = playdeck()
+    let stderr = dir.join("stderr.log");
+    let mut child = playdeck()
         .args(["run", "play.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
         .spawn()
         .unwrap();
-    common::wait_listening(&dir.join("run/ctl/control.sock"));
+    // A run that ends before it listens says how, with its stderr.
+    common::wait_run_listening(&dir.join("run/ctl/control.sock"), &mut child, Some(&stderr));
     child
 }
 
