@@ -143,6 +143,13 @@ static AGENT_WATCHERS: Semaphore = Semaphore::const_new(MAX_AGENT_WATCHERS);
 /// How long a finished run's host waits for its consoles to leave.
 pub const LINGER: Duration = Duration::from_secs(3600);
 
+/// A watcher refused for want of a place: told why, within the write
+/// timeout.
+async fn too_many_watchers(write: &mut tokio::net::unix::OwnedWriteHalf, why: String) {
+    let f = Failure::new(ErrorCode::TooManyWatchers, why);
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(encode(&Err(f)).as_bytes())).await;
+}
+
 /// The socket at `path` in its private directory `dir` (made 0700, the
 /// socket 0600), replacing whatever was there.
 fn bind(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
@@ -367,33 +374,19 @@ async fn connection(
             Some(_) => match AGENT_WATCHERS.try_acquire() {
                 Ok(p) => Some(p),
                 Err(_) => {
-                    let f = Failure::new(
-                        ErrorCode::TooManyWatchers,
-                        format!(
-                            "this run's agents watch it {MAX_AGENT_WATCHERS} times at once already; the other places are kept for its operators"
-                        ),
+                    let why = format!(
+                        "this run's agents watch it {MAX_AGENT_WATCHERS} times at once already; the other places are kept for its operators"
                     );
-                    let _ = tokio::time::timeout(
-                        WRITE_TIMEOUT,
-                        write.write_all(encode(&Err(f)).as_bytes()),
-                    )
-                    .await;
-                    return;
+                    return too_many_watchers(&mut write, why).await;
                 }
             },
             None => None,
         };
         let Ok(_watching) = watchers.try_acquire_owned() else {
-            let f = Failure::new(
-                ErrorCode::TooManyWatchers,
-                format!(
-                    "the run serves {MAX_WATCHERS} watchers at once, and has them; try again when one leaves"
-                ),
+            let why = format!(
+                "the run serves {MAX_WATCHERS} watchers at once, and has them; try again when one leaves"
             );
-            let _ =
-                tokio::time::timeout(WRITE_TIMEOUT, write.write_all(encode(&Err(f)).as_bytes()))
-                    .await;
-            return;
+            return too_many_watchers(&mut write, why).await;
         };
         let by = match &agent {
             Some((pid, _)) => Arc::from(format!("agent (pid {pid})")),

@@ -116,36 +116,48 @@ fn mergeable(ev: &Value) -> bool {
 }
 
 /// Adds `ev` to what waits for a place: into a waiting event of its kind
-/// about operations (its operation added to `ops`, the message counting
-/// them), else at the back.
-fn enqueue(pending: &mut VecDeque<Value>, ev: Value) {
+/// about operations (its operation added to `ops`), else at the back. The
+/// merged event's message is written once, as it leaves ([`take`]), not at
+/// every merge: a wave of two thousand gates stays linear.
+fn enqueue(pending: &mut VecDeque<Value>, mut ev: Value) {
     if mergeable(&ev)
         && let Some(into) = pending.iter_mut().find(|p| p["event"] == ev["event"])
+        && let Some(ops) = into["ops"].as_array_mut()
     {
-        let mut ops: Vec<Value> = into["ops"].as_array().cloned().unwrap_or_default();
-        ops.push(ev["op"].clone());
-        let names: Vec<&str> = ops.iter().filter_map(Value::as_str).collect();
+        ops.push(ev["op"].take());
+        into["elapsed"] = ev["elapsed"].take();
+        into["seq"] = ev["seq"].take();
+        return;
+    }
+    if mergeable(&ev) {
+        ev["ops"] = json!([ev["op"].clone()]);
+    }
+    pending.push_back(ev);
+}
+
+/// The next event to send: one that merged several operations says them
+/// all (`3 operations wait for approval in run r: a, b, c`).
+fn take(pending: &mut VecDeque<Value>) -> Option<Value> {
+    let mut ev = pending.pop_front()?;
+    let names: Vec<&str> = ev["ops"]
+        .as_array()
+        .map(|ops| ops.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if names.len() > 1 {
         let verb = if ev["event"] == "approval_needed" {
             "wait for approval"
         } else {
             "escalated"
         };
-        into["message"] = json!(format!(
+        let message = format!(
             "{} operations {verb} in run {}: {}",
             names.len(),
             ev["run_id"].as_str().unwrap_or_default(),
             names.join(", ")
-        ));
-        into["ops"] = Value::Array(ops);
-        into["elapsed"] = ev["elapsed"].clone();
-        into["seq"] = ev["seq"].clone();
-        return;
+        );
+        ev["message"] = json!(message);
     }
-    let mut ev = ev;
-    if mergeable(&ev) {
-        ev["ops"] = json!([ev["op"].clone()]);
-    }
-    pending.push_back(ev);
+    Some(ev)
 }
 
 /// The commands a run's events started, for its end: they are given a
@@ -216,7 +228,7 @@ pub fn start(
             while let Ok(ev) = rx.try_recv() {
                 enqueue(&mut pending, ev);
             }
-            let Some(ev) = pending.pop_front() else {
+            let Some(ev) = take(&mut pending) else {
                 continue;
             };
             let (cfg, handle, running) = (cfg.clone(), handle.clone(), running.clone());
@@ -369,12 +381,13 @@ mod tests {
         enqueue(&mut q, ev("approval_needed", "b"));
         enqueue(&mut q, ev("approval_needed", "c"));
         assert_eq!(q.len(), 2);
-        assert_eq!(q[0]["ops"], json!(["a", "b", "c"]));
-        assert_eq!(q[0]["op"], "a", "the first stays where consumers read it");
+        let first = take(&mut q).unwrap();
+        assert_eq!(first["ops"], json!(["a", "b", "c"]));
+        assert_eq!(first["op"], "a", "the first stays where consumers read it");
         assert_eq!(
-            q[0]["message"],
+            first["message"],
             "3 operations wait for approval in run r: a, b, c"
         );
-        assert_eq!(q[1]["event"], "budget_warning");
+        assert_eq!(take(&mut q).unwrap()["event"], "budget_warning");
     }
 }
