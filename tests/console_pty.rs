@@ -1571,6 +1571,74 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
     );
 }
 
+/// A key typed while the pager has the terminal but left unread by it
+/// (here a pager that only waits) reaches the console once it is back.
+/// crossterm's event stream lost it: stopping its reader left a wake
+/// queued, and the first read after the pager took the wake and dropped
+/// the terminal's readiness with it (issue 46: the pager test's flake).
+#[test]
+fn a_key_the_pager_left_unread_reaches_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("p.toml"),
+        r#"
+[play]
+name = "keys"
+[palette]
+roles = [{ role = "implementer" }, { role = "reviewer" }]
+[agents.writer]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[[operations]]
+id = "write"
+role = "implementer"
+agent = "writer"
+instruction = '''
+echo 'compiling the widget'
+echo '{"type":"result","result":{"ok":true}}'
+exit 0
+'''
+[[operations]]
+id = "ship"
+role = "reviewer"
+instruction = "ship"
+depends_on = ["write"]
+approval = true
+sim = { duration_ms = 10 }
+"#,
+    )
+    .unwrap();
+    // Through sh (a `;`): it waits and reads nothing.
+    let env = [("PAGER".to_string(), "sleep 1; true".to_string())];
+    let mut console = Console::open_with(d, &["run", "p.toml"], &env);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the attempt to end and the gate to wait", |s| {
+        s.contains("succeeded 1") && s.contains("approval 1")
+    });
+    // write is the one succeeded operation: the fifth lane.
+    console.press(b"llll");
+    console.press(b"O");
+    screen.wait_screen(
+        "the pager to have the terminal",
+        Duration::from_secs(60),
+        |s| !s.alternate_screen(),
+    );
+    console.press(b"?");
+    screen.wait_for("the help the key asked for, after the pager", |s| {
+        s.contains("Keys · the console")
+    });
+    console.press(b"\x1b");
+    screen.wait_for("the help closed", |s| !s.contains("Keys · the console"));
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
+    console.press(b"c");
+    assert_eq!(console.wait_exit(), 1, "cancelled");
+}
+
 /// An operator's day (issue 25) in a terminal: the problems list, marking
 /// gates and approving them with one question, a zoomed lane, and the
 /// message log, through the binary.

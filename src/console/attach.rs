@@ -66,7 +66,8 @@ pub async fn run(
     // are its own, not another terminal's.
     app.me = Arc::from(w.by.as_str());
     let mut term = terminal::init()?;
-    let input = terminal::Input::new();
+    // The terminal is given back if its input cannot be read.
+    let input = terminal::Input::new().inspect_err(|_| terminal::restore())?;
     let mut events = input.clone();
     let looped = {
         let mut source = Source::Attached { link: &mut link };

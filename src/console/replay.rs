@@ -446,7 +446,8 @@ pub async fn run(
     player.playing = true;
     player.sync(&mut app);
     let mut term = super::terminal::init()?;
-    let input = super::terminal::Input::new();
+    // The terminal is given back if its input cannot be read.
+    let input = super::terminal::Input::new().inspect_err(|_| super::terminal::restore())?;
     let mut events = input.clone();
     let mut source = super::run::Source::Replay {
         player: &mut player,

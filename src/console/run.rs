@@ -168,7 +168,8 @@ pub async fn run(
         app.set_status(e.clone(), Level::Warning);
     }
     let mut term = terminal::init()?;
-    let input = terminal::Input::new();
+    // The terminal is given back if its input cannot be read.
+    let input = terminal::Input::new().inspect_err(|_| terminal::restore())?;
     let mut events = input.clone();
     let mut source = Source::Live {
         sub: &mut sub,

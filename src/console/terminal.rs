@@ -5,10 +5,11 @@
 
 use std::io::{self, Stdout, Write};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex, Once};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream};
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event};
 use crossterm::terminal::{
     Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
@@ -57,41 +58,127 @@ pub fn resume(term: &mut Term) -> io::Result<()> {
 }
 
 /// The terminal's input as the event loop reads it, which can be let go
-/// while another program reads the terminal. crossterm's `EventStream`
-/// reads the terminal on a thread of its own whenever a read is pending,
-/// even while nobody polls it: left alone, it would take the keys typed
-/// into the pager. Dropping it stops that thread (its `Drop` wakes it to
-/// quit); a fresh one reads again after. Clones share the one stream.
+/// while another program reads the terminal.
+///
+/// Read on a thread of its own with crossterm's `poll` and `read`, not
+/// with its `EventStream`: that stream's reader can only be stopped by
+/// waking it, and when no read is pending the wake stays queued; the first
+/// read after the pager then meets the wake and the terminal's readiness
+/// in one batch, returns for the wake, and the readiness is gone (crossterm
+/// waits edge-triggered): the key typed then sat unread until the next.
+/// This thread looks at a flag between short polls instead, so pausing it
+/// wakes nothing, and [`Input::pause`] returns once it is parked: nothing
+/// of what is typed into the pager is read here. Clones share the one
+/// reader.
 #[derive(Clone)]
-pub struct Input(Arc<Mutex<Option<EventStream>>>);
+pub struct Input(Arc<Shared>);
 
-impl Input {
-    pub fn new() -> Input {
-        Input(Arc::new(Mutex::new(Some(EventStream::new()))))
+struct Shared {
+    events: Mutex<tokio::sync::mpsc::UnboundedReceiver<io::Result<Event>>>,
+    gate: Arc<Gate>,
+}
+
+/// Between the reading thread and the console: whether it may read.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    paused: bool,
+    /// The thread is waiting for `paused` to go: it reads nothing.
+    parked: bool,
+    /// Every [`Input`] is gone: the thread ends.
+    closed: bool,
+    /// The thread ended (the terminal failed, or closed).
+    ended: bool,
+}
+
+/// How long one look at the terminal lasts: how soon a pause is taken up.
+const LOOK: Duration = Duration::from_millis(40);
+
+impl Gate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        // Nothing panics while it is held.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<EventStream>> {
-        // Only taken inside a poll or a swap: nothing panics while held.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Stops reading the terminal.
-    pub fn pause(&self) {
-        drop(self.lock().take());
-    }
-
-    /// Reads the terminal again.
-    pub fn resume(&self) {
-        let mut s = self.lock();
-        if s.is_none() {
-            *s = Some(EventStream::new());
+    /// Waits while paused (saying it is parked); false once closed.
+    fn open(&self) -> bool {
+        let mut st = self.lock();
+        loop {
+            if st.closed {
+                return false;
+            }
+            if !st.paused {
+                st.parked = false;
+                return true;
+            }
+            if !st.parked {
+                st.parked = true;
+                self.changed.notify_all();
+            }
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
 
-impl Default for Input {
-    fn default() -> Self {
-        Input::new()
+fn read_terminal(gate: Arc<Gate>, tx: tokio::sync::mpsc::UnboundedSender<io::Result<Event>>) {
+    while gate.open() {
+        let read = match crossterm::event::poll(LOOK) {
+            Ok(false) => continue,
+            Ok(true) => crossterm::event::read(),
+            Err(e) => Err(e),
+        };
+        let failed = read.is_err();
+        if tx.send(read).is_err() || failed {
+            break;
+        }
+    }
+    gate.lock().ended = true;
+    gate.changed.notify_all();
+}
+
+impl Input {
+    /// Starts reading: fails only when no thread can be started.
+    pub fn new() -> io::Result<Input> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let gate = Arc::new(Gate::default());
+        let g = gate.clone();
+        // Not joined: it ends within one look once every clone is gone
+        // (or with the process).
+        std::thread::Builder::new()
+            .name("terminal input".into())
+            .spawn(move || read_terminal(g, tx))?;
+        Ok(Input(Arc::new(Shared {
+            events: Mutex::new(rx),
+            gate,
+        })))
+    }
+
+    /// Stops reading the terminal: returns once nothing here reads it.
+    pub fn pause(&self) {
+        let gate = &self.0.gate;
+        let mut st = gate.lock();
+        st.paused = true;
+        while !st.parked && !st.ended {
+            st = gate.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Reads the terminal again.
+    pub fn resume(&self) {
+        self.0.gate.lock().paused = false;
+        self.0.gate.changed.notify_all();
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.gate.lock().closed = true;
+        self.gate.changed.notify_all();
     }
 }
 
@@ -99,12 +186,9 @@ impl Stream for Input {
     type Item = io::Result<Event>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.lock().as_mut() {
-            Some(s) => Pin::new(s).poll_next(cx),
-            // Paused: the loop is waiting for the pager, not polling; it
-            // polls again (a fresh poll) once input is resumed.
-            None => Poll::Pending,
-        }
+        // Only taken here: nothing panics while it is held.
+        let mut rx = self.0.events.lock().unwrap_or_else(|e| e.into_inner());
+        rx.poll_recv(cx)
     }
 }
 
