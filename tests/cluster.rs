@@ -467,6 +467,133 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
         "exit {code}: {err}\n{}",
         said(&[&w])
     );
+    // No signing key: said, in the run's log and by the worker.
+    let (unsigned, log) = log_has(d, "jobs on NATS are not signed");
+    assert!(unsigned, "{log:#?}");
+    assert!(w.said().contains("jobs are not signed"), "{}", w.said());
+}
+
+/// A run and its workers that share a signing key take nothing unsigned
+/// (issue 39): a forged copy of a running job (same subject, permissions
+/// and instruction of the forger's choosing) is refused by the worker and
+/// never reported, as is one signed with another key; a forged cancel
+/// stops nothing; a forged result completes nothing and is said in the
+/// run's log. The genuine attempt finishes with its own result.
+#[test]
+fn jobs_cancels_and_results_that_do_not_verify_are_refused() {
+    let Some(nats) = Nats::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("pd.key");
+    std::fs::write(
+        &key,
+        "c2lnbmluZyBrZXkgZm9yIHRoZSB0ZXN0IG9mIGZvcmdlZCBqb2Jz\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let creds = d.join("nats.toml");
+    std::fs::write(&creds, "signing_key_file = \"pd.key\"\n").unwrap();
+    let env = [("PLAYDECK_NATS_CREDS", creds.as_path())];
+    let releases = write_held_play(
+        d,
+        &format!("[cluster]\nnats = \"{}\"\n", nats.url()),
+        &["slow"],
+        90,
+    );
+    let w = Worker::start_env(d, &nats, 2, &env);
+    let run = start_run_env(d, &env);
+    wait_worker_of(d, "slow", 1, Duration::from_secs(60));
+    let nonce = std::fs::read_to_string(d.join(".playdeck/runs/r/cluster.nonce")).unwrap();
+    let nonce = nonce.trim();
+    let forged = d.join("forged");
+    let job = serde_json::json!({
+        "run": "r", "play": "spread", "play_hash": "0", "agent": "sh",
+        "op_id": 1, "name": "slow", "role": "implementer",
+        "instruction": format!("touch '{}'", forged.display()),
+        "params": {"tools": {"permission": "full-access"}},
+        "context": {}, "attempt": 1, "instance": null, "profile": null,
+        "usd_headroom": null
+    });
+    let token = playdeck::cluster::wire::play_token("spread");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        let payload = bytes::Bytes::from(serde_json::to_vec(&job).unwrap());
+        // The running job's own subject, unsigned.
+        js.publish(format!("pd.job.{token}.any.{nonce}.1"), payload.clone())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        // Signed, with another key.
+        let other = playdeck::cluster::wire::Signer::new(&[9u8; 32]);
+        let subject = format!("pd.job.{token}.any.{nonce}.2");
+        let h = other.headers(&subject, &payload).unwrap();
+        js.publish_with_headers(subject, h, payload.clone())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        client
+            .publish(format!("pd.cancel.{nonce}.1"), "cancel".into())
+            .await
+            .unwrap();
+        let result = serde_json::json!({"t": "result", "worker": "forger", "outcome": {"Ok": {"forged": true}}});
+        js.publish(
+            format!("pd.out.{nonce}.1"),
+            serde_json::to_vec(&result).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+        client.flush().await.unwrap();
+    });
+    wait_for(
+        "the forged result refused in the run's log",
+        Duration::from_secs(30),
+        || log_has(d, "was not taken: it is not signed"),
+        |(has, _)| *has,
+    );
+    wait_for(
+        "both forged jobs refused by the worker",
+        Duration::from_secs(30),
+        || w.said(),
+        |s| s.contains("it is not signed") && s.contains("its signature does not verify"),
+    );
+    // The genuine attempt still runs: nothing completed it, cancelled it
+    // or ran the forger's instruction.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!forged.exists(), "the forged job ran: {}", w.said());
+    let log = run_log(d);
+    assert!(
+        !log.iter()
+            .any(|l| l == "completed slow" || l == "failed slow"),
+        "{log:#?}"
+    );
+    release(&releases[0]);
+    let (events, code, err) = finish(run, Duration::from_secs(60));
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}",
+        w.said()
+    );
+    let text = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    assert!(
+        text.contains("\"released\":true"),
+        "the genuine result: {text}"
+    );
+    assert!(!text.contains("forged"), "{text}");
+    assert!(!text.contains("worker_refused"), "{text}");
+    assert!(!text.contains("not signed: anyone"), "{text}");
+    assert!(!forged.exists());
 }
 
 #[test]

@@ -55,17 +55,34 @@ pub struct Hub {
     connected: watch::Receiver<bool>,
     external: Mutex<Option<ExternalSender>>,
     roster: Arc<super::roster::Roster>,
+    signer: wire::Signer,
+    /// Frames not taken (they did not verify) since the last warning.
+    refused: Mutex<Refused>,
 }
+
+/// Frames refused, said at most every [`REFUSED_EVERY`]: a flood of forged
+/// frames must not flood the log.
+#[derive(Default)]
+struct Refused {
+    said: Option<Instant>,
+    since: u64,
+}
+
+const REFUSED_EVERY: Duration = Duration::from_secs(10);
 
 impl Hub {
     /// Connects, makes sure the streams exist and starts reading this
     /// run's frames.
     pub async fn start(
-        client: async_nats::Client,
-        connected: watch::Receiver<bool>,
+        c: super::Connection,
         settings: HubSettings,
         tails: Arc<Tails>,
     ) -> Result<Arc<Hub>, async_nats::Error> {
+        let super::Connection {
+            client,
+            connected,
+            signer,
+        } = c;
         let js = jetstream::new(client.clone());
         super::ensure_streams(&js).await?;
         let nonce = format!("{:016x}", uuid::Uuid::new_v4().as_u128() as u64);
@@ -74,7 +91,7 @@ impl Hub {
         if let Some(dir) = settings.log_dir.as_deref().and_then(Path::parent) {
             let kept = dir.join(NONCE_FILE);
             if let Ok(old) = std::fs::read_to_string(&kept) {
-                forget(&js, &client, old.trim()).await;
+                forget(&js, &client, &signer, old.trim()).await;
             }
             if let Err(e) = std::fs::write(&kept, format!("{nonce}\n")) {
                 tracing::warn!("{}: {e}", kept.display());
@@ -93,6 +110,8 @@ impl Hub {
             connected,
             external: Mutex::default(),
             roster,
+            signer,
+            refused: Mutex::default(),
         });
         tokio::spawn(super::roster::keep(
             Arc::downgrade(&hub),
@@ -122,6 +141,32 @@ impl Hub {
     /// Run-level warnings (a late result) go to the run's log through this.
     pub fn attach(&self, external: ExternalSender) {
         *self.external.lock().unwrap() = Some(external);
+        if !self.signer.signs() {
+            self.warn(
+                "jobs on NATS are not signed: anyone who may publish on pd.job.> can have a worker run what they write; give the run and its workers a signing_key_file (docs/cluster.md, Credentials)".into(),
+            );
+        }
+    }
+
+    /// A frame that did not verify: not taken, and said (at most every
+    /// few seconds, with how many since).
+    fn refuse(&self, subject: &str, why: wire::Unverified) {
+        let mut r = self.refused.lock().unwrap();
+        r.since += 1;
+        if r.said.is_some_and(|t| t.elapsed() < REFUSED_EVERY) {
+            return;
+        }
+        let more = match r.since {
+            1 => String::new(),
+            n => format!(" ({} more since the last said)", n - 1),
+        };
+        r.said = Some(Instant::now());
+        r.since = 0;
+        drop(r);
+        self.warn(format!(
+            "a frame on {} was not taken: {why}{more}; a worker without this run's signing key, or someone else publishing",
+            crate::printable::printable(subject)
+        ));
     }
 
     /// Says a signal to the run, once it is attached.
@@ -295,15 +340,13 @@ impl Hub {
         let id = format!("{}.{seq}", self.nonce);
         let mut wait = Duration::from_millis(100);
         loop {
-            let sent = self
-                .js
-                .send_publish(
-                    subject.clone(),
-                    PublishMessage::build()
-                        .payload(payload.clone().into())
-                        .message_id(id.clone()),
-                )
-                .await;
+            let mut msg = PublishMessage::build()
+                .payload(payload.clone().into())
+                .message_id(id.clone());
+            if let Some(sig) = self.signer.signature(&subject, &payload) {
+                msg = msg.header(wire::SIG_HEADER, sig.as_str());
+            }
+            let sent = self.js.send_publish(subject.clone(), msg).await;
             let acked = match sent {
                 Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -351,10 +394,11 @@ impl Drop for Pending {
             }
             PendingState::Open => {
                 let client = self.hub.client.clone();
+                let signer = self.hub.signer.clone();
                 let subject = wire::cancel_subject(&self.hub.nonce, self.seq);
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
                     rt.spawn(async move {
-                        let _ = client.publish(subject, "cancel".into()).await;
+                        let _ = cancel(&client, &signer, subject).await;
                     });
                 }
             }
@@ -368,7 +412,25 @@ pub const NONCE_FILE: &str = "cluster.nonce";
 /// What a run's earlier process (crashed, killed) left on the cluster: its
 /// jobs not yet taken are purged, the workers stop those they perform (the
 /// resumed run attempts them again), and its frames go with their reader.
-async fn forget(js: &jetstream::Context, client: &async_nats::Client, old: &str) {
+/// Tells the workers an attempt (or a whole hub's) is unwanted, signed.
+async fn cancel(
+    client: &async_nats::Client,
+    signer: &wire::Signer,
+    subject: String,
+) -> Result<(), async_nats::PublishError> {
+    let payload = bytes::Bytes::from_static(b"cancel");
+    match signer.headers(&subject, &payload) {
+        Some(h) => client.publish_with_headers(subject, h, payload).await,
+        None => client.publish(subject, payload).await,
+    }
+}
+
+async fn forget(
+    js: &jetstream::Context,
+    client: &async_nats::Client,
+    signer: &wire::Signer,
+    old: &str,
+) {
     if old.is_empty() || !old.bytes().all(|b| b.is_ascii_hexdigit()) {
         return;
     }
@@ -377,9 +439,7 @@ async fn forget(js: &jetstream::Context, client: &async_nats::Client, old: &str)
     {
         tracing::warn!("taking back the earlier process's jobs: {e}");
     }
-    let _ = client
-        .publish(wire::cancel_all_subject(old), "cancel".into())
-        .await;
+    let _ = cancel(client, signer, wire::cancel_all_subject(old)).await;
     let _ = client.flush().await;
     if let Ok(s) = js.get_stream(wire::OUT_STREAM).await {
         let _ = s.delete_consumer(&format!("out-{old}")).await;
@@ -411,11 +471,19 @@ async fn read_frames(hub: std::sync::Weak<Hub>, consumer: jetstream::consumer::P
                     break;
                 }
             };
-            if let (Some((_, seq)), Ok(frame)) = (
-                wire::ids_of(&m.subject),
-                serde_json::from_slice::<Frame>(&m.payload),
-            ) {
-                hub.route(seq, frame);
+            match hub
+                .signer
+                .verify(&m.subject, m.headers.as_ref(), &m.payload)
+            {
+                Err(why) => hub.refuse(&m.subject, why),
+                Ok(()) => {
+                    if let (Some((_, seq)), Ok(frame)) = (
+                        wire::ids_of(&m.subject),
+                        serde_json::from_slice::<Frame>(&m.payload),
+                    ) {
+                        hub.route(seq, frame);
+                    }
+                }
             }
             let _ = m.ack().await;
         }

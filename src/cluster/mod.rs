@@ -14,20 +14,25 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 use tokio::sync::watch;
 
+/// A connection to the cluster: the client, whether it is up right now,
+/// and the key that signs and checks what travels.
+pub struct Connection {
+    pub client: async_nats::Client,
+    pub connected: watch::Receiver<bool>,
+    pub signer: wire::Signer,
+}
+
 /// Connects to `url` (a first failure, such as refused credentials, is
-/// an error at once), then reconnects for ever; the receiver says whether the
+/// an error at once), then reconnects for ever; `connected` says whether the
 /// connection is up right now (a run does not count a worker lost for
 /// silence while it is itself cut off).
-pub async fn connect(
-    url: &str,
-    name: &str,
-) -> Result<(async_nats::Client, watch::Receiver<bool>), String> {
+pub async fn connect(url: &str, name: &str) -> Result<Connection, String> {
     let (tx, rx) = watch::channel(false);
     let tx = std::sync::Arc::new(tx);
     let events = tx.clone();
-    let options = match credentials_file() {
+    let (options, signer) = match credentials_file() {
         Some(path) => credentials(&path)?,
-        None => async_nats::ConnectOptions::new(),
+        None => (async_nats::ConnectOptions::new(), wire::Signer::default()),
     };
     let client = options
         .name(name)
@@ -49,7 +54,11 @@ pub async fn connect(
         .await
         .map_err(|e| e.to_string())?;
     tx.send_replace(client.connection_state() == async_nats::connection::State::Connected);
-    Ok((client, rx))
+    Ok(Connection {
+        client,
+        connected: rx,
+        signer,
+    })
 }
 
 /// The two work-queue streams, made by whoever comes first.
@@ -102,7 +111,7 @@ pub async fn hub_for(
     tails: std::sync::Arc<crate::agents::Tails>,
 ) -> Result<std::sync::Arc<hub::Hub>, String> {
     let name = format!("playdeck run {}", settings.run_id);
-    let (client, connected) = tokio::time::timeout(FIRST_CONNECT, connect(url, &name))
+    let c = tokio::time::timeout(FIRST_CONNECT, connect(url, &name))
         .await
         .map_err(|_| {
             format!(
@@ -112,7 +121,7 @@ pub async fn hub_for(
         })?
         .map_err(|e| format!("NATS server {url}: {e}"))?;
 
-    hub::Hub::start(client, connected, settings, tails)
+    hub::Hub::start(c, settings, tails)
         .await
         .map_err(|e| format!("NATS server {url}: JetStream: {e} (the server needs -js)"))
 }
@@ -153,13 +162,23 @@ pub fn credentials_file() -> Option<std::path::PathBuf> {
         .filter(|p| p.is_file())
 }
 
-const CREDENTIAL_KEYS: &[&str] = &["user", "password", "nkey_seed_file", "ca_file", "tls"];
+const CREDENTIAL_KEYS: &[&str] = &[
+    "user",
+    "password",
+    "nkey_seed_file",
+    "ca_file",
+    "tls",
+    "signing_key_file",
+];
 
 /// Connection options from a credentials file:
 /// `user` + `password`, or `nkey_seed_file`; `ca_file` (a PEM root to
-/// trust) and `tls = true` (require TLS) for either. Errors name the file
-/// and the key, never a secret.
-pub fn credentials(path: &std::path::Path) -> Result<async_nats::ConnectOptions, String> {
+/// trust) and `tls = true` (require TLS) for either; `signing_key_file`,
+/// the key the run and its workers sign what they send with. Errors name
+/// the file and the key, never a secret.
+pub fn credentials(
+    path: &std::path::Path,
+) -> Result<(async_nats::ConnectOptions, wire::Signer), String> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("NATS credentials {shown}: {e}"))?;
@@ -220,5 +239,80 @@ pub fn credentials(path: &std::path::Path) -> Result<async_nats::ConnectOptions,
             ));
         }
     }
-    Ok(o)
+    let signer = match string("signing_key_file")? {
+        None => wire::Signer::default(),
+        Some(f) => {
+            let key_path = path.parent().unwrap_or(std::path::Path::new(".")).join(f);
+            wire::Signer::new(&signing_key(&key_path).map_err(|e| {
+                format!(
+                    "NATS credentials {shown}: signing_key_file {}: {e}",
+                    key_path.display()
+                )
+            })?)
+        }
+    };
+    Ok((o, signer))
+}
+
+/// The secret in a signing key file: its bytes, surrounding whitespace
+/// trimmed; at least [`wire::MIN_KEY_BYTES`], and readable by its owner
+/// alone (anyone who reads it can forge jobs).
+fn signing_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let mode = meta.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "others can read it (mode {:o}); make it the owner's alone: chmod 600",
+            mode & 0o777
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let key = bytes.trim_ascii().to_vec();
+    if key.len() < wire::MIN_KEY_BYTES {
+        return Err(format!(
+            "{} bytes; at least {} (make one: head -c 32 /dev/urandom | base64 > FILE)",
+            key.len(),
+            wire::MIN_KEY_BYTES
+        ));
+    }
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_signing_key_is_long_enough_and_its_owner_s_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("nats.toml");
+        std::fs::write(&creds, "signing_key_file = \"pd.key\"\n").unwrap();
+        let key = dir.path().join("pd.key");
+        let set = |text: &str, mode: u32| {
+            std::fs::write(&key, text).unwrap();
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let err = |r: Result<(async_nats::ConnectOptions, wire::Signer), String>| match r {
+            Ok(_) => panic!("taken"),
+            Err(e) => e,
+        };
+        set(&"k".repeat(40), 0o644);
+        let e = err(credentials(&creds));
+        assert!(
+            e.contains("signing_key_file") && e.contains("others can read it (mode 644)"),
+            "{e}"
+        );
+        set("short\n", 0o600);
+        let e = err(credentials(&creds));
+        assert!(e.contains("5 bytes; at least 32"), "{e}");
+        assert!(!e.contains("short"), "never the secret: {e}");
+        set(&format!("{}\n", "k".repeat(40)), 0o600);
+        let (_, signer) = credentials(&creds).unwrap();
+        assert!(signer.signs());
+        std::fs::write(&creds, "user = \"a\"\npassword = \"b\"\n").unwrap();
+        let (_, signer) = credentials(&creds).unwrap();
+        assert!(!signer.signs());
+    }
 }

@@ -290,9 +290,136 @@ pub struct WorkerInfo {
     pub draining: bool,
 }
 
+/// The header that carries a message's signature: HMAC-SHA256 of its
+/// subject, a NUL and its payload, in lowercase hex.
+pub const SIG_HEADER: &str = "Pd-Sig";
+
+/// Signs and checks what travels, with the key a run and its workers share
+/// (`signing_key_file` in the NATS credentials file). Without a key nothing
+/// is signed and everything is taken: anyone who may publish on `pd.>` can
+/// then have a worker run what they write, and the run and its workers say
+/// so when they start.
+#[derive(Clone, Default)]
+pub struct Signer(Option<ring::hmac::Key>);
+
+/// Why a message was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unverified {
+    /// It carries no signature.
+    Unsigned,
+    /// Its signature is not this key's over this subject and payload.
+    Wrong,
+}
+
+impl std::fmt::Display for Unverified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unverified::Unsigned => "it is not signed",
+            Unverified::Wrong => "its signature does not verify (forged, or another key)",
+        })
+    }
+}
+
+/// Shortest key taken: the hash's own length.
+pub const MIN_KEY_BYTES: usize = 32;
+
+impl Signer {
+    pub fn new(secret: &[u8]) -> Signer {
+        Signer(Some(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)))
+    }
+
+    /// Whether messages are signed and checked.
+    pub fn signs(&self) -> bool {
+        self.0.is_some()
+    }
+
+    fn tag(key: &ring::hmac::Key, subject: &str, payload: &[u8]) -> ring::hmac::Tag {
+        let mut ctx = ring::hmac::Context::with_key(key);
+        ctx.update(subject.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(payload);
+        ctx.sign()
+    }
+
+    /// The signature to send with `payload` on `subject`, when signing.
+    pub fn signature(&self, subject: &str, payload: &[u8]) -> Option<String> {
+        let key = self.0.as_ref()?;
+        Some(
+            Self::tag(key, subject, payload)
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    }
+
+    /// Headers carrying [`Signer::signature`], when signing.
+    pub fn headers(&self, subject: &str, payload: &[u8]) -> Option<async_nats::HeaderMap> {
+        let sig = self.signature(subject, payload)?;
+        let mut h = async_nats::HeaderMap::new();
+        h.insert(SIG_HEADER, sig.as_str());
+        Some(h)
+    }
+
+    /// Whether a message is this key's; anything is, without a key.
+    pub fn verify(
+        &self,
+        subject: &str,
+        headers: Option<&async_nats::HeaderMap>,
+        payload: &[u8],
+    ) -> Result<(), Unverified> {
+        let Some(key) = &self.0 else { return Ok(()) };
+        let sig = headers
+            .and_then(|h| h.get(SIG_HEADER))
+            .map(|v| v.as_str())
+            .ok_or(Unverified::Unsigned)?;
+        let bytes = unhex(sig).ok_or(Unverified::Wrong)?;
+        let mut ctx = Vec::with_capacity(subject.len() + 1 + payload.len());
+        ctx.extend_from_slice(subject.as_bytes());
+        ctx.push(0);
+        ctx.extend_from_slice(payload);
+        ring::hmac::verify(key, &ctx, &bytes).map_err(|_| Unverified::Wrong)
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || s.len() > 128 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signature_covers_the_subject_and_the_payload() {
+        let key = Signer::new(&[7u8; 32]);
+        let h = key.headers("pd.job.p1.any.00ff.1", b"{}").unwrap();
+        assert_eq!(key.verify("pd.job.p1.any.00ff.1", Some(&h), b"{}"), Ok(()));
+        // Another payload, another subject (the same job sent to another
+        // run's seq), no signature, another key: refused.
+        let wrong = Err(Unverified::Wrong);
+        assert_eq!(key.verify("pd.job.p1.any.00ff.1", Some(&h), b"{ }"), wrong);
+        assert_eq!(key.verify("pd.job.p1.any.00ff.2", Some(&h), b"{}"), wrong);
+        assert_eq!(
+            key.verify("pd.job.p1.any.00ff.1", None, b"{}"),
+            Err(Unverified::Unsigned)
+        );
+        let other = Signer::new(&[8u8; 32]);
+        assert_eq!(other.verify("pd.job.p1.any.00ff.1", Some(&h), b"{}"), wrong);
+        let mut junk = async_nats::HeaderMap::new();
+        junk.insert(SIG_HEADER, "zz");
+        assert_eq!(key.verify("s", Some(&junk), b""), wrong);
+        // Without a key, nothing is signed and anything is taken.
+        let none = Signer::default();
+        assert!(none.headers("s", b"").is_none());
+        assert_eq!(none.verify("s", None, b""), Ok(()));
+    }
 
     #[test]
     fn a_worker_serves_every_subset_of_its_tags_and_any() {

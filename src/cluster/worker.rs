@@ -53,6 +53,7 @@ struct Worker {
     draining: Arc<std::sync::atomic::AtomicBool>,
     /// Makes the next heartbeat now (it started draining).
     beat_now: Arc<tokio::sync::Notify>,
+    signer: wire::Signer,
 }
 
 const CANCELS_KEPT: usize = 10_000;
@@ -61,11 +62,17 @@ const CANCELS_KEPT: usize = 10_000;
 /// and ends when the jobs in hand are done — or at once when `now`
 /// resolves (a second signal).
 pub async fn serve(
-    client: async_nats::Client,
+    conn: super::Connection,
     opts: WorkerOptions,
     stop: impl std::future::Future<Output = ()>,
     now: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
+    let super::Connection { client, signer, .. } = conn;
+    if !signer.signs() {
+        tracing::warn!(
+            "jobs are not signed: this worker runs what anyone who may publish on pd.job.> writes; give it and its runs a signing_key_file (docs/cluster.md, Credentials)"
+        );
+    }
     let mut plays = HashMap::new();
     for path in &opts.plays {
         let play = Play::load(path).map_err(|e| e.to_string())?;
@@ -133,6 +140,7 @@ pub async fn serve(
         busy: Arc::default(),
         draining: Arc::default(),
         beat_now: Arc::default(),
+        signer,
     });
     let mut cancels = client
         .subscribe("pd.cancel.>")
@@ -141,7 +149,13 @@ pub async fn serve(
     let w = worker.clone();
     tokio::spawn(async move {
         while let Some(m) = cancels.next().await {
-            w.cancel(&m.subject);
+            match w.signer.verify(&m.subject, m.headers.as_ref(), &m.payload) {
+                Ok(()) => w.cancel(&m.subject),
+                Err(why) => tracing::warn!(
+                    "a cancel on {} was not taken: {why}",
+                    crate::printable::printable(&m.subject)
+                ),
+            }
         }
     });
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
@@ -369,13 +383,11 @@ impl Worker {
         let payload: bytes::Bytes = serde_json::to_vec(frame).expect("plain JSON").into();
         let mut wait = Duration::from_millis(100);
         loop {
-            let sent = self
-                .js
-                .send_publish(
-                    subject.to_string(),
-                    PublishMessage::build().payload(payload.clone()),
-                )
-                .await;
+            let mut msg = PublishMessage::build().payload(payload.clone());
+            if let Some(sig) = self.signer.signature(subject, &payload) {
+                msg = msg.header(wire::SIG_HEADER, sig.as_str());
+            }
+            let sent = self.js.send_publish(subject.to_string(), msg).await;
             let done = match sent {
                 Ok(ack) if sure => ack.await.is_ok(),
                 Ok(_) => true,
@@ -395,6 +407,21 @@ impl Worker {
         _permit: tokio::sync::OwnedSemaphorePermit,
     ) {
         let _busy = Busy::new(&self.busy);
+        // Before anything of it is read or answered: a forged job is not
+        // the run's to hear about (a refusal sent to its subject would fail
+        // the real attempt).
+        if let Err(why) = self
+            .signer
+            .verify(&m.subject, m.headers.as_ref(), &m.payload)
+        {
+            tracing::warn!(
+                "worker {} refused a job on {}: {why}",
+                self.id,
+                crate::printable::printable(&m.subject)
+            );
+            let _ = m.ack_with(AckKind::Term).await;
+            return;
+        }
         let Some((nonce, seq)) = wire::ids_of(&m.subject) else {
             let _ = m.ack_with(AckKind::Term).await;
             return;

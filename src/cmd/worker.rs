@@ -32,6 +32,7 @@ pub fn worker(args: WorkerArgs) -> Outcome {
             args.dir.display()
         )));
     }
+    log_to_stderr();
     let plays: Vec<_> = args.plays.iter().map(|p| args.dir.join(p)).collect();
     for p in &plays {
         // Every play is checked before anything connects.
@@ -48,16 +49,15 @@ pub fn worker(args: WorkerArgs) -> Outcome {
     block_on(true, async move {
         let mut stop = stop_requests();
         let name = format!("playdeck worker {}", std::process::id());
-        let (client, _) =
-            tokio::time::timeout(cluster::FIRST_CONNECT, cluster::connect(&url, &name))
-                .await
-                .map_err(|_| {
-                    CmdError::Failed(format!(
-                        "worker: no NATS server answered at {url} in {} s",
-                        cluster::FIRST_CONNECT.as_secs()
-                    ))
-                })?
-                .map_err(|e| CmdError::Failed(format!("worker: {url}: {e}")))?;
+        let conn = tokio::time::timeout(cluster::FIRST_CONNECT, cluster::connect(&url, &name))
+            .await
+            .map_err(|_| {
+                CmdError::Failed(format!(
+                    "worker: no NATS server answered at {url} in {} s",
+                    cluster::FIRST_CONNECT.as_secs()
+                ))
+            })?
+            .map_err(|e| CmdError::Failed(format!("worker: {url}: {e}")))?;
         // The first signal drains, a second stops at once.
         let (drain, now) = (
             tokio::sync::oneshot::channel(),
@@ -71,7 +71,7 @@ pub fn worker(args: WorkerArgs) -> Outcome {
             let _ = second.send(());
         });
         cluster::worker::serve(
-            client,
+            conn,
             opts,
             async move {
                 let _ = drain.1.await;
@@ -84,4 +84,17 @@ pub fn worker(args: WorkerArgs) -> Outcome {
         .map_err(|e| CmdError::Failed(format!("worker: {e}")))?;
         Ok(0)
     })?
+}
+
+/// A worker is a service: what it does and refuses goes to stderr, where
+/// its supervisor (systemd, Kubernetes) keeps it; `PLAYDECK_LOG` filters
+/// (`info` unless it says otherwise).
+fn log_to_stderr() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
 }

@@ -289,7 +289,7 @@ impl Worker {
             .args(["--slots", &slots.to_string()])
             .args(["--ack-wait", &ack_wait.to_string(), "--dir"])
             .arg(dir)
-            .env("RUST_LOG", "warn")
+            .env("PLAYDECK_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
