@@ -97,7 +97,10 @@ impl Hub {
                 tracing::warn!("{}: {e}", kept.display());
             }
         }
-        let roster = Arc::new(super::roster::Roster::new(&settings.play));
+        let roster = Arc::new(super::roster::Roster::new(
+            &settings.play,
+            &settings.play_hash,
+        ));
         let hub = Arc::new(Hub {
             client,
             js,
@@ -314,8 +317,14 @@ impl Hub {
                         None if !warned && since.elapsed() >= NO_WORKER_WARNING => {
                             warned = true;
                             let serving = if needs == "any" { String::new() } else { format!(" with tags {}", needs.replace('_', ", ")) };
+                            let stale = self.roster.stale(Instant::now());
+                            let stale = match stale.len() {
+                                0 => String::new(),
+                                1 => format!("; worker {} serves another text of the play: update its checkout", stale[0]),
+                                _ => format!("; workers {} serve another text of the play: update their checkouts", stale.join(", ")),
+                            };
                             inv.events.emit(AgentEvent::Warning(Arc::from(format!(
-                                "no worker{serving} has taken {} for {} s; it waits for one (`playdeck worker` serving play {:?})",
+                                "no worker{serving} has taken {} for {} s; it waits for one (`playdeck worker` serving play {:?} at this text){stale}",
                                 inv.name, NO_WORKER_WARNING.as_secs(), self.settings.play
                             ))));
                         }
@@ -336,7 +345,13 @@ impl Hub {
     /// Publishes until the stream has it: the server may be restarting.
     /// The message id makes a second copy of the same job nothing.
     async fn publish_job(&self, needs: &str, seq: u64, payload: Vec<u8>) {
-        let subject = wire::job_subject(&self.settings.play, needs, &self.nonce, seq);
+        let subject = wire::job_subject(
+            &self.settings.play,
+            &self.settings.play_hash,
+            needs,
+            &self.nonce,
+            seq,
+        );
         let id = format!("{}.{seq}", self.nonce);
         let mut wait = Duration::from_millis(100);
         loop {

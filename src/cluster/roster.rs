@@ -25,29 +25,54 @@ const SAY_EVERY: Duration = Duration::from_secs(2);
 /// capacity of this run's).
 pub struct Roster {
     play: String,
+    /// The hash of the run's text of the play.
+    text: String,
     /// By worker id: what it last said and when that reached us.
     seen: std::sync::Mutex<BTreeMap<String, (WorkerInfo, Instant)>>,
+    /// Workers serving another text of the play (they take none of this
+    /// run's jobs), by id: when last heard.
+    stale: std::sync::Mutex<BTreeMap<String, Instant>>,
 }
 
 impl Roster {
-    pub fn new(play: &str) -> Self {
+    pub fn new(play: &str, text: &str) -> Self {
         Roster {
             play: play.to_string(),
+            text: text.to_string(),
             seen: Default::default(),
+            stale: Default::default(),
         }
     }
 
     fn put(&self, id: &str, info: WorkerInfo, at: Instant) {
         let mut seen = self.seen.lock().unwrap();
-        if info.plays.contains(&self.play) {
+        let mut stale = self.stale.lock().unwrap();
+        // A worker of a build before texts were said serves by name.
+        let other_text = info.texts.get(&self.play).is_some_and(|t| *t != self.text);
+        if info.plays.contains(&self.play) && !other_text {
             seen.insert(id.to_string(), (info, at));
+            stale.remove(id);
         } else {
             seen.remove(id);
+            if info.plays.contains(&self.play) {
+                stale.insert(id.to_string(), at);
+            } else {
+                stale.remove(id);
+            }
         }
     }
 
     fn remove(&self, id: &str) {
         self.seen.lock().unwrap().remove(id);
+        self.stale.lock().unwrap().remove(id);
+    }
+
+    /// The workers heard from in the last minute that serve another text
+    /// of the play, as of `now`.
+    pub fn stale(&self, now: Instant) -> Vec<String> {
+        let mut stale = self.stale.lock().unwrap();
+        stale.retain(|_, at| now.saturating_duration_since(*at) < GONE);
+        stale.keys().cloned().collect()
     }
 
     /// The workers heard from in the last minute, by id, as of `now`.
@@ -163,6 +188,7 @@ mod tests {
             busy,
             tags: vec!["gpu".into()],
             plays: vec!["p".into()],
+            texts: [("p".to_string(), "t1".to_string())].into(),
             beat_ms: 0,
             draining: false,
         }
@@ -170,7 +196,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_worker_goes_silent_then_is_forgotten() {
-        let r = Roster::new("p");
+        let r = Roster::new("p", "t1");
         r.put("w1", info(1), Instant::now());
         let first = r.rows(Instant::now());
         assert_eq!(first.len(), 1);
@@ -186,14 +212,29 @@ mod tests {
 
     #[test]
     fn a_worker_of_other_plays_is_not_listed() {
-        let r = Roster::new("q");
+        let r = Roster::new("q", "t1");
         r.put("w1", info(0), Instant::now());
         assert!(r.rows(Instant::now()).is_empty());
+        assert!(r.stale(Instant::now()).is_empty());
+    }
+
+    #[test]
+    fn a_worker_of_another_text_is_no_capacity_and_is_named() {
+        let r = Roster::new("p", "t2");
+        r.put("w1", info(0), Instant::now());
+        assert!(r.rows(Instant::now()).is_empty());
+        assert_eq!(r.stale(Instant::now()), ["w1"]);
+        // Updated: it serves this text now.
+        let mut updated = info(0);
+        updated.texts.insert("p".into(), "t2".into());
+        r.put("w1", updated, Instant::now());
+        assert_eq!(r.rows(Instant::now()).len(), 1);
+        assert!(r.stale(Instant::now()).is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn only_what_an_operator_notices_is_news() {
-        let r = Roster::new("p");
+        let r = Roster::new("p", "t1");
         r.put("w1", info(1), Instant::now());
         let a = shape(&r.rows(Instant::now()));
         tokio::time::advance(Duration::from_secs(2)).await;

@@ -5,8 +5,9 @@
 //!
 //! Subjects (`<nonce>` names one run's hub, `<seq>` one invocation):
 //! - `pd.job.<play>.<needs>.<nonce>.<seq>`: an attempt to perform, on the
-//!   work-queue stream [`JOBS_STREAM`]; `<play>` names the play (see
-//!   [`play_token`]: only workers serving it pull it), `<needs>` is the
+//!   work-queue stream [`JOBS_STREAM`]; `<play>` names the play and its
+//!   text (see [`play_token`]: only workers serving that text pull it),
+//!   `<needs>` is the
 //!   worker tags it needs, sorted and joined by `_`, or `any`.
 //! - `pd.out.<nonce>.<seq>`: what the worker tells of it, on the
 //!   work-queue stream [`OUT_STREAM`], read by that run alone.
@@ -67,19 +68,22 @@ pub fn valid_tag(tag: &str) -> bool {
 /// Most tags one worker may have: it pulls from a consumer per subset.
 pub const MAX_TAGS: usize = 4;
 
-pub fn job_subject(play: &str, needs: &str, nonce: &str, seq: u64) -> String {
-    format!("pd.job.{}.{needs}.{nonce}.{seq}", play_token(play))
+pub fn job_subject(play: &str, text: &str, needs: &str, nonce: &str, seq: u64) -> String {
+    format!("pd.job.{}.{needs}.{nonce}.{seq}", play_token(play, text))
 }
 
-/// The subject token of a play's name (any text: a hash of it), so a
-/// worker pulls the jobs of the plays it serves and no others.
-pub fn play_token(name: &str) -> String {
-    format!("p{}", play_hash(name))
+/// The subject token of a play's name (any text: a hash of it) and of the
+/// hash of its text, so a worker pulls the jobs of the plays it serves, at
+/// the text it has, and no others: a worker with a stale checkout takes
+/// nothing it would refuse, and leaves it to one that can run it.
+pub fn play_token(name: &str, text: &str) -> String {
+    format!("p{}-{text}", play_hash(name))
 }
 
-/// What a worker's consumer for `play`'s jobs needing `needs` filters.
-pub fn jobs_filter(play: &str, needs: &str) -> String {
-    format!("pd.job.{}.{needs}.>", play_token(play))
+/// What a worker's consumer for `play`'s jobs (at `text`) needing `needs`
+/// filters.
+pub fn jobs_filter(play: &str, text: &str, needs: &str) -> String {
+    format!("pd.job.{}.{needs}.>", play_token(play, text))
 }
 
 pub fn out_subject(nonce: &str, seq: u64) -> String {
@@ -283,6 +287,10 @@ pub struct WorkerInfo {
     pub busy: usize,
     pub tags: Vec<String>,
     pub plays: Vec<String>,
+    /// The hash of each play's text ([`play_hash`]), by name: a run tells
+    /// a worker with another text of its play from one that serves it.
+    #[serde(default)]
+    pub texts: std::collections::BTreeMap<String, String>,
     /// Unix milliseconds of the last heartbeat.
     pub beat_ms: u64,
     /// Stopping: it takes no new job and ends when those it has are done.
@@ -444,15 +452,19 @@ mod tests {
     #[test]
     fn ids_come_back_from_every_subject() {
         let n = "00ab12cd34ef5678";
-        let job = job_subject("my play. with dots", "gpu", n, 7);
+        let text = play_hash("[play]\nname = \"my play. with dots\"\n");
+        let job = job_subject("my play. with dots", &text, "gpu", n, 7);
         assert_eq!(ids_of(&job), Some((n, 7)));
         // Any play name makes one subject token, and the filter takes it.
         assert_eq!(job.split('.').count(), 6, "{job}");
-        let filter = jobs_filter("my play. with dots", "gpu");
+        let filter = jobs_filter("my play. with dots", &text, "gpu");
         assert!(
             job.starts_with(filter.trim_end_matches('>')),
             "{job} {filter}"
         );
+        // Another text of the play: another filter, which does not take it.
+        let stale = jobs_filter("my play. with dots", &play_hash("other"), "gpu");
+        assert!(!job.starts_with(stale.trim_end_matches('>')), "{stale}");
         assert_eq!(ids_of(&out_subject(n, 8)), Some((n, 8)));
         assert_eq!(ids_of(&cancel_subject(n, 9)), Some((n, 9)));
         assert_eq!(ids_of("pd.out.x"), None);

@@ -106,15 +106,18 @@ pub async fn serve(
     let mut consumers = Vec::new();
     let mut ack_wait = opts.ack_wait;
     for token in &tokens {
-        for play in plays.keys() {
-            let name = format!("jobs-{}-{token}", wire::play_token(play));
+        for (play, served) in &plays {
+            let name = format!("jobs-{}-{token}", wire::play_token(play, &served.hash));
             let c: jetstream::consumer::PullConsumer = stream
                 .get_or_create_consumer(
                     &name,
                     pull::Config {
                         durable_name: Some(name.clone()),
-                        filter_subject: wire::jobs_filter(play, token),
+                        filter_subject: wire::jobs_filter(play, &served.hash, token),
                         ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                        // A text no worker serves any more: the server
+                        // drops its consumer (its jobs stay for another).
+                        inactive_threshold: Duration::from_secs(3600),
                         ack_wait: opts.ack_wait,
                         max_deliver: -1,
                         ..Default::default()
@@ -168,6 +171,11 @@ pub async fn serve(
             busy: 0,
             tags: opts.tags.clone(),
             plays: worker.plays.keys().cloned().collect(),
+            texts: worker
+                .plays
+                .iter()
+                .map(|(name, s)| (name.clone(), s.hash.clone()))
+                .collect(),
             beat_ms: 0,
             draining: false,
         },
