@@ -349,6 +349,57 @@ fn the_server_restarting_mid_run_is_waited_out() {
     assert_eq!(of_type(&events, "completed").len(), 4);
 }
 
+/// A server restarted without its store (a pod without a volume) has
+/// lost every job and the run's frames: the run says so, makes the streams
+/// again, counts the attempts in flight lost and attempts them again; the
+/// workers make their consumers again and do the work (issue 39).
+#[test]
+fn a_server_back_without_its_store_is_said_and_the_work_done_again() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_play(d, &nats, 4, 4000);
+    let w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
+    let run = start_run(d);
+    wait_for(
+        "every attempt taken",
+        Duration::from_secs(30),
+        || {
+            let taken: Vec<Option<String>> = (0..4)
+                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
+                .collect();
+            (taken, run_log(d))
+        },
+        |(taken, _)| taken.iter().all(Option::is_some),
+    );
+    nats.restart_empty();
+    let (events, code, err) = finish(run, Duration::from_secs(120));
+    assert_eq!(
+        outcome(&events),
+        "succeeded",
+        "exit {code}: {err}\n{}\n{}",
+        said(&[&w[0], &w[1]]),
+        std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default()
+    );
+    assert_eq!(of_type(&events, "completed").len(), 4);
+    let text = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    assert!(
+        text.contains("the NATS server came back without its store")
+            && text.contains(
+                "attempt(s) in flight lost and attempted again; its streams are made again"
+            ),
+        "{text}"
+    );
+    assert!(
+        w.iter()
+            .all(|w| w.said().contains("came back without its store")),
+        "{}",
+        said(&[&w[0], &w[1]])
+    );
+}
+
 #[test]
 fn a_stopped_worker_is_counted_lost_and_its_late_result_ignored() {
     let Some(nats) = Nats::start() else { return };

@@ -48,7 +48,7 @@ pub struct Hub {
     settings: HubSettings,
     tails: Arc<Tails>,
     /// Invocations waiting for their worker's frames, by seq.
-    waiting: Mutex<HashMap<u64, mpsc::UnboundedSender<Frame>>>,
+    waiting: Mutex<HashMap<u64, mpsc::UnboundedSender<Routed>>>,
     /// Attempts counted lost, by seq: a result that comes later is
     /// recorded against them and ignored.
     lost: Mutex<HashMap<u64, (String, u32)>>,
@@ -124,20 +124,10 @@ impl Hub {
         ));
         let stream = hub.js.get_stream(wire::OUT_STREAM).await?;
         let consumer: jetstream::consumer::PullConsumer = stream
-            .get_or_create_consumer(
-                &format!("out-{}", hub.nonce),
-                pull::Config {
-                    durable_name: Some(format!("out-{}", hub.nonce)),
-                    filter_subject: format!("pd.out.{}.>", hub.nonce),
-                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                    // Nobody reads a finished run's frames: the server
-                    // drops its consumer after a day without it.
-                    inactive_threshold: Duration::from_secs(24 * 3600),
-                    ..Default::default()
-                },
-            )
+            .get_or_create_consumer(&format!("out-{}", hub.nonce), out_consumer(&hub.nonce))
             .await?;
         tokio::spawn(read_frames(Arc::downgrade(&hub), consumer));
+        tokio::spawn(watch_store(Arc::downgrade(&hub), hub.connected.clone()));
         Ok(hub)
     }
 
@@ -192,7 +182,7 @@ impl Hub {
         let tx = self.waiting.lock().unwrap().get(&seq).cloned();
         match tx {
             Some(tx) => {
-                let _ = tx.send(frame);
+                let _ = tx.send(Routed::Frame(frame));
             }
             None => {
                 if let Frame::Result { worker, outcome } = frame {
@@ -263,8 +253,13 @@ impl Hub {
             };
             tokio::select! {
                 frame = rx.recv() => {
-                    let Some(frame) = frame else {
-                        return Err(AgentFailure::new(WORKER_LOST, "the run's connection to the cluster closed"));
+                    let frame = match frame {
+                        Some(Routed::Frame(f)) => f,
+                        Some(Routed::Gone(why)) => {
+                            guard.state = PendingState::Lost;
+                            return Err(AgentFailure::new(WORKER_LOST, why));
+                        }
+                        None => return Err(AgentFailure::new(WORKER_LOST, "the run's connection to the cluster closed")),
                     };
                     match frame {
                         Frame::Beat { worker, ack_wait_ms } => {
@@ -378,6 +373,13 @@ impl Hub {
     }
 }
 
+/// What reaches a waiting invocation: a frame of its worker's, or word
+/// that its job is gone (the server lost its store).
+enum Routed {
+    Frame(Frame),
+    Gone(String),
+}
+
 enum PendingState {
     Open,
     Done,
@@ -459,6 +461,76 @@ async fn forget(
     if let Ok(s) = js.get_stream(wire::OUT_STREAM).await {
         let _ = s.delete_consumer(&format!("out-{old}")).await;
         let _ = s.purge().filter(format!("pd.out.{old}.>")).await;
+    }
+}
+
+/// After each reconnection: whether the server still has the streams. One
+/// restarted without its store (a pod without a volume) has lost every job
+/// not yet done and this run's frames: the streams and the run's consumer
+/// are made again, the loss is said, and every attempt in flight is counted
+/// lost (its job is gone; the retry policy attempts it again, and a result
+/// its worker still sends is recorded, not applied).
+async fn watch_store(hub: std::sync::Weak<Hub>, mut connected: watch::Receiver<bool>) {
+    loop {
+        if connected.changed().await.is_err() {
+            return;
+        }
+        if !*connected.borrow_and_update() {
+            continue;
+        }
+        let Some(hub) = hub.upgrade() else { return };
+        let gone = match hub.js.get_stream(wire::OUT_STREAM).await {
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                jetstream::context::GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+            ),
+        };
+        if !gone {
+            continue;
+        }
+        let remade = async {
+            super::ensure_streams(&hub.js).await?;
+            hub.js
+                .get_stream(wire::OUT_STREAM)
+                .await?
+                .get_or_create_consumer::<pull::Config>(
+                    &format!("out-{}", hub.nonce),
+                    out_consumer(&hub.nonce),
+                )
+                .await?;
+            Ok::<(), async_nats::Error>(())
+        }
+        .await;
+        let lost: Vec<_> = hub.waiting.lock().unwrap().drain().collect();
+        let why = "the NATS server came back without its store (restarted without a volume?): the job is gone; attempted again";
+        for (_, tx) in &lost {
+            let _ = tx.send(Routed::Gone(why.to_string()));
+        }
+        let remade = match remade {
+            Ok(()) => "its streams are made again".to_string(),
+            Err(e) => {
+                format!("making its streams again failed ({e}); trying at the next reconnection")
+            }
+        };
+        hub.warn(format!(
+            "the NATS server came back without its store (restarted without a volume?): {} attempt(s) in flight lost and attempted again; {remade}",
+            lost.len()
+        ));
+    }
+}
+
+/// The run's durable consumer of its frames.
+fn out_consumer(nonce: &str) -> pull::Config {
+    pull::Config {
+        durable_name: Some(format!("out-{nonce}")),
+        filter_subject: format!("pd.out.{nonce}.>"),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        // Nobody reads a finished run's frames: the server drops its
+        // consumer after a day without it.
+        inactive_threshold: Duration::from_secs(24 * 3600),
+        ..Default::default()
     }
 }
 

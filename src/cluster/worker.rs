@@ -67,7 +67,11 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()>,
     now: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
-    let super::Connection { client, signer, .. } = conn;
+    let super::Connection {
+        client,
+        signer,
+        mut connected,
+    } = conn;
     if !signer.signs() {
         tracing::warn!(
             "jobs are not signed: this worker runs what anyone who may publish on pd.job.> writes; give it and its runs a signing_key_file (docs/cluster.md, Credentials)"
@@ -94,43 +98,9 @@ pub async fn serve(
         .to_string_lossy()
         .into_owned();
     let id = format!("{host}-{}", std::process::id());
-    let stream = js
-        .get_stream(wire::JOBS_STREAM)
+    let (mut consumers, ack_wait) = consumers_of(&js, &plays, &opts.tags, opts.ack_wait)
         .await
         .map_err(|e| e.to_string())?;
-    // Most specific first: a job that needs this worker's tags goes before
-    // one any worker could take. A consumer per play: jobs of plays it
-    // does not serve never come to it.
-    let mut tokens = wire::served_tokens(&opts.tags);
-    tokens.reverse();
-    let mut consumers = Vec::new();
-    let mut ack_wait = opts.ack_wait;
-    for token in &tokens {
-        for (play, served) in &plays {
-            let name = format!("jobs-{}-{token}", wire::play_token(play, &served.hash));
-            let c: jetstream::consumer::PullConsumer = stream
-                .get_or_create_consumer(
-                    &name,
-                    pull::Config {
-                        durable_name: Some(name.clone()),
-                        filter_subject: wire::jobs_filter(play, &served.hash, token),
-                        ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                        // A text no worker serves any more: the server
-                        // drops its consumer (its jobs stay for another).
-                        inactive_threshold: Duration::from_secs(3600),
-                        ack_wait: opts.ack_wait,
-                        max_deliver: -1,
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            // Whoever made the consumer first set its deadline: beat by
-            // that.
-            ack_wait = ack_wait.min(c.cached_info().config.ack_wait);
-            consumers.push(c);
-        }
-    }
     let worker = Arc::new(Worker {
         id: id.clone(),
         js: js.clone(),
@@ -196,6 +166,7 @@ pub async fn serve(
                 permits.push(p);
             }
             let mut took = 0;
+            let mut failed = false;
             for c in &consumers {
                 if permits.is_empty() {
                     break;
@@ -216,12 +187,19 @@ pub async fn serve(
                     Ok(b) => b,
                     Err(e) => {
                         tracing::debug!("pull: {e}");
-                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        failed = true;
                         continue;
                     }
                 };
                 while let Some(m) = batch.next().await {
-                    let Ok(m) = m else { break };
+                    let m = match m {
+                        Ok(m) => m,
+                        Err(e) => {
+                            tracing::debug!("pull: {e}");
+                            failed = true;
+                            break;
+                        }
+                    };
                     let Some(permit) = permits.pop() else {
                         // More than asked for: leave it for its deadline.
                         break;
@@ -231,7 +209,34 @@ pub async fn serve(
                 }
             }
             drop(permits);
-            if took == 0 {
+            // Back after an outage: a server that came back without its
+            // store (a pod without a volume) has lost the work queue and
+            // this worker's consumers, and a pull from a consumer that is
+            // not there just finds nothing. They are made when missing; a
+            // consumer made anew is the loss, said.
+            if connected.has_changed().unwrap_or(false) && *connected.borrow_and_update() {
+                match consumers_of(&js, &worker.plays, &opts.tags, opts.ack_wait).await {
+                    Ok((again, _)) => {
+                        let made = |c: &jetstream::consumer::PullConsumer| c.cached_info().created;
+                        if again.iter().map(made).ne(consumers.iter().map(made)) {
+                            tracing::warn!(
+                                "the NATS server came back without its store (restarted without a volume?): the work queue and this worker's consumers are made again"
+                            );
+                        }
+                        consumers = again;
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "the NATS server is back, but its work queue is not: {e}; trying again"
+                        );
+                        // Looked at again at the next turn.
+                        connected.mark_changed();
+                    }
+                }
+            }
+            if failed {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            } else if took == 0 {
                 tokio::task::yield_now().await;
             }
         }
@@ -274,6 +279,49 @@ pub async fn serve(
     Ok(())
 }
 
+/// The streams, and this worker's consumers of the job queue, made when
+/// missing: most specific first (a job that needs this worker's tags goes
+/// before one any worker could take), one per play and text it serves
+/// (jobs of other plays, or other texts, never come to it). With the ack
+/// deadline to beat by: whoever made a consumer first set it.
+async fn consumers_of(
+    js: &jetstream::Context,
+    plays: &HashMap<String, Served>,
+    tags: &[String],
+    ack_wait: Duration,
+) -> Result<(Vec<jetstream::consumer::PullConsumer>, Duration), async_nats::Error> {
+    super::ensure_streams(js).await?;
+    let stream = js.get_stream(wire::JOBS_STREAM).await?;
+    let mut tokens = wire::served_tokens(tags);
+    tokens.reverse();
+    let mut consumers = Vec::new();
+    let mut beat_by = ack_wait;
+    for token in &tokens {
+        for (play, served) in plays {
+            let name = format!("jobs-{}-{token}", wire::play_token(play, &served.hash));
+            let c: jetstream::consumer::PullConsumer = stream
+                .get_or_create_consumer(
+                    &name,
+                    pull::Config {
+                        durable_name: Some(name.clone()),
+                        filter_subject: wire::jobs_filter(play, &served.hash, token),
+                        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                        // A text no worker serves any more: the server
+                        // drops its consumer (its jobs stay for another).
+                        inactive_threshold: Duration::from_secs(3600),
+                        ack_wait,
+                        max_deliver: -1,
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            beat_by = beat_by.min(c.cached_info().config.ack_wait);
+            consumers.push(c);
+        }
+    }
+    Ok((consumers, beat_by))
+}
+
 /// Puts this worker's row in the workers bucket every 2 s.
 async fn announce(
     js: jetstream::Context,
@@ -283,21 +331,23 @@ async fn announce(
     draining: Arc<std::sync::atomic::AtomicBool>,
     beat_now: Arc<tokio::sync::Notify>,
 ) {
-    let kv = loop {
-        match super::workers_bucket(&js).await {
-            Ok(kv) => break kv,
-            Err(e) => {
-                tracing::debug!("workers bucket: {e}");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut kv: Option<jetstream::kv::Store> = None;
+    loop {
+        if kv.is_none() {
+            match super::workers_bucket(&js).await {
+                Ok(b) => kv = Some(b),
+                Err(e) => tracing::debug!("workers bucket: {e}"),
             }
         }
-    };
-    loop {
         info.busy = busy.load(std::sync::atomic::Ordering::Relaxed);
         info.draining = draining.load(std::sync::atomic::Ordering::Relaxed);
         info.beat_ms = super::unix_ms();
-        if let Ok(v) = serde_json::to_vec(&info) {
-            let _ = kv.put(&id, v.into()).await;
+        if let (Some(b), Ok(v)) = (&kv, serde_json::to_vec(&info))
+            && b.put(&id, v.into()).await.is_err()
+        {
+            // Away, or back without its store: the bucket is made again
+            // at the next beat.
+            kv = None;
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(2)) => {}

@@ -194,6 +194,15 @@ impl Nats {
         answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
     }
 
+    /// Starts the server again on the same ports without its store, as a
+    /// pod without a volume comes back: streams, consumers and buckets
+    /// gone.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        std::fs::remove_dir_all(self.store.path().join("js")).unwrap();
+        self.up();
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
