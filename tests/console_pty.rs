@@ -1639,6 +1639,39 @@ sim = { duration_ms = 10 }
     assert_eq!(console.wait_exit(), 1, "cancelled");
 }
 
+/// A run whose host is stopped (SIGSTOP, ctrl-z) still has its socket
+/// accept connections: `attach` waited on a blank screen for ever. It now
+/// gives up after the welcome's bound and says the host is stopped and how
+/// to let it go on (issue 39).
+#[test]
+fn attaching_to_a_stopped_host_says_so_and_how_to_wake_it() {
+    use rustix::process::{Pid, Signal, kill_process};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut run = common::live_headless_run(d);
+    let pid = Pid::from_raw(run.id() as i32).unwrap();
+    kill_process(pid, Signal::STOP).unwrap();
+    let mut console = Console::open(d, &["attach", ".playdeck/runs/live"]);
+    let code = console.wait_exit();
+    let said = console.screen.wait_restored("kill -CONT");
+    kill_process(pid, Signal::CONT).unwrap();
+    let _ = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .args(["ctl", ".playdeck/runs/live", "cancel"])
+        .current_dir(d)
+        .output();
+    let _ = run.kill();
+    let _ = run.wait();
+    assert_ne!(code, 0, "{said}");
+    assert!(
+        said.contains("the run's host did not answer in 10 s")
+            && said.contains(&format!(
+                "is stopped (SIGSTOP or ctrl-z); `kill -CONT {}`",
+                run.id()
+            )),
+        "{said}"
+    );
+}
+
 /// An operator's day (issue 25) in a terminal: the problems list, marking
 /// gates and approving them with one question, a zoomed lane, and the
 /// message log, through the binary.

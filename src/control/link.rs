@@ -24,6 +24,11 @@ const QUEUE: usize = 4096;
 /// Longest line taken from a stream (larger results are stored apart).
 const MAX_LINE: usize = 128 << 20;
 
+/// How long a run's host has to welcome a console. A host that does not
+/// (stopped with SIGSTOP, wedged) still accepts the connection — the kernel
+/// does that — so without a bound the console waits on a blank screen.
+pub const WELCOME_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What arrives on a stream.
 #[derive(Debug)]
 pub enum Arrived {
@@ -98,6 +103,9 @@ impl Drop for Link {
     }
 }
 
+/// How a welcome that did not come begins.
+const NO_WELCOME: &str = "the run's host did not answer";
+
 /// The hello line of an attached console.
 fn attach_line(from: u64, read_only: bool) -> String {
     format!(
@@ -113,7 +121,24 @@ impl Link {
             .await
             .map_err(|e| connect_failure(run_dir, &e))?;
         let (r, w) = s.into_split();
-        Link::over(r, w, from, read_only, None).await
+        Link::over(r, w, from, read_only, None)
+            .await
+            .map_err(|mut f| {
+                // Silent: what the host is doing, when this machine can say.
+                if f.message.starts_with(NO_WELCOME)
+                    && let Some((pid, cmd)) = crate::store::lock::owner_of(run_dir)
+                {
+                    let state = crate::store::lock::state_of(pid);
+                    f.message = match state {
+                        Some('T') => format!(
+                            "{f}: its host (pid {pid}, {cmd}) is stopped (SIGSTOP or ctrl-z); `kill -CONT {pid}` lets it go on",
+                            f = f.message
+                        ),
+                        _ => format!("{}: its host is pid {pid}, {cmd}", f.message),
+                    };
+                }
+                f
+            })
     }
 
     /// Attaches over any byte pipe (an ssh session's stdio).
@@ -134,11 +159,13 @@ impl Link {
             .map_err(|e| lost(format!("cannot reach the run: {e}")))?;
         let mut r = BufReader::with_capacity(64 * 1024, r);
         let mut first = Vec::new();
-        (&mut r)
-            .take(MAX_LINE as u64)
-            .read_until(b'\n', &mut first)
-            .await
-            .map_err(|e| lost(format!("no answer from the run: {e}")))?;
+        tokio::time::timeout(
+            WELCOME_WITHIN,
+            (&mut r).take(MAX_LINE as u64).read_until(b'\n', &mut first),
+        )
+        .await
+        .map_err(|_| lost(format!("{NO_WELCOME} in {} s", WELCOME_WITHIN.as_secs())))?
+        .map_err(|e| lost(format!("no answer from the run: {e}")))?;
         if first.is_empty() {
             return Err(lost("the run closed the connection without a word".into()));
         }

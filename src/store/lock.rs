@@ -102,6 +102,21 @@ fn owner(dir: &Path, handle: &File) -> String {
     }
 }
 
+/// The live process that owns the run in `dir` (its pid and command), as
+/// the kernel's lock table says; none when no process holds it.
+pub fn owner_of(dir: &Path) -> Option<(u32, String)> {
+    let m = std::fs::metadata(dir).ok()?;
+    let pid = holder(m.dev(), m.ino())?;
+    Some((pid, command_of(pid).unwrap_or_else(|| "?".into())))
+}
+
+/// A process's state letter (`R`, `S`, `T` for stopped…), from
+/// `/proc/<pid>/stat`: the field after the command's closing parenthesis.
+pub fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// The pid holding a `flock` on the file `dev`/`ino`, from `/proc/locks`
 /// (`1: FLOCK  ADVISORY  WRITE 26929 fe:00:5431585 0 EOF`; device numbers
 /// in hex).
