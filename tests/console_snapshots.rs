@@ -487,9 +487,14 @@ async fn following_an_agent_full_screen() {
     let logs = s.app.hooks.run_dir.clone().unwrap().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let base = format!("{}.{}", n.name(), n.attempt);
-    let stdout: String = (1..=40)
+    let mut stdout: String = (1..=40)
         .map(|i| format!("step {i}: cargo test -p payments (shard {i} of 40)\n"))
         .collect();
+    // A tool the role may not use, refused by the CLI: said in words.
+    stdout.push_str(
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"<tool_use_error>Write exists but is not enabled in this context.</tool_use_error>"}]}}"#,
+    );
+    stdout.push('\n');
     std::fs::write(logs.join(format!("{base}.stdout.log")), stdout).unwrap();
     std::fs::write(
         logs.join(format!("{base}.stderr.log")),
@@ -507,6 +512,11 @@ async fn following_an_agent_full_screen() {
     assert!(t.contains("err│ error: flaky test quarantined"), "{t}");
     assert!(t.contains("step 40: cargo test"), "{t}");
     assert!(!t.contains("step 1: cargo test"), "{t}");
+    assert!(
+        t.contains("✗ a tool call was refused or failed: Write exists but is not enabled")
+            && !t.contains("tool_use_error"),
+        "{t}"
+    );
     insta::assert_snapshot!("follow_view", t);
     s.finish().await;
 }

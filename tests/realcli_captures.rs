@@ -105,6 +105,24 @@ fn every_capture_of_every_pinned_version_is_read_as_the_cli_meant_it() {
             .filter(|s| s["state"] == "tool")
             .count();
         let rows = of("spawned").count() + of("spawn_dropped").count();
+        // A tool the role may not use, refused by the CLI where the
+        // capture shows it (issue 38): a warning of the operation's.
+        let refused = of("warning")
+            .filter(|s| {
+                s["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("refused or failed"))
+            })
+            .count();
+        let refusal_shown = match (cli.as_str(), version.as_str()) {
+            ("claude" | "copilot", _) | ("codex", "0.47.0") => scenario == "tool-readonly",
+            _ => false,
+        };
+        if refusal_shown && refused == 0 {
+            problems.push(format!(
+                "{cli} {version} {scenario}: the refused tool call is not a warning"
+            ));
+        }
         let timed_out = meta["timed_out"].as_bool() == Some(true);
         let what = format!("{cli} {version} {scenario}");
         let problem = match want(cli, version, scenario, false) {

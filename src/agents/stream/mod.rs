@@ -15,6 +15,7 @@ mod jsonl;
 mod opencode;
 #[cfg(test)]
 mod tests;
+pub mod tools;
 
 use std::sync::Arc;
 
@@ -183,6 +184,8 @@ enum Format {
 pub struct StreamParser {
     core: Core,
     format: Format,
+    /// Tool calls by id, to name one that is refused.
+    tools: tools::Names,
 }
 
 impl StreamParser {
@@ -200,6 +203,7 @@ impl StreamParser {
         StreamParser {
             core: Core::default(),
             format,
+            tools: tools::Names::default(),
         }
     }
 
@@ -220,6 +224,12 @@ impl StreamParser {
             return;
         }
         let core = &mut self.core;
+        if !matches!(self.format, Format::Jsonl) {
+            self.tools.see(&v);
+            for r in self.tools.name(tools::refusals(&v)) {
+                core.warn(r.words(), out);
+            }
+        }
         match &mut self.format {
             Format::Claude => claude::feed(core, &v, out),
             Format::Codex(s) => codex::feed(core, s, &v, out),

@@ -18,6 +18,8 @@ use crate::kernel::Lane;
 
 /// Where stdout lines start: under the text of stderr lines, after the mark.
 const STDOUT_INDENT: &str = "       ";
+/// A line that tells of a refused or failed tool call, said in words.
+const REFUSED_MARK: &str = "     ✗ ";
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
     let t = app.theme();
@@ -84,6 +86,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
                         Span::styled(STDERR_MARK, s),
                         Span::styled(l.text.as_str(), s),
                     ])
+                } else if let Some(said) = crate::agents::stream::tools::refused_line(&l.text) {
+                    // The CLI's own line is wire protocol; the refusal in
+                    // it is what the operator needs (`O` shows the line).
+                    let s = Style::default().fg(t.error);
+                    Line::from(vec![Span::styled(REFUSED_MARK, s), Span::styled(said, s)])
                 } else {
                     Line::from(vec![Span::raw(STDOUT_INDENT), Span::raw(l.text.as_str())])
                 }
