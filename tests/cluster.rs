@@ -457,6 +457,26 @@ fn with_no_worker_an_operation_waits_and_says_so() {
         "exit {code}: {err}\n{}",
         said(&[&w])
     );
+    // Not running while no worker had it: its own state (the lane says
+    // "◷ waiting for a worker"), and its run time counts from the take.
+    let states: Vec<String> = of_type(&events, "agent_activity")
+        .iter()
+        .map(|e| e["state"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        states.first().map(String::as_str),
+        Some("waiting_for_worker"),
+        "{states:?}"
+    );
+    assert!(states.len() > 1, "taken: {states:?}");
+    let (json, ok) = playdeck(d, &["report", ".playdeck/runs/r", "--format", "json"]);
+    assert!(ok, "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let op = &report["operations"][0];
+    assert!(
+        op["waited"].as_f64().unwrap() >= 10.0 && op["ran"].as_f64().unwrap() < 8.0,
+        "waited for a worker, then ran 0.2 s: {op}"
+    );
 }
 
 #[test]

@@ -237,6 +237,53 @@ async fn agent_activity_usage_and_output() {
     s.finish().await;
 }
 
+/// A cluster attempt no worker has taken is not running yet: its lane row
+/// says `◷ waiting for a worker`, and once a worker takes it its run time
+/// counts from the take (issue 38).
+#[tokio::test(start_paused = true)]
+async fn an_attempt_no_worker_has_taken_says_so_and_runs_from_the_take() {
+    use playdeck::kernel::{ActivityState, Lane, Signal, SignalKind};
+    let mut s = scene(12.0, 200, 40).await;
+    let ix = s
+        .app
+        .vm
+        .lane(Lane::Running)
+        .iter()
+        .find(|&i| i != u32::MAX)
+        .expect("something runs at 12 s");
+    let n = s.app.vm.node(ix).clone();
+    let activity = |seq, elapsed, state| Signal {
+        v: 1,
+        seq,
+        elapsed,
+        kind: SignalKind::AgentActivity {
+            op_id: n.op.op_id,
+            name: n.name().clone(),
+            attempt: n.attempt,
+            state,
+            tool: None,
+        },
+    };
+    s.app
+        .fold(&activity(1_000_000, 12.0, ActivityState::WaitingForWorker));
+    s.app.after_fold();
+    let screen = text(&s.render());
+    assert!(screen.contains("◷ waiting for a worker"), "{screen}");
+    let started = s.app.vm.node(ix).started_at;
+    // Taken at 20 s: it runs from then.
+    s.app
+        .fold(&activity(1_000_001, 20.0, ActivityState::Waiting));
+    s.app.after_fold();
+    let screen = text(&s.render());
+    assert!(!screen.contains("waiting for a worker"), "{screen}");
+    assert_eq!(s.app.vm.node(ix).started_at, Some(20.0), "was {started:?}");
+    // Later activity does not move it again.
+    s.app
+        .fold(&activity(1_000_002, 25.0, ActivityState::Thinking));
+    assert_eq!(s.app.vm.node(ix).started_at, Some(20.0));
+    s.finish().await;
+}
+
 /// An operation waiting for its retry: `↻` and the cause with the time it
 /// comes back in the queued lane, the whole story in the inspector.
 #[tokio::test(start_paused = true)]

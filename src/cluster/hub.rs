@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use super::wire::{self, Frame, Job};
 use crate::agents::Tails;
 use crate::kernel::{
-    Agent, AgentEvent, AgentFailure, AgentOutcome, BoxFuture, External, ExternalSender, Invocation,
-    SignalKind,
+    ActivityState, Agent, AgentEvent, AgentFailure, AgentOutcome, BoxFuture, External,
+    ExternalSender, Invocation, SignalKind,
 };
 
 /// The cause of an attempt whose worker went quiet past the ack deadline
@@ -236,6 +236,11 @@ impl Hub {
             usd_headroom: inv.usd_headroom,
         };
         let payload = serde_json::to_vec(&job).expect("a job is plain JSON");
+        // Not running yet: the console says so until a worker takes it.
+        inv.events.emit(AgentEvent::Activity {
+            state: ActivityState::WaitingForWorker,
+            tool: None,
+        });
         self.publish_job(&needs, seq, payload).await;
         let mut logs = RemoteLogs::new(self.settings.log_dir.clone(), &inv.name, inv.attempt);
         let since = Instant::now();
@@ -266,6 +271,11 @@ impl Hub {
                             if beat.is_none() {
                                 // Where it runs, for the operator and `report`.
                                 logs.command(&[], &worker);
+                                // Taken: it runs from now.
+                                inv.events.emit(AgentEvent::Activity {
+                                    state: ActivityState::Waiting,
+                                    tool: None,
+                                });
                             }
                             beat = Some((Instant::now(), Duration::from_millis(ack_wait_ms.max(1)), worker));
                         }

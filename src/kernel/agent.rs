@@ -54,6 +54,9 @@ pub enum ActivityState {
     Tool,
     /// Started, nothing seen yet.
     Waiting,
+    /// A job on the cluster that no worker has taken yet: its run time
+    /// counts from the take.
+    WaitingForWorker,
 }
 
 impl ActivityState {
@@ -63,6 +66,7 @@ impl ActivityState {
             ActivityState::Writing => "writing",
             ActivityState::Tool => "tool",
             ActivityState::Waiting => "waiting",
+            ActivityState::WaitingForWorker => "waiting for a worker",
         }
     }
 }

@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::kernel::{
-    DropReason, Graph, Lane, LedgerEntry, LedgerOutcome, NodeStatus, OpId, OpMetadata, Operation,
-    Outcome, PauseReason, RunConfig, Signal, SignalKind, Snapshot, deep_merge, lane_for,
+    ActivityState, DropReason, Graph, Lane, LedgerEntry, LedgerOutcome, NodeStatus, OpId,
+    OpMetadata, Operation, Outcome, PauseReason, RunConfig, Signal, SignalKind, Snapshot,
+    deep_merge, lane_for,
     signal::{DepRecord, LaneCounts, NodeHeader},
 };
 
@@ -824,6 +825,13 @@ impl RunProjection {
                 if let Some(n) = self.node_mut(op_id)
                     && n.attempt == *attempt
                 {
+                    // Taken by a worker: its run time counts from here,
+                    // not from when the job was put on the queue.
+                    if matches!(n.activity, Some((ActivityState::WaitingForWorker, _)))
+                        && *state != ActivityState::WaitingForWorker
+                    {
+                        n.started_at = Some(at);
+                    }
                     n.activity = Some((*state, tool.clone()));
                 }
             }

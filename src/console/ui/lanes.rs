@@ -313,6 +313,7 @@ pub fn activity_label(state: ActivityState, tool: Option<&str>) -> Option<String
         ActivityState::Writing => Some("writing…".into()),
         ActivityState::Tool => Some(format!("⚙ {}", tool.unwrap_or("tool"))),
         ActivityState::Waiting => None,
+        ActivityState::WaitingForWorker => Some("◷ waiting for a worker".into()),
     }
 }
 
