@@ -57,6 +57,7 @@ fn run(dir: &Path, name: &str, text: &str) -> f64 {
     std::fs::write(dir.join(name), text).unwrap();
     let t0 = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_NATS_CREDS", dir.join("nats.toml"))
         .args(["run", "--headless", "--format", "human", name])
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -88,6 +89,17 @@ fn main() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // Jobs are signed, as they must be: a key the run and workers share.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(
+            d.join("pd.key"),
+            "YSBzaWduaW5nIGtleSBmb3IgdGhlIGNsdXN0ZXIgYmVuY2g=\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(d.join("pd.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(d.join("nats.toml"), "signing_key_file = \"pd.key\"\n").unwrap();
+    }
     let local = run(d, "local.toml", &play(n, None));
 
     let store = tempfile::tempdir().unwrap();
@@ -113,6 +125,7 @@ fn main() {
     let mut pool: Vec<Child> = (0..workers)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_playdeck"))
+                .env("PLAYDECK_NATS_CREDS", d.join("nats.toml"))
                 .args(["worker", "--nats", &url, "--play", "cluster.toml"])
                 .args(["--slots", &slots.to_string(), "--dir"])
                 .arg(d)

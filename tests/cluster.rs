@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::git;
-use common::nats::{Nats, Worker, refused_port, server_binary};
+use common::nats::{Nats, Worker, refused_port, server_binary, signed_creds};
 use serde_json::Value;
 
 /// A play of `ops` independent sim operations of `ms` each, on `nats`.
@@ -73,6 +73,7 @@ fn start_run_env(dir: &Path, env: &[(&str, &Path)]) -> Child {
 
 fn start_run_args(dir: &Path, env: &[(&str, &Path)], args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_NATS_CREDS", signed_creds())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .args([
             "run",
@@ -514,9 +515,17 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
     let d = dir.path();
     write_play(d, &nats, 2, 300);
     let good = d.join("good.toml");
-    std::fs::write(&good, "user = \"pd\"\npassword = \"s3cret-word\"\n").unwrap();
+    std::fs::write(
+        &good,
+        "user = \"pd\"\npassword = \"s3cret-word\"\nunsigned = true\n",
+    )
+    .unwrap();
     let bad = d.join("bad.toml");
-    std::fs::write(&bad, "user = \"pd\"\npassword = \"not-the-word\"\n").unwrap();
+    std::fs::write(
+        &bad,
+        "user = \"pd\"\npassword = \"not-the-word\"\nunsigned = true\n",
+    )
+    .unwrap();
     // Without credentials, or with wrong ones, nothing runs, said at once
     // and without the secret.
     for creds in [None, Some(bad.as_path())] {
@@ -529,6 +538,48 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
         assert!(err.to_lowercase().contains("authorization"), "{err}");
         assert!(!err.contains("not-the-word"), "{err}");
     }
+    // No signing key, and no word of running unsigned: neither a run nor a
+    // worker starts, and both say how to make one.
+    let nokey = d.join("nokey.toml");
+    std::fs::write(&nokey, "user = \"pd\"\npassword = \"s3cret-word\"\n").unwrap();
+    let (_, code, err) = finish(
+        start_run_env(d, &[("PLAYDECK_NATS_CREDS", &nokey)]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("no signing_key_file: jobs on NATS must be signed")
+            && err.contains("head -c 32 /dev/urandom"),
+        "{err}"
+    );
+    let mut refused = Worker::start_env(d, &nats, 1, &[("PLAYDECK_NATS_CREDS", &nokey)]);
+    let st = refused.exited_within(Duration::from_secs(30));
+    assert!(st.is_some_and(|s| !s.success()), "{}", refused.said());
+    assert!(
+        refused.said().contains("jobs on NATS must be signed"),
+        "{}",
+        refused.said()
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env_remove("PLAYDECK_NATS_CREDS")
+        .env("PLAYDECK_CONFIG_DIR", empty.path())
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/n",
+            "play.toml",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("there is no credentials file"),
+        "{err}"
+    );
     let env = [("PLAYDECK_NATS_CREDS", good.as_path())];
     let w = Worker::start_env(d, &nats, 2, &env);
     let (events, code, err) = finish(start_run_env(d, &env), Duration::from_secs(30));
@@ -538,7 +589,7 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
         "exit {code}: {err}\n{}",
         said(&[&w])
     );
-    // No signing key: said, in the run's log and by the worker.
+    // Unsigned, as the file says: said, in the run's log and by the worker.
     let (unsigned, log) = log_has(d, "jobs on NATS are not signed");
     assert!(unsigned, "{log:#?}");
     assert!(w.said().contains("jobs are not signed"), "{}", w.said());
@@ -961,7 +1012,11 @@ fn an_nkey_seed_file_signs_in_and_another_key_is_refused() {
     let stranger = nkeys::KeyPair::new_user();
     let stranger_seed = stranger.seed().unwrap();
     std::fs::write(d.join("stranger.nk"), &stranger_seed).unwrap();
-    std::fs::write(d.join("bad.toml"), "nkey_seed_file = \"stranger.nk\"\n").unwrap();
+    std::fs::write(
+        d.join("bad.toml"),
+        "nkey_seed_file = \"stranger.nk\"\nunsigned = true\n",
+    )
+    .unwrap();
     let (_, code, err) = finish(
         start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("bad.toml"))]),
         Duration::from_secs(30),
@@ -970,7 +1025,11 @@ fn an_nkey_seed_file_signs_in_and_another_key_is_refused() {
     assert!(err.to_lowercase().contains("authorization"), "{err}");
     assert!(!err.contains(&stranger_seed), "{err}");
     // A seed file that is not there is named.
-    std::fs::write(d.join("gone.toml"), "nkey_seed_file = \"nowhere.nk\"\n").unwrap();
+    std::fs::write(
+        d.join("gone.toml"),
+        "nkey_seed_file = \"nowhere.nk\"\nunsigned = true\n",
+    )
+    .unwrap();
     let (_, code, err) = finish(
         start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("gone.toml"))]),
         Duration::from_secs(30),
@@ -979,7 +1038,11 @@ fn an_nkey_seed_file_signs_in_and_another_key_is_refused() {
     assert!(err.contains("nowhere.nk"), "{err}");
 
     std::fs::write(d.join("user.nk"), user.seed().unwrap()).unwrap();
-    std::fs::write(d.join("good.toml"), "nkey_seed_file = \"user.nk\"\n").unwrap();
+    std::fs::write(
+        d.join("good.toml"),
+        "nkey_seed_file = \"user.nk\"\nunsigned = true\n",
+    )
+    .unwrap();
     let (events, code, err) = run_with_creds(d, &nats, &d.join("good.toml"));
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
 }
@@ -1030,7 +1093,7 @@ fn tls_is_required_and_the_server_is_checked_against_the_ca_file() {
     let d = dir.path();
     write_play(d, &nats, 2, 300);
     // TLS without the authority that signed the server: refused, at once.
-    std::fs::write(d.join("no-ca.toml"), "tls = true\n").unwrap();
+    std::fs::write(d.join("no-ca.toml"), "tls = true\nunsigned = true\n").unwrap();
     let t0 = Instant::now();
     let (_, code, err) = finish(
         start_run_env(d, &[("PLAYDECK_NATS_CREDS", &d.join("no-ca.toml"))]),
@@ -1041,7 +1104,11 @@ fn tls_is_required_and_the_server_is_checked_against_the_ca_file() {
     assert!(err.to_lowercase().contains("certificate"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(20));
     std::fs::copy(c.join("ca.pem"), d.join("ca.pem")).unwrap();
-    std::fs::write(d.join("tls.toml"), "tls = true\nca_file = \"ca.pem\"\n").unwrap();
+    std::fs::write(
+        d.join("tls.toml"),
+        "tls = true\nca_file = \"ca.pem\"\nunsigned = true\n",
+    )
+    .unwrap();
     let (events, code, err) = run_with_creds(d, &nats, &d.join("tls.toml"));
     assert_eq!(outcome(&events), "succeeded", "exit {code}: {err}");
 }
@@ -1111,6 +1178,7 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     run.kill().unwrap();
     run.wait().unwrap();
     let mut resumed = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        .env("PLAYDECK_NATS_CREDS", signed_creds())
         .args(["resume", ".playdeck/runs/r", "--headless"])
         .current_dir(d)
         .stdin(Stdio::null())

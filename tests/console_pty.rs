@@ -1815,7 +1815,15 @@ fn a_cluster_run_shows_its_workers_in_the_capacity_pane() {
     )
     .unwrap();
     let w = common::nats::Worker::start(dir.path(), &nats, 2);
-    let mut console = Console::open(dir.path(), &["run", "play.toml", "--nats", &nats.url()]);
+    let creds = [(
+        "PLAYDECK_NATS_CREDS".to_string(),
+        common::nats::signed_creds().display().to_string(),
+    )];
+    let mut console = Console::open_with(
+        dir.path(),
+        &["run", "play.toml", "--nats", &nats.url()],
+        &creds,
+    );
     let screen = Screen {
         parser: console.screen.parser.clone(),
     };

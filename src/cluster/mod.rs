@@ -32,7 +32,7 @@ pub async fn connect(url: &str, name: &str) -> Result<Connection, String> {
     let events = tx.clone();
     let (options, signer) = match credentials_file() {
         Some(path) => credentials(&path)?,
-        None => (async_nats::ConnectOptions::new(), wire::Signer::default()),
+        None => return Err(no_credentials()),
     };
     let client = options
         .name(name)
@@ -169,7 +169,22 @@ const CREDENTIAL_KEYS: &[&str] = &[
     "ca_file",
     "tls",
     "signing_key_file",
+    "unsigned",
 ];
+
+/// How to make a key, in a message.
+const MAKE_KEY: &str = "head -c 32 /dev/urandom | base64 > pd.key; chmod 600 pd.key";
+
+/// Without a credentials file there is no key: said with how to make both.
+fn no_credentials() -> String {
+    let file = crate::paths::config_dir().map_or_else(
+        || "nats.toml in playdeck's config directory".to_string(),
+        |d| d.join("nats.toml").display().to_string(),
+    );
+    format!(
+        "jobs on NATS must be signed, and there is no credentials file (PLAYDECK_NATS_CREDS, or {file}); make a key beside it ({MAKE_KEY}) and write signing_key_file = \"pd.key\" in it, for the run and its workers alike; on a bus only you can publish on, unsigned = true runs unsigned (docs/cluster.md, Credentials)"
+    )
+}
 
 /// Connection options from a credentials file:
 /// `user` + `password`, or `nkey_seed_file`; `ca_file` (a PEM root to
@@ -239,8 +254,27 @@ pub fn credentials(
             ));
         }
     }
+    let unsigned = match t.get("unsigned") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(_) => {
+            return Err(format!(
+                "NATS credentials {shown}: unsigned must be true or false"
+            ));
+        }
+    };
     let signer = match string("signing_key_file")? {
-        None => wire::Signer::default(),
+        None if unsigned => wire::Signer::default(),
+        None => {
+            return Err(format!(
+                "NATS credentials {shown}: no signing_key_file: jobs on NATS must be signed, or anyone who may publish on pd.job.> has the workers run what they write; make a key beside it ({MAKE_KEY}) and write signing_key_file = \"pd.key\", for the run and its workers alike; on a bus only you can publish on, unsigned = true runs unsigned"
+            ));
+        }
+        Some(_) if unsigned => {
+            return Err(format!(
+                "NATS credentials {shown}: signing_key_file and unsigned = true say opposite things; keep one"
+            ));
+        }
         Some(f) => {
             let key_path = path.parent().unwrap_or(std::path::Path::new(".")).join(f);
             wire::Signer::new(&signing_key(&key_path).map_err(|e| {
@@ -271,7 +305,7 @@ fn signing_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
     let key = bytes.trim_ascii().to_vec();
     if key.len() < wire::MIN_KEY_BYTES {
         return Err(format!(
-            "{} bytes; at least {} (make one: head -c 32 /dev/urandom | base64 > FILE)",
+            "{} bytes; at least {} (make one: {MAKE_KEY})",
             key.len(),
             wire::MIN_KEY_BYTES
         ));
@@ -311,8 +345,17 @@ mod tests {
         set(&format!("{}\n", "k".repeat(40)), 0o600);
         let (_, signer) = credentials(&creds).unwrap();
         assert!(signer.signs());
+        // No key: refused, unless unsigned is said outright.
         std::fs::write(&creds, "user = \"a\"\npassword = \"b\"\n").unwrap();
+        let e = err(credentials(&creds));
+        assert!(
+            e.contains("no signing_key_file: jobs on NATS must be signed"),
+            "{e}"
+        );
+        std::fs::write(&creds, "unsigned = true\n").unwrap();
         let (_, signer) = credentials(&creds).unwrap();
         assert!(!signer.signs());
+        std::fs::write(&creds, "unsigned = true\nsigning_key_file = \"pd.key\"\n").unwrap();
+        assert!(err(credentials(&creds)).contains("say opposite things"));
     }
 }

@@ -247,6 +247,31 @@ pub const ACK_WAIT: u32 = 10;
 /// counted lost 3 s after its last word.
 pub const LOSABLE_ACK_WAIT: u32 = 2;
 
+/// A NATS credentials file with a signing key (jobs must be signed), one
+/// for the whole test process: every run and worker a test starts gets it
+/// unless the test gives its own.
+pub fn signed_creds() -> &'static Path {
+    static CREDS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CREDS.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("playdeck-nats-creds-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let key = dir.join("pd.key");
+        std::fs::write(
+            &key,
+            "dGhlIHRlc3RzJyBzaWduaW5nIGtleSwgMzIgYnl0ZXMgYXQgbGVhc3Q=\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let creds = dir.join("nats.toml");
+        std::fs::write(&creds, "signing_key_file = \"pd.key\"\n").unwrap();
+        creds
+    })
+}
+
 /// A `playdeck worker` process; killed on drop. Its stderr goes to a file
 /// of its own ([`Worker::said`] gives the end of it for a failure).
 pub struct Worker {
@@ -292,6 +317,7 @@ impl Worker {
         let logs = tempfile::tempdir().unwrap();
         let stderr = logs.path().join("worker.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+            .env("PLAYDECK_NATS_CREDS", signed_creds())
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])
             .args(args)
