@@ -1760,6 +1760,33 @@ fn startup_args_setting_the_model_through_config_are_refused_at_load() {
     assert_eq!(e.len(), 4, "the network override passes: {e:#?}");
 }
 
+/// Issue 43: every form that chooses the model is refused at load, not
+/// dropped when the command line is built: the attached short form
+/// (`-mo3`), codex's config profiles (`-p`, `--profile`, `-c profile=…`)
+/// and providers (`-c model_provider=…`, `--oss`). `-p` is refused for a
+/// codex provider only (elsewhere it is the print or prompt flag).
+#[test]
+fn startup_args_choosing_the_model_in_any_form_are_refused_at_load() {
+    let codex = "[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n";
+    let src = format!(
+        "[play]\nname = \"c\"\n{codex}[capacity]\nenabled = true\nmax_nodes = 2\n\
+         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"cx\"\nmax_instances = 1\n\
+         startup_args = [\"-mo3\", \"-p\", \"fast\", \"--profile=fast\", \"-c\", \"profile=fast\", \"-cmodel_provider=ollama\", \"--oss\", \"--skip-git-repo-check\"]\n{OPS}"
+    );
+    let e = errors(&src);
+    for m in [
+        "startup_args of coder sets the model (-mo3)",
+        "startup_args of coder sets the model (a config profile) (-p fast)",
+        "startup_args of coder sets the model (a config profile) (--profile=fast)",
+        "startup_args of coder sets the model (a config profile) (-c profile=fast)",
+        "startup_args of coder sets the model (its provider) (-cmodel_provider=ollama)",
+        "startup_args of coder sets the model (the local open-source provider) (--oss)",
+    ] {
+        assert!(e.iter().any(|x| x == m), "missing {m:?} in {e:#?}");
+    }
+    assert_eq!(e.len(), 6, "a flag that chooses no model passes: {e:#?}");
+}
+
 /// RPC-22: ensure answers with ready targets or structured blockers —
 /// never `ok` over instances still starting. A git worktree takes a
 /// moment: within the bound the answer waits for it (ready, `ok`); past

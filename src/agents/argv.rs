@@ -204,7 +204,12 @@ pub fn check_toolset(format: StreamFormat, tools: &ToolSet) -> Result<(), ToolSe
                     limit: "permission is all it is given",
                 });
             }
-            StreamFormat::Copilot | StreamFormat::Opencode
+            // Full access is every tool: claude's bypassPermissions,
+            // gemini's yolo, copilot's allow-all, opencode's allow.
+            StreamFormat::Copilot
+            | StreamFormat::Opencode
+            | StreamFormat::Claude
+            | StreamFormat::Gemini
                 if tools.permission == Permission::FullAccess =>
             {
                 let tools = listed
@@ -429,8 +434,11 @@ fn opencode_permission(tools: &ToolSet) -> serde_json::Value {
     if !listed.is_empty() {
         rules.insert("*".into(), json!("deny"));
     }
+    // A list limits the shell too: `bash` runs only when it is listed.
+    let shell = listed.is_empty() || listed.iter().any(|t| t.eq_ignore_ascii_case("bash"));
     let (edit, bash) = match tools.permission {
         Permission::ReadOnly => ("deny", "deny"),
+        _ if !shell => ("allow", "deny"),
         _ => ("allow", "allow"),
     };
     rules.insert("edit".into(), json!(edit));
@@ -982,7 +990,12 @@ mod tests {
             assert!(e.contains("a tool list cannot be expressed"), "{e}");
         }
         // Full access that would widen the list to every tool.
-        for f in [StreamFormat::Copilot, StreamFormat::Opencode] {
+        for f in [
+            StreamFormat::Copilot,
+            StreamFormat::Opencode,
+            StreamFormat::Claude,
+            StreamFormat::Gemini,
+        ] {
             let e = refused(f, &set(&["read"], FullAccess, None)).expect("refused");
             assert!(e.contains("would not limit it"), "{e}");
             assert_eq!(refused(f, &set(&[], FullAccess, None)), None);
@@ -1126,6 +1139,19 @@ mod tests {
             r#"{"permission":{"*":"deny","edit":"deny","bash":"deny","external_directory":"deny","Read":"allow","Bash":"allow","mcp__gh__issues":"allow"}}"#
         );
         assert_eq!(opencode(WorkspaceWrite)["permission"]["edit"], "allow");
+        // A list that leaves the shell out keeps it out (issue 43).
+        let no_shell = ToolSet {
+            internal: vec!["read".into(), "edit".into()],
+            mcp: vec![],
+            permission: WorkspaceWrite,
+            max_turns: None,
+        };
+        let p = opencode_permission(&no_shell);
+        assert_eq!(
+            (&p["permission"]["bash"], &p["permission"]["edit"]),
+            (&serde_json::json!("deny"), &serde_json::json!("allow")),
+            "{p}"
+        );
         assert_eq!(
             opencode(FullAccess).to_string(),
             r#"{"permission":"allow"}"#

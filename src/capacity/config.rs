@@ -106,6 +106,9 @@ pub fn config_sets_model_or_thinking(kv: &str) -> Option<&'static str> {
     match kv.split('=').next().unwrap_or(kv).trim() {
         "model" => Some("the model"),
         "model_reasoning_effort" => Some("thinking"),
+        // A config profile or a provider chooses the model too.
+        "profile" => Some("the model (a config profile)"),
+        "model_provider" => Some("the model (its provider)"),
         _ => None,
     }
 }
@@ -121,6 +124,11 @@ pub fn sets_model_or_thinking(arg: &str) -> Option<&'static str> {
     let flag = arg.split('=').next().unwrap_or(arg);
     match flag {
         "--model" | "-m" => Some("the model"),
+        // `-mo3`: the short form with its value attached.
+        f if f.starts_with("-m") && !f.starts_with("--") => Some("the model"),
+        // codex: a config profile, or the local open-source provider.
+        "--profile" => Some("the model (a config profile)"),
+        "--oss" => Some("the model (the local open-source provider)"),
         "--thinking" | "--effort" | "--reasoning-effort" | "--reasoning" | "--think" => {
             Some("thinking")
         }

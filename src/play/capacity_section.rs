@@ -379,6 +379,12 @@ fn read_profile(
     }
     let mut startup_args = Vec::new();
     let args = t.strings(r, "startup_args").unwrap_or_default();
+    // codex's `-p` is its config profile (elsewhere playdeck's own print
+    // or prompt flag, which it sets itself).
+    let codex = provider
+        .as_ref()
+        .and_then(|p| agents.get(p))
+        .is_some_and(|d| d.stream_format == crate::agents::StreamFormat::Codex);
     let mut i = 0;
     while i < args.len() {
         let (arg, span) = &args[i];
@@ -399,6 +405,18 @@ fn read_profile(
                     crate::capacity::config::config_sets_model_or_thinking(kv),
                     arg.clone(),
                     1,
+                ),
+                None if codex && (arg == "-p" || arg.starts_with("-p")) => (
+                    Some("the model (a config profile)"),
+                    match args.get(i + 1).filter(|_| arg == "-p") {
+                        Some((v, _)) => format!("{arg} {v}"),
+                        None => arg.clone(),
+                    },
+                    if arg == "-p" && i + 1 < args.len() {
+                        2
+                    } else {
+                        1
+                    },
                 ),
                 None => (sets_model_or_thinking(arg), arg.clone(), 1),
             },
