@@ -110,6 +110,11 @@ pub struct ToolSet {
     pub internal: Vec<String>,
     #[serde(default)]
     pub mcp: Vec<String>,
+    /// MCP tools of `mcp` the play vouches only read: nothing in an MCP
+    /// tool's name says whether it writes, so `read-only` takes one only
+    /// when the play says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_read_only: Vec<String>,
     #[serde(default)]
     pub permission: Permission,
     /// As written; `None` when the play sets none (claude then gets
@@ -130,6 +135,7 @@ impl Default for ToolSet {
         ToolSet {
             internal: Vec::new(),
             mcp: Vec::new(),
+            mcp_read_only: Vec::new(),
             permission: Permission::ReadOnly,
             max_turns: None,
         }

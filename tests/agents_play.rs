@@ -193,6 +193,39 @@ fn a_toolset_a_format_cannot_express_is_refused_with_its_position() {
     );
 }
 
+/// Issue 43 (F11-03): an MCP tool's name does not say whether it writes,
+/// so `read-only` takes one only when the play vouches for it
+/// (`mcp_read_only`); unvouched, the ToolSet is refused at its position,
+/// and a vouch for a tool the list does not hold is refused too.
+#[test]
+fn an_mcp_tool_under_read_only_needs_the_play_s_word_that_it_only_reads() {
+    let tools = |t: &str| {
+        format!(
+            "{HEAD}[agents.cl]\nbinary = \"claude\"\nstream_format = \"claude\"\n{OP}agent = \"cl\"\ntools = {{ {t}, permission = \"read-only\" }}\n"
+        )
+    };
+    let errs = errors(&tools("mcp = [\"mcp__gh__issues\"]"));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "11:1");
+    assert!(
+        errs[0]
+            .1
+            .contains("cannot vouch for the MCP tool \"mcp__gh__issues\"")
+            && errs[0].1.contains("mcp_read_only"),
+        "{errs:?}"
+    );
+    let vouched = tools("mcp = [\"mcp__gh__issues\"], mcp_read_only = [\"mcp__gh__issues\"]");
+    if let Err(e) = Play::from_str("p.toml", &vouched) {
+        panic!("vouched for, it loads: {e}");
+    }
+    let stray = errors(&tools("mcp = [], mcp_read_only = [\"mcp__gh__push\"]"));
+    assert_eq!(stray.len(), 1, "{stray:?}");
+    assert!(
+        stray[0].1.contains("which its mcp list does not"),
+        "{stray:?}"
+    );
+}
+
 #[test]
 fn settings_without_effect_are_warned_with_positions() {
     let src = format!(

@@ -140,6 +140,10 @@ pub enum ToolSetError {
         limit: &'static str,
     },
     #[error(
+        "permission \"read-only\" cannot vouch for the MCP tool {tool:?}: nothing in its name says whether it writes; list it in mcp_read_only if it only reads, or use permission = \"workspace-write\""
+    )]
+    McpUnvouched { format: &'static str, tool: String },
+    #[error(
         "permission \"full-access\" lets the {format} format use every tool, so the tool list ({tools}) would not limit it; remove the list, or use permission = \"workspace-write\" to keep to it"
     )]
     Widened { format: &'static str, tools: String },
@@ -152,6 +156,7 @@ impl ToolSetError {
             ToolSetError::Writer { format, .. }
             | ToolSetError::MaxTurns { format }
             | ToolSetError::ToolList { format, .. }
+            | ToolSetError::McpUnvouched { format, .. }
             | ToolSetError::Widened { format, .. } => format,
         }
     }
@@ -227,6 +232,12 @@ pub fn check_toolset(format: StreamFormat, tools: &ToolSet) -> Result<(), ToolSe
     }
     if tools.permission != Permission::ReadOnly {
         return Ok(());
+    }
+    if let Some(t) = tools.mcp.iter().find(|t| !tools.mcp_read_only.contains(t)) {
+        return Err(ToolSetError::McpUnvouched {
+            format: name,
+            tool: t.clone(),
+        });
     }
     let denied: Vec<&str> = write_tools(format)
         .iter()
@@ -956,6 +967,7 @@ mod tests {
         let set = |internal: &[&str], permission, max_turns| ToolSet {
             internal: s(internal),
             mcp: vec![],
+            mcp_read_only: vec![],
             permission,
             max_turns,
         };
@@ -1022,6 +1034,7 @@ mod tests {
         let tools = |permission| ToolSet {
             internal: s(&["Read", "Bash"]),
             mcp: s(&["mcp__gh__issues"]),
+            mcp_read_only: s(&["mcp__gh__issues"]),
             permission,
             max_turns: Some(7),
         };
@@ -1143,6 +1156,7 @@ mod tests {
         let no_shell = ToolSet {
             internal: vec!["read".into(), "edit".into()],
             mcp: vec![],
+            mcp_read_only: vec![],
             permission: WorkspaceWrite,
             max_turns: None,
         };

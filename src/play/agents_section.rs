@@ -31,7 +31,13 @@ const AGENT_KEYS: &[&str] = &[
     "kill_on_stall",
     "retry",
 ];
-const TOOLS_KEYS: &[&str] = &["internal", "mcp", "permission", "max_turns"];
+const TOOLS_KEYS: &[&str] = &[
+    "internal",
+    "mcp",
+    "mcp_read_only",
+    "permission",
+    "max_turns",
+];
 /// A week: longer limits are mistakes.
 const MAX_SECONDS: f64 = 7.0 * 86_400.0;
 
@@ -276,6 +282,20 @@ pub(super) fn read_tools(r: &mut Reader, t: &Table<'_, '_>, key: &str) -> Option
     };
     let internal = list(r, "internal");
     let mcp = list(r, "mcp");
+    let mcp_read_only = list(r, "mcp_read_only");
+    for t in &mcp_read_only {
+        if !mcp.contains(t) {
+            let span = tt.key_span("mcp_read_only");
+            r.push(
+                Diagnostic::new(
+                    span,
+                    format!("mcp_read_only of {} names {t:?}, which its mcp list does not", tt.name),
+                    "not an MCP tool of this list",
+                )
+                .help("mcp_read_only vouches for tools listed in mcp; add it there, or remove it here"),
+            );
+        }
+    }
     let permission = tt
         .choice(r, "permission", Permission::ALLOWED)
         .and_then(|(p, _)| Permission::parse(&p))
@@ -284,6 +304,7 @@ pub(super) fn read_tools(r: &mut Reader, t: &Table<'_, '_>, key: &str) -> Option
     (r.diags.len() == before).then_some(ToolSet {
         internal,
         mcp,
+        mcp_read_only,
         permission,
         max_turns,
     })
