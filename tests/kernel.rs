@@ -62,9 +62,11 @@ async fn edge_conditions_and_skip_propagation() {
         names(&env, &env.skipped_operations),
         ["after-skip", "after-skip-2", "on-success"]
     );
+    // Every settled operation not skipped is completed, failed ones too
+    // (ADR-0033); failed_operations says which.
     assert_eq!(
         names(&env, &env.completed_operations),
-        ["always", "on-failure"]
+        ["a", "always", "on-failure"]
     );
     let ids = ids_by_name(&env);
     assert_eq!(env.result_of(&ids["a"]), Some(&json!({"error": "boom"})));
@@ -100,7 +102,7 @@ async fn a_node_runs_when_any_incoming_edge_is_valid() {
     let (env, _, _) = harness(b.build().unwrap(), cfg()).run().await;
     assert_eq!(
         names(&env, &env.completed_operations),
-        ["ok", "one-valid", "skipped-and-valid"]
+        ["bad", "ok", "one-valid", "skipped-and-valid"]
     );
     assert_eq!(
         names(&env, &env.skipped_operations),
@@ -360,7 +362,7 @@ async fn approval_gates_wait_for_a_decision() {
 
     assert_eq!(
         names(&env, &env.completed_operations),
-        ["after-approved", "approved", "plain"]
+        ["after-approved", "approved", "denied", "plain"]
     );
     assert_eq!(names(&env, &env.failed_operations), ["denied"]);
     assert_eq!(names(&env, &env.skipped_operations), ["after-denied"]);
@@ -1241,7 +1243,10 @@ async fn rule_a33_37_a_panicking_agent_fails_its_operation_and_the_run_goes_on()
     let env = run.run().await;
     assert_eq!(env.outcome, Outcome::Failed);
     assert_eq!(names(&env, &env.failed_operations), ["at-once", "later"]);
-    assert_eq!(names(&env, &env.completed_operations), ["other"]);
+    assert_eq!(
+        names(&env, &env.completed_operations),
+        ["at-once", "later", "other"]
+    );
     assert_eq!(names(&env, &env.skipped_operations), ["after"]);
     let failures: Vec<(String, String, String)> = signals
         .all()

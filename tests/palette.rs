@@ -682,7 +682,8 @@ async fn an_initial_operation_outside_the_palette_is_recruited_or_failed_before_
     let src = "[play]\nname = \"p\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 2\n[palette.simulate]\nfail_roles = [\"debugger\"]\n[[operations]]\nid = \"crit\"\nrole = \"critic\"\ninstruction = \"x\"\nsim = { duration_ms = 10 }\n[[operations]]\nid = \"dbg\"\nrole = \"debugger\"\ninstruction = \"y\"\nindependent_root = true\nsim = { duration_ms = 10 }\n";
     let play = Play::from_str("p.toml", src).unwrap();
     let (env, _) = run_play(&play).await;
-    assert_eq!(env.completed_operations.len(), 1);
+    // The failed one is completed too (ADR-0033), and said failed.
+    assert_eq!(env.completed_operations.len(), 2);
     let failed = &env.failed_operations[0];
     assert_eq!(env.name_of(failed), Some("dbg"));
     assert!(

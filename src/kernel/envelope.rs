@@ -31,16 +31,26 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// Completed, failed and skipped ids are pairwise disjoint (D5).
+    /// Completed and skipped ids never overlap (D5), nor repeat; failed
+    /// ids are completed ones (ADR-0033 keeps every settled operation not
+    /// skipped in `completed_operations`; `failed_operations` is
+    /// playdeck's list of those that failed).
     pub fn check_disjoint(&self) -> Result<(), OpId> {
-        let mut seen = std::collections::HashSet::new();
-        for id in self
-            .completed_operations
-            .iter()
-            .chain(&self.failed_operations)
-            .chain(&self.skipped_operations)
-        {
-            if !seen.insert(*id) {
+        let mut completed = std::collections::HashSet::new();
+        for id in &self.completed_operations {
+            if !completed.insert(*id) {
+                return Err(*id);
+            }
+        }
+        let mut skipped = std::collections::HashSet::new();
+        for id in &self.skipped_operations {
+            if completed.contains(id) || !skipped.insert(*id) {
+                return Err(*id);
+            }
+        }
+        let mut failed = std::collections::HashSet::new();
+        for id in &self.failed_operations {
+            if !completed.contains(id) || !failed.insert(*id) {
                 return Err(*id);
             }
         }
@@ -71,7 +81,15 @@ mod tests {
         .unwrap();
         env.completed_operations.push(id);
         assert_eq!(env.check_disjoint(), Ok(()));
+        // Failed is among completed.
+        env.failed_operations.push(id);
+        assert_eq!(env.check_disjoint(), Ok(()));
         env.skipped_operations.push(id);
         assert_eq!(env.check_disjoint(), Err(id));
+        env.skipped_operations.clear();
+        // Failed but not completed.
+        let other: OpId = uuid::Uuid::from_u128(8);
+        env.failed_operations.push(other);
+        assert_eq!(env.check_disjoint(), Err(other));
     }
 }

@@ -150,14 +150,15 @@ impl Executor {
         self.gate.run_finished();
         // What the capacity seam reported as it wound down comes first.
         self.drain_external();
-        // ADR-0033: an operation is in exactly one outcome list. Checked in
-        // every build: a broken envelope is a failed run that says why, not
-        // a result a script would trust.
+        // ADR-0033: completed and skipped never overlap, and every failed
+        // operation is a completed one. Checked in every build: a broken
+        // envelope is a failed run that says why, not a result a script
+        // would trust.
         let mut env = self.envelope(outcome);
         if let Err(id) = env.check_disjoint() {
             let name = env.name_of(&id).unwrap_or("?").to_string();
             let message = Arc::from(format!(
-                "internal error: operation {name} ({id}) is in two outcome lists of the run's result; the run is reported failed"
+                "internal error: operation {name} ({id}) is both completed and skipped, or failed but not completed, in the run's result; the run is reported failed"
             ));
             tracing::error!("{message}");
             self.bus.emit(SignalKind::Warning {
@@ -216,7 +217,13 @@ impl Executor {
                         escalated.push(id);
                     }
                 }
-                NodeStatus::Failed => env.failed_operations.push(id),
+                // ADR-0033: every settled operation not skipped is
+                // completed, failed ones too (a consumer written to the
+                // record must see them); playdeck adds which failed.
+                NodeStatus::Failed => {
+                    env.completed_operations.push(id);
+                    env.failed_operations.push(id);
+                }
                 _ => env.skipped_operations.push(id),
             }
             if n.status != NodeStatus::Skipped
@@ -312,5 +319,7 @@ mod tests {
             (env.failed_operations.len(), env.skipped_operations.len()),
             (1, 1)
         );
+        // The failed one is completed too (ADR-0033); the skipped one not.
+        assert_eq!(env.completed_operations, env.failed_operations);
     }
 }
