@@ -499,11 +499,10 @@ instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}
     let dropped = result["dropped_spawns"].as_array().unwrap();
     assert!(dropped.iter().all(|d| d["reason"] == "max_spawn_exceeded"));
     assert_eq!(result["spawned_operations"], 50);
-    let count = |d: &serde_json::Value| d["count"].as_u64().unwrap_or(1);
     assert_eq!(
-        dropped.iter().map(count).sum::<u64>() + 50,
+        dropped.len() + 50,
         10_000,
-        "every request up to the cap was read"
+        "every request up to the cap was read, each drop in the record"
     );
     // Each refusal keeps its own detail (its name): none is folded away.
     assert_eq!(dropped.len(), 9_950);

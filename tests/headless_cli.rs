@@ -774,3 +774,66 @@ fn rule_a33_09_a_closed_stdout_cancels_the_run_and_still_writes_the_result() {
     let skipped = result["skipped_operations"].as_array().unwrap().len();
     assert!(skipped > 30, "cancelled early: {skipped} skipped");
 }
+
+/// A33-59 (issue 43): the record keeps every drop — three identical
+/// requests refused are three entries in the result's `dropped_spawns`
+/// and three rows in the checkpoint's ledger; only views fold them (the
+/// report says ×3).
+#[test]
+fn rule_a33_59_identical_drops_are_each_in_the_result_and_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(
+        dir.path(),
+        "drops.toml",
+        r#"[play]
+name = "drops"
+speed = 10
+[palette]
+roles = [{ role = "orchestrator" }, { role = "reviewer" }]
+[[operations]]
+id = "kickoff"
+role = "orchestrator"
+instruction = "plan"
+independent_root = true
+sim = { duration_ms = 1000, emits = [
+  { at_ms = 100, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
+  { at_ms = 200, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
+  { at_ms = 300, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
+] }
+"#,
+    );
+    let out = bin()
+        .args(["run", "--headless", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .arg(&play)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run").join(f)).unwrap())
+            .unwrap()
+    };
+    let result = read("result.json");
+    let dropped = result["dropped_spawns"].as_array().unwrap();
+    assert_eq!(dropped.len(), 3, "{dropped:#?}");
+    assert!(dropped.iter().all(|d| d.get("count").is_none()));
+    let cp = read("checkpoint.json");
+    let rows = cp["state"]["ledger"].as_array().unwrap();
+    assert_eq!(
+        rows.iter().filter(|r| r["outcome"] == "dropped").count(),
+        3,
+        "{rows:#?}"
+    );
+    // The report, a view, folds them.
+    let report = bin()
+        .arg("report")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(text.contains("×3"), "{text}");
+}

@@ -164,6 +164,51 @@ pub fn record(ledger: &mut Vec<LedgerEntry>, e: LedgerEntry) {
     ledger.push(e);
 }
 
+/// The ledger as the record (the checkpoint) keeps it: every drop a row of
+/// its own (A33-59: `len` is the number of drops), folded again when read.
+/// Only views fold; the kernel and the projection keep the fold in memory
+/// so that a flood of one request stays small. A folded row's repeats are
+/// written with its sequence and time: theirs are in the event log only.
+pub mod unfolded {
+    use super::{LedgerEntry, record};
+    use serde::{Deserialize, Deserializer, Serializer, ser::SerializeSeq};
+
+    pub fn serialize<S: Serializer>(rows: &[LedgerEntry], s: S) -> Result<S::Ok, S::Error> {
+        let n: usize = rows.iter().map(|r| 1 + r.repeats as usize).sum();
+        let mut seq = s.serialize_seq(Some(n))?;
+        for r in rows {
+            let one = LedgerEntry {
+                repeats: 0,
+                ..r.clone()
+            };
+            for _ in 0..=r.repeats {
+                seq.serialize_element(&one)?;
+            }
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LedgerEntry>, D::Error> {
+        let rows = Vec::<LedgerEntry>::deserialize(d)?;
+        let mut out: Vec<LedgerEntry> = Vec::with_capacity(rows.len());
+        for r in rows {
+            // A row written folded (an older checkpoint) keeps its count.
+            let extra = r.repeats;
+            let before = out.len();
+            record(&mut out, LedgerEntry { repeats: 0, ..r });
+            let folded = out.len() == before;
+            if let Some(last) = out.last_mut() {
+                if folded {
+                    last.repeats += extra;
+                } else {
+                    last.repeats = extra;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A dropped spawn as the result envelope lists it (D5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DroppedSpawn {
@@ -173,17 +218,6 @@ pub struct DroppedSpawn {
     pub detail: Arc<str>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub op_id: Option<OpId>,
-    /// How many requests this entry stands for (repeats folded in).
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub count: u32,
-}
-
-fn one() -> u32 {
-    1
-}
-
-fn is_one(n: &u32) -> bool {
-    *n == 1
 }
 
 #[cfg(test)]
@@ -225,6 +259,29 @@ mod tests {
                 ("provisioning was cancelled".to_string(), 1),
             ]
         );
+        // The fold is the memory's and the views'; the record (the
+        // checkpoint's form) keeps every drop a row of its own, and reads
+        // back folded.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Rec {
+            #[serde(with = "unfolded")]
+            ledger: Vec<LedgerEntry>,
+        }
+        let text = serde_json::to_string(&Rec {
+            ledger: ledger.clone(),
+        })
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["ledger"].as_array().unwrap().len(), 3, "{v}");
+        assert!(!text.contains("repeats"), "{text}");
+        let back: Rec = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.ledger, ledger);
+        // A checkpoint written folded (before) keeps its count.
+        let mut old = ledger.clone();
+        old[1].repeats = 4;
+        let old_text = format!("{{\"ledger\":{}}}", serde_json::to_string(&old).unwrap());
+        let back: Rec = serde_json::from_str(&old_text).unwrap();
+        assert_eq!(back.ledger, old);
     }
 
     #[test]

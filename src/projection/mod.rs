@@ -220,6 +220,8 @@ pub struct RunProjection {
     /// The last `spawn-N` number given.
     pub spawn_seq: u64,
     pub spawn_accepted: usize,
+    /// Folded in memory; every drop a row of its own in the checkpoint.
+    #[serde(with = "crate::kernel::ledger::unfolded")]
     pub ledger: Vec<LedgerEntry>,
     #[serde(default)]
     pub palette: PaletteState,

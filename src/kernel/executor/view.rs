@@ -239,22 +239,27 @@ impl Executor {
                 self.adm
                     .ledger
                     .iter()
+                    // A33-59: every drop an entry of its own (the ledger
+                    // folds exact repeats in memory; the record does not).
                     .filter_map(|e| match &e.outcome {
                         LedgerOutcome::Dropped {
                             reason,
                             detail,
                             op_id,
                             ..
-                        } => Some(DroppedSpawn {
-                            reason: *reason,
-                            assignee: e.assignee.clone(),
-                            emitter_id: e.emitter_id,
-                            detail: detail.clone(),
-                            op_id: *op_id,
-                            count: 1 + e.repeats,
-                        }),
+                        } => Some((
+                            DroppedSpawn {
+                                reason: *reason,
+                                assignee: e.assignee.clone(),
+                                emitter_id: e.emitter_id,
+                                detail: detail.clone(),
+                                op_id: *op_id,
+                            },
+                            1 + e.repeats as usize,
+                        )),
                         LedgerOutcome::Accepted { .. } => None,
                     })
+                    .flat_map(|(d, n)| std::iter::repeat_n(d, n))
                     .collect(),
             );
         }
