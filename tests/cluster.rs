@@ -211,6 +211,22 @@ fn wait_worker_of(dir: &Path, op: &str, attempt: u32, within: Duration) -> Strin
     w.unwrap()
 }
 
+/// Waits until a worker has taken the first attempt of each of the
+/// `ops` operations of [`write_play`].
+fn wait_every_attempt_taken(d: &Path, ops: usize) {
+    wait_for(
+        "every attempt taken",
+        Duration::from_secs(30),
+        || {
+            let taken: Vec<Option<String>> = (0..ops)
+                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
+                .collect();
+            (taken, run_log(d))
+        },
+        |(taken, _)| taken.iter().all(Option::is_some),
+    );
+}
+
 /// What the workers wrote on stderr, for a failure's message.
 fn said(workers: &[&Worker]) -> String {
     workers
@@ -325,17 +341,7 @@ fn the_server_restarting_mid_run_is_waited_out() {
     write_play(d, &nats, 4, 4000);
     let w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
     let run = start_run(d);
-    wait_for(
-        "every attempt taken",
-        Duration::from_secs(20),
-        || {
-            let taken: Vec<Option<String>> = (0..4)
-                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
-                .collect();
-            (taken, run_log(d))
-        },
-        |(taken, _)| taken.iter().all(Option::is_some),
-    );
+    wait_every_attempt_taken(d, 4);
     // Again at once on the same ports (up() waits out a port not yet let
     // go).
     nats.kill();
@@ -364,17 +370,7 @@ fn a_server_back_without_its_store_is_said_and_the_work_done_again() {
     write_play(d, &nats, 4, 4000);
     let w = [Worker::start(d, &nats, 2), Worker::start(d, &nats, 2)];
     let run = start_run(d);
-    wait_for(
-        "every attempt taken",
-        Duration::from_secs(30),
-        || {
-            let taken: Vec<Option<String>> = (0..4)
-                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
-                .collect();
-            (taken, run_log(d))
-        },
-        |(taken, _)| taken.iter().all(Option::is_some),
-    );
+    wait_every_attempt_taken(d, 4);
     nats.restart_empty();
     let (events, code, err) = finish(run, Duration::from_secs(120));
     assert_eq!(
