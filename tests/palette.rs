@@ -1234,13 +1234,13 @@ fn cli_play(palette: &str) -> String {
     )
 }
 
-const ROLES: &str = "[palette]\nroles = [\n  { role = \"orchestrator\", disposition = \"emission_capable\" },\n  { role = \"reviewer\", agent = \"cli\", tools = { permission = \"read-only\", internal = [\"Read\"] } },\n  { role = \"tester\" },\n]\n[palette.expansion]\nmax_new_roles = 1\n";
+const ROLES: &str = "[palette]\nroles = [\n  { role = \"orchestrator\", disposition = \"emission_capable\" },\n  { role = \"reviewer\", agent = \"cli\", tools = { permission = \"read-only\", internal = [\"Read\"] } },\n  { role = \"tester\", agent = \"claude\" },\n]\n[palette.expansion]\nmax_new_roles = 1\n";
 
 /// ADR-0036 D3 / ADR-0033 P4: a role's route carries its agent, flag
 /// profile and ToolSet — declared on its entry, else its own operations',
 /// else [palette.defaults] — and never falls back to the simulator in a
 /// play whose work runs on agent CLIs; validation says where a role has
-/// none.
+/// none (a declared one is refused: see the next test).
 #[test]
 fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     let play = Play::from_str("p.toml", &cli_play(ROLES)).unwrap();
@@ -1255,35 +1255,31 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     let reviewer = setups.for_role("reviewer").unwrap();
     assert_eq!(&*reviewer.agent, "cli");
     assert_eq!(reviewer.params["tools"]["permission"], "read-only");
-    for role in ["tester", "critic"] {
-        let e = setups.for_role(role).unwrap_err();
-        assert!(matches!(e, playdeck::palette::SetupError::Missing(_)));
-        assert!(
-            e.to_string().starts_with(&format!(
-                "no agent for role {role}: this play's work runs on agent CLIs (cli)"
-            )),
-            "{e}"
-        );
-    }
-    // Validation says so, where it is written.
-    let w = &play.warnings;
-    assert_eq!(w.len(), 2, "{w:#?}");
+    assert_eq!(&*setups.for_role("tester").unwrap().agent, "claude");
+    let e = setups.for_role("critic").unwrap_err();
+    assert!(matches!(e, playdeck::palette::SetupError::Missing(_)));
     assert!(
-        w[0].starts_with("p.toml:14:12: palette role \"tester\" has no agent"),
+        e.to_string().starts_with(
+            "no agent for role critic: this play's work runs on agent CLIs (claude, cli)"
+        ),
+        "{e}"
+    );
+    // Validation warns where a recruited role would have none.
+    let w = &play.warnings;
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert!(
+        w[0].starts_with("p.toml:17:1: roles the orchestrator recruits have no agent"),
         "{}",
         w[0]
     );
-    assert!(
-        w[1].starts_with("p.toml:17:1: roles the orchestrator recruits have no agent"),
-        "{}",
-        w[1]
-    );
 
-    // The delegation clause offers only roles that can take work.
+    // The delegation clause offers only roles that can take work: of the
+    // legacy roster (which validation only warns about), the orchestrator.
+    let legacy = Play::from_str("p.toml", &cli_play("")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let r = playdeck::session::wiring::preview_router(&play);
+    let r = playdeck::session::wiring::preview_router(&legacy);
     rt.block_on(r.provision_initial()).unwrap();
     let clause = r.decorate(
         Some("orchestrator"),
@@ -1294,7 +1290,7 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
         },
     );
     assert!(
-        clause.contains("Allowed assignees now: orchestrator, reviewer (omit"),
+        clause.contains("Allowed assignees now: orchestrator (omit"),
         "{clause}"
     );
 
@@ -1305,14 +1301,11 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     );
     let play = Play::from_str("p.toml", &cli_play(&with_defaults)).unwrap();
     assert!(play.warnings.is_empty(), "{:?}", play.warnings);
-    let setups = play.role_setups();
-    for role in ["tester", "critic"] {
-        let s = setups.for_role(role).unwrap();
-        assert_eq!(
-            (&*s.agent, &s.params["tools"]["permission"]),
-            ("claude", &serde_json::json!("read-only"))
-        );
-    }
+    let s = play.role_setups().for_role("critic").unwrap();
+    assert_eq!(
+        (&*s.agent, &s.params["tools"]["permission"]),
+        ("claude", &serde_json::json!("read-only"))
+    );
 
     // A play that runs only on the simulator keeps simulating.
     let sim = "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 1\n[[operations]]\nid = \"a\"\nrole = \"orchestrator\"\ninstruction = \"x\"\n";
@@ -1321,6 +1314,146 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     assert_eq!(
         &*play.role_setups().for_role("critic").unwrap().agent,
         "sim"
+    );
+}
+
+/// (line:col, message) of each problem of a rejected play.
+fn errors_of(src: &str) -> Vec<(String, String)> {
+    let d = Play::from_str("p.toml", src).expect_err("the play should be rejected");
+    d.items
+        .iter()
+        .map(|i| {
+            let (l, c) = d.line_col(i.span.start);
+            (format!("{l}:{c}"), i.message.clone())
+        })
+        .collect()
+}
+
+/// A36-41 (issue 43): a declared palette role with no agent, in a play
+/// whose work runs on agent CLIs, would be provisioned and then refuse all
+/// its work; validation refuses the play instead, at the role's entry. When
+/// the missing agent follows from another error — the role's only
+/// operation, its entry's setup, its role profile or [palette.defaults]
+/// failing to read — that error alone is reported. Roles the play does not
+/// name (recruited ones, the legacy roster) are warned about, and a play
+/// that runs only on the simulator keeps simulating.
+#[test]
+fn rule_a36_41_a_declared_role_with_no_agent_refuses_the_play() {
+    const BARE: &str = "[palette]\nroles = [\n  { role = \"orchestrator\", disposition = \"emission_capable\" },\n  { role = \"tester\" },\n]\n";
+    let e = errors_of(&cli_play(BARE));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert_eq!(e[0].0, "13:12", "at the role's entry");
+    assert!(
+        e[0].1.starts_with(
+            "palette role \"tester\" has no agent: no agent on its entry, no operation or role profile of its own, and this play's work runs on agent CLIs (cli)"
+        ),
+        "{}",
+        e[0].1
+    );
+    let d = Play::from_str("p.toml", &cli_play(BARE)).unwrap_err();
+    assert_eq!(d.items[0].label, "no agent");
+    assert_eq!(
+        d.items[0].help.as_deref(),
+        Some("give its entry agent = \"...\", or set [palette.defaults] agent")
+    );
+
+    // Each way the agent comes from something broken: that one error, and
+    // the same play with it fixed loads (so the error was the only cause).
+    let entry = |tester: &str| BARE.replace("{ role = \"tester\" }", tester);
+    let op = |extra: &str| {
+        format!("[[operations]]\nid = \"t\"\nrole = \"tester\"\ninstruction = \"x\"\n{extra}")
+    };
+    let profile = |provider: &str, max: u32| {
+        format!(
+            "[capacity]\nmax_nodes = 1\n[role_profiles.t]\nrole = \"tester\"\nprovider = {provider}\nmax_instances = {max}\n"
+        )
+    };
+    let cases: Vec<(&str, String, String)> = vec![
+        (
+            "its only operation",
+            format!("{}{}", cli_play(BARE), op("approval = \"yes\"\n")),
+            format!("{}{}", cli_play(BARE), op("approval = true\n")),
+        ),
+        (
+            "its only operation's agent",
+            format!("{}{}", cli_play(BARE), op("agent = \"nosuch\"\n")),
+            format!("{}{}", cli_play(BARE), op("agent = \"cli\"\n")),
+        ),
+        (
+            "its entry's agent",
+            cli_play(&entry("{ role = \"tester\", agent = 3 }")),
+            cli_play(&entry("{ role = \"tester\", agent = \"cli\" }")),
+        ),
+        (
+            "its entry's agent name",
+            cli_play(&entry("{ role = \"tester\", agent = \"c l i\" }")),
+            cli_play(&entry("{ role = \"tester\", agent = \"cli\" }")),
+        ),
+        (
+            "its entry's tools, with no agent beside them",
+            cli_play(&entry(
+                "{ role = \"tester\", tools = { permission = \"read-only\" } }",
+            )),
+            cli_play(&entry(
+                "{ role = \"tester\", agent = \"cli\", tools = { permission = \"read-only\" } }",
+            )),
+        ),
+        (
+            "[palette.defaults] with no agent",
+            cli_play(&format!("{BARE}[palette.defaults]\n")),
+            cli_play(&format!("{BARE}[palette.defaults]\nagent = \"claude\"\n")),
+        ),
+        (
+            "[palette.defaults] not a table",
+            cli_play(&format!("{BARE}defaults = 3\n")),
+            cli_play(&format!("{BARE}defaults = {{ agent = \"claude\" }}\n")),
+        ),
+        (
+            "its role profile",
+            cli_play(&format!("{BARE}{}", profile("\"cli\"", 0))),
+            cli_play(&format!("{BARE}{}", profile("\"cli\"", 1))),
+        ),
+        (
+            "its role profile's provider",
+            cli_play(&format!("{BARE}{}", profile("3", 1))),
+            cli_play(&format!("{BARE}{}", profile("\"cli\"", 1))),
+        ),
+    ];
+    for (what, broken, fixed) in &cases {
+        let e = errors_of(broken);
+        assert_eq!(e.len(), 1, "{what}: one error\n{broken}\n{e:#?}");
+        assert!(!e[0].1.contains("has no agent"), "{what}: {e:#?}");
+        if let Err(d) = Play::from_str("p.toml", fixed) {
+            panic!("{what}, fixed, loads:\n{fixed}\n{d:?}");
+        }
+    }
+
+    // [palette.defaults] gives the bare role its agent.
+    let play = Play::from_str(
+        "p.toml",
+        &cli_play(&format!("{BARE}[palette.defaults]\nagent = \"claude\"\n")),
+    )
+    .unwrap();
+    assert_eq!(
+        &*play.role_setups().for_role("tester").unwrap().agent,
+        "claude"
+    );
+    // A play that runs only on the simulator needs no agent anywhere.
+    let sim = format!("[play]\nname = \"s\"\n{BARE}{OP}");
+    let play = Play::from_str("s.toml", &sim).unwrap();
+    assert!(play.warnings.is_empty(), "{:?}", play.warnings);
+    assert_eq!(
+        &*play.role_setups().for_role("tester").unwrap().agent,
+        "sim"
+    );
+    // The legacy roster was not named by the play: still a warning.
+    let legacy = Play::from_str("p.toml", &cli_play("")).unwrap();
+    assert!(
+        legacy.warnings.iter().any(|w| w.contains(
+            "roles of the legacy roster with no operation or role profile have no agent"
+        )),
+        "{:?}",
+        legacy.warnings
     );
 }
 
@@ -1501,7 +1634,9 @@ fn events_of(run: &std::path::Path) -> Vec<serde_json::Value> {
 /// ADR-0036 D3: spawned work runs on its role's agent with its role's
 /// ToolSet (here, as the jsonl protocol exports it: PLAYDECK_PERMISSION,
 /// PLAYDECK_TOOLS), and a role with no agent in a play of agent CLIs gets
-/// no work at all — neither a palette role nor a recruited one.
+/// no work at all: a recruited one fails to provision (a declared palette
+/// role with none refuses the play, see
+/// `rule_a36_41_a_declared_role_with_no_agent_refuses_the_play`).
 #[test]
 fn rule_a36_40_spawned_work_runs_with_its_roles_agent_and_tools() {
     let dir = tempfile::tempdir().unwrap();
@@ -1513,7 +1648,6 @@ fn rule_a36_40_spawned_work_runs_with_its_roles_agent_and_tools() {
 roles = [
   {{ role = "orchestrator", disposition = "emission_capable" }},
   {{ role = "reviewer", agent = "w", tools = {{ permission = "read-only", internal = ["Read"] }} }},
-  {{ role = "tester" }},
 ]
 [palette.expansion]
 max_new_roles = 1
@@ -1543,7 +1677,7 @@ kickoff
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("palette role \"tester\" has no agent"),
+        stderr.contains("roles the orchestrator recruits have no agent"),
         "{stderr}"
     );
     let result = result_json(&run);

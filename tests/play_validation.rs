@@ -509,7 +509,9 @@ fn a_bad_palette_mode_is_reported_once_not_again_for_the_roles_operations() {
 
 #[test]
 fn budget_sections_are_checked_with_their_position() {
-    let base = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\" }]\n\
+    // The tester has an agent: below, the play's work runs on an agent CLI,
+    // where a palette role with none is an error of its own (A36-41).
+    let base = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\", agent = \"sim\" }]\n\
                 [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n";
     let errs = errors(&format!(
         "{base}[budget]\nusd = 5\nroles = {{ tester = {{ usd = 9 }} }}\n"
@@ -673,4 +675,247 @@ fn a_cluster_section_is_checked_whole() {
     );
     let errs = errors(&play(&format!("[cluster]\n{op}")));
     assert!(format!("{errs:?}").contains("needs nats ="), "{errs:?}");
+}
+
+/// The lines of `src` that `part` spans (1-based, inclusive).
+fn lines_of(src: &str, part: &str) -> std::ops::RangeInclusive<usize> {
+    let at = src.find(part).expect("the part is in the play");
+    let first = src[..at].matches('\n').count() + 1;
+    first..=first + part.trim_end().matches('\n').count()
+}
+
+/// What would follow from a broken definition, reported where it is named.
+const FOLLOW_ONS: &[&str] = &[
+    "unknown agent",
+    "unknown profile",
+    "no role profile",
+    "has no effect",
+    "has unknown role",
+    "in the palette",
+    "has no agent",
+    "not an agent name",
+];
+
+/// A way to name a definition: the play text that names `N`.
+type Reference = Box<dyn Fn(&str) -> String>;
+
+/// Issue 43: a definition that fails to read — an agent, a role profile, a
+/// user profile, whatever its error — is one error, inside the definition.
+/// What names it (an operation, a profile's provider, `agent_tools`, a
+/// palette entry, an operation's `profile`, `[cluster.worker_tags]`, an
+/// operation that would run on it, a palette role or role profile of a user
+/// profile) is not reported again as unknown, as having no effect, or as
+/// having no agent. Each pair is also written with the definition fixed:
+/// that play loads, so the one error is the only cause.
+#[test]
+fn a_broken_definition_is_reported_once_not_again_where_it_is_named() {
+    // Each kind of definition: the ways to break it (name used, text),
+    // one good definition, and the references to a name N.
+    let agent_ok = "[agents.x]\nbinary = \"x\"\nstream_format = \"jsonl\"\n";
+    let agent_breaks: &[(&str, &str)] = &[
+        ("x", "[agents.x]\nstream_format = \"jsonl\"\n"),
+        (
+            "x",
+            "[agents.x]\nbinary = \"x\"\nstream_format = \"yaml\"\n",
+        ),
+        ("x", "[agents]\nx = 3\n"),
+        (
+            "x y",
+            "[agents.\"x y\"]\nbinary = \"x\"\nstream_format = \"jsonl\"\n",
+        ),
+    ];
+    let op = |extra: &str| {
+        format!("[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n{extra}")
+    };
+    let agent_refs: Vec<(&str, Reference)> = vec![
+        (
+            "an operation's agent",
+            Box::new(move |n| op(&format!("agent = \"{n}\"\n"))),
+        ),
+        (
+            "a role profile's provider, named by an operation",
+            Box::new(move |n| {
+                format!(
+                    "[capacity]\n[role_profiles.p]\nrole = \"implementer\"\nprovider = \"{n}\"\nmax_instances = 1\n{}",
+                    op("profile = \"p\"\n")
+                )
+            }),
+        ),
+        (
+            "agent_tools",
+            Box::new(move |n| {
+                op(&format!(
+                    "agent_tools = {{ \"{n}\" = {{ permission = \"read-only\" }} }}\n"
+                ))
+            }),
+        ),
+        (
+            "a palette entry's agent",
+            Box::new(move |n| {
+                format!(
+                    "[palette]\nroles = [{{ role = \"implementer\", agent = \"{n}\" }}]\n{}",
+                    op("")
+                )
+            }),
+        ),
+    ];
+
+    // A CLI for the profiles' operations to run on (and their `tools`).
+    let cli = "[agents.c]\nbinary = \"c\"\nstream_format = \"claude\"\n[capacity]\n";
+    let profile_ok =
+        "[role_profiles.p]\nrole = \"implementer\"\nprovider = \"c\"\nmax_instances = 1\n";
+    let profile_breaks: &[(&str, &str)] = &[
+        (
+            "p",
+            "[role_profiles.p]\nprovider = \"c\"\nmax_instances = 1\n",
+        ),
+        (
+            "p",
+            "[role_profiles.p]\nrole = \"nosuch\"\nprovider = \"c\"\nmax_instances = 1\n",
+        ),
+        (
+            "p",
+            "[role_profiles.p]\nrole = \"implementer\"\nprovider = \"c\"\nmax_instances = 0\n",
+        ),
+        (
+            "p",
+            "[agents.b]\nbinary = \"b\"\nstream_format = \"yaml\"\n[role_profiles.p]\nrole = \"implementer\"\nprovider = \"b\"\nmax_instances = 1\n",
+        ),
+        ("p", "[role_profiles]\np = 3\n"),
+        (
+            "p q",
+            "[role_profiles.\"p q\"]\nrole = \"implementer\"\nprovider = \"c\"\nmax_instances = 1\n",
+        ),
+    ];
+    let profile_refs: Vec<(&str, Reference)> = vec![
+        (
+            "an operation's profile",
+            Box::new(move |n| op(&format!("profile = \"{n}\"\n"))),
+        ),
+        (
+            "[cluster.worker_tags]",
+            Box::new(move |n| {
+                format!(
+                    "[cluster]\nnats = \"nats://h:4222\"\n[cluster.worker_tags]\n\"{n}\" = [\"gpu\"]\n{}",
+                    op("")
+                )
+            }),
+        ),
+        (
+            "an operation of its role with tools",
+            Box::new(move |_| op("tools = { permission = \"read-only\" }\n")),
+        ),
+    ];
+
+    let user_ok = "[profiles.u]\ndescription = \"mine\"\n";
+    let user_breaks: &[(&str, &str)] = &[
+        ("u", "[profiles]\nu = 3\n"),
+        ("u!", "[profiles.\"u!\"]\ndescription = \"mine\"\n"),
+    ];
+    let on = |n: &str, extra: &str| {
+        format!(
+            "[palette]\nroles = [{{ role = \"{n}\" }}]\n[[operations]]\nid = \"a\"\nrole = \"{n}\"\ninstruction = \"x\"\n{extra}"
+        )
+    };
+    let user_refs: Vec<(&str, Reference)> = vec![
+        (
+            "a palette role and its operation",
+            Box::new(move |n| on(n, "")),
+        ),
+        (
+            "a role profile's role",
+            Box::new(move |n| {
+                on(
+                    n,
+                    &format!(
+                        "[capacity]\n[role_profiles.p]\nrole = \"{n}\"\nprovider = \"sim\"\nmax_instances = 1\n"
+                    ),
+                )
+            }),
+        ),
+    ];
+
+    let kinds = [
+        ("", agent_ok, agent_breaks, &agent_refs, "x"),
+        (cli, profile_ok, profile_breaks, &profile_refs, "p"),
+        ("", user_ok, user_breaks, &user_refs, "u"),
+    ];
+    let mut checked = 0;
+    for (prefix, ok, breaks, refs, ok_name) in kinds {
+        for (name, def) in breaks {
+            for (what, reference) in refs.iter() {
+                let src = format!("{HEAD}{prefix}{def}{}", reference(name));
+                let e = errors(&src);
+                assert_eq!(e.len(), 1, "{what}: one error\n{src}\n{e:#?}");
+                let line: usize = e[0].0.split(':').next().unwrap().parse().unwrap();
+                assert!(
+                    lines_of(&src, def).contains(&line),
+                    "{what}: the error is inside the definition\n{src}\n{e:#?}"
+                );
+                for f in FOLLOW_ONS {
+                    assert!(!e[0].1.contains(f), "{what}: {f}\n{src}\n{e:#?}");
+                }
+                let fixed = format!("{HEAD}{prefix}{ok}{}", reference(ok_name));
+                if let Err(d) = Play::from_str("p.toml", &fixed) {
+                    panic!("{what}, with the definition fixed, loads:\n{fixed}\n{d:?}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 4 + 6 * 3 + 2 * 2);
+}
+
+/// A name that is defined nowhere is still reported beside a broken
+/// definition — with the names there are, the broken ones marked, and
+/// never an empty list.
+#[test]
+fn an_unknown_name_beside_a_broken_one_is_still_reported() {
+    let broken_agent = "[agents.x]\nstream_format = \"jsonl\"\n";
+    let op = |extra: &str| {
+        format!("[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n{extra}")
+    };
+    let e = errors(&play(&format!("{broken_agent}{}", op("agent = \"y\"\n"))));
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert_eq!(e[1].1, "agent of operation \"a\" names unknown agent \"y\"");
+    let e = errors(&play(&format!(
+        "{broken_agent}{}",
+        op("agent_tools = { y = { permission = \"read-only\" } }\n")
+    )));
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(
+        e[1].1.contains("names agent \"y\", which is not defined"),
+        "{e:#?}"
+    );
+
+    let broken_profile = "[capacity]\n[role_profiles.p]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 0\n";
+    let src = play(&format!(
+        "{broken_profile}[cluster]\nnats = \"nats://h:4222\"\n[cluster.worker_tags]\nzzz = [\"gpu\"]\n{}",
+        op("profile = \"zzz\"\n")
+    ));
+    let e = errors(&src);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert!(
+        e[1].1.contains("names \"zzz\", which is no role profile"),
+        "{e:#?}"
+    );
+    assert_eq!(e[2].1, "operation \"a\" names unknown profile \"zzz\"");
+    assert_eq!(
+        helps(&src)[2],
+        "no role profile reads without errors; with errors of their own: p"
+    );
+    // With no role profile at all, the help says so rather than listing
+    // nothing.
+    let src = play(&format!(
+        "[capacity]\nenabled = false\n[role_profiles]\n{}",
+        op("profile = \"zzz\"\n")
+    ));
+    let e = errors(&src);
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert_eq!(e[0].1, "operation \"a\" names unknown profile \"zzz\"");
+    assert!(
+        helps(&src)[0].starts_with("no role profile is configured; define it under"),
+        "{:?}",
+        helps(&src)
+    );
 }

@@ -405,7 +405,7 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
     let play = format!(
         "[play]\nname = \"{name} {version} {scenario}\"\nmax_spawn = 1\n{budget}\
          [retry]\nattempts = 2\nbackoff = 0.2\nmax_backoff = 0.5\n\
-         [palette]\nroles = [{{ role = \"implementer\", disposition = \"emission_capable\" }}, {{ role = \"tester\" }}]\n\
+         [palette]\nroles = [{{ role = \"implementer\", disposition = \"emission_capable\" }}, {{ role = \"tester\", agent = \"{name}\" }}]\n\
          [agents.{name}]\nbinary = {exe}\nsubcommand = \"{sub}\"\nstream_format = \"{format}\"\n{model}\
          stall_timeout = {stall}\nmax_runtime = {runtime}\nenv_vars = {{ {env} }}\n\
          [[operations]]\nid = \"{scenario}\"\nrole = \"implementer\"\nagent = \"{name}\"\n\

@@ -79,13 +79,20 @@ pub(super) fn read(
                 )
                 .help(NAME_HELP),
             );
+            r.broken.agents.insert(name.to_string());
             continue;
         }
-        let Some(a) = r.table(v, &format!("[agents.{name}]")) else {
-            continue;
-        };
-        if let Some(def) = read_agent(r, &a, name, dir, origin) {
-            out.insert(name.to_string(), def);
+        let def = r
+            .table(v, &format!("[agents.{name}]"))
+            .and_then(|a| read_agent(r, &a, name, dir, origin));
+        match def {
+            Some(def) => {
+                out.insert(name.to_string(), def);
+            }
+            // Reported above: what names it is not reported again.
+            None => {
+                r.broken.agents.insert(name.to_string());
+            }
         }
     }
     out
@@ -360,6 +367,11 @@ pub(super) fn read_agent_ref(
     let known = agent_names(agents);
     if known.contains(&name.as_str()) {
         return Some(name);
+    }
+    // A definition with errors has been reported where it is written;
+    // "unknown agent" here would advise defining what is defined.
+    if r.broken.agents.contains(&name) {
+        return None;
     }
     let message = format!("{key} of {} names unknown agent {name:?}", t.name);
     r.push(unknown_agent(span, message, &name, &known));

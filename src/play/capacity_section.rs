@@ -100,10 +100,6 @@ pub(super) fn read(
 
     // Where each profile is, and its `pinned` key, for checks across them.
     let mut spans: IndexMap<String, (super::Span, Option<super::Span>)> = IndexMap::new();
-    // A profile that could not be read is left out of the sums below;
-    // checking them would report what follows from its error, not a
-    // second one (and advise the wrong fix).
-    let mut unread = false;
     if let Some(v) = profiles_v
         && let Some(t) = r.table(v, "[role_profiles]")
     {
@@ -117,7 +113,7 @@ pub(super) fn read(
                     )
                     .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
                 );
-                unread = true;
+                broken_profile(r, name, pv, palette);
                 continue;
             }
             if let Some(pt) = r.table(pv, &format!("[role_profiles.{name}]"))
@@ -127,10 +123,14 @@ pub(super) fn read(
                 spans.insert(name.to_string(), (span.clone(), pinned));
                 cfg.profiles.insert(name.to_string(), p);
             } else {
-                unread = true;
+                broken_profile(r, name, pv, palette);
             }
         }
     }
+    // A profile that could not be read is left out of the sums below;
+    // checking them would report what follows from its error, not a
+    // second one (and advise the wrong fix).
+    let unread = !r.broken.profiles.is_empty();
 
     let cap_span = cap_table
         .as_ref()
@@ -169,6 +169,22 @@ pub(super) fn read(
         .map(|t| t.key_span("name_template"));
     check_unique_names(r, &cfg, &spans, template_span);
     Some(cfg)
+}
+
+/// Records a role profile that failed to read (its error is reported),
+/// with the role it is for when that much reads, so what names it, or
+/// would run on it, is not reported again. A role that is none (a typo)
+/// says nothing of which role was meant.
+fn broken_profile(r: &mut Reader, name: &str, v: &super::reader::Val<'_>, palette: &PaletteConfig) {
+    let quiet = &mut Reader::default();
+    let role = quiet
+        .table(v, name)
+        .and_then(|t| t.string(quiet, "role"))
+        .map(|(role, _)| canonical(&role))
+        .filter(|role| {
+            Catalog::builtin().role(role).is_some() || palette.profiles.contains_key(role)
+        });
+    r.broken.profiles.insert(name.to_string(), role);
 }
 
 /// The declared pinned instances are made when the run starts: together
@@ -308,7 +324,11 @@ fn read_profile(
         .and_then(|_| t.string(r, "role"));
     if let Some((role, span)) = &role {
         let canon = canonical(role);
-        if catalog.role(&canon).is_none() && !palette.profiles.contains_key(&canon) {
+        if catalog.role(&canon).is_none()
+            && !palette.profiles.contains_key(&canon)
+            // A user profile with errors: reported where it is defined.
+            && !r.broken.user_profiles.contains(&canon)
+        {
             let mut known = catalog.role_names();
             known.extend(palette.profiles.keys().map(String::as_str));
             let mut help = format!("available roles: {}", known.join(", "));
@@ -597,15 +617,28 @@ pub(super) fn check_op_profiles(r: &mut Reader, cfg: Option<&CapacityConfig>, op
             continue;
         };
         match cfg.profiles.get(p) {
+            // Its definition's error is reported where it is written.
+            None if r.broken.profiles.contains_key(p) => {}
             None => {
                 let names: Vec<&str> = cfg.profiles.keys().map(String::as_str).collect();
+                let broken: Vec<&str> = r.broken.profiles.keys().map(String::as_str).collect();
+                // Never an empty list: say there is none, and how to add one.
+                let mut help = match (names.is_empty(), broken.is_empty()) {
+                    (true, true) => "no role profile is configured; define it under [role_profiles.<name>] with role, provider and max_instances, or remove profile".to_string(),
+                    (true, false) => format!("no role profile reads without errors; with errors of their own: {}", broken.join(", ")),
+                    (false, true) => format!("configured profiles: {}", names.join(", ")),
+                    (false, false) => format!("configured profiles: {}; with errors of their own: {}", names.join(", "), broken.join(", ")),
+                };
+                if let Some(m) = did_you_mean(p, names.iter().chain(&broken).copied()) {
+                    help = format!("did you mean {m:?}? {help}");
+                }
                 r.push(
                     Diagnostic::new(
                         span.clone(),
                         format!("operation {:?} names unknown profile {p:?}", op.id),
                         "unknown profile",
                     )
-                    .help(format!("configured profiles: {}", names.join(", "))),
+                    .help(help),
                 );
             }
             Some(prof) if prof.role != op.role => r.push(

@@ -64,7 +64,9 @@ pub(super) fn read(
     let mut worker_tags = HashMap::new();
     if let Some(tags) = t.table(r, "worker_tags") {
         for (profile, span, _) in tags.entries() {
-            let known = capacity.is_some_and(|c| c.profiles.contains_key(profile));
+            // A profile with errors is known: its own error is the one.
+            let known = capacity.is_some_and(|c| c.profiles.contains_key(profile))
+                || r.broken.profiles.contains_key(profile);
             if !known {
                 r.error(
                     span,

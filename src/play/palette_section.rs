@@ -164,6 +164,11 @@ pub(super) fn read(r: &mut Reader, root: &Table<'_, '_>) -> PaletteConfig {
         }
         cfg.palette.defaults = read_setup(r, &d, &agents, &mut cfg.sites);
     }
+    // Written but unread (not a table, no agent, a bad one): its error is
+    // reported, and which roles it would give an agent is not checked.
+    if t.contains("defaults") && cfg.palette.defaults.is_none() {
+        r.broken.defaults = true;
+    }
 
     if let Some(s) = t.table(r, "simulate") {
         s.deny_unknown(r, SIMULATE_KEYS);
@@ -227,6 +232,11 @@ fn read_palette_role(
     seen.insert(canon.clone(), span.clone());
     // Rule 3: a catalog role or a configured user profile.
     let profile = cfg.profiles.get(&canon);
+    // A user profile with errors is reported where it is defined; its
+    // operations are not reported either (see `check_op_roles`).
+    if profile.is_none() && r.broken.user_profiles.contains(&canon) {
+        return None;
+    }
     if catalog.role(&canon).is_none() && profile.is_none() {
         let mut known = catalog.role_names();
         known.extend(cfg.profiles.keys().map(String::as_str));
@@ -285,7 +295,13 @@ fn read_palette_role(
             modes.push(m);
         }
     }
+    let before = r.diags.len();
     let setup = read_setup(r, t, agents, &mut cfg.sites);
+    // A setup written but unread is reported as such, not again as a role
+    // with no agent.
+    if setup.is_none() && (r.diags.len() > before || t.contains("agent")) {
+        r.broken.role_setups.insert(canon.clone());
+    }
     cfg.sites.roles.push((canon.clone(), span));
     Some(PaletteRole {
         role: canon,
@@ -361,6 +377,9 @@ fn read_setup(
     let agent = t.string(r, "agent").and_then(|(a, span)| {
         if is_valid_name(&a) {
             Some((a, span))
+        } else if r.broken.agents.contains(&a) {
+            // `[agents."<a>"]`'s invalid name is reported there.
+            None
         } else {
             r.push(
                 Diagnostic::new(
@@ -560,6 +579,7 @@ fn read_profiles(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, UserP
                 )
                 .help("names match ^[A-Za-z0-9][A-Za-z0-9._-]*$"),
             );
+            r.broken.user_profiles.insert(canonical(name));
             continue;
         }
         let canon = canonical(name);
@@ -575,6 +595,7 @@ fn read_profiles(r: &mut Reader, root: &Table<'_, '_>) -> IndexMap<String, UserP
             continue;
         }
         let Some(pt) = r.table(v, &format!("[profiles.{name}]")) else {
+            r.broken.user_profiles.insert(canon);
             continue;
         };
         pt.deny_unknown(r, PROFILE_KEYS);
@@ -613,6 +634,10 @@ pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef])
             continue;
         }
         let span = op.role_span.clone();
+        if r.broken.user_profiles.contains(role) && !cfg.profiles.contains_key(role) {
+            // The profile's own error is the one to fix.
+            continue;
+        }
         if cfg.profiles.contains_key(role) {
             r.push(
                 Diagnostic::new(span, format!("operation {:?} uses profile {role:?}, which is not in the palette", op.id), "not in the palette")
@@ -653,7 +678,6 @@ pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef])
             );
         }
     }
-    check_role_agents(r, cfg, ops);
     let max = cfg.palette.expansion.max_new_roles as usize;
     if expansions.len() > max {
         let names: Vec<&str> = expansions.iter().map(|(r, _)| *r).collect();
@@ -666,13 +690,25 @@ pub(super) fn check_op_roles(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef])
     }
 }
 
-/// Warns where spawned work would have no agent, before a run finds out
+/// Where spawned work would have no agent, before a run finds out
 /// (ADR-0036 D3: a route is published only with its agent set up; playdeck
 /// never falls back to the simulator in a play whose work runs on agent
 /// CLIs). Mirrors `Play::role_setups`, with what the file shows: an agent
 /// named only by the user's agents file is known once an operation uses
 /// it, and checked again when the run starts.
-fn check_role_agents(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef]) {
+///
+/// A declared palette role with no agent is an error at its entry (A36-41):
+/// it would be provisioned, then refuse all its work. Roles of the legacy
+/// roster, and those the orchestrator may recruit, are warned about: the
+/// play did not name them. A role whose agent would come from a definition
+/// that failed to read (its entry's setup, an operation, a role profile,
+/// `[palette.defaults]`) is not reported: that definition's error is.
+pub(super) fn check_role_agents(
+    r: &mut Reader,
+    cfg: &PaletteConfig,
+    ops: &[OpDef],
+    capacity: Option<&crate::capacity::CapacityConfig>,
+) {
     let builtin = |a: &str| BUILTIN_AGENTS.contains(&a);
     let sites = &cfg.sites;
     let mut known: Vec<&str> = ops.iter().map(|o| o.agent.as_str()).collect();
@@ -698,13 +734,18 @@ fn check_role_agents(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef]) {
         .collect();
     clis.sort_unstable();
     clis.dedup();
-    if clis.is_empty() || cfg.palette.defaults.is_some() {
+    if clis.is_empty() || cfg.palette.defaults.is_some() || r.broken.defaults {
         return;
     }
+    let capacity_on = capacity.is_some_and(|c| c.enabled);
+    let broken = &r.broken;
     let has_own = |role: &str| {
         cfg.initial(role).is_some_and(|p| p.setup.is_some())
             || ops.iter().any(|o| o.role == role)
             || sites.profiles.iter().any(|(r, _)| r == role)
+            || broken.role_setups.contains(role)
+            || broken.op_roles.contains(role)
+            || (capacity_on && broken.may_serve(role, None))
     };
     let why = format!(
         "this play's work runs on agent CLIs ({}) and [palette.defaults] names no agent",
@@ -729,15 +770,22 @@ fn check_role_agents(r: &mut Reader, cfg: &PaletteConfig, ops: &[OpDef]) {
         }
         return;
     }
-    for (role, span) in &sites.roles {
-        if !has_own(role) {
-            r.warn(
+    let bare: Vec<&(String, super::Span)> = sites
+        .roles
+        .iter()
+        .filter(|(role, _)| !has_own(role))
+        .collect();
+    for (role, span) in bare {
+        r.push(
+            Diagnostic::new(
                 span.clone(),
                 format!(
-                    "palette role {role:?} has no agent: no agent on its entry, no operation or role profile of its own, and {why}; work spawned onto it or added for it is refused (role_provision_failed); give its entry agent = \"...\""
+                    "palette role {role:?} has no agent: no agent on its entry, no operation or role profile of its own, and {why}; it would be provisioned, then refuse all its work (role_provision_failed)"
                 ),
-            );
-        }
+                "no agent",
+            )
+            .help("give its entry agent = \"...\", or set [palette.defaults] agent"),
+        );
     }
     let policy = &cfg.palette.expansion;
     if policy.orchestrator_may_expand

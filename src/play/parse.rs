@@ -200,7 +200,7 @@ fn parse_play(
     }
     let mut shapes = Vec::new();
     if let Some(split) = split.as_ref().filter(|_| with_ops) {
-        let Some(parts) = read_split(source, &split.operations, &play.agents) else {
+        let Some(parts) = read_split(source, &split.operations, &play.agents, &r.broken) else {
             return Err(fail(whole_errors()));
         };
         // The first part's vectors grow to hold the rest (a large block
@@ -210,6 +210,7 @@ fn parse_play(
         for (i, (part, ops, part_shapes)) in parts.into_iter().enumerate() {
             r.diags.extend(part.diags);
             r.warnings.extend(part.warnings);
+            r.broken.op_roles.extend(part.broken.op_roles);
             if i == 0 {
                 play.operations = ops;
                 shapes = part_shapes;
@@ -228,6 +229,17 @@ fn parse_play(
     play.palette = super::palette_section::read(&mut r, &root);
     super::palette_section::check_op_roles(&mut r, &play.palette, &play.operations);
     play.capacity = super::capacity_section::read(&mut r, &root, &play.palette, dir, &play.agents);
+    // After the capacity section, which records its broken role profiles.
+    // Without the operations (a run's own, already validated play) what
+    // roles run on cannot be told, and was checked when the run started.
+    if with_ops {
+        super::palette_section::check_role_agents(
+            &mut r,
+            &play.palette,
+            &play.operations,
+            play.capacity.as_ref(),
+        );
+    }
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     play.notify = super::notify_section::read(&mut r, &root);
     play.cluster = super::cluster_section::read(&mut r, &root, play.capacity.as_ref());
@@ -347,6 +359,7 @@ fn read_split(
     source: &str,
     ranges: &[std::ops::Range<usize>],
     agents: &BTreeMap<String, AgentDef>,
+    broken: &super::reader::Broken,
 ) -> Option<Vec<SplitPart>> {
     const PER_THREAD: usize = 4096;
     let threads = std::thread::available_parallelism()
@@ -355,7 +368,12 @@ fn read_split(
         .max(1);
     let chunk = ranges.len().div_ceil(threads).max(1);
     let read = |first: usize, ranges: &[std::ops::Range<usize>]| -> Option<SplitPart> {
-        let mut r = Reader::default();
+        // The definitions read so far, so each part skips references to
+        // broken ones as the whole parse does.
+        let mut r = Reader {
+            broken: broken.clone(),
+            ..Reader::default()
+        };
         let mut ops = Vec::with_capacity(ranges.len());
         let mut shapes = Vec::with_capacity(ranges.len());
         for (i, range) in ranges.iter().enumerate() {
@@ -438,10 +456,17 @@ fn read_operation_item(
     let Some(t) = r.table(item, &name) else {
         return;
     };
-    if let Some(op) = read_operation(r, &t, agents) {
-        out.push(op);
-    }
     let quiet = &mut Reader::default();
+    match read_operation(r, &t, agents) {
+        Some(op) => out.push(op),
+        // Its role still has work of its own: a palette role's missing
+        // agent would follow from this operation's error.
+        None => {
+            if let Some((role, _)) = t.string(quiet, "role") {
+                r.broken.op_roles.insert(crate::palette::canonical(&role));
+            }
+        }
+    }
     if let Some((id, id_span)) = t.string(quiet, "id") {
         let explicit = t.strings(quiet, "depends_on");
         let placement = match (&explicit, t.bool(quiet, "independent_root")) {
@@ -1108,6 +1133,7 @@ fn check_when_targets(r: &mut Reader, play: &Play) {
 /// operation that can only run on a built-in agent they would be silently
 /// ignored, so they are refused.
 fn check_command_options(r: &mut Reader, play: &Play) {
+    let capacity_on = play.capacity.as_ref().is_some_and(|c| c.enabled);
     for op in &play.operations {
         let agent = play.runs_on(op);
         for (name, tools, span) in &op.agent_tools {
@@ -1117,6 +1143,8 @@ fn check_command_options(r: &mut Reader, play: &Play) {
                         r.push(super::agents_section::toolset_refused(span.clone(), &e));
                     }
                 }
+                // Its definition's error is the one to fix.
+                None if r.broken.agents.contains(name) => {}
                 None => {
                     // Only defined CLIs take a ToolSet; built-in agents none.
                     let known: Vec<&str> = play.agents.keys().map(String::as_str).collect();
@@ -1139,6 +1167,14 @@ fn check_command_options(r: &mut Reader, play: &Play) {
             {
                 r.push(super::agents_section::toolset_refused(span.clone(), &e));
             }
+            continue;
+        }
+        // It would run on a broken role profile's provider: what that is
+        // is known once the profile's own error is fixed.
+        if capacity_on
+            && play.profile_for(op).is_none()
+            && r.broken.may_serve(&op.role, op.profile.as_deref())
+        {
             continue;
         }
         for (what, span) in [

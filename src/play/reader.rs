@@ -2,6 +2,8 @@
 //! instead of stopping at the first, so a play (or any config file) is
 //! rejected with all of its errors at once, each with a position.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{Map, Number, Value};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -16,6 +18,47 @@ pub struct Reader {
     pub diags: Vec<Diagnostic>,
     /// What is allowed but has no effect, with where it is written.
     pub warnings: Vec<(Span, String)>,
+    /// Definitions already reported as broken: what names them is not.
+    pub broken: Broken,
+}
+
+/// Definitions that failed to read, each already reported where it is
+/// written. A reference to one is not reported again — as an unknown name,
+/// as having no effect, as a role with no agent — since those would follow
+/// from the first error and advise the wrong fix ("define an agent" that
+/// is defined). Every section that reads a definition records a failure
+/// here before the sections that name it are read (issue 43).
+#[derive(Debug, Default, Clone)]
+pub struct Broken {
+    /// `[agents.<name>]`.
+    pub agents: BTreeSet<String>,
+    /// `[role_profiles.<name>]`, with the (canonical) role it is for when
+    /// that much can be read; `None`: it may be meant for any role.
+    pub profiles: BTreeMap<String, Option<String>>,
+    /// `[profiles.<name>]` (user profiles, palette roles), canonical.
+    pub user_profiles: BTreeSet<String>,
+    /// The (canonical) roles of operations that failed to read.
+    pub op_roles: BTreeSet<String>,
+    /// Palette roles whose entry's `agent`, `flag_profile` or `tools`
+    /// failed to read.
+    pub role_setups: BTreeSet<String>,
+    /// `[palette.defaults]` is written but failed to read.
+    pub defaults: bool,
+}
+
+impl Broken {
+    /// Whether a broken role profile may be the one meant to run work of
+    /// `role` (the one named by `named`, else one for the role): what that
+    /// work runs on is then unknown until the profile is fixed.
+    pub fn may_serve(&self, role: &str, named: Option<&str>) -> bool {
+        match named {
+            Some(n) => self.profiles.contains_key(n),
+            None => self
+                .profiles
+                .values()
+                .any(|r| r.as_deref().is_none_or(|r| r == role)),
+        }
+    }
 }
 
 /// How a value's type is named in messages.
