@@ -126,8 +126,13 @@ impl Hub {
         let consumer: jetstream::consumer::PullConsumer = stream
             .get_or_create_consumer(&format!("out-{}", hub.nonce), out_consumer(&hub.nonce))
             .await?;
+        let made = consumer.cached_info().created.unix_timestamp_nanos();
         tokio::spawn(read_frames(Arc::downgrade(&hub), consumer));
-        tokio::spawn(watch_store(Arc::downgrade(&hub), hub.connected.clone()));
+        tokio::spawn(watch_store(
+            Arc::downgrade(&hub),
+            hub.connected.clone(),
+            made,
+        ));
         Ok(hub)
     }
 
@@ -329,7 +334,7 @@ impl Hub {
                                 _ => format!("; workers {} serve another text of the play: update their checkouts", stale.join(", ")),
                             };
                             inv.events.emit(AgentEvent::Warning(Arc::from(format!(
-                                "no worker{serving} has taken {} for {} s; it waits for one (`playdeck worker` serving play {:?} at this text){stale}",
+                                "no worker{serving} has taken {} for {} s; it waits for one (`playdeck worker` serving play {:?} at this text, with this run's signing key: a worker with another refuses the job and says so on its stderr){stale}",
                                 inv.name, NO_WORKER_WARNING.as_secs(), self.settings.play
                             ))));
                         }
@@ -474,13 +479,20 @@ async fn forget(
     }
 }
 
-/// After each reconnection: whether the server still has the streams. One
-/// restarted without its store (a pod without a volume) has lost every job
-/// not yet done and this run's frames: the streams and the run's consumer
-/// are made again, the loss is said, and every attempt in flight is counted
-/// lost (its job is gone; the retry policy attempts it again, and a result
-/// its worker still sends is recorded, not applied).
-async fn watch_store(hub: std::sync::Weak<Hub>, mut connected: watch::Receiver<bool>) {
+/// After each reconnection: whether the server still has this run's
+/// frames. One restarted without its store (a pod without a volume) has
+/// lost every job not yet done, this run's frames and its consumer of them.
+/// The run's consumer is made when missing (a worker or another run may
+/// have made the streams again first, so the stream's presence says
+/// nothing): one made anew is the loss. Then it is said, and every attempt
+/// in flight is counted lost (its job is gone; the retry policy attempts it
+/// again) and cancelled on the workers, so one that still runs it, or a
+/// job published again after the loss, is not run twice.
+async fn watch_store(
+    hub: std::sync::Weak<Hub>,
+    mut connected: watch::Receiver<bool>,
+    mut made: i128,
+) {
     loop {
         if connected.changed().await.is_err() {
             return;
@@ -488,47 +500,61 @@ async fn watch_store(hub: std::sync::Weak<Hub>, mut connected: watch::Receiver<b
         if !*connected.borrow_and_update() {
             continue;
         }
-        let Some(hub) = hub.upgrade() else { return };
-        let gone = match hub.js.get_stream(wire::OUT_STREAM).await {
-            Ok(_) => false,
-            Err(e) => matches!(
-                e.kind(),
-                jetstream::context::GetStreamErrorKind::JetStream(j)
-                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-            ),
-        };
-        if !gone {
-            continue;
-        }
-        let remade = async {
-            super::ensure_streams(&hub.js).await?;
-            hub.js
-                .get_stream(wire::OUT_STREAM)
-                .await?
-                .get_or_create_consumer::<pull::Config>(
-                    &format!("out-{}", hub.nonce),
-                    out_consumer(&hub.nonce),
-                )
-                .await?;
-            Ok::<(), async_nats::Error>(())
-        }
-        .await;
-        let lost: Vec<_> = hub.waiting.lock().unwrap().drain().collect();
-        let why = "the NATS server came back without its store (restarted without a volume?): the job is gone; attempted again";
-        for (_, tx) in &lost {
-            let _ = tx.send(Routed::Gone(why.to_string()));
-        }
-        let remade = match remade {
-            Ok(()) => "its streams are made again".to_string(),
-            Err(e) => {
-                format!("making its streams again failed ({e}); trying at the next reconnection")
+        // Until the consumer is there: a failure with the connection up
+        // would otherwise leave every publish waiting for a stream.
+        let mut wait = Duration::from_millis(250);
+        let created = loop {
+            let Some(hub) = hub.upgrade() else { return };
+            match out_consumer_made(&hub).await {
+                Ok(c) => break Some(c),
+                Err(e) => {
+                    tracing::warn!(
+                        "making the run's frame stream again: {e}; trying again in {wait:?}"
+                    );
+                }
+            }
+            drop(hub);
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+            if !*connected.borrow() {
+                break None;
             }
         };
+        let Some(created) = created else { continue };
+        if created == made {
+            continue;
+        }
+        made = created;
+        let Some(hub) = hub.upgrade() else { return };
+        let lost: Vec<_> = hub.waiting.lock().unwrap().drain().collect();
+        let why = "the NATS server came back without its store (restarted without a volume?): the job is gone; attempted again";
+        for (seq, tx) in &lost {
+            let _ = tx.send(Routed::Gone(why.to_string()));
+            let _ = cancel(
+                &hub.client,
+                &hub.signer,
+                wire::cancel_subject(&hub.nonce, *seq),
+            )
+            .await;
+        }
         hub.warn(format!(
-            "the NATS server came back without its store (restarted without a volume?): {} attempt(s) in flight lost and attempted again; {remade}",
+            "the NATS server came back without its store (restarted without a volume?): {} attempt(s) in flight lost and attempted again; its streams are made again",
             lost.len()
         ));
     }
+}
+
+/// The streams and the run's consumer of its frames, made when missing:
+/// when that consumer was made (its own clock's nanoseconds).
+async fn out_consumer_made(hub: &Hub) -> Result<i128, async_nats::Error> {
+    super::ensure_streams(&hub.js).await?;
+    let c: jetstream::consumer::PullConsumer = hub
+        .js
+        .get_stream(wire::OUT_STREAM)
+        .await?
+        .get_or_create_consumer(&format!("out-{}", hub.nonce), out_consumer(&hub.nonce))
+        .await?;
+    Ok(c.cached_info().created.unix_timestamp_nanos())
 }
 
 /// The run's durable consumer of its frames.

@@ -124,7 +124,9 @@ pub async fn serve(
         while let Some(m) = cancels.next().await {
             match w.signer.verify(&m.subject, m.headers.as_ref(), &m.payload) {
                 Ok(()) => w.cancel(&m.subject),
-                Err(why) => tracing::warn!(
+                // Another run's on a shared bus, with its own key, is not
+                // news: said only when asked for.
+                Err(why) => tracing::debug!(
                     "a cancel on {} was not taken: {why}",
                     crate::printable::printable(&m.subject)
                 ),
@@ -306,9 +308,9 @@ async fn consumers_of(
                         durable_name: Some(name.clone()),
                         filter_subject: wire::jobs_filter(play, &served.hash, token),
                         ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                        // A text no worker serves any more: the server
-                        // drops its consumer (its jobs stay for another).
-                        inactive_threshold: Duration::from_secs(3600),
+                        // No inactive threshold: a worker busy with long
+                        // attempts on every slot pulls nothing for hours,
+                        // and its consumer must still be there after.
                         ack_wait,
                         max_deliver: -1,
                         ..Default::default()
