@@ -159,8 +159,16 @@ impl Link {
             .map_err(|e| lost(format!("cannot reach the run: {e}")))?;
         let mut r = BufReader::with_capacity(64 * 1024, r);
         let mut first = Vec::new();
+        // Bounded on a local socket only: through ssh the wait holds the
+        // operator's own password or host-key prompt (the bridge at the
+        // other end reads a local socket of its own).
+        let within = if child.is_none() {
+            WELCOME_WITHIN
+        } else {
+            std::time::Duration::MAX
+        };
         tokio::time::timeout(
-            WELCOME_WITHIN,
+            within,
             (&mut r).take(MAX_LINE as u64).read_until(b'\n', &mut first),
         )
         .await

@@ -186,7 +186,14 @@ pub struct StreamParser {
     format: Format,
     /// Tool calls by id, to name one that is refused.
     tools: tools::Names,
+    /// Refused or failed tool calls said so far (a long session fails many
+    /// commands: each is said up to a bound, then once that more came).
+    tool_refusals: usize,
 }
+
+/// Refused or failed tool calls said one by one in an attempt; the rest are
+/// in its log, and one warning says so.
+const TOOL_REFUSALS_SAID: usize = 20;
 
 impl StreamParser {
     pub fn new(format: StreamFormat) -> Self {
@@ -204,6 +211,7 @@ impl StreamParser {
             core: Core::default(),
             format,
             tools: tools::Names::default(),
+            tool_refusals: 0,
         }
     }
 
@@ -227,7 +235,15 @@ impl StreamParser {
         if !matches!(self.format, Format::Jsonl) {
             self.tools.see(&v);
             for r in self.tools.name(tools::refusals(&v)) {
-                core.warn(r.words(), out);
+                self.tool_refusals += 1;
+                if self.tool_refusals <= TOOL_REFUSALS_SAID {
+                    core.warn(r.words(), out);
+                } else if self.tool_refusals == TOOL_REFUSALS_SAID + 1 {
+                    core.warn(
+                        format!("more than {TOOL_REFUSALS_SAID} tool calls refused or failed: the rest are in the attempt's log"),
+                        out,
+                    );
+                }
             }
         }
         match &mut self.format {

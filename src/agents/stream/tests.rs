@@ -542,3 +542,26 @@ fn plain_output_is_kept_within_bounds() {
     assert!(text.contains("line 59 "), "the newest are kept");
     assert!(!text.contains("line 0 "), "the oldest went");
 }
+
+/// A long session fails many commands: each refused or failed tool call is
+/// said up to a bound, then one warning says more came (the attempt's
+/// warnings must not grow into an output flood).
+#[test]
+fn refused_tool_calls_are_said_up_to_a_bound() {
+    let lines: Vec<Value> = (0..25)
+        .map(|i| {
+            json!({"type":"user","message":{"content":[{"type":"tool_result",
+                "tool_use_id": format!("t{i}"), "is_error": true,
+                "content": format!("Exit code 1\nfailure {i}")}]}})
+        })
+        .collect();
+    let (out, _) = run(StreamFormat::Claude, &lines);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 21, "{w:#?}");
+    assert!(w[0].ends_with("Exit code 1 failure 0"), "{}", w[0]);
+    assert!(
+        w[20].starts_with("more than 20 tool calls refused or failed"),
+        "{}",
+        w[20]
+    );
+}

@@ -11,7 +11,7 @@
 //!   `tool_use` of the same `tool_id`;
 //! - opencode: `tool_use` whose `part.state.status` is `error`;
 //! - codex: an `item.completed` command execution with `status: "failed"`
-//!   (the sandbox refused it);
+//!   (the sandbox refused it, or the command failed);
 //! - copilot: `tool.execution_complete` with `success: false`
 //!   (`Permission to run this tool was denied…`), named by the
 //!   `tool.execution_start` of the same `toolCallId`.
@@ -140,7 +140,15 @@ pub fn refusals(v: &Value) -> Vec<Refusal> {
 /// What a line of output says of refused tool calls, for the follow view:
 /// none for a line that tells of none (most lines are not even looked at).
 pub fn refused_line(line: &str) -> Option<String> {
-    if !line.starts_with('{') || !(line.contains("error") || line.contains("failed")) {
+    // Only a line that says so is parsed: the view asks for every visible
+    // line at every frame.
+    const SAYS: [&str; 4] = [
+        "\"is_error\":true",
+        "\"status\":\"error\"",
+        "\"status\":\"failed\"",
+        "\"success\":false",
+    ];
+    if !line.starts_with('{') || !SAYS.iter().any(|s| line.contains(s)) {
         return None;
     }
     let v: Value = serde_json::from_str(line).ok()?;
