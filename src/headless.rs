@@ -637,7 +637,10 @@ impl HumanPrinter {
                     .map(|w| {
                         let mut x = format!("{} {}/{}", w.id, w.busy, w.slots);
                         if w.silent() || w.draining {
-                            x.push_str(&format!(" ({})", w.beat_words(0.0)));
+                            x.push_str(&format!(
+                                " ({})",
+                                crate::cluster::roster::beat_words(w, 0.0)
+                            ));
                         }
                         x
                     })
@@ -645,7 +648,7 @@ impl HumanPrinter {
                 format!(
                     "{t}  {:<18} {}{}{}",
                     "workers",
-                    crate::kernel::WorkerSeen::load(workers),
+                    crate::cluster::roster::load_words(workers),
                     if each.is_empty() { "" } else { ": " },
                     each.join(", ")
                 )

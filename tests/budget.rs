@@ -404,7 +404,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         "{status}"
     );
     assert!(
-        status.contains("spend: 5.00/5.00 USD (100%) · 2200 tokens"),
+        status.contains("spend: 5.00/5.00 USD (100%) · 2 200 tok"),
         "{status}"
     );
     // Two of three done, but nothing runs: no pace to count the third

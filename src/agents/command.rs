@@ -493,7 +493,7 @@ fn write_prompt_file(built: &BuiltCommand, prompt: &str) -> std::io::Result<()> 
         return Ok(());
     };
     if let Some(dir) = path.parent() {
-        crate::store::private_dir(dir)?;
+        crate::files::private_dir(dir)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -1001,7 +1001,7 @@ impl Logs {
                 written: [0; 2],
             });
         };
-        crate::store::private_dir(dir)?;
+        crate::files::private_dir(dir)?;
         let base = format!("{name}.{attempt}");
         // What ran, for whoever reads the logs later (no variable values:
         // they may be secrets).

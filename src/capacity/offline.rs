@@ -12,7 +12,7 @@ use super::state::{
     retain_working, settle_idle,
 };
 use super::workspace;
-use crate::store::write_atomic;
+use crate::files::write_atomic;
 use crate::vocab::Lifetime;
 
 pub fn capacity_path(run_dir: &Path) -> PathBuf {
@@ -236,6 +236,6 @@ pub fn release(
 
 fn append_event(run_dir: &Path, event: &serde_json::Value) -> std::io::Result<()> {
     use std::io::Write;
-    let mut f = crate::store::append_private(&run_dir.join("capacity.events.jsonl"))?;
+    let mut f = crate::files::append_private(&run_dir.join("capacity.events.jsonl"))?;
     writeln!(f, "{event}")
 }

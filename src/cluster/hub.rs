@@ -638,7 +638,7 @@ impl RemoteLogs {
 
     fn command(&self, argv: &[String], worker: &str) {
         let Some(dir) = &self.dir else { return };
-        let _ = crate::store::private_dir(dir);
+        let _ = crate::files::private_dir(dir);
         let v = serde_json::json!({ "argv": argv, "worker": worker });
         let _ = std::fs::write(
             dir.join(format!("{}.command.json", self.base)),
@@ -650,7 +650,7 @@ impl RemoteLogs {
         let Some(dir) = &self.dir else { return };
         let slot = &mut self.files[usize::from(stderr)];
         if slot.is_none() {
-            let _ = crate::store::private_dir(dir);
+            let _ = crate::files::private_dir(dir);
             let which = if stderr { "stderr" } else { "stdout" };
             *slot = std::fs::OpenOptions::new()
                 .create(true)

@@ -7,7 +7,6 @@
 pub mod hub;
 pub mod roster;
 pub mod wire;
-pub mod worker;
 
 use std::time::Duration;
 

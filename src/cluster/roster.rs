@@ -21,6 +21,26 @@ const GONE: Duration = Duration::from_secs(60);
 /// job, and the log is not a metrics store.
 const SAY_EVERY: Duration = Duration::from_secs(2);
 
+/// How many workers and their load: `3 · busy 4/12`.
+pub fn load_words(ws: &[WorkerSeen]) -> String {
+    let busy: usize = ws.iter().map(|w| w.busy).sum();
+    let slots: usize = ws.iter().map(|w| w.slots).sum();
+    format!("{} · busy {busy}/{slots}", ws.len())
+}
+
+/// A worker's last heartbeat in words, `since` seconds after it was seen:
+/// `beating` while beats come (a silent worker would have been said
+/// again), else how long it has been silent.
+pub fn beat_words(w: &WorkerSeen, since: f64) -> String {
+    if w.silent() {
+        format!("silent {:.0}s", w.beat_age + since.max(0.0))
+    } else if w.draining {
+        "draining".into()
+    } else {
+        "beating".into()
+    }
+}
+
 /// The workers serving one play (a worker serving only others is no
 /// capacity of this run's).
 pub struct Roster {
@@ -205,7 +225,7 @@ mod tests {
         let later = r.rows(Instant::now());
         assert!(later[0].silent(), "{later:?}");
         assert_ne!(shape(&first), shape(&later), "going silent is news");
-        assert_eq!(later[0].beat_words(3.0), "silent 10s");
+        assert_eq!(beat_words(&later[0], 3.0), "silent 10s");
         tokio::time::advance(Duration::from_secs(60)).await;
         assert!(r.rows(Instant::now()).is_empty());
     }

@@ -19,7 +19,7 @@ use playdeck::control::{self, Failure};
 pub fn hosted(args: &RunArgs) -> Outcome {
     need_terminal("the console", "use --headless for scripts and pipes")?;
     check_console_config(args.theme.as_deref())?;
-    let _log = super::run::start_logging();
+    let _log = super::start_logging();
     let play = args.play.as_ref().expect("a hosted run has a play file");
     let dir = match (&args.resume, &args.run_dir) {
         (Some(r), _) => r.clone(),
@@ -62,39 +62,15 @@ pub fn hosted(args: &RunArgs) -> Outcome {
         }
         None => {}
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // The host leaves this terminal's session as it starts (`host_session`).
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| CmdError::Failed(format!("cannot start the run host: {e}")))?;
-    let mut said = child.stderr.take().expect("piped");
-    let said = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut said, &mut s);
-        s
-    });
-    // Its socket answers, or it ends (a refused play, a live run).
-    let socket = control::socket_path(&dir);
-    loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| CmdError::Failed(e.to_string()))?
-        {
-            let text = said.join().unwrap_or_default();
-            let _ = write!(std::io::stderr(), "{text}");
-            return Ok(status.code().unwrap_or(1));
+    match playdeck::host::start(cmd, &dir)
+        .map_err(|e| CmdError::Failed(format!("cannot start the run host: {e}")))?
+    {
+        playdeck::host::Started::Listening => {}
+        playdeck::host::Started::Ended { code, said } => {
+            let _ = write!(std::io::stderr(), "{said}");
+            return Ok(code);
         }
-        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    // Reaped whenever it ends while this console lives; after, init does.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
     attach_local(
         &dir,
         &playdeck::console::run::name_of(&dir),
@@ -114,7 +90,7 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
     if let Some(addr) = run.strip_prefix("ssh://") {
         terminal()?;
         check_console_config(theme.as_deref())?;
-        let _log = super::run::start_logging();
+        let _log = super::start_logging();
         return attach_remote(addr, run, read_only, theme);
     }
     // Whose run it is, before whether there is a terminal to show it on.
@@ -122,12 +98,12 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
         control::resolve_run(run).map_err(|f| CmdError::Input(format!("attach: {}", f.message)))?;
     terminal()?;
     check_console_config(theme.as_deref())?;
-    let _log = super::run::start_logging();
+    let _log = super::start_logging();
     attach_local(&dir, run, read_only, theme)
 }
 
 fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
-    let _nice = step_back();
+    let _nice = playdeck::host::nice::step_back();
     let (mut dir, mut name) = (dir.to_path_buf(), name.to_string());
     // The runs screen may send the console on to another run.
     loop {
@@ -148,7 +124,7 @@ fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) 
                 .map_err(|f| not_live(f, &d))?;
             playdeck::console::attach::run(link, opts, stop_requests())
                 .await
-                .map_err(super::run::run_error)
+                .map_err(super::run_error)
         })??;
         match exit.switch_to {
             Some(next) => {
@@ -164,7 +140,7 @@ fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) 
 }
 
 fn not_live(f: Failure, dir: &Path) -> CmdError {
-    if f.code == playdeck::kernel::ErrorCode::NotLive {
+    if f.code == playdeck::control::ErrorCode::NotLive {
         CmdError::Refused(Failure::new(
             f.code,
             format!(
@@ -178,85 +154,8 @@ fn not_live(f: Failure, dir: &Path) -> CmdError {
     }
 }
 
-/// An ssh address: `[user@]host[:port]/path#RUN` (the `#RUN` part only
-/// for `attach`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Remote {
-    pub host: String,
-    pub port: Option<u16>,
-    pub path: String,
-    pub run: Option<String>,
-}
-
-pub fn parse_remote(addr: &str) -> Result<Remote, CmdError> {
-    let bad = |why: &str| {
-        CmdError::Input(format!(
-            "ssh://{addr}: {why}; write ssh://[user@]host[:port]/path/to/project#RUN"
-        ))
-    };
-    let (rest, run) = match addr.split_once('#') {
-        Some((r, run)) if !run.is_empty() => (r, Some(run.to_string())),
-        Some(_) => return Err(bad("the run after # is empty")),
-        None => (addr, None),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "."),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (
-            h,
-            Some(
-                p.parse::<u16>()
-                    .map_err(|_| bad(&format!("{p:?} is not a port")))?,
-            ),
-        ),
-        None => (authority, None),
-    };
-    if host.is_empty() || host.starts_with('-') {
-        return Err(bad("no host"));
-    }
-    // `/~/x` and `/x` as ssh would take them: relative to home, or absolute.
-    let path = path
-        .strip_prefix("/~/")
-        .map_or_else(|| path.to_string(), str::to_string);
-    Ok(Remote {
-        host: host.to_string(),
-        port,
-        path,
-        run,
-    })
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// The ssh command that runs `playdeck ARGS` in the remote project:
-/// `PLAYDECK_SSH` replaces `ssh` (for options: a key, a config file) and
-/// `PLAYDECK_REMOTE_BIN` the remote program's name.
-fn ssh(r: &Remote, args: &[&str]) -> tokio::process::Command {
-    let ssh = std::env::var("PLAYDECK_SSH").unwrap_or_else(|_| "ssh".into());
-    let mut words = ssh.split_whitespace();
-    let mut cmd = tokio::process::Command::new(words.next().unwrap_or("ssh"));
-    cmd.args(words);
-    if let Some(p) = r.port {
-        cmd.arg("-p").arg(p.to_string());
-    }
-    let bin = std::env::var("PLAYDECK_REMOTE_BIN").unwrap_or_else(|_| "playdeck".into());
-    let remote = format!(
-        "cd {} && exec {} {}",
-        quote(&r.path),
-        quote(&bin),
-        args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
-    );
-    cmd.arg("-T").arg("--").arg(&r.host).arg(remote);
-    cmd.kill_on_drop(true);
-    cmd
-}
-
 fn attach_remote(addr: &str, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
-    let r = parse_remote(addr)?;
+    let r = playdeck::host::ssh::parse_remote(addr).map_err(CmdError::Input)?;
     let Some(run) = r.run.clone() else {
         return Err(CmdError::Input(format!(
             "{name}: name the run after #: ssh://host/path#latest"
@@ -269,7 +168,7 @@ fn attach_remote(addr: &str, name: &str, read_only: bool, theme: Option<String>)
         local_dir: None,
     };
     let exit = block_on(false, async move {
-        let mut child = ssh(&r, &["bridge", &run])
+        let mut child = playdeck::host::ssh::command(&r, &["bridge", &run])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -286,7 +185,7 @@ fn attach_remote(addr: &str, name: &str, read_only: bool, theme: Option<String>)
             })?;
         playdeck::console::attach::run(link, opts, stop_requests())
             .await
-            .map_err(super::run::run_error)
+            .map_err(super::run_error)
     })??;
     let _ = writeln!(std::io::stderr(), "{}", exit.line);
     Ok(exit.code)
@@ -343,7 +242,7 @@ pub fn runs(dir: Option<String>, json: bool, watch: bool) -> Outcome {
 }
 
 fn runs_remote(addr: &str, json: bool, watch: bool) -> Outcome {
-    let r = parse_remote(addr)?;
+    let r = playdeck::host::ssh::parse_remote(addr).map_err(CmdError::Input)?;
     let mut args = vec!["runs"];
     if json {
         args.push("--json");
@@ -352,7 +251,10 @@ fn runs_remote(addr: &str, json: bool, watch: bool) -> Outcome {
         args.push("--watch");
     }
     let status = block_on(false, async move {
-        ssh(&r, &args).stdin(Stdio::null()).status().await
+        playdeck::host::ssh::command(&r, &args)
+            .stdin(Stdio::null())
+            .status()
+            .await
     })?
     .map_err(|e| CmdError::Failed(format!("cannot start ssh: {e}")))?;
     Ok(status.code().unwrap_or(1))
@@ -368,14 +270,14 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
     // A script's follower steps back for the run, and only itself (its
     // session, the script's and maybe the run's too, keeps its place), as
     // far as it can: nothing interactive waits on it.
-    if let Err(e) = rustix::process::nice(FOLLOWER_NICE) {
+    if let Err(e) = rustix::process::nice(playdeck::host::nice::FOLLOWER_NICE) {
         tracing::debug!("nice: {e}");
     }
     if !live {
         // A stopped run's log is the same lines: read from the file.
         if follow {
             return Err(CmdError::Refused(Failure::new(
-                playdeck::kernel::ErrorCode::NotLive,
+                playdeck::control::ErrorCode::NotLive,
                 format!(
                     "the run in {} is not live: nothing to follow (without --follow its log is printed)",
                     dir.display()
@@ -465,27 +367,6 @@ impl EndSeen {
 const HEAD: usize = 160;
 const FINISHED: &[u8] = b"\"type\":\"run_finished\"";
 
-#[cfg(test)]
-mod end_seen_tests {
-    use super::EndSeen;
-
-    #[test]
-    fn the_end_of_a_run_is_seen_across_chunks() {
-        let log = b"{\"v\":1,\"seq\":7,\"elapsed\":0.1,\"type\":\"started\"}\n{\"v\":1,\"seq\":8,\"elapsed\":0.2,\"type\":\"run_finished\",\"outcome\":\"succeeded\"}\n";
-        for cut in 0..log.len() {
-            let mut seen = EndSeen::default();
-            seen.feed(&log[..cut]);
-            seen.feed(&log[cut..]);
-            assert!(seen.finished, "cut at {cut}");
-            assert_eq!(seen.last_seq, Some(8));
-        }
-        let mut seen = EndSeen::default();
-        seen.feed(&log[..60]);
-        assert!(!seen.finished);
-        assert_eq!(seen.last_seq, Some(7));
-    }
-}
-
 /// Copies `r` to `out` chunk by chunk, telling `seen` each chunk.
 async fn copy_watching(
     mut r: impl tokio::io::AsyncRead + Unpin,
@@ -504,82 +385,23 @@ async fn copy_watching(
     }
 }
 
-/// A run host leaves the session of the terminal that started it, so the
-/// terminal's hangup (a closed pane, a dropped ssh session) never reaches
-/// it: the run outlives its console.
-pub fn host_session() {
-    if let Err(e) = rustix::process::setsid() {
-        tracing::warn!("the run host stays in its terminal's session: {e}");
-    }
-}
-
-/// How much a watcher (an attached console) steps back for the run on
-/// this machine's CPUs: as low as it goes. It still gets all of an idle
-/// core, so it keeps up whenever the run waits (on its agents, most of
-/// the time), and a key still draws in a few milliseconds (`cargo bench
-/// --bench attach`: 1–6 ms while a 100 000-operation run goes).
-pub const WATCHER_NICE: i32 = 19;
-
-/// A `ctl RUN events` follower: as low as it goes.
-pub const FOLLOWER_NICE: i32 = 19;
-
-/// Lowers this process's priority, and that of its scheduling group: with
-/// Linux's autogroups (on by default), nice orders processes only inside
-/// one terminal session's group, and a console is in its terminal's, not
-/// in the run host's. The group's nice is put back as the console leaves
-/// (see [`AutogroupNice`]).
-fn step_back() -> AutogroupNice {
-    if let Err(e) = rustix::process::nice(WATCHER_NICE) {
-        tracing::debug!("nice: {e}");
-    }
-    AutogroupNice::lower(WATCHER_NICE)
-}
-
-/// The autogroup nice this process's session had, restored when dropped.
-pub struct AutogroupNice(Option<i32>);
-
-const AUTOGROUP: &str = "/proc/self/autogroup";
-
-impl AutogroupNice {
-    fn lower(to: i32) -> AutogroupNice {
-        // `/autogroup-299 nice 0`
-        let was = std::fs::read_to_string(AUTOGROUP)
-            .ok()
-            .and_then(|s| s.rsplit(' ').next()?.trim().parse::<i32>().ok());
-        match was {
-            Some(n) if n < to && std::fs::write(AUTOGROUP, to.to_string()).is_ok() => {
-                AutogroupNice(Some(n))
-            }
-            _ => AutogroupNice(None),
-        }
-    }
-}
-
-impl Drop for AutogroupNice {
-    fn drop(&mut self) {
-        if let Some(n) = self.0 {
-            // Raising it back needs no privilege only up to where it was
-            // set by this session; a failure leaves it lowered, which is
-            // harmless.
-            let _ = std::fs::write(AUTOGROUP, n.to_string());
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod end_seen_tests {
+    use super::EndSeen;
 
     #[test]
-    fn ssh_addresses_are_read_with_their_parts() {
-        let r = parse_remote("ana@build1:2222/srv/proj#latest").unwrap();
-        assert_eq!(r.host, "ana@build1");
-        assert_eq!(r.port, Some(2222));
-        assert_eq!(r.path, "/srv/proj");
-        assert_eq!(r.run.as_deref(), Some("latest"));
-        let r = parse_remote("build1/~/proj").unwrap();
-        assert_eq!((r.port, r.path.as_str(), r.run), (None, "proj", None));
-        assert!(parse_remote("host:port/x").is_err());
-        assert!(parse_remote("-oProxyCommand=x/y").is_err());
+    fn the_end_of_a_run_is_seen_across_chunks() {
+        let log = b"{\"v\":1,\"seq\":7,\"elapsed\":0.1,\"type\":\"started\"}\n{\"v\":1,\"seq\":8,\"elapsed\":0.2,\"type\":\"run_finished\",\"outcome\":\"succeeded\"}\n";
+        for cut in 0..log.len() {
+            let mut seen = EndSeen::default();
+            seen.feed(&log[..cut]);
+            seen.feed(&log[cut..]);
+            assert!(seen.finished, "cut at {cut}");
+            assert_eq!(seen.last_seq, Some(8));
+        }
+        let mut seen = EndSeen::default();
+        seen.feed(&log[..60]);
+        assert!(!seen.finished);
+        assert_eq!(seen.last_seq, Some(7));
     }
 }

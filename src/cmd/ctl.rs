@@ -10,8 +10,9 @@ use serde::Serialize;
 use super::{CmdError, Outcome};
 use crate::cli::CapacityAction;
 use playdeck::capacity::{self, EnsureResult, ReleaseResult, StatusResult};
+use playdeck::control::ErrorCode;
 use playdeck::control::{self, Failure, Reply, RunStatus};
-use playdeck::kernel::{ErrorCode, Request};
+use playdeck::kernel::Request;
 
 /// `playdeck ctl RUN <request>`.
 pub fn ctl(run: &str, req: Request, json: bool) -> Outcome {
@@ -272,7 +273,7 @@ fn status_text(v: &RunStatus) -> String {
                 w.host,
                 w.busy,
                 w.slots,
-                w.beat_words(0.0)
+                playdeck::cluster::roster::beat_words(w, 0.0)
             );
         }
     }

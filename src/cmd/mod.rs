@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 use crate::cli::{Command, RunArgs};
 use playdeck::control::Failure;
 use playdeck::play::{LoadError, Play};
-use playdeck::session::StopSignal;
+use playdeck::session::{RunError, StopSignal};
 
 /// Writes to standard output. A closed pipe ends the process with 0:
 /// nothing went wrong on this side and the reader has what it wanted;
@@ -237,4 +237,27 @@ pub fn stop_requests() -> mpsc::UnboundedReceiver<StopSignal> {
         }
     }
     rx
+}
+
+fn run_error(e: RunError) -> CmdError {
+    match e {
+        RunError::Open(e) => CmdError::Input(e.to_string()),
+        RunError::Io(e) => CmdError::Failed(e.to_string()),
+    }
+}
+
+/// Logs to a daily file under `.playdeck/logs/` through a non-blocking
+/// writer; the guard must live until the end of the process.
+fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::EnvFilter;
+    let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(false)
+        .try_init()
+        .ok()?;
+    Some(guard)
 }

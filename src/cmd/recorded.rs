@@ -66,7 +66,7 @@ pub fn report(which: &str, format: ReportFormat, out: Option<&Path>) -> Outcome 
         ReportFormat::Json => format!("{:#}\n", r.to_json()),
     };
     match out {
-        Some(p) => playdeck::store::write_atomic(p, text.as_bytes())
+        Some(p) => playdeck::files::write_atomic(p, text.as_bytes())
             .map_err(|e| CmdError::Input(format!("report: cannot write {}: {e}", p.display())))?,
         None => say!("{text}"),
     }

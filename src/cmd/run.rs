@@ -7,13 +7,14 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::{
-    CmdError, Outcome, block_on, check_console_config, load, need_terminal, stop_requests,
+    CmdError, Outcome, block_on, check_console_config, load, need_terminal, run_error,
+    start_logging, stop_requests,
 };
 use crate::cli::{ApproveArg, FormatArg, ResumeArgs, RunArgs};
 use playdeck::headless::{self, Format, HeadlessOptions};
 use playdeck::kernel::ApprovalPolicy;
 use playdeck::play::Play;
-use playdeck::session::{RunError, SessionOptions};
+use playdeck::session::SessionOptions;
 
 pub fn run(args: RunArgs) -> Outcome {
     if let Some(url) = &args.nats {
@@ -22,7 +23,7 @@ pub fn run(args: RunArgs) -> Outcome {
             .map_err(|(message, _)| CmdError::Input(format!("--nats {message}")))?;
     }
     if args.host {
-        super::attach::host_session();
+        playdeck::host::leave_terminal_session();
     }
     if args.headless || args.host {
         log_to_stderr();
@@ -123,13 +124,6 @@ fn console(play: &Play, args: &RunArgs) -> Outcome {
     Ok(exit.code)
 }
 
-pub(super) fn run_error(e: RunError) -> CmdError {
-    match e {
-        RunError::Open(e) => CmdError::Input(e.to_string()),
-        RunError::Io(e) => CmdError::Failed(e.to_string()),
-    }
-}
-
 /// `playdeck resume RUN`: the play is `--play`, else where the run's play
 /// was when it started, else the copy in the run directory.
 pub fn resume(
@@ -157,22 +151,6 @@ pub fn resume(
         retry,
         host: a.host,
     })
-}
-
-/// Logs to a daily file under `.playdeck/logs/` through a non-blocking
-/// writer; the guard must live until the end of the process.
-pub(super) fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    use tracing_subscriber::EnvFilter;
-    let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
-    let (writer, guard) = tracing_appender::non_blocking(appender);
-    let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(false)
-        .try_init()
-        .ok()?;
-    Some(guard)
 }
 
 /// Headless, the log goes to stderr, and only when `PLAYDECK_LOG` asks

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use playdeck::cluster::{self, wire, worker::WorkerOptions};
+use playdeck::cluster::{self, wire};
+use playdeck::worker::WorkerOptions;
 
 use super::{CmdError, Outcome, block_on, stop_requests};
 use crate::cli::WorkerArgs;
@@ -70,7 +71,7 @@ pub fn worker(args: WorkerArgs) -> Outcome {
             let _ = stop.recv().await;
             let _ = second.send(());
         });
-        cluster::worker::serve(
+        playdeck::worker::serve(
             conn,
             opts,
             async move {

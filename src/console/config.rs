@@ -75,7 +75,8 @@ struct ConfigFile {
     theme: Option<(String, Option<(usize, usize)>)>,
     bell: Option<bool>,
     keys: Vec<KeyEntry>,
-    /// Read by runs (see [`user_notify`]) and checked by the console.
+    /// Read by runs (`session::notify::user_notify`) and checked by the
+    /// console.
     notify: Option<Result<crate::play::notify_section::NotifyConfig, ConfigError>>,
 }
 
@@ -86,15 +87,6 @@ struct KeyEntry {
     keys: Vec<String>,
     name_at: Option<(usize, usize)>,
     value_at: Option<(usize, usize)>,
-}
-
-/// `[notify]` in the user's config: used by runs whose play has none.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UserNotify {
-    command: Vec<String>,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,32 +143,14 @@ impl ConfigFile {
                     }),
                 },
                 "notify" => {
-                    out.notify = Some(match UserNotify::deserialize(v()) {
-                        Ok(n) if n.command.is_empty() => Err(ConfigError::Invalid {
-                            // At the empty list itself, not the table's header.
-                            path: located(
-                                file,
-                                place(match value.get_ref() {
-                                    DeValue::Table(t) => t
-                                        .iter()
-                                        .find(|(k, _)| k.get_ref() == "command")
-                                        .map_or(value.span(), |(_, v)| v.span()),
-                                    _ => value.span(),
-                                }),
-                            ),
-                            message:
-                                "[notify] command is empty; give the program and its arguments"
-                                    .into(),
-                        }),
-                        Ok(n) => Ok(crate::play::notify_section::NotifyConfig {
-                            command: n.command,
-                            timeout_ms: n
-                                .timeout_ms
-                                .unwrap_or(crate::play::notify_section::DEFAULT_TIMEOUT_MS)
-                                .clamp(100, 600_000),
-                        }),
-                        Err(e) => Err(toml_error(e)),
-                    });
+                    use crate::play::notify_section::{UserNotifyError, from_user_config};
+                    out.notify = Some(from_user_config(value).map_err(|e| match e {
+                        UserNotifyError::Empty { at } => ConfigError::Invalid {
+                            path: located(file, place(at)),
+                            message: UserNotifyError::EMPTY.into(),
+                        },
+                        UserNotifyError::Toml(e) => toml_error(e),
+                    }));
                 }
                 other => errors.push(ConfigError::Invalid {
                     path: located(file, place(key.span())),
@@ -213,22 +187,6 @@ impl ConfigFile {
             error: e,
         }
     }
-}
-
-/// The user's `[notify]` (in `config.toml` of the config directory), if
-/// any; an unreadable file, a syntax error or a bad `[notify]` is an error
-/// naming it. The rest of the file is the console's to judge.
-pub fn user_notify() -> Result<Option<crate::play::notify_section::NotifyConfig>, ConfigError> {
-    let Some(path) = config_dir().map(|d| d.join("config.toml")) else {
-        return Ok(None);
-    };
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = FileError::read(&path)?;
-    let (file, _) =
-        ConfigFile::read(&path.display().to_string(), &text).map_err(ConfigError::Syntax)?;
-    file.notify.transpose()
 }
 
 pub struct ConsoleConfig {

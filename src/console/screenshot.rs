@@ -298,7 +298,7 @@ pub fn screenshot(play: &Play, opts: &ShotOptions) -> std::io::Result<()> {
         opts.runs_dir.clone(),
     ))?;
     let svg = super::svg::render(&buffer, &theme);
-    crate::store::write_atomic(&opts.out, svg.as_bytes())
+    crate::files::write_atomic(&opts.out, svg.as_bytes())
 }
 
 /// A `--size` that is not WIDTHxHEIGHT within bounds.

@@ -5,8 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::ErrorCode;
 use super::{Failure, Reply, socket_path};
-use crate::kernel::{ErrorCode, Request};
+use crate::kernel::Request;
 
 /// Sends one request to a live run's socket and returns its answer.
 /// How long `ctl` waits for a live run's answer: longer than any command

@@ -13,9 +13,10 @@ use tokio::io::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::ErrorCode;
 use super::client::{connect_failure, decode};
 use super::{Failure, Reply, socket_path};
-use crate::kernel::{ErrorCode, Request, Signal};
+use crate::kernel::{Request, Signal};
 
 /// Signals queued for a console that is busy drawing: when full, the
 /// connection stops being read and the run's side waits in its file, not

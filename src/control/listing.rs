@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::console::text::fit;
 use crate::kernel::{Signal, SignalKind};
+use crate::printable::fit::fit;
 
 /// One run, as the list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,7 +48,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<RunRow>> {
         .map(|e| e.path())
         .filter(|p| p.join("play.toml").is_file())
         // Another user's run is not listed as one of yours.
-        .filter(|p| crate::store::not_yours(p).is_none())
+        .filter(|p| crate::files::not_yours(p).is_none())
         .map(|p| row(&p))
         .collect();
     rows.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));

@@ -5,6 +5,7 @@
 //! and status requests are answered here.
 
 mod client;
+mod codes;
 pub mod link;
 pub mod listing;
 mod peer;
@@ -20,10 +21,11 @@ use crate::capacity::{
     CapacityError, EnsureResult, Outcome, Reconciler, ReleaseResult, StatusResult,
 };
 use crate::kernel::{
-    Answer, CommandError, ErrorCode, Lane, NodeStatus, Request, RunHandle, signal::LaneCounts,
+    Answer, CommandError, Lane, NodeStatus, Request, RunHandle, signal::LaneCounts,
 };
 
 pub use client::send;
+pub use codes::ErrorCode;
 pub use runs::resolve_run;
 pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_path};
 pub use stream::{WelcomeParts, bridge, seq_of};
@@ -142,7 +144,7 @@ impl Failure {
 
 impl From<CommandError> for Failure {
     fn from(e: CommandError) -> Self {
-        Failure::new(e.code(), e.to_string())
+        Failure::new(ErrorCode::from(&e), e.to_string())
     }
 }
 
@@ -177,7 +179,7 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<StatusResult>,
     /// What the run spent, against its caps: `3.20/10.00 USD (32%) ·
-    /// 12 400 tokens`; a cap that holds work back is in `state`.
+    /// 12 400 tok`; a cap that holds work back is in `state`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<String>,
     /// The run's spend: USD, tokens.
@@ -222,7 +224,7 @@ fn workers_now(snap: &crate::kernel::Snapshot) -> Option<Vec<crate::kernel::Work
 /// `3 · busy 5/48 · 1 silent`
 pub fn workers_summary(ws: &[crate::kernel::WorkerSeen]) -> String {
     let silent = ws.iter().filter(|w| w.silent()).count();
-    let mut s = crate::kernel::WorkerSeen::load(ws);
+    let mut s = crate::cluster::roster::load_words(ws);
     if silent > 0 {
         s.push_str(&format!(" · {silent} silent"));
     }
@@ -278,25 +280,6 @@ pub async fn apply(
     }
 }
 
-/// `3.20/10.00 USD (32%) · 12400 tokens`; nothing before anything was
-/// spent or capped.
-pub fn spend_words(spent: (f64, f64), b: Option<&crate::kernel::spend::Budget>) -> Option<String> {
-    use crate::kernel::spend::Measure;
-    let caps = (b.and_then(|b| b.usd), b.and_then(|b| b.tokens));
-    if spent == (0.0, 0.0) && caps == (None, None) {
-        return None;
-    }
-    let one = |m: Measure, x: f64, cap: Option<f64>| match cap {
-        Some(c) => format!("{} ({:.0}%)", m.show(x, c), 100.0 * x / c),
-        None => m.amount(x),
-    };
-    Some(format!(
-        "{} · {}",
-        one(Measure::Usd, spent.0, caps.0),
-        one(Measure::Tokens, spent.1, caps.1)
-    ))
-}
-
 /// The run at a glance, from one consistent snapshot.
 pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunStatus, Failure> {
     let snap = h
@@ -344,7 +327,7 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
             max_spawn: snap.run.max_spawn,
         },
         capacity: capacity.map(|c| c.status()),
-        spend: spend_words(snap.run.spent, snap.run.budget.as_ref()),
+        spend: crate::kernel::spend::spend_words(snap.run.spent, snap.run.budget.as_ref()),
         spent: snap.run.spent,
         budget_used: snap
             .run

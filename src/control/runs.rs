@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::ErrorCode;
 use super::Failure;
-use crate::kernel::ErrorCode;
 
 /// A path, a run id under `.playdeck/runs`, or `latest` (the most recently
 /// started run there).
@@ -28,8 +28,8 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
             .filter(|e| e.path().is_dir())
             // Only yours: another user's run is never the latest of yours.
             .filter(|e| {
-                crate::store::not_yours(&e.path()).is_none()
-                    && crate::store::not_yours(&e.path().join("play.toml")).is_none()
+                crate::files::not_yours(&e.path()).is_none()
+                    && crate::files::not_yours(&e.path().join("play.toml")).is_none()
             })
             .filter_map(|e| {
                 let t = e
@@ -51,7 +51,7 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
     for dir in [direct, by_id.as_path()] {
         match std::fs::metadata(dir.join("play.toml")) {
             Ok(m) if m.is_file() => {
-                if let Some(why) = crate::store::not_yours(dir) {
+                if let Some(why) = crate::files::not_yours(dir) {
                     return Err(refuse(why));
                 }
                 if dir == by_id.as_path() {

@@ -19,11 +19,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
+use super::ErrorCode;
 use super::client::encode;
 use super::stream::{Consoles, MAX_WATCHERS, StreamCtx, Subscribe};
 use super::{Failure, apply};
 use crate::capacity::Reconciler;
-use crate::kernel::{ErrorCode, Request, RunHandle};
+use crate::kernel::{Request, RunHandle};
 
 pub const SOCKET_DIR: &str = "ctl";
 pub const SOCKET_NAME: &str = "control.sock";

@@ -19,10 +19,11 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
+use super::ErrorCode;
 use super::client::encode;
 use super::{Failure, apply};
 use crate::capacity::Reconciler;
-use crate::kernel::{ErrorCode, Request, RunHandle};
+use crate::kernel::{Request, RunHandle};
 
 /// How often a follower looks for new lines at the end of the log.
 const POLL: Duration = Duration::from_millis(25);

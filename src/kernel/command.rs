@@ -4,7 +4,6 @@
 //! and [`FromStr`] the stdin grammar, so adding a command touches this enum
 //! and the code that carries it out, nothing else.
 
-use std::fmt;
 use std::str::FromStr;
 
 use clap::{CommandFactory, Parser};
@@ -389,74 +388,6 @@ pub enum Answer {
     },
 }
 
-/// Machine-readable error codes, the same on every surface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    UnknownOperation,
-    NoApprovalGate,
-    AlreadyDecided,
-    CannotHold,
-    NotHeld,
-    NotPaused,
-    NotWaiting,
-    RunFinished,
-    CannotRetry,
-    /// A control line or request that is not a command.
-    BadRequest,
-    NoCapacity,
-    UnknownProfile,
-    DuplicateProfile,
-    OverMaxInstances,
-    OverMaxNodes,
-    BadProfile,
-    /// The run is not live (no control socket answers).
-    NotLive,
-    /// No such run directory.
-    NoRun,
-    Io,
-    /// The run is not reactive: nothing can join it.
-    NotReactive,
-    /// Admission dropped what was added (the ledger has the row).
-    Dropped,
-    /// A release named an instance the run does not have.
-    UnknownInstance,
-    /// The request came from one of the run's own agent processes.
-    PeerIsAgent,
-    /// A read-only console (`attach --read-only`) asked for a change.
-    ReadOnly,
-    /// The run has as many watchers as it serves.
-    TooManyWatchers,
-    /// A code this build does not know (a newer peer).
-    #[serde(other)]
-    Other,
-}
-
-impl ErrorCode {
-    /// Mistakes in what was typed exit 2; refusals and runs that are not
-    /// live exit 1.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            ErrorCode::NoRun
-            | ErrorCode::BadRequest
-            | ErrorCode::UnknownProfile
-            | ErrorCode::DuplicateProfile
-            | ErrorCode::OverMaxInstances
-            | ErrorCode::OverMaxNodes
-            | ErrorCode::BadProfile
-            | ErrorCode::UnknownInstance => 2,
-            _ => 1,
-        }
-    }
-
-    pub fn as_str(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "other".into())
-    }
-}
-
 /// Why the kernel refused a command.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CommandError {
@@ -492,32 +423,6 @@ pub enum CommandError {
         reason: &'static str,
         detail: String,
     },
-}
-
-impl CommandError {
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            CommandError::UnknownOperation(_) => ErrorCode::UnknownOperation,
-            CommandError::NoApprovalGate { .. } => ErrorCode::NoApprovalGate,
-            CommandError::AlreadyDecided { .. } => ErrorCode::AlreadyDecided,
-            CommandError::CannotHold { .. } => ErrorCode::CannotHold,
-            CommandError::NotHeld { .. } => ErrorCode::NotHeld,
-            CommandError::NotPaused => ErrorCode::NotPaused,
-            CommandError::NotWaiting { .. } => ErrorCode::NotWaiting,
-            CommandError::RunFinished => ErrorCode::RunFinished,
-            CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
-            CommandError::BadRequest(_) => ErrorCode::BadRequest,
-            CommandError::NoCapacity => ErrorCode::NoCapacity,
-            CommandError::NotReactive => ErrorCode::NotReactive,
-            CommandError::Dropped { .. } => ErrorCode::Dropped,
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.as_str())
-    }
 }
 
 #[cfg(test)]
@@ -566,7 +471,7 @@ mod tests {
     #[test]
     fn bad_lines_name_the_problem_and_every_command() {
         let e = "explode".parse::<Request>().unwrap_err();
-        assert_eq!(e.code(), ErrorCode::BadRequest);
+        assert!(matches!(e, CommandError::BadRequest(_)), "{e:?}");
         let msg = e.to_string();
         assert!(msg.contains("explode"), "{msg}");
         assert!(
@@ -582,14 +487,5 @@ mod tests {
         assert!(e.contains("at least 1"), "{e}");
         let e = "deny 'ship".parse::<Request>().unwrap_err().to_string();
         assert!(e.contains("unclosed quote"), "{e}");
-    }
-
-    #[test]
-    fn codes_are_snake_case_and_unknown_ones_survive() {
-        assert_eq!(ErrorCode::UnknownOperation.as_str(), "unknown_operation");
-        let c: ErrorCode = serde_json::from_str("\"from_the_future\"").unwrap();
-        assert_eq!(c, ErrorCode::Other);
-        assert_eq!(ErrorCode::BadRequest.exit_code(), 2);
-        assert_eq!(ErrorCode::RunFinished.exit_code(), 1);
     }
 }

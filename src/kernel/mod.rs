@@ -27,7 +27,7 @@ pub use agent::{
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,
 };
-pub use command::{Answer, CommandError, ErrorCode, Request};
+pub use command::{Answer, CommandError, Request};
 pub use control::{ApprovalPolicy, NewOperation, Observed, RunHandle, Subscription};
 pub use envelope::Envelope;
 pub use executor::{

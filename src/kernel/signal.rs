@@ -547,28 +547,8 @@ pub struct WorkerSeen {
 pub const WORKER_SILENT_SECS: f64 = 6.0;
 
 impl WorkerSeen {
-    /// How many workers and their load: `3 · busy 4/12`.
-    pub fn load(ws: &[WorkerSeen]) -> String {
-        let busy: usize = ws.iter().map(|w| w.busy).sum();
-        let slots: usize = ws.iter().map(|w| w.slots).sum();
-        format!("{} · busy {busy}/{slots}", ws.len())
-    }
-
     pub fn silent(&self) -> bool {
         self.beat_age >= WORKER_SILENT_SECS
-    }
-
-    /// Its last heartbeat in words, `since` seconds after it was seen:
-    /// `beating` while beats come (a silent worker would have been said
-    /// again), else how long it has been silent.
-    pub fn beat_words(&self, since: f64) -> String {
-        if self.silent() {
-            format!("silent {:.0}s", self.beat_age + since.max(0.0))
-        } else if self.draining {
-            "draining".into()
-        } else {
-            "beating".into()
-        }
     }
 }
 

@@ -44,6 +44,34 @@ impl Measure {
     }
 }
 
+/// What was spent against the run's caps, in the one form every surface
+/// shows (the console's header and budgets pane, `ctl status`, the
+/// report): `3.20/10.00 USD (32%) · 12 400/50 000 tok (25%)`, or without
+/// caps `3.20 USD · 12 400 tok`; nothing before anything was spent or
+/// capped.
+pub fn spend_words(spent: (f64, f64), budget: Option<&Budget>) -> Option<String> {
+    use crate::printable::fit::group;
+    let caps = (budget.and_then(|b| b.usd), budget.and_then(|b| b.tokens));
+    if spent == (0.0, 0.0) && caps == (None, None) {
+        return None;
+    }
+    let pct = |x: f64, cap: f64| format!(" ({:.0}%)", 100.0 * x / cap);
+    let usd = match caps.0 {
+        Some(cap) => format!("{:.2}/{cap:.2} USD{}", spent.0, pct(spent.0, cap)),
+        None => format!("{:.2} USD", spent.0),
+    };
+    let tokens = match caps.1 {
+        Some(cap) => format!(
+            "{}/{} tok{}",
+            group(spent.1 as usize),
+            group(cap as usize),
+            pct(spent.1, cap)
+        ),
+        None => format!("{} tok", group(spent.1 as usize)),
+    };
+    Some(format!("{usd} · {tokens}"))
+}
+
 /// A cap the operator raised, as the answer says it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RaisedCap {

@@ -134,7 +134,7 @@ impl Provisioner for RunProvisioner {
             // Everything is resolved; the directory is the last step, so a
             // failure above leaves nothing behind.
             if let Some(dir) = &dir {
-                crate::store::private_dir(dir).map_err(|error| ProvisionError::ArtifactDir {
+                crate::files::private_dir(dir).map_err(|error| ProvisionError::ArtifactDir {
                     dir: dir.clone(),
                     error,
                 })?;

@@ -532,7 +532,7 @@ fn add_notify(
 ) -> Option<notify::Delivery> {
     let cfg = match &play.notify {
         Some(n) => Some(n.clone()),
-        None => crate::console::config::user_notify().unwrap_or_else(|e| {
+        None => notify::user_notify().unwrap_or_else(|e| {
             tracing::warn!("{e}");
             // A closed stderr loses the warning, not the run.
             let _ = writeln!(

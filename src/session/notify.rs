@@ -341,6 +341,45 @@ async fn deliver(
     (out, false)
 }
 
+/// The user's `[notify]` (in `config.toml` of the config directory), if
+/// any: used by runs whose play has none. An unreadable file, a syntax
+/// error or a bad `[notify]` is an error naming the file, line and column;
+/// the rest of the file is the console's to judge.
+pub fn user_notify() -> Result<Option<NotifyConfig>, String> {
+    user_notify_in(crate::paths::config_dir().as_deref())
+}
+
+/// [`user_notify`] from the config directory `dir`.
+fn user_notify_in(dir: Option<&std::path::Path>) -> Result<Option<NotifyConfig>, String> {
+    use crate::play::notify_section::{UserNotifyError, from_user_config};
+    let Some(path) = dir.map(|d| d.join("config.toml")) else {
+        return Ok(None);
+    };
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+    let at = |offset: usize| {
+        let (line, col) = crate::play::diag::line_col(&text, offset);
+        format!("{file}:{line}:{col}")
+    };
+    let toml_error = |e: &toml::de::Error| match e.span() {
+        Some(s) => format!("{}: {}", at(s.start), e.message().trim_end()),
+        None => format!("{file}: {}", e.message().trim_end()),
+    };
+    let doc = toml::de::DeTable::parse(&text).map_err(|e| toml_error(&e))?;
+    let Some((_, value)) = doc.get_ref().iter().find(|(k, _)| k.get_ref() == "notify") else {
+        return Ok(None);
+    };
+    from_user_config(value).map(Some).map_err(|e| match e {
+        UserNotifyError::Empty { at: span } => {
+            format!("{}: {}", at(span.start), UserNotifyError::EMPTY)
+        }
+        UserNotifyError::Toml(e) => toml_error(&e),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +428,36 @@ mod tests {
             "3 operations wait for approval in run r: a, b, c"
         );
         assert_eq!(take(&mut q).unwrap()["event"], "budget_warning");
+    }
+
+    #[test]
+    fn the_users_notify_is_read_and_a_bad_one_is_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Some(dir.path());
+        assert_eq!(user_notify_in(d), Ok(None), "no config file");
+        let write = |text: &str| std::fs::write(dir.path().join("config.toml"), text).unwrap();
+        write("theme = \"light\"\n");
+        assert_eq!(user_notify_in(d), Ok(None), "no [notify]");
+        write("bell = true\n[notify]\ncommand = [\"notify-send\", \"pd\"]\n");
+        let n = user_notify_in(d).unwrap().unwrap();
+        assert_eq!(n.command, ["notify-send", "pd"]);
+        assert_eq!(
+            n.timeout_ms,
+            crate::play::notify_section::DEFAULT_TIMEOUT_MS
+        );
+        write("[notify]\ncommand = []\n");
+        let e = user_notify_in(d).unwrap_err();
+        assert!(
+            e.ends_with(
+                "config.toml:2:11: [notify] command is empty; give the program and its arguments"
+            ),
+            "{e}"
+        );
+        write("[notify]\ncommand = [\"x\"]\nwhen = 1\n");
+        let e = user_notify_in(d).unwrap_err();
+        assert!(e.contains("config.toml:3:1: unknown field `when`"), "{e}");
+        write("[notify\n");
+        let e = user_notify_in(d).unwrap_err();
+        assert!(e.contains("config.toml:1:"), "{e}");
     }
 }

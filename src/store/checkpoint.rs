@@ -98,7 +98,7 @@ impl Checkpoint {
     /// Writes it atomically (temporary file, fsync, rename, fsync of the
     /// directory), serialised straight into the file.
     pub fn write(&self, path: &Path) -> std::io::Result<u64> {
-        crate::store::write_atomic_with(path, |w| {
+        crate::files::write_atomic_with(path, |w| {
             let mut counted = Counted { inner: w, n: 0 };
             serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
             counted.write_all(b"\n")?;

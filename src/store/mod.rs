@@ -3,7 +3,7 @@
 //! and the result envelope.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +17,11 @@ pub use lock::RunLock;
 pub mod report;
 pub mod results;
 pub mod resume;
-pub mod writeback;
 
+use crate::files::{
+    append_private, commit_temp, not_yours, private_dir, write_atomic, write_atomic_with,
+    write_temp, writeback,
+};
 use crate::kernel::{Envelope, Signal, SignalSink, SinkError};
 
 pub const RUNS_DIR: &str = ".playdeck/runs";
@@ -29,87 +32,6 @@ pub fn new_run_id() -> String {
     let digits: String = now.chars().filter(char::is_ascii_digit).collect();
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..4];
     format!("{}-{}-{suffix}", &digits[..8], &digits[8..14])
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, fsync, rename, fsync of the directory. Readers see the old or
-/// the new file, never half, and a power loss keeps one of them.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// [`write_atomic`] with the content written by `fill` into a buffered
-/// writer (large files are serialised straight to disk).
-pub fn write_atomic_with<T>(
-    path: &Path,
-    fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
-) -> io::Result<T> {
-    // An error names the file meant, not the temporary one beside it.
-    let named = |e: io::Error| {
-        // tempfile's errors name the temporary path: the OS error alone.
-        let why = e.to_string();
-        let why = why.split(" at path \"").next().unwrap_or(&why);
-        io::Error::new(e.kind(), format!("cannot write {}: {why}", path.display()))
-    };
-    let (tmp, out) = write_temp(path, fill).map_err(named)?;
-    commit_temp(tmp, path).map_err(named)?;
-    Ok(out)
-}
-
-/// The first half of [`write_atomic_with`]: the content in a temporary
-/// file beside `path`, written but not yet on disk.
-fn write_temp<T>(
-    path: &Path,
-    fill: impl FnOnce(&mut BufWriter<writeback::WriteBehind<'_>>) -> io::Result<T>,
-) -> io::Result<(tempfile::NamedTempFile, T)> {
-    let mut tmp = tempfile::NamedTempFile::new_in(parent_of(path))?;
-    let out = {
-        let mut w =
-            BufWriter::with_capacity(256 * 1024, writeback::WriteBehind::new(tmp.as_file_mut()));
-        let out = fill(&mut w)?;
-        w.flush()?;
-        out
-    };
-    Ok((tmp, out))
-}
-
-/// The second half: fsync, rename over `path`, fsync of the directory.
-fn commit_temp(tmp: tempfile::NamedTempFile, path: &Path) -> io::Result<()> {
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(parent_of(path))
-}
-
-fn parent_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// Creates `path` (and missing parents) for the owner only (0700): a run
-/// directory holds agents' prompts, output and results.
-/// Why `path` is not yours alone, if it is not: owned by another user, or
-/// writable by others (a shared 1777 project folder where another user
-/// made `.playdeck`). None when it is yours, or not there.
-pub fn not_yours(path: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = fs::symlink_metadata(path).ok()?;
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me {
-        return Some(format!(
-            "{} belongs to another user (uid {})",
-            path.display(),
-            meta.uid()
-        ));
-    }
-    if meta.is_dir() && meta.mode() & 0o022 != 0 {
-        return Some(format!(
-            "{} can be written by other users (mode {:o})",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    None
 }
 
 /// The default runs directory and its `.playdeck`, when they are there,
@@ -125,15 +47,6 @@ pub fn runs_dir_is_yours() -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-pub fn private_dir(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
 }
 
 /// What playdeck itself leaves in a run directory before its event log
@@ -204,21 +117,6 @@ fn claim_dir(path: &Path) -> io::Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Opens `path` for appending, creating it readable by the owner only.
-pub fn append_private(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// fsync of a directory: a rename or a new file in it survives power loss.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// The play's copy being written into a run directory.
@@ -554,16 +452,6 @@ mod tests {
         let b = new_run_id();
         assert_eq!(a.len(), "20261129-192505-abcd".len());
         assert_ne!(a, b);
-    }
-
-    #[test]
-    fn atomic_write_replaces_whole_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

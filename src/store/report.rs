@@ -124,7 +124,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageTotal>,
     /// The spend against the caps in force at the end (raises included):
-    /// `4.20/5.00 USD (84%) · 2200/400000 tokens (1%)`.
+    /// `4.20/5.00 USD (84%) · 2 200/400 000 tok (1%)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<String>,
     /// Each cap reached and each raise, in order, with who raised it.
@@ -248,11 +248,9 @@ impl Report {
                 .collect(),
             warnings: p.warnings.iter().map(|(_, w)| w.clone()).collect(),
             usage,
-            budget: p
-                .spend
-                .budget
-                .as_ref()
-                .and_then(|b| crate::control::spend_words((p.spend.usd, p.spend.tokens), Some(b))),
+            budget: p.spend.budget.as_ref().and_then(|b| {
+                crate::kernel::spend::spend_words((p.spend.usd, p.spend.tokens), Some(b))
+            }),
             spend_caps: p.spend.caps.clone(),
         }
     }
@@ -547,7 +545,7 @@ pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, ReportErro
     let signals = super::resume::read_log(&dir.join("events.jsonl"))?;
     let md = Report::from_signals(&signals).to_markdown();
     let path = dir.join("report.md");
-    match super::write_atomic(&path, md.as_bytes()) {
+    match crate::files::write_atomic(&path, md.as_bytes()) {
         Ok(()) => Ok(path),
         Err(source) => Err(ReportError::Write { path, source }),
     }

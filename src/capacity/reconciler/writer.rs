@@ -27,7 +27,7 @@ pub(super) enum Persist {
 /// The writer thread: appends events, rewrites the state file atomically
 /// (coalescing bursts to the latest state), removes worktrees.
 pub(super) fn writer_loop(rx: mpsc::Receiver<Persist>, file_path: PathBuf, events_path: PathBuf) {
-    let mut events = match crate::store::append_private(&events_path) {
+    let mut events = match crate::files::append_private(&events_path) {
         Ok(f) => Some(std::io::BufWriter::new(f)),
         Err(e) => {
             tracing::error!(path = %events_path.display(), "cannot open capacity events: {e}");
@@ -37,7 +37,7 @@ pub(super) fn writer_loop(rx: mpsc::Receiver<Persist>, file_path: PathBuf, event
     let write_file = |file: &CapacityFile| {
         let mut bytes = serde_json::to_vec_pretty(file).expect("serialisable");
         bytes.push(b'\n');
-        if let Err(e) = crate::store::write_atomic(&file_path, &bytes) {
+        if let Err(e) = crate::files::write_atomic(&file_path, &bytes) {
             tracing::error!(path = %file_path.display(), "cannot write capacity state: {e}");
         }
     };

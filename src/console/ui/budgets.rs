@@ -132,8 +132,8 @@ fn spend_gauges(s: &crate::projection::SpendState) -> Vec<(String, f64, f64)> {
 /// 1 200/5 000 tok`), or what the run spent when nothing caps it.
 fn spend_lines(s: &crate::projection::SpendState) -> Vec<(Option<String>, String)> {
     let Some(b) = &s.budget else {
-        return super::header::spend_words(s)
-            .map(|w| (None, w.trim_start_matches("spend ").to_string()))
+        return crate::kernel::spend::spend_words((s.usd, s.tokens), None)
+            .map(|w| (None, w))
             .into_iter()
             .collect();
     };

@@ -249,7 +249,7 @@ const NO_LIMITS: &str = "no [capacity]: operations run without instance limits";
 /// The workers' title: `workers 3 · busy 5/48`, and when the list was
 /// said if the run has ended since.
 fn workers_title(app: &App, workers: &[crate::kernel::WorkerSeen]) -> String {
-    let mut s = format!("workers {}", crate::kernel::WorkerSeen::load(workers));
+    let mut s = format!("workers {}", crate::cluster::roster::load_words(workers));
     if app.vm.run.finished.is_some() {
         s.push_str(" · when the run ended");
     }
@@ -273,7 +273,10 @@ fn worker_line(
     // A finished run does not know who beats now.
     let finished = app.vm.run.finished.is_some();
     if !finished || w.silent() {
-        tail.push_str(&format!(" · {}", w.beat_words(app.clock - said_at)));
+        tail.push_str(&format!(
+            " · {}",
+            crate::cluster::roster::beat_words(w, app.clock - said_at)
+        ));
     }
     let color = if w.silent() {
         t.warning

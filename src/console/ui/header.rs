@@ -14,28 +14,11 @@ use crate::console::app::App;
 use crate::console::text::{fit, group, width};
 use crate::kernel::Lane;
 
-/// `spend 3.20/10.00 USD (32%) · 12 400 tok`, or without a cap `spend
-/// 3.20 USD · 12 400 tok`; nothing before anything was spent or capped.
+/// `spend 3.20/10.00 USD (32%) · 12 400 tok`; nothing before anything was
+/// spent or capped.
 pub fn spend_words(s: &crate::projection::SpendState) -> Option<String> {
-    let b = s.budget.as_ref();
-    if s.usd == 0.0 && s.tokens == 0.0 && b.is_none_or(|b| b.usd.is_none() && b.tokens.is_none()) {
-        return None;
-    }
-    let pct = |spent: f64, cap: f64| format!(" ({:.0}%)", 100.0 * spent / cap);
-    let usd = match b.and_then(|b| b.usd) {
-        Some(cap) => format!("{:.2}/{cap:.2} USD{}", s.usd, pct(s.usd, cap)),
-        None => format!("{:.2} USD", s.usd),
-    };
-    let tokens = match b.and_then(|b| b.tokens) {
-        Some(cap) => format!(
-            "{}/{} tok{}",
-            group(s.tokens as usize),
-            group(cap as usize),
-            pct(s.tokens, cap)
-        ),
-        None => format!("{} tok", group(s.tokens as usize)),
-    };
-    Some(format!("spend {usd} · {tokens}"))
+    crate::kernel::spend::spend_words((s.usd, s.tokens), s.budget.as_ref())
+        .map(|w| format!("spend {w}"))
 }
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {

@@ -5,6 +5,8 @@
 //! show agent text only through `printable`, so neither can be driven by
 //! it. A leaf: it imports nothing of playdeck.
 
+pub mod fit;
+
 use std::borrow::Cow;
 
 const ESC: char = '\u{1b}';
