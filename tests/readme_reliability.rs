@@ -1,10 +1,11 @@
-//! The README's reliability promises name the tests that show them; each
-//! named test must exist, so a promise cannot outlive its proof.
+//! The reliability promises (`docs/reliability.md`, linked from the
+//! README) name the tests that show them; each named test must exist, so a
+//! promise cannot outlive its proof.
 
 use std::path::{Path, PathBuf};
 
 /// The heading of the section that holds the promises and their tests.
-const SECTION: &str = "\n## Reliability\n";
+const SECTION: &str = "\n## Promises and the tests that show them\n";
 
 /// Every file named `name` under `dir`, at any depth: a test file may sit
 /// in its tier's folder (`tests/cli/headless_cli.rs`) or at the top.
@@ -22,11 +23,11 @@ fn files_named(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_reliability_promise_names_a_test_that_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/reliability.md")).unwrap();
     let section = page
         .split(SECTION)
         .nth(1)
-        .expect("README has a Reliability section")
+        .expect("docs/reliability.md has the promises' section")
         .split("\n## ")
         .next()
         .unwrap();
@@ -59,7 +60,7 @@ fn every_reliability_promise_names_a_test_that_exists() {
             files_named(&root.join("tests"), &format!("{f}.rs"), &mut found);
             assert!(
                 !found.is_empty(),
-                "the README names {f} {name}, and there is no {f}.rs under tests/"
+                "docs/reliability.md names {f} {name}, and there is no {f}.rs under tests/"
             );
             let defined = found.iter().any(|p| {
                 std::fs::read_to_string(p)
@@ -68,7 +69,7 @@ fn every_reliability_promise_names_a_test_that_exists() {
             });
             assert!(
                 defined,
-                "the README names {f} {name}, which {} does not define",
+                "docs/reliability.md names {f} {name}, which {} does not define",
                 found
                     .iter()
                     .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
