@@ -428,7 +428,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         err.contains("\"usd=abc\": the amount is not a number"),
         "{err}"
     );
-    // Two caps in one --raise, as the README writes it; the answer says
+    // Two caps in one --raise, as docs/budgets.md writes it; the answer says
     // each cap before and after and what is left (issue 38: it said
     // `ok: ok: budget`, and a second value was refused).
     let (code, out, err) = ctl(&["budget", "--raise", "usd=+5", "tokens=+500000"]);

@@ -1,16 +1,33 @@
-//! The README's reliability promises name the tests that show them; each
-//! named test must exist, so a promise cannot outlive its proof.
+//! The reliability promises (`docs/reliability.md`, linked from the
+//! README) name the tests that show them; each named test must exist, so a
+//! promise cannot outlive its proof.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The heading of the section that holds the promises and their tests.
+const SECTION: &str = "\n## Promises and the tests that show them\n";
+
+/// Every file named `name` under `dir`, at any depth: a test file may sit
+/// in its tier's folder (`tests/cli/headless_cli.rs`) or at the top.
+fn files_named(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for p in entries.map(|e| e.unwrap().path()) {
+        if p.is_dir() {
+            files_named(&p, name, out);
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+}
 
 #[test]
 fn every_reliability_promise_names_a_test_that_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let section = readme
-        .split("\n## Reliability\n")
+    let page = std::fs::read_to_string(root.join("docs/reliability.md")).unwrap();
+    let section = page
+        .split(SECTION)
         .nth(1)
-        .expect("README has a Reliability section")
+        .expect("docs/reliability.md has the promises' section")
         .split("\n## ")
         .next()
         .unwrap();
@@ -39,11 +56,25 @@ fn every_reliability_promise_names_a_test_that_exists() {
                 _ => continue,
             };
             let name = name.trim_start_matches('…');
-            let source = std::fs::read_to_string(root.join("tests").join(format!("{f}.rs")))
-                .unwrap_or_else(|e| panic!("tests/{f}.rs named in the README: {e}"));
+            let mut found = Vec::new();
+            files_named(&root.join("tests"), &format!("{f}.rs"), &mut found);
             assert!(
-                source.contains(&format!("fn {name}(")),
-                "the README names {f} {name}, which tests/{f}.rs does not define"
+                !found.is_empty(),
+                "docs/reliability.md names {f} {name}, and there is no {f}.rs under tests/"
+            );
+            let defined = found.iter().any(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .contains(&format!("fn {name}("))
+            });
+            assert!(
+                defined,
+                "docs/reliability.md names {f} {name}, which {} does not define",
+                found
+                    .iter()
+                    .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             file = Some(f);
             checked += 1;

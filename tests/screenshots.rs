@@ -1,5 +1,6 @@
 //! Every committed screenshot must match what `playdeck screenshot` renders
 //! now; when the console changes, `screenshots/regenerate.sh` updates them.
+//! And each is shown: in the README or on a page under `docs/`.
 
 use std::path::Path;
 use std::process::Command;
@@ -52,10 +53,58 @@ fn committed_screenshots_match_what_the_command_renders() {
         }
         checked += 1;
     }
-    assert!(checked >= 9, "the README shows nine screenshots");
+    assert!(checked >= 9, "shots.txt lists at least nine screenshots");
     assert!(
         stale.is_empty(),
         "these screenshots no longer match the console: {stale:?}; run screenshots/regenerate.sh and look at them"
+    );
+}
+
+/// The names `screenshots/shots.txt` lists.
+fn listed_shots(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("screenshots/shots.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.split('|').next().unwrap().trim().to_string())
+        .collect()
+}
+
+#[test]
+fn every_screenshot_is_shown_in_the_readme_or_the_docs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // The docs pages link to the repository's screenshots/ from docs/.
+    let mut docs = String::new();
+    let mut pages: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    for p in &pages {
+        docs.push_str(&std::fs::read_to_string(p).unwrap());
+    }
+    let shots = listed_shots(root);
+    assert!(
+        shots.len() >= 9,
+        "shots.txt lists {} screenshots",
+        shots.len()
+    );
+    let shown = |name: &str| {
+        readme.contains(&format!("](screenshots/{name}.svg)"))
+            || docs.contains(&format!("](../screenshots/{name}.svg)"))
+    };
+    let hidden: Vec<&String> = shots.iter().filter(|n| !shown(n)).collect();
+    assert!(
+        hidden.is_empty(),
+        "these screenshots are shown neither in the README nor in docs/*.md: {hidden:?}"
+    );
+    assert!(
+        shots
+            .iter()
+            .any(|n| readme.contains(&format!("](screenshots/{n}.svg)"))),
+        "the README shows no screenshot"
     );
 }
 

@@ -216,7 +216,8 @@ fn every_transcript_is_understood_with_and_without_a_final_newline() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// Each format's corpus holds what the README promises it covers.
+/// Each format's corpus holds what docs/agents.md (The corpus) promises it
+/// covers.
 #[test]
 fn the_corpus_has_every_format() {
     let corpus = corpus();

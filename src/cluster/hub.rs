@@ -141,7 +141,7 @@ impl Hub {
         *self.external.lock().unwrap() = Some(external);
         if !self.signer.signs() {
             self.warn(
-                "jobs on NATS are not signed: anyone who may publish on pd.job.> can have a worker run what they write; give the run and its workers a signing_key_file (docs/cluster.md, Credentials)".into(),
+                "jobs on NATS are not signed: anyone who may publish on pd.job.> can have a worker run what they write; give the run and its workers a signing_key_file (docs/scale-out.md, Credentials)".into(),
             );
         }
     }

@@ -2,7 +2,7 @@
 //! run keeps its kernel, event log and consoles where it started; each
 //! agent invocation becomes a job on a work-queue stream that any worker
 //! serving the play takes, performs and reports back. See `wire` for what
-//! travels and `docs/cluster.md` for deploying workers.
+//! travels and `docs/scale-out.md` for deploying workers.
 
 pub mod hub;
 pub mod roster;
@@ -181,7 +181,7 @@ fn no_credentials() -> String {
         |d| d.join("nats.toml").display().to_string(),
     );
     format!(
-        "jobs on NATS must be signed, and there is no credentials file (PLAYDECK_NATS_CREDS, or {file}); make a key beside it ({MAKE_KEY}) and write signing_key_file = \"pd.key\" in it, for the run and its workers alike; on a bus only you can publish on, unsigned = true runs unsigned (docs/cluster.md, Credentials)"
+        "jobs on NATS must be signed, and there is no credentials file (PLAYDECK_NATS_CREDS, or {file}); make a key beside it ({MAKE_KEY}) and write signing_key_file = \"pd.key\" in it, for the run and its workers alike; on a bus only you can publish on, unsigned = true runs unsigned (docs/scale-out.md, Credentials)"
     )
 }
 

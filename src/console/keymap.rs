@@ -768,7 +768,7 @@ mod tests {
         o.insert("pause".to_string(), vec!["t".to_string()]);
         let e = Keymap::with(&o).unwrap_err().to_string();
         assert!(e.contains("t is bound to both pause and theme"), "{e}");
-        // The README's example stays valid: q quits, and closes overlays.
+        // docs/console.md's example stays valid: q quits, and closes overlays.
         let mut o = HashMap::new();
         o.insert(
             "quit".to_string(),

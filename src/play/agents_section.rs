@@ -323,7 +323,7 @@ pub(super) fn toolset_refused(
     e: &crate::agents::argv::ToolSetError,
 ) -> Diagnostic {
     Diagnostic::new(span, e.to_string(), "cannot be expressed").help(format!(
-        "the ToolSet table for {} is in the README (Real agents)",
+        "the ToolSet table for {} is in docs/agents.md (Real agents)",
         e.format()
     ))
 }

@@ -1,4 +1,4 @@
-//! playdeck's own JSON-lines protocol (README, "Real agents"): `state`,
+//! playdeck's own JSON-lines protocol (docs/agents.md, "Real agents"): `state`,
 //! `usage` (totals so far, in the `agent_usage` meaning), `text`,
 //! `result`, `error`.
 

@@ -56,7 +56,7 @@ pub fn window(app: &App, of: Mode) -> Window {
     } else {
         ""
     };
-    let note = format!("{mouse}keys can be changed in config.toml [keys] (see the README)");
+    let note = format!("{mouse}keys can be changed in config.toml [keys] (see docs/console.md)");
     Window {
         title: format!("Keys · {}", of.title()),
         lines,
