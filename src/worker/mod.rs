@@ -80,7 +80,7 @@ pub async fn serve(
     } = conn;
     if !signer.signs() {
         tracing::warn!(
-            "jobs are not signed: this worker runs what anyone who may publish on pd.job.> writes; give it and its runs a signing_key_file (docs/cluster.md, Credentials)"
+            "jobs are not signed: this worker runs what anyone who may publish on pd.job.> writes; give it and its runs a signing_key_file (docs/scale-out.md, Credentials)"
         );
     }
     let mut plays = HashMap::new();
