@@ -1,0 +1,394 @@
+//! Decisions: approvals, denials, holds, retries, raises, releases and
+//! added work, with the confirmations and forms that ask first.
+
+use super::*;
+
+impl App {
+    /// Decisions: approvals, denials, holds, retries, raises, releases, added work, and the confirmations and forms that ask first.
+    pub(super) fn decide(&mut self, a: Action) -> Vec<Effect> {
+        let control = |r| vec![Effect::Control(r)];
+        match a {
+            Action::RaiseBudget => {
+                if let Some((change, words)) = self.raise_offer() {
+                    self.overlays.push(Overlay::ConfirmRaise { change, words });
+                }
+                Vec::new()
+            }
+            Action::Release => {
+                if let Some(preview) = &self.hooks.release_preview {
+                    let preview = preview();
+                    self.offer_release(preview);
+                } else if self.hooks.attached {
+                    // The run answers what a release would do; the
+                    // confirmation opens with its answer.
+                    return vec![Effect::PreviewRelease];
+                }
+                Vec::new()
+            }
+            Action::ReleaseInstance => {
+                if let Some(i) = self.selected_instance() {
+                    let name = i.name.clone();
+                    self.overlays.push(Overlay::ConfirmReleaseInstance { name });
+                }
+                Vec::new()
+            }
+            Action::AddWork => {
+                let after = self.target().map(|ix| self.vm.node(ix).name().to_string());
+                self.overlays
+                    .push(Overlay::Add(AddForm::after(after.as_deref())));
+                Vec::new()
+            }
+            Action::Mark => {
+                if let Some(ix) = self.target() {
+                    match self.marks.iter().position(|&m| m == ix) {
+                        Some(i) => {
+                            self.marks.remove(i);
+                        }
+                        None => self.marks.push(ix),
+                    }
+                    let name = self.vm.node(ix).name().to_string();
+                    let done = if self.marks.contains(&ix) {
+                        "marked"
+                    } else {
+                        "unmarked"
+                    };
+                    let key = self.keymap.label(Action::Approve);
+                    self.info(match self.marks.len() {
+                        0 => format!("{done} {name}; none marked"),
+                        n => {
+                            format!("{done} {name} · {n} marked: {key} approves them (asking once)")
+                        }
+                    });
+                }
+                Vec::new()
+            }
+            Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
+                let ops = self
+                    .marks
+                    .iter()
+                    .map(|&ix| self.vm.node(ix).name().to_string())
+                    .collect();
+                self.overlays
+                    .push(Overlay::ConfirmApprove { ops, oldest: false });
+                Vec::new()
+            }
+            Action::Approve => {
+                let under = self.target();
+                match self.gate_under(self.overlays.last()) {
+                    // The gate under the cursor: as the footer named it.
+                    Some(ix) if Some(ix) == under => control(Request::Approve {
+                        op: self.vm.node(ix).name().to_string(),
+                    }),
+                    // Another one (the oldest): asked by name first.
+                    Some(ix) => {
+                        let ops = vec![self.vm.node(ix).name().to_string()];
+                        self.overlays
+                            .push(Overlay::ConfirmApprove { ops, oldest: true });
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                }
+            }
+            Action::Deny => {
+                let Some(ix) = self.gate_under(self.overlays.last()) else {
+                    return Vec::new();
+                };
+                let op = self.vm.node(ix).name().to_string();
+                self.overlays.push(Overlay::Deny {
+                    op,
+                    reason: String::new(),
+                });
+                Vec::new()
+            }
+            Action::Hold => {
+                let op = self.target_name();
+                let held = self.target().is_some_and(|ix| self.vm.node(ix).held);
+                control(if held {
+                    Request::Unhold { op }
+                } else {
+                    Request::Hold { op }
+                })
+            }
+            Action::Retry => {
+                let op = self.target_name();
+                if self.vm.run.finished.is_some() {
+                    // The kernel that could retry it has stopped: a new
+                    // process takes the run up again.
+                    self.warn(format!(
+                        "the run has finished; to retry {op}: playdeck resume {} --retry {op} (shown again when you quit)",
+                        self.resume_name()
+                    ));
+                    self.retry_offer = Some(op);
+                    return Vec::new();
+                }
+                control(Request::Retry { op })
+            }
+            Action::Quit => self.quit(),
+            Action::CancelRun => self.cancel_run(),
+            Action::Yes => self.confirm(),
+            Action::Submit => self.submit(),
+            // Dispatched to another seam by act_now.
+            _ => Vec::new(),
+        }
+    }
+
+    /// Opens the release question with what the run says a release
+    /// would do; when it would release nothing, the status line says why
+    /// instead (a question whose only answer is "nothing" asks nothing).
+    pub fn offer_release(&mut self, preview: ReleaseResult) {
+        if !preview.released.is_empty() {
+            self.overlays.push(Overlay::ConfirmRelease { preview });
+            return;
+        }
+        let why = self.nothing_due().unwrap_or_else(|| {
+            // The run knows better than the view: say what it keeps.
+            let kept: Vec<String> = preview
+                .retained
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{} {}",
+                        short_instance(&k.name, &self.vm.run.run_id),
+                        k.words()
+                    )
+                })
+                .collect();
+            if kept.is_empty() {
+                "nothing is due for release now".into()
+            } else {
+                format!("nothing is due for release: {}", kept.join("; "))
+            }
+        });
+        self.info(why);
+    }
+
+    pub(super) fn quit(&mut self) -> Vec<Effect> {
+        // An attached console leaves the run going: nothing to ask when
+        // it cannot act, the run has ended, or the terminal is too small.
+        if self.hooks.attached
+            && (self.hooks.read_only || self.too_small || self.vm.run.finished.is_some())
+        {
+            self.should_exit = true;
+            return Vec::new();
+        }
+        // Too small to ask: quitting is the one thing that works, at once.
+        if self.too_small
+            || self.replay.is_some()
+            || self.vm.run.finished.is_some()
+            || self.quitting
+        {
+            // A run still going is cancelled as the console leaves.
+            self.quit_cancelled |= self.vm.run.finished.is_none() && self.replay.is_none();
+            self.quitting = true;
+            self.should_exit = true;
+            return Vec::new();
+        }
+        if matches!(self.overlays.last(), Some(Overlay::ConfirmQuit)) {
+            // A second ctrl-c (or q) answers the question.
+            return self.confirm();
+        }
+        self.overlays.push(Overlay::ConfirmQuit);
+        Vec::new()
+    }
+
+    /// `c` in an attached console's quit question: cancel the run, then
+    /// leave once it has ended.
+    pub(super) fn cancel_run(&mut self) -> Vec<Effect> {
+        if !(self.hooks.attached && matches!(self.overlays.last(), Some(Overlay::ConfirmQuit))) {
+            return Vec::new();
+        }
+        self.overlays.clear();
+        self.quitting = true;
+        self.quit_cancelled = true;
+        self.info("cancelling the run…");
+        vec![Effect::Control(Request::Cancel)]
+    }
+
+    pub(super) fn confirm(&mut self) -> Vec<Effect> {
+        match self.overlays.pop() {
+            // Detach: the default answer of an attached console.
+            Some(Overlay::ConfirmQuit) if self.hooks.attached => {
+                self.overlays.clear();
+                self.should_exit = true;
+                Vec::new()
+            }
+            Some(Overlay::ConfirmQuit) => {
+                self.overlays.clear();
+                self.quitting = true;
+                self.quit_cancelled = true;
+                self.info("cancelling the run…");
+                vec![Effect::Control(Request::Cancel)]
+            }
+            Some(Overlay::ConfirmApprove { ops, .. }) => {
+                self.marks.clear();
+                // Each by name: one decided meanwhile is refused by the
+                // run, named, as a second console's approval would be.
+                ops.into_iter()
+                    .map(|op| Effect::Control(Request::Approve { op }))
+                    .collect()
+            }
+            Some(Overlay::ConfirmRelease { .. }) => {
+                vec![Effect::Control(Request::Release(Default::default()))]
+            }
+            Some(Overlay::ConfirmReleaseInstance { name }) => {
+                // It may have taken work while the question was open: the
+                // run would keep it anyway (idle-only), but marked retained;
+                // nothing is asked of the run for an instance that is busy.
+                let now = self.vm.capacity.instances.get(&name);
+                if let Some(Err(why)) = now.map(|i| self.releasable(i)) {
+                    self.warn(format!("nothing released: {why}"));
+                    return Vec::new();
+                }
+                vec![Effect::Control(Request::Release(ReleaseSelect {
+                    name: vec![name.to_string()],
+                    ..Default::default()
+                }))]
+            }
+            Some(Overlay::ConfirmRaise { change, .. }) => {
+                vec![Effect::Control(Request::Budget {
+                    raise: vec![change.clone()],
+                })]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn submit(&mut self) -> Vec<Effect> {
+        match self.overlays.pop() {
+            Some(Overlay::Filter) => {
+                self.info(if self.filter.is_empty() {
+                    "filter cleared".to_string()
+                } else {
+                    format!("filter: {}", self.filter)
+                });
+                Vec::new()
+            }
+            Some(Overlay::Jump { text }) => vec![Effect::Replay(ReplayCmd::JumpTo(text))],
+            Some(Overlay::Deny { op, reason }) => {
+                let reason = reason.trim().to_string();
+                vec![Effect::Control(Request::Deny {
+                    op,
+                    reason: if reason.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![reason]
+                    },
+                })]
+            }
+            Some(Overlay::Add(mut form)) => match self.check_add(&form) {
+                Ok(req) => vec![Effect::Control(req)],
+                // Refused here, before the run sees it: the form stays
+                // with what was typed, on the field to fix.
+                Err((field, why)) => {
+                    form.focus = field;
+                    form.error = Some(why);
+                    self.overlays.push(Overlay::Add(form));
+                    Vec::new()
+                }
+            },
+            Some(other) => {
+                self.overlays.push(other);
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The roles an added operation may have: the palette's, recruited
+    /// ones included.
+    pub fn addable_roles(&self) -> Vec<&str> {
+        let p = &self.vm.palette;
+        p.initial
+            .iter()
+            .chain(p.expanded.iter())
+            .map(|r| &*r.role)
+            .collect()
+    }
+
+    /// What the kernel would refuse, said in the form: the field to fix
+    /// and why. The run's own checks still apply after.
+    pub(super) fn check_add(&self, form: &AddForm) -> Result<Request, (usize, String)> {
+        let req = form.request();
+        let Request::Add {
+            after,
+            role,
+            instruction,
+            name,
+        } = &req
+        else {
+            return Ok(req);
+        };
+        if let Some(a) = after.iter().find(|a| self.vm.by_name(a).is_none()) {
+            return Err((0, format!("no operation {a:?} in this run")));
+        }
+        if let Some(n) = name
+            && self.vm.by_name(n).is_some()
+        {
+            if role.is_some() || instruction.is_some() {
+                return Err((
+                    3,
+                    format!(
+                        "{n} exists: leave role and instruction empty to add dependencies to it"
+                    ),
+                ));
+            }
+            if after.is_empty() {
+                return Err((0, format!("{n} exists: name what it should also wait for")));
+            }
+            return Ok(req);
+        }
+        let roles = self.addable_roles();
+        match role {
+            None => return Err((1, format!("a role is needed; roles: {}", roles.join(", ")))),
+            Some(r) if !roles.contains(&r.as_str()) => {
+                return Err((
+                    1,
+                    format!(
+                        "{r:?} is not a role of this run; roles: {}",
+                        roles.join(", ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if instruction.is_none() {
+            return Err((2, "say what to do".into()));
+        }
+        if let Some(n) = name
+            && (!crate::vocab::is_valid_name(n) || crate::vocab::is_spawn_name(n))
+        {
+            return Err((
+                3,
+                format!(
+                    "{n:?} is not a name for a new operation: letters, digits, '.', '_' and '-', starting with a letter or digit, and not spawn-N"
+                ),
+            ));
+        }
+        Ok(req)
+    }
+
+    /// A key typed into the text being edited.
+    pub(super) fn type_key(&mut self, e: KeyEvent) {
+        let ch = match e.code {
+            KeyCode::Char(c) if !e.modifiers.contains(KeyModifiers::CONTROL) => Some(c),
+            KeyCode::Backspace => None,
+            _ => return,
+        };
+        let edit = |s: &mut String| match ch {
+            Some(c) => s.push(c),
+            None => {
+                s.pop();
+            }
+        };
+        match self.overlays.last_mut() {
+            Some(Overlay::Filter) => self.set_filter(edit),
+            Some(Overlay::Jump { text }) => edit(text),
+            Some(Overlay::Deny { reason, .. }) => edit(reason),
+            Some(Overlay::Add(form)) => {
+                form.error = None;
+                edit(form.field_mut());
+            }
+            _ => {}
+        }
+    }
+}

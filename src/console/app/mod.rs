@@ -1,0 +1,558 @@
+//! The console's state besides the view model: focus, lists, overlays,
+//! filter, theme, status line. Keys become actions through the key table
+//! and are carried out in `actions.rs`; actions change this state or
+//! return effects (run control, replay moves, the report, the bell) for
+//! the event loop to carry out. Nothing here blocks.
+
+mod problems;
+mod runs;
+mod selection;
+mod words;
+
+use words::plural;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ratatui::layout::Rect;
+
+use super::keymap::{Keymap, Mode};
+use super::model::{COLS, PlayFacts, ViewModel, col_lane};
+use super::overlay::Overlay;
+use super::scroll::ScrollList;
+use super::theme::Theme;
+use super::ui::CapRow;
+use super::warnings::WarningFold;
+use crate::capacity::ReleaseResult;
+use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
+use crate::projection::{Instance, StartHold};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Lanes,
+    Budgets,
+    Ledger,
+    Capacity,
+}
+
+pub const PANES: [Pane; 4] = [Pane::Lanes, Pane::Budgets, Pane::Ledger, Pane::Capacity];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LedgerFilter {
+    #[default]
+    All,
+    Accepted,
+    Dropped,
+}
+
+impl LedgerFilter {
+    pub fn label(self) -> &'static str {
+        match self {
+            LedgerFilter::All => "all",
+            LedgerFilter::Accepted => "accepted",
+            LedgerFilter::Dropped => "dropped",
+        }
+    }
+}
+
+/// What a replay key asks of the player.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplayCmd {
+    PlayPause,
+    Faster,
+    Slower,
+    /// Events forward (positive) or back.
+    Events(i64),
+    /// Seconds forward (positive) or back.
+    Seconds(f64),
+    Start,
+    End,
+    /// What was typed after `:`.
+    JumpTo(String),
+}
+
+/// Whether a replay's log can still grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// A finished or stopped run: the log is complete.
+    Complete,
+    /// The run is live: new events are read as they are written.
+    Following,
+    /// The log ends without the run's end and nothing writes it: what was
+    /// recorded before the run stopped.
+    Snapshot,
+}
+
+/// Where a replay stands, for the timeline bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayBar {
+    /// Events applied.
+    pub pos: usize,
+    pub total: usize,
+    pub at: f64,
+    pub end: f64,
+    pub playing: bool,
+    pub speed: f64,
+    /// The last event applied, as a person reads it (`#40 9.4s started
+    /// kickoff`).
+    pub event: Option<String>,
+    pub follow: Follow,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// An operator command for the run (the same type every surface uses).
+    Control(Request),
+    Replay(ReplayCmd),
+    /// Write the run report into the run directory.
+    Report,
+    /// Something needs the operator (a gate waits, an operation escalated,
+    /// the run ended): the bell and a desktop notification (OSC 9 / 777).
+    Notify(String),
+    /// An attached console's release confirmation: the run says what a
+    /// release would do, then the console asks.
+    PreviewRelease,
+    /// Read the runs directory (off the input path: live runs answer on
+    /// their sockets), then open the runs screen.
+    ListRuns,
+    /// Hand the terminal to `$PAGER` on an attempt's output or a worktree's
+    /// diff (the event loop suspends the console around it).
+    Page(super::pager::Page),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub text: String,
+    pub level: Level,
+    /// When it was said: the status line lets it go after a while (the
+    /// message log keeps it).
+    pub since: tokio::time::Instant,
+}
+
+/// How long the status line shows a message; a warning or an error stays
+/// longer. The message log (`M`) keeps them all.
+pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(8);
+pub const STATUS_TTL_WARNING: std::time::Duration = std::time::Duration::from_secs(20);
+/// Messages the log keeps.
+pub const MESSAGES_KEPT: usize = 500;
+
+/// A message the status line showed, for the log: when (run time), how
+/// serious, what.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub at: f64,
+    pub level: Level,
+    pub text: String,
+}
+
+/// What the console may ask of the run's components, in-process.
+#[derive(Default, Clone)]
+pub struct Hooks {
+    /// The delegation clause, for the node inspector.
+    pub decorate: Option<Arc<dyn InstructionDecorator>>,
+    /// What a release would do now, for the confirmation.
+    pub release_preview: Option<Arc<dyn Fn() -> ReleaseResult + Send + Sync>>,
+    /// The last lines agent CLIs printed, for the node inspector.
+    pub tails: Option<Arc<crate::agents::Tails>>,
+    /// The run directory (the report goes there).
+    pub run_dir: Option<PathBuf>,
+    /// How a person names this run to `playdeck resume`: its id when it is
+    /// under `.playdeck/runs`, else its directory.
+    pub resume_name: Option<String>,
+    /// The console is attached to a run another process hosts: quitting
+    /// detaches (the run goes on) unless the operator cancels it.
+    pub attached: bool,
+    /// Attached with `--read-only`: it watches, it never acts.
+    pub read_only: bool,
+    /// Where the runs screen looks (default `.playdeck/runs`).
+    pub runs_dir: Option<PathBuf>,
+}
+
+/// Where panes were drawn last, for mouse hits and page sizes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Geometry {
+    pub lanes: Rect,
+    pub lane_cols: [Rect; COLS],
+    pub budgets: Rect,
+    pub ledger: Rect,
+    pub capacity: Rect,
+}
+
+pub struct App {
+    pub vm: ViewModel,
+    pub focus: Pane,
+    /// Which bottom pane shows when only one fits.
+    pub bottom: Pane,
+    pub lane_col: usize,
+    /// The focused lane fills the lanes' width (`z`).
+    pub zoomed: bool,
+    /// Gates marked to approve together (`m`), in the order marked.
+    pub marks: Vec<u32>,
+    /// What the status line said, oldest first (`M` shows them).
+    pub messages: std::collections::VecDeque<Message>,
+    /// Each lane's rows (filter applied).
+    pub lanes: [ScrollList; COLS],
+    /// The ledger's rows, newest first (filter applied).
+    pub ledger: ScrollList,
+    pub ledger_filter: LedgerFilter,
+    /// The capacity pane's rows, with a cursor (see [`App::selected_instance`]).
+    pub capacity: ScrollList,
+    /// The instance under the capacity cursor, as the operator last saw it:
+    /// the cursor stays on it while rows above come and go.
+    capacity_pick: Option<Arc<str>>,
+    pub budgets: ScrollList,
+    /// What covers the main screen, topmost last.
+    pub overlays: Vec<Overlay>,
+    /// Filter on operation name or role.
+    pub filter: String,
+    /// A replay: where it stands (the timeline bar); `None` in a live run.
+    pub replay: Option<ReplayBar>,
+    /// The operation the last replay step changed, highlighted.
+    pub changed: Option<u32>,
+    pub themes: Vec<Theme>,
+    pub theme: usize,
+    pub keymap: Keymap,
+    pub status: Option<Status>,
+    pub bell: bool,
+    seen_approvals: usize,
+    seen_escalations: usize,
+    /// The cap hold the operator was last called for.
+    seen_cap: Option<String>,
+    /// The run's end was told (or was already there when the console opened).
+    seen_finish: bool,
+    seen_warnings: usize,
+    /// The run's warnings, repeats folded (see [`App::warnings`]).
+    warning_fold: WarningFold,
+    /// The moment shown (seconds since the run started).
+    pub clock: f64,
+    pub hooks: Hooks,
+    /// Quit was confirmed; the run is being cancelled.
+    pub quitting: bool,
+    /// The operator quit a run that was still going: the cancel is the
+    /// console's (not a signal's or `playdeck ctl`'s).
+    pub quit_cancelled: bool,
+    pub should_exit: bool,
+    /// `R` on a finished run: the operation whose retry was offered, named
+    /// again when the console exits.
+    pub retry_offer: Option<String>,
+    /// The terminal is smaller than the console needs: only quit works.
+    pub too_small: bool,
+    pub geometry: Geometry,
+    /// The operation the cursor is on in each lane. Rows above it come and
+    /// go as the run moves; the cursor stays on the operation the operator
+    /// chose, never on a row number.
+    picked: [Option<u32>; COLS],
+    /// The operation under the focused lane's cursor left the lane and the
+    /// run, not the operator, moved the cursor to a neighbour: the next
+    /// operation key only names the new target.
+    pub drift: Option<Drift>,
+    /// This console as the run records who acted (`console (ana, pid 1234)`).
+    pub me: Arc<str>,
+    /// The run the operator chose on the runs screen: the console leaves
+    /// this one and attaches to it.
+    pub switch_to: Option<PathBuf>,
+}
+
+/// The cursor moved because its operation left the lane (or the problems
+/// list): by the run, another terminal or the operator's own decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    /// The operation the operator had selected.
+    pub left: u32,
+    /// Where the cursor is now.
+    pub now_on: Option<u32>,
+    /// It moved in the problems list, not in a lane.
+    pub in_problems: bool,
+    /// When an operation key named the new target. Presses closer than
+    /// [`Drift::READ`] after it are a held key's repeats, not a choice.
+    pub named_at: Option<tokio::time::Instant>,
+}
+
+impl Drift {
+    /// How long a named target must have been on screen before a press
+    /// acts on it: longer than a key's auto-repeat, shorter than reading.
+    pub const READ: std::time::Duration = std::time::Duration::from_millis(600);
+
+    pub fn new(left: u32, now_on: Option<u32>, in_problems: bool) -> Drift {
+        Drift {
+            left,
+            now_on,
+            in_problems,
+            named_at: None,
+        }
+    }
+}
+
+impl App {
+    pub fn new(
+        facts: &PlayFacts,
+        themes: Vec<Theme>,
+        theme: usize,
+        keymap: Keymap,
+        bell: bool,
+        hooks: Hooks,
+    ) -> App {
+        App {
+            vm: ViewModel::new(facts),
+            focus: Pane::Lanes,
+            bottom: Pane::Ledger,
+            lane_col: 0,
+            zoomed: false,
+            marks: Vec::new(),
+            messages: std::collections::VecDeque::new(),
+            lanes: [ScrollList::list(); COLS],
+            ledger: ScrollList::list(),
+            ledger_filter: LedgerFilter::All,
+            capacity: ScrollList::list(),
+            capacity_pick: None,
+            budgets: ScrollList::text(),
+            overlays: Vec::new(),
+            filter: String::new(),
+            replay: None,
+            changed: None,
+            themes,
+            theme,
+            keymap,
+            status: None,
+            bell,
+            seen_approvals: 0,
+            seen_warnings: 0,
+            warning_fold: WarningFold::default(),
+            clock: 0.0,
+            hooks,
+            quitting: false,
+            seen_escalations: 0,
+            seen_cap: None,
+            seen_finish: false,
+            quit_cancelled: false,
+            should_exit: false,
+            retry_offer: None,
+            too_small: false,
+            geometry: Geometry::default(),
+            picked: [None; COLS],
+            drift: None,
+            me: Arc::from(crate::paths::me("console")),
+            switch_to: None,
+        }
+    }
+
+    pub fn theme(&self) -> &Theme {
+        &self.themes[self.theme]
+    }
+
+    /// What the screen shows, which decides what keys mean.
+    pub fn mode(&self) -> Mode {
+        if self.too_small {
+            return Mode::TooSmall;
+        }
+        match self.overlays.last() {
+            Some(o) => o.mode(),
+            None if self.replay.is_some() => Mode::Replay,
+            None => Mode::Live,
+        }
+    }
+
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlays.last()
+    }
+
+    pub fn info(&mut self, text: impl Into<String>) {
+        self.set_status(text, Level::Info);
+    }
+
+    pub fn warn(&mut self, text: impl Into<String>) {
+        self.set_status(text, Level::Warning);
+    }
+
+    pub fn set_status(&mut self, text: impl Into<String>, level: Level) {
+        let text = text.into();
+        if self.messages.len() >= MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+        self.messages.push_back(Message {
+            at: self.clock,
+            level,
+            text: text.clone(),
+        });
+        self.status = Some(Status {
+            text,
+            level,
+            since: tokio::time::Instant::now(),
+        });
+    }
+
+    /// The status line's message, while it is fresh.
+    pub fn shown_status(&self) -> Option<&Status> {
+        self.status.as_ref().filter(|s| {
+            let ttl = match s.level {
+                Level::Info => STATUS_TTL,
+                _ => STATUS_TTL_WARNING,
+            };
+            s.since.elapsed() < ttl
+        })
+    }
+
+    pub fn fold(&mut self, s: &Signal) {
+        self.vm.fold(s);
+        // What another terminal did shows here, with who did it; the
+        // console's own commands are answered in the status line already.
+        if let crate::kernel::SignalKind::OperatorAction { by, action, op_id } = &s.kind
+            && **by != *self.me
+            && self.replay.is_none()
+        {
+            // The command can arrive after the move it caused: a cursor
+            // that moved for it says so again, now with who did it.
+            let moved = self
+                .drift
+                .clone()
+                .filter(|d| op_id.and_then(|id| self.vm.ix(&id)) == Some(d.left));
+            match moved {
+                Some(d) => self.drifted(d.left, d.now_on),
+                None => self.info(format!("{by}: {action}")),
+            }
+        }
+    }
+
+    /// The run's warnings with repeats folded. Kept up to date by
+    /// [`App::after_fold`]; signals folded without it (a caller drawing
+    /// straight after [`App::fold`]) get a fold made for the frame, so
+    /// what is drawn is never behind the run.
+    pub fn warnings(&self) -> std::borrow::Cow<'_, WarningFold> {
+        if self.warning_fold.is_of(&self.vm.warnings) {
+            std::borrow::Cow::Borrowed(&self.warning_fold)
+        } else {
+            std::borrow::Cow::Owned(WarningFold::of(&self.vm.warnings))
+        }
+    }
+
+    /// After a batch of signals: tidy lanes, surface warnings, ring the bell
+    /// once when an operation starts waiting for approval.
+    pub fn after_fold(&mut self) -> Vec<Effect> {
+        self.vm.settle_some();
+        let mut effects = Vec::new();
+        if self.vm.warnings.len() > self.seen_warnings {
+            self.seen_warnings = self.vm.warnings.len();
+            let (_, w) = self.vm.warnings.last().expect("one");
+            let w = format!("warning: {w}");
+            self.warn(w);
+        } else if self.vm.warnings.len() < self.seen_warnings {
+            // A replay went back in time.
+            self.seen_warnings = self.vm.warnings.len();
+        }
+        // Here, once a batch, only the new warnings: a frame reads the fold.
+        self.warning_fold.sync(&self.vm.warnings);
+        let waiting = self.vm.approvals_waiting();
+        let escalated = self.vm.count(crate::kernel::Lane::Escalated);
+        if self.bell && self.replay.is_none() {
+            if waiting > self.seen_approvals {
+                effects.push(Effect::Notify(format!(
+                    "{} waiting for approval in run {}",
+                    plural(waiting, "operation"),
+                    self.vm.run.run_id
+                )));
+            }
+            if escalated > self.seen_escalations {
+                effects.push(Effect::Notify(format!(
+                    "{} escalated in run {}",
+                    plural(escalated, "operation"),
+                    self.vm.run.run_id
+                )));
+            }
+            if let Some(held) = &self.vm.spend.held
+                && self.seen_cap.as_ref() != Some(held)
+            {
+                effects.push(Effect::Notify(format!(
+                    "run {} paused — {held}",
+                    self.vm.run.run_id
+                )));
+            }
+            if let Some(o) = self.vm.run.finished
+                && !self.seen_finish
+            {
+                effects.push(Effect::Notify(format!(
+                    "run {} {}",
+                    self.vm.run.run_id,
+                    o.as_str()
+                )));
+            }
+        }
+        self.seen_approvals = waiting;
+        self.seen_escalations = escalated;
+        self.seen_cap = self.vm.spend.held.clone();
+        self.seen_finish = self.vm.run.finished.is_some();
+        if self.vm.run.finished.is_some() && self.quitting {
+            self.should_exit = true;
+        }
+        self.clamp();
+        self.follow_picks();
+        self.follow_capacity_pick();
+        self.refresh_problems();
+        // A mark is for approving: a gate decided meanwhile loses it.
+        let vm = &self.vm;
+        self.marks
+            .retain(|&ix| vm.node(ix).lane == Lane::AwaitingApproval);
+        effects
+    }
+
+    /// Lays the screen out for `area`: pane geometry, each list's window,
+    /// the open overlay's content. Done before each frame (and by tests),
+    /// so keys always move lists that know their size.
+    pub fn arrange(&mut self, area: Rect) {
+        self.too_small = super::ui::too_small(area);
+        if self.too_small {
+            return;
+        }
+        let areas = super::ui::layout(area, self);
+        self.geometry = areas.geometry;
+        let inner = |r: Rect, chrome: u16| r.height.saturating_sub(chrome) as usize;
+        for col in 0..COLS {
+            let len = self.lane_len(col);
+            let h = inner(self.geometry.lane_cols[col], 2);
+            self.lanes[col].resize(len, h);
+        }
+        let len = self.ledger_len();
+        self.ledger.resize(len, inner(self.geometry.ledger, 3));
+        let (len, h) = super::ui::capacity_size(self, self.geometry.capacity);
+        self.capacity.resize(len, h);
+        let (len, h) = super::ui::budgets_size(self, self.geometry.budgets);
+        self.budgets.resize(len, h);
+        if let Some((len, h)) = super::ui::overlay_size(self, area)
+            && let Some(s) = self.overlays.last_mut().and_then(Overlay::scroll_mut)
+        {
+            s.resize(len, h);
+        }
+        self.follow_agents(area);
+    }
+
+    /// Reads what followed agents wrote since the last frame, into every
+    /// open follow view (one under help keeps up too).
+    fn follow_agents(&mut self, area: Rect) {
+        let rows = super::ui::follow_rows(area, self);
+        let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
+        for o in &mut self.overlays {
+            let Overlay::Follow(f) = o else {
+                continue;
+            };
+            if let Some(logs) = &logs {
+                let n = self.vm.node(f.node);
+                f.poll(logs, n.name(), n.attempt);
+            }
+            f.resize(rows);
+        }
+    }
+}
+
+/// The first line of a message, for a status line.
+pub fn first_line(s: &str) -> &str {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
