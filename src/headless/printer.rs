@@ -14,7 +14,40 @@ pub struct HumanPrinter {
 impl HumanPrinter {
     pub fn line(&mut self, s: &Signal) -> Option<String> {
         let t = format!("{:>7.2}s", s.elapsed);
-        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        match &s.kind {
+            SignalKind::RunStarted { .. }
+            | SignalKind::OperatorAction { .. }
+            | SignalKind::Resumed { .. }
+            | SignalKind::StorageFailed { .. }
+            | SignalKind::StorageRecovered { .. }
+            | SignalKind::RunPaused { .. }
+            | SignalKind::RunResumed { .. }
+            | SignalKind::Stepped { .. }
+            | SignalKind::RoundEnded { .. }
+            | SignalKind::Warning { .. }
+            | SignalKind::RunFinished { .. } => self.run_line(s, &t),
+            SignalKind::ProviderHeld { .. }
+            | SignalKind::ProviderReleased { .. }
+            | SignalKind::SpendWarning { .. }
+            | SignalKind::SpendCapReached { .. }
+            | SignalKind::SpendCapRaised { .. } => self.spend_line(s, &t),
+            SignalKind::Spawned { .. }
+            | SignalKind::SpawnDropped { .. }
+            | SignalKind::RoleProvisioned { .. }
+            | SignalKind::RoleReserved { .. }
+            | SignalKind::ExpansionRejected { .. }
+            | SignalKind::Budget { .. } => self.growth_line(s, &t),
+            SignalKind::CapacityWait { .. }
+            | SignalKind::Instance { .. }
+            | SignalKind::CapacityReleased { .. }
+            | SignalKind::AgentActivity { .. }
+            | SignalKind::Workers { .. } => self.capacity_line(s, &t),
+            _ => self.op_line(s, &t),
+        }
+    }
+
+    /// The run: started, resumed, paused, stepped, rounds, storage, warnings, the end, and who acted.
+    fn run_line(&self, s: &Signal, t: &str) -> Option<String> {
         Some(match &s.kind {
             SignalKind::RunStarted {
                 play,
@@ -24,14 +57,44 @@ impl HumanPrinter {
             } => {
                 format!("{t}  run {run_id} started: \"{play}\", {operations} operations")
             }
-            SignalKind::Queued { .. } | SignalKind::Unpaused { .. } => return None,
-            SignalKind::Started { node: n, role, .. } => {
-                node("▶ started", &n.name, &role_suffix(role))
+            SignalKind::OperatorAction { by, action, .. } => {
+                format!("{t}  {:<18} {action} — by {by}", "· operator")
             }
-            SignalKind::Completed { node: n, .. } => node("✓ succeeded", &n.name, ""),
-            SignalKind::Failed { node: n, error, .. } => {
-                node("✗ failed", &n.name, &format!(" — {error}"))
+            SignalKind::Resumed {
+                from_seq,
+                reattempted,
+                ..
+            } => {
+                let again = if reattempted.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = reattempted.iter().map(|s| &**s).collect();
+                    format!("; new attempt of {}", names.join(", "))
+                };
+                format!("{t}  run resumed after event {from_seq}{again}")
             }
+            SignalKind::StorageFailed { error } => format!(
+                "{t}  storage: {error} — nothing new starts until the event log can be written"
+            ),
+            SignalKind::StorageRecovered => {
+                format!("{t}  storage: the event log is written again; the run goes on")
+            }
+            SignalKind::RunPaused => format!("{t}  run paused"),
+            SignalKind::RunResumed => format!("{t}  run resumed"),
+            SignalKind::Stepped { .. } => format!("{t}  step"),
+            SignalKind::RoundEnded { round } => format!("{t}  round {round} drained"),
+            SignalKind::Warning { message, .. } => format!("{t}  warning: {message}"),
+            SignalKind::RunFinished { outcome, .. } => {
+                format!("{t}  run finished: {}", outcome.as_str())
+            }
+            // Another family's (see `line`).
+            _ => return None,
+        })
+    }
+
+    /// Spend and providers: warnings and caps, raises, holds and releases.
+    fn spend_line(&self, s: &Signal, t: &str) -> Option<String> {
+        Some(match &s.kind {
             SignalKind::ProviderHeld {
                 agent,
                 category,
@@ -93,79 +156,15 @@ impl HumanPrinter {
                     crate::kernel::spend::Measure::Tokens => format!("{}", cap.round() as u64),
                 }
             ),
-            SignalKind::RetryScheduled {
-                node: n,
-                category,
-                error,
-                wait_ms,
-                until,
-                next,
-                of,
-                ..
-            } => node(
-                "↻ will retry",
-                &n.name,
-                &format!(
-                    " — {} (in {}): {error}",
-                    crate::kernel::retry::waiting_words(category, *until, *next, *of),
-                    humantime::format_duration(std::time::Duration::from_secs(
-                        wait_ms.div_ceil(1000)
-                    ))
-                ),
-            ),
-            SignalKind::Skipped {
-                node: n,
-                reason,
-                because,
-            } => node(
-                "↷ skipped",
-                &n.name,
-                &format!(" — {}", because.as_deref().unwrap_or(reason.describe())),
-            ),
-            SignalKind::Paused { node: n, .. } => node("‖ paused", &n.name, ""),
-            SignalKind::AwaitingApproval { node: n } => node(
-                "? awaiting approval",
-                &n.name,
-                &format!(" — type `approve {0}` or `deny {0}`", n.name),
-            ),
-            SignalKind::Approved { node: n, by } => {
-                node("✓ approved", &n.name, &format!(" by {by}"))
-            }
-            SignalKind::Denied {
-                node: n,
-                by,
-                reason,
-            } => node("✗ denied", &n.name, &format!(" by {by}: {reason}")),
-            SignalKind::Escalated {
-                node: n, reason, ..
-            } => node("! escalated", &n.name, &format!(" — {reason}")),
-            SignalKind::Retried {
-                node: n,
-                attempt,
-                because: None,
-            } => node("↻ retried", &n.name, &format!(" — attempt {attempt}")),
-            SignalKind::Retried {
-                node: n,
-                because: Some(b),
-                ..
-            } if &**b == crate::store::resume::RESUMED_CANCEL => {
-                node("↻ reopened", &n.name, " — the cancelled run is resumed")
-            }
-            SignalKind::Retried {
-                node: n,
-                because: Some(b),
-                ..
-            } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
-            SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
-            SignalKind::OperatorAction { by, action, .. } => {
-                format!("{t}  {:<18} {action} — by {by}", "· operator")
-            }
-            SignalKind::DependenciesAdded { node: n, edges, .. } => node(
-                "+ waits also for",
-                &n.name,
-                &format!(" {} more", edges.len()),
-            ),
-            SignalKind::Unheld { node: n } => node("▷ unheld", &n.name, ""),
+            // Another family's (see `line`).
+            _ => return None,
+        })
+    }
+
+    /// Growth: spawns accepted and dropped, roles provisioned, reserved and refused.
+    fn growth_line(&self, s: &Signal, t: &str) -> Option<String> {
+        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        Some(match &s.kind {
             SignalKind::Spawned { name, assignee, .. } => {
                 node("+ spawned", name, &role_suffix(assignee))
             }
@@ -196,6 +195,15 @@ impl HumanPrinter {
                 node("- role refused", role, &format!(" ({})", reason.as_str()))
             }
             SignalKind::Budget { .. } => return None,
+            // Another family's (see `line`).
+            _ => return None,
+        })
+    }
+
+    /// Capacity and workers: waits, instances, releases, the workers of a `[cluster]` run, and what running agents do.
+    fn capacity_line(&mut self, s: &Signal, t: &str) -> Option<String> {
+        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        Some(match &s.kind {
             SignalKind::CapacityWait { node: n, reason } => {
                 node("… waits", &n.name, &format!(" — {reason}"))
             }
@@ -263,33 +271,95 @@ impl HumanPrinter {
                     each.join(", ")
                 )
             }
-            SignalKind::Resumed {
-                from_seq,
-                reattempted,
+            // Another family's (see `line`).
+            _ => return None,
+        })
+    }
+
+    /// An operation's lifecycle: queued to settled, with gates, holds and retries.
+    fn op_line(&self, s: &Signal, t: &str) -> Option<String> {
+        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        Some(match &s.kind {
+            SignalKind::Queued { .. } | SignalKind::Unpaused { .. } => return None,
+            SignalKind::Started { node: n, role, .. } => {
+                node("▶ started", &n.name, &role_suffix(role))
+            }
+            SignalKind::Completed { node: n, .. } => node("✓ succeeded", &n.name, ""),
+            SignalKind::Failed { node: n, error, .. } => {
+                node("✗ failed", &n.name, &format!(" — {error}"))
+            }
+            SignalKind::RetryScheduled {
+                node: n,
+                category,
+                error,
+                wait_ms,
+                until,
+                next,
+                of,
                 ..
-            } => {
-                let again = if reattempted.is_empty() {
-                    String::new()
-                } else {
-                    let names: Vec<&str> = reattempted.iter().map(|s| &**s).collect();
-                    format!("; new attempt of {}", names.join(", "))
-                };
-                format!("{t}  run resumed after event {from_seq}{again}")
-            }
-            SignalKind::StorageFailed { error } => format!(
-                "{t}  storage: {error} — nothing new starts until the event log can be written"
+            } => node(
+                "↻ will retry",
+                &n.name,
+                &format!(
+                    " — {} (in {}): {error}",
+                    crate::kernel::retry::waiting_words(category, *until, *next, *of),
+                    humantime::format_duration(std::time::Duration::from_secs(
+                        wait_ms.div_ceil(1000)
+                    ))
+                ),
             ),
-            SignalKind::StorageRecovered => {
-                format!("{t}  storage: the event log is written again; the run goes on")
+            SignalKind::Skipped {
+                node: n,
+                reason,
+                because,
+            } => node(
+                "↷ skipped",
+                &n.name,
+                &format!(" — {}", because.as_deref().unwrap_or(reason.describe())),
+            ),
+            SignalKind::Paused { node: n, .. } => node("‖ paused", &n.name, ""),
+            SignalKind::AwaitingApproval { node: n } => node(
+                "? awaiting approval",
+                &n.name,
+                &format!(" — type `approve {0}` or `deny {0}`", n.name),
+            ),
+            SignalKind::Approved { node: n, by } => {
+                node("✓ approved", &n.name, &format!(" by {by}"))
             }
-            SignalKind::RunPaused => format!("{t}  run paused"),
-            SignalKind::RunResumed => format!("{t}  run resumed"),
-            SignalKind::Stepped { .. } => format!("{t}  step"),
-            SignalKind::RoundEnded { round } => format!("{t}  round {round} drained"),
-            SignalKind::Warning { message, .. } => format!("{t}  warning: {message}"),
-            SignalKind::RunFinished { outcome, .. } => {
-                format!("{t}  run finished: {}", outcome.as_str())
+            SignalKind::Denied {
+                node: n,
+                by,
+                reason,
+            } => node("✗ denied", &n.name, &format!(" by {by}: {reason}")),
+            SignalKind::Escalated {
+                node: n, reason, ..
+            } => node("! escalated", &n.name, &format!(" — {reason}")),
+            SignalKind::Retried {
+                node: n,
+                attempt,
+                because: None,
+            } => node("↻ retried", &n.name, &format!(" — attempt {attempt}")),
+            SignalKind::Retried {
+                node: n,
+                because: Some(b),
+                ..
+            } if &**b == crate::store::resume::RESUMED_CANCEL => {
+                node("↻ reopened", &n.name, " — the cancelled run is resumed")
             }
+            SignalKind::Retried {
+                node: n,
+                because: Some(b),
+                ..
+            } => node("↻ reopened", &n.name, &format!(" — {b} is retried")),
+            SignalKind::Held { node: n } => node("‖ held", &n.name, ""),
+            SignalKind::DependenciesAdded { node: n, edges, .. } => node(
+                "+ waits also for",
+                &n.name,
+                &format!(" {} more", edges.len()),
+            ),
+            SignalKind::Unheld { node: n } => node("▷ unheld", &n.name, ""),
+            // Another family's (see `line`).
+            _ => return None,
         })
     }
 }
