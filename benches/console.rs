@@ -142,7 +142,7 @@ fn frame_case(n: u64) -> Value {
     }
     a.after_fold();
     let area = ratatui::layout::Rect::new(0, 0, 200, 60);
-    a.arrange(area);
+    playdeck::console::ui::arrange(&mut a, area);
     let Ok(mut term) = Terminal::new(TestBackend::new(200, 60));
     let mut times = Vec::new();
     for i in 0..200 {
@@ -150,7 +150,7 @@ fn frame_case(n: u64) -> Value {
         // the layout pass is part of every frame.
         a.lanes[0].select(i * 97 % a.lane_len(0).max(1));
         let t = Instant::now();
-        a.arrange(area);
+        playdeck::console::ui::arrange(&mut a, area);
         let Ok(_) = term.draw(|f| ui::draw(f, &a));
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
@@ -254,7 +254,7 @@ fn latency_case() -> Value {
             &mut source,
             &mut events,
             |app: &mut App| {
-                app.arrange(ratatui::layout::Rect::new(0, 0, 200, 60));
+                playdeck::console::ui::arrange(app, ratatui::layout::Rect::new(0, 0, 200, 60));
                 let Ok(_) = term.draw(|f| ui::draw(f, app));
                 frames += 1;
                 let mut p = pr.lock().unwrap();

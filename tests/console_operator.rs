@@ -2045,8 +2045,8 @@ sim = { duration_ms = 1000 }
 
     /// The pane alone, its window as tall as the pane.
     fn pane(s: &mut Scene, w: u16, h: u16) -> String {
-        let rows = playdeck::console::ui::capacity_rows(&s.app).len();
-        let gauge = usize::from(playdeck::console::ui::capacity_gauge_rows(&s.app));
+        let rows = s.app.capacity_rows().len();
+        let gauge = usize::from(s.app.capacity_gauge_rows());
         s.app.capacity.resize(rows, usize::from(h) - 2 - gauge);
         let s = &*s;
         let Ok(mut term) = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h));
@@ -2347,12 +2347,12 @@ mod following {
         assert_eq!(
             s.pages,
             vec![
-                playdeck::console::pager::Page::Output {
+                playdeck::console::app::Page::Output {
                     op: n.name().to_string(),
                     attempt: n.attempt,
                     logs: run_dir.join("logs"),
                 },
-                playdeck::console::pager::Page::Diff {
+                playdeck::console::app::Page::Diff {
                     op: n.name().to_string(),
                     attempt: n.attempt,
                     instance: n

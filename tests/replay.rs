@@ -184,7 +184,7 @@ fn replay_app(facts: &playdeck::console::model::PlayFacts, keymap: Keymap) -> Ap
 }
 
 fn screen(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
-    app.arrange(ratatui::layout::Rect::new(0, 0, w, h));
+    playdeck::console::ui::arrange(app, ratatui::layout::Rect::new(0, 0, w, h));
     let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
     term.draw(|f| playdeck::console::ui::draw(f, app)).unwrap();
     term.backend().buffer().clone()

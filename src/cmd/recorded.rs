@@ -44,7 +44,8 @@ pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
     let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
         .map_err(|e| CmdError::Input(e.to_string()))?;
     block_on(true, async {
-        playdeck::console::replay::run(&dir, signals, facts, config, speed, stop_requests()).await
+        playdeck::console::replay_console::run(&dir, signals, facts, config, speed, stop_requests())
+            .await
     })?
     .map_err(|e| CmdError::Failed(e.to_string()))?;
     Ok(0)

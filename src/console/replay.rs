@@ -5,10 +5,8 @@
 //! log is read as it grows. The event loop is the live console's
 //! (`run::event_loop`), over a replay source.
 
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-
-use tokio::sync::mpsc;
 
 use super::app::{App, Follow, ReplayBar, ReplayCmd};
 use super::model::{PlayFacts, ViewModel};
@@ -147,7 +145,11 @@ pub fn describe(pos: usize, s: &Signal) -> String {
             Some(n) => format!("{} {}", s.kind.type_name().replace('_', " "), n.name),
             None => s.kind.type_name().replace('_', " "),
         });
-    format!("#{} {}  {what}", group(pos), super::ui::duration(s.elapsed))
+    format!(
+        "#{} {}  {what}",
+        group(pos),
+        super::words::duration(s.elapsed)
+    )
 }
 
 /// Plays a timeline into an app.
@@ -292,8 +294,8 @@ impl Player {
                     if t > end {
                         app.warn(format!(
                             "{} is past the end: the recording ends at {}; showing the end",
-                            super::ui::duration(t),
-                            super::ui::duration(end)
+                            super::words::duration(t),
+                            super::words::duration(end)
                         ));
                     }
                     let pos = self.timeline.pos_at_time(t);
@@ -408,62 +410,4 @@ impl LogTail {
 /// Whether a run directory's run is live: its control socket answers.
 pub fn is_live(dir: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(crate::control::socket_path(dir)).is_ok()
-}
-
-/// Opens the console on a recorded run; a live one is followed.
-pub async fn run(
-    run_dir: &Path,
-    signals: Vec<Signal>,
-    facts: PlayFacts,
-    config: super::config::ConsoleConfig,
-    speed: f64,
-    mut stop: mpsc::UnboundedReceiver<super::run::StopSignal>,
-) -> io::Result<()> {
-    let events_path = run_dir.join("events.jsonl");
-    // Where the log stood when it was read: following goes on from there.
-    let offset = std::fs::metadata(&events_path).map_or(0, |m| m.len());
-    let timeline = Timeline::new(signals, facts);
-    let next_seq = timeline.last_seq() + 1;
-    let mut app = App::new(
-        timeline.facts(),
-        config.themes,
-        config.theme,
-        config.keymap,
-        false,
-        super::app::Hooks {
-            run_dir: Some(run_dir.to_path_buf()),
-            ..Default::default()
-        },
-    );
-    let mut player = Player::new(timeline);
-    let tail = if player.follow == Follow::Snapshot && is_live(run_dir) {
-        player.follow = Follow::Following;
-        Some(LogTail::new(&events_path, offset, next_seq))
-    } else {
-        None
-    };
-    player.set_speed(speed);
-    player.playing = true;
-    player.sync(&mut app);
-    let mut term = super::terminal::init()?;
-    // The terminal is given back if its input cannot be read.
-    let input = super::terminal::Input::new().inspect_err(|_| super::terminal::restore())?;
-    let mut events = input.clone();
-    let mut source = super::run::Source::Replay {
-        player: &mut player,
-        tail,
-    };
-    let r = super::run::event_loop(
-        &mut app,
-        &mut source,
-        &mut events,
-        super::run::Tty {
-            term: &mut term,
-            input,
-        },
-        &mut stop,
-    )
-    .await;
-    super::terminal::restore();
-    r.map(|_| ())
 }

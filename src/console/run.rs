@@ -656,7 +656,10 @@ pub async fn resync(app: &mut App, session: &Session) {
 pub(crate) fn draw(term: &mut terminal::Term, app: &mut App) -> io::Result<()> {
     let size = term.size()?;
     app.vm.settle();
-    app.arrange(ratatui::layout::Rect::new(0, 0, size.width, size.height));
+    super::ui::arrange(
+        app,
+        ratatui::layout::Rect::new(0, 0, size.width, size.height),
+    );
     crossterm::execute!(io::stdout(), BeginSynchronizedUpdate)?;
     let r = term.draw(|f| super::ui::draw(f, app)).map(|_| ());
     crossterm::execute!(io::stdout(), EndSynchronizedUpdate)?;

@@ -83,7 +83,7 @@ pub struct Scene {
     area: ratatui::layout::Rect,
     at: f64,
     /// What `O` and `D` asked to page (a scene has no terminal to lend).
-    pub pages: Vec<super::pager::Page>,
+    pub pages: Vec<super::app::Page>,
     _dir: tempfile::TempDir,
 }
 
@@ -168,13 +168,13 @@ impl Scene {
         }
         self.app.after_fold();
         self.app.clock = self.at;
-        self.app.arrange(self.area);
+        super::ui::arrange(&mut self.app, self.area);
     }
 
     /// Changes the screen's size (as a terminal resize would).
     pub fn resize(&mut self, width: u16, height: u16) {
         self.area = ratatui::layout::Rect::new(0, 0, width, height);
-        self.app.arrange(self.area);
+        super::ui::arrange(&mut self.app, self.area);
     }
 
     /// Presses keys at this moment, carrying out their effects; `+N` lets
@@ -230,7 +230,7 @@ impl Scene {
     /// Renders the whole console (laid out for its size first, as a frame
     /// is).
     pub fn render(&mut self) -> Buffer {
-        self.app.arrange(self.area);
+        super::ui::arrange(&mut self.app, self.area);
         let Ok(mut term) = Terminal::new(TestBackend::new(self.area.width, self.area.height));
         let Ok(_) = term.draw(|f| super::ui::draw(f, &self.app));
         // As a frame does: what it showed selected is what the operator saw.

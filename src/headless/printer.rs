@@ -19,9 +19,9 @@ impl HumanPrinter {
             | SignalKind::OperatorAction { .. }
             | SignalKind::Resumed { .. }
             | SignalKind::StorageFailed { .. }
-            | SignalKind::StorageRecovered { .. }
-            | SignalKind::RunPaused { .. }
-            | SignalKind::RunResumed { .. }
+            | SignalKind::StorageRecovered
+            | SignalKind::RunPaused
+            | SignalKind::RunResumed
             | SignalKind::Stepped { .. }
             | SignalKind::RoundEnded { .. }
             | SignalKind::Warning { .. }

@@ -6,7 +6,19 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::graph::OpId;
-use super::signal::{SPAWNED_INSTRUCTION_MAX, truncate_chars};
+
+/// Longest instruction carried by a `spawned` signal (ADR-0033 D5).
+pub const SPAWNED_INSTRUCTION_MAX: usize = 512;
+/// Longest `detail` of a dropped spawn (ADR-0033 D5).
+pub const DROP_DETAIL_MAX: usize = 500;
+
+/// Cuts `s` to at most `max` characters, on a character boundary.
+pub fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
 
 /// Why a spawn request did not become an operation. The kernel's reasons
 /// and the palette router's share one ledger.

@@ -19,6 +19,7 @@ pub mod retry;
 pub mod signal;
 pub mod snapshot;
 pub mod spend;
+pub mod transition;
 
 pub use agent::{
     ActivityState, Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver,
@@ -37,7 +38,7 @@ pub use graph::{
     Condition, Edge, EdgeKind, Graph, GraphBuilder, GraphError, OpId, OpMetadata, Operation,
     OperationKind,
 };
-pub use lane::{Lane, lane_for};
+pub use lane::Lane;
 pub use lease::{
     CAPACITY_UNAVAILABLE, Lease, LeaseAnswer, LeaseId, LeaseProvider, LeaseRequest, Retained,
 };
@@ -50,3 +51,4 @@ pub use signal::{
     SinkError, SkipReason, SpawnRecord, WorkerSeen,
 };
 pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};
+pub use transition::lane_for;

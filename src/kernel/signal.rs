@@ -14,19 +14,6 @@ use super::ledger::DropReason;
 
 pub const SIGNAL_SCHEMA_VERSION: u32 = 1;
 
-/// Longest instruction carried by a `spawned` signal (ADR-0033 D5).
-pub const SPAWNED_INSTRUCTION_MAX: usize = 512;
-/// Longest `detail` of a dropped spawn (ADR-0033 D5).
-pub const DROP_DETAIL_MAX: usize = 500;
-
-/// Cuts `s` to at most `max` characters, on a character boundary.
-pub fn truncate_chars(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Signal {
     /// Schema version, on every line so a single line is self-describing.
@@ -651,6 +638,7 @@ pub struct SinkError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::ledger::{SPAWNED_INSTRUCTION_MAX, truncate_chars};
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -1,4 +1,5 @@
-//! The provisioner a run uses: resolves a role's pack config and what its
+//! The provisioning seam (what a route is, what a provisioner is asked,
+//! why it can fail) and the provisioner a run uses: resolves a role's pack config and what its
 //! work runs on (agent, flag profile, ToolSet), creates its artifact
 //! directory in the run directory, and only then hands back the route. A
 //! play can make it slow or failing for demos and tests
@@ -11,9 +12,65 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::catalog::{Effort, RoleConfig};
 use super::model::PaletteSimulate;
-use super::router::{ProvisionError, ProvisionRequest, Provisioner, RouteEntry};
+use super::model::{Disposition, UserProfile};
 use crate::kernel::{BoxFuture, RoleOrigin};
+
+/// A published role route: everything an operation of this role runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteEntry {
+    pub role: Arc<str>,
+    pub disposition: Disposition,
+    pub modes: Arc<[Arc<str>]>,
+    pub model: Option<Arc<str>>,
+    pub effort: Option<Effort>,
+    /// What work spawned onto this route (or added by the operator) runs
+    /// on; an initial role the play names no agent for has none, and that
+    /// work is refused as `role_provision_failed` with the reason.
+    pub setup: Result<RoleSetup, Arc<str>>,
+    pub origin: RoleOrigin,
+    /// The operation whose request recruited it (expansions).
+    pub by: Option<Arc<str>>,
+    pub artifact_dir: Option<PathBuf>,
+}
+
+/// What a provisioner is asked to set up.
+#[derive(Debug, Clone)]
+pub struct ProvisionRequest {
+    pub role: Arc<str>,
+    pub disposition: Disposition,
+    pub modes: Vec<String>,
+    pub config: RoleConfig,
+    pub profile: Option<UserProfile>,
+    pub origin: RoleOrigin,
+    pub by: Option<Arc<str>>,
+    /// Rebuilding a route a stopped run had: no simulated delay or failure,
+    /// nothing charged.
+    pub restoring: bool,
+}
+
+/// Resolves model, tools, modes and artifacts for a role. Runs outside the
+/// palette lock; may be slow or fail.
+pub trait Provisioner: Send + Sync + 'static {
+    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, ProvisionError>>;
+}
+
+/// Why a role could not be provisioned (D3: typed, never an executor
+/// error); its text is the detail of the request dropped for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("simulated provisioning failure ([palette.simulate] fail_roles)")]
+    Simulated,
+    #[error("the pack marks {0} inactive")]
+    Inactive(Arc<str>),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("cannot create {}: {error}", .dir.display())]
+    ArtifactDir { dir: PathBuf, error: std::io::Error },
+    #[error("the provisioner panicked: {0}")]
+    Panicked(String),
+}
 
 /// What a role's spawned (or operator-added) work runs on: the agent and
 /// its parameters (flag profile and ToolSet, as `AgentParams` carries

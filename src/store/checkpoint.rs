@@ -99,7 +99,7 @@ impl Checkpoint {
     /// directory), serialised straight into the file.
     pub fn write(&self, path: &Path) -> std::io::Result<u64> {
         crate::files::write_atomic_with(path, |w| {
-            let mut counted = Counted { inner: w, n: 0 };
+            let mut counted = crate::files::Counted { inner: w, n: 0 };
             serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
             counted.write_all(b"\n")?;
             Ok(counted.n)
@@ -136,30 +136,6 @@ impl Checkpoint {
             })?;
         c.state.reindex();
         Ok(c)
-    }
-}
-
-/// A writer that counts what went through it.
-pub(super) struct Counted<W> {
-    pub(super) inner: W,
-    pub(super) n: u64,
-}
-
-impl<W: Write> Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.n += n as u64;
-        Ok(n)
-    }
-    // serde_json writes many small pieces: each goes to the buffer in one
-    // call, not through the default write_all's loop.
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.inner.write_all(buf)?;
-        self.n += buf.len() as u64;
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 

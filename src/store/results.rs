@@ -113,7 +113,7 @@ fn write(dir: &Path, op: &OpId, result: &Value) -> io::Result<u64> {
     std::fs::create_dir_all(dir.join(DIR))
         .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     crate::files::write_atomic_with(&path, |w| {
-        let mut counted = super::checkpoint::Counted { inner: w, n: 0 };
+        let mut counted = crate::files::Counted { inner: w, n: 0 };
         serde_json::to_writer(&mut counted, result).map_err(io::Error::other)?;
         counted.write_all(b"\n")?;
         Ok(counted.n)

@@ -169,12 +169,12 @@ impl App {
                             (Some(_), InstanceState::Busy | InstanceState::Retained) => Ok(()),
                             (_, InstanceState::Ready) => Err(format!(
                                 "{name} is idle ({}): no operation runs on it",
-                                crate::console::ui::state_age(self, i)
+                                self.state_age(i)
                             )
                             .into()),
                             _ => Err(format!(
                                 "{name} runs no operation: it is {}",
-                                crate::console::ui::state_words(self, i)
+                                self.state_words(i)
                             )
                             .into()),
                         }
@@ -231,7 +231,7 @@ impl App {
             },
             ShowAll => match top {
                 Some(Overlay::Inspector { node, all, .. })
-                    if *all || crate::console::ui::collapsible(self, *node) =>
+                    if *all || self.inspector_collapsible(*node) =>
                 {
                     Ok(())
                 }
@@ -283,9 +283,10 @@ impl App {
             .values()
             .filter(|i| i.state.is_active())
             .collect();
-        if active.iter().any(|i| {
-            i.state == InstanceState::Ready && crate::console::ui::kept_by(self, i).is_none()
-        }) {
+        if active
+            .iter()
+            .any(|i| i.state == InstanceState::Ready && self.kept_by(i).is_none())
+        {
             return None;
         }
         if active.is_empty() {
@@ -299,7 +300,7 @@ impl App {
                 format!(
                     "{} {}",
                     short_instance(&i.name, run_id),
-                    crate::console::ui::state_words(self, i)
+                    self.state_words(i)
                 )
             })
             .collect();

@@ -15,13 +15,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::layout::Position;
 use tui_tree_widget::TreeState;
 
+use super::app::CapRow;
+use super::app::Page;
 use super::app::{App, Drift, Effect, Follow, LedgerFilter, PANES, Pane, ReplayCmd};
 use super::follow::FollowView;
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
-use super::pager::Page;
 use super::scroll::{Motion, ScrollList};
-use super::ui::{CapRow, short_instance};
+use super::words::short_instance;
 use crate::capacity::ReleaseResult;
 use crate::kernel::command::ReleaseSelect;
 use crate::kernel::{Lane, LedgerOutcome, Request};

@@ -43,7 +43,7 @@ impl App {
                     self.focus = Pane::Capacity;
                     self.bottom = Pane::Capacity;
                     // Below the border and the gauge line.
-                    let top = g.capacity.y + 1 + crate::console::ui::capacity_gauge_rows(self);
+                    let top = g.capacity.y + 1 + self.capacity_gauge_rows();
                     if let Some(row) = m.row.checked_sub(top) {
                         let off = self.capacity.offset();
                         self.capacity.select(off + row as usize);

@@ -210,7 +210,7 @@ impl App {
                 // Moved over the rows the tree shows now, not the ones its
                 // widget saw at the last frame: keys can come faster than
                 // frames.
-                let items = crate::console::ui::palette_items(self);
+                let items = crate::console::app::palette_items(&self.palette_entries());
                 let Some(Overlay::Palette { state }) = self.overlays.last_mut() else {
                     return Vec::new();
                 };
@@ -268,7 +268,7 @@ impl App {
             short_instance(&i.name, &self.vm.run.run_id),
             i.profile,
             i.role,
-            crate::console::ui::state_words(self, i)
+            self.state_words(i)
         );
         if i.state != InstanceState::Ready {
             words.push_str(&format!(" · {}", i.lifetime));

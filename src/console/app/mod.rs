@@ -4,6 +4,9 @@
 //! return effects (run control, replay moves, the report, the bell) for
 //! the event loop to carry out. Nothing here blocks.
 
+mod capacity;
+mod inspector;
+mod palette_tree;
 mod problems;
 mod runs;
 mod selection;
@@ -21,11 +24,13 @@ use super::model::{COLS, PlayFacts, ViewModel, col_lane};
 use super::overlay::Overlay;
 use super::scroll::ScrollList;
 use super::theme::Theme;
-use super::ui::CapRow;
 use super::warnings::WarningFold;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
 use crate::projection::{Instance, StartHold};
+pub use capacity::{CapRow, WAITING_SHOWN};
+pub use inspector::{LIST_MAX, TEXT_MAX};
+pub use palette_tree::{Entry, find, palette_items};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -117,7 +122,7 @@ pub enum Effect {
     ListRuns,
     /// Hand the terminal to `$PAGER` on an attempt's output or a worktree's
     /// diff (the event loop suspends the console around it).
-    Page(super::pager::Page),
+    Page(Page),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +188,42 @@ pub struct Geometry {
     pub budgets: Rect,
     pub ledger: Rect,
     pub capacity: Rect,
+}
+
+/// What the panes measured of the screen for the app to size its lists
+/// by: made by `ui::measure` from the app as it is, taken by
+/// [`App::arrange`], so the app never reaches into the panes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Measured {
+    pub too_small: bool,
+    pub geometry: Geometry,
+    /// The capacity pane's rows and the height of its window.
+    pub capacity: (usize, usize),
+    /// The budgets pane's rows and the height of its window.
+    pub budgets: (usize, usize),
+    /// The open overlay's content rows and window, when it scrolls.
+    pub overlay: Option<(usize, usize)>,
+    /// Rows of output a follow view shows.
+    pub follow_rows: usize,
+}
+
+/// What to show in the pager.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Page {
+    /// Both logs of an attempt, in `logs`.
+    Output {
+        op: String,
+        attempt: u32,
+        logs: PathBuf,
+    },
+    /// What changed in the workspace the attempt worked in.
+    Diff {
+        op: String,
+        attempt: u32,
+        /// The capacity instance the attempt ran on, when it had one.
+        instance: Option<String>,
+        run_dir: PathBuf,
+    },
 }
 
 pub struct App {
@@ -501,16 +542,16 @@ impl App {
         effects
     }
 
-    /// Lays the screen out for `area`: pane geometry, each list's window,
-    /// the open overlay's content. Done before each frame (and by tests),
-    /// so keys always move lists that know their size.
-    pub fn arrange(&mut self, area: Rect) {
-        self.too_small = super::ui::too_small(area);
+    /// Takes the layout the panes measured for the screen (see
+    /// `ui::measure`): pane geometry, each list's window, the open
+    /// overlay's content. Done before each frame (and by tests), so keys
+    /// always move lists that know their size.
+    pub fn arrange(&mut self, m: Measured) {
+        self.too_small = m.too_small;
         if self.too_small {
             return;
         }
-        let areas = super::ui::layout(area, self);
-        self.geometry = areas.geometry;
+        self.geometry = m.geometry;
         let inner = |r: Rect, chrome: u16| r.height.saturating_sub(chrome) as usize;
         for col in 0..COLS {
             let len = self.lane_len(col);
@@ -519,22 +560,21 @@ impl App {
         }
         let len = self.ledger_len();
         self.ledger.resize(len, inner(self.geometry.ledger, 3));
-        let (len, h) = super::ui::capacity_size(self, self.geometry.capacity);
+        let (len, h) = m.capacity;
         self.capacity.resize(len, h);
-        let (len, h) = super::ui::budgets_size(self, self.geometry.budgets);
+        let (len, h) = m.budgets;
         self.budgets.resize(len, h);
-        if let Some((len, h)) = super::ui::overlay_size(self, area)
+        if let Some((len, h)) = m.overlay
             && let Some(s) = self.overlays.last_mut().and_then(Overlay::scroll_mut)
         {
             s.resize(len, h);
         }
-        self.follow_agents(area);
+        self.follow_agents(m.follow_rows);
     }
 
     /// Reads what followed agents wrote since the last frame, into every
     /// open follow view (one under help keeps up too).
-    fn follow_agents(&mut self, area: Rect) {
-        let rows = super::ui::follow_rows(area, self);
+    fn follow_agents(&mut self, rows: usize) {
         let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
         for o in &mut self.overlays {
             let Overlay::Follow(f) = o else {

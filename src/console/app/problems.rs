@@ -49,7 +49,7 @@ impl App {
         let what = match n.lane {
             Lane::AwaitingApproval => format!(
                 "waits for approval ({} so far){}",
-                crate::console::ui::duration(self.clock - self.entered(ix)),
+                crate::console::words::duration(self.clock - self.entered(ix)),
                 self.vm
                     .failed_deps(ix)
                     .map(|f| format!(" · {}", f.words()))
@@ -189,7 +189,7 @@ impl App {
         match oldest {
             Some(ix) => {
                 self.go_to(ix);
-                let waited = crate::console::ui::duration(self.clock - self.entered(ix));
+                let waited = crate::console::words::duration(self.clock - self.entered(ix));
                 let n = self.vm.lane(Lane::AwaitingApproval).len();
                 self.info(format!(
                     "{} has waited {waited} for approval (the oldest of {n}): a approves, d denies",

@@ -20,7 +20,7 @@ impl App {
     /// it was on. One that was released is no longer listed; the cursor
     /// stays at its row, on what follows.
     pub(super) fn follow_capacity_pick(&mut self) {
-        let rows = crate::console::ui::capacity_rows(self);
+        let rows = self.capacity_rows();
         self.capacity.set_len(rows.len());
         let Some(name) = &self.capacity_pick else {
             return;
@@ -36,7 +36,7 @@ impl App {
     /// What the capacity cursor is on.
     pub fn capacity_row(&self) -> Option<CapRow> {
         let row = self.capacity.selected()?;
-        crate::console::ui::capacity_rows(self).get(row).copied()
+        self.capacity_rows().get(row).copied()
     }
 
     /// The instance under the capacity cursor.
@@ -56,7 +56,7 @@ impl App {
         ) {
             return;
         }
-        let rows = crate::console::ui::capacity_rows(self);
+        let rows = self.capacity_rows();
         self.capacity.set_len(rows.len());
         if let Some(row) = rows.iter().position(|r| matches!(r, CapRow::Instance(_))) {
             self.capacity.select(row);

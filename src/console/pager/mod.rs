@@ -22,29 +22,10 @@ use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
 use tokio::sync::mpsc;
 
-use super::app::{App, Level};
+use super::app::{App, Level, Page};
 use crate::capacity::state::CapacityFile;
 use crate::session::StopSignal;
 use crate::vocab::WorkspaceMode;
-
-/// What to show in the pager.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Page {
-    /// Both logs of an attempt, in `logs`.
-    Output {
-        op: String,
-        attempt: u32,
-        logs: PathBuf,
-    },
-    /// What changed in the workspace the attempt worked in.
-    Diff {
-        op: String,
-        attempt: u32,
-        /// The capacity instance the attempt ran on, when it had one.
-        instance: Option<String>,
-        run_dir: PathBuf,
-    },
-}
 
 /// Why the pager did not open, and how loud to say it.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,164 +6,16 @@
 //! row is (cheap, no text built), so keys can act on the instance under the
 //! cursor, and only the rows in the window are drawn.
 
-use std::collections::HashMap;
-
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
-use super::lanes::short_time;
 use super::{more_below, pane_block, selected_style, short_instance};
-use crate::console::app::{App, Pane};
+use crate::console::app::{App, CapRow, Pane, WAITING_SHOWN};
 use crate::console::text::{fit, group, width};
-use crate::projection::Instance;
-use crate::vocab::{InstanceState, Lifetime};
-
-/// What one row of the pane shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CapRow {
-    /// A profile's title: its name, role and instances of `max_instances`.
-    Profile(usize),
-    /// An instance: its index in the view's instances.
-    Instance(usize),
-    WaitingTitle,
-    /// An operation waiting for capacity (its node index).
-    Waiting(u32),
-    /// How many more wait than are listed.
-    WaitingMore,
-    ReleaseTitle,
-    Released,
-    /// An instance the last release kept: its index in `retained`.
-    Retained(usize),
-    /// A `[cluster]` run's workers: how many, their load.
-    WorkersTitle,
-    /// A worker: its index in the list last said.
-    Worker(usize),
-    /// Under the workers of a run without `[capacity]`.
-    NoLimits,
-}
-
-/// The waiting operations listed one by one; a flood is summed up.
-const WAITING_SHOWN: usize = 20;
-
-/// The pane's rows in order: each profile with its instances (released
-/// ones are gone), what waits, the last release.
-pub fn rows(app: &App) -> Vec<CapRow> {
-    let c = &app.vm.capacity;
-    let facts = &app.vm.facts;
-    let mut rows = Vec::new();
-    if let Some((workers, _)) = &c.workers {
-        rows.push(CapRow::WorkersTitle);
-        rows.extend((0..workers.len()).map(CapRow::Worker));
-        if !facts.capacity {
-            rows.push(CapRow::NoLimits);
-        }
-    }
-    if !facts.capacity {
-        return rows;
-    }
-    // One pass over the instances, grouped by profile.
-    let at: HashMap<&str, usize> = facts
-        .profiles
-        .iter()
-        .enumerate()
-        .map(|(k, p)| (&*p.name, k))
-        .collect();
-    let mut by_profile: Vec<Vec<usize>> = vec![Vec::new(); facts.profiles.len()];
-    for (i, inst) in c.instances.values().enumerate() {
-        if inst.state == InstanceState::Released {
-            continue;
-        }
-        if let Some(&k) = at.get(&*inst.profile) {
-            by_profile[k].push(i);
-        }
-    }
-    for (k, insts) in by_profile.into_iter().enumerate() {
-        rows.push(CapRow::Profile(k));
-        rows.extend(insts.into_iter().map(CapRow::Instance));
-    }
-    if !c.waiting.is_empty() {
-        rows.push(CapRow::WaitingTitle);
-        rows.extend(
-            c.waiting
-                .iter()
-                .take(WAITING_SHOWN)
-                .map(|&ix| CapRow::Waiting(ix)),
-        );
-        if c.waiting.len() > WAITING_SHOWN {
-            rows.push(CapRow::WaitingMore);
-        }
-    }
-    if let Some(r) = &c.last_release {
-        rows.push(CapRow::ReleaseTitle);
-        rows.push(CapRow::Released);
-        rows.extend((0..r.retained.len()).map(CapRow::Retained));
-    }
-    rows
-}
-
-/// Whether instances of `profile` are pinned (long-lived).
-fn pinned(app: &App, profile: &str) -> bool {
-    app.vm
-        .facts
-        .profiles
-        .iter()
-        .any(|p| &*p.name == profile && p.pinned)
-}
-
-/// Why the release that is due (`x`, a round's end) leaves this instance
-/// when idle: it is pinned, or its lifetime is not due yet. `None`: such
-/// a release takes it.
-pub fn kept_by(app: &App, i: &Instance) -> Option<&'static str> {
-    if pinned(app, &i.profile) {
-        return Some("pinned");
-    }
-    match i.lifetime {
-        Lifetime::CurrentRound => None,
-        Lifetime::CurrentLoop if app.vm.run.finished.is_some() => None,
-        other => Some(other.as_str()),
-    }
-}
-
-/// How long it has been in its state, as the lanes say times.
-pub fn state_age(app: &App, i: &Instance) -> String {
-    short_time(app.clock - i.since)
-}
-
-/// An instance's state in words: `busy: plan-api`, `idle 2m05 —
-/// releasable`, `idle 12s — kept: manual_release`.
-pub fn state_words(app: &App, i: &Instance) -> String {
-    let op = i.op.as_deref();
-    match i.state {
-        InstanceState::Busy => match op {
-            Some(o) => format!("busy: {o}"),
-            None => "busy".into(),
-        },
-        // A release found it working: it stays until it is idle.
-        InstanceState::Retained => match op {
-            Some(o) => format!("busy: {o} · retained"),
-            None => "busy · retained".into(),
-        },
-        InstanceState::Ready => {
-            let why = match kept_by(app, i) {
-                None => "releasable".to_string(),
-                Some(k) => format!("kept: {k}"),
-            };
-            format!("idle {} — {why}", state_age(app, i))
-        }
-        InstanceState::Starting => "starting: its worktree is being added".into(),
-        InstanceState::Planned => "planned, not started".into(),
-        InstanceState::Failed => "failed to start".into(),
-        InstanceState::Released => "released".into(),
-    }
-}
-
-/// Lines above the rows: the nodes gauge, with `[capacity]`.
-pub fn gauge_rows(app: &App) -> u16 {
-    u16::from(app.vm.facts.capacity)
-}
+use crate::vocab::InstanceState;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = app.theme();
@@ -187,8 +39,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         );
         return;
     }
-    let [g, rest] =
-        Layout::vertical([Constraint::Length(gauge_rows(app)), Constraint::Min(0)]).areas(inner);
+    let [g, rest] = Layout::vertical([
+        Constraint::Length(app.capacity_gauge_rows()),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
     // The gauge counts instances: a run without [capacity] has none.
     if facts.capacity {
         let active = c.active();
@@ -217,7 +72,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let w = rest.width as usize;
     let window = app.capacity.visible();
     let selected = app.capacity.selected().filter(|_| focused);
-    let lines: Vec<Line> = rows(app)
+    let lines: Vec<Line> = app
+        .capacity_rows()
         .into_iter()
         .enumerate()
         .skip(window.start)
@@ -348,7 +204,7 @@ fn line(app: &App, row: CapRow, w: usize) -> Line<'static> {
                 InstanceState::Released | InstanceState::Failed => t.error,
             };
             let head = format!("  {} ", short_instance(&i.name, run_id));
-            let mut tail = state_words(app, i);
+            let mut tail = app.state_words(i);
             // An idle one says its lifetime in why it is kept or due.
             if i.state != InstanceState::Ready {
                 tail.push_str(&format!(" · {}", i.lifetime));

@@ -3,6 +3,7 @@
 //! first: the name (cut in the middle, keeping its end), then the role,
 //! then the time.
 
+use crate::console::words::short_time;
 use ratatui::Frame;
 use ratatui::layout::Alignment;
 use ratatui::style::{Modifier, Style};
@@ -286,24 +287,6 @@ pub fn row_cells(
         return cells(cut(name, rest - 1 - tw), 0, time);
     }
     cells(cut(name, rest), 0, "")
-}
-
-/// `2.5s`, `12s`, `4m05`, `1h02`: at most four columns, for lane rows.
-pub fn short_time(secs: f64) -> String {
-    let secs = secs.max(0.0);
-    if secs < 10.0 {
-        format!("{secs:.1}s")
-    } else if secs < 60.0 {
-        format!("{}s", secs as u64)
-    } else if secs < 3600.0 {
-        format!("{}m{:02}", (secs / 60.0) as u64, (secs % 60.0) as u64)
-    } else {
-        format!(
-            "{}h{:02}",
-            (secs / 3600.0) as u64,
-            ((secs % 3600.0) / 60.0) as u64
-        )
-    }
 }
 
 /// How a running agent's state reads in a lane row.

@@ -16,7 +16,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
-use super::app::{App, Geometry, Pane};
+use super::app::{App, Geometry, Measured, Pane};
 use super::model::{COLS, SKIPPED_COL};
 use super::theme::Theme;
 use crate::kernel::Lane;
@@ -30,15 +30,11 @@ const WIDE: (u16, u16) = (110, 30);
 
 pub use budgets::draw as draw_budgets;
 pub use capacity::draw as draw_capacity;
-pub use capacity::{
-    CapRow, gauge_rows as capacity_gauge_rows, kept_by, rows as capacity_rows, state_age,
-    state_words,
-};
 pub use footer::draw as draw_footer;
 pub use header::draw as draw_header;
 pub use lanes::draw as draw_lanes;
 pub use ledger::draw as draw_ledger;
-pub use overlays::{collapsible, overlay_size, palette_items};
+pub use overlays::overlay_size;
 
 /// Where the parts of the screen go.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +44,33 @@ pub struct Areas {
     pub geometry: Geometry,
     /// Whether all three bottom panes fit side by side.
     pub wide: bool,
+}
+
+/// Measures the screen `area` for `app` as it is now: what
+/// [`App::arrange`](crate::console::app::App::arrange) sizes its lists by.
+pub fn measure(app: &App, area: Rect) -> Measured {
+    if too_small(area) {
+        return Measured {
+            too_small: true,
+            ..Measured::default()
+        };
+    }
+    let geometry = layout(area, app).geometry;
+    Measured {
+        too_small: false,
+        geometry,
+        capacity: capacity_size(app, geometry.capacity),
+        budgets: budgets_size(app, geometry.budgets),
+        overlay: overlay_size(app, area),
+        follow_rows: follow_rows(area, app),
+    }
+}
+
+/// Measures `area` and hands the app its sizes: what the event loop does
+/// before each frame.
+pub fn arrange(app: &mut App, area: Rect) {
+    let m = measure(app, area);
+    app.arrange(m);
 }
 
 pub fn too_small(area: Rect) -> bool {
@@ -244,8 +267,8 @@ pub fn capacity_size(app: &App, area: Rect) -> (usize, usize) {
     }
     let inner = pane_block(Line::default(), false, app.theme()).inner(area);
     (
-        capacity::rows(app).len(),
-        inner.height.saturating_sub(capacity::gauge_rows(app)) as usize,
+        app.capacity_rows().len(),
+        inner.height.saturating_sub(app.capacity_gauge_rows()) as usize,
     )
 }
 
@@ -293,29 +316,7 @@ pub fn pane_block<'a>(title: Line<'a>, focused: bool, t: &Theme) -> Block<'a> {
     b
 }
 
-/// `12.3s`, `4m05s`, `1h02m`.
-pub fn duration(secs: f64) -> String {
-    let secs = secs.max(0.0);
-    if secs < 60.0 {
-        format!("{secs:.1}s")
-    } else if secs < 3600.0 {
-        format!("{}m{:02}s", (secs / 60.0) as u64, (secs % 60.0) as u64)
-    } else {
-        format!(
-            "{}h{:02}m",
-            (secs / 3600.0) as u64,
-            ((secs % 3600.0) / 60.0) as u64
-        )
-    }
-}
-
-/// An instance's name without the run's prefix, which every one shares.
-pub fn short_instance<'a>(name: &'a str, run_id: &str) -> &'a str {
-    name.strip_prefix("loop-")
-        .and_then(|r| r.strip_prefix(run_id))
-        .and_then(|r| r.strip_prefix('-'))
-        .unwrap_or(name)
-}
+pub use super::words::{duration, short_instance, short_time};
 
 pub fn selected_style(t: &Theme) -> Style {
     let s = Style::default().bg(t.selection_bg).fg(t.selection_fg);

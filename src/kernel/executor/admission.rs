@@ -9,11 +9,12 @@ use petgraph::stable_graph::NodeIndex;
 use super::super::builder::RouteResult;
 use super::super::graph::OperationKind;
 use super::super::graph::{Edge, OpId, OpMetadata, Operation, new_op_id};
-use super::super::ledger::{DropReason, LedgerEntry, LedgerOutcome, RequestPayload};
-use super::super::request::RequestId;
-use super::super::signal::{
-    DROP_DETAIL_MAX, DepRecord, SPAWNED_INSTRUCTION_MAX, SignalKind, SpawnRecord, truncate_chars,
+use super::super::ledger::{
+    DROP_DETAIL_MAX, DropReason, LedgerEntry, LedgerOutcome, RequestPayload,
+    SPAWNED_INSTRUCTION_MAX, truncate_chars,
 };
+use super::super::request::RequestId;
+use super::super::signal::{DepRecord, SignalKind, SpawnRecord};
 use super::Executor;
 use super::node::Node;
 use super::routing::RequestMeta;

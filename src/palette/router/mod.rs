@@ -10,7 +10,6 @@ mod seams;
 use seams::*;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
 
 use futures_util::FutureExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,71 +18,16 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::watch;
 
-use super::catalog::{Catalog, Effort, RoleConfig, canonical};
+use super::catalog::{Catalog, RoleConfig, canonical};
 use super::clause::{install_clause, render_delegation_clause};
-use super::model::{Disposition, PaletteConfig, PaletteSnapshot, UserProfile};
-use super::provision::{RoleSetup, SetupError};
-use crate::kernel::signal::{DROP_DETAIL_MAX, truncate_chars};
+use super::model::{Disposition, PaletteConfig, PaletteSnapshot};
+pub use super::provision::{ProvisionError, ProvisionRequest, Provisioner, RouteEntry};
+use crate::kernel::ledger::{DROP_DETAIL_MAX, truncate_chars};
 use crate::kernel::{
     BoxFuture, Candidate, DropReason, Emitter, External, ExternalSender, InstructionDecorator,
     NodeBuilder, PaletteCounts, Rejection, RoleOrigin, RouteResult, SignalKind, SpawnBudget,
     SpawnRequest,
 };
-
-/// A published role route: everything an operation of this role runs with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteEntry {
-    pub role: Arc<str>,
-    pub disposition: Disposition,
-    pub modes: Arc<[Arc<str>]>,
-    pub model: Option<Arc<str>>,
-    pub effort: Option<Effort>,
-    /// What work spawned onto this route (or added by the operator) runs
-    /// on; an initial role the play names no agent for has none, and that
-    /// work is refused as `role_provision_failed` with the reason.
-    pub setup: Result<RoleSetup, Arc<str>>,
-    pub origin: RoleOrigin,
-    /// The operation whose request recruited it (expansions).
-    pub by: Option<Arc<str>>,
-    pub artifact_dir: Option<PathBuf>,
-}
-
-/// What a provisioner is asked to set up.
-#[derive(Debug, Clone)]
-pub struct ProvisionRequest {
-    pub role: Arc<str>,
-    pub disposition: Disposition,
-    pub modes: Vec<String>,
-    pub config: RoleConfig,
-    pub profile: Option<UserProfile>,
-    pub origin: RoleOrigin,
-    pub by: Option<Arc<str>>,
-    /// Rebuilding a route a stopped run had: no simulated delay or failure,
-    /// nothing charged.
-    pub restoring: bool,
-}
-
-/// Resolves model, tools, modes and artifacts for a role. Runs outside the
-/// palette lock; may be slow or fail.
-pub trait Provisioner: Send + Sync + 'static {
-    fn provision(&self, req: ProvisionRequest) -> BoxFuture<Result<RouteEntry, ProvisionError>>;
-}
-
-/// Why a role could not be provisioned (D3: typed, never an executor
-/// error); its text is the detail of the request dropped for it.
-#[derive(Debug, thiserror::Error)]
-pub enum ProvisionError {
-    #[error("simulated provisioning failure ([palette.simulate] fail_roles)")]
-    Simulated,
-    #[error("the pack marks {0} inactive")]
-    Inactive(Arc<str>),
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    #[error("cannot create {}: {error}", .dir.display())]
-    ArtifactDir { dir: PathBuf, error: std::io::Error },
-    #[error("the provisioner panicked: {0}")]
-    Panicked(String),
-}
 
 /// Why a palette could not be set up before a run, or taken up after one:
 /// the role, mode or snapshot field at fault and what is allowed.

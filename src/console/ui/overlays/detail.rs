@@ -4,9 +4,9 @@
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use super::palette::{entries, find};
 use super::{Window, field, heading};
 use crate::console::app::App;
+use crate::console::app::find;
 use crate::console::text::{group, width};
 use crate::console::ui::duration;
 use crate::kernel::LedgerOutcome;
@@ -255,7 +255,7 @@ pub fn palette_entry(app: &App, id: &str) -> Window {
             None => "Refusal".into(),
         }
     } else {
-        let entries = entries(app);
+        let entries = app.palette_entries();
         let text = find(&entries, id).map_or_else(String::new, |e| e.text.clone());
         lines.push(Line::from(text));
         if kind == "o" {

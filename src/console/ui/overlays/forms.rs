@@ -13,7 +13,7 @@ use crate::console::app::App;
 use crate::console::keymap::{Action, Mode};
 use crate::console::overlay::{ADD_FIELDS, AddForm};
 use crate::console::text::{fit, width};
-use crate::console::ui::{kept_by, short_instance, state_age, state_words};
+use crate::console::ui::short_instance;
 use crate::vocab::{InstanceState, Lifetime};
 
 /// `y/⏎ quit   n/esc keep watching`.
@@ -251,7 +251,7 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
                 .instances
                 .get(n.as_str())
                 .filter(|i| i.state == InstanceState::Ready)
-                .map(|i| format!(" — idle {}, {}", state_age(app, i), i.lifetime))
+                .map(|i| format!(" — idle {}, {}", app.state_age(i), i.lifetime))
                 .unwrap_or_default();
             lines.push(Line::from(format!("  {}{idle}", short_instance(n, run_id))));
         }
@@ -278,7 +278,7 @@ pub fn confirm_release(f: &mut Frame, area: Rect, app: &App, preview: &ReleaseRe
             lines.push(Line::from(format!(
                 "  {} — kept: {}: playdeck ctl {run_id} release --name {}",
                 short_instance(&i.name, run_id),
-                kept_by(app, i).unwrap_or(i.lifetime.as_str()),
+                app.kept_by(i).unwrap_or(i.lifetime.as_str()),
                 i.name
             )));
         }
@@ -305,9 +305,9 @@ pub fn confirm_release_instance(f: &mut Frame, area: Rect, app: &App, name: &str
                     // X opens this for an idle instance; the words say so
                     // if it changed since.
                     if i.state == InstanceState::Ready {
-                        format!("idle {}", state_age(app, i))
+                        format!("idle {}", app.state_age(i))
                     } else {
-                        state_words(app, i)
+                        app.state_words(i)
                     },
                     i.profile,
                     i.role,

@@ -7,16 +7,11 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::{Window, bold, field, heading};
-use crate::console::app::App;
+use crate::console::app::{App, LIST_MAX, TEXT_MAX};
 use crate::console::keymap::{Action, Mode};
 use crate::console::text::group;
 use crate::console::ui::{duration, short_instance};
 use crate::kernel::{ActivityState, Lane, SpawnBudget, Usage};
-
-/// Names shown of a long list before it is collapsed.
-const LIST_MAX: usize = 8;
-/// Lines shown of a long text before it is collapsed.
-const TEXT_MAX: usize = 12;
 
 pub fn window(app: &App, ix: u32, all: bool) -> Window {
     let t = app.theme();
@@ -257,18 +252,6 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         hang: 12,
         note: None,
     }
-}
-
-/// Whether the inspector of `ix` hides anything until shown in full.
-pub fn collapsible(app: &App, ix: u32) -> bool {
-    let n = app.vm.node(ix);
-    let long = |text: &str| text.lines().nth(TEXT_MAX).is_some();
-    n.depends_on.len() > LIST_MAX
-        || long(&n.op.instruction)
-        || n.error.is_none()
-            && n.result
-                .as_ref()
-                .is_some_and(|r| long(&serde_json::to_string_pretty(&**r).unwrap_or_default()))
 }
 
 /// Marks a line the agent printed on stderr (here and when following it).

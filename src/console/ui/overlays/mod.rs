@@ -22,9 +22,6 @@ use crate::console::scroll::ScrollList;
 use crate::console::text::{width, wrap_hanging};
 use crate::console::theme::Theme;
 
-pub use inspector::collapsible;
-pub use palette::palette_items;
-
 /// A window of text: what it says, and how wide it may be.
 pub struct Window {
     pub title: String,
