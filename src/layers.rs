@@ -55,6 +55,12 @@ fn without_comments(source: &str) -> String {
 /// The top-level modules `code` names through `crate::` or `playdeck::`,
 /// grouped imports (`crate::{a::X, b}`) included.
 fn named_modules(code: &str) -> Vec<String> {
+    named_after(code, &["crate::", "playdeck::"])
+}
+
+/// The first path segment after each of `roots` in `code` (`crate::x`,
+/// `crate::{x::Y, z}`), when the root is not the tail of a longer name.
+fn named_after(code: &str, roots: &[&str]) -> Vec<String> {
     let ident = |s: &str| -> String {
         s.trim_start()
             .chars()
@@ -62,11 +68,11 @@ fn named_modules(code: &str) -> Vec<String> {
             .collect()
     };
     let mut found = Vec::new();
-    for root in ["crate::", "playdeck::"] {
+    for &root in roots {
         for (at, _) in code.match_indices(root) {
             let before = code[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-                continue; // `my_crate::`, not `crate::`
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue; // `my_crate::` or `a::super::`, not the root itself
             }
             let rest = &code[at + root.len()..];
             if let Some(group) = rest.strip_prefix('{') {
@@ -177,5 +183,85 @@ mod tests {
         let named = named_modules(&without_comments("use crate::console::text::fit;"));
         let (k, c) = (layer_of("kernel").unwrap(), layer_of(&named[0]).unwrap());
         assert!(c > k);
+    }
+
+    /// The files of a module's parts (`src/console/app/…` is `app` of
+    /// `console`) import one another one way only: no part reaches back
+    /// to one that imports it, directly or through others. Test code is
+    /// left out (a part's tests may use its neighbours).
+    #[test]
+    fn the_parts_of_a_module_import_each_other_one_way() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        files.sort();
+        // (module, part) -> parts of the same module it names
+        let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for file in &files {
+            let rel = file.strip_prefix(&src).unwrap();
+            let parts: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
+            if parts.len() < 2 || parts.last() == Some(&"tests.rs") {
+                continue;
+            }
+            let top = parts[0];
+            let part = parts[1].trim_end_matches(".rs");
+            if part == "mod" {
+                continue; // the module's root names its parts to declare them
+            }
+            let code = without_comments(&std::fs::read_to_string(file).unwrap());
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+            // `super::` names a sibling only in a file directly under the
+            // module: `src/top/part.rs` or `src/top/part/mod.rs`.
+            let direct = parts.len() == 2 || (parts.len() == 3 && parts[2] == "mod.rs");
+            let in_crate = format!("crate::{top}::");
+            let mut roots = vec![in_crate.as_str()];
+            if direct {
+                roots.push("super::");
+            }
+            for named in named_after(code, &roots) {
+                let is_part = src.join(top).join(format!("{named}.rs")).is_file()
+                    || src.join(top).join(&named).is_dir();
+                if named != part && is_part {
+                    edges
+                        .entry((top.to_string(), part.to_string()))
+                        .or_default()
+                        .insert(named);
+                }
+            }
+        }
+        // A cycle is a path back to where it started.
+        let mut cycles = Vec::new();
+        for (top, start) in edges.keys() {
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
+            let mut seen = BTreeSet::new();
+            while let Some((at, path)) = stack.pop() {
+                for next in edges.get(&(top.clone(), at.clone())).into_iter().flatten() {
+                    if next == start {
+                        let mut p = path.clone();
+                        p.push(next.clone());
+                        cycles.push(format!("{top}: {}", p.join(" -> ")));
+                    } else if seen.insert(next.clone()) {
+                        let mut p = path.clone();
+                        p.push(next.clone());
+                        stack.push((next.clone(), p));
+                    }
+                }
+            }
+        }
+        assert!(
+            cycles.is_empty(),
+            "parts of a module importing each other:\n{}",
+            cycles.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_part_naming_its_sibling_through_super_is_seen() {
+        let named = named_after(
+            &without_comments("use super::app::App; x::super::no;"),
+            &["super::"],
+        );
+        assert_eq!(named, ["app"]);
     }
 }
