@@ -1,0 +1,220 @@
+//! What `D` pages: the workspace an attempt worked in, and what changed
+//! there (git's diff, and new files listed), prepared before the pager
+//! takes the terminal.
+
+use super::*;
+
+/// Where an attempt worked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workdir {
+    /// Its instance's own git worktree.
+    Worktree(PathBuf),
+    /// No worktree of its own: the play's directory, which every operation
+    /// without one shares.
+    Shared(PathBuf),
+}
+
+/// Where the attempt of `op` worked, from what its run directory recorded:
+/// its capacity instance's git worktree (`capacity.json`); else where it
+/// ran (an agent CLI's `logs/<op>.<attempt>.command.json` names it); else
+/// the play's directory (the checkpoint names the play).
+pub fn workdir(
+    run_dir: &Path,
+    op: &str,
+    attempt: u32,
+    instance: Option<&str>,
+) -> Result<Workdir, Refusal> {
+    if let Some(inst) = instance
+        && let Some(rec) = std::fs::read(run_dir.join("capacity.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<CapacityFile>(&b).ok())
+            .and_then(|c| c.agents.into_iter().find(|a| a.name == inst))
+        && rec.workspace_mode == WorkspaceMode::GitWorktree
+        && let Some(ws) = rec.placement.workspace
+    {
+        // A run started from a relative run directory records its
+        // worktrees relative to where it was started: they are under the
+        // run directory, which this console knows from where it is.
+        let recorded = PathBuf::from(ws);
+        let path = match recorded.file_name() {
+            Some(key) if recorded.is_relative() => run_dir.join("worktrees").join(key),
+            _ => recorded,
+        };
+        if !path.exists() {
+            return Err(Refusal {
+                text: format!(
+                    "{op}'s worktree {} is gone: its instance {inst} was released",
+                    path.display()
+                ),
+                level: Level::Warning,
+            });
+        }
+        return Ok(Workdir::Worktree(path));
+    }
+    let ran_in = std::fs::read(run_dir.join(format!("logs/{op}.{attempt}.command.json")))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["cwd"].as_str().map(PathBuf::from));
+    let play_dir = || {
+        let play = crate::store::resume::play_path(run_dir);
+        // Without the original, the path is the run's own copy: its
+        // directory is not the play's.
+        play.parent()
+            .filter(|d| *d != run_dir)
+            .map(Path::to_path_buf)
+    };
+    match ran_in.or_else(play_dir) {
+        Some(dir) => Ok(Workdir::Shared(dir)),
+        None => Err(Refusal {
+            text: format!(
+                "{op} has no worktree of its own (no capacity instance with workspace_mode = \"git-worktree\"), and the run does not record its play's directory"
+            ),
+            level: Level::Warning,
+        }),
+    }
+}
+
+/// Runs git in `dir`; its output, or what went wrong with the command named.
+/// `ok` lists the exit codes that are answers (`diff --no-index` says 1
+/// when the files differ).
+pub(super) async fn git(dir: &Path, args: &[&str], ok: &[i32]) -> Result<String, Refusal> {
+    let out = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| Refusal::error(format!("cannot run git: {e}")))?;
+    if out.status.code().is_some_and(|c| ok.contains(&c)) {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(Refusal::error(format!(
+            "git -C {} {} failed: {}",
+            dir.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Untracked files shown in full, at most: the list above names them all.
+pub(super) const NEW_FILES_SHOWN: usize = 20;
+
+/// `git status --short` (untracked files too), `git diff HEAD`, then each
+/// new (untracked) file in full as a diff from nothing — without touching
+/// the worktree's index: `git add --intent-to-add` would change what the
+/// agent sees.
+pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared, Refusal> {
+    let (dir, whose) = match w {
+        Workdir::Worktree(d) => (d, format!("{op}'s worktree {}", d.display())),
+        Workdir::Shared(d) => (d, format!("the play's directory {}", d.display())),
+    };
+    if let Workdir::Shared(d) = w
+        && git(d, &["rev-parse", "--show-toplevel"], &[0])
+            .await
+            .is_err()
+    {
+        return Err(Refusal {
+            text: format!(
+                "{op} has no worktree of its own: it runs in the play's directory {}, which is not in a git repository",
+                d.display()
+            ),
+            level: Level::Warning,
+        });
+    }
+    let color = if color {
+        "--color=always"
+    } else {
+        "--color=never"
+    };
+    let status = git(dir, &["status", "--short", "--untracked-files=all"], &[0]).await?;
+    let changed = status.lines().count();
+    if changed == 0 {
+        return Err(Refusal {
+            text: format!("nothing to diff: {whose} has no changes against HEAD"),
+            level: Level::Info,
+        });
+    }
+    let head = git(dir, &["log", "-1", "--format=%h %s"], &[0]).await?;
+    let tracked = git(dir, &["diff", color, "HEAD"], &[0]).await?;
+    let new = git(
+        dir,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        &[0],
+    )
+    .await?;
+    let new: Vec<&str> = new.split('\0').filter(|p| !p.is_empty()).collect();
+    let mut text = match w {
+        Workdir::Worktree(_) => format!("# {whose}\n"),
+        Workdir::Shared(_) => format!(
+            "# {op} has no worktree of its own: this is {whose}, which every operation without one shares\n"
+        ),
+    };
+    text.push_str(&format!(
+        "# HEAD {}# below: what is not committed yet (commits, the agent's too, are not part of it)\n\n# git status --short --untracked-files=all\n{status}\n# git diff HEAD\n{tracked}",
+        head
+    ));
+    if !new.is_empty() {
+        text.push_str(&format!(
+            "\n# new files (untracked), in full{}\n",
+            if new.len() > NEW_FILES_SHOWN {
+                format!(
+                    ": the first {NEW_FILES_SHOWN} of {} (git status above lists them all)",
+                    new.len()
+                )
+            } else {
+                String::new()
+            }
+        ));
+        for p in new.iter().take(NEW_FILES_SHOWN) {
+            let d = git(
+                dir,
+                &["diff", color, "--no-index", "--", "/dev/null", p],
+                &[0, 1],
+            )
+            .await?;
+            text.push_str(&d);
+        }
+    }
+    // The files are the agent's: what they hold must not drive the
+    // terminal through a pager that passes escapes on (git's colour stays).
+    let text: String = text
+        .split_inclusive('\n')
+        .map(|l| match l.strip_suffix('\n') {
+            Some(l) => colour_only(l) + "\n",
+            None => colour_only(l),
+        })
+        .collect();
+    let mut file = temp("diff")?;
+    file.as_file_mut()
+        .write_all(text.as_bytes())
+        .and_then(|_| file.as_file_mut().flush())
+        .map_err(|e| Refusal::error(format!("cannot write a file for the pager: {e}")))?;
+    let paths = if changed == 1 {
+        "1 changed path".to_string()
+    } else {
+        format!("{changed} changed paths")
+    };
+    // The directory last: a status line too narrow cuts its end, not what
+    // was shown.
+    Ok(match w {
+        Workdir::Worktree(d) => Prepared {
+            file,
+            shown: format!(
+                "paged the diff of {op}'s worktree ({paths}): {}",
+                d.display()
+            ),
+            level: Level::Info,
+        },
+        Workdir::Shared(d) => Prepared {
+            file,
+            shown: format!(
+                "{op} has no worktree of its own: paged the diff of the play's directory, shared by every operation without one ({paths}): {}",
+                d.display()
+            ),
+            level: Level::Warning,
+        },
+    })
+}
