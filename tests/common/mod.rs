@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod nats;
+pub mod pty;
 pub mod realcli;
 
 use std::collections::HashMap;
