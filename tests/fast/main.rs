@@ -6,12 +6,17 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agents_play;
+mod budget;
 mod capacity;
 mod console_operator;
 mod console_snapshots;
 mod docs_rules;
 mod fuzz_corpus;
 mod kernel;
+mod palette;
+mod play_validation;
 mod projection;
 mod readme_reliability;
 mod replay;
+mod retry;
