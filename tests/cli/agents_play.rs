@@ -58,8 +58,8 @@ fn settings_without_effect_are_warned_with_positions() {
 // ----- the binary ---------------------------------------------------------
 
 fn bin(config: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    c.env("PLAYDECK_CONFIG_DIR", config).env_remove("NO_COLOR");
+    let mut c = common::playdeck();
+    c.env("PLAYDECK_CONFIG_DIR", config);
     c
 }
 
@@ -220,7 +220,7 @@ const SECRETS: [&str; 7] = [
 #[test]
 fn the_environment_policy_reaches_the_child() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     let secrets: String = SECRETS.iter().map(|s| format!("\\n@env {s}")).collect();
     let src = format!(
         "[play]\nname = \"env\"\n\
@@ -337,7 +337,7 @@ fn the_example_agents_play_runs_real_subprocesses() {
 #[test]
 fn the_human_format_prints_no_escape_sequence_an_agent_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     let play = write(
         dir.path(),
         "p.toml",
@@ -411,7 +411,7 @@ fn rule_f11_14_an_operations_toolset_for_its_agent_wins_over_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("p.toml");
     std::fs::write(&play, &src).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["argv", "--op", "a", "--json"])
         .arg(&play)
         .output()

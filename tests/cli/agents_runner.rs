@@ -10,15 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Collect;
+use common::{AGENT, Collect};
 use playdeck::agents::{AgentDef, AgentRegistry, PromptVia, RunContext, StreamFormat, Tails};
 use playdeck::kernel::{
     ActivityState, Envelope, GraphBuilder, Operation, Request, RoleRoute, Run, RunConfig,
     SignalKind, StaticRoleBuilder,
 };
 use serde_json::{Value, json};
-
-const AGENT: &str = env!("CARGO_BIN_EXE_playdeck-agent");
 
 fn agent() -> AgentDef {
     let mut d = AgentDef::new("ex", AGENT, StreamFormat::Jsonl);

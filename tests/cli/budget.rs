@@ -51,10 +51,10 @@ fn capped_stderr(dir: &std::path::Path) -> std::path::PathBuf {
 /// lines, and waits until the log says the cap was reached. Its stderr
 /// goes to [`capped_stderr`].
 fn run_to_the_cap(dir: &std::path::Path) -> std::process::Child {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let play = dir.join("play.toml");
     std::fs::write(&play, CAPPED_PLAY).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(dir.join("run"))
         .arg(&play)
@@ -81,7 +81,7 @@ fn run_to_the_cap(dir: &std::path::Path) -> std::process::Child {
 #[test]
 fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpoint() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let base = tempfile::tempdir().unwrap();
     let run = base.path().join("run");
     // Killed while held at the cap.
@@ -92,7 +92,7 @@ fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpo
     assert!(!log_types(&run).contains(&"run_finished".to_string()));
     // Resumed: what was spent is still spent, so c is held again until a
     // raise on stdin lets it go.
-    let mut second = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut second = common::playdeck()
         .args(["resume", "--headless"])
         .arg(&run)
         .stdin(Stdio::piped())
@@ -146,7 +146,6 @@ fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpo
 
 #[test]
 fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
-    use std::process::Command;
     let base = tempfile::tempdir().unwrap();
     let run = base.path().join("run");
     let mut child = run_to_the_cap(base.path());
@@ -156,7 +155,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         Some(&capped_stderr(base.path())),
     );
     let ctl = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let out = common::playdeck()
             .arg("ctl")
             .arg(&run)
             .args(args)
@@ -192,7 +191,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
     );
     assert!(!status.contains("eta: ~"), "{status}");
     // The runs list says it in its narrow state column.
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["runs", "--dir"])
         .arg(base.path())
         .output()
@@ -230,11 +229,7 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
         .count();
     assert_eq!(raised, 2);
     // The report lists the cap reached and the raises, with who.
-    let report = Command::new(env!("CARGO_BIN_EXE_playdeck"))
-        .arg("report")
-        .arg(&run)
-        .output()
-        .unwrap();
+    let report = common::playdeck().arg("report").arg(&run).output().unwrap();
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(text.contains("**Spend caps:**"), "{text}");
     assert!(text.contains("reached: budget 5.00/5.00 USD"), "{text}");
@@ -247,13 +242,13 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
 
 #[test]
 fn resume_with_budget_sets_the_cap_over_the_one_the_run_had() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let base = tempfile::tempdir().unwrap();
     let run = base.path().join("run");
     let mut first = run_to_the_cap(base.path());
     first.kill().unwrap();
     first.wait().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["resume", "--headless", "--budget", "usd=20"])
         .arg(&run)
         .stdin(Stdio::null())
@@ -280,12 +275,12 @@ fn resume_with_budget_sets_the_cap_over_the_one_the_run_had() {
 
 #[test]
 fn the_runs_list_says_what_each_run_spent() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let base = tempfile::tempdir().unwrap();
     let runs = base.path().join("runs");
     let play = base.path().join("play.toml");
     std::fs::write(&play, CAPPED_PLAY.replace("usd = 5", "usd = 50")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(runs.join("20261202-101500-ab12"))
         .arg(&play)
@@ -293,7 +288,7 @@ fn the_runs_list_says_what_each_run_spent() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["runs", "--dir"])
         .arg(&runs)
         .output()
@@ -306,7 +301,7 @@ fn the_runs_list_says_what_each_run_spent() {
         row.starts_with("20261202-101500-ab12") && row.ends_with("7.50 USD"),
         "{text}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["runs", "--json", "--dir"])
         .arg(&runs)
         .output()
@@ -341,14 +336,14 @@ fn a_token_only_cli_is_priced_by_the_plays_prices() {
          [prices.\"gpt-x\"]\ninput = 2\ncached_input = 0.5\noutput = 8\n\
          [prices.\"gpt-y\"]\ninput = 4\ncached_input = 1\noutput = 16\n\
          [budget]\nusd = 0.002\nwarn_at = [0.5]\n{a}{b}",
-        agent = env!("CARGO_BIN_EXE_playdeck-agent"),
+        agent = common::AGENT,
         a = op("first"),
         b = op("second") + "depends_on = [\"first\"]\nflag_profile = \"big\"\n",
     );
     std::fs::write(dir.path().join("play.toml"), play).unwrap();
     // The play run headless into `run`: what it printed.
     let run = |run: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let out = common::playdeck()
             .env("PLAYDECK_CONFIG_DIR", dir.path())
             .args(["run", "--headless", "--run-dir"])
             .arg(dir.path().join(run))
@@ -426,7 +421,7 @@ fn a_raise_that_makes_no_cap_is_refused_wherever_it_comes_from() {
         assert_eq!(a["error"]["code"], "bad_request", "{bad}: {a}");
     }
     // The command line says so too, before anything is sent.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .arg("ctl")
         .arg(&run)
         .args(["budget", "--raise", "usd=1e308", "usd=+1e308"])

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
-}
-
 fn run(dir: &Path, args: &[&str]) -> (i32, Value) {
-    let out = bin().args(args).current_dir(dir).output().unwrap();
+    let out = common::playdeck()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     (
         out.status.code().unwrap_or(-1),
@@ -105,7 +105,7 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     // failure's message.
     let logs = tempfile::tempdir().unwrap();
     let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -239,7 +239,7 @@ fn issue_11_releasing_a_worktree_never_destroys_the_agents_work() {
     assert!(files() == before, "a dry run wrote nothing");
     assert!(worktree.exists(), "a dry run removes no worktree");
     git(d, &["rev-parse", "--verify", "playdeck/k1/loop-k1-coder-1"]);
-    let words = bin()
+    let words = common::playdeck()
         .args([
             "capacity",
             "release",
@@ -294,7 +294,7 @@ fn the_human_format_shows_the_lease_before_the_start_it_serves() {
          [[operations]]\nid = \"b\"\nrole = \"implementer\"\ninstruction = \"y\"\ndepends_on = [\"a\"]\n",
     )
     .unwrap();
-    let out = bin()
+    let out = common::playdeck()
         .args([
             "run",
             "p.toml",
@@ -366,7 +366,7 @@ sim = { duration_ms = 50 }
     .unwrap();
     let logs = tempfile::tempdir().unwrap();
     let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -385,7 +385,11 @@ sim = { duration_ms = 50 }
         v["name"] == "check" && v["type"] == "completed"
     });
     let text = |args: &[&str]| {
-        let out = bin().args(args).current_dir(d).output().unwrap();
+        let out = common::playdeck()
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

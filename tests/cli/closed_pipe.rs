@@ -6,18 +6,14 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
-}
+use std::process::{Output, Stdio};
 
 /// Runs `args` in `dir` with standard output a pipe whose reading end is
 /// already closed: the first write meets EPIPE.
 fn into_closed_pipe(dir: &Path, args: &[&str]) -> Output {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    bin()
+    common::playdeck()
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -44,7 +40,7 @@ const PLAY: &str = include_str!("../../examples/plays/small.toml");
 /// A finished run of the small play in `dir` (`.playdeck/runs/r1`).
 fn finished_run(dir: &Path) {
     std::fs::write(dir.join("p.toml"), PLAY).unwrap();
-    let out = bin()
+    let out = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -104,7 +100,7 @@ fn a_live_runs_status_and_a_headless_run_end_quietly_on_a_closed_pipe() {
     ] {
         silent(&into_closed_pipe(d, args), &format!("{args:?}"));
     }
-    let cancel = bin()
+    let cancel = common::playdeck()
         .args(["ctl", "live", "cancel"])
         .current_dir(d)
         .output()

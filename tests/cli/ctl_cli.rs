@@ -10,10 +10,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
-}
-
 const PLAY: &str = r#"
 [play]
 name = "ctl"
@@ -52,7 +48,11 @@ sim = { duration_ms = 100 }
 
 /// Runs a command; returns (exit code, stdout as JSON or text, stderr).
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).current_dir(dir).output().unwrap();
+    let out = common::playdeck()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -70,7 +70,7 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
     std::fs::write(dir.path().join("p.toml"), PLAY).unwrap();
     let logs = tempfile::tempdir().unwrap();
     let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -380,12 +380,12 @@ printf '{{"type":"result","result":{{"tagged_exit":%s,"tagged":%s,"scrubbed_exit
 exit 0
 '''
 "#,
-        bin = env!("CARGO_BIN_EXE_playdeck")
+        bin = common::PLAYDECK
     );
     std::fs::write(dir.path().join("p.toml"), play).unwrap();
     let logs = tempfile::tempdir().unwrap();
     let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -491,7 +491,7 @@ exit 0
     std::fs::write(dir.path().join("p.toml"), play).unwrap();
     let logs = tempfile::tempdir().unwrap();
     let (err, err_path) = common::stderr_file(logs.path(), "run.stderr");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args([
             "run",
             "--headless",
@@ -615,7 +615,7 @@ fn runs_is_not_held_by_a_fifo_in_a_run_directory() {
         .status()
         .unwrap();
     assert!(made.success());
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args(["runs", "--dir"])
         .arg(dir.path())
         .stdout(Stdio::piped())

@@ -20,14 +20,8 @@ fn play() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml")
 }
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    c.env_remove("PLAYDECK_FAULT_KILL_AFTER");
-    c
-}
-
 fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
-    let mut c = bin();
+    let mut c = common::playdeck();
     c.arg("run")
         .arg(play())
         .args(HEADLESS)
@@ -42,7 +36,7 @@ fn run_play(dir: &Path, kill_after: Option<usize>) -> Output {
 /// `playdeck resume DIR` headless, approving everything, at the tests' speed;
 /// callers add what else they need.
 fn resume_cmd(dir: &Path) -> Command {
-    let mut c = bin();
+    let mut c = common::playdeck();
     c.arg("resume").args(HEADLESS).arg(dir);
     c
 }
@@ -370,7 +364,7 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
     );
     std::fs::write(&flaky, text).unwrap();
     let dir = base.path().join("run");
-    let out = bin()
+    let out = common::playdeck()
         .arg("run")
         .arg(&flaky)
         .args(HEADLESS)
@@ -383,7 +377,7 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
     assert_eq!(before["failed"], serde_json::json!(["integration"]));
     assert_eq!(before["skipped"], serde_json::json!(["hold", "load"]));
     // Not failed: refused, with what is allowed.
-    let r = bin()
+    let r = common::playdeck()
         .args(["resume", "--headless", "--retry", "build"])
         .arg(&dir)
         .output()
@@ -462,7 +456,7 @@ fn the_report_tells_what_the_run_did() {
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("run");
     assert_eq!(run_play(&dir, None).status.code(), Some(1));
-    let out = bin()
+    let out = common::playdeck()
         .args(["report", "--format", "json"])
         .arg(&dir)
         .output()
@@ -514,7 +508,7 @@ fn the_report_tells_what_the_run_did() {
     assert_eq!(coder["operations"][0], "build");
     assert_eq!(r["lanes"]["skipped"], 2);
 
-    let md = bin()
+    let md = common::playdeck()
         .args(["report", "--out"])
         .arg(dir.join("r.md"))
         .arg(&dir)
@@ -542,7 +536,7 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
     let dir = base.path().join("run");
     // Paused from the start; killed (SIGKILL) once the log shows it paused.
     let (first_err, first_err_path) = common::stderr_file(base.path(), "first.stderr");
-    let mut first = bin()
+    let mut first = common::playdeck()
         .arg("run")
         .arg(play())
         .args(["--headless", "--paused", "--speed", SPEED, "--run-dir"])
@@ -648,7 +642,7 @@ fn a_cut_last_line_is_repaired_and_a_damaged_capacity_file_refused() {
     let after = std::fs::read(&log).unwrap();
     assert!(after.starts_with(&whole));
     events(&dir);
-    let report = bin().arg("report").arg(&dir).output().unwrap();
+    let report = common::playdeck().arg("report").arg(&dir).output().unwrap();
     assert!(
         report.status.success(),
         "{}",

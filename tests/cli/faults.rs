@@ -175,7 +175,7 @@ cp -r "$MNT/run" "$HOST/run"
         .env("MNT", &mnt)
         .env("HOST", host.path())
         .env("PLAY", &play)
-        .env("BIN", env!("CARGO_BIN_EXE_playdeck"))
+        .env("BIN", common::PLAYDECK)
         .output()
         .expect("unshare (util-linux) runs the test in its own mount namespace");
     assert!(
@@ -273,10 +273,10 @@ role = "tester"
 agent = "ex"
 instruction = "write logs"
 "#
-        .replace("AGENT", env!("CARGO_BIN_EXE_playdeck-agent")),
+        .replace("AGENT", common::AGENT),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -357,7 +357,7 @@ fn an_endless_stdin_line_does_not_grow_memory() {
         "[play]\nname = \"z\"\n[palette]\nroles = [{ role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"wait\"\nsim = { duration_ms = 1500 }\n",
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -404,7 +404,7 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
     .unwrap();
     // Few descriptors: idle clients exhaust them.
     let mut child = std::process::Command::new("prlimit")
-        .args(["--nofile=48:48", env!("CARGO_BIN_EXE_playdeck")])
+        .args(["--nofile=48:48", common::PLAYDECK])
         .args(["run", "--headless", "--paused", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -558,7 +558,7 @@ agent = "ex"
 instruction = """work
 {directives}"""
 "#,
-            env!("CARGO_BIN_EXE_playdeck-agent")
+            common::AGENT
         ),
     )
     .unwrap();
@@ -598,7 +598,7 @@ fn reported(run: &std::path::Path, what: &str) -> Vec<i32> {
 fn what_an_agent_leaves_running_ends_with_its_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let play = agent_play(dir.path(), "@setsid 60\n@sleep 0.3");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -628,7 +628,7 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
     let dir = tempfile::tempdir().unwrap();
     let play = agent_play(dir.path(), "@fork 60\n@setsid 60\n@sleep 60");
     let run = dir.path().join("run");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -674,7 +674,7 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
         "its tools survive the crash itself"
     );
     // The resume ends them before the new attempt starts.
-    let mut resumed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut resumed = common::playdeck()
         .args(["resume", "run", "--headless", "--paused", "--play"])
         .arg(&play)
         .current_dir(dir.path())
@@ -737,7 +737,7 @@ sim = { duration_ms = 10 }
     )
     .unwrap();
     let bin = || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+        let mut c = common::playdeck();
         c.current_dir(dir.path());
         c
     };
@@ -797,7 +797,7 @@ fn headless_watching_peak(
     play: &std::path::Path,
     dir: &std::path::Path,
 ) -> (std::process::ExitStatus, u64) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(play)
         .current_dir(dir)
@@ -930,7 +930,7 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     let play = d.join("small.toml");
     std::fs::write(&play, include_str!("../../examples/plays/small.toml")).unwrap();
     let run = |run_dir: &std::path::Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        common::playdeck()
             .args(["run", "--headless", "--approve", "all", "--run-dir"])
             .arg(run_dir)
             .arg(&play)
@@ -1033,7 +1033,7 @@ sim = { duration_ms = 10 }
     .unwrap();
     // Held at the gate, then its stdin closes: the gate is denied and the
     // run ends failed, its checkpoint final.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
         .current_dir(dir.path())
@@ -1105,7 +1105,7 @@ sim = { duration_ms = 10 }
 }
 
 fn resume(cwd: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    common::playdeck()
         .args([
             "resume",
             "run",

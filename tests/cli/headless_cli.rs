@@ -10,12 +10,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    c.env_remove("NO_COLOR");
-    c
-}
-
 fn write_play(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -82,7 +76,7 @@ sim = { duration_ms = 20 }
 fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
     let dir = tempfile::tempdir().unwrap();
     let good = write_play(dir.path(), "good.toml", PIPELINE);
-    let out = bin()
+    let out = common::playdeck()
         .arg("validate")
         .arg(&good)
         .current_dir(dir.path())
@@ -100,7 +94,7 @@ fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
         "bad.toml",
         &PIPELINE.replace("id = \"b\"", "id = \"a\""),
     );
-    let out = bin()
+    let out = common::playdeck()
         .arg("validate")
         .arg(&bad)
         .current_dir(dir.path())
@@ -117,7 +111,7 @@ fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
 fn a_rejected_play_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let bad = write_play(dir.path(), "bad.toml", "[play]\nname = 1\n");
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&bad)
         .current_dir(dir.path())
@@ -126,7 +120,7 @@ fn a_rejected_play_creates_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(!dir.path().join(".playdeck").exists());
-    let missing = bin()
+    let missing = common::playdeck()
         .args(["run", "--headless", "nope.toml"])
         .current_dir(dir.path())
         .output()
@@ -139,7 +133,7 @@ fn a_rejected_play_creates_nothing() {
 fn a_headless_run_prints_ndjson_and_writes_the_run_directory() {
     let dir = tempfile::tempdir().unwrap();
     let play = write_play(dir.path(), "p.toml", PIPELINE);
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&play)
         .current_dir(dir.path())
@@ -211,7 +205,7 @@ fn exit_codes_follow_the_outcome() {
             "sim = { duration_ms = 20, outcome = \"fail\" }\n[[operations]]",
         ),
     );
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&failing)
         .current_dir(dir.path())
@@ -237,7 +231,7 @@ fn exit_codes_follow_the_outcome() {
 fn an_approval_with_no_operator_is_denied_when_stdin_closes() {
     let dir = tempfile::tempdir().unwrap();
     let play = write_play(dir.path(), "g.toml", GATED);
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&play)
         .current_dir(dir.path())
@@ -256,7 +250,7 @@ fn an_approval_with_no_operator_is_denied_when_stdin_closes() {
     );
 
     for (flag, code) in [("all", 0), ("none", 1)] {
-        let out = bin()
+        let out = common::playdeck()
             .args(["run", "--headless", "--approve", flag])
             .arg(&play)
             .current_dir(dir.path())
@@ -279,7 +273,7 @@ impl Live {
     fn start(args: &[&str], dir: &Path) -> Live {
         let logs = tempfile::tempdir().unwrap();
         let (err, stderr) = common::stderr_file(logs.path(), "run.stderr");
-        let mut child = bin()
+        let mut child = common::playdeck()
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::piped())
@@ -406,7 +400,7 @@ fn sigint_cancels_cleanly() {
 #[test]
 fn the_demo_play_shows_every_kind_of_outcome() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless", "--speed", "40", "--approve", "all"])
         .current_dir(dir.path())
         .output()
@@ -503,7 +497,7 @@ fn a_play_without_a_palette_falls_back_with_one_warning() {
     let legacy = PIPELINE.replace("[palette]\nroles = [{ role = \"tester\" }]\n", "");
     assert!(!legacy.contains("[palette]"));
     let play = write_play(dir.path(), "l.toml", &legacy);
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&play)
         .current_dir(dir.path())
@@ -528,7 +522,10 @@ fn a_play_without_a_palette_falls_back_with_one_warning() {
 
 #[test]
 fn demo_print_shows_the_embedded_play() {
-    let out = bin().args(["demo", "--print"]).output().unwrap();
+    let out = common::playdeck()
+        .args(["demo", "--print"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let file = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -540,7 +537,7 @@ fn demo_print_shows_the_embedded_play() {
 
 #[test]
 fn bad_flags_are_rejected_with_what_is_allowed() {
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless", "--speed", "0"])
         .output()
         .unwrap();
@@ -550,7 +547,10 @@ fn bad_flags_are_rejected_with_what_is_allowed() {
 
 #[test]
 fn catalog_palette_and_prompt_views() {
-    let out = bin().args(["catalog", "--json"]).output().unwrap();
+    let out = common::playdeck()
+        .args(["catalog", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["roles"].as_array().unwrap().len() >= 15);
@@ -558,7 +558,10 @@ fn catalog_palette_and_prompt_views() {
     assert_eq!(v["roles"][0]["name"], "orchestrator");
     assert!(v["roles"][0]["pack"]["model"].is_string());
 
-    let out = bin().args(["palette", "--json"]).output().unwrap();
+    let out = common::playdeck()
+        .args(["palette", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["planning_context"]["max_new_roles"], 1);
@@ -572,14 +575,20 @@ fn catalog_palette_and_prompt_views() {
     );
     assert_eq!(v["snapshot"]["consumed_new_roles"], 0);
 
-    let out = bin().args(["prompt", "--op", "kickoff"]).output().unwrap();
+    let out = common::playdeck()
+        .args(["prompt", "--op", "kickoff"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("Break the 2.4 release"));
     assert!(text.contains("<!-- playdeck:delegation:begin -->"));
     assert!(text.contains("Palette expansion is available"));
 
-    let out = bin().args(["prompt", "--op", "nope"]).output().unwrap();
+    let out = common::playdeck()
+        .args(["prompt", "--op", "nope"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ids: kickoff, scope"));
 }
@@ -607,7 +616,7 @@ fn rule_a33_inject_the_operator_adds_work_through_admission() {
     assert_eq!(spawned["name"], "check");
     assert_eq!(spawned["edges"][0]["kind"], "dependency");
     // ctl takes the same command: b also waits for check now.
-    let out = bin()
+    let out = common::playdeck()
         .args(["ctl", "run", "add", "--name", "b", "--after", "check"])
         .current_dir(dir.path())
         .output()
@@ -621,7 +630,7 @@ fn rule_a33_inject_the_operator_adds_work_through_admission() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok: added b\n");
     live.until(|v| v["type"] == "dependencies_added" && v["name"] == "b");
     // check -> b -> ... -> check would close a cycle: dropped, in the ledger.
-    let out = bin()
+    let out = common::playdeck()
         .args([
             "ctl", "run", "add", "--name", "check", "--after", "b", "--json",
         ])
@@ -651,7 +660,11 @@ fn rule_a33_inject_the_operator_adds_work_through_admission() {
 fn rule_a33_12_validate_says_how_operations_were_placed() {
     let dir = tempfile::tempdir().unwrap();
     let play = write_play(dir.path(), "p.toml", PIPELINE);
-    let out = bin().arg("validate").arg(&play).output().unwrap();
+    let out = common::playdeck()
+        .arg("validate")
+        .arg(&play)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -660,7 +673,7 @@ fn rule_a33_12_validate_says_how_operations_were_placed() {
         ),
         "{text}"
     );
-    let out = bin()
+    let out = common::playdeck()
         .args(["validate", "--explain"])
         .arg(&play)
         .output()
@@ -679,11 +692,15 @@ fn rule_a33_12_validate_says_how_operations_were_placed() {
 fn rule_a36_67_the_readme_example_play_declares_its_palette() {
     let play = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plays/small.toml");
     let dir = tempfile::tempdir().unwrap();
-    let out = bin().arg("validate").arg(&play).output().unwrap();
+    let out = common::playdeck()
+        .arg("validate")
+        .arg(&play)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("legacy roster"), "{stderr}");
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless", "--approve", "all", "--speed", "50"])
         .arg(&play)
         .current_dir(dir.path())
@@ -735,7 +752,7 @@ fn rule_a33_09_a_closed_stdout_cancels_the_run_and_still_writes_the_result() {
     }
     let play = write_play(dir.path(), "long.toml", &play);
     let run_dir = dir.path().join("run");
-    let mut child = bin()
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(&run_dir)
         .arg(&play)
@@ -802,7 +819,7 @@ sim = { duration_ms = 1000, emits = [
 ] }
 "#,
     );
-    let out = bin()
+    let out = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(dir.path().join("run"))
         .arg(&play)
@@ -829,7 +846,7 @@ sim = { duration_ms = 1000, emits = [
         "{rows:#?}"
     );
     // The report, a view, folds them.
-    let report = bin()
+    let report = common::playdeck()
         .arg("report")
         .arg(dir.path().join("run"))
         .output()

@@ -2,8 +2,10 @@
 //! the run needs its operator; a failing or slow command is a warning in
 //! the run and never holds it up.
 
+use crate::common;
+
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn play(notify: &str) -> String {
@@ -38,7 +40,7 @@ fn the_command_gets_each_event_as_json_while_the_run_waits() {
         play(r#"command = ["sh", "-c", "cat >> notes.jsonl"]"#),
     )
     .unwrap();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut run = common::playdeck()
         .args(["run", "n.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
@@ -70,7 +72,7 @@ fn the_command_gets_each_event_as_json_while_the_run_waits() {
 /// `playdeck run n.toml --headless` in `dir` with stdin piped.
 fn start(dir: &std::path::Path, notify: &str) -> std::process::Child {
     std::fs::write(dir.join("n.toml"), play(notify)).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    common::playdeck()
         .args(["run", "n.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir)
         .stdin(Stdio::piped())
@@ -122,7 +124,7 @@ fn a_slow_command_never_holds_the_run_up() {
 fn an_empty_notify_command_is_refused_at_its_position() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("n.toml"), play("command = []")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(["validate", "n.toml"])
         .current_dir(dir.path())
         .output()
@@ -149,7 +151,7 @@ fn a_cap_that_pauses_the_run_calls_the_operator() {
          [[operations]]\nid = \"c\"\nrole = \"implementer\"\ninstruction = \"c\"\nsim = { duration_ms = 50 }\n",
     )
     .unwrap();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut run = common::playdeck()
         .args(["run", "n.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
@@ -198,7 +200,7 @@ fn gates_ready_together_all_reach_the_operator() {
         ));
     }
     std::fs::write(dir.path().join("n.toml"), play).unwrap();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut run = common::playdeck()
         .args(["run", "n.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
@@ -322,7 +324,7 @@ fn a_notify_command_may_read_status_not_act() {
          \x20   s = subprocess.run([{bin:?}, 'ctl', ev['run_dir'], 'status', '--json'], capture_output=True, text=True)\n\
          \x20   a = subprocess.run([{bin:?}, 'ctl', ev['run_dir'], 'approve', 'gate', '--json'], capture_output=True, text=True)\n\
          \x20   open('hook.json', 'w').write(json.dumps({{'status': s.returncode, 'out': s.stdout, 'approve': a.returncode, 'answer': a.stdout}}))\n",
-        bin = env!("CARGO_BIN_EXE_playdeck")
+        bin = common::PLAYDECK
     );
     std::fs::write(dir.path().join("hook.py"), hook).unwrap();
     let mut run = start(dir.path(), r#"command = ["python3", "hook.py"]"#);

@@ -3,12 +3,14 @@
 //! modes hold across a resume. The palette in-process is the fast tier's
 //! `palette`.
 
+use crate::common;
+
 // ----- through the binary, on real subprocesses ---------------------------------
 
 /// A play whose agent `w` is playdeck-agent (the example agent CLI, JSON
 /// lines): `@` lines of an instruction script it, spawned work included.
 fn agent_play(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     let src = format!(
         "[play]\nname = \"agents\"\n[agents.w]\nbinary = \"{agent}\"\nstream_format = \"jsonl\"\n{body}"
     );
@@ -18,7 +20,7 @@ fn agent_play(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 }
 
 fn playdeck(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    common::playdeck()
         .args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
@@ -37,7 +39,7 @@ fn run_then_cancel(
     count: usize,
 ) {
     use std::io::{BufRead, Write};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(run)
         .arg(play)

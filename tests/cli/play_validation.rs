@@ -33,7 +33,7 @@ fn rule_a33_04_an_unbounded_limit_falls_back_to_the_environment_or_ten_thousand(
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("u.toml"), text("\"unbounded\"")).unwrap();
     let run = |env: Option<&str>| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+        let mut c = common::playdeck();
         c.args(["run", "u.toml", "--headless"])
             .current_dir(dir.path());
         match env {
@@ -84,7 +84,7 @@ fn prices_in_the_users_agents_file_serve_every_play() {
     // `playdeck validate` with `config` as the config directory: whether it
     // passed, and what it said.
     let validate = |config: &std::path::Path| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let out = common::playdeck()
             .env("PLAYDECK_CONFIG_DIR", config)
             .args(["validate"])
             .arg(&play)

@@ -11,7 +11,6 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::realcli::{SCENARIOS, Want, usage_counted_once, want};
 use serde_json::Value;
@@ -48,7 +47,7 @@ fn format_of(cli: &str) -> &str {
 /// The signals of a replay of `capture`, exiting with `exit`.
 fn replay(cli: &str, capture: &Path, exit: i64) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     // A CLI killed by a signal (a capture cut at its timeout) is replayed
     // as a shell reports it: 128 + the signal.
     let code = if exit < 0 { 128 - exit } else { exit };
@@ -63,7 +62,7 @@ fn replay(cli: &str, capture: &Path, exit: i64) -> Vec<Value> {
     );
     let play_path = dir.path().join("play.toml");
     std::fs::write(&play_path, play).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .env("PLAYDECK_CONFIG_DIR", dir.path())
         .args(["run", "--headless", "--run-dir"])
         .arg(dir.path().join("run"))

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 /// processes) and the run ends as it would have.
 #[test]
 fn a_run_killed_while_a_retry_waits_resumes_with_the_next_attempt() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let base = tempfile::tempdir().unwrap();
     let play = base.path().join("play.toml");
     std::fs::write(
@@ -31,9 +31,8 @@ sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms
     )
     .unwrap();
     let dir = base.path().join("run");
-    let bin = env!("CARGO_BIN_EXE_playdeck");
     let (err, err_path) = common::stderr_file(base.path(), "first.stderr");
-    let mut first = Command::new(bin)
+    let mut first = common::playdeck()
         .args(["run", "--headless", "--run-dir"])
         .arg(&dir)
         .arg(&play)
@@ -60,7 +59,7 @@ sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms
     }
     first.kill().unwrap();
     first.wait().unwrap();
-    let out = Command::new(bin)
+    let out = common::playdeck()
         .args(["resume", "--headless"])
         .arg(&dir)
         .stdin(Stdio::null())

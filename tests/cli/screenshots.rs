@@ -1,8 +1,9 @@
 //! Every committed screenshot must match what `playdeck screenshot` renders
 //! now; when the console changes, `screenshots/regenerate.sh` updates them.
 
+use crate::common;
+
 use std::path::Path;
-use std::process::Command;
 
 #[test]
 fn committed_screenshots_match_what_the_command_renders() {
@@ -27,7 +28,7 @@ fn committed_screenshots_match_what_the_command_renders() {
         let play = play.filter(|p| *p != "-");
         let keys = if keys == "-" { "" } else { keys };
         let out = dir.path().join(format!("{name}.svg"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_playdeck"));
+        let mut cmd = common::playdeck();
         cmd.arg("screenshot");
         if let Some(p) = play {
             cmd.arg(root.join(p));
@@ -64,7 +65,7 @@ fn a_screenshot_is_the_same_bytes_every_time() {
     let dir = tempfile::tempdir().unwrap();
     let render = |name: &str| {
         let out = dir.path().join(name);
-        let ok = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let ok = common::playdeck()
             .args([
                 "screenshot",
                 "--at",

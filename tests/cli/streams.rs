@@ -9,15 +9,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn playdeck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
-}
-
 /// A headless run of `play` in `dir/run`, once its socket answers.
 fn start(dir: &std::path::Path, play: &str) -> std::process::Child {
     std::fs::write(dir.join("play.toml"), play).unwrap();
     let stderr = dir.join("stderr.log");
-    let mut child = playdeck()
+    let mut child = common::playdeck()
         .args(["run", "play.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -58,7 +54,7 @@ fn events_from_a_sequence_number_then_live_are_the_logs_own_lines() {
     let dir = tempfile::tempdir().unwrap();
     let mut run = start(dir.path(), &chain(4, 400));
     // Joined while the run goes: from event 3, then each new one.
-    let follow = playdeck()
+    let follow = common::playdeck()
         .args(["ctl", "run", "events", "--follow", "--from", "3"])
         .current_dir(dir.path())
         .output()
@@ -74,7 +70,7 @@ fn events_from_a_sequence_number_then_live_are_the_logs_own_lines() {
     assert_eq!(got, want, "the same lines as the log, to its end");
     assert!(got.last().unwrap().contains("\"run_finished\""));
     // A finished run's events come from its file, the same lines.
-    let after = playdeck()
+    let after = common::playdeck()
         .args(["ctl", "run", "events", "--from", "5"])
         .current_dir(dir.path())
         .output()
@@ -87,7 +83,7 @@ fn events_from_a_sequence_number_then_live_are_the_logs_own_lines() {
         .collect();
     assert_eq!(got, log_lines_from(dir.path(), 5));
     // Following a finished run has nothing to follow: said, exit 1.
-    let refused = playdeck()
+    let refused = common::playdeck()
         .args(["ctl", "run", "events", "--follow"])
         .current_dir(dir.path())
         .output()
@@ -106,7 +102,7 @@ fn a_stopped_watcher_never_stalls_the_run() {
         dir.path(),
         &format!("[play]\nspeed = 1000\n{}", &chain(3000, 1)[7..]),
     );
-    let mut watcher = playdeck()
+    let mut watcher = common::playdeck()
         .args(["ctl", "run", "events", "--follow"])
         .current_dir(dir.path())
         .stdout(Stdio::piped())
@@ -179,14 +175,14 @@ fn watchers_are_bounded_and_the_one_too_many_is_told_why() {
     assert_eq!(v["ok"], false);
     assert_eq!(v["error"]["code"], "too_many_watchers", "{v:#}");
     // Requests are still served beside them.
-    let status = playdeck()
+    let status = common::playdeck()
         .args(["ctl", "run", "status"])
         .current_dir(dir.path())
         .output()
         .unwrap();
     assert!(status.status.success(), "{status:?}");
     drop(held);
-    let cancel = playdeck()
+    let cancel = common::playdeck()
         .args(["ctl", "run", "cancel"])
         .current_dir(dir.path())
         .output()
@@ -201,7 +197,7 @@ fn watchers_are_bounded_and_the_one_too_many_is_told_why() {
 fn a_follower_whose_run_is_killed_says_so_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let mut run = start(dir.path(), &chain(2, 60_000));
-    let mut follower = playdeck()
+    let mut follower = common::playdeck()
         .args(["ctl", "run", "events", "--follow"])
         .current_dir(dir.path())
         .stdout(Stdio::piped())
@@ -276,7 +272,7 @@ fn a_silent_console_does_not_keep_a_finished_runs_host() {
         }
     }
     let mut host = Host(
-        playdeck()
+        common::playdeck()
             .args(["run", "play.toml", "--host", "--run-dir", "run"])
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -391,7 +387,7 @@ exit 0
 "#
     );
     std::fs::write(dir.path().join("play.toml"), play).unwrap();
-    let mut run = playdeck()
+    let mut run = common::playdeck()
         .args(["run", "play.toml", "--headless", "--run-dir", "run"])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
@@ -435,7 +431,7 @@ fn a_removed_control_socket_is_made_again() {
     std::fs::remove_dir_all(dir.path().join("run/ctl")).unwrap();
     let t = Instant::now();
     let status = loop {
-        let out = playdeck()
+        let out = common::playdeck()
             .args(["ctl", "run", "status"])
             .current_dir(dir.path())
             .output()
@@ -451,7 +447,7 @@ fn a_removed_control_socket_is_made_again() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(status.contains("running"), "{status}");
-    let listed = playdeck()
+    let listed = common::playdeck()
         .args(["runs", "--dir", "."])
         .current_dir(dir.path())
         .output()

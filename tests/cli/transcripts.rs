@@ -6,8 +6,9 @@
 //! (`<name>.expect.json`): outcome, failure, answer, activity states and
 //! tools in order, usage totals and the agent's warnings.
 
+use crate::common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -37,7 +38,7 @@ fn corpus() -> Vec<(String, PathBuf)> {
 /// directive after `@replay`).
 fn replay(format: &str, transcript: &Path, trim: &str, roles: &str, role: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     let play = format!(
         "[play]\nname = \"replay\"\n[retry]\nattempts = 1\n[palette]\nroles = [{roles}]\n\
          [agents.cli]\nbinary = \"{agent}\"\nstream_format = \"{format}\"\n\
@@ -47,7 +48,7 @@ fn replay(format: &str, transcript: &Path, trim: &str, roles: &str, role: &str) 
     );
     let play_path = dir.path().join("play.toml");
     std::fs::write(&play_path, play).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .env("PLAYDECK_CONFIG_DIR", dir.path())
         .args(["run", "--headless", "--run-dir"])
         .arg(dir.path().join("run"))

@@ -15,6 +15,25 @@ use playdeck::kernel::{
 };
 use serde_json::{Map, Value, json};
 
+/// The playdeck binary cargo built for these tests.
+pub const PLAYDECK: &str = env!("CARGO_BIN_EXE_playdeck");
+
+/// The example agent CLI (`examples/agent`), built beside it.
+pub const AGENT: &str = env!("CARGO_BIN_EXE_playdeck-agent");
+
+/// The playdeck binary as a command, for a test to add its arguments,
+/// directory and pipes to. Two variables that only a caller's own
+/// environment would set are taken away, so they cannot change what a
+/// test sees: NO_COLOR (the human format's colours) and
+/// PLAYDECK_FAULT_KILL_AFTER (a crash at an event line); a test that
+/// wants one sets it.
+pub fn playdeck() -> std::process::Command {
+    let mut c = std::process::Command::new(PLAYDECK);
+    c.env_remove("NO_COLOR")
+        .env_remove("PLAYDECK_FAULT_KILL_AFTER");
+    c
+}
+
 /// `git -C dir ARGS…` as a test's author (name and email given), its
 /// stdout; a failure fails the test with git's words.
 pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
@@ -338,8 +357,7 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
         "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
     )
     .unwrap();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    let mut child = c
+    let mut child = playdeck()
         .args([
             "run",
             "--headless",
@@ -548,7 +566,7 @@ pub fn binary_for_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
     // forks meanwhile, and exec'ing the copy would fail with "Text file busy"
     // until that child execs.
     let status = std::process::Command::new("install")
-        .args(["-m", "755", env!("CARGO_BIN_EXE_playdeck")])
+        .args(["-m", "755", PLAYDECK])
         .arg(&bin)
         .status()
         .unwrap();

@@ -316,7 +316,7 @@ impl Worker {
     ) -> Worker {
         let logs = tempfile::tempdir().unwrap();
         let stderr = logs.path().join("worker.stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let child = super::playdeck()
             .env("PLAYDECK_NATS_CREDS", signed_creds())
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])

@@ -120,7 +120,7 @@ impl Console {
                 pixel_height: 0,
             })
             .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_playdeck"));
+        let mut cmd = CommandBuilder::new(super::PLAYDECK);
         cmd.args(args);
         cmd.cwd(dir);
         cmd.env("TERM", "xterm-256color");

@@ -72,7 +72,7 @@ fn start_run_env(dir: &Path, env: &[(&str, &Path)]) -> Child {
 }
 
 fn start_run_args(dir: &Path, env: &[(&str, &Path)], args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    common::playdeck()
         .env("PLAYDECK_NATS_CREDS", signed_creds())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .args([
@@ -562,7 +562,7 @@ fn credentials_come_from_their_file_and_a_wrong_one_is_refused() {
         refused.said()
     );
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .env_remove("PLAYDECK_NATS_CREDS")
         .env("PLAYDECK_CONFIG_DIR", empty.path())
         .args([
@@ -727,7 +727,7 @@ fn an_agent_cli_s_output_and_command_line_come_back_to_the_run() {
     let Some(nats) = Nats::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     std::fs::write(
         d.join("play.toml"),
         format!(
@@ -828,7 +828,7 @@ fn workers_in_status(dir: &Path) -> Vec<Value> {
 
 /// `playdeck ARGS…` in `dir`: stdout, and whether it exited 0.
 fn playdeck(dir: &Path, args: &[&str]) -> (String, bool) {
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -1178,7 +1178,7 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     wait_worker_of(d, "op-00", 1, Duration::from_secs(20));
     run.kill().unwrap();
     run.wait().unwrap();
-    let mut resumed = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut resumed = common::playdeck()
         .env("PLAYDECK_NATS_CREDS", signed_creds())
         .args(["resume", ".playdeck/runs/r", "--headless"])
         .current_dir(d)

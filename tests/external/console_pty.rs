@@ -151,10 +151,7 @@ impl Sshd {
                 "PLAYDECK_SSH".into(),
                 format!("ssh -F {}", self.client_config.display()),
             ),
-            (
-                "PLAYDECK_REMOTE_BIN".into(),
-                env!("CARGO_BIN_EXE_playdeck").into(),
-            ),
+            ("PLAYDECK_REMOTE_BIN".into(), common::PLAYDECK.into()),
         ]
     }
 }
@@ -175,7 +172,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
     )
     .unwrap();
     let (run_err, run_err_path) = common::stderr_file(keys.path(), "run.stderr");
-    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut run = common::playdeck()
         .args([
             "run",
             "gates.toml",
@@ -195,7 +192,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
         Some(&run_err_path),
     );
     let addr = format!("ssh://127.0.0.1:{}{}", sshd.port, project.path().display());
-    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let listed = common::playdeck()
         .args(["runs", "--dir", &addr])
         .envs(sshd.env())
         .output()
@@ -217,7 +214,7 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
     screen.wait_for("gate-a named", |s| s.contains("gate-a: a approve"));
     console.press(b"a");
     screen.wait_for("the approval, over ssh", |s| s.contains("approved gate-a"));
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let status = common::playdeck()
         .args(["ctl", "far", "status", "--json"])
         .current_dir(project.path())
         .output()

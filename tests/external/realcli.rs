@@ -424,7 +424,7 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
     server.reset();
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .env("HOME", &home)
         .env("TMPDIR", home.join("tmp"))
         .env("XDG_CONFIG_HOME", home.join(".config"))

@@ -185,7 +185,7 @@ fn an_operator_session_in_a_terminal() {
 #[test]
 fn real_agents_in_the_console() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = env!("CARGO_BIN_EXE_playdeck-agent");
+    let agent = common::AGENT;
     // A marker no other process has in its command line.
     let marker = format!("pty-marker-{}", std::process::id());
     let play = format!(
@@ -256,7 +256,7 @@ fn processes_with(needle: &str) -> usize {
 /// `kill_after` events when given.
 fn record(dir: &std::path::Path, kill_after: Option<u32>) -> std::process::Output {
     let play = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plays/crash.toml");
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
+    let mut c = common::playdeck();
     c.arg("run")
         .arg(&play)
         .args([
@@ -434,7 +434,7 @@ fn a_terminal_too_small_takes_only_quit() {
 
 /// `playdeck ARGS` in `dir`, which must succeed; its stdout.
 fn ctl(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let out = common::playdeck()
         .arg("ctl")
         .arg("latest")
         .args(args)
@@ -525,7 +525,7 @@ fn wait_for_result(dir: &std::path::Path) -> serde_json::Value {
 fn a_replay_of_a_live_run_follows_it() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pty.toml"), PLAY).unwrap();
-    let mut live = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let mut live = common::playdeck()
         .args(["run", "pty.toml", "--headless", "--run-dir", "live"])
         .current_dir(dir.path())
         .stdin(std::process::Stdio::null())
@@ -570,7 +570,7 @@ fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
         parser: console.screen.parser.clone(),
     };
     screen.wait_for("the lanes", |s| s.contains("running 1"));
-    let ctl = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let ctl = common::playdeck()
         .args(["ctl", "latest", "cancel"])
         .current_dir(dir.path())
         .output()
@@ -622,7 +622,7 @@ sim = { duration_ms = 300 }
         if json {
             args.push("--json");
         }
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let out = common::playdeck()
             .args(args)
             .current_dir(dir.path())
             .output()
@@ -663,7 +663,7 @@ fn a_concurrent_ctl_approval_never_makes_a_approve_another_gate() {
         parser: console.screen.parser.clone(),
     };
     let ctl = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let out = common::playdeck()
             .arg("ctl")
             .arg("latest")
             .args(args)
@@ -701,7 +701,7 @@ fn a_concurrent_ctl_approval_never_makes_a_approve_another_gate() {
 
 /// `playdeck ARGS` in `dir`; its output.
 fn playdeck(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    common::playdeck()
         .args(args)
         .current_dir(dir)
         .output()
@@ -1148,7 +1148,7 @@ fn attaching_to_a_stopped_host_says_so_and_how_to_wake_it() {
     let code = console.wait_exit();
     let said = console.screen.wait_restored("kill -CONT");
     kill_process(pid, Signal::CONT).unwrap();
-    let _ = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"))
+    let _ = common::playdeck()
         .args(["ctl", ".playdeck/runs/live", "cancel"])
         .current_dir(d)
         .output();
