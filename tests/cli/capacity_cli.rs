@@ -4,9 +4,10 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use common::git;
 use serde_json::Value;
 
 fn run(dir: &Path, args: &[&str]) -> (i32, Value) {
@@ -25,22 +26,6 @@ fn run(dir: &Path, args: &[&str]) -> (i32, Value) {
             )
         }),
     )
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// An agent (a shell script, given its prompt on stdin) that writes a

@@ -18,6 +18,8 @@ use playdeck::kernel::{
 use playdeck::play::Play;
 use serde_json::{Value, json};
 
+use crate::common::git;
+
 fn profile(name: &str, role: &str, max: u32) -> RoleProfile {
     RoleProfile {
         name: name.into(),
@@ -838,38 +840,13 @@ fn git_worktree_needs_a_repository() {
 
 // ----- git worktrees --------------------------------------------------------------------
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test]
 async fn git_worktrees_are_added_per_instance_and_removed_on_release() {
     let repo = tempfile::tempdir().unwrap();
     git(repo.path(), &["init", "-q"]);
     git(
         repo.path(),
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
+        &["commit", "-q", "--allow-empty", "-m", "init"],
     );
     let run_dir = repo.path().join("run");
     std::fs::create_dir_all(&run_dir).unwrap();
@@ -1543,19 +1520,7 @@ fn repo() -> tempfile::TempDir {
     git(repo.path(), &["init", "-q"]);
     std::fs::write(repo.path().join("README.md"), "hello\n").unwrap();
     git(repo.path(), &["add", "README.md"]);
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "init",
-        ],
-    );
+    git(repo.path(), &["commit", "-q", "-m", "init"]);
     repo
 }
 
@@ -1649,19 +1614,7 @@ async fn issue_11_release_keeps_a_worktree_holding_uncommitted_work() {
 
     // The operator commits w-1's work on its branch; w-2 stays as it is.
     git(&w1, &["add", "-A"]);
-    git(
-        &w1,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "work",
-        ],
-    );
+    git(&w1, &["commit", "-q", "-m", "work"]);
     let second = r.release_select(&[], &[]).unwrap();
     assert_eq!(second.released, ["loop-x-w-1"]);
     assert_eq!(second.retained.len(), 1);
