@@ -63,18 +63,20 @@ fn run_to_the_cap(dir: &std::path::Path) -> std::process::Child {
         .stderr(std::fs::File::create(capped_stderr(dir)).unwrap())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !log_types(&dir.join("run")).contains(&"spend_cap_reached".to_string()) {
-        let ended = child.try_wait().unwrap();
-        assert!(
-            ended.is_none() && std::time::Instant::now() < deadline,
-            "the cap was never reached (the run {}); the log: {:?}\nstderr:\n{}",
-            ended.map_or("still goes".to_string(), |st| format!("ended: {st}")),
-            log_types(&dir.join("run")),
+    common::wait_for("the cap to be reached", Duration::from_secs(60), || {
+        let log = log_types(&dir.join("run"));
+        if log.contains(&"spend_cap_reached".to_string()) {
+            return Ok(());
+        }
+        let said = format!(
+            "the log: {log:?}\nstderr:\n{}",
             common::tail_of(&capped_stderr(dir), 30)
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        match child.try_wait().unwrap() {
+            Some(st) => panic!("the run ended ({st}) before its cap was reached; {said}"),
+            None => Err(said),
+        }
+    });
     child
 }
 
@@ -100,19 +102,18 @@ fn a_run_killed_at_its_cap_resumes_at_its_cap_and_keeps_the_raise_in_its_checkpo
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = log_types(&run);
-        let resumed = t.iter().position(|x| x == "resumed").unwrap_or(usize::MAX);
-        if t.iter().skip(resumed).any(|x| x == "spend_cap_reached") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not held again after the resume: {t:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(
+        "the run held again after the resume",
+        Duration::from_secs(20),
+        || {
+            let t = log_types(&run);
+            let resumed = t.iter().position(|x| x == "resumed").unwrap_or(usize::MAX);
+            match t.iter().skip(resumed).any(|x| x == "spend_cap_reached") {
+                true => Ok(()),
+                false => Err(format!("the log: {t:?}")),
+            }
+        },
+    );
     let t = log_types(&run);
     let resumed = t.iter().position(|x| x == "resumed").unwrap();
     assert!(
@@ -167,14 +168,17 @@ fn ctl_status_says_what_was_spent_and_ctl_budget_raises_the_cap() {
             String::from_utf8_lossy(&out.stderr).to_string(),
         )
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        let (_, out, _) = ctl(&["status"]);
-        if out.contains("a spend cap holds") || std::time::Instant::now() > deadline {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = common::wait_for(
+        "ctl status to say the cap holds",
+        Duration::from_secs(10),
+        || {
+            let (_, out, _) = ctl(&["status"]);
+            match out.contains("a spend cap holds") {
+                true => Ok(out),
+                false => Err(format!("it says: {out}")),
+            }
+        },
+    );
     assert!(
         status.contains("paused — a spend cap holds 1 operation"),
         "{status}"

@@ -546,16 +546,20 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
         .stderr(first_err)
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !common::event_types(&dir).iter().any(|t| t == "run_paused") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never paused; the log: {:?}\nstderr:\n{}",
-            common::event_types(&dir),
-            common::tail_of(&first_err_path, 30)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for(
+        "the run to pause",
+        std::time::Duration::from_secs(60),
+        || {
+            let log = common::event_types(&dir);
+            match log.iter().any(|t| t == "run_paused") {
+                true => Ok(()),
+                false => Err(format!(
+                    "the log: {log:?}\nstderr:\n{}",
+                    common::tail_of(&first_err_path, 30)
+                )),
+            }
+        },
+    );
     first.kill().unwrap();
     first.wait().unwrap();
     // Resumed, it is still paused: nothing starts until `resume` on stdin.
@@ -580,24 +584,25 @@ fn resume_keeps_a_paused_run_paused_and_refuses_a_live_one() {
         "{err}"
     );
     // The resume's log says it is paused again; nothing has started.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let evs = loop {
-        let evs = events_cut(&dir);
-        let again = evs
-            .iter()
-            .skip_while(|e| e["type"] != "resumed")
-            .any(|e| e["type"] == "run_paused");
-        if again {
-            break evs;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not paused again after the resume in 20 s; the log: {:?}\nstderr:\n{}",
-            common::event_types(&dir),
-            common::tail_of(&err_path, 30)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let evs = common::wait_for(
+        "the run paused again after the resume",
+        std::time::Duration::from_secs(20),
+        || {
+            let evs = events_cut(&dir);
+            let again = evs
+                .iter()
+                .skip_while(|e| e["type"] != "resumed")
+                .any(|e| e["type"] == "run_paused");
+            match again {
+                true => Ok(evs),
+                false => Err(format!(
+                    "the log: {:?}\nstderr:\n{}",
+                    common::event_types(&dir),
+                    common::tail_of(&err_path, 30)
+                )),
+            }
+        },
+    );
     let resumed = evs.iter().position(|e| e["type"] == "resumed").unwrap();
     assert!(
         !evs[resumed..].iter().any(|e| e["type"] == "started"),
@@ -756,16 +761,22 @@ fn two_processes_never_drive_one_run() {
     };
     let (mut a, mut b) = (start(), start());
     // One of them is refused at once (exit 2); the other stays, paused.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let (mut loser, mut owner) = loop {
-        if let Some(s) = a.try_wait().unwrap() {
-            break ((a, s), b);
-        }
-        if let Some(s) = b.try_wait().unwrap() {
-            break ((b, s), a);
-        }
-        assert!(std::time::Instant::now() < deadline, "neither was refused");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let (a_ended, ended) = common::wait_for(
+        "one of them refused",
+        std::time::Duration::from_secs(20),
+        || {
+            if let Some(s) = a.try_wait().unwrap() {
+                return Ok((true, s));
+            }
+            if let Some(s) = b.try_wait().unwrap() {
+                return Ok((false, s));
+            }
+            Err("both still run".into())
+        },
+    );
+    let (mut loser, mut owner) = match a_ended {
+        true => ((a, ended), b),
+        false => ((b, ended), a),
     };
     assert_eq!(loser.1.code(), Some(2));
     let mut err = String::new();
@@ -789,9 +800,14 @@ fn two_processes_never_drive_one_run() {
     );
     // The socket breaks (removed); a third process is still refused.
     let sock = dir.join("ctl/control.sock");
-    while !sock.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for(
+        "the owner's socket",
+        std::time::Duration::from_secs(60),
+        || match sock.exists() {
+            true => Ok(()),
+            false => Err(format!("no {}", sock.display())),
+        },
+    );
     std::fs::remove_file(&sock).unwrap();
     let r = resume(&dir);
     assert_eq!(r.status.code(), Some(2));

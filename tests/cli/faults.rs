@@ -637,21 +637,20 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let (forked, escaped) = loop {
-        let (f, e) = (
-            reported(&run, "started grandchild"),
-            reported(&run, "setsid grandchild"),
-        );
-        if !f.is_empty() && !e.is_empty() {
-            break (f[0], e[0]);
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never reported"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (forked, escaped) = common::wait_for(
+        "the agent to report its grandchildren",
+        Duration::from_secs(20),
+        || {
+            let (f, e) = (
+                reported(&run, "started grandchild"),
+                reported(&run, "setsid grandchild"),
+            );
+            match (f.first(), e.first()) {
+                (Some(f), Some(e)) => Ok((*f, *e)),
+                _ => Err(format!("reported: {f:?} and {e:?}")),
+            }
+        },
+    );
     let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
     let pgid = events
         .lines()
@@ -661,14 +660,14 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
         .expect("the process group is recorded");
     child.kill().unwrap();
     child.wait().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while alive(pgid) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent outlived playdeck"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(
+        "the agent to end with playdeck",
+        Duration::from_secs(5),
+        || match alive(pgid) {
+            true => Err(format!("process group {pgid} is alive")),
+            false => Ok(()),
+        },
+    );
     assert!(
         alive(forked) && alive(escaped),
         "its tools survive the crash itself"
@@ -683,26 +682,21 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while alive(forked) || alive(escaped) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the survivors were not ended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    common::wait_for(
+        "the survivors to be ended",
+        Duration::from_secs(20),
+        || match (alive(forked), alive(escaped)) {
+            (false, false) => Ok(()),
+            alive => Err(format!("alive (forked, escaped): {alive:?}")),
+        },
+    );
+    common::wait_for("the resume to say so", Duration::from_secs(20), || {
         let log = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
-        if log.contains("the stopped run's agents left running") {
-            break;
+        match log.contains("the stopped run's agents left running") {
+            true => Ok(()),
+            false => Err(format!("the log:\n{log}")),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the resume did not say so"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    });
     let _ = resumed.kill();
     let _ = resumed.wait();
 }

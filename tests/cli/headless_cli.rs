@@ -769,17 +769,16 @@ fn rule_a33_09_a_closed_stdout_cancels_the_run_and_still_writes_the_result() {
     let first: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(first["type"], "run_started");
     drop(out);
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the run went on without its reader"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = common::wait_for(
+        "the run to end with its reader",
+        Duration::from_secs(30),
+        || {
+            child
+                .try_wait()
+                .unwrap()
+                .ok_or_else(|| "it went on without its reader".to_string())
+        },
+    );
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");

@@ -16,20 +16,20 @@ fn play(notify: &str) -> String {
     )
 }
 
-fn wait_for(path: &std::path::Path, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in {}: {text}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The text of the file at `path` once it holds `needle` (20 s at most).
+fn wait_for_text(path: &std::path::Path, needle: &str) -> String {
+    common::wait_for(
+        &format!("{needle:?} in {}", path.display()),
+        Duration::from_secs(20),
+        || {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if text.contains(needle) {
+                Ok(text)
+            } else {
+                Err(format!("it holds: {text}"))
+            }
+        },
+    )
 }
 
 #[test]
@@ -50,7 +50,7 @@ fn the_command_gets_each_event_as_json_while_the_run_waits() {
         .unwrap();
     // Told while the gate waits, not after.
     let notes = dir.path().join("notes.jsonl");
-    let text = wait_for(&notes, "approval_needed");
+    let text = wait_for_text(&notes, "approval_needed");
     let ev: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(ev["event"], "approval_needed");
     assert_eq!(ev["op"], "gate");
@@ -64,7 +64,7 @@ fn the_command_gets_each_event_as_json_while_the_run_waits() {
     let mut stdin = run.stdin.take().unwrap();
     writeln!(stdin, "approve gate").unwrap();
     assert!(run.wait().unwrap().success());
-    let text = wait_for(&notes, "run_finished");
+    let text = wait_for_text(&notes, "run_finished");
     let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last["detail"]["outcome"], "succeeded", "{last:#}");
 }
@@ -89,7 +89,7 @@ fn a_failing_command_is_a_warning_in_the_run() {
         dir.path(),
         r#"command = ["sh", "-c", "echo no display >&2; exit 7"]"#,
     );
-    let log = wait_for(
+    let log = wait_for_text(
         &dir.path().join("run/events.jsonl"),
         "exit status: 7 no display",
     );
@@ -107,7 +107,7 @@ fn a_slow_command_never_holds_the_run_up() {
         dir.path(),
         "command = [\"sleep\", \"30\"]\ntimeout_ms = 25000",
     );
-    wait_for(
+    wait_for_text(
         &dir.path().join("run/events.jsonl"),
         "\"awaiting_approval\"",
     );
@@ -161,8 +161,8 @@ fn a_cap_that_pauses_the_run_calls_the_operator() {
         .unwrap();
     let notes = dir.path().join("notes.jsonl");
     // Both are sent; commands run side by side, so either may land first.
-    wait_for(&notes, "budget_paused");
-    let text = wait_for(&notes, "budget_warning");
+    wait_for_text(&notes, "budget_paused");
+    let text = wait_for_text(&notes, "budget_warning");
     let mut events: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -228,17 +228,21 @@ fn gates_ready_together_all_reach_the_operator() {
         ops.dedup();
         ops
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while named().len() < 6 {
-        assert!(
-            Instant::now() < deadline,
-            "only {:?} reached the command: {:?}\n{}",
-            named(),
-            std::fs::read_to_string(&notes),
-            std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "all six gates to reach the command",
+        Duration::from_secs(30),
+        || {
+            let got = named();
+            if got.len() >= 6 {
+                return Ok(());
+            }
+            Err(format!(
+                "only {got:?} reached the command: {:?}\n{}",
+                std::fs::read_to_string(&notes),
+                std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap_or_default()
+            ))
+        },
+    );
     let log = std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap();
     assert!(!log.contains("not sent"), "an event was dropped");
     let mut stdin = run.stdin.take().unwrap();
@@ -258,7 +262,7 @@ fn run_finished_reaches_a_slow_command_before_the_process_exits() {
         dir.path(),
         r#"command = ["sh", "-c", "sleep 0.5; cat >> notes.jsonl"]"#,
     );
-    wait_for(&dir.path().join("notes.jsonl"), "approval_needed");
+    wait_for_text(&dir.path().join("notes.jsonl"), "approval_needed");
     writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
     assert!(run.wait().unwrap().success());
     // Read once, at exit: no waiting for a straggler.
@@ -291,24 +295,30 @@ fn a_hung_command_ends_with_the_run_process_group_and_all() {
         dir.path(),
         &format!("command = [\"sh\", \"-c\", \"sleep {marker}; true\"]\ntimeout_ms = 120000"),
     );
-    wait_for(
+    wait_for_text(
         &dir.path().join("run/events.jsonl"),
         "\"awaiting_approval\"",
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !alive(&["sleep", &marker]) {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the command to start",
+        Duration::from_secs(20),
+        || match alive(&["sleep", &marker]) {
+            true => Ok(()),
+            false => Err(format!("no sleep {marker} is alive")),
+        },
+    );
     let t = Instant::now();
     writeln!(run.stdin.take().unwrap(), "approve gate").unwrap();
     assert!(run.wait().unwrap().success());
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while alive(&["sleep", &marker]) {
-        assert!(Instant::now() < deadline, "sleep {marker} outlived the run");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the command to end with the run",
+        Duration::from_secs(5),
+        || match alive(&["sleep", &marker]) {
+            true => Err(format!("sleep {marker} outlived the run")),
+            false => Ok(()),
+        },
+    );
 }
 
 /// Issue 39: the operator's own `[notify]` command may read the run's
@@ -328,7 +338,7 @@ fn a_notify_command_may_read_status_not_act() {
     );
     std::fs::write(dir.path().join("hook.py"), hook).unwrap();
     let mut run = start(dir.path(), r#"command = ["python3", "hook.py"]"#);
-    let text = wait_for(&dir.path().join("hook.json"), "answer");
+    let text = wait_for_text(&dir.path().join("hook.json"), "answer");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["status"], 0, "{v:#}");
     let status: serde_json::Value = serde_json::from_str(v["out"].as_str().unwrap()).unwrap();

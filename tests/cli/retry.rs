@@ -42,21 +42,20 @@ sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms
         .spawn()
         .unwrap();
     let log = dir.join("events.jsonl");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !common::event_types(&dir)
-        .iter()
-        .any(|t| t == "retry_scheduled")
-    {
-        let ended = first.try_wait().unwrap();
-        assert!(
-            ended.is_none() && std::time::Instant::now() < deadline,
-            "no retry was scheduled (the run {}); the log: {:?}\nstderr:\n{}",
-            ended.map_or("still goes".to_string(), |st| format!("ended: {st}")),
-            common::event_types(&dir),
+    common::wait_for("a retry to be scheduled", Duration::from_secs(60), || {
+        let log = common::event_types(&dir);
+        if log.iter().any(|t| t == "retry_scheduled") {
+            return Ok(());
+        }
+        let said = format!(
+            "the log: {log:?}\nstderr:\n{}",
             common::tail_of(&err_path, 30)
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        match first.try_wait().unwrap() {
+            Some(st) => panic!("the run ended ({st}) before a retry was scheduled; {said}"),
+            None => Err(said),
+        }
+    });
     first.kill().unwrap();
     first.wait().unwrap();
     let out = common::playdeck()

@@ -116,18 +116,15 @@ fn a_stopped_watcher_never_stalls_the_run() {
             .unwrap()
             .success()
     );
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs(120);
-    let status = loop {
-        if let Some(st) = run.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run stalled behind a stopped watcher"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = common::wait_for(
+        "the run to end past a stopped watcher",
+        Duration::from_secs(120),
+        || {
+            run.try_wait()
+                .unwrap()
+                .ok_or_else(|| "it stalled".to_string())
+        },
+    );
     assert!(status.success());
     let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
     assert!(result.contains("\"succeeded\""));
@@ -295,14 +292,14 @@ fn a_silent_console_does_not_keep_a_finished_runs_host() {
         std::fs::read_to_string(dir.path().join("run/events.jsonl"))
             .is_ok_and(|t| t.contains("\"run_finished\""))
     };
-    let t = Instant::now();
-    while !finished() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the run never finished"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the run to finish",
+        Duration::from_secs(30),
+        || match finished() {
+            true => Ok(()),
+            false => Err("no run_finished in its log".into()),
+        },
+    );
     let ended = Instant::now();
     while ended.elapsed() < Duration::from_secs(20) {
         alive.write_all(b"\n").unwrap();
@@ -315,17 +312,16 @@ fn a_silent_console_does_not_keep_a_finished_runs_host() {
     }
     // The live one leaves; the frozen one does not hold the host.
     drop(alive);
-    let left = Instant::now();
-    let status = loop {
-        if let Some(st) = host.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            left.elapsed() < Duration::from_secs(40),
-            "a silent console kept the finished run's host"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::wait_for(
+        "the finished run's host to leave",
+        Duration::from_secs(40),
+        || {
+            host.0
+                .try_wait()
+                .unwrap()
+                .ok_or_else(|| "a silent console kept it".to_string())
+        },
+    );
     assert!(status.success(), "{status}");
 }
 
@@ -396,14 +392,14 @@ exit 0
         .spawn()
         .unwrap();
     let counts = dir.path().join("hog.txt");
-    let t = Instant::now();
-    while !counts.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the agent never reported"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the agent to report",
+        Duration::from_secs(60),
+        || match counts.exists() {
+            true => Ok(()),
+            false => Err(format!("no {}", counts.display())),
+        },
+    );
     std::thread::sleep(Duration::from_millis(100));
     let said = std::fs::read_to_string(&counts).unwrap();
     assert_eq!(said, "8 32", "held, refused");
@@ -429,23 +425,24 @@ fn a_removed_control_socket_is_made_again() {
     let dir = tempfile::tempdir().unwrap();
     let mut run = start(dir.path(), &chain(2, 60_000));
     std::fs::remove_dir_all(dir.path().join("run/ctl")).unwrap();
-    let t = Instant::now();
-    let status = loop {
-        let out = common::playdeck()
-            .args(["ctl", "run", "status"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        if out.status.success() {
-            break String::from_utf8_lossy(&out.stdout).into_owned();
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "the run stayed unreachable: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let status = common::wait_for(
+        "the run to be reachable again",
+        Duration::from_secs(20),
+        || {
+            let out = common::playdeck()
+                .args(["ctl", "run", "status"])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            match out.status.success() {
+                true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+                false => Err(format!(
+                    "ctl says: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            }
+        },
+    );
     assert!(status.contains("running"), "{status}");
     let listed = common::playdeck()
         .args(["runs", "--dir", "."])

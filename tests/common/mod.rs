@@ -379,19 +379,43 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     child
 }
 
+/// Polls `look` every 50 ms until it gives `Ok`, and returns that; an
+/// `Err` says what it saw instead. Past `within` (a deadline for a loaded
+/// machine, not a pace) the test fails with `what` and the last `Err`.
+/// `look` may itself fail the test where waiting on cannot help (the
+/// process it waits for has ended). The pace is the one most waits had:
+/// some look by running the binary (`ctl status`), which a faster one
+/// would run more often beside the tests' other work.
+pub fn wait_for<T>(
+    what: &str,
+    within: std::time::Duration,
+    mut look: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match look() {
+            Ok(seen) => return seen,
+            Err(seen) => assert!(
+                std::time::Instant::now() < deadline,
+                "waited {within:?} for {what}; {seen}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Waits (60 s at most) until a run's control socket at `sock` answers.
 /// Where the run's process is at hand, [`wait_run_listening`] says more.
 pub fn wait_listening(sock: &std::path::Path) {
-    use std::time::{Duration, Instant};
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the run never listened on {} (60 s)",
-            sock.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("the run to listen on {}", sock.display()),
+        std::time::Duration::from_secs(60),
+        || {
+            std::os::unix::net::UnixStream::connect(sock)
+                .map(drop)
+                .map_err(|e| format!("connecting: {e}"))
+        },
+    );
 }
 
 /// Waits (60 s at most) until the control socket at `sock` of the run
@@ -403,36 +427,38 @@ pub fn wait_run_listening(
     child: &mut std::process::Child,
     stderr: Option<&std::path::Path>,
 ) {
-    use std::time::{Duration, Instant};
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let said = match (stderr, child.stderr.take()) {
-                (Some(file), _) => std::fs::read_to_string(file).unwrap_or_default(),
-                (None, Some(mut pipe)) => {
-                    let mut text = String::new();
-                    let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
-                    text
-                }
-                (None, None) => "(not kept)".into(),
-            };
-            panic!(
-                "the run ended ({status}) before it listened on {}; its stderr:\n{said}",
-                sock.display()
-            );
-        }
-        if Instant::now() >= deadline {
+    wait_for(
+        &format!(
+            "the run (pid {}) to listen on {}",
+            child.id(),
+            sock.display()
+        ),
+        std::time::Duration::from_secs(60),
+        || {
+            if std::os::unix::net::UnixStream::connect(sock).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let said = match (stderr, child.stderr.take()) {
+                    (Some(file), _) => std::fs::read_to_string(file).unwrap_or_default(),
+                    (None, Some(mut pipe)) => {
+                        let mut text = String::new();
+                        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+                        text
+                    }
+                    (None, None) => "(not kept)".into(),
+                };
+                panic!(
+                    "the run ended ({status}) before it listened on {}; its stderr:\n{said}",
+                    sock.display()
+                );
+            }
             let said = stderr.map_or("(a pipe, unread while it runs)".into(), |f| {
                 std::fs::read_to_string(f).unwrap_or_default()
             });
-            panic!(
-                "the run (pid {}) never listened on {} in 60 s; its stderr:\n{said}",
-                child.id(),
-                sock.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            Err(format!("its stderr:\n{said}"))
+        },
+    );
 }
 
 /// A file for a child's stderr (`Stdio::from` it) in `dir`, read back

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
@@ -41,21 +41,14 @@ impl Screen {
         within: Duration,
         pred: impl Fn(&vt100::Screen) -> bool,
     ) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            {
-                let p = self.parser.lock().unwrap();
-                if pred(p.screen()) {
-                    return p.screen().contents();
-                }
+        super::wait_for(what, within, || {
+            let p = self.parser.lock().unwrap();
+            let shown = p.screen().contents();
+            match pred(p.screen()) {
+                true => Ok(shown),
+                false => Err(format!("screen:\n{shown}")),
             }
-            let c = self.contents();
-            assert!(
-                Instant::now() < deadline,
-                "timed out ({within:?}) waiting for {what}; screen:\n{c}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 
     /// Waits until the program has given the terminal back: the main
@@ -216,17 +209,15 @@ impl Console {
         let queued = || rustix::io::ioctl_fionread(&tty).unwrap();
         let pid = self.child.process_id().expect("its pid");
         let wait = |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while !done() {
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: {} bytes waiting in {}; screen:\n{}",
+            super::wait_for(what, Duration::from_secs(60), || match done() {
+                true => Ok(()),
+                false => Err(format!(
+                    "{} bytes waiting in {}; screen:\n{}",
                     queued(),
                     name.display(),
                     self.screen.contents()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+                )),
+            });
         };
         let p = Pid::from_raw(pid as i32).unwrap();
         kill_process(p, Signal::STOP).unwrap();
@@ -251,18 +242,12 @@ impl Console {
 
     /// Waits for the process to end; its exit code.
     pub fn wait_exit(&mut self) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.exit_code();
+        super::wait_for("playdeck to exit", Duration::from_secs(60), || {
+            match self.child.try_wait().unwrap() {
+                Some(st) => Ok(st.exit_code()),
+                None => Err(format!("screen:\n{}", self.screen.contents())),
             }
-            assert!(
-                Instant::now() < deadline,
-                "playdeck did not exit; screen:\n{}",
-                self.screen.contents()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 }
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::git;
 use common::nats::{Nats, Worker, refused_port, server_binary, signed_creds};
+use common::{git, wait_for};
 use serde_json::Value;
 
 /// A play of `ops` independent sim operations of `ms` each, on `nats`.
@@ -151,28 +151,6 @@ fn worker_of(dir: &Path, op: &str, attempt: u32) -> Option<String> {
     v["worker"].as_str().map(String::from)
 }
 
-/// Looks (`look`) until what it sees is `done`, and gives that; what it
-/// saw last is in the failure.
-fn wait_for<T: std::fmt::Debug>(
-    what: &str,
-    within: Duration,
-    mut look: impl FnMut() -> T,
-    done: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        let seen = look();
-        if done(&seen) {
-            return seen;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited {within:?} for {what}; last seen: {seen:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The run's log so far, an event a line (its `type`, and `name` where
 /// it has one), the last 30: what a wait on the run saw.
 fn run_log(dir: &Path) -> Vec<String> {
@@ -200,31 +178,51 @@ fn log_has(dir: &Path, needle: &str) -> (bool, Vec<String>) {
     (text.contains(needle), run_log(dir))
 }
 
+/// For a wait ([`wait_for`]): the run's log as [`run_log`] gives it, once
+/// it has `needle` anywhere.
+fn log_showing(dir: &Path, needle: &str) -> Result<Vec<String>, String> {
+    match log_has(dir, needle) {
+        (true, log) => Ok(log),
+        (false, log) => Err(format!("the run's log: {log:#?}")),
+    }
+}
+
+/// For a wait ([`wait_for`]): the workers `ctl status` lists, once `done`
+/// holds of them.
+fn workers_when(dir: &Path, done: impl Fn(&[Value]) -> bool) -> Result<Vec<Value>, String> {
+    let ws = workers_in_status(dir);
+    if done(&ws) {
+        Ok(ws)
+    } else {
+        Err(format!("ctl status lists: {ws:#?}"))
+    }
+}
+
 /// Waits for attempt `attempt` of `op` to say its worker; that worker.
 fn wait_worker_of(dir: &Path, op: &str, attempt: u32, within: Duration) -> String {
-    let (w, _) = wait_for(
+    wait_for(
         &format!("the worker of {op} attempt {attempt}"),
         within,
-        || (worker_of(dir, op, attempt), run_log(dir)),
-        |(w, _)| w.is_some(),
-    );
-    w.unwrap()
+        || worker_of(dir, op, attempt).ok_or_else(|| format!("the run's log: {:#?}", run_log(dir))),
+    )
 }
 
 /// Waits until a worker has taken the first attempt of each of the
 /// `ops` operations of [`write_play`].
 fn wait_every_attempt_taken(d: &Path, ops: usize) {
-    wait_for(
-        "every attempt taken",
-        Duration::from_secs(30),
-        || {
-            let taken: Vec<Option<String>> = (0..ops)
-                .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
-                .collect();
-            (taken, run_log(d))
-        },
-        |(taken, _)| taken.iter().all(Option::is_some),
-    );
+    wait_for("every attempt taken", Duration::from_secs(30), || {
+        let taken: Vec<Option<String>> = (0..ops)
+            .map(|i| worker_of(d, &format!("op-{i:02}"), 1))
+            .collect();
+        if taken.iter().all(Option::is_some) {
+            Ok(())
+        } else {
+            Err(format!(
+                "taken: {taken:#?}; the run's log: {:#?}",
+                run_log(d)
+            ))
+        }
+    });
 }
 
 /// What the workers wrote on stderr, for a failure's message.
@@ -276,8 +274,10 @@ fn a_plays_operations_spread_over_three_workers() {
     wait_for(
         "the three workers in ctl status",
         Duration::from_secs(30),
-        || (workers_in_status(d), run_log(d)),
-        |(ws, _)| ws.len() == 3,
+        || {
+            workers_when(d, |ws| ws.len() == 3)
+                .map_err(|ws| format!("{ws}; the run's log: {:#?}", run_log(d)))
+        },
     );
     let (text, ok) = playdeck(d, &["ctl", ".playdeck/runs/r", "resume"]);
     assert!(ok, "ctl resume: {text}");
@@ -394,10 +394,14 @@ fn a_server_back_without_its_store_is_said_and_the_work_done_again() {
     wait_for(
         "both workers to say the store was lost",
         Duration::from_secs(30),
-        || said(&[&w[0], &w[1]]),
-        |_| {
-            w.iter()
+        || {
+            if w.iter()
                 .all(|w| w.said().contains("came back without its store"))
+            {
+                Ok(())
+            } else {
+                Err(format!("they said: {}", said(&[&w[0], &w[1]])))
+            }
         },
     );
 }
@@ -419,9 +423,12 @@ fn a_stopped_worker_is_counted_lost_and_its_late_result_ignored() {
         Duration::from_secs(30),
         || {
             let (retry, log) = log_has(d, "\"type\":\"retry_scheduled\"");
-            (retry || log_has(d, "worker_lost").0, log)
+            if retry || log_has(d, "worker_lost").0 {
+                Ok(())
+            } else {
+                Err(format!("the run's log: {log:#?}"))
+            }
         },
-        |(lost, _)| *lost,
     );
     w.signal(rustix::process::Signal::CONT);
     let (events, code, err) = finish(run, Duration::from_secs(60));
@@ -444,12 +451,9 @@ fn with_no_worker_an_operation_waits_and_says_so() {
     let d = dir.path();
     write_play(d, &nats, 1, 200);
     let mut run = start_run(d);
-    wait_for(
-        "the no-worker warning",
-        Duration::from_secs(30),
-        || log_has(d, "has taken op-00"),
-        |(has, _)| *has,
-    );
+    wait_for("the no-worker warning", Duration::from_secs(30), || {
+        log_showing(d, "has taken op-00")
+    });
     assert!(run.try_wait().unwrap().is_none(), "the run waits");
     let w = Worker::start(d, &nats, 1);
     let (events, code, err) = finish(run, Duration::from_secs(30));
@@ -684,14 +688,19 @@ fn jobs_cancels_and_results_that_do_not_verify_are_refused() {
     wait_for(
         "the forged result refused in the run's log",
         Duration::from_secs(30),
-        || log_has(d, "was not taken: it is not signed"),
-        |(has, _)| *has,
+        || log_showing(d, "was not taken: it is not signed"),
     );
     wait_for(
         "both forged jobs refused by the worker",
         Duration::from_secs(30),
-        || w.said(),
-        |s| s.contains("it is not signed") && s.contains("its signature does not verify"),
+        || {
+            let s = w.said();
+            if s.contains("it is not signed") && s.contains("its signature does not verify") {
+                Ok(())
+            } else {
+                Err(format!("it said: {s}"))
+            }
+        },
     );
     // The genuine attempt still runs: nothing completed it, cancelled it
     // or ran the forger's instruction.
@@ -786,11 +795,10 @@ fn a_worker_with_another_text_of_the_play_takes_none_of_its_jobs() {
     .unwrap();
     let stale = Worker::start(theirs.path(), &nats, 2);
     let run = start_run(d);
-    let (_, log) = wait_for(
+    let log = wait_for(
         "the run to name the stale worker",
         Duration::from_secs(60),
-        || log_has(d, "serves another text of the play: update its checkout"),
-        |(has, _)| *has,
+        || log_showing(d, "serves another text of the play: update its checkout"),
     );
     // The attempts wait for a worker: none took them, none failed.
     assert!(
@@ -864,8 +872,7 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     let ws = wait_for(
         "both workers in ctl status",
         Duration::from_secs(15),
-        || workers_in_status(d),
-        |ws| ws.len() == 2,
+        || workers_when(d, |ws| ws.len() == 2),
     );
     assert!(ws.iter().all(|w| w["slots"] == 1), "{ws:?}");
     assert!(
@@ -881,10 +888,11 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     wait_for(
         "the busy worker counted busy",
         Duration::from_secs(10),
-        || workers_in_status(d),
-        |ws| {
-            ws.iter()
-                .any(|w| w["id"] == busy_one.as_str() && w["busy"] == 1)
+        || {
+            workers_when(d, |ws| {
+                ws.iter()
+                    .any(|w| w["id"] == busy_one.as_str() && w["busy"] == 1)
+            })
         },
     );
     let (text, ok) = playdeck(d, &["ctl", ".playdeck/runs/r", "status"]);
@@ -897,12 +905,11 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     // a minute.
     let (idle, busy) = if a.is(&busy_one) { (b, a) } else { (a, b) };
     idle.signal(rustix::process::Signal::TERM);
-    wait_for(
-        "the stopped worker gone",
-        Duration::from_secs(10),
-        || workers_in_status(d),
-        |ws| ws.len() == 1 && busy.is(ws[0]["id"].as_str().unwrap()),
-    );
+    wait_for("the stopped worker gone", Duration::from_secs(10), || {
+        workers_when(d, |ws| {
+            ws.len() == 1 && busy.is(ws[0]["id"].as_str().unwrap())
+        })
+    });
     // The run says so in its log (at most every 2 s) before its work ends.
     wait_for(
         "the log's workers event with one worker",
@@ -910,13 +917,18 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
         || {
             let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl"))
                 .unwrap_or_default();
-            log.lines()
+            let said = log
+                .lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
                 .filter(|e| e["type"] == "workers")
                 .map(|e| e["workers"].as_array().map_or(0, Vec::len))
-                .collect::<Vec<usize>>()
+                .collect::<Vec<usize>>();
+            if said.last() == Some(&1) {
+                Ok(())
+            } else {
+                Err(format!("its workers events counted: {said:?}"))
+            }
         },
-        |said| said.last() == Some(&1),
     );
     release(&releases[0]);
     let (events, code, err) = finish(run, Duration::from_secs(60));
@@ -1144,8 +1156,7 @@ fn a_profile_s_worker_tags_send_its_operations_to_tagged_workers_only() {
     wait_for(
         "the tagged operations' warning",
         Duration::from_secs(30),
-        || log_has(d, "no worker with tags gpu has taken t-"),
-        |(has, _)| *has,
+        || log_showing(d, "no worker with tags gpu has taken t-"),
     );
     let gpu = Worker::start_args(d, &nats, 2, &[], &["--tag", "gpu"]);
     let (events, code, err) = finish(run, Duration::from_secs(60));
@@ -1194,8 +1205,10 @@ fn a_resumed_run_takes_back_what_its_killed_process_left_on_workers() {
     wait_for(
         "the old attempt stopped",
         Duration::from_secs(10),
-        || (busy(), w.said()),
-        |(b, _)| *b == Some(1),
+        || match busy() {
+            Some(1) => Ok(()),
+            b => Err(format!("busy: {b:?}; the worker said: {}", w.said())),
+        },
     );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(busy(), Some(1), "it stays stopped");
@@ -1281,18 +1294,18 @@ exit 0
     // was told where.
     // The worker removes each tree before it sends the attempt's result;
     // git's own bookkeeping (`worktree list`) may lag a moment behind.
-    wait_for(
-        "both worktrees gone",
-        Duration::from_secs(30),
-        || {
-            (
-                git(&checkout, &["worktree", "list"]),
+    wait_for("both worktrees gone", Duration::from_secs(30), || {
+        let list = git(&checkout, &["worktree", "list"]);
+        if list.lines().count() == 1 {
+            Ok(())
+        } else {
+            Err(format!(
+                "worktree list: {list}; warnings: {:#?}; the worker said: {}",
                 of_type(&events, "warning"),
-                w.said(),
-            )
-        },
-        |(list, _, _)| list.lines().count() == 1,
-    );
+                w.said()
+            ))
+        }
+    });
     let branches = git(&checkout, &["branch", "--list", "playdeck/*"]);
     assert!(branches.contains("playdeck/r/write.1"), "{branches}");
     assert!(!branches.contains("look"), "{branches}");
@@ -1316,27 +1329,21 @@ fn a_stopped_worker_finishes_what_it_took_and_takes_nothing_new() {
     let releases = write_held_play(d, &cluster, &ops, 30);
     let mut a = Worker::start(d, &nats, 1);
     let run = start_run(d);
-    let (taken, _) = wait_for(
-        "one operation taken",
-        Duration::from_secs(20),
-        || {
-            let taken = ops.iter().position(|o| worker_of(d, o, 1).is_some());
-            (taken, run_log(d))
-        },
-        |(taken, _)| taken.is_some(),
-    );
+    let taken = wait_for("one operation taken", Duration::from_secs(20), || {
+        ops.iter()
+            .position(|o| worker_of(d, o, 1).is_some())
+            .ok_or_else(|| format!("the run's log: {:#?}", run_log(d)))
+    });
     let (taken, other) = match taken {
-        Some(0) => (0, 1),
+        0 => (0, 1),
         _ => (1, 0),
     };
     // A rollout's SIGTERM: it says it drains, finishes its job and ends.
     a.signal(rustix::process::Signal::TERM);
-    wait_for(
-        "draining in ctl status",
-        Duration::from_secs(30),
-        || (workers_in_status(d), a.said()),
-        |(ws, _)| ws.first().is_some_and(|w| w["draining"] == true),
-    );
+    wait_for("draining in ctl status", Duration::from_secs(30), || {
+        workers_when(d, |ws| ws.first().is_some_and(|w| w["draining"] == true))
+            .map_err(|ws| format!("{ws}; the worker said: {}", a.said()))
+    });
     assert!(
         a.exited_within(Duration::ZERO).is_none(),
         "it waits for its job\n{}",

@@ -81,26 +81,25 @@ impl Server {
             _dir: dir,
         };
         // python3 starting on a loaded machine can take seconds.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(p) = std::fs::read_to_string(&port_file)
-                && let Ok(port) = p.trim().parse()
-            {
-                s.port = port;
-                return Some(s);
-            }
-            if let Ok(Some(status)) = s.child.try_wait() {
-                panic!(
-                    "the model server exited ({status}) before it listened: {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "the model server did not listen within 60 s: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
+        s.port = common::wait_for(
+            "the model server to listen",
+            Duration::from_secs(60),
+            || {
+                if let Ok(p) = std::fs::read_to_string(&port_file)
+                    && let Ok(port) = p.trim().parse()
+                {
+                    return Ok(port);
+                }
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                match s.child.try_wait() {
+                    Ok(Some(status)) => {
+                        panic!("the model server exited ({status}) before it listened: {said}")
+                    }
+                    _ => Err(format!("it said: {said}")),
+                }
+            },
         );
+        Some(s)
     }
 
     /// Forgets which `flaky` requests already failed.

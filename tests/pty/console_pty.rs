@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::git;
 use common::pty::{Console, Screen, whole_updates};
@@ -157,24 +157,22 @@ fn an_operator_session_in_a_terminal() {
         .unwrap()
         .collect();
     let run = runs[0].as_ref().unwrap().path();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !run.join("result.json").exists() || run.join("ctl/control.sock").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the run host did not end cleanly: result.json {}, the socket {}",
-            if run.join("result.json").exists() {
-                "written"
-            } else {
-                "missing"
-            },
-            if run.join("ctl/control.sock").exists() {
-                "still there"
-            } else {
-                "gone"
-            },
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the run host to end cleanly",
+        Duration::from_secs(60),
+        || {
+            let written = run.join("result.json").exists();
+            let socket = run.join("ctl/control.sock").exists();
+            if written && !socket {
+                return Ok(());
+            }
+            Err(format!(
+                "result.json {}, the socket {}",
+                if written { "written" } else { "missing" },
+                if socket { "still there" } else { "gone" },
+            ))
+        },
+    );
     let result: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["outcome"], "cancelled");
@@ -222,11 +220,14 @@ fn real_agents_in_the_console() {
     screen.wait_for("the quit question", |s| s.contains("Detach from the run?"));
     console.press(b"c");
     assert_eq!(console.wait_exit(), 1);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while processes_with(&marker) > 0 {
-        assert!(Instant::now() < deadline, "agent processes outlived quit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the agent processes to end with quit",
+        Duration::from_secs(5),
+        || match processes_with(&marker) {
+            0 => Ok(()),
+            n => Err(format!("{n} outlived it")),
+        },
+    );
 }
 
 /// Live (not zombie) processes whose command line contains `needle`.
@@ -354,14 +355,13 @@ fn a_config_with_three_errors_says_all_three_and_takes_nothing() {
     for args in [&["run", "pty.toml"][..], &[]] {
         let mut console = Console::open(dir.path(), args);
         let code = console.wait_exit();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let said = loop {
+        let said = common::wait_for("the errors said", Duration::from_secs(10), || {
             let raw = String::from_utf8_lossy(&console.raw.lock().unwrap()).into_owned();
-            if raw.contains("no theme") || Instant::now() > deadline {
-                break raw;
+            match raw.contains("no theme") {
+                true => Ok(raw),
+                false => Err(format!("{args:?}: {raw}")),
             }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        });
         let file = config.display().to_string();
         assert!(
             said.contains(&format!("{file}: 3 errors:")),
@@ -505,18 +505,14 @@ fn stopped_by(name: &str) {
 
 /// The result of the one run under `dir`, once it is written.
 fn wait_for_result(dir: &std::path::Path) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let found = std::fs::read_dir(dir.join(".playdeck/runs"))
+    let text = common::wait_for("the run to finish", Duration::from_secs(60), || {
+        std::fs::read_dir(dir.join(".playdeck/runs"))
             .ok()
             .and_then(|mut d| d.next())
-            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("result.json")).ok());
-        if let Some(text) = found {
-            return serde_json::from_str(&text).unwrap();
-        }
-        assert!(Instant::now() < deadline, "the run did not finish");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("result.json")).ok())
+            .ok_or_else(|| "no result.json".to_string())
+    });
+    serde_json::from_str(&text).unwrap()
 }
 
 /// `playdeck replay` of a run that is still going follows it: events
@@ -534,11 +530,14 @@ fn a_replay_of_a_live_run_follows_it() {
         .spawn()
         .unwrap();
     let sock = dir.path().join("live/ctl/control.sock");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "the live run never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "the live run to listen",
+        Duration::from_secs(60),
+        || match sock.exists() {
+            true => Ok(()),
+            false => Err(format!("no {}", sock.display())),
+        },
+    );
     let mut console = Console::open(dir.path(), &["replay", "live"]);
     let screen = Screen {
         parser: console.screen.parser.clone(),
@@ -765,11 +764,14 @@ fn detach_list_attach_twice_and_approve_from_the_second_console() {
     watching.wait_for("the gates in the watcher", |s| s.contains("approval 3"));
     // The gates are what needs the operator: the bell and a desktop
     // notification (OSC 9, OSC 777) that names them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !watcher.wrote(b"\x1b]9;3 operations waiting for approval in run ") {
-        assert!(Instant::now() < deadline, "no OSC 9 notification");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(
+        "an OSC 9 notification",
+        Duration::from_secs(10),
+        || match watcher.wrote(b"\x1b]9;3 operations waiting for approval in run ") {
+            true => Ok(()),
+            false => Err("none written".into()),
+        },
+    );
     assert!(watcher.wrote(b"\x1b]777;notify;playdeck;3 operations waiting for approval"));
     assert!(watcher.wrote(b"\x07"));
     acting.wait_for("the gates in the second console", |s| {
