@@ -73,11 +73,7 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
-const ECHO_PLAY: &str = "[play]\nname = \"t\"\n[palette]\nroles = [{ role = \"tester\" }]\n\
-[agents.echo]\nbinary = \"echo\"\nsubcommand = \"-p\"\nmodel = \"test-model\"\nstream_format = \"claude\"\nflags.plan = [\"--verbose\"]\n\
-[agents.cx]\nbinary = \"echo\"\nsubcommand = \"-p\"\nmodel = \"test-model\"\nstream_format = \"codex\"\nflags.plan = [\"-s\", \"read-only\", \"--json\", \"--think\"]\n\
-[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"write tests\"\nagent = \"echo\"\n\
-[[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"write tests\"\nagent = \"cx\"\nflag_profile = \"plan\"\ntools = { permission = \"workspace-write\" }\n";
+const ECHO_PLAY: &str = include_str!("../plays/argv_echo_agents.toml");
 
 fn argv(config: &Path, play: &Path, args: &[&str]) -> (Vec<String>, String, Output) {
     let out = bin(config)

@@ -9,29 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-const CAPPED_PLAY: &str = r#"[play]
-name = "capped"
-max_concurrent = 1
-[budget]
-usd = 5
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "a"
-role = "implementer"
-instruction = "a"
-sim = { duration_ms = 50, usage = { cost_usd = 2.5, input_tokens = 1000, output_tokens = 100 } }
-[[operations]]
-id = "b"
-role = "implementer"
-instruction = "b"
-sim = { duration_ms = 50, usage = { cost_usd = 2.5, input_tokens = 1000, output_tokens = 100 } }
-[[operations]]
-id = "c"
-role = "implementer"
-instruction = "c"
-sim = { duration_ms = 50, usage = { cost_usd = 2.5 } }
-"#;
+const CAPPED_PLAY: &str = include_str!("../plays/spend_cap_5_usd.toml");
 
 fn log_types(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("events.jsonl"))

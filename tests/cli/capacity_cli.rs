@@ -30,39 +30,7 @@ fn run(dir: &Path, args: &[&str]) -> (i32, Value) {
 
 /// An agent (a shell script, given its prompt on stdin) that writes a
 /// file in its worktree and answers.
-const PLAY: &str = r#"
-[play]
-name = "keep"
-[palette]
-roles = [{ role = "implementer" }, { role = "reviewer" }]
-[agents.writer]
-binary = "sh"
-stream_format = "jsonl"
-prompt_via = "stdin"
-[capacity]
-max_nodes = 1
-[role_profiles.coder]
-role = "implementer"
-provider = "writer"
-workspace_mode = "git-worktree"
-max_instances = 1
-lifetime = "current_loop"
-[[operations]]
-id = "write"
-role = "implementer"
-instruction = '''
-mkdir -p notes && echo 'the agent wrote this' > notes/new.txt
-echo '{"type":"result","result":{"wrote":"notes/new.txt"}}'
-exit 0
-'''
-[[operations]]
-id = "ship"
-role = "reviewer"
-instruction = "ship"
-depends_on = ["write"]
-approval = true
-sim = { duration_ms = 10 }
-"#;
+const PLAY: &str = include_str!("../plays/worktree_agent_writes_a_file.toml");
 
 fn retained_reason(v: &Value) -> (&str, &str, &str) {
     let k = &v["retained"][0];
@@ -273,10 +241,7 @@ fn the_human_format_shows_the_lease_before_the_start_it_serves() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("p.toml"),
-        "[play]\nname = \"h\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[capacity]\nmax_nodes = 1\n\
-         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 1\n\
-         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"b\"\nrole = \"implementer\"\ninstruction = \"y\"\ndepends_on = [\"a\"]\n",
+        include_str!("../plays/one_node_two_steps.toml"),
     )
     .unwrap();
     let out = common::playdeck()
@@ -317,36 +282,7 @@ fn ctl_releases_one_named_instance_idle_only_with_reasons_in_words() {
     let d = dir.path();
     std::fs::write(
         d.join("p.toml"),
-        r#"
-[play]
-name = "one"
-max_concurrent = 4
-[palette]
-roles = [{ role = "implementer" }, { role = "tester" }]
-[capacity]
-max_nodes = 2
-[role_profiles.builder]
-role = "implementer"
-provider = "sim"
-max_instances = 1
-[role_profiles.keeper]
-role = "tester"
-provider = "sim"
-max_instances = 1
-lifetime = "manual_release"
-[[operations]]
-id = "plan-api"
-role = "implementer"
-instruction = "plan"
-independent_root = true
-sim = { duration_ms = 120000 }
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-independent_root = true
-sim = { duration_ms = 50 }
-"#,
+        include_str!("../plays/builder_and_kept_tester.toml"),
     )
     .unwrap();
     let logs = tempfile::tempdir().unwrap();

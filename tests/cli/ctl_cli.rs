@@ -10,41 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-const PLAY: &str = r#"
-[play]
-name = "ctl"
-[palette]
-roles = [{ role = "implementer" }, { role = "tester" }]
-[capacity]
-max_nodes = 3
-[role_profiles.coder]
-role = "implementer"
-provider = "sim"
-max_instances = 2
-[role_profiles.checker]
-role = "tester"
-provider = "sim"
-max_instances = 1
-lifetime = "manual_release"
-[[operations]]
-id = "build"
-role = "implementer"
-instruction = "build"
-sim = { duration_ms = 200 }
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-independent_root = true
-sim = { duration_ms = 200 }
-[[operations]]
-id = "ship"
-role = "implementer"
-instruction = "ship"
-depends_on = ["build", "check"]
-approval = true
-sim = { duration_ms = 100 }
-"#;
+const PLAY: &str = include_str!("../plays/ctl_live_run.toml");
 
 /// Runs a command; returns (exit code, stdout as JSON or text, stderr).
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
@@ -609,7 +575,11 @@ fn runs_is_not_held_by_a_fifo_in_a_run_directory() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("20260101-000000-fifo");
     std::fs::create_dir_all(&run).unwrap();
-    std::fs::write(run.join("play.toml"), "[play]\nname = \"x\"\n").unwrap();
+    std::fs::write(
+        run.join("play.toml"),
+        include_str!("../plays/name_only.toml"),
+    )
+    .unwrap();
     let made = Command::new("mkfifo")
         .arg(run.join("events.jsonl"))
         .status()
@@ -676,11 +646,7 @@ fn another_users_runs_directory_is_never_taken_for_yours() {
         );
     }
     // A new run is not put in their directory either.
-    std::fs::write(
-        d.join("p.toml"),
-        "[play]\nname = \"mine\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"a\"\nsim = { duration_ms = 10 }\n",
-    )
-    .unwrap();
+    std::fs::write(d.join("p.toml"), include_str!("../plays/one_quick_op.toml")).unwrap();
     let (code, _, err) = run(d, &["run", "p.toml", "--headless"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("belongs to another user"), "{err}");

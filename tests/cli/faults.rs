@@ -243,37 +243,7 @@ fn a_run_directory_is_readable_by_its_owner_only() {
     let play = dir.path().join("p.toml");
     std::fs::write(
         &play,
-        r#"
-[play]
-name = "private"
-[palette]
-roles = [{ role = "implementer" }, { role = "tester" }, { role = "orchestrator", disposition = "emission_capable" }]
-[capacity]
-max_nodes = 1
-[role_profiles.coder]
-role = "implementer"
-provider = "sim"
-max_instances = 1
-[[operations]]
-id = "plan"
-role = "orchestrator"
-instruction = "plan"
-sim = { duration_ms = 10, result = { spawn_request = { instruction = "more", assignee = "implementer" } } }
-[[operations]]
-id = "build"
-role = "implementer"
-instruction = "build"
-sim = { duration_ms = 10 }
-[agents.ex]
-binary = "AGENT"
-stream_format = "jsonl"
-[[operations]]
-id = "logged"
-role = "tester"
-agent = "ex"
-instruction = "write logs"
-"#
-        .replace("AGENT", common::AGENT),
+        include_str!("../plays/private_run.toml").replace("AGENT", common::AGENT),
     )
     .unwrap();
     let out = common::playdeck()
@@ -352,11 +322,7 @@ fn peak_kib(pid: u32) -> Option<u64> {
 fn an_endless_stdin_line_does_not_grow_memory() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("p.toml");
-    std::fs::write(
-        &play,
-        "[play]\nname = \"z\"\n[palette]\nroles = [{ role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"wait\"\nsim = { duration_ms = 1500 }\n",
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/one_op_1500ms.toml")).unwrap();
     let mut child = common::playdeck()
         .args(["run", "--headless", "--run-dir", "run"])
         .arg(&play)
@@ -397,11 +363,7 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
     use std::os::unix::net::UnixStream;
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("p.toml");
-    std::fs::write(
-        &play,
-        "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"wait\"\nsim = { duration_ms = 100 }\n",
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/one_op_100ms.toml")).unwrap();
     // Few descriptors: idle clients exhaust them.
     let mut child = std::process::Command::new("prlimit")
         .args(["--nofile=48:48", common::PLAYDECK])
@@ -472,24 +434,7 @@ fn the_control_socket_survives_exhausted_descriptors_and_bad_clients() {
 fn a_request_flood_is_stopped_at_the_cap_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("flood.toml");
-    std::fs::write(
-        &play,
-        r#"
-[play]
-name = "flood"
-[palette]
-roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "tester", agent = "noop" }]
-[agents.flood]
-binary = "yes"
-stream_format = "jsonl"
-[[operations]]
-id = "flood"
-role = "orchestrator"
-agent = "flood"
-instruction = '{"spawn_request": {"instruction": "again", "assignee": "tester"}}'
-"#,
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/spawn_request_flood.toml")).unwrap();
     let (status, peak) = headless_watching_peak(&play, dir.path());
     assert_eq!(status.code(), Some(1));
     assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
@@ -708,28 +653,7 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
 fn a_capacity_file_of_another_schema_or_deleted_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("cap.toml");
-    std::fs::write(
-        &play,
-        r#"
-[play]
-name = "cap"
-[palette]
-roles = [{ role = "tester" }]
-[capacity]
-max_nodes = 1
-[role_profiles.checker]
-role = "tester"
-provider = "sim"
-max_instances = 1
-lifetime = "manual_release"
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-sim = { duration_ms = 10 }
-"#,
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/kept_instance.toml")).unwrap();
     let bin = || {
         let mut c = common::playdeck();
         c.current_dir(dir.path());
@@ -999,32 +923,7 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
 fn a_large_result_is_stored_once_and_read_back_by_resume() {
     let dir = tempfile::tempdir().unwrap();
     let play = dir.path().join("big.toml");
-    std::fs::write(
-        &play,
-        r#"[play]
-name = "big"
-[palette]
-roles = [{ role = "implementer" }]
-[agents.big]
-binary = "awk"
-subcommand = '''BEGIN { s = "a"; for (i = 0; i < 21; i++) s = s s; printf "{\"type\":\"result\",\"result\":{\"blob\":\"%s\"}}\n", s }'''
-prompt_via = "stdin"
-stream_format = "jsonl"
-[[operations]]
-id = "big"
-role = "implementer"
-agent = "big"
-instruction = "answer at length"
-[[operations]]
-id = "after"
-role = "implementer"
-instruction = "wait"
-depends_on = ["big"]
-approval = true
-sim = { duration_ms = 10 }
-"#,
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/large_result.toml")).unwrap();
     // Held at the gate, then its stdin closes: the gate is denied and the
     // run ends failed, its checkpoint final.
     let mut child = common::playdeck()

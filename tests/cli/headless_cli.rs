@@ -37,40 +37,9 @@ fn lifecycle(v: &[Value]) -> Vec<String> {
         .collect()
 }
 
-const PIPELINE: &str = r#"
-[play]
-name = "pipeline"
-[palette]
-roles = [{ role = "tester" }]
-[[operations]]
-id = "a"
-role = "tester"
-instruction = "first"
-sim = { duration_ms = 20 }
-[[operations]]
-id = "b"
-role = "tester"
-instruction = "second"
-sim = { duration_ms = 20 }
-"#;
+const PIPELINE: &str = include_str!("../plays/pipeline.toml");
 
-const GATED: &str = r#"
-[play]
-name = "gated"
-[palette]
-roles = [{ role = "tester" }]
-[[operations]]
-id = "a"
-role = "tester"
-instruction = "first"
-sim = { duration_ms = 20 }
-[[operations]]
-id = "gate"
-role = "tester"
-instruction = "needs a yes"
-approval = true
-sim = { duration_ms = 20 }
-"#;
+const GATED: &str = include_str!("../plays/gated.toml");
 
 #[test]
 fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
@@ -102,7 +71,8 @@ fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.toml:12:6"), "{stderr}");
+    // Line 11 of tests/plays/pipeline.toml, b's id.
+    assert!(stderr.contains("bad.toml:11:6"), "{stderr}");
     assert!(stderr.contains("duplicate operation id \"a\""), "{stderr}");
     assert!(!dir.path().join(".playdeck").exists());
 }
@@ -110,7 +80,11 @@ fn validate_accepts_a_good_play_and_rejects_a_bad_one_with_positions() {
 #[test]
 fn a_rejected_play_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = write_play(dir.path(), "bad.toml", "[play]\nname = 1\n");
+    let bad = write_play(
+        dir.path(),
+        "bad.toml",
+        include_str!("../plays/bad_name_not_a_string.toml"),
+    );
     let out = common::playdeck()
         .args(["run", "--headless"])
         .arg(&bad)
@@ -801,22 +775,7 @@ fn rule_a33_59_identical_drops_are_each_in_the_result_and_the_checkpoint() {
     let play = write_play(
         dir.path(),
         "drops.toml",
-        r#"[play]
-name = "drops"
-speed = 10
-[palette]
-roles = [{ role = "orchestrator" }, { role = "reviewer" }]
-[[operations]]
-id = "kickoff"
-role = "orchestrator"
-instruction = "plan"
-independent_root = true
-sim = { duration_ms = 1000, emits = [
-  { at_ms = 100, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
-  { at_ms = 200, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
-  { at_ms = 300, spawn_request = { instruction = "land it", assignee = "astronaut", reason = "the plan needs it" } },
-] }
-"#,
+        include_str!("../plays/identical_drops.toml"),
     );
     let out = common::playdeck()
         .args(["run", "--headless", "--run-dir"])

@@ -142,13 +142,7 @@ fn a_cap_that_pauses_the_run_calls_the_operator() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("n.toml"),
-        "[play]\nname = \"capped\"\nmax_concurrent = 1\n\
-         [notify]\ncommand = [\"sh\", \"-c\", \"cat >> notes.jsonl\"]\n\
-         [budget]\nusd = 1\n\
-         [palette]\nroles = [{ role = \"implementer\" }]\n\
-         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"a\"\nsim = { duration_ms = 50, usage = { cost_usd = 0.9 } }\n\
-         [[operations]]\nid = \"b\"\nrole = \"implementer\"\ninstruction = \"b\"\nsim = { duration_ms = 50, usage = { cost_usd = 0.9 } }\n\
-         [[operations]]\nid = \"c\"\nrole = \"implementer\"\ninstruction = \"c\"\nsim = { duration_ms = 50 }\n",
+        include_str!("../plays/notify_at_the_cap.toml"),
     )
     .unwrap();
     let mut run = common::playdeck()

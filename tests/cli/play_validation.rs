@@ -73,14 +73,7 @@ fn prices_in_the_users_agents_file_serve_every_play() {
     )
     .unwrap();
     let play = dir.path().join("p.toml");
-    std::fs::write(
-        &play,
-        "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
-         [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\nagent = \"cx\"\n\
-         [agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\nmodel = \"gpt-x\"\n\
-         [budget]\nusd = 5\n[prices.\"gpt-y\"]\ninput = 9\noutput = 9\n",
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/priced_codex_agent.toml")).unwrap();
     // `playdeck validate` with `config` as the config directory: whether it
     // passed, and what it said.
     let validate = |config: &std::path::Path| {

@@ -16,20 +16,7 @@ fn a_run_killed_while_a_retry_waits_resumes_with_the_next_attempt() {
     use std::process::Stdio;
     let base = tempfile::tempdir().unwrap();
     let play = base.path().join("play.toml");
-    std::fs::write(
-        &play,
-        r#"[play]
-name = "rate limited"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "call"
-role = "implementer"
-instruction = "call the provider"
-sim = { duration_ms = 10, outcome = "fail", cause = "rate_limit", retry_after_ms = 600000, fail_attempts = 1, error = "429 Too Many Requests" }
-"#,
-    )
-    .unwrap();
+    std::fs::write(&play, include_str!("../plays/rate_limited_once.toml")).unwrap();
     let dir = base.path().join("run");
     let (err, err_path) = common::stderr_file(base.path(), "first.stderr");
     let mut first = common::playdeck()

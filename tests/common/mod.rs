@@ -354,7 +354,7 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     use std::process::Stdio;
     std::fs::write(
         dir.join("slow.toml"),
-        "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
+        include_str!("../plays/wait_a_minute.toml"),
     )
     .unwrap();
     let mut child = playdeck()

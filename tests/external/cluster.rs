@@ -862,8 +862,7 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
     let other = tempfile::tempdir().unwrap();
     std::fs::write(
         other.path().join("play.toml"),
-        "[play]\nname = \"other\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
-         [[operations]]\nid = \"x\"\nrole = \"implementer\"\ninstruction = \"x\"\n",
+        include_str!("../plays/other_play.toml"),
     )
     .unwrap();
     let c = Worker::start(other.path(), &nats, 1);

@@ -252,9 +252,7 @@ fn a_cluster_run_shows_its_workers_in_the_capacity_pane() {
     // No [cluster]: `--nats` sends it there, through the run host.
     std::fs::write(
         dir.path().join("play.toml"),
-        "[play]\nname = \"far\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
-         [[operations]]\nid = \"far-op\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
-         sim = { duration_ms = 60000 }\n",
+        include_str!("../plays/one_op_a_minute.toml"),
     )
     .unwrap();
     let w = common::nats::Worker::start(dir.path(), &nats, 2);

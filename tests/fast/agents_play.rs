@@ -76,9 +76,8 @@ fn every_bad_agent_entry_is_reported_with_its_position_and_none_registered() {
 
 #[test]
 fn flag_profile_selections_must_be_well_formed_names() {
-    let src =
-        format!("[play]\nname = \"t\"\nflag_profile = \"--plan\"\n{OP}flag_profile = \"a b\"\n");
-    let errs = errors(&src);
+    let src = include_str!("../plays/bad_flag_profile_names.toml");
+    let errs = errors(src);
     assert_eq!(errs.len(), 2, "{errs:?}");
     assert_eq!(errs[0].0, "3:16");
     assert!(

@@ -770,13 +770,8 @@ const OPS: &str = "[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstructi
 
 #[test]
 fn capacity_validation_reports_every_problem() {
-    let src = format!(
-        "[play]\nname = \"c\"\n[capacity]\nenabled = true\nmax_nodes = 9\ndefault_lifetime = \"forever\"\nname_template = \"{{profile}}-{{index}}\"\nreuse = \"sometimes\"\nextra = 1\n\
-         [role_profiles.coder]\nrole = \"coder_role\"\nprovider = \"gpt\"\nthinking = \"extreme\"\nworkspace_group = \"g\"\nstartup_args = [\"--model=opus\"]\nmax_instances = 0\n\
-         [role_profiles.fine]\nrole = \"tester\"\nprovider = \"sim\"\nmax_instances = 2\n\
-         [role_profiles.noprov]\nrole = \"tester\"\nmax_instances = 1\n{OPS}"
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_capacity_settings.toml");
+    let e = errors(src);
     let expect = [
         "`default_lifetime` in [capacity] has an unknown value \"forever\"",
         "name_template is missing {loop_id}",
@@ -828,10 +823,8 @@ fn capacity_structure_rules() {
 #[test]
 fn git_worktree_needs_a_repository() {
     let dir = tempfile::tempdir().unwrap();
-    let src = format!(
-        "[play]\nname = \"c\"\n[capacity]\n[role_profiles.a]\nrole = \"implementer\"\nprovider = \"sim\"\nworkspace_mode = \"git-worktree\"\nmax_instances = 1\n{OPS}"
-    );
-    let d = Play::from_str_in("c.toml", &src, dir.path()).unwrap_err();
+    let src = include_str!("../plays/git_worktree_profile.toml");
+    let d = Play::from_str_in("c.toml", src, dir.path()).unwrap_err();
     assert_eq!(
         d.items[0].message,
         "role profile a uses git-worktree, but the play is not in a git repository"
@@ -1501,13 +1494,9 @@ fn rule_rpc_07_pinned_declarations_are_checked_at_load() {
 /// `max_instances` sum (which would advise lowering `max_nodes`).
 #[test]
 fn a_broken_profile_is_reported_once_not_again_as_a_short_sum() {
-    let src = format!(
-        "[play]\nname = \"c\"\n[capacity]\nmax_nodes = 3\n\
-         [role_profiles.a]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 2\n\
-         [role_profiles.b]\nrole = \"implementer\"\nprovider = \"nosuch\"\nmax_instances = 1\n{OPS}"
-    );
+    let src = include_str!("../plays/bad_profile_provider.toml");
     assert_eq!(
-        errors(&src),
+        errors(src),
         ["provider of [role_profiles.b] names unknown agent \"nosuch\""]
     );
 }
@@ -1696,12 +1685,8 @@ async fn rule_rpc_52_offline_release_takes_a_starting_record_of_a_finished_run()
 /// position; other overrides pass.
 #[test]
 fn startup_args_setting_the_model_through_config_are_refused_at_load() {
-    let src = format!(
-        "[play]\nname = \"c\"\n[capacity]\nenabled = true\nmax_nodes = 2\n\
-         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sim\"\nmax_instances = 1\n\
-         startup_args = [\"-c\", \"model=o3\", \"--config=model=o3\", \"-cmodel_reasoning_effort=low\", \"--config\", \"model_reasoning_effort=high\", \"-c\", \"sandbox_workspace_write.network_access=true\"]\n{OPS}"
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_startup_args_configure_the_model.toml");
+    let e = errors(src);
     for m in [
         "startup_args of coder sets the model (-c model=o3)",
         "startup_args of coder sets the model (--config=model=o3)",
@@ -1720,13 +1705,8 @@ fn startup_args_setting_the_model_through_config_are_refused_at_load() {
 /// codex provider only (elsewhere it is the print or prompt flag).
 #[test]
 fn startup_args_choosing_the_model_in_any_form_are_refused_at_load() {
-    let codex = "[agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n";
-    let src = format!(
-        "[play]\nname = \"c\"\n{codex}[capacity]\nenabled = true\nmax_nodes = 2\n\
-         [role_profiles.coder]\nrole = \"implementer\"\nprovider = \"cx\"\nmax_instances = 1\n\
-         startup_args = [\"-mo3\", \"-p\", \"fast\", \"--profile=fast\", \"-c\", \"profile=fast\", \"-cmodel_provider=ollama\", \"--oss\", \"--skip-git-repo-check\"]\n{OPS}"
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_startup_args_choose_the_model.toml");
+    let e = errors(src);
     for m in [
         "startup_args of coder sets the model (-mo3)",
         "startup_args of coder sets the model (a config profile) (-p fast)",

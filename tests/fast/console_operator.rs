@@ -46,43 +46,7 @@ fn play(text: &str) -> Play {
 }
 
 /// Fails, skips what follows and escalates; finishes in about a second.
-const FAILS: &str = r#"
-[play]
-name = "fails"
-max_concurrent = 2
-[palette]
-roles = [{ role = "implementer" }, { role = "tester" }, { role = "reviewer" }]
-[[operations]]
-id = "build"
-role = "implementer"
-instruction = "build"
-independent_root = true
-sim = { duration_ms = 300 }
-[[operations]]
-id = "integration-tests"
-role = "tester"
-instruction = "test"
-depends_on = ["build"]
-sim = { duration_ms = 300, outcome = "fail", error = "2 of 48 integration tests failed: checkout times out", fail_attempts = 1 }
-[[operations]]
-id = "load-tests"
-role = "tester"
-instruction = "load"
-depends_on = ["integration-tests"]
-sim = { duration_ms = 300 }
-[[operations]]
-id = "ship"
-role = "implementer"
-instruction = "ship"
-depends_on = ["load-tests"]
-sim = { duration_ms = 300 }
-[[operations]]
-id = "security-review"
-role = "reviewer"
-instruction = "review"
-independent_root = true
-sim = { duration_ms = 500, outcome = "escalate", escalation = "tokens in debug logs" }
-"#;
+const FAILS: &str = include_str!("../plays/fails_skips_escalates.toml");
 
 /// FAILS with a gate that keeps the run going until someone decides.
 fn fails_held_open() -> Play {
@@ -306,26 +270,7 @@ mod decisions {
 
     #[tokio::test(start_paused = true)]
     async fn step_starts_the_selected_paused_operation() {
-        let p = play(
-            r#"
-[play]
-name = "step"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "first"
-role = "implementer"
-instruction = "a"
-independent_root = true
-sim = { duration_ms = 5000 }
-[[operations]]
-id = "second"
-role = "implementer"
-instruction = "b"
-independent_root = true
-sim = { duration_ms = 5000 }
-"#,
-        );
+        let p = play(include_str!("../plays/step_paused.toml"));
         let dir = tempfile::tempdir().unwrap();
         let opts = SessionOptions {
             run_dir: Some(dir.path().join("run")),
@@ -395,22 +340,7 @@ mod details {
     /// An orchestrator that asks three times for a role the catalog does
     /// not have (the same request), then, in its result, for a reviewer
     /// with a request that is not valid.
-    const DROPS: &str = r#"
-[play]
-name = "drops"
-[palette]
-roles = [{ role = "orchestrator" }, { role = "reviewer" }]
-[[operations]]
-id = "kickoff"
-role = "orchestrator"
-instruction = "plan"
-independent_root = true
-sim = { duration_ms = 1000, emits = [
-  { at_ms = 100, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
-  { at_ms = 200, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
-  { at_ms = 300, spawn_request = { instruction = "Land the rocket\nthen report back", assignee = "astronaut", operation = "chat", reason = "the plan needs it" } },
-], result = { spawn_request = { instruction = 42, assignee = "reviewer", reason = "numbers" } } }
-"#;
+    const DROPS: &str = include_str!("../plays/ledger_drops.toml");
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_request_shows_what_it_asked_and_repeats_fold_into_one_row() {
@@ -610,34 +540,7 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
     /// operation without `depends_on` was placed.
     #[tokio::test(start_paused = true)]
     async fn rule_a33_12_the_inspector_shows_how_an_operation_was_placed() {
-        let text_play = r#"
-[play]
-name = "placed"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "plan"
-role = "implementer"
-instruction = "x"
-sim = { duration_ms = 60000 }
-[[operations]]
-id = "lint"
-role = "implementer"
-instruction = "x"
-independent_root = true
-sim = { duration_ms = 60000 }
-[[operations]]
-id = "build"
-role = "implementer"
-instruction = "x"
-sim = { duration_ms = 100 }
-[[operations]]
-id = "ship"
-role = "implementer"
-instruction = "x"
-depends_on = ["build"]
-sim = { duration_ms = 100 }
-"#;
+        let text_play = include_str!("../plays/placements.toml");
         let mut s = Scene::at(&play(text_play), 1.0, 120, 36, None)
             .await
             .unwrap();
@@ -1351,26 +1254,7 @@ mod status {
 
     #[tokio::test(start_paused = true)]
     async fn a_held_operation_says_so_and_the_header_says_held() {
-        let p = play(
-            r#"
-[play]
-name = "held"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "quick"
-role = "implementer"
-instruction = "a"
-independent_root = true
-sim = { duration_ms = 500 }
-[[operations]]
-id = "later"
-role = "implementer"
-instruction = "b"
-independent_root = true
-sim = { duration_ms = 500 }
-"#,
-        );
+        let p = play(include_str!("../plays/held_operation.toml"));
         let dir = tempfile::tempdir().unwrap();
         let opts = SessionOptions {
             run_dir: Some(dir.path().join("run")),
@@ -1852,43 +1736,7 @@ mod capacity_pane {
     /// At 5 s: one builder is busy with plan-api (it runs a minute), the
     /// other is idle and due (current_round; the run has not drained, so no
     /// round end released it), keeper-1 is idle and kept (manual_release).
-    const CAP: &str = r#"
-[play]
-name = "cap"
-max_concurrent = 4
-[palette]
-roles = [{ role = "implementer" }, { role = "tester" }]
-[capacity]
-max_nodes = 3
-default_lifetime = "current_round"
-[role_profiles.builder]
-role = "implementer"
-provider = "sim"
-max_instances = 2
-[role_profiles.keeper]
-role = "tester"
-provider = "sim"
-max_instances = 1
-lifetime = "manual_release"
-[[operations]]
-id = "plan-api"
-role = "implementer"
-instruction = "plan"
-independent_root = true
-sim = { duration_ms = 60000 }
-[[operations]]
-id = "quick"
-role = "implementer"
-instruction = "quick"
-independent_root = true
-sim = { duration_ms = 1000 }
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-independent_root = true
-sim = { duration_ms = 1000 }
-"#;
+    const CAP: &str = include_str!("../plays/capacity_pane.toml");
 
     async fn cap(at: f64) -> Scene {
         Scene::at(&play(CAP), at, 120, 36, None).await.unwrap()
@@ -2086,17 +1934,7 @@ sim = { duration_ms = 1000 }
         s.finish().await;
     }
 
-    const PLAIN: &str = r#"
-[play]
-name = "plain"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "a"
-role = "implementer"
-instruction = "a"
-sim = { duration_ms = 60000 }
-"#;
+    const PLAIN: &str = include_str!("../plays/plain_gate.toml");
 
     #[tokio::test(start_paused = true)]
     async fn x_releases_the_selected_idle_instance_after_naming_it() {
@@ -2378,37 +2216,7 @@ mod following {
 /// line and the bulk approval, which lists it first.
 #[tokio::test(start_paused = true)]
 async fn a_gate_whose_dependency_failed_says_so_where_it_is_decided() {
-    let src = r#"
-[play]
-name = "deps"
-[palette]
-roles = [{ role = "implementer" }, { role = "reviewer" }]
-[[operations]]
-id = "svc-build"
-role = "implementer"
-instruction = "build"
-sim = { duration_ms = 100 }
-[[operations]]
-id = "svc12-integration"
-role = "implementer"
-instruction = "integrate"
-sim = { duration_ms = 100, outcome = "fail", error = "checkout times out" }
-[[operations]]
-id = "ship"
-role = "reviewer"
-instruction = "ship"
-approval = true
-depends_on = ["svc-build", "svc12-integration"]
-when = "always"
-sim = { duration_ms = 10 }
-[[operations]]
-id = "docs"
-role = "reviewer"
-instruction = "docs"
-approval = true
-depends_on = ["svc-build"]
-sim = { duration_ms = 10 }
-"#;
+    let src = include_str!("../plays/gate_after_failed_dependency.toml");
     let mut s = Scene::at(&play(src), 1.0, 160, 36, None).await.unwrap();
     assert_eq!(s.app.vm.approvals_waiting(), 2);
     let t = text(&s.render());

@@ -362,23 +362,7 @@ async fn an_operation_waiting_for_its_retry() {
 async fn an_operation_held_by_its_providers_rate_limit() {
     let play = Play::from_str(
         "limited.toml",
-        r#"[play]
-name = "limited"
-max_concurrent = 1
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "a"
-role = "implementer"
-instruction = "a"
-sim = { duration_ms = 500, outcome = "fail", fail_attempts = 1, cause = "rate_limit", retry_after_ms = 60000 }
-[[operations]]
-id = "b"
-role = "implementer"
-instruction = "b"
-independent_root = true
-sim = { duration_ms = 500 }
-"#,
+        include_str!("../plays/rate_limited_provider.toml"),
     )
     .unwrap();
     let mut s = Scene::at(&play, 2.0, 120, 30, None).await.unwrap();
@@ -400,27 +384,7 @@ sim = { duration_ms = 500 }
 /// Past the first warning level the header marks the spend.
 #[tokio::test(start_paused = true)]
 async fn a_spend_warning_is_marked_in_the_header() {
-    let play = Play::from_str(
-        "warned.toml",
-        r#"[play]
-name = "warned"
-[budget]
-usd = 3
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "a"
-role = "implementer"
-instruction = "a"
-sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
-[[operations]]
-id = "b"
-role = "implementer"
-instruction = "b"
-sim = { duration_ms = 5000 }
-"#,
-    )
-    .unwrap();
+    let play = Play::from_str("warned.toml", include_str!("../plays/spend_warning.toml")).unwrap();
     let mut s = Scene::at(&play, 1.0, 160, 36, None).await.unwrap();
     let t = text(&s.render());
     let header: Vec<&str> = t.lines().take(2).collect();
@@ -439,30 +403,7 @@ sim = { duration_ms = 5000 }
 async fn a_spend_cap_pauses_the_run_and_dollar_raises_it() {
     let play = Play::from_str(
         "capped.toml",
-        r#"[play]
-name = "capped"
-max_concurrent = 1
-[budget]
-usd = 5
-roles = { implementer = { tokens = 10000 } }
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "a"
-role = "implementer"
-instruction = "a"
-sim = { duration_ms = 500, usage = { cost_usd = 2.5, input_tokens = 1200, output_tokens = 40 } }
-[[operations]]
-id = "b"
-role = "implementer"
-instruction = "b"
-sim = { duration_ms = 500, usage = { cost_usd = 2.5, input_tokens = 1200, output_tokens = 40 } }
-[[operations]]
-id = "c"
-role = "implementer"
-instruction = "c"
-sim = { duration_ms = 500, usage = { cost_usd = 2.5 } }
-"#,
+        include_str!("../plays/spend_cap_and_raise.toml"),
     )
     .unwrap();
     let mut s = Scene::at(&play, 3.0, 160, 36, None).await.unwrap();

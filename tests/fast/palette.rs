@@ -156,10 +156,8 @@ fn initial_operations_outside_the_palette_need_budget_and_authority() {
 
 #[test]
 fn pack_overrides_are_validated_and_applied() {
-    let src = format!(
-        "[play]\nname = \"t\"\n[pack.roles.critic]\nmodel = \"haiku\"\neffort = \"low\"\nmodes_allow = [\"teaching\"]\ndefault_modes = [\"teaching\"]\n[palette]\nroles = [{{ role = \"orchestrator\" }}, {{ role = \"critic\", modes = [\"teaching\"] }}]\n{OP}"
-    );
-    let p = Play::from_str("p.toml", &src).unwrap();
+    let src = include_str!("../plays/pack_overrides.toml");
+    let p = Play::from_str("p.toml", src).unwrap();
     assert_eq!(p.palette.pack["critic"].model.as_deref(), Some("haiku"));
     let bad = "[play]\nname = \"t\"\n[pack.roles.wizard]\nmodel = \"x\"\n[pack.roles.critic]\neffort = \"max\"\n";
     let d = Play::from_str("p.toml", &format!("{bad}{OP}")).unwrap_err();
@@ -680,7 +678,7 @@ async fn the_agent_receives_its_roles_clause() {
 
 #[tokio::test(start_paused = true)]
 async fn an_initial_operation_outside_the_palette_is_recruited_or_failed_before_the_run() {
-    let src = "[play]\nname = \"p\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 2\n[palette.simulate]\nfail_roles = [\"debugger\"]\n[[operations]]\nid = \"crit\"\nrole = \"critic\"\ninstruction = \"x\"\nsim = { duration_ms = 10 }\n[[operations]]\nid = \"dbg\"\nrole = \"debugger\"\ninstruction = \"y\"\nindependent_root = true\nsim = { duration_ms = 10 }\n";
+    let src = include_str!("../plays/recruit_before_the_run.toml");
     let play = Play::from_str("p.toml", src).unwrap();
     let (env, _) = run_play(&play).await;
     // The failed one is completed too (ADR-0033), and said failed.
@@ -1082,7 +1080,7 @@ async fn run_and_cancel(
 /// alike.
 #[tokio::test(start_paused = true)]
 async fn rule_a33_59_a_cancel_during_provisioning_leaves_every_request_in_the_ledger() {
-    let src = "[play]\nname = \"c\"\n[palette]\nroles = [{ role = \"orchestrator\", disposition = \"emission_capable\" }, { role = \"tester\" }]\n[palette.expansion]\nmax_new_roles = 1\n[palette.simulate]\nprovision_delay_ms = 5000\n[[operations]]\nid = \"kickoff\"\nrole = \"orchestrator\"\ninstruction = \"go\"\nsim = { duration_ms = 100, result = { spawn_request = [{ instruction = \"critique\", assignee = \"critic\" }, { instruction = \"test it\", assignee = \"tester\" }] } }\n";
+    let src = include_str!("../plays/cancel_while_provisioning.toml");
     let play = Play::from_str("c.toml", src).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let done = run_and_cancel(&play, dir.path(), Duration::from_millis(1000)).await;
@@ -1309,7 +1307,7 @@ fn rule_a36_41_a_roles_agent_is_declared_or_derived_never_silently_sim() {
     );
 
     // A play that runs only on the simulator keeps simulating.
-    let sim = "[play]\nname = \"s\"\n[palette]\nroles = [{ role = \"orchestrator\" }]\n[palette.expansion]\nmax_new_roles = 1\n[[operations]]\nid = \"a\"\nrole = \"orchestrator\"\ninstruction = \"x\"\n";
+    let sim = include_str!("../plays/simulator_only_expansion.toml");
     let play = Play::from_str("s.toml", sim).unwrap();
     assert!(play.warnings.is_empty());
     assert_eq!(

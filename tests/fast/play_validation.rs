@@ -27,11 +27,7 @@ fn play(ops: &str) -> String {
 
 #[test]
 fn a_minimal_play_loads_with_defaults() {
-    let p = Play::from_str(
-        "p.toml",
-        &play("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n"),
-    )
-    .unwrap();
+    let p = Play::from_str("p.toml", include_str!("../plays/minimal.toml")).unwrap();
     assert_eq!(
         (p.max_concurrent, p.max_spawn, p.reactive, p.speed),
         (5, 50, true, 1.0)
@@ -42,31 +38,25 @@ fn a_minimal_play_loads_with_defaults() {
 
 #[test]
 fn parallel_false_forces_one_at_a_time() {
-    let src = "[play]\nname = \"t\"\nmax_concurrent = 8\nparallel = false\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n";
+    let src = include_str!("../plays/parallel_false.toml");
     assert_eq!(Play::from_str("p.toml", src).unwrap().max_concurrent, 1);
 }
 
 #[test]
 fn duplicate_ids_point_at_the_second_and_name_the_first() {
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"y\"\n",
-    );
+    let src = include_str!("../plays/bad_duplicate_ids.toml");
     assert_eq!(
-        errors(&src),
+        errors(src),
         [("8:6".into(), "duplicate operation id \"a\"".into())]
     );
-    assert!(helps(&src)[0].contains("first defined on line 4"));
+    assert!(helps(src)[0].contains("first defined on line 4"));
 }
 
 #[test]
 fn unknown_and_self_dependencies() {
-    let src = play(
-        "[[operations]]\nid = \"design\"\nrole = \"tester\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"desgin\", \"b\"]\n",
-    );
+    let src = include_str!("../plays/bad_unknown_and_self_dependencies.toml");
     assert_eq!(
-        errors(&src),
+        errors(src),
         [
             (
                 "11:15".into(),
@@ -75,18 +65,14 @@ fn unknown_and_self_dependencies() {
             ("11:25".into(), "operation \"b\" depends on itself".into()),
         ]
     );
-    assert!(helps(&src)[0].starts_with("did you mean \"design\"?"));
+    assert!(helps(src)[0].starts_with("did you mean \"design\"?"));
 }
 
 #[test]
 fn cycles_are_reported_with_their_path() {
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
-         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\n\
-         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n",
-    );
+    let src = include_str!("../plays/bad_cycles.toml");
     assert_eq!(
-        errors(&src),
+        errors(src),
         [("4:6".into(), "dependency cycle: a -> b -> c -> a".into())]
     );
 }
@@ -95,12 +81,8 @@ fn cycles_are_reported_with_their_path() {
 fn a_cycle_through_an_implicit_after_heads_edge_is_marked() {
     // a waits for c; b (no depends_on) runs after the heads above it (a);
     // c (no depends_on) runs after b: c -> a -> b -> c.
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"c\"]\n\
-         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\n",
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_cycle_through_after_heads.toml");
+    let e = errors(src);
     assert_eq!(e.len(), 1);
     assert_eq!(
         e[0].1,
@@ -110,12 +92,9 @@ fn a_cycle_through_an_implicit_after_heads_edge_is_marked() {
 
 #[test]
 fn bad_ids_and_reserved_names() {
-    let src = play(
-        "[[operations]]\nid = \"-bad\"\nrole = \"tester\"\ninstruction = \"x\"\n\
-         [[operations]]\nid = \"spawn-3\"\nrole = \"tester\"\ninstruction = \"x\"\n",
-    );
+    let src = include_str!("../plays/bad_ids_and_reserved_names.toml");
     assert_eq!(
-        errors(&src),
+        errors(src),
         [
             (
                 "4:6".into(),
@@ -124,13 +103,12 @@ fn bad_ids_and_reserved_names() {
             ("8:6".into(), "operation id \"spawn-3\" is reserved".into()),
         ]
     );
-    assert!(helps(&src)[0].contains("^[A-Za-z0-9][A-Za-z0-9._-]*$"));
+    assert!(helps(src)[0].contains("^[A-Za-z0-9][A-Za-z0-9._-]*$"));
 }
 
 #[test]
 fn numbers_out_of_range_and_type_errors() {
-    let src = "[play]\nname = 7\nmax_concurrent = 0\nmax_spawn = -1\nspeed = 0\nreactive = \"yes\"\n\
-               [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { duration_ms = -5 }\n";
+    let src = include_str!("../plays/bad_numbers_and_types.toml");
     assert_eq!(
         errors(src),
         [
@@ -164,8 +142,7 @@ fn numbers_out_of_range_and_type_errors() {
 
 #[test]
 fn unknown_keys_everywhere_with_suggestions() {
-    let src = "nmae = 1\n[play]\nname = \"t\"\nmax_concurent = 3\n\
-               [[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepend_on = []\nsim = { duraton_ms = 5 }\n";
+    let src = include_str!("../plays/bad_misspelled_keys.toml");
     let e = errors(src);
     assert_eq!(
         e,
@@ -193,7 +170,7 @@ fn unknown_keys_everywhere_with_suggestions() {
 
 #[test]
 fn missing_required_keys() {
-    let src = "[play]\nobjective = \"x\"\n[[operations]]\nrole = \"tester\"\n";
+    let src = include_str!("../plays/bad_missing_keys.toml");
     let e: Vec<String> = errors(src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
         e,
@@ -204,7 +181,7 @@ fn missing_required_keys() {
         ]
     );
     assert_eq!(
-        errors("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n")[0].1,
+        errors(include_str!("../plays/bad_no_play_table.toml"))[0].1,
         "the play file is missing `play`"
     );
 }
@@ -257,10 +234,8 @@ fn when_conditions_are_checked() {
 
 #[test]
 fn placement_conflicts() {
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n[[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"a\"]\nindependent_root = true\n[[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = []\n",
-    );
-    let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
+    let src = include_str!("../plays/bad_placements.toml");
+    let e: Vec<String> = errors(src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
         e,
         [
@@ -272,12 +247,8 @@ fn placement_conflicts() {
 
 #[test]
 fn agents_and_sim_behaviour_are_checked() {
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nagent = \"claude\"\n\
-         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\nagent = \"noop\"\nsim = { duration_ms = 5 }\n\
-         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { outcome = \"explode\", emits = [ { at_ms = 1 }, { spawn_request = { assignee = \"t\" } } ] }\n",
-    );
-    let e: Vec<String> = errors(&src).into_iter().map(|(_, m)| m).collect();
+    let src = include_str!("../plays/bad_agents_and_sim.toml");
+    let e: Vec<String> = errors(src).into_iter().map(|(_, m)| m).collect();
     assert_eq!(
         e,
         [
@@ -288,12 +259,12 @@ fn agents_and_sim_behaviour_are_checked() {
             "`spawn_request` in `sim` of operation \"c\" emits[1] is missing `instruction`",
         ]
     );
-    assert!(helps(&src)[2].contains("succeed, fail, escalate"));
+    assert!(helps(src)[2].contains("succeed, fail, escalate"));
 }
 
 #[test]
 fn syntax_errors_have_positions_too() {
-    let e = errors("[play]\nname = \"t\nmax = 1\n");
+    let e = errors(include_str!("../plays/bad_unterminated_string.toml"));
     assert!(!e.is_empty());
     assert!(e[0].0.starts_with("2:"), "{e:?}");
     assert!(e[0].1.starts_with("TOML syntax error"));
@@ -301,15 +272,17 @@ fn syntax_errors_have_positions_too() {
 
 #[test]
 fn every_problem_is_reported_in_one_go() {
-    let src = "[play]\nname = \"t\"\nspeed = -2\n\
-               [[operations]]\nid = \"a a\"\nrole = \"tester\"\ninstruction = 1\n\
-               [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"x\"\nbogus = true\n";
+    let src = include_str!("../plays/bad_everything_at_once.toml");
     assert_eq!(errors(src).len(), 4);
 }
 
 #[test]
 fn the_rendered_report_has_file_line_col_and_a_caret() {
-    let d = Play::from_str("plays/x.toml", &play("[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"zz\"]\n")).unwrap_err();
+    let d = Play::from_str(
+        "plays/x.toml",
+        include_str!("../plays/bad_unknown_dependency.toml"),
+    )
+    .unwrap_err();
     let out = d.render(false);
     assert!(out.contains("--> plays/x.toml:7:15"), "{out}");
     assert!(out.contains("^^^^ no operation has this id"), "{out}");
@@ -321,9 +294,7 @@ fn the_rendered_report_has_file_line_col_and_a_caret() {
 
 #[test]
 fn a_syntax_error_is_reported_once() {
-    let e = errors(
-        "[play]\nname = \"x\"\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\nsim = { result = { a = 1 } }\n[operations.sim.result.b]\nc = 1\n",
-    );
+    let e = errors(include_str!("../plays/bad_table_after_inline_table.toml"));
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "8:13");
 }
@@ -347,7 +318,7 @@ fn an_id_too_long_for_a_file_name_is_refused() {
 
 #[test]
 fn a_speed_that_never_finishes_is_refused() {
-    let src = "[play]\nname = \"t\"\nspeed = 1e-300\n[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\n".to_string();
+    let src = include_str!("../plays/bad_speed_never_finishes.toml").to_string();
     let e = errors(&src);
     assert_eq!(e[0].0, "3:9", "{e:?}");
     assert!(e[0].1.contains("speed"), "{e:?}");
@@ -356,14 +327,8 @@ fn a_speed_that_never_finishes_is_refused() {
 
 #[test]
 fn a_when_pointer_at_the_operations_own_result_is_refused() {
-    let src = play(
-        "[[operations]]\nid = \"triage\"\nrole = \"tester\"\ninstruction = \"x\"\n\
-         sim = { duration_ms = 10, result = { summary = \"looked\" } }\n\
-         [[operations]]\nid = \"ship\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"triage\"]\n\
-         when = { pointer = \"/verdict\", equals = \"go\" }\n\
-         sim = { duration_ms = 10, result = { verdict = \"go\" } }\n",
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_when_own_result.toml");
+    let e = errors(src);
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "13:1");
     assert!(e[0].1.contains("tests its own result"), "{e:?}");
@@ -404,12 +369,8 @@ fn a_play_file_of_any_size_is_refused_before_it_is_read() {
 /// file, not only once they are fixed.
 #[test]
 fn rule_a33_58_cycles_are_reported_with_every_other_problem() {
-    let src = play(
-        "[[operations]]\nid = \"a\"\nrole = \"tester\"\ninstruction = \"x\"\ndepends_on = [\"b\"]\n\
-         [[operations]]\nid = \"b\"\nrole = \"tester\"\ninstruction = \"y\"\ndepends_on = [\"a\"]\n\
-         [[operations]]\nid = \"c\"\nrole = \"tester\"\ninstruction = \"z\"\nsim = { duration_ms = -5 }\n",
-    );
-    let e = errors(&src);
+    let src = include_str!("../plays/bad_cycle_among_other_problems.toml");
+    let e = errors(src);
     assert_eq!(e.len(), 2, "{e:?}");
     assert!(
         e[0].1.contains("dependency cycle: a -> b -> a")
@@ -423,11 +384,9 @@ fn rule_a33_58_cycles_are_reported_with_every_other_problem() {
 /// operations use (it said `1 roles` for a palette of two).
 #[test]
 fn the_summary_counts_the_palettes_roles() {
-    let p = playdeck::play::Play::from_str(
-        "p.toml",
-        "[play]\nname = \"p\"\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\" }]\n[[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n",
-    )
-    .unwrap();
+    let p =
+        playdeck::play::Play::from_str("p.toml", include_str!("../plays/two_roles_one_used.toml"))
+            .unwrap();
     let s = p.summary();
     assert!(s.contains(", 2 roles (1 used by operations),"), "{s}");
 }
@@ -532,11 +491,7 @@ fn prices_make_a_usd_cap_on_a_token_only_agent_possible() {
         "{errs:?}"
     );
     // A role profile's model is the one priced.
-    let profiled = "[play]\nname = \"b\"\n[palette]\nroles = [{ role = \"implementer\" }]\n\
-                    [[operations]]\nid = \"a\"\nrole = \"implementer\"\ninstruction = \"x\"\n\
-                    [agents.cx]\nbinary = \"codex\"\nstream_format = \"codex\"\n\
-                    [capacity]\n[role_profiles.fast]\nrole = \"implementer\"\nprovider = \"cx\"\nmodel = \"mini\"\nmax_instances = 1\n\
-                    [budget]\nusd = 5\n";
+    let profiled = include_str!("../plays/bad_unpriced_profile_model.toml");
     let errs = errors(profiled);
     assert!(
         errs.iter()

@@ -8,46 +8,7 @@ use std::time::Duration;
 use common::git;
 use common::pty::{Console, Screen, whole_updates};
 
-const PLAY: &str = r#"
-[play]
-name = "pty"
-max_concurrent = 2
-[palette]
-roles = [{ role = "orchestrator", disposition = "emission_capable" }, { role = "implementer" }, { role = "tester" }]
-[capacity]
-max_nodes = 2
-[role_profiles.coder]
-role = "implementer"
-provider = "sim"
-max_instances = 1
-[role_profiles.checker]
-role = "tester"
-provider = "sim"
-max_instances = 1
-[[operations]]
-id = "plan"
-role = "orchestrator"
-instruction = "plan"
-sim = { duration_ms = 4000 }
-[[operations]]
-id = "build"
-role = "implementer"
-instruction = "build"
-depends_on = ["plan"]
-sim = { duration_ms = 20000 }
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-depends_on = ["plan"]
-sim = { duration_ms = 6000 }
-[[operations]]
-id = "ship"
-role = "implementer"
-instruction = "ship"
-depends_on = ["build", "check"]
-sim = { duration_ms = 60000 }
-"#;
+const PLAY: &str = include_str!("../plays/pty_console.toml");
 
 #[test]
 fn a_frame_is_shown_only_once_written_whole() {
@@ -460,23 +421,7 @@ fn sighup_to_the_console_detaches_and_the_run_finishes() {
 
 /// Two operations of 3 s: the run still goes when the signal comes, on a
 /// loaded machine too.
-const SHORT: &str = r#"
-[play]
-name = "short"
-[palette]
-roles = [{ role = "implementer" }]
-[[operations]]
-id = "one"
-role = "implementer"
-instruction = "one"
-sim = { duration_ms = 3000 }
-[[operations]]
-id = "two"
-role = "implementer"
-instruction = "two"
-depends_on = ["one"]
-sim = { duration_ms = 3000 }
-"#;
+const SHORT: &str = include_str!("../plays/two_short_steps.toml");
 
 fn stopped_by(name: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -590,23 +535,7 @@ fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
 /// `playdeck ctl RUN status` (text and JSON) and the exit line.
 #[test]
 fn a_failure_names_its_cause_in_the_console_ctl_status_and_the_exit_line() {
-    const FAILS: &str = r#"
-[play]
-name = "fails"
-[palette]
-roles = [{ role = "tester" }, { role = "implementer" }]
-[[operations]]
-id = "check"
-role = "tester"
-instruction = "check"
-sim = { duration_ms = 300, outcome = "fail", error = "3 checks failed" }
-[[operations]]
-id = "ship"
-role = "implementer"
-instruction = "ship"
-depends_on = ["check"]
-sim = { duration_ms = 300 }
-"#;
+    const FAILS: &str = include_str!("../plays/check_fails_ship_skipped.toml");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("fails.toml"), FAILS).unwrap();
     let mut console = Console::open(dir.path(), &["run", "fails.toml"]);
@@ -915,42 +844,7 @@ fn the_runs_screen_switches_the_console_to_another_run() {
 /// An agent on a git worktree of its own (a shell script, its prompt on
 /// stdin): it prints on stdout and stderr, changes a committed file and
 /// adds one. A gate after it keeps the run going.
-const WORKTREE_PLAY: &str = r#"
-[play]
-name = "pager"
-[palette]
-roles = [{ role = "implementer" }, { role = "reviewer" }]
-[agents.writer]
-binary = "sh"
-stream_format = "jsonl"
-prompt_via = "stdin"
-[capacity]
-max_nodes = 1
-[role_profiles.coder]
-role = "implementer"
-provider = "writer"
-workspace_mode = "git-worktree"
-max_instances = 1
-lifetime = "current_loop"
-[[operations]]
-id = "write"
-role = "implementer"
-instruction = '''
-echo 'compiling the widget'
-echo 'warning: slow disk' >&2
-echo 'two' > notes.txt
-echo 'brand new' > added.txt
-echo '{"type":"result","result":{"ok":true}}'
-exit 0
-'''
-[[operations]]
-id = "ship"
-role = "reviewer"
-instruction = "ship"
-depends_on = ["write"]
-approval = true
-sim = { duration_ms = 10 }
-"#;
+const WORKTREE_PLAY: &str = include_str!("../plays/pager_worktree.toml");
 
 /// `O` and `D` hand the terminal to `$PAGER` (here a script that keeps its
 /// arguments, the files' content and a line typed into it) and take it
@@ -1077,32 +971,7 @@ fn a_key_the_pager_left_unread_reaches_the_console() {
     let d = dir.path();
     std::fs::write(
         d.join("p.toml"),
-        r#"
-[play]
-name = "keys"
-[palette]
-roles = [{ role = "implementer" }, { role = "reviewer" }]
-[agents.writer]
-binary = "sh"
-stream_format = "jsonl"
-prompt_via = "stdin"
-[[operations]]
-id = "write"
-role = "implementer"
-agent = "writer"
-instruction = '''
-echo 'compiling the widget'
-echo '{"type":"result","result":{"ok":true}}'
-exit 0
-'''
-[[operations]]
-id = "ship"
-role = "reviewer"
-instruction = "ship"
-depends_on = ["write"]
-approval = true
-sim = { duration_ms = 10 }
-"#,
+        include_str!("../plays/pager_waits_for_a_line.toml"),
     )
     .unwrap();
     // Through sh (a `;`): it waits and reads nothing.
