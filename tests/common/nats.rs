@@ -1,5 +1,6 @@
 //! A real `nats-server -js` on 127.0.0.1 and `playdeck worker` processes,
-//! for the scale-out tests (`tests/cluster.rs`) and the console's. The
+//! for the scale-out tests (`tests/external/cluster.rs`) and the
+//! console's (`tests/external/console_pty.rs`). The
 //! server is installed by `tests/cluster/install.sh` into
 //! target/nats-server; without it [`Nats::start`] says so and gives none.
 
