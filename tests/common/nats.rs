@@ -1,5 +1,6 @@
 //! A real `nats-server -js` on 127.0.0.1 and `playdeck worker` processes,
-//! for the scale-out tests (`tests/cluster.rs`) and the console's. The
+//! for the scale-out tests (`tests/external/cluster.rs`) and the
+//! console's (`tests/external/console_pty.rs`). The
 //! server is installed by `tests/cluster/install.sh` into
 //! target/nats-server; without it [`Nats::start`] says so and gives none.
 
@@ -316,7 +317,7 @@ impl Worker {
     ) -> Worker {
         let logs = tempfile::tempdir().unwrap();
         let stderr = logs.path().join("worker.stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_playdeck"))
+        let child = super::playdeck()
             .env("PLAYDECK_NATS_CREDS", signed_creds())
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--nats", &nats.url(), "--play", "play.toml"])

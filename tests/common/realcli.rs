@@ -1,6 +1,7 @@
 //! What the operator must get from each real agent CLI in each scenario of
-//! the scripted model server — shared by the live runs (`tests/realcli.rs`)
-//! and the replays of their captures (`tests/realcli_captures.rs`). The
+//! the scripted model server — shared by the live runs
+//! (`tests/external/realcli.rs`) and the replays of their captures
+//! (`tests/cli/realcli_captures.rs`). The
 //! exceptions are how each CLI behaves, found by running it
 //! (`tests/realcli/README.md`).
 

@@ -1,0 +1,24 @@
+//! The cli tier: the playdeck binary (and the example agent) run as
+//! subprocesses, as a script or an operator's shell runs them — headless
+//! runs, `ctl`, crashes and resumes, faults, streams, notify.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod agents_play;
+mod agents_runner;
+mod budget;
+mod capacity_cli;
+mod closed_pipe;
+mod ctl_cli;
+mod durable;
+mod faults;
+mod headless_cli;
+mod notify;
+mod palette;
+mod play_validation;
+mod realcli_captures;
+mod retry;
+mod screenshots;
+mod streams;
+mod transcripts;
