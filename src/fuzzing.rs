@@ -1,7 +1,7 @@
 //! Entry points for fuzzing the readers of untrusted input: the play file,
 //! the requests an agent's output carries and the agent stream parsers.
 //! The fuzz targets (`fuzz/`) and the corpus replay test
-//! (`tests/fuzz_corpus.rs`) call the same functions. Each takes any bytes
+//! (`tests/fast/fuzz_corpus.rs`) call the same functions. Each takes any bytes
 //! and panics only when the reader panics or one of its promises breaks.
 
 use std::path::Path;

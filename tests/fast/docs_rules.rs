@@ -107,3 +107,57 @@ fn every_rule_a_test_names_is_in_the_contract_docs() {
     );
     assert!(checked >= 30, "only {checked} rule tests found");
 }
+
+/// Every `path.rs::name` the docs give as the code that shows something
+/// (`tests/cli/palette.rs::each_palette_rule_…`, `src/palette/catalog.rs::
+/// canonical_names`) is a file that defines `fn name`: a file that moved
+/// or a test renamed leaves no reference behind.
+#[test]
+fn every_test_the_docs_point_at_is_where_they_say() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut stack = vec![root.join("docs")];
+    while let Some(dir) = stack.pop() {
+        for p in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                pages.push(p);
+            }
+        }
+    }
+    pages.sort();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (at, _) in text.match_indices(".rs::") {
+            let start = text[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_/.-".contains(c)))
+                .map_or(0, |i| i + 1);
+            let path = &text[start..at + 3];
+            if !(path.starts_with("tests/") || path.starts_with("src/")) {
+                continue;
+            }
+            let rest = &text[at + 5..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let shown = page.strip_prefix(root).unwrap_or(page).display();
+            match std::fs::read_to_string(root.join(path)) {
+                Err(_) => wrong.push(format!("{shown}: {path} does not exist")),
+                Ok(source) if !source.contains(&format!("fn {name}(")) => {
+                    wrong.push(format!("{shown}: {path} defines no fn {name}"));
+                }
+                Ok(_) => checked += 1,
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the docs point at code that is not there:\n{}",
+        wrong.join("\n")
+    );
+    assert!(checked >= 100, "only {checked} references checked");
+}

@@ -1,5 +1,5 @@
 //! The parsers on lines shaped like each CLI's events (the corpus replay in
-//! `tests/transcripts.rs` covers real captures end to end).
+//! `tests/cli/transcripts.rs` covers real captures end to end).
 
 use serde_json::{Value, json};
 
