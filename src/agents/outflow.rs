@@ -82,6 +82,8 @@ impl Outflow {
                     self.counted();
                     self.usage = Some(u);
                 }
+                // Once an attempt: it cannot flood.
+                Update::Session(id) => inv.events.emit(AgentEvent::Session(id)),
                 Update::Warning(w) => {
                     self.counted();
                     match &mut self.warning {

@@ -235,6 +235,9 @@ pub enum WireEvent {
         message: String,
     },
     ResultRestatesStream,
+    Session {
+        session: String,
+    },
 }
 
 impl WireEvent {
@@ -250,6 +253,9 @@ impl WireEvent {
                 message: w.to_string(),
             },
             AgentEvent::ResultRestatesStream => WireEvent::ResultRestatesStream,
+            AgentEvent::Session(id) => WireEvent::Session {
+                session: id.to_string(),
+            },
             AgentEvent::Process { .. } => return None,
         })
     }
@@ -264,6 +270,7 @@ impl WireEvent {
             WireEvent::Usage { usage } => AgentEvent::Usage(usage),
             WireEvent::Warning { message } => AgentEvent::Warning(message.into()),
             WireEvent::ResultRestatesStream => AgentEvent::ResultRestatesStream,
+            WireEvent::Session { session } => AgentEvent::Session(session.into()),
         }
     }
 }

@@ -135,6 +135,9 @@ pub enum AgentEvent {
     /// The attempt's process group started (its id, for the record: a
     /// resume ends what a crashed process left running).
     Process { pgid: i32 },
+    /// The agent CLI named the conversation this attempt is in (its own
+    /// session id), for the record.
+    Session(Arc<str>),
     /// The result this attempt returns is its stream's last answer (an
     /// agent CLI's final message, which the CLI also echoes): requests in
     /// it are the ones the stream already carried, one emission, not a

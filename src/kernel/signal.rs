@@ -458,6 +458,14 @@ pub enum SignalKind {
         attempt: u32,
         pgid: i32,
     },
+    /// The agent CLI's own id of the conversation an attempt is in, as its
+    /// stream named it (claude's `session_id`, codex's `thread_id`, …).
+    AgentSession {
+        op_id: OpId,
+        name: Arc<str>,
+        attempt: u32,
+        session: Arc<str>,
+    },
     /// A running agent's cost and token totals so far.
     AgentUsage {
         op_id: OpId,
@@ -720,6 +728,7 @@ mod tests {
         "agent_activity",
         "agent_usage",
         "agent_process",
+        "agent_session",
         "storage_failed",
         "storage_recovered",
         "run_paused",

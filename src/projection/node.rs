@@ -42,6 +42,10 @@ pub struct Attempt {
     /// Its agent's process group, when it ran one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pgid: Option<i32>,
+    /// The agent CLI's own id of the conversation it was in, when its
+    /// stream named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Arc<str>>,
 }
 
 /// An operator's (or the policy's) decision on an approval gate.

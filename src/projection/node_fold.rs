@@ -125,6 +125,7 @@ impl RunProjection {
                     instance: instance.clone(),
                     usage: None,
                     pgid: None,
+                    session: None,
                 });
             }
             SignalKind::Skipped {

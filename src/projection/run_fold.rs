@@ -11,6 +11,7 @@ impl RunProjection {
         match &s.kind {
             SignalKind::AgentActivity { .. }
             | SignalKind::AgentProcess { .. }
+            | SignalKind::AgentSession { .. }
             | SignalKind::AgentUsage { .. } => self.agent_signal(s),
             SignalKind::ProviderHeld { .. }
             | SignalKind::ProviderReleased { .. }
@@ -120,6 +121,18 @@ impl RunProjection {
                     && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
                 {
                     a.pgid = Some(*pgid);
+                }
+            }
+            SignalKind::AgentSession {
+                op_id,
+                attempt,
+                session,
+                ..
+            } => {
+                if let Some(n) = self.node_mut(op_id)
+                    && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
+                {
+                    a.session = Some(session.clone());
                 }
             }
             SignalKind::AgentUsage {

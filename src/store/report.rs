@@ -32,6 +32,10 @@ pub struct OpTiming {
     pub instance: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawned_by: Option<Arc<str>>,
+    /// The agent CLI's conversation ids its attempts were in, oldest
+    /// first, each once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -483,6 +487,15 @@ fn timing(p: &RunProjection, n: &Node) -> OpTiming {
         error: n.error.clone(),
         instance: n.current().and_then(|a| a.instance.clone()),
         spawned_by: n.parent().and_then(|id| p.name_of(&id)),
+        sessions: n.attempts.iter().filter_map(|a| a.session.clone()).fold(
+            Vec::new(),
+            |mut v: Vec<Arc<str>>, s| {
+                if !v.contains(&s) {
+                    v.push(s);
+                }
+                v
+            },
+        ),
     }
 }
 

@@ -122,6 +122,21 @@ fn every_capture_of_every_pinned_version_is_read_as_the_cli_meant_it() {
                 "{cli} {version} {scenario}: the refused tool call is not a warning"
             ));
         }
+        // The CLI's own conversation id is on the record (issue 40): once
+        // an attempt, as the capture itself wrote it.
+        let sessions: Vec<&str> = of("agent_session")
+            .filter(mine)
+            .filter_map(|s| s["session"].as_str())
+            .collect();
+        if scenario == "answer" {
+            let text = std::fs::read_to_string(path).unwrap();
+            match sessions.as_slice() {
+                [id] if text.contains(&format!("\"{id}\"")) => {}
+                other => problems.push(format!(
+                    "{cli} {version} {scenario}: the session is not recorded once as the CLI named it: {other:?}"
+                )),
+            }
+        }
         let timed_out = meta["timed_out"].as_bool() == Some(true);
         let what = format!("{cli} {version} {scenario}");
         let problem = match want(cli, version, scenario, false) {

@@ -136,6 +136,8 @@ struct Seen {
     tools: Vec<String>,
     /// The last `agent_usage` of the last attempt.
     usage: Option<Value>,
+    /// The conversation ids `agent_session` recorded, one per attempt.
+    sessions: Vec<String>,
     ledger_rows: usize,
     warnings: Vec<String>,
     file: Option<String>,
@@ -476,6 +478,9 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
                 seen.tools.push(v["tool"].as_str().unwrap_or("").into());
             }
             "agent_usage" if mine => seen.usage = Some(v.clone()),
+            "agent_session" if mine => seen
+                .sessions
+                .push(v["session"].as_str().unwrap_or("").into()),
             "spawned" | "spawn_dropped" => seen.ledger_rows += 1,
             "warning" => seen
                 .warnings
@@ -529,6 +534,18 @@ fn check(cli: &str, version: &str, scenario: &str, s: &Seen) -> Result<(), Strin
             }
             if usage && let Err(e) = usage_counted_once(cli, version, s.usage.as_ref()) {
                 return fail(e);
+            }
+            // Every CLI names its conversation on a run that ends well
+            // (copilot only on its last line), and it is on the record,
+            // once an attempt, in the stream as the CLI wrote it (issue 40).
+            if scenario == "answer"
+                && (s.sessions.len() != s.attempts
+                    || !s.sessions.iter().all(|id| s.stdout.contains(id.as_str())))
+            {
+                return fail(format!(
+                    "expected one agent_session an attempt, named in the stream: {:?}",
+                    s.sessions
+                ));
             }
             if cli == "claude" && scenario == "answer" {
                 let told = s

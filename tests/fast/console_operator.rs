@@ -337,6 +337,38 @@ mod details {
         s.finish().await;
     }
 
+    /// The agent CLI's conversation id, as its stream named it (issue
+    /// 40), is in the node inspector of the attempt it belongs to.
+    #[tokio::test(start_paused = true)]
+    async fn the_inspector_shows_the_session_the_agent_named() {
+        let mut s = demo(12.0, 120, 36).await;
+        select(&mut s, "impl-schema");
+        let ix = s.app.selected_node().expect("selected");
+        let (op_id, name, attempt) = {
+            let n = s.app.vm.node(ix);
+            (n.op.op_id, n.name().clone(), n.attempt)
+        };
+        let sig = playdeck::kernel::Signal {
+            v: 1,
+            seq: s.app.vm.seq + 1,
+            elapsed: 12.0,
+            kind: SignalKind::AgentSession {
+                op_id,
+                name,
+                attempt,
+                session: "ses_dc8b8a0c2ffenHwOkMfeMy4m6T".into(),
+            },
+        };
+        s.app.fold(&sig);
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("session     ses_dc8b8a0c2ffenHwOkMfeMy4m6T"),
+            "{t}"
+        );
+        s.finish().await;
+    }
+
     /// An orchestrator that asks three times for a role the catalog does
     /// not have (the same request), then, in its result, for a reviewer
     /// with a request that is not valid.

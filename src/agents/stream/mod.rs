@@ -34,6 +34,9 @@ pub enum Update {
     Usage(Usage),
     /// A notice the agent reported that does not fail it.
     Warning(String),
+    /// The CLI's own id of the conversation this attempt is in (said once,
+    /// when first seen), so a later attempt can name it.
+    Session(Arc<str>),
 }
 
 /// What the whole stream told, at the end.
@@ -52,6 +55,8 @@ pub struct Parsed {
     pub usage: Usage,
     /// Any non-blank output at all.
     pub any_output: bool,
+    /// The CLI's id of the conversation (see [`session_of`]).
+    pub session: Option<Arc<str>>,
 }
 
 /// State every format shares.
@@ -232,6 +237,13 @@ impl StreamParser {
             return;
         }
         let core = &mut self.core;
+        if core.parsed.session.is_none()
+            && let Some(id) = session_of(&self.format, &v)
+        {
+            let id: Arc<str> = Arc::from(id);
+            core.parsed.session = Some(id.clone());
+            out.push(Update::Session(id));
+        }
         if !matches!(self.format, Format::Jsonl) {
             self.tools.see(&v);
             for r in self.tools.name(tools::refusals(&v)) {
@@ -272,6 +284,26 @@ impl StreamParser {
         }
         self.core.parsed
     }
+}
+
+/// Where each CLI names its conversation in its own stream: claude on
+/// every line (`session_id`, first on `system`/`init`), codex once on
+/// `thread.started` (`thread_id`), opencode on every line (`sessionID`),
+/// gemini-cli once on `init` (`session_id`), copilot only on its last,
+/// `result` line (`sessionId`; a killed copilot never says it). The first
+/// id an attempt's stream names is the attempt's.
+fn session_of<'a>(format: &Format, v: &'a Value) -> Option<&'a str> {
+    let ty = str_at(v, "/type");
+    let id = match format {
+        Format::Claude => str_at(v, "/session_id"),
+        Format::Codex(_) if ty == Some("thread.started") => str_at(v, "/thread_id"),
+        Format::Opencode => str_at(v, "/sessionID"),
+        Format::Gemini(_) if ty == Some("init") => str_at(v, "/session_id"),
+        Format::Copilot(_) if ty == Some("result") => str_at(v, "/sessionId"),
+        _ => None,
+    }?;
+    // An id is a name, not a message: short and printable, or not an id.
+    (!id.is_empty() && id.len() <= 200 && id.chars().all(|c| c.is_ascii_graphic())).then_some(id)
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {

@@ -565,3 +565,96 @@ fn refused_tool_calls_are_said_up_to_a_bound() {
         w[20]
     );
 }
+
+/// Each pinned CLI's real capture names its conversation where that CLI
+/// does, and the parser takes it once: the first line for claude, codex,
+/// opencode and gemini-cli, the last (`result`) for copilot.
+#[test]
+fn each_cli_names_its_session_in_its_real_capture() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realcli/captures");
+    let cases = [
+        (
+            "claude/2.0.28",
+            StreamFormat::Claude,
+            "fc154e1c-3965-4bec-a639-688d3e85a753",
+        ),
+        (
+            "claude/2.1.332",
+            StreamFormat::Claude,
+            "78eb587b-c312-471b-9afc-a7af20d8460f",
+        ),
+        (
+            "codex/0.47.0",
+            StreamFormat::Codex,
+            "01a2374d-ba0f-74d0-99f4-5090ab71d54b",
+        ),
+        (
+            "codex/0.171.0",
+            StreamFormat::Codex,
+            "01a23745-00fd-7140-9a94-4731fe176ee2",
+        ),
+        (
+            "opencode/1.0.0",
+            StreamFormat::Opencode,
+            "ses_dc8ac21eaffe5B4zNfn0NKg7e4",
+        ),
+        (
+            "opencode/1.18.33",
+            StreamFormat::Opencode,
+            "ses_dc8b8a0c2ffenHwOkMfeMy4m6T",
+        ),
+        (
+            "gemini/0.11.3",
+            StreamFormat::Gemini,
+            "473b87b0-b737-4f27-99db-6787ee4dee17",
+        ),
+        (
+            "gemini/0.61.0",
+            StreamFormat::Gemini,
+            "512df7e0-e548-4b43-9280-207f0dd36759",
+        ),
+        (
+            "copilot/1.0.102",
+            StreamFormat::Copilot,
+            "9e4e2e26-c9f3-4676-97c2-669e2a896841",
+        ),
+    ];
+    for (dir, format, id) in cases {
+        let text = std::fs::read_to_string(root.join(dir).join("answer.jsonl")).unwrap();
+        let mut p = StreamParser::new(format);
+        let mut out = Vec::new();
+        for line in text.lines() {
+            p.feed(line, &mut out);
+        }
+        let said: Vec<&str> = out
+            .iter()
+            .filter_map(|u| match u {
+                Update::Session(s) => Some(&**s),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said, [id], "{dir}: said once, when first seen");
+        assert_eq!(p.finish().session.as_deref(), Some(id), "{dir}");
+    }
+}
+
+#[test]
+fn a_session_id_that_is_not_a_name_is_not_taken() {
+    for bad in ["", "two words", "\u{1b}]52;c;x\u{7}", &"x".repeat(201)] {
+        let (out, p) = run(
+            StreamFormat::Claude,
+            &[json!({"type": "system", "subtype": "init", "session_id": bad})],
+        );
+        assert!(
+            !out.iter().any(|u| matches!(u, Update::Session(_))),
+            "{bad:?}"
+        );
+        assert_eq!(p.session, None);
+    }
+    // Codex names it only on thread.started; another event's field is not it.
+    let (_, p) = run(
+        StreamFormat::Codex,
+        &[json!({"type": "item.completed", "thread_id": "elsewhere"})],
+    );
+    assert_eq!(p.session, None);
+}

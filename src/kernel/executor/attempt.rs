@@ -282,6 +282,12 @@ impl Executor {
                 attempt,
                 pgid,
             },
+            AgentEvent::Session(session) => SignalKind::AgentSession {
+                op_id,
+                name,
+                attempt,
+                session,
+            },
         };
         self.bus.emit(kind);
     }

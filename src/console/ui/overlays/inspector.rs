@@ -89,6 +89,9 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
             short_instance(i, &vm.run.run_id).to_string(),
         ));
     }
+    if let Some(id) = n.current().and_then(|a| a.session.as_ref()) {
+        lines.push(field(t, "session", id.to_string()));
+    }
     if let Some((state, tool)) = &n.activity
         && n.lane == Lane::Running
     {
