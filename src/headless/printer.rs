@@ -163,7 +163,7 @@ impl HumanPrinter {
 
     /// Growth: spawns accepted and dropped, roles provisioned, reserved and refused.
     fn growth_line(&self, s: &Signal, t: &str) -> Option<String> {
-        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        let node = |verb: &str, name: &str, extra: &str| node_line(t, verb, name, extra);
         Some(match &s.kind {
             SignalKind::Spawned { name, assignee, .. } => {
                 node("+ spawned", name, &role_suffix(assignee))
@@ -202,7 +202,7 @@ impl HumanPrinter {
 
     /// Capacity and workers: waits, instances, releases, the workers of a `[cluster]` run, and what running agents do.
     fn capacity_line(&mut self, s: &Signal, t: &str) -> Option<String> {
-        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        let node = |verb: &str, name: &str, extra: &str| node_line(t, verb, name, extra);
         Some(match &s.kind {
             SignalKind::CapacityWait { node: n, reason } => {
                 node("… waits", &n.name, &format!(" — {reason}"))
@@ -278,7 +278,7 @@ impl HumanPrinter {
 
     /// An operation's lifecycle: queued to settled, with gates, holds and retries.
     fn op_line(&self, s: &Signal, t: &str) -> Option<String> {
-        let node = |verb: &str, name: &str, extra: &str| format!("{t}  {verb:<18} {name}{extra}");
+        let node = |verb: &str, name: &str, extra: &str| node_line(t, verb, name, extra);
         Some(match &s.kind {
             SignalKind::Queued { .. } | SignalKind::Unpaused { .. } => return None,
             SignalKind::Started { node: n, role, .. } => {
@@ -366,4 +366,9 @@ impl HumanPrinter {
 
 pub(super) fn role_suffix(role: &Option<Arc<str>>) -> String {
     role.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+}
+
+/// An operation's line: the time, the verb in its column, the name.
+fn node_line(t: &str, verb: &str, name: &str, extra: &str) -> String {
+    format!("{t}  {verb:<18} {name}{extra}")
 }

@@ -172,6 +172,56 @@ pub fn list(items: &[impl AsRef<str>], max: usize) -> String {
     s
 }
 
+/// A TOML file of the user's (a theme, the config) that could not be read
+/// or is not the TOML it should be, named, with the line and column where the TOML
+/// reader gives one.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{file}: {error}")]
+    Read { file: String, error: std::io::Error },
+    /// One line (the parser's own rendering quotes the source over
+    /// several), so a list of errors stays one error a line.
+    #[error("{}: {message}", located(.file, *.at))]
+    Toml {
+        file: String,
+        /// Line and column, from 1.
+        at: Option<(usize, usize)>,
+        message: String,
+    },
+}
+
+/// `file:line:column`, or `file` when there is no position.
+pub fn located(file: &str, at: Option<(usize, usize)>) -> String {
+    match at {
+        Some((line, col)) => format!("{file}:{line}:{col}"),
+        None => file.to_string(),
+    }
+}
+
+impl FileError {
+    /// The text of the file at `path`.
+    pub fn read(path: &std::path::Path) -> Result<String, FileError> {
+        std::fs::read_to_string(path).map_err(|error| FileError::Read {
+            file: path.display().to_string(),
+            error,
+        })
+    }
+
+    /// `text` as `T`; `file` names it.
+    pub fn toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, FileError> {
+        toml::from_str(text).map_err(|error| FileError::from_toml(file, text, &error))
+    }
+
+    /// A TOML error in `text` (the file `file`), placed.
+    pub fn from_toml(file: &str, text: &str, error: &toml::de::Error) -> FileError {
+        FileError::Toml {
+            file: file.to_string(),
+            at: error.span().map(|s| line_col(text, s.start)),
+            message: error.message().trim_end().to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

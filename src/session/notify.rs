@@ -18,6 +18,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::kernel::{RunHandle, Signal, SignalKind, SignalSink};
+use crate::play::diag::FileError;
 use crate::play::notify_section::NotifyConfig;
 
 /// Commands running at once; more events wait for a place.
@@ -345,12 +346,12 @@ async fn deliver(
 /// any: used by runs whose play has none. An unreadable file, a syntax
 /// error or a bad `[notify]` is an error naming the file, line and column;
 /// the rest of the file is the console's to judge.
-pub fn user_notify() -> Result<Option<NotifyConfig>, String> {
+pub fn user_notify() -> Result<Option<NotifyConfig>, FileError> {
     user_notify_in(crate::paths::config_dir().as_deref())
 }
 
 /// [`user_notify`] from the config directory `dir`.
-fn user_notify_in(dir: Option<&std::path::Path>) -> Result<Option<NotifyConfig>, String> {
+fn user_notify_in(dir: Option<&std::path::Path>) -> Result<Option<NotifyConfig>, FileError> {
     use crate::play::notify_section::{UserNotifyError, from_user_config};
     let Some(path) = dir.map(|d| d.join("config.toml")) else {
         return Ok(None);
@@ -359,24 +360,19 @@ fn user_notify_in(dir: Option<&std::path::Path>) -> Result<Option<NotifyConfig>,
         return Ok(None);
     }
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
-    let at = |offset: usize| {
-        let (line, col) = crate::play::diag::line_col(&text, offset);
-        format!("{file}:{line}:{col}")
-    };
-    let toml_error = |e: &toml::de::Error| match e.span() {
-        Some(s) => format!("{}: {}", at(s.start), e.message().trim_end()),
-        None => format!("{file}: {}", e.message().trim_end()),
-    };
-    let doc = toml::de::DeTable::parse(&text).map_err(|e| toml_error(&e))?;
+    let text = FileError::read(&path)?;
+    let doc =
+        toml::de::DeTable::parse(&text).map_err(|e| FileError::from_toml(&file, &text, &e))?;
     let Some((_, value)) = doc.get_ref().iter().find(|(k, _)| k.get_ref() == "notify") else {
         return Ok(None);
     };
     from_user_config(value).map(Some).map_err(|e| match e {
-        UserNotifyError::Empty { at: span } => {
-            format!("{}: {}", at(span.start), UserNotifyError::EMPTY)
-        }
-        UserNotifyError::Toml(e) => toml_error(&e),
+        UserNotifyError::Empty { at } => FileError::Toml {
+            file,
+            at: Some(crate::play::diag::line_col(&text, at.start)),
+            message: UserNotifyError::EMPTY.into(),
+        },
+        UserNotifyError::Toml(e) => FileError::from_toml(&file, &text, &e),
     })
 }
 
@@ -434,10 +430,10 @@ mod tests {
     fn the_users_notify_is_read_and_a_bad_one_is_placed() {
         let dir = tempfile::tempdir().unwrap();
         let d = Some(dir.path());
-        assert_eq!(user_notify_in(d), Ok(None), "no config file");
+        assert!(matches!(user_notify_in(d), Ok(None)), "no config file");
         let write = |text: &str| std::fs::write(dir.path().join("config.toml"), text).unwrap();
         write("theme = \"light\"\n");
-        assert_eq!(user_notify_in(d), Ok(None), "no [notify]");
+        assert!(matches!(user_notify_in(d), Ok(None)), "no [notify]");
         write("bell = true\n[notify]\ncommand = [\"notify-send\", \"pd\"]\n");
         let n = user_notify_in(d).unwrap().unwrap();
         assert_eq!(n.command, ["notify-send", "pd"]);
@@ -446,7 +442,7 @@ mod tests {
             crate::play::notify_section::DEFAULT_TIMEOUT_MS
         );
         write("[notify]\ncommand = []\n");
-        let e = user_notify_in(d).unwrap_err();
+        let e = user_notify_in(d).unwrap_err().to_string();
         assert!(
             e.ends_with(
                 "config.toml:2:11: [notify] command is empty; give the program and its arguments"
@@ -454,10 +450,10 @@ mod tests {
             "{e}"
         );
         write("[notify]\ncommand = [\"x\"]\nwhen = 1\n");
-        let e = user_notify_in(d).unwrap_err();
+        let e = user_notify_in(d).unwrap_err().to_string();
         assert!(e.contains("config.toml:3:1: unknown field `when`"), "{e}");
         write("[notify\n");
-        let e = user_notify_in(d).unwrap_err();
+        let e = user_notify_in(d).unwrap_err().to_string();
         assert!(e.contains("config.toml:1:"), "{e}");
     }
 }

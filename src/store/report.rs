@@ -487,15 +487,15 @@ fn timing(p: &RunProjection, n: &Node) -> OpTiming {
         error: n.error.clone(),
         instance: n.current().and_then(|a| a.instance.clone()),
         spawned_by: n.parent().and_then(|id| p.name_of(&id)),
-        sessions: n.attempts.iter().filter_map(|a| a.session.clone()).fold(
-            Vec::new(),
-            |mut v: Vec<Arc<str>>, s| {
-                if !v.contains(&s) {
-                    v.push(s);
+        sessions: {
+            let mut ids: Vec<Arc<str>> = Vec::new();
+            for id in n.attempts.iter().filter_map(|a| a.session.as_ref()) {
+                if !ids.contains(id) {
+                    ids.push(id.clone());
                 }
-                v
-            },
-        ),
+            }
+            ids
+        },
     }
 }
 
