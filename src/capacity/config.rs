@@ -91,12 +91,38 @@ pub fn render_name(template: &str, loop_id: &str, profile: &str, index: u32) -> 
         .replace("{index}", &index.to_string())
 }
 
-/// Walks up from `dir` to the directory that holds `.git`.
+/// Walks up from `dir` to the directory that holds a repository's `.git`.
+///
+/// Only what git itself would take counts: a `.git` directory with `HEAD`
+/// and `objects`, or a `.git` file (a worktree's) naming such a directory.
+/// An empty `.git` is not a repository: codex's sandbox leaves one as a
+/// mount point in every directory it may write, `/tmp` among them.
 pub fn find_repo_root(dir: &std::path::Path) -> Option<PathBuf> {
     let dir = dir.canonicalize().ok()?;
     dir.ancestors()
-        .find(|d| d.join(".git").exists())
+        .find(|d| is_git_entry(&d.join(".git")))
         .map(|d| d.to_path_buf())
+}
+
+fn is_git_entry(dot_git: &std::path::Path) -> bool {
+    // A linked worktree's git directory has `commondir` in place of `objects`.
+    let is_git_dir = |d: &std::path::Path| {
+        d.join("HEAD").is_file() && (d.join("objects").is_dir() || d.join("commondir").is_file())
+    };
+    if dot_git.is_dir() {
+        return is_git_dir(dot_git);
+    }
+    let Ok(text) = std::fs::read_to_string(dot_git) else {
+        return false;
+    };
+    let Some(target) = text.trim_end().strip_prefix("gitdir: ") else {
+        return false;
+    };
+    // A relative gitdir is relative to the directory holding the file.
+    let target = dot_git
+        .parent()
+        .map_or_else(|| PathBuf::from(target), |p| p.join(target));
+    is_git_dir(&target)
 }
 
 /// Flags in `startup_args` that would set what `model` and `thinking` own.

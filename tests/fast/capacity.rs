@@ -831,6 +831,37 @@ fn git_worktree_needs_a_repository() {
     );
 }
 
+#[test]
+fn an_empty_dot_git_is_no_repository_but_a_repo_and_its_worktree_are() {
+    use playdeck::capacity::config::find_repo_root;
+    let top = tempfile::tempdir().unwrap();
+    let top_path = top.path().canonicalize().unwrap();
+    // What codex's sandbox leaves in a directory it may write: an empty
+    // `.git` mount point. It once made /tmp look like a repository.
+    let sandboxed = top_path.join("sandboxed");
+    std::fs::create_dir_all(sandboxed.join(".git")).unwrap();
+    std::fs::create_dir_all(sandboxed.join("play")).unwrap();
+    assert_eq!(
+        find_repo_root(&sandboxed.join("play")),
+        find_repo_root(&top_path)
+    );
+    let src = include_str!("../plays/git_worktree_profile.toml");
+    if find_repo_root(&top_path).is_none() {
+        let d = Play::from_str_in("c.toml", src, &sandboxed.join("play")).unwrap_err();
+        assert!(d.items[0].message.contains("not in a git repository"));
+    }
+    let repo = top_path.join("repo");
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    assert_eq!(find_repo_root(&repo.join("sub")), Some(repo.clone()));
+    let linked = top_path.join("linked");
+    git(&repo, &["worktree", "add", "-q", linked.to_str().unwrap()]);
+    assert!(linked.join(".git").is_file());
+    assert_eq!(find_repo_root(&linked), Some(linked.clone()));
+    Play::from_str_in("c.toml", src, &linked).unwrap();
+}
+
 // ----- git worktrees --------------------------------------------------------------------
 
 #[tokio::test]
