@@ -295,9 +295,16 @@ pub async fn argv(
         crate::session::wiring::run_context(play, "preview", None, crate::agents::Tails::new());
     let prompt_text = crate::agents::command::prompt_text(&instruction, &play.context);
     let profile = play.profile_for(def).map(|p| p.name.as_str());
-    let command =
-        crate::agents::command::command_for(agent_def, &ctx, &params, profile, &prompt_text, None)
-            .map_err(InspectError::Argv)?;
+    let command = crate::agents::command::command_for(
+        agent_def,
+        &ctx,
+        &params,
+        profile,
+        &prompt_text,
+        None,
+        None,
+    )
+    .map_err(InspectError::Argv)?;
     Ok(ArgvView {
         agent: agent.to_string(),
         command,

@@ -25,7 +25,16 @@
 //! @empty                 print nothing at all
 //! @replay PATH           print the file at PATH line by line, nothing else (then @exit's code)
 //! @no-final-newline      with @replay: leave the last line unterminated
+//! @session               keep a conversation: name it on the stream and
+//!                        store each turn under $HOME/.playdeck-agent/
+//! @fail-first MESSAGE    (with @session) fail with MESSAGE unless this
+//!                        turn continues a conversation
 //! ```
+//!
+//! With `PLAYDECK_SESSION=ID` (playdeck continuing a conversation) it takes
+//! up that stored conversation: the directives are the first turn's, the
+//! prompt is the next turn, and the result says how many turns it holds.
+//! A conversation that is not stored begins anew under a new id.
 //!
 //! Everything else in the prompt is the instruction; the first line names
 //! the work in the result's summary. Pauses are divided by
@@ -55,6 +64,61 @@ struct Plan {
     empty: bool,
     replay: Option<String>,
     no_final_newline: bool,
+    session: bool,
+    fail_first: Option<String>,
+}
+
+/// A conversation kept across processes: its id and every prompt so far.
+struct Conversation {
+    id: String,
+    turns: Vec<String>,
+    continued: bool,
+}
+
+impl Conversation {
+    fn dir() -> std::path::PathBuf {
+        let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
+        std::path::Path::new(&home).join(".playdeck-agent/sessions")
+    }
+
+    /// The stored conversation `PLAYDECK_SESSION` names, else a new one;
+    /// `prompt` is its next turn.
+    fn take_up(prompt: &str) -> Conversation {
+        let dir = Self::dir();
+        let stored = std::env::var("PLAYDECK_SESSION").ok().and_then(|id| {
+            let text = std::fs::read_to_string(dir.join(&id)).ok()?;
+            let turns = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<String>(l).ok())
+                .collect::<Vec<_>>();
+            Some((id, turns))
+        });
+        let mut c = match stored {
+            Some((id, turns)) => Conversation {
+                id,
+                turns,
+                continued: true,
+            },
+            None => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                Conversation {
+                    id: format!("pa-{}-{nanos}", std::process::id()),
+                    turns: Vec::new(),
+                    continued: false,
+                }
+            }
+        };
+        c.turns.push(prompt.to_string());
+        let lines: String = c.turns.iter().map(|t| format!("{}\n", json!(t))).collect();
+        if let Err(e) =
+            std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join(&c.id), lines))
+        {
+            eprintln!("playdeck-agent: cannot store the conversation: {e}");
+        }
+        c
+    }
 }
 
 fn main() {
@@ -91,14 +155,31 @@ fn main() {
         }
         i += 1;
     }
-    let plan = match read_plan(&prompt) {
+    let parse = |text: &str| match read_plan(text) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("playdeck-agent: {e}");
             std::process::exit(2);
         }
     };
-    std::process::exit(run(&plan, model, claude, flags, first == "-"));
+    let mut plan = parse(&prompt);
+    // A continued conversation runs as its first turn directed.
+    let conversation =
+        (plan.session || std::env::var_os("PLAYDECK_SESSION").is_some()).then(|| {
+            let c = Conversation::take_up(&prompt);
+            if c.continued {
+                plan = parse(&c.turns[0]);
+            }
+            c
+        });
+    std::process::exit(run(
+        &plan,
+        conversation.as_ref(),
+        model,
+        claude,
+        flags,
+        first == "-",
+    ));
 }
 
 fn read_plan(prompt: &str) -> Result<Plan, String> {
@@ -150,6 +231,11 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "empty" => p.empty = true,
             "replay" => p.replay = Some(rest.into()),
             "no-final-newline" => p.no_final_newline = true,
+            "session" => p.session = true,
+            "fail-first" => {
+                p.session = true;
+                p.fail_first = Some(rest.into());
+            }
             // Not ours: part of the text (a delegation clause may quote @).
             _ => text.push(line),
         }
@@ -202,7 +288,14 @@ fn replay(path: &str, no_final_newline: bool) -> i32 {
     0
 }
 
-fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, stdin: bool) -> i32 {
+fn run(
+    plan: &Plan,
+    conversation: Option<&Conversation>,
+    model: Option<String>,
+    claude: bool,
+    flags: Vec<String>,
+    stdin: bool,
+) -> i32 {
     if let Some(path) = &plan.replay {
         // Then exits as the recorded CLI did (`@exit`).
         return match replay(path, plan.no_final_newline) {
@@ -295,6 +388,10 @@ fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, std
     if let Some(reason) = &plan.escalate {
         result.insert("escalation".into(), json!({ "reason": reason }));
     }
+    if let Some(c) = conversation.filter(|c| c.continued) {
+        result.insert("turns".into(), json!(c.turns.len()));
+        result.insert("last_turn".into(), json!(c.turns.last()));
+    }
     let step = plan.sleep / 3.0;
     let tokens = 200 + plan.instruction.len() as u64;
     if claude {
@@ -333,8 +430,19 @@ fn run(plan: &Plan, model: Option<String>, claude: bool, flags: Vec<String>, std
         }));
         return plan.exit;
     }
+    if let Some(c) = conversation {
+        say(json!({"type": "session", "id": c.id}));
+    }
     say(json!({"type": "state", "state": "thinking"}));
     pause(step);
+    if let Some(message) = plan
+        .fail_first
+        .as_ref()
+        .filter(|_| !conversation.is_some_and(|c| c.continued))
+    {
+        say(json!({"type": "error", "message": message}));
+        return 1;
+    }
     say(json!({"type": "state", "state": "tool", "tool": "Read"}));
     pause(step / 2.0);
     for (role, what) in &plan.spawns {

@@ -34,6 +34,12 @@ word_enum!(
 word_enum!(
     PromptVia { Argv = "argv", Stdin = "stdin" }
 );
+word_enum!(
+    /// What an attempt after one that ended early (a retry, a rate-limit
+    /// wait, a resumed run, an operator's "send back") talks in: the same
+    /// conversation where the CLI can continue it, or a new one.
+    Continue { Session = "session", Fresh = "fresh" }
+);
 impl StreamFormat {
     /// Whether the CLI reports what an attempt cost (claude
     /// `total_cost_usd`, opencode `cost`, a jsonl program's `usage`); the
@@ -75,6 +81,8 @@ pub struct AgentDef {
     pub kill_on_stall: bool,
     /// Its own retry policy, over the play's `[retry]`.
     pub retry: Option<crate::kernel::retry::RetrySettings>,
+    /// `continue`: whether a new attempt continues the conversation.
+    pub continue_with: Continue,
     /// Where it was defined, for messages (`play.toml` or the user file).
     pub origin: PathBuf,
 }
@@ -97,6 +105,7 @@ impl AgentDef {
             max_runtime: None,
             kill_on_stall: true,
             retry: None,
+            continue_with: Continue::Session,
             origin: PathBuf::new(),
         }
     }

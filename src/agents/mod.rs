@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::kernel::{Agent, AgentResolver};
 
 pub use command::{AgentParams, CommandAgent, ProfileOverlay, RunContext};
-pub use def::{AgentDef, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet};
+pub use def::{AgentDef, Continue, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet};
 pub use noop::NoopAgent;
 pub use sim::{SimAgent, SimEmit, SimOutcome, SimSpec};
 pub use tails::Tails;

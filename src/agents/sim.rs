@@ -205,6 +205,7 @@ mod tests {
             workspace: None,
             profile: None,
             usd_headroom: None,
+            carry_on: None,
         }
     }
 

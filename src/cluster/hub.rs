@@ -239,6 +239,7 @@ impl Hub {
             instance: inv.instance.as_deref().map(String::from),
             profile: inv.profile.as_deref().map(String::from),
             usd_headroom: inv.usd_headroom,
+            carry_on: inv.carry_on.clone(),
         };
         let payload = serde_json::to_vec(&job).expect("a job is plain JSON");
         // Not running yet: the console says so until a worker takes it.

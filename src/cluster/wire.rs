@@ -158,6 +158,10 @@ pub struct Job {
     pub instance: Option<String>,
     pub profile: Option<String>,
     pub usd_headroom: Option<f64>,
+    /// The conversation to continue; the worker's CLI continues it when its
+    /// session store has it (a retry taken by another worker starts fresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry_on: Option<crate::kernel::CarryOn>,
 }
 
 /// What a worker tells of one job.

@@ -261,6 +261,21 @@ impl AgentEvents {
     }
 }
 
+/// The conversation a new attempt continues: the session an earlier attempt
+/// of the operation had with its CLI, and what ended that attempt. The
+/// agent decides whether it can continue it (its CLI, its `continue`
+/// setting, whether the session is still there).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CarryOn {
+    pub session: Arc<str>,
+    /// What ended the attempt before, in words for the agent
+    /// (`rate_limited: …`, "the run stopped while it ran").
+    pub ended: Arc<str>,
+    /// What the operator said to it, when they sent it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<Arc<str>>,
+}
+
 /// Everything an agent gets to perform one attempt of an operation.
 #[derive(Debug)]
 pub struct Invocation {
@@ -284,6 +299,9 @@ pub struct Invocation {
     /// when one is set: a CLI that can stop itself at a spend is told
     /// (claude's `--max-budget-usd`), as a backstop to the run's own cap.
     pub usd_headroom: Option<f64>,
+    /// The conversation this attempt continues, when an earlier attempt of
+    /// the same series had one and ended before the work was done.
+    pub carry_on: Option<CarryOn>,
 }
 
 pub trait Agent: Send + Sync {

@@ -23,7 +23,7 @@ pub mod transition;
 
 pub use agent::{
     ActivityState, Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver,
-    BoxFuture, InstructionDecorator, Invocation, SpawnBudget, Usage,
+    BoxFuture, CarryOn, InstructionDecorator, Invocation, SpawnBudget, Usage,
 };
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,

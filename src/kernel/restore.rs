@@ -32,6 +32,9 @@ pub struct RestoredNode {
     pub handled: Vec<u64>,
     pub queued_at: f64,
     pub finished_at: Option<f64>,
+    /// The conversation its next attempt continues, and what ended the
+    /// attempt that had it: (session, ended).
+    pub carry: Option<(Arc<str>, Arc<str>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

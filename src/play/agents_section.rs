@@ -13,7 +13,7 @@ use super::is_valid_name;
 use super::reader::{Reader, Table, Val};
 use crate::agents::def::DEFAULT_STALL_TIMEOUT;
 use crate::agents::{
-    AgentDef, BUILTIN_AGENTS, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet,
+    AgentDef, BUILTIN_AGENTS, Continue, EnvPolicy, Permission, PromptVia, StreamFormat, ToolSet,
 };
 
 const AGENT_KEYS: &[&str] = &[
@@ -30,6 +30,7 @@ const AGENT_KEYS: &[&str] = &[
     "max_runtime",
     "kill_on_stall",
     "retry",
+    "continue",
 ];
 const TOOLS_KEYS: &[&str] = &[
     "internal",
@@ -211,6 +212,9 @@ fn read_agent(
         def.kill_on_stall = b;
     }
     def.retry = super::retry_section::read(r, t, "retry");
+    if let Some((c, _)) = t.choice(r, "continue", Continue::ALLOWED) {
+        def.continue_with = Continue::parse(&c).expect("checked");
+    }
     if r.diags.len() > before {
         return None;
     }

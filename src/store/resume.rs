@@ -498,10 +498,29 @@ pub fn rebuild(
                 handled,
                 queued_at: n.queued_at,
                 finished_at: n.finished_at,
+                carry: carry_of(n, status),
             },
         );
     }
     Ok((graph, restore))
+}
+
+/// The conversation a reopened operation's next attempt continues: the
+/// last attempt's, when it was cut short by the stop (or had failed and
+/// waited for its retry); what ended it, in words for the agent.
+fn carry_of(n: &crate::projection::Node, status: NodeStatus) -> Option<(Arc<str>, Arc<str>)> {
+    let last = n.attempts.last()?;
+    let session = last.session.clone()?;
+    let ended: Arc<str> = match status {
+        NodeStatus::Running => Arc::from("the run stopped while this attempt ran, and was resumed"),
+        NodeStatus::Pending if last.outcome == "failed" => Arc::from(format!(
+            "{}: {}",
+            last.category.as_deref().unwrap_or("failed"),
+            last.error.as_deref().unwrap_or("no message")
+        )),
+        _ => return None,
+    };
+    Some((session, ended))
 }
 
 /// `resume --retry OP`: each named failed (or denied) operation starts a new
@@ -535,6 +554,8 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
             .expect("every node is restored");
         rn.status = NodeStatus::Running;
         rn.result = None;
+        // The operator's retry begins a new conversation.
+        rn.carry = None;
         if rn.approved == Some(false) {
             rn.approved = None;
         }

@@ -224,6 +224,7 @@ impl Worker {
             workspace: worktree.as_ref().map(|w| w.path.clone()),
             profile: job.profile.as_deref().map(Arc::from),
             usd_headroom: job.usd_headroom,
+            carry_on: job.carry_on.clone(),
         };
         let mut attempt = agent.invoke(inv);
         let mut beat = tokio::time::interval(self.ack_wait / 3);

@@ -10,6 +10,7 @@ mod agents_runner;
 mod budget;
 mod capacity_cli;
 mod closed_pipe;
+mod conversation;
 mod ctl_cli;
 mod durable;
 mod faults;

@@ -42,7 +42,7 @@ CWD_RES = [
 ]
 KNOWN = {
     "answer", "tool", "always-tool", "spawn", "auth", "rate-limit",
-    "server-error", "overloaded", "flaky", "cut", "slow",
+    "server-error", "overloaded", "flaky", "cut", "slow", "limit-after-tool",
 }
 
 USAGE = {"input": 1200, "cached": 1000, "output": 40}
@@ -270,6 +270,40 @@ def has_tool_result(fmt, body):
     return False
 
 
+def newest_is_tool_result(fmt, body):
+    """Whether the newest thing in the request is a tool's result (not a
+    user's words after it: a continued session adds those)."""
+    if not has_tool_result(fmt, body):
+        return False
+    if fmt == "anthropic":
+        c = body["messages"][-1].get("content")
+        return isinstance(c[-1], dict) and c[-1].get("type") == "tool_result"
+    if fmt == "gemini":
+        parts = body["contents"][-1].get("parts") or []
+        return not any(p.get("text") for p in parts if isinstance(p, dict))
+    return True
+
+
+def earlier_tool_calls(fmt, body):
+    """How many tool calls of the model's the request carries back."""
+    n = 0
+    if fmt == "anthropic":
+        for m in body.get("messages") or []:
+            c = m.get("content")
+            if m.get("role") == "assistant" and isinstance(c, list):
+                n += sum(1 for b in c if isinstance(b, dict) and b.get("type") == "tool_use")
+    elif fmt == "responses":
+        n = sum(1 for i in body.get("input") or []
+                if i.get("type") in ("function_call", "custom_tool_call", "local_shell_call"))
+    elif fmt == "chat":
+        n = sum(len(m.get("tool_calls") or []) for m in body.get("messages") or []
+                if m.get("role") == "assistant")
+    elif fmt == "gemini":
+        for c in body.get("contents") or []:
+            n += sum(1 for p in c.get("parts") or [] if isinstance(p, dict) and "functionCall" in p)
+    return n
+
+
 def last_tool_result(fmt, body):
     """The text of the newest tool result in the request (for the log)."""
     if not has_tool_result(fmt, body):
@@ -294,6 +328,15 @@ def plan(fmt, body, scenario):
         return ("text", SPAWN_TEXT)
     if scenario == "tool":
         if has_tool_result(fmt, body):
+            return ("text", TOOL_DONE_TEXT)
+        call = pick_write_call(tools, cwd)
+        if call:
+            return ("tool",) + call
+        return ("text", "I have no tool that writes files.")
+    if scenario == "limit-after-tool":
+        # The tool's result itself is refused (a 429, in do_POST); a turn
+        # that carries the call back with words after it is answered.
+        if earlier_tool_calls(fmt, body):
             return ("text", TOOL_DONE_TEXT)
         call = pick_write_call(tools, cwd)
         if call:
@@ -820,6 +863,12 @@ class Handler(BaseHTTPRequestHandler):
             nth = STATE["counts"][key]
 
         err = error_response(fmt, scenario)
+        if scenario == "limit-after-tool" and not side_call and newest_is_tool_result(fmt, body):
+            status, headers, obj = error_response(fmt, "rate-limit")
+            headers = dict(headers, **{"retry-after": "1"})
+            self.send_json(status, obj, headers)
+            self.record(fmt, scenario, status, f"request {nth}: the tool's result refused", tool_names)
+            return
         if err and not (scenario == "flaky" and (nth > 1 or side_call)):
             status, headers, obj = err
             self.send_json(status, obj, headers)
@@ -859,6 +908,8 @@ class Handler(BaseHTTPRequestHandler):
                 r = self.send_json(200, gemini_whole(body, p, model), scenario=scenario)
         if tr is not None:
             note += f"; tool result: {tr}"
+        if scenario == "limit-after-tool":
+            note += f"; earlier tool calls: {earlier_tool_calls(fmt, body)}"
         self.record(fmt, scenario, 200, note + ("" if r == "ok" else f" ({r})"), tool_names)
 
 

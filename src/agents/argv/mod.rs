@@ -28,6 +28,8 @@ pub struct ArgvRequest<'a> {
     /// Where a prompt too long for argv is written for formats that cannot
     /// read it on stdin (the runner writes it there).
     pub prompt_file: Option<&'a std::path::Path>,
+    /// The CLI's session to continue (the runner decided it can).
+    pub resume: Option<&'a str>,
 }
 
 impl<'a> ArgvRequest<'a> {
@@ -41,6 +43,7 @@ impl<'a> ArgvRequest<'a> {
             thinking: None,
             tools: None,
             prompt_file: None,
+            resume: None,
         }
     }
 }
@@ -66,6 +69,8 @@ pub struct BuiltCommand {
     /// profile's, a flag profile's flag, else the agent's): what `[prices]`
     /// is looked up by.
     pub model: Option<String>,
+    /// The CLI session it continues, when it does.
+    pub continues: Option<String>,
 }
 
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, "Argument
@@ -138,6 +143,7 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
     if !agent.subcommand.is_empty() {
         out.argv.push(agent.subcommand.clone());
     }
+    let prompt_at = out.argv.len();
     out.prompt_passed = "argv";
     match agent.prompt_via {
         PromptVia::Argv if req.prompt.len() >= ARG_LIMIT => {
@@ -231,7 +237,41 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         out.argv.extend(behavioural);
         push_thinking(&mut out, format, req.thinking);
     }
+    if let Some(session) = req.resume {
+        push_resume(&mut out, format, prompt_at, session);
+    }
     Ok(out)
+}
+
+/// How each format continues a session, on the pinned versions: claude,
+/// gemini (0.20 on) and copilot `--resume ID`, opencode `--session ID`,
+/// codex `exec [its flags] resume ID PROMPT` (the flags before `resume`:
+/// 0.47 takes them nowhere else), a jsonl program `PLAYDECK_SESSION`.
+fn push_resume(out: &mut BuiltCommand, format: StreamFormat, prompt_at: usize, session: &str) {
+    out.continues = Some(session.to_string());
+    let pair = |flag: &str| [flag.to_string(), session.to_string()];
+    match format {
+        StreamFormat::Claude | StreamFormat::Gemini | StreamFormat::Copilot => {
+            out.argv.extend(pair("--resume"));
+        }
+        StreamFormat::Opencode => out.argv.extend(pair("--session")),
+        StreamFormat::Codex => {
+            let prompt = out.argv.remove(prompt_at);
+            out.argv
+                .extend(["resume".to_string(), session.to_string(), prompt]);
+        }
+        StreamFormat::Jsonl => out
+            .env
+            .push(("PLAYDECK_SESSION".into(), session.to_string())),
+        // `can_resume` says no: the runner never asks.
+        StreamFormat::Antigravity => {}
+    }
+}
+
+/// Whether a format can continue a session at all (gemini also needs a
+/// version that knows `--resume`, which the runner asks the CLI).
+pub fn can_resume(format: StreamFormat) -> bool {
+    format != StreamFormat::Antigravity
 }
 
 fn names_or_none(names: &[&str]) -> String {

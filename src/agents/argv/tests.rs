@@ -778,3 +778,52 @@ fn startup_args_and_thinking() {
     let b = build(&req).unwrap();
     assert_eq!(b.env, vec![("MAX_THINKING_TOKENS".into(), "4000".into())]);
 }
+
+#[test]
+fn each_format_continues_a_session_its_own_way() {
+    let resumed = |format: StreamFormat, sub: &str, via: PromptVia| {
+        let mut a = AgentDef::new("a", "cli", format);
+        a.subcommand = sub.into();
+        a.prompt_via = via;
+        a.flags.insert("p".into(), s(&["--json"]));
+        let mut req = ArgvRequest::new(&a, "carry on");
+        req.flag_profile = Some("p");
+        req.resume = Some("S-1");
+        build(&req).unwrap()
+    };
+    let b = resumed(StreamFormat::Claude, "-p", PromptVia::Argv);
+    assert_eq!(
+        b.argv,
+        s(&["cli", "-p", "carry on", "--json", "--resume", "S-1"])
+    );
+    assert_eq!(b.continues.as_deref(), Some("S-1"));
+    // codex: the exec flags first, then `resume ID PROMPT` (0.47 takes its
+    // flags nowhere else); the stdin sentinel moves with the prompt.
+    let b = resumed(StreamFormat::Codex, "exec", PromptVia::Argv);
+    assert_eq!(
+        b.argv,
+        s(&["cli", "exec", "--json", "resume", "S-1", "carry on"])
+    );
+    let b = resumed(StreamFormat::Codex, "exec", PromptVia::Stdin);
+    assert_eq!(b.argv, s(&["cli", "exec", "--json", "resume", "S-1", "-"]));
+    assert_eq!(b.stdin.as_deref(), Some("carry on"));
+    let b = resumed(StreamFormat::Opencode, "run", PromptVia::Argv);
+    assert_eq!(
+        b.argv,
+        s(&["cli", "run", "carry on", "--json", "--session", "S-1"])
+    );
+    for f in [StreamFormat::Gemini, StreamFormat::Copilot] {
+        let b = resumed(f, "-p", PromptVia::Argv);
+        assert_eq!(
+            b.argv,
+            s(&["cli", "-p", "carry on", "--json", "--resume", "S-1"])
+        );
+    }
+    let b = resumed(StreamFormat::Jsonl, "", PromptVia::Argv);
+    assert_eq!(b.argv, s(&["cli", "carry on", "--json"]));
+    assert!(b.env.contains(&("PLAYDECK_SESSION".into(), "S-1".into())));
+    assert!(!can_resume(StreamFormat::Antigravity));
+    // Not continuing: nothing of it.
+    let a = echo_claude();
+    assert_eq!(argv_of(&a, None, None).continues, None);
+}

@@ -4,6 +4,7 @@
 //! and through the stream parser; stalls and `max_runtime` kill the group,
 //! and so does dropping the future (cancel, quit).
 
+mod carry;
 mod output;
 mod supervise;
 pub use output::*;
@@ -147,6 +148,7 @@ pub fn command_for(
     profile: Option<&str>,
     prompt: &str,
     prompt_file: Option<&Path>,
+    resume: Option<&str>,
 ) -> Result<BuiltCommand, argv::ArgvError> {
     let overlay = profile.and_then(|p| ctx.profiles.get(p));
     let flag_profile = params
@@ -169,6 +171,7 @@ pub fn command_for(
         thinking: overlay.and_then(|o| o.thinking),
         tools,
         prompt_file,
+        resume,
     })
 }
 
@@ -180,6 +183,9 @@ pub struct CommandAgent {
     /// `--max-budget-usd`), asked of it once, the first time a budgeted
     /// attempt starts.
     spend_flag: Arc<tokio::sync::OnceCell<bool>>,
+    /// Whether a gemini knows `--resume` (0.20 on), asked of its `--help`
+    /// once, the first time an attempt would continue a session.
+    knows_resume: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl CommandAgent {
@@ -188,6 +194,7 @@ impl CommandAgent {
             def,
             ctx,
             spend_flag: Arc::default(),
+            knows_resume: Arc::default(),
         }
     }
 }
@@ -196,8 +203,11 @@ impl Agent for CommandAgent {
     fn invoke(&self, inv: Invocation) -> BoxFuture<AgentOutcome> {
         let def = self.def.clone();
         let ctx = self.ctx.clone();
-        let spend_flag = self.spend_flag.clone();
-        Box::pin(async move { run(&def, &ctx, inv, &spend_flag).await })
+        let probes = Probes {
+            spend_flag: self.spend_flag.clone(),
+            knows_resume: self.knows_resume.clone(),
+        };
+        Box::pin(async move { run(&def, &ctx, inv, &probes).await })
     }
 }
 
@@ -242,14 +252,89 @@ async fn takes_spend_flag(
     }
 }
 
-async fn run(
+/// What is asked of a CLI once per agent and kept.
+struct Probes {
+    spend_flag: Arc<tokio::sync::OnceCell<bool>>,
+    knows_resume: Arc<tokio::sync::OnceCell<bool>>,
+}
+
+/// Whether `program` (a gemini) lists `--resume` in its `--help`. One that
+/// does not answer in time is taken not to: its attempt starts afresh.
+async fn lists_resume(
+    program: &Path,
+    env: &std::collections::BTreeMap<OsString, OsString>,
+) -> bool {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("--help")
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    match tokio::time::timeout(VERSION_WITHIN, cmd.output()).await {
+        Ok(Ok(out)) => [&out.stdout, &out.stderr]
+            .iter()
+            .any(|t| String::from_utf8_lossy(t).contains("--resume")),
+        _ => false,
+    }
+}
+
+/// Whether the attempt continues a conversation, with the CLI's own
+/// capability asked where it depends on the version.
+async fn carry_for(
     def: &AgentDef,
     ctx: &RunContext,
-    inv: Invocation,
-    spend_flag: &tokio::sync::OnceCell<bool>,
-) -> AgentOutcome {
+    inv: &Invocation,
+    cwd: &Path,
+    probes: &Probes,
+) -> carry::Carry {
+    if inv.carry_on.is_none() {
+        return carry::Carry::None;
+    }
+    let env = environment(def, ctx, inv, &BuiltCommand::default(), cwd);
+    let knows = if def.stream_format == super::def::StreamFormat::Gemini {
+        match resolve_binary(
+            &def.binary,
+            env.get(OsStr::new("PATH")).map(|p| p.as_os_str()),
+        ) {
+            Ok(program) => {
+                *probes
+                    .knows_resume
+                    .get_or_init(|| lists_resume(&program, &env))
+                    .await
+            }
+            Err(_) => false,
+        }
+    } else {
+        true
+    };
+    carry::decide(def, inv, knows, &env, cwd)
+}
+
+async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes) -> AgentOutcome {
     let params = AgentParams::from_value(&inv.params);
-    let prompt = prompt_text(&inv.instruction, &inv.context);
+    let cwd = inv
+        .workspace
+        .clone()
+        .unwrap_or_else(|| ctx.workspace.clone());
+    if !cwd.is_dir() {
+        return Err(AgentFailure::new(
+            "os_error",
+            format!("the working directory {} does not exist", cwd.display()),
+        ));
+    }
+    let carry = carry_for(def, ctx, &inv, &cwd, probes).await;
+    let (prompt, resume) = match &carry {
+        carry::Carry::Session { session, prompt } => (prompt.clone(), Some(session.as_str())),
+        carry::Carry::Fresh { why } => {
+            tracing::warn!(op = %inv.name, "{why}");
+            inv.events
+                .emit(AgentEvent::Warning(Arc::from(why.as_str())));
+            (prompt_text(&inv.instruction, &inv.context), None)
+        }
+        carry::Carry::None => (prompt_text(&inv.instruction, &inv.context), None),
+    };
     // Where a prompt too long for argv goes for agents that read it from a
     // file: beside the attempt's logs, or a temporary file without a run
     // directory (removed when the attempt ends).
@@ -278,6 +363,7 @@ async fn run(
         inv.profile.as_deref(),
         &prompt,
         prompt_file.as_deref(),
+        resume,
     )
     .map_err(|e| match e {
         argv::ArgvError::InvalidProfile(_) => {
@@ -304,16 +390,6 @@ async fn run(
         tracing::warn!(op = %inv.name, "{w}");
         inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
     }
-    let cwd = inv
-        .workspace
-        .clone()
-        .unwrap_or_else(|| ctx.workspace.clone());
-    if !cwd.is_dir() {
-        return Err(AgentFailure::new(
-            "os_error",
-            format!("the working directory {} does not exist", cwd.display()),
-        ));
-    }
     let env = environment(def, ctx, &inv, &built, &cwd);
     let program = resolve_binary(
         &built.argv[0],
@@ -325,7 +401,8 @@ async fn run(
     if def.stream_format == super::def::StreamFormat::Claude
         && let Some(left) = inv.usd_headroom
     {
-        match spend_flag
+        match probes
+            .spend_flag
             .get_or_try_init(|| takes_spend_flag(&program, &env))
             .await
         {
@@ -423,6 +500,12 @@ async fn run(
     // carried: the kernel must not count its requests twice.
     if ended.parsed.result.is_none() && ended.parsed.text.is_some() {
         inv.events.emit(AgentEvent::ResultRestatesStream);
+    }
+    if let (Some(asked), Some(named)) = (resume, ended.parsed.session.as_deref())
+        && let Some(w) = carry::not_continued(def, asked, named)
+    {
+        tracing::warn!(op = %inv.name, "{w}");
+        inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
     }
     outcome(def, ended)
 }

@@ -165,6 +165,9 @@ impl Logs {
             "prompt_passed": built.prompt_passed,
             "env_policy": def.env_policy.as_str(),
         });
+        if let Some(session) = &built.continues {
+            command["continues"] = serde_json::Value::String(session.clone());
+        }
         if let Some(note) = &built.prompt_note {
             command["prompt_note"] = serde_json::Value::String(note.clone());
         }

@@ -290,7 +290,8 @@ impl StreamParser {
 /// every line (`session_id`, first on `system`/`init`), codex once on
 /// `thread.started` (`thread_id`), opencode on every line (`sessionID`),
 /// gemini-cli once on `init` (`session_id`), copilot only on its last,
-/// `result` line (`sessionId`; a killed copilot never says it). The first
+/// `result` line (`sessionId`; a killed copilot never says it), a jsonl
+/// program on a `session` line (`id`). The first
 /// id an attempt's stream names is the attempt's.
 fn session_of<'a>(format: &Format, v: &'a Value) -> Option<&'a str> {
     let ty = str_at(v, "/type");
@@ -300,6 +301,7 @@ fn session_of<'a>(format: &Format, v: &'a Value) -> Option<&'a str> {
         Format::Opencode => str_at(v, "/sessionID"),
         Format::Gemini(_) if ty == Some("init") => str_at(v, "/session_id"),
         Format::Copilot(_) if ty == Some("result") => str_at(v, "/sessionId"),
+        Format::Jsonl if ty == Some("session") => str_at(v, "/id"),
         _ => None,
     }?;
     // An id is a name, not a message: short and printable, or not an id.

@@ -13,12 +13,13 @@ use petgraph::stable_graph::NodeIndex;
 use serde_json::{Map, Value};
 
 use super::super::agent::{
-    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, BoxFuture, Invocation,
+    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, BoxFuture, CarryOn, Invocation,
     SpawnBudget,
 };
 use super::super::lease::Lease;
 use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
+use super::node::Conversation;
 use super::{Executor, panic_message};
 
 /// The failure of an attempt whose agent panicked.
@@ -137,6 +138,7 @@ impl Executor {
             self.meter
                 .usd_headroom(b, self.graph[ix].op.assignee.as_deref())
         });
+        let carry_on = self.carry_on(ix);
         let n = &self.graph[ix];
         let instruction = match &self.decorator {
             Some(d) => d.decorate(
@@ -157,6 +159,7 @@ impl Executor {
             params: n.op.metadata.params.clone(),
             context,
             attempt,
+            carry_on,
             events: AgentEvents::new(
                 ix.index() as u32,
                 attempt,
@@ -199,6 +202,18 @@ impl Executor {
         {
             t.stop();
         }
+    }
+
+    /// The conversation a new attempt continues: the one an attempt before
+    /// it ended with. Taken once: the attempt names its session again.
+    fn carry_on(&mut self, ix: NodeIndex) -> Option<CarryOn> {
+        let c = self.graph[ix].conversation.as_mut()?;
+        let ended = c.ended.take()?;
+        Some(CarryOn {
+            session: c.session.clone(),
+            ended,
+            note: None,
+        })
     }
 
     /// `<pred_op_id>_result` for each predecessor with a result, then the flow
@@ -282,12 +297,18 @@ impl Executor {
                 attempt,
                 pgid,
             },
-            AgentEvent::Session(session) => SignalKind::AgentSession {
-                op_id,
-                name,
-                attempt,
-                session,
-            },
+            AgentEvent::Session(session) => {
+                self.graph[ix].conversation = Some(Box::new(Conversation {
+                    session: session.clone(),
+                    ended: None,
+                }));
+                SignalKind::AgentSession {
+                    op_id,
+                    name,
+                    attempt,
+                    session,
+                }
+            }
         };
         self.bus.emit(kind);
     }
@@ -309,6 +330,43 @@ mod tests {
             .result
             .as_ref()
             .map(|r| r["error"].to_string())
+    }
+
+    #[test]
+    fn a_retry_carries_on_the_conversation_once_and_the_operators_retry_does_not() {
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        ex.agent_event(AgentMsg {
+            node: a.index() as u32,
+            attempt: 1,
+            event: AgentEvent::Session(Arc::from("s-1")),
+        });
+        // Named but not ended: nothing to carry on yet.
+        assert_eq!(ex.carry_on(a), None);
+        ex.complete(
+            a,
+            1,
+            Err(AgentFailure::new("rate_limit", "429 from the provider")),
+        );
+        assert_eq!(
+            ex.graph[a].status,
+            NodeStatus::Pending,
+            "waits for its retry"
+        );
+        let carried = ex.carry_on(a).expect("the retry continues it");
+        assert_eq!(&*carried.session, "s-1");
+        assert_eq!(&*carried.ended, "rate_limit: 429 from the provider");
+        assert_eq!(ex.carry_on(a), None, "taken once");
+        // A failure that is not retried, then the operator's retry: a new
+        // conversation.
+        ex.graph[a].conversation.as_mut().unwrap().ended = Some(Arc::from("auth: 401"));
+        ex.graph[a].status = NodeStatus::Failed;
+        ex.sched.terminal += 1;
+        ex.reopen(a, None);
+        assert_eq!(ex.carry_on(a), None);
+        assert!(ex.graph[a].conversation.is_none());
     }
 
     struct Panics;

@@ -61,6 +61,9 @@ impl Executor {
             let n = &mut self.graph[ix];
             n.status = NodeStatus::Pending;
             n.result = None;
+            if let Some(c) = n.conversation.as_mut() {
+                c.ended = Some(Arc::from(format!("{}: {}", f.category, f.message)));
+            }
             n.attempt
         };
         self.backoff.push(Reverse(Due {

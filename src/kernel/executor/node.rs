@@ -43,6 +43,18 @@ pub(super) struct Node {
     pub started_at: Ms,
     pub finished_at: Ms,
     pub result: Option<Arc<Value>>,
+    /// The latest attempt's conversation with its CLI, once it named one
+    /// (boxed: most operations of a large graph never have one).
+    pub conversation: Option<Box<Conversation>>,
+}
+
+/// An operation's conversation, and what a new attempt carries on from.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Conversation {
+    pub session: Arc<str>,
+    /// Set when the attempt that had it ended before its work was done
+    /// (a retry, a resume): the next attempt continues it.
+    pub ended: Option<Arc<str>>,
 }
 
 impl Node {
@@ -71,6 +83,7 @@ impl Node {
             started_at: Ms::NONE,
             finished_at: Ms::NONE,
             result: None,
+            conversation: None,
         }
     }
 

@@ -12,7 +12,7 @@ use super::super::restore::Restore;
 use super::super::signal::SignalKind;
 use super::super::snapshot::NodeStatus;
 use super::Executor;
-use super::node::{Approval, Ms};
+use super::node::{Approval, Conversation, Ms};
 
 impl Executor {
     pub(super) fn resume_from(&mut self, r: Restore) {
@@ -43,6 +43,12 @@ impl Executor {
             let n = &mut self.graph[ix];
             n.attempt = rn.attempt;
             n.held = rn.held;
+            n.conversation = rn.carry.as_ref().map(|(session, ended)| {
+                Box::new(Conversation {
+                    session: session.clone(),
+                    ended: Some(ended.clone()),
+                })
+            });
             n.queued_at = Ms::at(rn.queued_at);
             n.approval = match (n.approval, rn.approved) {
                 (Approval::NotRequired, _) => Approval::NotRequired,
@@ -144,6 +150,7 @@ mod tests {
             handled: vec![],
             queued_at: 1.0,
             finished_at: None,
+            carry: None,
         }
     }
 

@@ -401,7 +401,7 @@ impl Executor {
     }
 
     /// Puts a settled node back to waiting (its counts are redone after).
-    fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
+    pub(in crate::kernel::executor) fn reopen(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
         {
             let n = &mut self.graph[ix];
             n.status = NodeStatus::Pending;
@@ -409,8 +409,10 @@ impl Executor {
             n.finished_at = Ms::NONE;
             n.parked = false;
             if because.is_none() {
-                // The operator's retry begins a new series of attempts.
+                // The operator's retry begins a new series of attempts,
+                // in a new conversation ("send back" continues the old).
                 n.series_from = n.attempt;
+                n.conversation = None;
             }
             if because.is_none() && n.approval == Approval::Denied {
                 // A denied gate asks again.

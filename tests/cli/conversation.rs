@@ -1,0 +1,236 @@
+//! The agent's conversation kept across attempts, through the binary: a
+//! retry and a resumed run continue the session the attempt before began
+//! (the example agent keeps conversations as a CLI does, under HOME), an
+//! agent set to `continue = "fresh"` does not, and a session the CLI no
+//! longer has is said. The real CLIs are the external tier's `realcli`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common;
+
+const PLAY: &str = include_str!("../plays/continued_session.toml");
+
+fn run(base: &Path, play: &str, home: &Path) -> (Output, PathBuf) {
+    let path = base.join("play.toml");
+    std::fs::write(&path, play).unwrap();
+    let dir = base.join("run");
+    let out = common::playdeck()
+        .env("HOME", home)
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&dir)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out, dir)
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn of_type<'a>(evs: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    evs.iter().filter(|e| e["type"] == ty).collect()
+}
+
+/// The `continues` of an attempt's `command.json`.
+fn continues(dir: &Path, op: &str, attempt: u32) -> Option<String> {
+    let text =
+        std::fs::read_to_string(dir.join(format!("logs/{op}.{attempt}.command.json"))).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["continues"].as_str().map(String::from)
+}
+
+#[test]
+fn a_retry_continues_the_conversation_the_failed_attempt_began() {
+    let base = tempfile::tempdir().unwrap();
+    let (out, dir) = run(base.path(), PLAY, &base.path().join("home"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&dir);
+    let sessions: Vec<&str> = of_type(&evs, "agent_session")
+        .iter()
+        .map(|e| e["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2, "one per attempt: {sessions:?}");
+    assert_eq!(
+        sessions[0], sessions[1],
+        "the retry is the same conversation"
+    );
+    assert_eq!(continues(&dir, "write", 1), None);
+    assert_eq!(continues(&dir, "write", 2).as_deref(), Some(sessions[0]));
+    // The agent got the earlier turn back, and was told what ended it.
+    let done = of_type(&evs, "completed")[0];
+    assert_eq!(done["result"]["turns"], 2);
+    let told = done["result"]["last_turn"].as_str().unwrap();
+    assert!(
+        told.contains(
+            "stopped before it was done (server_error: exited with code 1: the server answered 500"
+        ),
+        "{told}"
+    );
+    assert!(
+        told.contains("The task, as given before:\n\nwrite the parser"),
+        "{told}"
+    );
+    assert!(
+        of_type(&evs, "warning")
+            .iter()
+            .all(|w| !w["message"].as_str().unwrap().contains("session"))
+    );
+}
+
+#[test]
+fn continue_fresh_begins_each_attempt_anew() {
+    let base = tempfile::tempdir().unwrap();
+    let play = PLAY.replace(
+        "stream_format = \"jsonl\"",
+        "stream_format = \"jsonl\"\ncontinue = \"fresh\"",
+    );
+    let (out, dir) = run(base.path(), &play, &base.path().join("home"));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&dir);
+    let mut sessions: Vec<&str> = of_type(&evs, "agent_session")
+        .iter()
+        .map(|e| e["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    sessions.dedup();
+    assert_eq!(sessions.len(), 3, "three conversations: {sessions:?}");
+    for attempt in 1..=3 {
+        assert_eq!(continues(&dir, "write", attempt), None);
+    }
+}
+
+#[test]
+fn a_conversation_the_cli_no_longer_has_is_said_and_begun_anew() {
+    let base = tempfile::tempdir().unwrap();
+    // A file where the agent keeps its conversations: it cannot keep any.
+    let home = base.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".playdeck-agent"), "").unwrap();
+    let (out, dir) = run(base.path(), PLAY, &home);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&dir);
+    let sessions: Vec<String> = of_type(&evs, "agent_session")
+        .iter()
+        .map(|e| e["session"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    let warnings: Vec<&str> = of_type(&evs, "warning")
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    for pair in sessions.windows(2) {
+        let said = format!(
+            "agent \"pa\" did not continue session {}: it began {}, without the earlier turns",
+            pair[0], pair[1]
+        );
+        assert!(warnings.contains(&said.as_str()), "{said}\n{warnings:#?}");
+    }
+}
+
+#[test]
+fn a_resumed_run_continues_the_conversation_its_stop_cut_short() {
+    let base = tempfile::tempdir().unwrap();
+    let play = PLAY
+        .replace(
+            "@fail-first the server answered 500 (internal server error)",
+            "@session",
+        )
+        .replace("@sleep 0.1", "@sleep 8");
+    let path = base.path().join("play.toml");
+    std::fs::write(&path, play).unwrap();
+    let dir = base.path().join("run");
+    let home = base.path().join("home");
+    let (err, err_path) = common::stderr_file(base.path(), "first.stderr");
+    let mut first = common::playdeck()
+        .env("HOME", &home)
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&dir)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    common::wait_for(
+        "the attempt to name its session",
+        Duration::from_secs(60),
+        || {
+            let log = common::event_types(&dir);
+            match log.iter().any(|t| t == "agent_session") {
+                true => Ok(()),
+                false => Err(format!(
+                    "the log: {log:?}\n{}",
+                    common::tail_of(&err_path, 20)
+                )),
+            }
+        },
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let out = common::playdeck()
+        .env("HOME", &home)
+        .args(["resume", "--headless", "--speed", "8"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let evs: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let first_session = of_type(&evs, "agent_session")[0]["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let started: Vec<u64> = of_type(&evs, "started")
+        .iter()
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    let last = *started.last().unwrap() as u32;
+    assert!(last >= 2, "{started:?}");
+    assert_eq!(
+        continues(&dir, "write", last).as_deref(),
+        Some(first_session.as_str())
+    );
+    let done = of_type(&evs, "completed")[0];
+    assert_eq!(done["result"]["turns"], 2);
+    assert!(
+        done["result"]["last_turn"]
+            .as_str()
+            .unwrap()
+            .contains("(the run stopped while this attempt ran, and was resumed)"),
+        "{done}"
+    );
+}
