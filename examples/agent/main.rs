@@ -29,6 +29,8 @@
 //!                        store each turn under $HOME/.playdeck-agent/
 //! @fail-first MESSAGE    (with @session) fail with MESSAGE unless this
 //!                        turn continues a conversation
+//! @strict-session        asked to continue a conversation it does not
+//!                        have, exit 42 before naming one (as gemini does)
 //! ```
 //!
 //! With `PLAYDECK_SESSION=ID` (playdeck continuing a conversation) it takes
@@ -66,6 +68,7 @@ struct Plan {
     no_final_newline: bool,
     session: bool,
     fail_first: Option<String>,
+    strict_session: bool,
 }
 
 /// A conversation kept across processes: its id and every prompt so far.
@@ -169,6 +172,9 @@ fn main() {
             let c = Conversation::take_up(&prompt);
             if c.continued {
                 plan = parse(&c.turns[0]);
+            } else if plan.strict_session && std::env::var_os("PLAYDECK_SESSION").is_some() {
+                eprintln!("Error resuming session: No previous sessions found for this project.");
+                std::process::exit(42);
             }
             c
         });
@@ -232,6 +238,7 @@ fn read_plan(prompt: &str) -> Result<Plan, String> {
             "replay" => p.replay = Some(rest.into()),
             "no-final-newline" => p.no_final_newline = true,
             "session" => p.session = true,
+            "strict-session" => p.strict_session = true,
             "fail-first" => {
                 p.session = true;
                 p.fail_first = Some(rest.into());

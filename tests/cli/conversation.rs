@@ -29,6 +29,24 @@ fn run(base: &Path, play: &str, home: &Path) -> (Output, PathBuf) {
     (out, dir)
 }
 
+/// Asserts the exit code, with what playdeck said when it differs.
+fn exits(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The ids `agent_session` recorded, in order.
+fn sessions(evs: &[Value]) -> Vec<String> {
+    of_type(evs, "agent_session")
+        .iter()
+        .map(|e| e["session"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
@@ -53,24 +71,19 @@ fn continues(dir: &Path, op: &str, attempt: u32) -> Option<String> {
 fn a_retry_continues_the_conversation_the_failed_attempt_began() {
     let base = tempfile::tempdir().unwrap();
     let (out, dir) = run(base.path(), PLAY, &base.path().join("home"));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 0);
     let evs = events(&dir);
-    let sessions: Vec<&str> = of_type(&evs, "agent_session")
-        .iter()
-        .map(|e| e["session"].as_str().unwrap())
-        .collect();
+    let sessions = sessions(&evs);
     assert_eq!(sessions.len(), 2, "one per attempt: {sessions:?}");
     assert_eq!(
         sessions[0], sessions[1],
         "the retry is the same conversation"
     );
     assert_eq!(continues(&dir, "write", 1), None);
-    assert_eq!(continues(&dir, "write", 2).as_deref(), Some(sessions[0]));
+    assert_eq!(
+        continues(&dir, "write", 2).as_deref(),
+        Some(sessions[0].as_str())
+    );
     // The agent got the earlier turn back, and was told what ended it.
     let done = of_type(&evs, "completed")[0];
     assert_eq!(done["result"]["turns"], 2);
@@ -100,17 +113,9 @@ fn continue_fresh_begins_each_attempt_anew() {
         "stream_format = \"jsonl\"\ncontinue = \"fresh\"",
     );
     let (out, dir) = run(base.path(), &play, &base.path().join("home"));
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 1);
     let evs = events(&dir);
-    let mut sessions: Vec<&str> = of_type(&evs, "agent_session")
-        .iter()
-        .map(|e| e["session"].as_str().unwrap())
-        .collect();
+    let mut sessions = sessions(&evs);
     assert_eq!(sessions.len(), 3);
     sessions.dedup();
     assert_eq!(sessions.len(), 3, "three conversations: {sessions:?}");
@@ -127,17 +132,9 @@ fn a_conversation_the_cli_no_longer_has_is_said_and_begun_anew() {
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(home.join(".playdeck-agent"), "").unwrap();
     let (out, dir) = run(base.path(), PLAY, &home);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 1);
     let evs = events(&dir);
-    let sessions: Vec<String> = of_type(&evs, "agent_session")
-        .iter()
-        .map(|e| e["session"].as_str().unwrap().to_string())
-        .collect();
+    let sessions = sessions(&evs);
     assert_eq!(sessions.len(), 3);
     let warnings: Vec<&str> = of_type(&evs, "warning")
         .iter()
@@ -149,6 +146,34 @@ fn a_conversation_the_cli_no_longer_has_is_said_and_begun_anew() {
             pair[0], pair[1]
         );
         assert!(warnings.contains(&said.as_str()), "{said}\n{warnings:#?}");
+    }
+}
+
+#[test]
+fn a_cli_that_refuses_a_lost_session_runs_the_attempt_anew_at_once() {
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".playdeck-agent"), "").unwrap();
+    let play = PLAY.replace("@sleep 0.1", "@sleep 0.1\n@strict-session");
+    let (out, dir) = run(base.path(), &play, &home);
+    exits(&out, 1);
+    let evs = events(&dir);
+    let warnings: Vec<&str> = of_type(&evs, "warning")
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    let sessions = sessions(&evs);
+    assert_eq!(sessions.len(), 3, "each attempt began one: {sessions:?}");
+    for (attempt, pair) in sessions.windows(2).enumerate() {
+        let said = format!(
+            "agent \"pa\" could not continue session {} (exited with code 42: Error resuming session: No previous sessions found for this project.): attempt {} begins anew",
+            pair[0],
+            attempt + 2
+        );
+        assert!(warnings.contains(&said.as_str()), "{said}\n{warnings:#?}");
+        // The run that counts is the fresh one.
+        assert_eq!(continues(&dir, "write", attempt as u32 + 2), None);
     }
 }
 
@@ -199,12 +224,7 @@ fn a_resumed_run_continues_the_conversation_its_stop_cut_short() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 0);
     let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let evs: Vec<Value> = text
         .lines()

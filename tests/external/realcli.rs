@@ -631,18 +631,27 @@ fn check(cli: &str, version: &str, scenario: &str, s: &Seen) -> Result<(), Strin
     }
 }
 
-/// Every installed version of `cli`, every scenario; all failures at once.
-fn every_scenario(cli: &Cli) {
+/// The installed versions of `cli` and a model server for them; `None`
+/// (said) when there is nothing to run or nothing to run it against.
+fn versions_and_server(cli: &Cli) -> Option<(Vec<(String, PathBuf)>, Server)> {
     let versions = installed(cli.name);
     if versions.is_empty() {
         println!(
             "skipped: no {} installed under target/realcli (tests/realcli/install.sh installs it; it needs npm)",
             cli.name
         );
-        return;
+        return None;
     }
     let Some(server) = Server::start(30) else {
         println!("skipped: python3 is not there to run the model server");
+        return None;
+    };
+    Some((versions, server))
+}
+
+/// Every installed version of `cli`, every scenario; all failures at once.
+fn every_scenario(cli: &Cli) {
+    let Some((versions, server)) = versions_and_server(cli) else {
         return;
     };
     let mut problems = Vec::new();
@@ -673,13 +682,7 @@ fn every_scenario(cli: &Cli) {
 /// a retry that continues the conversation — the request carries the
 /// earlier call back — ends well (issue 40).
 fn continues_after_a_429(cli: &Cli) {
-    let versions = installed(cli.name);
-    if versions.is_empty() {
-        println!("skipped: no {} installed under target/realcli", cli.name);
-        return;
-    }
-    let Some(server) = Server::start(30) else {
-        println!("skipped: python3 is not there to run the model server");
+    let Some((versions, server)) = versions_and_server(cli) else {
         return;
     };
     let mut problems = Vec::new();

@@ -227,6 +227,24 @@ fn version_of(text: &str) -> Option<(u32, u32)> {
 /// seconds to start; 10 s was seen to pass on a two-core runner.
 const VERSION_WITHIN: Duration = Duration::from_secs(30);
 
+/// Runs `program ARG` in the agent's environment, for what it prints;
+/// `Err(Elapsed)` when it did not answer within [`VERSION_WITHIN`].
+async fn ask(
+    program: &Path,
+    env: &std::collections::BTreeMap<OsString, OsString>,
+    arg: &str,
+) -> Result<std::io::Result<std::process::Output>, tokio::time::error::Elapsed> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg(arg)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    tokio::time::timeout(VERSION_WITHIN, cmd.output()).await
+}
+
 /// Whether `program` (a claude) knows `--max-budget-usd`: 2.1 and later.
 /// `Err` when it did not answer in time: no answer, so nothing is cached
 /// and the next attempt asks again.
@@ -234,15 +252,7 @@ async fn takes_spend_flag(
     program: &Path,
     env: &std::collections::BTreeMap<OsString, OsString>,
 ) -> Result<bool, ()> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("--version")
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    match tokio::time::timeout(VERSION_WITHIN, cmd.output()).await {
+    match ask(program, env, "--version").await {
         Err(_) => Err(()),
         // A CLI that cannot say its version is one that cannot take it.
         Ok(Err(_)) => Ok(false),
@@ -264,15 +274,7 @@ async fn lists_resume(
     program: &Path,
     env: &std::collections::BTreeMap<OsString, OsString>,
 ) -> bool {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("--help")
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    match tokio::time::timeout(VERSION_WITHIN, cmd.output()).await {
+    match ask(program, env, "--help").await {
         Ok(Ok(out)) => [&out.stdout, &out.stderr]
             .iter()
             .any(|t| String::from_utf8_lossy(t).contains("--resume")),
@@ -313,7 +315,6 @@ async fn carry_for(
 }
 
 async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes) -> AgentOutcome {
-    let params = AgentParams::from_value(&inv.params);
     let cwd = inv
         .workspace
         .clone()
@@ -325,15 +326,50 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
         ));
     }
     let carry = carry_for(def, ctx, &inv, &cwd, probes).await;
-    let (prompt, resume) = match &carry {
+    if let carry::Carry::Fresh { why } = &carry {
+        warn(&inv, why);
+    }
+    let mut named = None;
+    let outcome = run_once(def, ctx, &inv, &cwd, probes, &carry, &mut named).await;
+    // A CLI that exits before it names a conversation refused to take the
+    // old one up (gemini keeps none of a first turn that failed: "No
+    // previous sessions found"): the attempt begins anew, said. A failure
+    // of the continued conversation itself names it first.
+    if let (carry::Carry::Session { session, .. }, Err(f), None) = (&carry, &outcome, &named)
+        && matches!(&*f.category, cause::AGENT_CRASH | "stream_error")
+    {
+        warn(
+            &inv,
+            &format!(
+                "agent {:?} could not continue session {session} ({}): attempt {} begins anew",
+                def.name, f.message, inv.attempt
+            ),
+        );
+        return run_once(def, ctx, &inv, &cwd, probes, &carry::Carry::None, &mut None).await;
+    }
+    outcome
+}
+
+fn warn(inv: &Invocation, w: &str) {
+    tracing::warn!(op = %inv.name, "{w}");
+    inv.events.emit(AgentEvent::Warning(Arc::from(w)));
+}
+
+/// One run of the CLI for the attempt; `named` gets the session its
+/// stream named.
+async fn run_once(
+    def: &AgentDef,
+    ctx: &RunContext,
+    inv: &Invocation,
+    cwd: &Path,
+    probes: &Probes,
+    carry: &carry::Carry,
+    named: &mut Option<Arc<str>>,
+) -> AgentOutcome {
+    let params = AgentParams::from_value(&inv.params);
+    let (prompt, resume) = match carry {
         carry::Carry::Session { session, prompt } => (prompt.clone(), Some(session.as_str())),
-        carry::Carry::Fresh { why } => {
-            tracing::warn!(op = %inv.name, "{why}");
-            inv.events
-                .emit(AgentEvent::Warning(Arc::from(why.as_str())));
-            (prompt_text(&inv.instruction, &inv.context), None)
-        }
-        carry::Carry::None => (prompt_text(&inv.instruction, &inv.context), None),
+        _ => (prompt_text(&inv.instruction, &inv.context), None),
     };
     // Where a prompt too long for argv goes for agents that read it from a
     // file: beside the attempt's logs, or a temporary file without a run
@@ -390,7 +426,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
         tracing::warn!(op = %inv.name, "{w}");
         inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
     }
-    let env = environment(def, ctx, &inv, &built, &cwd);
+    let env = environment(def, ctx, inv, &built, cwd);
     let program = resolve_binary(
         &built.argv[0],
         env.get(OsStr::new("PATH")).map(|p| p.as_os_str()),
@@ -427,7 +463,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
         &inv.name,
         inv.attempt,
         &built,
-        &cwd,
+        cwd,
         def,
     )
     .map_err(|e| {
@@ -449,7 +485,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
     cmd.args(&built.argv[1..])
         .env_clear()
         .envs(&env)
-        .current_dir(&cwd)
+        .current_dir(cwd)
         .stdin(if built.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -485,7 +521,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
     if let Some(pgid) = group.pgid() {
         inv.events.emit(AgentEvent::Process { pgid });
     }
-    let ended = supervise(def, ctx, &inv, built.model.as_deref(), &mut group, logs).await;
+    let ended = supervise(def, ctx, inv, built.model.as_deref(), &mut group, logs).await;
     // What it left behind (a tool that left its group and outlived it) is
     // tagged with the run and this attempt: it ends with the attempt.
     if let Some(tag) = &ctx.run_dir {
@@ -501,12 +537,12 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
     if ended.parsed.result.is_none() && ended.parsed.text.is_some() {
         inv.events.emit(AgentEvent::ResultRestatesStream);
     }
-    if let (Some(asked), Some(named)) = (resume, ended.parsed.session.as_deref())
-        && let Some(w) = carry::not_continued(def, asked, named)
+    if let (Some(asked), Some(said)) = (resume, ended.parsed.session.as_deref())
+        && let Some(w) = carry::not_continued(def, asked, said)
     {
-        tracing::warn!(op = %inv.name, "{w}");
-        inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
+        warn(inv, &w);
     }
+    named.clone_from(&ended.parsed.session);
     outcome(def, ended)
 }
 
