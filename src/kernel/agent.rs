@@ -269,7 +269,7 @@ impl AgentEvents {
 pub struct CarryOn {
     pub session: Arc<str>,
     /// What ended the attempt before, in words for the agent
-    /// (`rate_limited: …`, "the run stopped while it ran").
+    /// (`rate_limit: …`, "the run stopped while this attempt ran…").
     pub ended: Arc<str>,
     /// What the operator said to it, when they sent it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]

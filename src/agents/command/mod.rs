@@ -350,6 +350,7 @@ async fn run(def: &AgentDef, ctx: &RunContext, inv: Invocation, probes: &Probes)
     outcome
 }
 
+/// A warning of the attempt's: in playdeck's log and the run's record.
 fn warn(inv: &Invocation, w: &str) {
     tracing::warn!(op = %inv.name, "{w}");
     inv.events.emit(AgentEvent::Warning(Arc::from(w)));
@@ -423,8 +424,7 @@ async fn run_once(
         ));
     }
     for w in &built.warnings {
-        tracing::warn!(op = %inv.name, "{w}");
-        inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
+        warn(inv, w);
     }
     let env = environment(def, ctx, inv, &built, cwd);
     let program = resolve_binary(
@@ -453,8 +453,7 @@ async fn run_once(
                     program.display(),
                     VERSION_WITHIN.as_secs()
                 );
-                tracing::warn!(op = %inv.name, "{w}");
-                inv.events.emit(AgentEvent::Warning(Arc::from(w.as_str())));
+                warn(inv, &w);
             }
         }
     }
