@@ -13,6 +13,7 @@ pub mod process;
 pub mod sim;
 pub mod stream;
 pub mod tails;
+pub mod transcript;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -10,6 +10,12 @@
 //! come in the order they are read (each read takes stdout's new lines,
 //! then stderr's), a frame apart at most.
 //!
+//! It shows the conversation: stdout read by the attempt's format (the
+//! format `command.json` names, else the one its lines' shape tells) into
+//! a [`Transcript`] — what the agent wrote, its tool calls and their
+//! results — wrapped to the window; `r` shows the lines as the CLI printed
+//! them.
+//!
 //! It sticks to the newest line, like `tail -f`, until the operator scrolls
 //! away from it; coming back to the end (`end`, or down to the last line)
 //! sticks again.
@@ -20,6 +26,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::scroll::{Motion, ScrollList};
+use crate::agents::transcript::{Kind, Transcript};
 
 /// What is read of a log that was already long when the view opened: its
 /// end. The pager (`O`) shows all of it.
@@ -29,6 +36,8 @@ const BACKLOG: u64 = 2 << 20;
 const READ_MAX: u64 = BACKLOG;
 /// Lines kept; older ones are let go (the pager shows them).
 pub const KEEP: usize = 20_000;
+/// A space wrapping does not break at.
+const NBSP: &str = "\u{a0}";
 /// Characters kept of a line: more never fits a terminal's width.
 const LINE_MAX: usize = 1_000;
 
@@ -118,7 +127,7 @@ impl LogReader {
         }
         while let Some(i) = rest.iter().position(|b| *b == b'\n') {
             self.partial.extend_from_slice(&rest[..i]);
-            r.lines.push(clean(&self.partial));
+            r.lines.push(raw(&self.partial));
             self.partial.clear();
             rest = &rest[i + 1..];
         }
@@ -129,12 +138,16 @@ impl LogReader {
     }
 }
 
+/// A log line as it was written (what the transcript parses).
+fn raw(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    text.trim_end_matches('\r').to_string()
+}
+
 /// A log line as the terminal may show it: no escape sequences or control
 /// characters (an agent's output must not drive the operator's terminal),
 /// cut to what any screen shows.
-fn clean(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.trim_end_matches('\r');
+fn clean(text: &str) -> String {
     let p = crate::printable::printable(text);
     let mut s: String = p.chars().take(LINE_MAX).collect();
     if s.len() < p.len() {
@@ -143,13 +156,24 @@ fn clean(bytes: &[u8]) -> String {
     s
 }
 
+/// One row of the conversation as the window shows it: a line of an
+/// entry, wrapped, its mark (or the indent under it) in front.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The entry it is of, counted from the attempt's first.
+    entry: usize,
+    pub kind: Kind,
+    pub text: String,
+}
+
 /// The follow view's state: which operation, which attempt, the lines
-/// read so far and where the window stands.
+/// read so far, the conversation they tell and where the window stands.
 #[derive(Debug)]
 pub struct FollowView {
     pub node: u32,
     /// The attempt shown; 0 before the operation started one.
     pub attempt: u32,
+    /// The lines as printed (`r`), stderr's marked.
     pub lines: VecDeque<OutLine>,
     /// Lines of this attempt not here: skipped at open (a long log) or let
     /// go past [`KEEP`]. Counted only for lines that were read.
@@ -157,6 +181,14 @@ pub struct FollowView {
     /// The log was longer than what is read at open: its start is not here.
     pub cut: bool,
     logs: Option<[LogReader; 2]>,
+    /// The conversation the lines tell.
+    pub transcript: Transcript,
+    /// The conversation wrapped to `width`.
+    rows: Vec<Row>,
+    rows_width: usize,
+    width: usize,
+    /// Showing the lines as printed instead of the conversation.
+    pub raw: bool,
     pub scroll: ScrollList,
     /// Following the newest line.
     pub stick: bool,
@@ -171,6 +203,11 @@ impl FollowView {
             dropped: 0,
             cut: false,
             logs: None,
+            transcript: Transcript::new(None),
+            rows: Vec::new(),
+            rows_width: 0,
+            width: 80,
+            raw: false,
             scroll: ScrollList::text(),
             stick: true,
         }
@@ -185,6 +222,25 @@ impl FollowView {
     /// The stdout log's path, for saying where nothing was found.
     pub fn log_path(&self) -> Option<&Path> {
         self.logs.as_ref().map(|l| l[0].path.as_path())
+    }
+
+    /// The conversation's rows, wrapped to the window.
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    /// Rows the window scrolls over: the conversation's, or the lines'.
+    fn len(&self) -> usize {
+        if self.raw {
+            self.lines.len()
+        } else {
+            self.rows.len()
+        }
+    }
+
+    /// Nothing to show yet, in the mode shown.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Reads what the operation's latest attempt (`attempt`, 0 for none
@@ -223,6 +279,12 @@ impl FollowView {
         self.lines.clear();
         self.dropped = 0;
         self.cut = false;
+        self.transcript = Transcript::new(
+            (attempt > 0)
+                .then(|| Transcript::format_of_attempt(logs, name, attempt))
+                .flatten(),
+        );
+        self.rows.clear();
         self.scroll = ScrollList::text();
         self.logs = (attempt > 0).then(|| {
             [
@@ -232,32 +294,112 @@ impl FollowView {
         });
     }
 
-    /// Adds lines as they arrive, letting the oldest go past [`KEEP`]; a
-    /// window scrolled away from the end stays on the lines it shows.
+    /// Adds lines as they were written, to the conversation and to the
+    /// lines kept as printed (the oldest let go past [`KEEP`]); a window
+    /// scrolled away from the end stays on what it shows.
     pub fn push(&mut self, new: impl IntoIterator<Item = OutLine>) {
-        self.lines.extend(new);
+        for l in new {
+            if l.stderr {
+                self.transcript.feed_stderr(&l.text);
+            } else {
+                self.transcript.feed(&l.text);
+            }
+            self.lines.push_back(OutLine {
+                stderr: l.stderr,
+                text: clean(&l.text),
+            });
+        }
         let over = self.lines.len().saturating_sub(KEEP);
         if over > 0 {
             self.lines.drain(..over);
             self.dropped += over;
-            if !self.stick {
-                let at = self.scroll.offset().saturating_sub(over);
-                self.scroll.set_len(self.lines.len());
-                self.scroll.select(at);
-            }
         }
-        self.scroll.set_len(self.lines.len());
+        let gone = self.wrap();
+        let gone = if self.raw { over } else { gone };
+        if gone > 0 && !self.stick {
+            let at = self.scroll.offset().saturating_sub(gone);
+            self.scroll.set_len(self.len());
+            self.scroll.select(at);
+        }
+        self.scroll.set_len(self.len());
         if self.stick {
             self.scroll.apply(Motion::Bottom);
         }
     }
 
-    /// The window is `height` rows (each frame, from the layout).
-    pub fn resize(&mut self, height: usize) {
-        self.scroll.resize(self.lines.len(), height);
+    /// Wraps what changed in the conversation since the last call (all of
+    /// it after a change of width); the rows of entries let go go too, and
+    /// how many did is returned.
+    fn wrap(&mut self) -> usize {
+        let dropped = self.transcript.dropped();
+        let changed = self.transcript.take_changed();
+        let from = if self.rows_width != self.width {
+            self.rows.clear();
+            self.rows_width = self.width;
+            Some(dropped)
+        } else {
+            changed
+        };
+        let gone = self.rows.partition_point(|r| r.entry < dropped);
+        self.rows.drain(..gone);
+        let Some(from) = from else {
+            return gone;
+        };
+        let from = from.max(dropped);
+        let keep = self.rows.partition_point(|r| r.entry < from);
+        self.rows.truncate(keep);
+        // Inside the frame's borders.
+        let w = self.width.saturating_sub(2).max(10);
+        for (i, e) in self
+            .transcript
+            .entries()
+            .iter()
+            .enumerate()
+            .skip(from - dropped)
+        {
+            for l in e.lines() {
+                let mark = l.kind.mark();
+                let indent = crate::console::text::width(mark);
+                // The mark holds to the first word (no break inside it).
+                let lead = if l.first {
+                    mark.replace(' ', NBSP)
+                } else {
+                    NBSP.repeat(indent)
+                };
+                let line = ratatui::text::Line::from(format!("{lead}{}", l.text));
+                for row in crate::console::text::wrap_hanging(&line, w, indent) {
+                    let text: String = row.spans.iter().map(|s| s.content.as_ref()).collect();
+                    self.rows.push(Row {
+                        entry: dropped + i,
+                        kind: l.kind,
+                        text: text.replace(NBSP, " "),
+                    });
+                }
+            }
+        }
+        gone
+    }
+
+    /// The window is `width` × `height` cells with its frame (each frame,
+    /// from the layout).
+    pub fn resize(&mut self, width: usize, height: usize) {
+        if width != self.width {
+            self.width = width;
+            self.wrap();
+        }
+        self.scroll.resize(self.len(), height);
         if self.stick {
             self.scroll.apply(Motion::Bottom);
         }
+    }
+
+    /// `r`: the lines as printed, or the conversation again; the window
+    /// goes to the end of what it now shows.
+    pub fn toggle_raw(&mut self) {
+        self.raw = !self.raw;
+        self.stick = true;
+        self.scroll.set_len(self.len());
+        self.scroll.apply(Motion::Bottom);
     }
 
     /// The operator moves the window: it follows new lines again exactly
@@ -285,7 +427,7 @@ mod tests {
     #[test]
     fn it_sticks_to_the_newest_line_until_scrolled_up() {
         let mut v = FollowView::new(0);
-        v.resize(10);
+        v.resize(80, 10);
         v.push(out(25));
         assert!(v.stick);
         assert_eq!(v.scroll.visible(), 15..25, "the newest lines show");
@@ -315,7 +457,7 @@ mod tests {
     #[test]
     fn short_output_keeps_following_whatever_is_pressed() {
         let mut v = FollowView::new(0);
-        v.resize(10);
+        v.resize(80, 10);
         v.push(out(3));
         v.apply(Motion::Up);
         v.apply(Motion::Top);
@@ -327,7 +469,8 @@ mod tests {
     #[test]
     fn a_scrolled_window_keeps_its_lines_when_old_ones_go() {
         let mut v = FollowView::new(0);
-        v.resize(10);
+        v.toggle_raw();
+        v.resize(80, 10);
         v.push(out(KEEP));
         v.apply(Motion::PageUp);
         let first = v.lines[v.scroll.offset()].clone();
@@ -372,6 +515,46 @@ mod tests {
         assert_eq!(v.attempt, 2);
         assert_eq!(v.lines.len(), 1);
         assert_eq!(v.lines[0].text, "second try");
+    }
+
+    #[test]
+    fn it_shows_the_conversation_and_r_the_lines_as_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let capture = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/realcli/captures/claude/2.1.332/tool-partial.jsonl"
+        ))
+        .unwrap();
+        std::fs::write(dir.path().join("w.1.stdout.log"), &capture).unwrap();
+        std::fs::write(
+            dir.path().join("w.1.command.json"),
+            r#"{"agent":"claude","format":"claude"}"#,
+        )
+        .unwrap();
+        let mut v = FollowView::new(0);
+        v.resize(40, 10);
+        v.poll(dir.path(), "w", 1);
+        let rows: Vec<&str> = v.rows().iter().map(|r| r.text.as_str()).collect();
+        assert!(
+            rows[0].starts_with("⚙ Write(/tmp/realcli-claude"),
+            "{rows:#?}"
+        );
+        assert!(
+            rows.iter().all(|r| crate::console::text::width(r) <= 38),
+            "wrapped inside the frame: {rows:#?}"
+        );
+        assert_eq!(
+            rows.last().copied(),
+            Some("● I created hello.txt containing hi.")
+        );
+        let narrow = rows.len();
+        v.resize(120, 10);
+        assert!(v.rows().len() < narrow, "wider, fewer rows");
+        assert_eq!(v.scroll.visible().end, v.rows().len(), "still at the end");
+        v.toggle_raw();
+        assert!(v.raw);
+        assert_eq!(v.lines.len(), capture.lines().count());
+        assert_eq!(v.scroll.visible().end, v.lines.len());
     }
 
     #[test]

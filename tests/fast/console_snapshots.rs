@@ -456,10 +456,12 @@ async fn a_spend_cap_pauses_the_run_and_dollar_raises_it() {
     s.finish().await;
 }
 
-/// Following an agent (`F`): its attempt's output over the whole screen
-/// but the footer, stderr marked, the newest line at the bottom. The demo
-/// runs on sim, which writes no logs: they are written here as an agent
-/// CLI's runner writes them.
+/// Following an agent (`F`): its attempt's conversation over the whole
+/// screen but the footer — the real claude's streamed deltas assembled
+/// into its message, each tool call with its result, a refused one said in
+/// words, stderr marked — and `r` the lines as printed. The demo runs on
+/// sim, which writes no logs: they are written here as an agent CLI's
+/// runner writes them.
 #[tokio::test(start_paused = true)]
 async fn following_an_agent_full_screen() {
     use playdeck::kernel::Lane;
@@ -475,14 +477,21 @@ async fn following_an_agent_full_screen() {
     let logs = s.app.hooks.run_dir.clone().unwrap().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     let base = format!("{}.{}", n.name(), n.attempt);
-    let mut stdout: String = (1..=40)
-        .map(|i| format!("step {i}: cargo test -p payments (shard {i} of 40)\n"))
-        .collect();
+    let mut stdout = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/realcli/captures/claude/2.1.332/tool-partial.jsonl"
+    ))
+    .unwrap();
     // A tool the role may not use, refused by the CLI: said in words.
     stdout.push_str(
-        r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"<tool_use_error>Write exists but is not enabled in this context.</tool_use_error>"}]}}"#,
+        r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"rm -rf build"}}]}}"#,
     );
     stdout.push('\n');
+    stdout.push_str(
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"<tool_use_error>Bash exists but is not enabled in this context.</tool_use_error>"}]}}"#,
+    );
+    stdout.push('\n');
+    let printed = stdout.lines().count();
     std::fs::write(logs.join(format!("{base}.stdout.log")), stdout).unwrap();
     std::fs::write(
         logs.join(format!("{base}.stderr.log")),
@@ -496,16 +505,35 @@ async fn following_an_agent_full_screen() {
         t.contains(&format!("Following {} · attempt {}", n.name(), n.attempt)),
         "{t}"
     );
-    // The newest lines at the bottom: stdout's backlog, then stderr's.
-    assert!(t.contains("err│ error: flaky test quarantined"), "{t}");
-    assert!(t.contains("step 40: cargo test"), "{t}");
-    assert!(!t.contains("step 1: cargo test"), "{t}");
+    // Its words once, assembled from four deltas; the call and its result.
+    assert_eq!(
+        t.matches("● I created hello.txt containing hi.").count(),
+        1,
+        "{t}"
+    );
+    assert!(t.contains("⚙ Write(/tmp/realcli-claude-"), "{t}");
+    assert!(t.contains("✓ File created successfully"), "{t}");
     assert!(
-        t.contains("✗ a tool call was refused or failed: Write exists but is not enabled")
+        t.contains("⚙ Bash(rm -rf build)")
+            && t.contains("✗ Bash exists but is not enabled in this context.")
             && !t.contains("tool_use_error"),
         "{t}"
     );
+    assert!(t.contains("err│ error: flaky test quarantined"), "{t}");
+    assert!(!t.contains("stream_event"), "no wire protocol: {t}");
     insta::assert_snapshot!("follow_view", t);
+    // `r`: the lines as the CLI printed them.
+    s.press(&keys("r")).await;
+    let t = text(&s.render());
+    assert!(t.contains(r#"{"type":"stream_event""#), "{t}");
+    assert!(t.contains("as printed"), "{t}");
+    assert!(
+        t.contains("✗ a tool call was refused or failed: Bash exists but is not enabled"),
+        "{t}"
+    );
+    assert!(printed > 20);
+    s.press(&keys("r")).await;
+    assert!(text(&s.render()).contains("● I created hello.txt"));
     s.finish().await;
 }
 

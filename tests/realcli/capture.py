@@ -39,10 +39,14 @@ CAPTURES = os.path.join(HERE, "captures")
 SCENARIOS = [
     "answer", "tool", "tool-readonly", "always-tool", "spawn", "auth", "rate-limit",
     "server-error", "overloaded", "flaky", "cut", "slow",
+    # claude only: `tool` as playdeck runs it, with the partial-message
+    # deltas the follow view assembles.
+    "tool-partial",
 ]
 INSTRUCTIONS = {
     "tool": "Create the file hello.txt containing hi in the current directory.",
     "tool-readonly": "Create the file hello.txt containing hi in the current directory.",
+    "tool-partial": "Create the file hello.txt containing hi in the current directory.",
     "always-tool": "List the files in the current directory, again and again.",
     "spawn": "Look at the parser and ask for help if tests are missing.",
 }
@@ -54,7 +58,7 @@ STALL_SECONDS = 3  # the server's stall for `slow` in captures
 
 
 def server_scenario(s):
-    return "tool" if s == "tool-readonly" else s
+    return "tool" if s in ("tool-readonly", "tool-partial") else s
 
 
 # ------------------------------------------------------------ per CLI setup
@@ -106,6 +110,8 @@ def claude_setup(exe, version, scenario, prompt, home, work, port):
         argv += ["--allowedTools", "Read,Glob,Grep,Edit,Write,Bash", "--max-turns", "4",
                  "--permission-mode", "acceptEdits"]
     argv += ["--verbose", "--output-format", "stream-json"]
+    if scenario == "tool-partial":
+        argv += ["--include-partial-messages"]
     return argv, env
 
 
@@ -373,6 +379,8 @@ def main():
     try:
         for cli, ver, exe in todo:
             for s in a.scenario or SCENARIOS:
+                if s == "tool-partial" and cli != "claude":
+                    continue
                 m = run_one(cli, ver, exe, s, port, a.timeout)
                 print(f"{cli:8} {ver:9} {s:14} exit={m['exit_code']!s:4} {m['seconds']:6.1f}s "
                       f"hello={'y' if m['hello_txt_created'] else 'n'} lines={m['stdout_lines']}"

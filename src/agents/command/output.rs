@@ -159,6 +159,8 @@ impl Logs {
         // they may be secrets).
         let mut command = serde_json::json!({
             "agent": def.name,
+            // How its stdout reads (the follow view's transcript).
+            "format": def.stream_format.as_str(),
             "argv": built.argv,
             "cwd": cwd,
             "prompt_via": def.prompt_via.as_str(),

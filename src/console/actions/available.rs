@@ -564,6 +564,9 @@ impl App {
             {
                 "collapse"
             }
+            Action::RawLines if matches!(self.overlays.last(), Some(Overlay::Follow(f)) if f.raw) => {
+                "conversation"
+            }
             Action::Submit => match self.overlays.last() {
                 Some(Overlay::Deny { .. }) => "deny",
                 Some(Overlay::Add(_)) => "add",

@@ -208,6 +208,7 @@ impl App {
             | Action::Expand
             | Action::Toggle
             | Action::ShowAll
+            | Action::RawLines
             | Action::GoTo
             | Action::Cancel
             | Action::NextField

@@ -116,6 +116,12 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::RawLines => {
+                if let Some(Overlay::Follow(f)) = self.overlays.last_mut() {
+                    f.toggle_raw();
+                }
+                Vec::new()
+            }
             Action::GoTo => {
                 if matches!(self.overlays.last(), Some(Overlay::Runs { .. })) {
                     self.pick_run();

@@ -203,8 +203,8 @@ pub struct Measured {
     pub budgets: (usize, usize),
     /// The open overlay's content rows and window, when it scrolls.
     pub overlay: Option<(usize, usize)>,
-    /// Rows of output a follow view shows.
-    pub follow_rows: usize,
+    /// A follow view's width, and the rows of output it shows.
+    pub follow_size: (usize, usize),
 }
 
 /// What to show in the pager.
@@ -569,12 +569,12 @@ impl App {
         {
             s.resize(len, h);
         }
-        self.follow_agents(m.follow_rows);
+        self.follow_agents(m.follow_size);
     }
 
     /// Reads what followed agents wrote since the last frame, into every
     /// open follow view (one under help keeps up too).
-    fn follow_agents(&mut self, rows: usize) {
+    fn follow_agents(&mut self, (width, rows): (usize, usize)) {
         let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
         for o in &mut self.overlays {
             let Overlay::Follow(f) = o else {
@@ -584,7 +584,7 @@ impl App {
                 let n = self.vm.node(f.node);
                 f.poll(logs, n.name(), n.attempt);
             }
-            f.resize(rows);
+            f.resize(width, rows);
         }
     }
 }

@@ -37,6 +37,7 @@ pub enum Action {
     // worktree. Viewing only, so a replay and a read-only console have them.
     FollowAgent,
     PageOutput,
+    RawLines,
     WorktreeDiff,
     // What the main screen shows.
     Open,
@@ -115,6 +116,8 @@ pub enum Scope {
     Overlay,
     Tree,
     Inspector,
+    /// The follow view's own keys.
+    Follow,
     Detail,
     Confirm,
     Text,
@@ -134,6 +137,7 @@ impl Scope {
             Scope::Overlay => "this window",
             Scope::Tree => "palette tree",
             Scope::Inspector => "node inspector",
+            Scope::Follow => "follow view",
             Scope::Detail => "detail",
             Scope::Confirm => "question",
             Scope::Text => "typing",
@@ -201,7 +205,7 @@ impl Mode {
             Mode::Help => &[Overlay, Lists, Global],
             Mode::Palette => &[Tree, Overlay, Lists, Global],
             Mode::Inspector => &[Inspector, Operation, Agent, Overlay, Lists, Global],
-            Mode::Follow => &[Agent, Operation, Overlay, Lists, Global],
+            Mode::Follow => &[Follow, Agent, Operation, Overlay, Lists, Global],
             Mode::Detail => &[Detail, Overlay, Lists, Global],
             Mode::Problems => &[Detail, Operation, Agent, Overlay, Lists, Global],
             Mode::Confirm => &[Confirm, Global],
@@ -314,6 +318,7 @@ actions! {
     Expand "expand" "expand" Tree ["right", "l"] true "open a branch";
     Toggle "toggle" "open" Tree ["enter", "space"] true "open or close a branch; on an entry, its detail";
     ShowAll "show_all" "show all" Inspector ["space"] true "show long sections in full (or collapse them again)";
+    RawLines "raw" "raw lines" Follow ["r"] true "the CLI's own lines as it printed them (again: the conversation)";
     GoTo "go_to" "go to" Detail ["enter"] true "go to the operation it names";
     Yes "yes" "yes" Confirm ["y", "enter"] true "yes";
     No "no" "no" Confirm ["n", "esc"] true "no";

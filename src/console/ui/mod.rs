@@ -62,7 +62,10 @@ pub fn measure(app: &App, area: Rect) -> Measured {
         capacity: capacity_size(app, geometry.capacity),
         budgets: budgets_size(app, geometry.budgets),
         overlay: overlay_size(app, area),
-        follow_rows: follow_rows(area, app),
+        follow_size: (
+            follow_area(area, app).width as usize,
+            follow_rows(area, app),
+        ),
     }
 }
 

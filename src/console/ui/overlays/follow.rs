@@ -1,7 +1,9 @@
-//! The follow view: an operation's latest attempt's output over the whole
-//! screen but the footer, stderr marked as in the node inspector, one log
-//! line a row (cut at the window's edge; `O` pages them whole). Only the
-//! rows in the window are built.
+//! The follow view: an operation's latest attempt over the whole screen
+//! but the footer — its conversation (what the agent wrote, wrapped; each
+//! tool call and its result; usage as it grows), or with `r` the lines as
+//! printed, stderr marked as in the node inspector, one log line a row
+//! (cut at the window's edge; `O` pages them whole). Only the rows in the
+//! window are styled.
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
@@ -11,6 +13,7 @@ use ratatui::widgets::{Clear, Paragraph};
 
 use super::inspector::STDERR_MARK;
 use super::{bold, frame};
+use crate::agents::transcript::Kind;
 use crate::console::app::App;
 use crate::console::follow::FollowView;
 use crate::console::keymap::{Action, Mode};
@@ -32,17 +35,24 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
     } else {
         format!("Following {name}")
     };
+    let hint = if v.raw {
+        format!(
+            " as printed; {} marks stderr · {} the conversation · {} all of it in $PAGER · {} worktree diff ",
+            STDERR_MARK.trim(),
+            key(Action::RawLines),
+            key(Action::PageOutput),
+            key(Action::WorktreeDiff)
+        )
+    } else {
+        format!(
+            " {} as printed · {} all of it in $PAGER · {} worktree diff ",
+            key(Action::RawLines),
+            key(Action::PageOutput),
+            key(Action::WorktreeDiff)
+        )
+    };
     let mut block = frame(&title, t).title(
-        Line::from(Span::styled(
-            format!(
-                " {} marks stderr · {} all of it in $PAGER · {} worktree diff ",
-                STDERR_MARK.trim(),
-                key(Action::PageOutput),
-                key(Action::WorktreeDiff)
-            ),
-            Style::default().fg(t.dim),
-        ))
-        .alignment(Alignment::Right),
+        Line::from(Span::styled(hint, Style::default().fg(t.dim))).alignment(Alignment::Right),
     );
     let mut state = if v.stick && n.lane.is_terminal() && v.attempt > 0 {
         // Nothing more comes from an attempt that has ended (a retry is a
@@ -56,7 +66,13 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
             key(Action::Bottom)
         )
     };
-    if v.cut || v.dropped > 0 {
+    if !v.raw && !v.transcript.usage.is_empty() {
+        state.push_str(&format!(
+            " · {}",
+            super::inspector::usage_text(&v.transcript.usage)
+        ));
+    }
+    if v.cut || v.dropped > 0 || (!v.raw && v.transcript.dropped() > 0) {
         state.push_str(&format!(
             " · earlier lines are not here ({} shows them)",
             key(Action::PageOutput)
@@ -74,8 +90,26 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
         .alignment(Alignment::Left),
     );
     block = crate::console::ui::more_below(block, v.scroll.more_below(), t);
-    let lines: Vec<Line> = if v.lines.is_empty() {
+    let lines: Vec<Line> = if v.is_empty() {
         nothing_yet(app, v)
+    } else if !v.raw {
+        v.rows()[v.scroll.visible()]
+            .iter()
+            .map(|r| {
+                let style = match r.kind {
+                    Kind::Said | Kind::Plain => Style::default(),
+                    Kind::Thought => Style::default()
+                        .fg(t.dim)
+                        .add_modifier(ratatui::style::Modifier::ITALIC),
+                    Kind::Asked => Style::default().fg(t.accent),
+                    Kind::Call => bold(t),
+                    Kind::Done => Style::default().fg(t.dim),
+                    Kind::Failed | Kind::Error => Style::default().fg(t.error),
+                    Kind::Stderr => Style::default().fg(t.warning),
+                };
+                Line::from(Span::styled(r.text.as_str(), style))
+            })
+            .collect()
     } else {
         v.lines
             .range(v.scroll.visible())
@@ -137,6 +171,17 @@ fn nothing_yet(app: &App, v: &FollowView) -> Vec<Line<'static>> {
         say(
             "Operations on the built-in sim agent print nothing; an agent CLI's lines show here as it prints them."
                 .into(),
+            dim,
+        );
+    } else if !v.lines.is_empty() {
+        // Lines came, but none says anything yet (a CLI's start-up lines).
+        say(format!("{name}'s agent has said nothing yet."), bold(t));
+        say(
+            format!(
+                "{} lines of the CLI's own so far: {} shows them as printed.",
+                v.lines.len(),
+                app.keymap.label_in(Mode::Follow, Action::RawLines)
+            ),
             dim,
         );
     } else {
