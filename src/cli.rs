@@ -234,6 +234,16 @@ pub enum CtlAction {
         #[arg(long, default_value_t = 0)]
         from: u64,
     },
+    /// An operation's conversation, as the follow view shows it: what its
+    /// agent wrote, each tool call and its result, attempt after attempt,
+    /// until the operation ends.
+    Follow {
+        /// The operation's name.
+        op: String,
+        /// The lines as the agent's CLI printed them.
+        #[arg(long)]
+        raw: bool,
+    },
 }
 
 #[derive(Debug, clap::Args, Default)]

@@ -26,6 +26,7 @@ macro_rules! sayln {
 
 mod attach;
 mod ctl;
+mod follow;
 mod inspect;
 mod recorded;
 mod run;
@@ -134,6 +135,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         Some(Command::Ctl { run, action, json }) => match action {
             crate::cli::CtlAction::Do(req) => ctl::ctl(&run, req, json),
             crate::cli::CtlAction::Events { follow, from } => attach::events(&run, follow, from),
+            crate::cli::CtlAction::Follow { op, raw } => follow::follow(&run, &op, raw),
         },
         Some(Command::Attach {
             run,

@@ -53,8 +53,8 @@ pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
 
 /// `playdeck report RUN`.
 pub fn report(which: &str, format: ReportFormat, out: Option<&Path>) -> Outcome {
-    let (_, signals) = recorded("report", which)?;
-    let r = playdeck::store::report::Report::from_signals(&signals);
+    let (dir, signals) = recorded("report", which)?;
+    let r = playdeck::store::report::Report::from_signals(&signals).with_turns(&dir.join("logs"));
     let text = match format {
         // Agent text is in it (errors, reasons, names): nothing in it may
         // drive a terminal. JSON escapes control characters itself and

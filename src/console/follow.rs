@@ -21,19 +21,12 @@
 //! sticks again.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::scroll::{Motion, ScrollList};
 use crate::agents::transcript::{Kind, Transcript};
+use crate::files::tail::LogTail;
 
-/// What is read of a log that was already long when the view opened: its
-/// end. The pager (`O`) shows all of it.
-const BACKLOG: u64 = 2 << 20;
-/// Bytes read of one log per poll, so a flood of output never holds up a
-/// frame for long; the rest comes at the next one.
-const READ_MAX: u64 = BACKLOG;
 /// Lines kept; older ones are let go (the pager shows them).
 pub const KEEP: usize = 20_000;
 /// A space wrapping does not break at.
@@ -47,101 +40,30 @@ pub struct OutLine {
     pub text: String,
 }
 
-/// One log file, read from where the last read stopped.
-#[derive(Debug)]
-struct LogReader {
-    path: PathBuf,
-    file: Option<File>,
-    offset: u64,
-    /// The start of a line whose newline has not been written yet.
-    partial: Vec<u8>,
-}
-
-/// What one read of a log found.
+/// The last turns of an operation's latest attempt, for the node
+/// inspector: read again only when that attempt's stdout log has grown.
 #[derive(Debug, Default)]
-struct Got {
-    lines: Vec<String>,
-    /// The file was longer than the backlog: its start was skipped.
-    skipped: bool,
-    /// The file is shorter than what was read: it was written anew.
-    restarted: bool,
+pub struct LastTurns {
+    /// The attempt and the log's length they were read at.
+    read_at: Option<(u32, u64)>,
+    pub entries: Vec<crate::agents::transcript::Entry>,
 }
 
-impl LogReader {
-    fn new(path: PathBuf) -> LogReader {
-        LogReader {
-            path,
-            file: None,
-            offset: 0,
-            partial: Vec::new(),
-        }
-    }
+/// Turns the inspector shows.
+pub const LAST_TURNS: usize = 6;
 
-    fn exists(&self) -> bool {
-        self.file.is_some()
+impl LastTurns {
+    pub fn refresh(&mut self, logs: &Path, name: &str, attempt: u32) {
+        let len = std::fs::metadata(logs.join(format!("{name}.{attempt}.stdout.log")))
+            .map_or(0, |m| m.len());
+        if self.read_at == Some((attempt, len)) {
+            return;
+        }
+        self.read_at = Some((attempt, len));
+        self.entries = crate::agents::transcript::last_turns(logs, name, attempt, LAST_TURNS)
+            .map(|(e, _)| e)
+            .unwrap_or_default();
     }
-
-    fn read(&mut self) -> Got {
-        let mut r = Got::default();
-        if self.file.is_none() {
-            // Not there yet (the attempt has not opened its logs), or
-            // never (an agent that writes none): looked for at every poll.
-            let Ok(f) = File::open(&self.path) else {
-                return r;
-            };
-            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-            if len > BACKLOG {
-                self.offset = len - BACKLOG;
-                r.skipped = true;
-            }
-            self.file = Some(f);
-        }
-        let Some(f) = self.file.as_mut() else {
-            return r;
-        };
-        let Ok(len) = f.metadata().map(|m| m.len()) else {
-            return r;
-        };
-        if len < self.offset {
-            // Truncated: the attempt's logs were opened again (a resumed
-            // run runs the attempt anew).
-            r.restarted = true;
-            return r;
-        }
-        if len == self.offset || f.seek(SeekFrom::Start(self.offset)).is_err() {
-            return r;
-        }
-        let mut buf = Vec::new();
-        let Ok(n) = f.take(READ_MAX).read_to_end(&mut buf) else {
-            return r;
-        };
-        let first = r.skipped;
-        self.offset += n as u64;
-        let mut rest = &buf[..];
-        if first {
-            // The backlog starts inside a line: drop its tail.
-            match rest.iter().position(|b| *b == b'\n') {
-                Some(i) => rest = &rest[i + 1..],
-                None => rest = &[],
-            }
-        }
-        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
-            self.partial.extend_from_slice(&rest[..i]);
-            r.lines.push(raw(&self.partial));
-            self.partial.clear();
-            rest = &rest[i + 1..];
-        }
-        // Held until its newline: the runner writes whole lines, so this
-        // is a read that met a write halfway.
-        self.partial.extend_from_slice(rest);
-        r
-    }
-}
-
-/// A log line as it was written (what the transcript parses).
-fn raw(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    text.trim_end_matches('\r').to_string()
 }
 
 /// A log line as the terminal may show it: no escape sequences or control
@@ -180,7 +102,7 @@ pub struct FollowView {
     pub dropped: usize,
     /// The log was longer than what is read at open: its start is not here.
     pub cut: bool,
-    logs: Option<[LogReader; 2]>,
+    logs: Option<[LogTail; 2]>,
     /// The conversation the lines tell.
     pub transcript: Transcript,
     /// The conversation wrapped to `width`.
@@ -221,7 +143,7 @@ impl FollowView {
 
     /// The stdout log's path, for saying where nothing was found.
     pub fn log_path(&self) -> Option<&Path> {
-        self.logs.as_ref().map(|l| l[0].path.as_path())
+        self.logs.as_ref().map(|l| l[0].path())
     }
 
     /// The conversation's rows, wrapped to the window.
@@ -288,8 +210,8 @@ impl FollowView {
         self.scroll = ScrollList::text();
         self.logs = (attempt > 0).then(|| {
             [
-                LogReader::new(logs.join(format!("{name}.{attempt}.stdout.log"))),
-                LogReader::new(logs.join(format!("{name}.{attempt}.stderr.log"))),
+                LogTail::tail(logs.join(format!("{name}.{attempt}.stdout.log"))),
+                LogTail::tail(logs.join(format!("{name}.{attempt}.stderr.log"))),
             ]
         });
     }
@@ -413,6 +335,7 @@ impl FollowView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Write;
 
     fn out(n: usize) -> Vec<OutLine> {

@@ -27,6 +27,8 @@ pub enum Overlay {
         scroll: ScrollList,
         /// Long sections in full instead of collapsed to a count.
         all: bool,
+        /// Its agent's last turns, read again when the log grows.
+        turns: RefCell<super::follow::LastTurns>,
     },
     /// Following an operation's agent: its output, full screen. Boxed: it
     /// holds the lines read and the open log files.

@@ -8,6 +8,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+pub mod tail;
 pub mod writeback;
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same

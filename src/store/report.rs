@@ -134,7 +134,26 @@ pub struct Report {
     /// Each cap reached and each raise, in order, with who raised it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub spend_caps: Vec<crate::projection::CapEvent>,
+    /// The last turns of every operation that did not succeed, from its
+    /// last attempt's log (filled by [`Report::with_turns`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub last_turns: Vec<OpTurns>,
 }
+
+/// What an operation's agent said last, one entry a line.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpTurns {
+    pub name: Arc<str>,
+    pub attempt: u32,
+    pub outcome: String,
+    pub turns: Vec<String>,
+}
+
+/// Turns the report keeps of an operation, and operations it keeps them of.
+const REPORT_TURNS: usize = 6;
+const REPORT_TURN_OPS: usize = 50;
+/// Characters of one turn in the report.
+const TURN_CHARS: usize = 300;
 
 impl Report {
     /// Folds a run's signals.
@@ -256,7 +275,39 @@ impl Report {
                 crate::kernel::spend::spend_words((p.spend.usd, p.spend.tokens), Some(b))
             }),
             spend_caps: p.spend.caps.clone(),
+            last_turns: Vec::new(),
         }
+    }
+
+    /// Adds the last turns of each operation that ran an agent and did not
+    /// succeed (at most [`REPORT_TURN_OPS`] of them), read from the run's
+    /// `logs`.
+    pub fn with_turns(mut self, logs: &std::path::Path) -> Report {
+        let mut shown = 0;
+        for o in &self.operations {
+            if o.attempts == 0 || matches!(o.outcome.as_str(), "succeeded" | "skipped") {
+                continue;
+            }
+            if shown == REPORT_TURN_OPS {
+                break;
+            }
+            let Some((entries, _)) =
+                crate::agents::transcript::last_turns(logs, &o.name, o.attempts, REPORT_TURNS)
+            else {
+                continue;
+            };
+            if entries.is_empty() {
+                continue;
+            }
+            shown += 1;
+            self.last_turns.push(OpTurns {
+                name: o.name.clone(),
+                attempt: o.attempts,
+                outcome: o.outcome.clone(),
+                turns: entries.iter().map(|e| e.one_line(TURN_CHARS)).collect(),
+            });
+        }
+        self
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -448,6 +499,19 @@ impl Report {
                 );
             }
         }
+        if !self.last_turns.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## Last turns\n\nWhat the agent of each operation that did not succeed said last (`playdeck ctl RUN follow OP` has all of it).\n"
+            );
+            for o in &self.last_turns {
+                let _ = writeln!(s, "### {} (attempt {}, {})\n", o.name, o.attempt, o.outcome);
+                for t in &o.turns {
+                    let _ = writeln!(s, "- {t}");
+                }
+                let _ = writeln!(s);
+            }
+        }
         let _ = writeln!(s, "\n## Warnings\n");
         if self.warnings.is_empty() {
             let _ = writeln!(s, "None.");
@@ -556,7 +620,9 @@ pub enum ReportError {
 /// Writes `report.md` into a run directory (what the log says so far).
 pub fn write_for(dir: &std::path::Path) -> Result<std::path::PathBuf, ReportError> {
     let signals = super::resume::read_log(&dir.join("events.jsonl"))?;
-    let md = Report::from_signals(&signals).to_markdown();
+    let md = Report::from_signals(&signals)
+        .with_turns(&dir.join("logs"))
+        .to_markdown();
     let path = dir.join("report.md");
     match crate::files::write_atomic(&path, md.as_bytes()) {
         Ok(()) => Ok(path),

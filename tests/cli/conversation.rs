@@ -254,3 +254,133 @@ fn a_resumed_run_continues_the_conversation_its_stop_cut_short() {
         "{done}"
     );
 }
+
+/// `playdeck ctl RUN follow OP` after the run: each attempt's conversation
+/// in turn, in words (no wire protocol), and how the operation ended;
+/// `--raw` the lines as printed; an unknown name refused with the reason.
+#[test]
+fn ctl_follow_tells_each_attempt_and_how_the_operation_ended() {
+    let base = tempfile::tempdir().unwrap();
+    let (out, dir) = run(base.path(), PLAY, &base.path().join("home"));
+    exits(&out, 0);
+    let follow = |args: &[&str]| {
+        common::playdeck()
+            .arg("ctl")
+            .arg(&dir)
+            .arg("follow")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = follow(&["write"]);
+    exits(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "── write · attempt 1 ──",
+            "! the server answered 500 (internal server error)",
+            "── write · attempt 2 ──",
+            "⚙ Read",
+            "⚙ Edit",
+            "● done: write the parser",
+            "── write: succeeded ──",
+        ],
+        "{text}"
+    );
+    let out = follow(&["write", "--raw"]);
+    exits(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"{"type":"state","state":"tool","tool":"Read"}"#),
+        "{text}"
+    );
+    let out = follow(&["nope"]);
+    exits(&out, 2);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(r#"no operation named "nope" in the run"#),
+        "{said}"
+    );
+}
+
+/// Following a live operation: what its agent said so far, then what
+/// comes, until it ends — and the command ends with it.
+#[test]
+fn ctl_follow_waits_for_a_live_operation_and_ends_with_it() {
+    let base = tempfile::tempdir().unwrap();
+    let play = PLAY.replace("@sleep 0.1", "@sleep 2").replace(
+        "@fail-first the server answered 500 (internal server error)",
+        "",
+    );
+    let path = base.path().join("play.toml");
+    std::fs::write(&path, play).unwrap();
+    let dir = base.path().join("run");
+    let mut host = common::playdeck()
+        .env("HOME", base.path().join("home"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&dir)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(dir.join("events.jsonl"))
+        .is_ok_and(|t| t.contains(r#""type":"started""#))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = common::playdeck()
+        .arg("ctl")
+        .arg(&dir)
+        .args(["follow", "write"])
+        .output()
+        .unwrap();
+    exits(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("── write · attempt 1 ──\n") && text.ends_with("── write: succeeded ──\n"),
+        "{text}"
+    );
+    assert!(text.contains("● done: write the parser"), "{text}");
+    assert!(host.wait().unwrap().success());
+}
+
+/// The report has the last turns of each operation that did not succeed.
+#[test]
+fn the_report_has_the_last_turns_of_what_failed() {
+    let base = tempfile::tempdir().unwrap();
+    let play = PLAY.replace("attempts = 3", "attempts = 1");
+    let (out, dir) = run(base.path(), &play, &base.path().join("home"));
+    exits(&out, 1);
+    let out = common::playdeck().arg("report").arg(&dir).output().unwrap();
+    exits(&out, 0);
+    let md = String::from_utf8_lossy(&out.stdout);
+    let at = md.find("## Last turns").expect(&md);
+    let section = &md[at..];
+    assert!(
+        section.contains(
+            "### write (attempt 1, failed)\n\n- ! the server answered 500 (internal server error)\n"
+        ),
+        "{section}"
+    );
+    let out = common::playdeck()
+        .arg("report")
+        .arg(&dir)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["last_turns"][0]["name"], "write");
+    assert_eq!(
+        v["last_turns"][0]["turns"][0],
+        "! the server answered 500 (internal server error)"
+    );
+}

@@ -84,7 +84,7 @@ fn every_capture_of_every_pinned_version_is_read_as_the_cli_meant_it() {
     let mut checked = 0;
     for (cli, version, scenario, path) in &all {
         assert!(
-            SCENARIOS.contains(&scenario.as_str()),
+            SCENARIOS.contains(&scenario.as_str()) || scenario == "tool-partial",
             "{}: not a scenario",
             path.display()
         );

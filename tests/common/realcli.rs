@@ -64,7 +64,9 @@ pub fn want(cli: &str, version: &str, scenario: &str, live: bool) -> Want {
             tool: false,
             spawn: false,
         },
-        "tool" => Succeeds {
+        // `tool-partial`: a capture of claude's `tool` with the partial
+        // messages playdeck asks for (tests/realcli/capture.py).
+        "tool" | "tool-partial" => Succeeds {
             usage: false,
             tool: true,
             spawn: false,

@@ -224,6 +224,7 @@ async fn agent_activity_usage_and_output() {
         node: ix,
         scroll: playdeck::console::scroll::ScrollList::text(),
         all: false,
+        turns: Default::default(),
     });
     let t = text(&s.render());
     // stderr lines are marked, and both logs are named.
@@ -340,6 +341,7 @@ async fn an_operation_waiting_for_its_retry() {
         node: ix,
         scroll: playdeck::console::scroll::ScrollList::text(),
         all: false,
+        turns: Default::default(),
     });
     let t = text(&s.render());
     assert!(
@@ -534,6 +536,15 @@ async fn following_an_agent_full_screen() {
     assert!(printed > 20);
     s.press(&keys("r")).await;
     assert!(text(&s.render()).contains("● I created hello.txt"));
+    // The node inspector has the last turns.
+    s.press(&keys("esc enter")).await;
+    let t = text(&s.render());
+    assert!(
+        t.contains("last turns  (attempt 1; F follows all of it)"),
+        "{t}"
+    );
+    assert!(t.contains("⚙ Bash(rm -rf build)"), "{t}");
+    assert!(t.contains("● I created hello.txt containing hi."), "{t}");
     s.finish().await;
 }
 

@@ -460,6 +460,12 @@ fn jsonl(v: &Value, out: &mut Vec<Piece>) {
             args: String::new(),
         }),
         Some("error") => out.extend(owned(v, "/message").map(Piece::Error)),
+        // The declared result, as words: its text, or its summary.
+        Some("result") => out.extend(
+            owned(v, "/result")
+                .or_else(|| owned(v, "/result/summary"))
+                .map(|t| said(Some("result".into()), t, false)),
+        ),
         _ => {}
     }
 }

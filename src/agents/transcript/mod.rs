@@ -485,6 +485,35 @@ impl Transcript {
     }
 }
 
+/// The last `n` entries of an attempt's conversation, read from the end of
+/// its stdout log (its last [`crate::files::tail::BACKLOG`] bytes), with
+/// the usage that much of it told; `None` when it has no log.
+pub fn last_turns(
+    logs: &std::path::Path,
+    name: &str,
+    attempt: u32,
+    n: usize,
+) -> Option<(Vec<Entry>, Usage)> {
+    let mut log =
+        crate::files::tail::LogTail::tail(logs.join(format!("{name}.{attempt}.stdout.log")));
+    let mut t = Transcript::new(Transcript::format_of_attempt(logs, name, attempt));
+    // A log still written to is read to where it stood.
+    for _ in 0..4 {
+        let got = log.read();
+        if got.lines.is_empty() {
+            break;
+        }
+        for l in &got.lines {
+            t.feed(l);
+        }
+    }
+    if !log.exists() {
+        return None;
+    }
+    let skip = t.entries.len().saturating_sub(n);
+    Some((t.entries.into_iter().skip(skip).collect(), t.usage))
+}
+
 impl std::fmt::Debug for Transcript {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Transcript({} entries)", self.entries.len())

@@ -170,6 +170,7 @@ impl App {
             node,
             scroll: ScrollList::text(),
             all: false,
+            turns: Default::default(),
         });
     }
 

@@ -7,13 +7,19 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::{Window, bold, field, heading};
+use crate::agents::transcript::Kind;
 use crate::console::app::{App, LIST_MAX, TEXT_MAX};
 use crate::console::keymap::{Action, Mode};
 use crate::console::text::group;
 use crate::console::ui::{duration, short_instance};
 use crate::kernel::{ActivityState, Lane, SpawnBudget, Usage};
 
-pub fn window(app: &App, ix: u32, all: bool) -> Window {
+pub fn window(
+    app: &App,
+    ix: u32,
+    all: bool,
+    turns: &std::cell::RefCell<crate::console::follow::LastTurns>,
+) -> Window {
     let t = app.theme();
     let vm = &app.vm;
     let n = vm.node(ix);
@@ -197,6 +203,49 @@ pub fn window(app: &App, ix: u32, all: bool) -> Window {
         lines.push(heading(t, "result"));
         let text = serde_json::to_string_pretty(&**r).unwrap_or_default();
         section(&mut lines, text.lines(), all, &more, "lines");
+    }
+
+    if n.attempt > 0
+        && let Some(dir) = &app.hooks.run_dir
+    {
+        let mut turns = turns.borrow_mut();
+        turns.refresh(&dir.join("logs"), n.name(), n.attempt);
+        if !turns.entries.is_empty() {
+            lines.push(Line::from(""));
+            lines.push(Line::from(vec![
+                Span::styled("last turns", bold(t)),
+                Span::styled(
+                    format!(
+                        "  (attempt {}; {} follows all of it)",
+                        n.attempt,
+                        app.keymap.label_in(Mode::Inspector, Action::FollowAgent)
+                    ),
+                    Style::default().fg(t.dim),
+                ),
+            ]));
+            for e in &turns.entries {
+                for l in e.lines().into_iter().take(if all { usize::MAX } else { 4 }) {
+                    let mark = l.kind.mark();
+                    let lead = if l.first {
+                        mark.to_string()
+                    } else {
+                        " ".repeat(crate::console::text::width(mark))
+                    };
+                    let style = match l.kind {
+                        Kind::Failed | Kind::Error => Style::default().fg(t.error),
+                        Kind::Call => bold(t),
+                        Kind::Done | Kind::Thought => Style::default().fg(t.dim),
+                        Kind::Stderr => Style::default().fg(t.warning),
+                        Kind::Asked => Style::default().fg(t.accent),
+                        Kind::Said | Kind::Plain => Style::default(),
+                    };
+                    lines.push(Line::from(Span::styled(
+                        format!("  {lead}{}", l.text),
+                        style,
+                    )));
+                }
+            }
+        }
     }
 
     let tail = match &app.hooks.tails {

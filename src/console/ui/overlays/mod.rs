@@ -75,7 +75,9 @@ impl Window {
 fn window(app: &App, o: &Overlay) -> Option<Window> {
     match o {
         Overlay::Help { of, .. } => Some(help::window(app, *of)),
-        Overlay::Inspector { node, all, .. } => Some(inspector::window(app, *node, *all)),
+        Overlay::Inspector {
+            node, all, turns, ..
+        } => Some(inspector::window(app, *node, *all, turns)),
         Overlay::LedgerRow { row, .. } => Some(detail::ledger_row(app, *row)),
         Overlay::PaletteEntry { id, .. } => Some(detail::palette_entry(app, id)),
         Overlay::Warnings { .. } => Some(detail::warnings(app)),
