@@ -86,7 +86,7 @@ impl Attempt {
                 LogTail::whole(path("stdout")),
                 LogTail::whole(path("stderr")),
             ],
-            transcript: Transcript::new(Transcript::format_of_attempt(logs, op, n)),
+            transcript: Transcript::for_attempt(logs, op, n),
             printed: 0,
         }
     }

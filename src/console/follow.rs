@@ -201,11 +201,11 @@ impl FollowView {
         self.lines.clear();
         self.dropped = 0;
         self.cut = false;
-        self.transcript = Transcript::new(
-            (attempt > 0)
-                .then(|| Transcript::format_of_attempt(logs, name, attempt))
-                .flatten(),
-        );
+        self.transcript = if attempt > 0 {
+            Transcript::for_attempt(logs, name, attempt)
+        } else {
+            Transcript::new(None)
+        };
         self.rows.clear();
         self.scroll = ScrollList::text();
         self.logs = (attempt > 0).then(|| {

@@ -87,6 +87,13 @@ pub enum Overlay {
         op: String,
         reason: String,
     },
+    /// Typing what to say to an operation's agent (`T`): to a running
+    /// one, or a failed one sent back.
+    Say {
+        op: String,
+        text: String,
+        running: bool,
+    },
     Add(AddForm),
     /// Typing the operation filter (it applies as it is typed).
     Filter,
@@ -114,9 +121,11 @@ impl Overlay {
             | Overlay::ConfirmRelease { .. }
             | Overlay::ConfirmReleaseInstance { .. }
             | Overlay::ConfirmRaise { .. } => Mode::Confirm,
-            Overlay::Deny { .. } | Overlay::Add(_) | Overlay::Filter | Overlay::Jump { .. } => {
-                Mode::Text
-            }
+            Overlay::Deny { .. }
+            | Overlay::Say { .. }
+            | Overlay::Add(_)
+            | Overlay::Filter
+            | Overlay::Jump { .. } => Mode::Text,
         }
     }
 

@@ -23,6 +23,7 @@ pub enum ErrorCode {
     NotWaiting,
     RunFinished,
     CannotRetry,
+    CannotSay,
     /// A control line or request that is not a command.
     BadRequest,
     NoCapacity,
@@ -90,6 +91,7 @@ impl From<&CommandError> for ErrorCode {
             CommandError::NotWaiting { .. } => ErrorCode::NotWaiting,
             CommandError::RunFinished => ErrorCode::RunFinished,
             CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
+            CommandError::CannotSay { .. } => ErrorCode::CannotSay,
             CommandError::BadRequest(_) => ErrorCode::BadRequest,
             CommandError::NoCapacity => ErrorCode::NoCapacity,
             CommandError::NotReactive => ErrorCode::NotReactive,

@@ -271,9 +271,13 @@ pub struct CarryOn {
     /// What ended the attempt before, in words for the agent
     /// (`rate_limit: …`, "the run stopped while this attempt ran…").
     pub ended: Arc<str>,
-    /// What the operator said to it, when they sent it back.
+    /// What the operator said to it, when they sent it back or talked to
+    /// it while it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<Arc<str>>,
+    /// Who said it (`ctl (ana, pid 5678)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Arc<str>>,
 }
 
 /// Everything an agent gets to perform one attempt of an operation.

@@ -49,6 +49,17 @@ pub enum Request {
     /// A new attempt of a failed or denied operation; what it caused to be
     /// skipped waits again.
     Retry { op: String },
+    /// Say something to an operation's agent, in the conversation it has:
+    /// a running one is stopped when it is not in a tool and continues its
+    /// session with the message; a failed one is sent back, a new attempt
+    /// in its session with the message.
+    Say {
+        op: String,
+        /// What to say.
+        #[serde(default, with = "words", skip_serializing_if = "Vec::is_empty")]
+        #[arg(trailing_var_arg = true, required = true)]
+        text: Vec<String>,
+    },
     /// Add work to the live run: a new operation of ROLE after OPs, or,
     /// with --name of an operation that has not started, more dependencies
     /// for it.
@@ -234,6 +245,7 @@ impl Request {
             Request::Hold { .. } => "hold",
             Request::Unhold { .. } => "unhold",
             Request::Retry { .. } => "retry",
+            Request::Say { .. } => "say",
             Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
@@ -252,7 +264,8 @@ impl Request {
             | Request::Deny { op, .. }
             | Request::Hold { op }
             | Request::Unhold { op }
-            | Request::Retry { op } => Some(op),
+            | Request::Retry { op }
+            | Request::Say { op, .. } => Some(op),
             Request::Add { name, .. } => name.as_deref(),
             _ => None,
         }
@@ -271,6 +284,10 @@ impl Request {
         {
             s.push_str(": ");
             s.push_str(&reason.join(" "));
+        }
+        if let Request::Say { text, .. } = self {
+            s.push_str(": ");
+            s.push_str(&text.join(" "));
         }
         if let Request::Add { role: Some(r), .. } = self {
             s.push_str(&format!(" (role {r})"));
@@ -298,6 +315,7 @@ impl Request {
             (Request::Hold { op }, _) => format!("holding {op}"),
             (Request::Unhold { op }, _) => format!("released the hold on {op}"),
             (Request::Retry { op }, _) => format!("retrying {op}"),
+            (Request::Say { op, .. }, _) => format!("said to {op}'s agent"),
             (Request::Cancel, _) => "cancelling the run…".into(),
             (_, Answer::Raised { caps }) => caps
                 .iter()
@@ -314,6 +332,10 @@ impl Request {
             Request::Deny { op, reason } if reason.len() > 1 => Request::Deny {
                 op,
                 reason: vec![reason.join(" ")],
+            },
+            Request::Say { op, text } if text.len() > 1 => Request::Say {
+                op,
+                text: vec![text.join(" ")],
             },
             r => r,
         }
@@ -412,6 +434,12 @@ pub enum CommandError {
     RunFinished,
     #[error("{name} is {state}; only a failed or denied operation can be retried")]
     CannotRetry { name: String, state: &'static str },
+    #[error("{name} is {state}; {why}")]
+    CannotSay {
+        name: String,
+        state: &'static str,
+        why: &'static str,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("this run has no [capacity]")]
@@ -445,6 +473,10 @@ mod tests {
                 r#"{"cmd":"deny","op":"ship","reason":"not today"}"#,
             ),
             ("deny ship", r#"{"cmd":"deny","op":"ship"}"#),
+            (
+                "say build use the other parser",
+                r#"{"cmd":"say","op":"build","text":"use the other parser"}"#,
+            ),
             (
                 "add --after build --after lint --role tester --instruction 'check it'",
                 r#"{"cmd":"add","after":["build","lint"],"role":"tester","instruction":"check it"}"#,

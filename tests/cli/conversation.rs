@@ -384,3 +384,133 @@ fn the_report_has_the_last_turns_of_what_failed() {
         "! the server answered 500 (internal server error)"
     );
 }
+
+/// Starts `play` headless in the background, in `base`.
+fn host(base: &Path, play: &str) -> (std::process::Child, PathBuf) {
+    let path = base.join("play.toml");
+    std::fs::write(&path, play).unwrap();
+    let dir = base.join("run");
+    let child = common::playdeck()
+        .env("HOME", base.join("home"))
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&dir)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, dir)
+}
+
+/// Waits until the event log has a line with all of `parts`.
+fn wait_for(dir: &Path, parts: &[&str]) {
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(dir.join("events.jsonl"))
+        .is_ok_and(|t| t.lines().any(|l| parts.iter().all(|p| l.contains(p))))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no event with {parts:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    common::playdeck()
+        .arg("ctl")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `ctl RUN say OP TEXT` to a running agent: it is stopped once out of its
+/// tool call, and its next attempt continues the same conversation told
+/// what the operator said — recorded with who said it, and shown first in
+/// the attempt's conversation.
+#[test]
+fn say_reaches_a_running_agent_in_its_conversation() {
+    let base = tempfile::tempdir().unwrap();
+    let play = PLAY.replace("@sleep 0.1", "@sleep 3\n@session").replace(
+        "@fail-first the server answered 500 (internal server error)",
+        "",
+    );
+    let (mut child, dir) = host(base.path(), &play);
+    // In its tool call: the message waits for it to end.
+    wait_for(&dir, &[r#""state":"tool""#]);
+    let out = ctl(&dir, &["say", "write", "use", "the", "other", "parser"]);
+    exits(&out, 0);
+    assert!(child.wait().unwrap().success());
+    let evs = events(&dir);
+    let said = of_type(&evs, "operator_action");
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0]["action"], "say write: use the other parser");
+    assert!(said[0]["by"].as_str().unwrap().starts_with("ctl ("));
+    assert_eq!(of_type(&evs, "started").len(), 2, "a second attempt");
+    let sessions = sessions(&evs);
+    assert_eq!(sessions[0], sessions[1], "in the same conversation");
+    assert_eq!(continues(&dir, "write", 2).as_deref(), Some(&*sessions[0]));
+    let done = of_type(&evs, "completed");
+    let last_turn = done[0]["result"]["last_turn"].as_str().unwrap();
+    assert!(
+        last_turn.contains("after a tool call, to say something")
+            && last_turn.ends_with("The operator says: use the other parser"),
+        "{last_turn}"
+    );
+    let out = ctl(&dir, &["follow", "write"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let second = text.split("── write · attempt 2 ──\n").nth(1).expect(&text);
+    assert!(
+        second.starts_with("▶ ctl (")
+            && second
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("): use the other parser"),
+        "{text}"
+    );
+}
+
+/// `say` on a failed operation sends it back: a new attempt in its
+/// conversation with the operator's note; what a refusal looks like.
+#[test]
+fn say_sends_a_failed_operation_back_in_its_conversation() {
+    let base = tempfile::tempdir().unwrap();
+    let play = format!(
+        "{}\n[[operations]]\nid = \"keep\"\nrole = \"implementer\"\nagent = \"pa\"\nindependent_root = true\ninstruction = \"keep the run open\\n@sleep 4\"\n",
+        PLAY.replace("attempts = 3", "attempts = 1")
+            .replace("@sleep 0.1", "@sleep 0.1\n@session")
+    );
+    let (mut child, dir) = host(base.path(), &play);
+    wait_for(&dir, &[r#""type":"failed""#, r#""name":"write""#]);
+    // Not running, not failed: refused, with why.
+    let out = ctl(&dir, &["say", "nope", "hi"]);
+    assert_ne!(out.status.code(), Some(0));
+    let out = ctl(&dir, &["say", "write", "the server is back"]);
+    exits(&out, 0);
+    assert!(
+        child.wait().unwrap().success(),
+        "write succeeds when sent back"
+    );
+    let evs = events(&dir);
+    let sessions: Vec<String> = of_type(&evs, "agent_session")
+        .iter()
+        .filter(|e| e["name"] == "write")
+        .map(|e| e["session"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(
+        sessions[0], sessions[1],
+        "sent back into the same conversation"
+    );
+    let text = std::fs::read_to_string(dir.join("logs/write.2.command.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["asked"]["text"], "the server is back");
+    let prompt = v["argv"][1].as_str().unwrap();
+    assert!(
+        prompt.contains("it failed: ") && prompt.ends_with("The operator says: the server is back"),
+        "{prompt}"
+    );
+}

@@ -224,6 +224,44 @@ mod decisions {
         s.finish().await;
     }
 
+    /// `T` on a running operation asks what to say and sends it to the
+    /// run; the demo's sim agents keep no conversation, which the run
+    /// says (the binary's tests deliver to an agent that keeps one).
+    #[tokio::test(start_paused = true)]
+    async fn t_asks_what_to_say_to_a_running_agent_and_the_run_answers() {
+        let mut s = demo(12.0, 120, 36).await;
+        select(&mut s, "impl-schema");
+        s.press(&keys("T")).await;
+        assert!(matches!(
+            s.app.overlay(),
+            Some(Overlay::Say { running: true, .. })
+        ));
+        // Nothing typed: nothing sent, the dialog stays.
+        s.press(&keys("enter")).await;
+        assert!(matches!(s.app.overlay(), Some(Overlay::Say { .. })));
+        assert!(status(&s).starts_with("nothing to say"), "{}", status(&s));
+        type_text(&mut s, "use the v2 schema").await;
+        let t = text(&s.render());
+        assert!(t.contains("Talk to impl-schema's agent"), "{t}");
+        assert!(t.contains("use the v2 schema"), "{t}");
+        s.press(&keys("enter")).await;
+        assert!(s.app.overlays.is_empty());
+        assert_eq!(
+            status(&s),
+            "impl-schema is running; its agent has named no conversation to continue (not yet, or its CLI names none)"
+        );
+        // A queued one cannot be talked to: said, no dialog.
+        select(&mut s, "impl-api");
+        s.press(&keys("T")).await;
+        assert!(s.app.overlays.is_empty());
+        assert!(
+            status(&s).contains("not running or failed"),
+            "{}",
+            status(&s)
+        );
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn quit_asks_and_a_second_ctrl_c_answers() {
         let mut s = demo(12.0, 120, 36).await;

@@ -203,6 +203,7 @@ mod tests {
             session: Arc::from(session),
             ended: Arc::from("rate_limited: 429"),
             note: None,
+            by: None,
         }
     }
 

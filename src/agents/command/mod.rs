@@ -370,7 +370,15 @@ async fn run_once(
     let params = AgentParams::from_value(&inv.params);
     let (prompt, resume) = match carry {
         carry::Carry::Session { session, prompt } => (prompt.clone(), Some(session.as_str())),
-        _ => (prompt_text(&inv.instruction, &inv.context), None),
+        _ => {
+            let mut p = prompt_text(&inv.instruction, &inv.context);
+            // Begun anew, what the operator said is still said.
+            if let Some(note) = inv.carry_on.as_ref().and_then(|c| c.note.as_deref()) {
+                p.push_str("\n\nThe operator says: ");
+                p.push_str(note);
+            }
+            (p, None)
+        }
     };
     // Where a prompt too long for argv goes for agents that read it from a
     // file: beside the attempt's logs, or a temporary file without a run
@@ -464,6 +472,7 @@ async fn run_once(
         &built,
         cwd,
         def,
+        inv.carry_on.as_ref(),
     )
     .map_err(|e| {
         AgentFailure::new(

@@ -144,6 +144,7 @@ impl Logs {
         built: &BuiltCommand,
         cwd: &Path,
         def: &AgentDef,
+        carry: Option<&crate::kernel::CarryOn>,
     ) -> std::io::Result<Logs> {
         let Some(dir) = dir else {
             return Ok(Logs {
@@ -169,6 +170,16 @@ impl Logs {
         });
         if let Some(session) = &built.continues {
             command["continues"] = serde_json::Value::String(session.clone());
+        }
+        // What the operator said to it, for the follow view to show where
+        // the attempt begins.
+        if let Some(c) = carry
+            && let Some(note) = &c.note
+        {
+            command["asked"] = serde_json::json!({
+                "by": c.by.as_deref().unwrap_or(crate::kernel::command::OPERATOR),
+                "text": note.as_ref(),
+            });
         }
         if let Some(note) = &built.prompt_note {
             command["prompt_note"] = serde_json::Value::String(note.clone());

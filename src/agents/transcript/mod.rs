@@ -257,16 +257,29 @@ impl Transcript {
         }
     }
 
-    /// The format an attempt's `command.json` names (written since the
-    /// follow view read the conversation; older logs are told by shape).
-    pub fn format_of_attempt(
-        logs: &std::path::Path,
-        name: &str,
-        attempt: u32,
-    ) -> Option<StreamFormat> {
-        let text = std::fs::read(logs.join(format!("{name}.{attempt}.command.json"))).ok()?;
-        let v: Value = serde_json::from_slice(&text).ok()?;
-        StreamFormat::parse(v.get("format")?.as_str()?)
+    /// The transcript of an attempt, as its `command.json` begins it: in
+    /// the format it names (older logs are told by shape), with what the
+    /// operator said to the agent first, when they did.
+    pub fn for_attempt(logs: &std::path::Path, name: &str, attempt: u32) -> Transcript {
+        let command: Option<Value> =
+            std::fs::read(logs.join(format!("{name}.{attempt}.command.json")))
+                .ok()
+                .and_then(|t| serde_json::from_slice(&t).ok());
+        let format = command
+            .as_ref()
+            .and_then(|v| v.get("format")?.as_str())
+            .and_then(StreamFormat::parse);
+        let mut t = Transcript::new(format);
+        if let Some(asked) = command.as_ref().and_then(|v| v.get("asked"))
+            && let Some(text) = asked.get("text").and_then(Value::as_str)
+        {
+            let by = asked
+                .get("by")
+                .and_then(Value::as_str)
+                .unwrap_or("operator");
+            t.asked_by(by, text);
+        }
+        t
     }
 
     pub fn entries(&self) -> &VecDeque<Entry> {
@@ -496,7 +509,7 @@ pub fn last_turns(
 ) -> Option<(Vec<Entry>, Usage)> {
     let mut log =
         crate::files::tail::LogTail::tail(logs.join(format!("{name}.{attempt}.stdout.log")));
-    let mut t = Transcript::new(Transcript::format_of_attempt(logs, name, attempt));
+    let mut t = Transcript::for_attempt(logs, name, attempt);
     // A log still written to is read to where it stood.
     for _ in 0..4 {
         let got = log.read();

@@ -150,6 +150,23 @@ impl App {
                     _ => Ok(()),
                 }
             }
+            Talk => {
+                self.not_replay(a)?;
+                self.still_running()?;
+                let Some(ix) = self.target_under(top) else {
+                    return Err("select a running or failed operation to talk to its agent".into());
+                };
+                let n = self.vm.node(ix);
+                match n.lane {
+                    Lane::Running => Ok(()),
+                    Lane::Failed if !n.skipped() => Ok(()),
+                    _ => Err(format!(
+                        "{} is not running or failed: only a running agent can be talked to, and a failed one sent back",
+                        n.name()
+                    )
+                    .into()),
+                }
+            }
             FollowAgent | PageOutput | WorktreeDiff => self.agent_target(a, top).map(|_| ()),
             Open => match self.focus {
                 Pane::Lanes if self.selected_node().is_none() => {
@@ -482,6 +499,7 @@ impl App {
                 Action::Approve | Action::Deny | Action::Hold | Action::Retry => {
                     format!("playdeck ctl {run} {}{op}", info(a).name)
                 }
+                Action::Talk => format!("playdeck ctl {run} say{op} TEXT"),
                 Action::Release => format!("playdeck ctl {run} release"),
                 Action::ReleaseInstance => match self.selected_instance() {
                     Some(i) => format!("playdeck ctl {run} release --name {}", i.name),
@@ -510,7 +528,7 @@ impl App {
             }
             // From anywhere on the main screen: the gate it would ask about.
             Action::Approve | Action::Deny => self.gate_under(self.overlays.last()),
-            Action::Hold | Action::Retry | Action::Mark => self.target(),
+            Action::Hold | Action::Retry | Action::Mark | Action::Talk => self.target(),
             Action::Step => self.target().filter(|&ix| {
                 let n = self.vm.node(ix);
                 n.lane == Lane::Paused && !n.held
@@ -569,6 +587,7 @@ impl App {
             }
             Action::Submit => match self.overlays.last() {
                 Some(Overlay::Deny { .. }) => "deny",
+                Some(Overlay::Say { .. }) => "say",
                 Some(Overlay::Add(_)) => "add",
                 Some(Overlay::Jump { .. }) => "jump",
                 _ => "done",

@@ -109,6 +109,18 @@ impl App {
                     Request::Hold { op }
                 })
             }
+            Action::Talk => {
+                let Some(ix) = self.target() else {
+                    return Vec::new();
+                };
+                let n = self.vm.node(ix);
+                self.overlays.push(Overlay::Say {
+                    op: n.name().to_string(),
+                    text: String::new(),
+                    running: n.lane == Lane::Running,
+                });
+                Vec::new()
+            }
             Action::Retry => {
                 let op = self.target_name();
                 if self.vm.run.finished.is_some() {
@@ -275,6 +287,19 @@ impl App {
                     },
                 })]
             }
+            Some(Overlay::Say { op, text, running }) => {
+                let text = text.trim().to_string();
+                if text.is_empty() {
+                    // Nothing typed: the dialog stays, said why.
+                    self.overlays.push(Overlay::Say { op, text, running });
+                    self.warn("nothing to say: type the message first (esc cancels)");
+                    return Vec::new();
+                }
+                vec![Effect::Control(Request::Say {
+                    op,
+                    text: vec![text],
+                })]
+            }
             Some(Overlay::Add(mut form)) => match self.check_add(&form) {
                 Ok(req) => vec![Effect::Control(req)],
                 // Refused here, before the run sees it: the form stays
@@ -384,6 +409,7 @@ impl App {
             Some(Overlay::Filter) => self.set_filter(edit),
             Some(Overlay::Jump { text }) => edit(text),
             Some(Overlay::Deny { reason, .. }) => edit(reason),
+            Some(Overlay::Say { text, .. }) => edit(text),
             Some(Overlay::Add(form)) => {
                 form.error = None;
                 edit(form.field_mut());

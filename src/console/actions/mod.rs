@@ -158,6 +158,7 @@ impl App {
             | Action::Deny
             | Action::Hold
             | Action::Retry
+            | Action::Talk
             | Action::Quit
             | Action::CancelRun
             | Action::Yes

@@ -13,8 +13,8 @@ use petgraph::stable_graph::NodeIndex;
 use serde_json::{Map, Value};
 
 use super::super::agent::{
-    AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, BoxFuture, CarryOn, Invocation,
-    SpawnBudget,
+    ActivityState, AgentEvent, AgentEvents, AgentFailure, AgentMsg, AgentOutcome, BoxFuture,
+    CarryOn, Invocation, SpawnBudget,
 };
 use super::super::lease::Lease;
 use super::super::signal::SignalKind;
@@ -206,13 +206,15 @@ impl Executor {
 
     /// The conversation a new attempt continues: the one an attempt before
     /// it ended with. Taken once: the attempt names its session again.
-    fn carry_on(&mut self, ix: NodeIndex) -> Option<CarryOn> {
+    pub(super) fn carry_on(&mut self, ix: NodeIndex) -> Option<CarryOn> {
         let c = self.graph[ix].conversation.as_mut()?;
         let ended = c.ended.take()?;
+        let (by, note) = c.note.take().unzip();
         Some(CarryOn {
             session: c.session.clone(),
             ended,
-            note: None,
+            note,
+            by,
         })
     }
 
@@ -243,6 +245,16 @@ impl Executor {
         }
         self.sched.running -= 1;
         self.gate.release(ix);
+        if self.message_waits(ix) {
+            // The operator spoke while it was in a tool call, and it ended
+            // before it came out: what they said is still said.
+            let ended = match &outcome {
+                Ok(_) => "it finished before the operator's message reached it; that answer was set aside".to_string(),
+                Err(f) => format!("{}: {}", f.category, f.message),
+            };
+            self.talk_again(ix, &ended);
+            return;
+        }
         match outcome {
             Ok(value) => self.succeed(ix, value),
             Err(f) => self.failed_attempt(ix, f),
@@ -271,13 +283,18 @@ impl Executor {
                 self.adm.restates(ix, attempt);
                 return;
             }
-            AgentEvent::Activity { state, tool } => SignalKind::AgentActivity {
-                op_id,
-                name,
-                attempt,
-                state,
-                tool,
-            },
+            AgentEvent::Activity { state, tool } => {
+                if let Some(c) = self.graph[ix].conversation.as_mut() {
+                    c.in_tool = state == ActivityState::Tool;
+                }
+                SignalKind::AgentActivity {
+                    op_id,
+                    name,
+                    attempt,
+                    state,
+                    tool,
+                }
+            }
             AgentEvent::Usage(usage) => {
                 let usage = self.metered(ix, attempt, &usage);
                 SignalKind::AgentUsage {
@@ -298,10 +315,7 @@ impl Executor {
                 pgid,
             },
             AgentEvent::Session(session) => {
-                self.graph[ix].conversation = Some(Box::new(Conversation {
-                    session: session.clone(),
-                    ended: None,
-                }));
+                self.graph[ix].conversation = Some(Box::new(Conversation::new(session.clone())));
                 SignalKind::AgentSession {
                     op_id,
                     name,
@@ -311,6 +325,18 @@ impl Executor {
             }
         };
         self.bus.emit(kind);
+        // A message waited for the tool call to end: it has.
+        if self.message_waits(ix)
+            && self.graph[ix]
+                .conversation
+                .as_ref()
+                .is_some_and(|c| !c.in_tool)
+        {
+            self.interrupt_to_say(
+                ix,
+                "the operator stopped it, after a tool call, to say something",
+            );
+        }
     }
 }
 

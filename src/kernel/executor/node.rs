@@ -55,6 +55,27 @@ pub(super) struct Conversation {
     /// Set when the attempt that had it ended before its work was done
     /// (a retry, a resume): the next attempt continues it.
     pub ended: Option<Arc<str>>,
+    /// What the operator said to the agent (who, and the words), for the
+    /// next attempt to be told.
+    pub note: Option<(Arc<str>, Arc<str>)>,
+    /// The running attempt is in a tool call: a message waits for it to
+    /// end (stopping a command halfway leaves its work half done).
+    pub in_tool: bool,
+    /// A message waits to be delivered: the attempt stops as soon as it is
+    /// out of its tool call, or when it ends by itself.
+    pub pending: bool,
+}
+
+impl Conversation {
+    pub fn new(session: Arc<str>) -> Conversation {
+        Conversation {
+            session,
+            ended: None,
+            note: None,
+            in_tool: false,
+            pending: false,
+        }
+    }
 }
 
 impl Node {

@@ -45,8 +45,8 @@ impl Executor {
             n.held = rn.held;
             n.conversation = rn.carry.as_ref().map(|(session, ended)| {
                 Box::new(Conversation {
-                    session: session.clone(),
                     ended: Some(ended.clone()),
+                    ..Conversation::new(session.clone())
                 })
             });
             n.queued_at = Ms::at(rn.queued_at);

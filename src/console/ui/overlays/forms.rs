@@ -428,6 +428,40 @@ pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
     dialog(f, area, app, &format!("Deny {op}"), lines);
 }
 
+pub fn say(f: &mut Frame, area: Rect, app: &App, op: &str, text: &str, running: bool) {
+    let t = app.theme();
+    let (title, what, how) = if running {
+        (
+            format!("Talk to {op}'s agent"),
+            "Say to ",
+            "It stops as soon as it is out of a tool call, and its next attempt continues the conversation, told this.",
+        )
+    } else {
+        (
+            format!("Send {op} back"),
+            "Send back ",
+            "A new attempt continues its conversation, told this (what waits on it waits again).",
+        )
+    };
+    let lines = vec![
+        Line::from(vec![
+            Span::raw(what),
+            Span::styled(labelled(app, op), bold(t)),
+            Span::raw(if running {
+                "'s agent:"
+            } else {
+                ", with a note:"
+            }),
+        ]),
+        Line::from(Span::styled(how, Style::default().fg(t.dim))),
+        Line::from(""),
+        input(app, "message", text, true, 60),
+        Line::from(""),
+        typing_keys(app, "say", None),
+    ];
+    dialog(f, area, app, &title, lines);
+}
+
 pub fn add(f: &mut Frame, area: Rect, app: &App, form: &AddForm) {
     let t = app.theme();
     let help = [

@@ -117,6 +117,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 forms::confirm_raise(f, area, app, change, words);
             }
             Overlay::Deny { op, reason } => forms::deny(f, area, app, op, reason),
+            Overlay::Say { op, text, running } => forms::say(f, area, app, op, text, *running),
             Overlay::Add(form) => forms::add(f, area, app, form),
             Overlay::Follow(view) => follow::draw(f, area, app, view),
             // Typed in the footer.

@@ -54,6 +54,7 @@ impl Executor {
             Request::Hold { op } => done(self.hold(&op)),
             Request::Unhold { op } => done(self.unhold(&op)),
             Request::Retry { op } => done(self.retry(&op)),
+            Request::Say { op, text } => done(self.say(&op, &text.join(" "))),
             Request::Cancel => {
                 self.cancel();
                 Ok(Answer::Done)
@@ -350,7 +351,14 @@ impl Executor {
         if self.cancelled {
             return Err(CommandError::RunFinished);
         }
-        let because = n.op.reference_id.clone();
+        self.reopen_failed(ix);
+        Ok(())
+    }
+
+    /// A failed operation waits again for a new attempt, and what it
+    /// caused to be skipped waits again too.
+    pub(super) fn reopen_failed(&mut self, ix: NodeIndex) {
+        let because = self.graph[ix].op.reference_id.clone();
         // Every status first, then the counts: a node reached by two paths
         // must see all of its reopened predecessors as unsettled.
         let mut reopened = vec![ix];
@@ -382,7 +390,6 @@ impl Executor {
             self.relink(t);
         }
         self.round_active = true;
-        Ok(())
     }
 
     /// Says that `ix` waits again: for a new attempt (`because` is none:
@@ -511,5 +518,6 @@ impl Executor {
     }
 }
 
+mod say;
 #[cfg(test)]
 mod tests;

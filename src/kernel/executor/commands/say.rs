@@ -1,0 +1,276 @@
+//! The operator talks to an operation's agent, in the conversation its CLI
+//! keeps: a running attempt is stopped at a safe point (not inside a tool
+//! call) and the next one continues its session told what the operator
+//! said; a failed operation is sent back, a new attempt in its session with
+//! the operator's note. Only a conversation a CLI named can be spoken to.
+
+use std::sync::Arc;
+
+use petgraph::stable_graph::NodeIndex;
+
+use super::super::super::command::CommandError;
+use super::super::super::snapshot::NodeStatus;
+use super::super::Executor;
+
+/// How a state reads in a refusal.
+fn state_word(s: NodeStatus) -> &'static str {
+    match s {
+        NodeStatus::Running => "running",
+        NodeStatus::Failed => "failed",
+        NodeStatus::Succeeded => "succeeded",
+        NodeStatus::Escalated => "escalated",
+        NodeStatus::Skipped => "skipped",
+        NodeStatus::AwaitingApproval => "awaiting approval",
+        _ => "not started",
+    }
+}
+
+impl Executor {
+    pub(super) fn say(&mut self, op: &str, text: &str) -> Result<(), CommandError> {
+        let ix = self.resolve(op)?;
+        if self.cancelled {
+            return Err(CommandError::RunFinished);
+        }
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(CommandError::BadRequest(
+                "say needs words to say: say OP TEXT".into(),
+            ));
+        }
+        let by = self.acting.clone();
+        let n = &self.graph[ix];
+        let refuse = |why| CommandError::CannotSay {
+            name: n.op.reference_id.to_string(),
+            state: state_word(n.status),
+            why,
+        };
+        match n.status {
+            NodeStatus::Running | NodeStatus::Failed if n.conversation.is_none() => Err(refuse(
+                "its agent has named no conversation to continue (not yet, or its CLI names none)",
+            )),
+            NodeStatus::Running => {
+                let c = self.graph[ix].conversation.as_mut().expect("checked above");
+                // Two messages before it stops are one, in order.
+                let words: Arc<str> = match c.note.take() {
+                    Some((_, before)) => Arc::from(format!("{before}\n\n{text}")),
+                    None => Arc::from(text),
+                };
+                c.note = Some((by, words));
+                c.pending = true;
+                if !c.in_tool {
+                    self.interrupt_to_say(ix, "the operator stopped it to say something");
+                }
+                Ok(())
+            }
+            NodeStatus::Failed => {
+                let error = n.error();
+                let mut c = self.graph[ix].conversation.take().expect("checked above");
+                c.ended = Some(Arc::from(match error {
+                    Some(e) => format!("it failed: {e}; the operator sent it back"),
+                    None => "it failed; the operator sent it back".to_string(),
+                }));
+                c.note = Some((by, Arc::from(text)));
+                c.pending = false;
+                self.reopen_failed(ix);
+                // The operator's retry begins a new conversation; sending
+                // back continues this one.
+                self.graph[ix].conversation = Some(c);
+                Ok(())
+            }
+            _ => Err(refuse(
+                "only a running operation can be talked to, and a failed one sent back",
+            )),
+        }
+    }
+
+    /// Stops `ix`'s running attempt now and starts the next, which
+    /// continues its conversation told what the operator said.
+    pub(in crate::kernel::executor) fn interrupt_to_say(&mut self, ix: NodeIndex, ended: &str) {
+        self.stop_attempt(ix);
+        self.sched.running -= 1;
+        self.gate.release(ix);
+        self.talk_again(ix, ended);
+    }
+
+    /// `ix`'s attempt is over (stopped, or ended by itself with a message
+    /// still to deliver): a new attempt waits to start at once, continuing
+    /// the conversation. It begins a new series: the retry policy counts
+    /// from the operator's word.
+    pub(in crate::kernel::executor) fn talk_again(&mut self, ix: NodeIndex, ended: &str) {
+        let n = &mut self.graph[ix];
+        n.status = NodeStatus::Pending;
+        n.result = None;
+        n.series_from = n.attempt;
+        if let Some(c) = n.conversation.as_mut() {
+            c.ended = Some(Arc::from(ended));
+            c.pending = false;
+            c.in_tool = false;
+        }
+        self.emit_retried(ix, None);
+        self.enqueue(ix);
+        self.round_active = true;
+    }
+
+    /// Whether a message waits for `ix`'s attempt.
+    pub(in crate::kernel::executor) fn message_waits(&self, ix: NodeIndex) -> bool {
+        self.graph[ix]
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::super::super::agent::{ActivityState, AgentEvent, AgentFailure, AgentMsg};
+    use super::super::super::super::command::{CommandError, Request};
+    use super::super::super::RunConfig;
+    use super::super::super::testkit::executor;
+    use super::*;
+
+    fn say(op: &str, text: &str) -> Request {
+        Request::Say {
+            op: op.into(),
+            text: vec![text.into()],
+        }
+    }
+
+    fn event(ex: &mut Executor, ix: NodeIndex, attempt: u32, event: AgentEvent) {
+        ex.agent_event(AgentMsg {
+            node: ix.index() as u32,
+            attempt,
+            event,
+        });
+    }
+
+    fn running_with_session() -> (Executor, NodeIndex) {
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        event(&mut ex, a, 1, AgentEvent::Session(Arc::from("s-1")));
+        (ex, a)
+    }
+
+    #[test]
+    fn a_running_agent_out_of_a_tool_is_stopped_and_continues_with_the_message() {
+        let (mut ex, a) = running_with_session();
+        ex.apply_by(say("a", "use the other parser"), Arc::from("ctl (ana)"))
+            .unwrap();
+        assert_eq!(
+            ex.graph[a].status,
+            NodeStatus::Ready,
+            "the next attempt waits to start"
+        );
+        assert_eq!(ex.sched.running, 0);
+        let c = ex.carry_on(a).expect("it continues its conversation");
+        assert_eq!(&*c.session, "s-1");
+        assert_eq!(c.note.as_deref(), Some("use the other parser"));
+        assert_eq!(c.by.as_deref(), Some("ctl (ana)"));
+        assert_eq!(&*c.ended, "the operator stopped it to say something");
+    }
+
+    #[test]
+    fn a_message_waits_for_the_tool_call_to_end() {
+        let (mut ex, a) = running_with_session();
+        event(
+            &mut ex,
+            a,
+            1,
+            AgentEvent::Activity {
+                state: ActivityState::Tool,
+                tool: Some(Arc::from("Bash")),
+            },
+        );
+        ex.apply_by(say("a", "first"), Arc::from("ana")).unwrap();
+        ex.apply_by(say("a", "second"), Arc::from("ana")).unwrap();
+        assert_eq!(
+            ex.graph[a].status,
+            NodeStatus::Running,
+            "not inside its tool call"
+        );
+        event(
+            &mut ex,
+            a,
+            1,
+            AgentEvent::Activity {
+                state: ActivityState::Thinking,
+                tool: None,
+            },
+        );
+        assert_eq!(ex.graph[a].status, NodeStatus::Ready);
+        let c = ex.carry_on(a).unwrap();
+        assert_eq!(c.note.as_deref(), Some("first\n\nsecond"), "both, in order");
+        assert!(c.ended.contains("after a tool call"));
+    }
+
+    #[test]
+    fn an_attempt_that_ends_with_a_message_waiting_continues_anyway() {
+        let (mut ex, a) = running_with_session();
+        event(
+            &mut ex,
+            a,
+            1,
+            AgentEvent::Activity {
+                state: ActivityState::Tool,
+                tool: None,
+            },
+        );
+        ex.apply_by(say("a", "also add tests"), Arc::from("ana"))
+            .unwrap();
+        ex.complete(a, 1, Ok(serde_json::json!({"summary": "done"})));
+        assert_eq!(
+            ex.graph[a].status,
+            NodeStatus::Ready,
+            "not succeeded: told more"
+        );
+        assert!(ex.graph[a].result.is_none());
+        let c = ex.carry_on(a).unwrap();
+        assert_eq!(c.note.as_deref(), Some("also add tests"));
+        assert!(c.ended.contains("set aside"), "{}", c.ended);
+    }
+
+    #[test]
+    fn a_failed_operation_is_sent_back_in_its_conversation() {
+        let (mut ex, a) = running_with_session();
+        ex.complete(a, 1, Err(AgentFailure::new("auth", "401: bad key")));
+        assert_eq!(ex.graph[a].status, NodeStatus::Failed);
+        ex.apply_by(say("a", "the key is fixed, try again"), Arc::from("ana"))
+            .unwrap();
+        assert_eq!(ex.graph[a].status, NodeStatus::Pending, "waits again");
+        let c = ex.carry_on(a).expect("sent back: the same conversation");
+        assert_eq!(&*c.session, "s-1");
+        assert_eq!(c.note.as_deref(), Some("the key is fixed, try again"));
+        assert!(c.ended.starts_with("it failed: "), "{}", c.ended);
+    }
+
+    #[test]
+    fn what_has_no_conversation_or_is_done_cannot_be_spoken_to() {
+        let (mut ex, _tape) = executor(
+            &[("a", &[], false), ("b", &["a"], false)],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        let refused = |r: Result<_, CommandError>| match r {
+            Err(e @ CommandError::CannotSay { .. }) => e.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let e = refused(ex.apply_by(say("a", "hi"), Arc::from("ana")));
+        assert!(
+            e.starts_with("a is running; its agent has named no conversation"),
+            "{e}"
+        );
+        let e = refused(ex.apply_by(say("b", "hi"), Arc::from("ana")));
+        assert!(
+            e.starts_with("b is not started; only a running operation"),
+            "{e}"
+        );
+        assert!(matches!(
+            ex.apply_by(say("a", "  "), Arc::from("ana")),
+            Err(CommandError::BadRequest(_))
+        ));
+    }
+}
