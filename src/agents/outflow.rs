@@ -84,6 +84,8 @@ impl Outflow {
                 }
                 // Once an attempt: it cannot flood.
                 Update::Session(id) => inv.events.emit(AgentEvent::Session(id)),
+                // The runner's own business (supervise takes it first).
+                Update::TurnEnd | Update::Took => {}
                 Update::Warning(w) => {
                     self.counted();
                     match &mut self.warning {

@@ -260,7 +260,8 @@ impl WireEvent {
             AgentEvent::Session(id) => WireEvent::Session {
                 session: id.to_string(),
             },
-            AgentEvent::Process { .. } => return None,
+            // Local to the process that runs the attempt.
+            AgentEvent::Process { .. } | AgentEvent::Listening(_) => return None,
         })
     }
 

@@ -138,11 +138,33 @@ pub enum AgentEvent {
     /// The agent CLI named the conversation this attempt is in (its own
     /// session id), for the record.
     Session(Arc<str>),
+    /// The attempt reads what the operator says while it runs (claude's
+    /// stream-json input): messages go to it here, not by stopping it.
+    Listening(Inbox),
     /// The result this attempt returns is its stream's last answer (an
     /// agent CLI's final message, which the CLI also echoes): requests in
     /// it are the ones the stream already carried, one emission, not a
     /// second sighting to record as a duplicate.
     ResultRestatesStream,
+}
+
+/// Where the operator's messages reach a running attempt that reads them
+/// live. Sending fails once the attempt no longer reads (its CLI's input
+/// was closed, or the attempt ended).
+#[derive(Debug, Clone)]
+pub struct Inbox(pub tokio::sync::mpsc::UnboundedSender<Arc<str>>);
+
+impl PartialEq for Inbox {
+    fn eq(&self, other: &Inbox) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Inbox {
+    /// Hands `text` to the attempt; `false` when it no longer reads.
+    pub fn say(&self, text: Arc<str>) -> bool {
+        self.0.send(text).is_ok()
+    }
 }
 
 #[derive(Debug)]

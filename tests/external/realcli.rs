@@ -147,7 +147,46 @@ struct Seen {
     argv: Vec<String>,
     /// The session the last attempt continued (`command.json`).
     continues: Option<String>,
+    /// What `ctl say` answered: its exit code and what it printed.
+    said: Option<(Option<i32>, String)>,
+    /// The operation's result's `summary`.
+    summary: Option<String>,
     secs: f64,
+}
+
+/// Waits (up to 60 s) for `op`'s agent to be in a tool call (with
+/// `named`, for it to name its session: opencode 1.0 says a tool call only
+/// once it ended), then says `text` to it through `playdeck ctl`.
+fn say_in_a_tool_call(dir: &Path, op: &str, text: &str, named: bool) -> (Option<i32>, String) {
+    let t0 = Instant::now();
+    let in_tool = |l: &str| {
+        l.contains(&format!(r#""name":"{op}""#))
+            && if named {
+                l.contains(r#""type":"agent_session""#)
+            } else {
+                l.contains(r#""type":"agent_activity""#) && l.contains(r#""state":"tool""#)
+            }
+    };
+    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(in_tool)) {
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            return (None, "the agent never called a tool".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = common::playdeck()
+        .arg("ctl")
+        .arg(dir)
+        .args(["say", op, text])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 /// How a CLI is set up against the server: its agent table (TOML lines
@@ -332,6 +371,7 @@ fn instruction(scenario: &str) -> String {
         "tool" | "tool-readonly" | "limit-after-tool" => {
             "Create the file hello.txt containing hi in the current directory."
         }
+        "listen" => "Wait for the build, then tell me what you hear.",
         "always-tool" => "List the files in the current directory, again and again.",
         "spawn" => "Look at the parser and ask for help if tests are missing.",
         _ => "Answer the question: what is six times seven?",
@@ -351,6 +391,7 @@ fn limits(scenario: &str) -> (u32, u32) {
         "slow" => (4, 120),
         "always-tool" | "rate-limit" | "server-error" | "overloaded" | "cut"
         | "limit-after-tool" => (60, 45),
+        "listen" => (60, 60),
         _ => (60, 120),
     }
 }
@@ -361,6 +402,19 @@ fn toml_str(s: &str) -> String {
 
 /// Runs `scenario` on `cli` (version `version` at `exe`) through playdeck.
 fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) -> Seen {
+    run_saying(cli, version, exe, scenario, server, None)
+}
+
+/// [`run`], and with `say`, `playdeck ctl RUN say` to the operation once
+/// its agent is in a tool call (what ctl answered is in `Seen::said`).
+fn run_saying(
+    cli: &Cli,
+    version: &str,
+    exe: &Path,
+    scenario: &str,
+    server: &Server,
+    say: Option<&str>,
+) -> Seen {
     let base = tempfile::tempdir().unwrap();
     let home = base.path().join("home");
     let work = base.path().join("work");
@@ -449,10 +503,19 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
         .arg(&run_dir)
         .arg(&play_path)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let named = cli.name == "opencode" && older(version, "1.1");
+    let said = say.map(|text| {
+        let (dir, op, text) = (run_dir.clone(), scenario.to_string(), text.to_string());
+        std::thread::spawn(move || say_in_a_tool_call(&dir, &op, &text, named))
+    });
+    let out = out.wait_with_output().unwrap();
     let mut seen = Seen {
         secs: t0.elapsed().as_secs_f64(),
+        said: said.map(|t| t.join().unwrap()),
         ..Seen::default()
     };
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -488,6 +551,9 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
                 seen.tools.push(v["tool"].as_str().unwrap_or("").into());
             }
             "agent_usage" if mine => seen.usage = Some(v.clone()),
+            "completed" if mine => {
+                seen.summary = v["result"]["summary"].as_str().map(String::from);
+            }
             "agent_session" if mine => seen
                 .sessions
                 .push(v["session"].as_str().unwrap_or("").into()),
@@ -746,6 +812,73 @@ fn gemini_continues_its_conversation_after_a_429() {
 #[test]
 fn copilot_continues_its_conversation_after_a_429() {
     continues_after_a_429(&COPILOT);
+}
+
+/// The operator speaks to the agent while it runs a command (`ctl say`):
+/// claude takes the message on its live input, in the same process; the
+/// others are stopped once out of their tool call and continue their
+/// session told it. Either way the model's answer says what it heard
+/// (the scripted model answers so only when a message carries it).
+fn hears_the_operator(cli: &Cli) {
+    let Some((versions, server)) = versions_and_server(cli) else {
+        return;
+    };
+    let mut problems = Vec::new();
+    for (version, exe) in &versions {
+        let s = run_saying(
+            cli,
+            version,
+            exe,
+            "listen",
+            &server,
+            Some("OPERATOR_SAYS=blue"),
+        );
+        println!(
+            "{} {version} listen: {} after {} attempts in {:.1}s, said {:?}, answered {:?}",
+            cli.name, s.outcome, s.attempts, s.secs, s.said, s.summary
+        );
+        // claude reads it live: one attempt, one process; the others
+        // continue the session in a second attempt.
+        let attempts = if cli.name == "claude" { 1 } else { 2 };
+        let ok = s.outcome == "succeeded"
+            && s.said.as_ref().is_some_and(|(code, _)| *code == Some(0))
+            && s.summary
+                .as_deref()
+                .is_some_and(|a| a.contains("I heard: blue"))
+            && s.attempts == attempts
+            && (attempts == 1
+                || s.continues.is_some() && s.sessions.first() == s.continues.as_ref());
+        if !ok {
+            let tail: String = {
+                let chars: Vec<char> = s.stdout.chars().collect();
+                chars[chars.len().saturating_sub(2500)..].iter().collect()
+            };
+            problems.push(format!(
+                "{} {version}: {:#?}\n  stdout ends: {tail}",
+                cli.name,
+                Seen {
+                    stdout: String::new(),
+                    ..s.clone()
+                }
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn claude_hears_the_operator_while_it_runs() {
+    hears_the_operator(&CLAUDE);
+}
+
+#[test]
+fn codex_hears_the_operator_while_it_runs() {
+    hears_the_operator(&CODEX);
+}
+
+#[test]
+fn opencode_hears_the_operator_while_it_runs() {
+    hears_the_operator(&OPENCODE);
 }
 
 #[test]

@@ -33,6 +33,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 SCENARIO_RE = re.compile(r"PLAYDECK_SCENARIO=([A-Za-z0-9_-]+)")
+# `listen`: what the operator said, when a message in the request says it.
+SAID_RE = re.compile(r"OPERATOR_SAYS=([A-Za-z0-9_-]+)")
+LISTEN_SLEEP = "sleep 4"
 CWD_RES = [
     re.compile(r"<cwd>\s*(/[^<\s]+)\s*</cwd>"),
     re.compile(r"[Ww]orking directory:\s*(/[^\s<\"']+)"),
@@ -43,6 +46,7 @@ CWD_RES = [
 KNOWN = {
     "answer", "tool", "always-tool", "spawn", "auth", "rate-limit",
     "server-error", "overloaded", "flaky", "cut", "slow", "limit-after-tool",
+    "listen",
 }
 
 USAGE = {"input": 1200, "cached": 1000, "output": 40}
@@ -242,6 +246,21 @@ def pick_harmless_call(tools, cwd):
     return None
 
 
+def pick_shell_call(tools, cwd, cmd):
+    by = {n: (n, s, k) for n, s, k in tools}
+    for n in SHELL_NAMES:
+        if n in by:
+            name, schema, kind = by[n]
+            if kind == "local_shell":
+                return name, kind, {"command": ["bash", "-lc", cmd]}
+            args = fill_args(schema, cwd or ".", command=cmd)
+            if "workdir" in props_of(schema) and cwd:
+                args["workdir"] = cwd
+            if any(k in ("command", "cmd") for k in args):
+                return name, kind, args
+    return None
+
+
 def has_tool_result(fmt, body):
     if fmt == "anthropic":
         msgs = body.get("messages") or []
@@ -342,6 +361,19 @@ def plan(fmt, body, scenario):
         if call:
             return ("tool",) + call
         return ("text", "I have no tool that writes files.")
+    if scenario == "listen":
+        # A slow command first (the operator speaks while it runs); an
+        # answer that says what the operator said, once a message in the
+        # conversation carries it; else that it listens.
+        said = SAID_RE.search("\n".join(texts))
+        if said:
+            return ("text", f"I heard: {said.group(1)}.")
+        if earlier_tool_calls(fmt, body):
+            return ("text", "I am listening.")
+        call = pick_shell_call(tools, cwd, LISTEN_SLEEP)
+        if call:
+            return ("tool",) + call
+        return ("text", "I have no shell to wait in.")
     if scenario == "always-tool":
         call = pick_harmless_call(tools, cwd)
         if call:

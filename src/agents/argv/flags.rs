@@ -36,6 +36,8 @@ pub fn managed_flags(format: StreamFormat) -> &'static [(&'static str, Arity)] {
             ("--permission-prompt-tool", One),
             ("--verbose", Zero),
             ("--include-partial-messages", Zero),
+            ("--input-format", One),
+            ("--replay-user-messages", Zero),
             ("--dangerously-skip-permissions", Zero),
             ("--allow-dangerously-skip-permissions", Zero),
         ],

@@ -71,6 +71,10 @@ pub struct BuiltCommand {
     pub model: Option<String>,
     /// The CLI session it continues, when it does.
     pub continues: Option<String>,
+    /// It reads its prompt, and what the operator says while it runs, as
+    /// JSON user messages on stdin (claude's stream-json input): stdin
+    /// stays open until every message has had its turn.
+    pub live_input: bool,
 }
 
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, "Argument
@@ -159,6 +163,7 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
             out.prompt_passed = "stdin";
         }
     }
+    let pushed_prompt = out.argv.len() > prompt_at;
     let format = agent.stream_format;
     if let Some(tools) = req.tools {
         check_toolset(format, tools)?;
@@ -233,6 +238,9 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         out.argv.extend(behavioural);
         push_thinking(&mut out, format, req.thinking);
         translate(&mut out, format, tools);
+        if format == StreamFormat::Claude {
+            live_input(&mut out, prompt_at, pushed_prompt, req.prompt);
+        }
     } else {
         out.argv.extend(behavioural);
         push_thinking(&mut out, format, req.thinking);
@@ -241,6 +249,34 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         push_resume(&mut out, format, prompt_at, session);
     }
     Ok(out)
+}
+
+/// claude under a ToolSet (its output already stream-json) reads its input
+/// as stream-json too: the prompt is the first user message on stdin, and
+/// what the operator says while it runs follows as more (each has its turn
+/// in the same process and conversation); `--replay-user-messages` echoes
+/// them on stdout, so the follow view shows what it was told. Checked on
+/// 2.0.28 and 2.1.332: a message written mid-turn is taken when the turn
+/// ends, and closing stdin after the last `result` ends the process.
+fn live_input(out: &mut BuiltCommand, prompt_at: usize, pushed: bool, prompt: &str) {
+    if pushed {
+        // The prompt (or the stdin sentinel) goes: stdin carries it.
+        out.argv.remove(prompt_at);
+    }
+    out.stdin = Some(user_message(prompt));
+    out.prompt_passed = "stdin";
+    out.live_input = true;
+    out.argv
+        .extend(["--input-format", "stream-json", "--replay-user-messages"].map(String::from));
+}
+
+/// One user message of claude's stream-json input, a line.
+pub fn user_message(text: &str) -> String {
+    let v = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": text},
+    });
+    format!("{v}\n")
 }
 
 /// How each format continues a session, on the pinned versions: claude,

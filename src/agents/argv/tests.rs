@@ -827,3 +827,43 @@ fn each_format_continues_a_session_its_own_way() {
     let a = echo_claude();
     assert_eq!(argv_of(&a, None, None).continues, None);
 }
+
+/// claude under a ToolSet takes its prompt, and the operator's messages,
+/// as stream-json user messages on stdin: never in argv, however it was
+/// configured to take it, and a resumed session's prompt the same way.
+#[test]
+fn claude_under_a_toolset_reads_its_prompt_and_messages_live_on_stdin() {
+    for via in [PromptVia::Argv, PromptVia::Stdin] {
+        let mut a = AgentDef::new("c", "claude", StreamFormat::Claude);
+        a.subcommand = "-p".into();
+        a.prompt_via = via;
+        let tools = ToolSet::default();
+        let mut req = ArgvRequest::new(&a, "-write the parser");
+        req.tools = Some(&tools);
+        req.resume = Some("S-1");
+        let b = build(&req).unwrap();
+        assert_eq!(b.argv[..2], s(&["claude", "-p"]), "{via:?}: {:?}", b.argv);
+        assert!(
+            !b.argv
+                .iter()
+                .any(|x| x.contains("write the parser") || x == "-")
+        );
+        let at = b.argv.iter().position(|x| x == "--input-format").unwrap();
+        assert_eq!(b.argv[at + 1], "stream-json");
+        assert!(b.argv.contains(&"--replay-user-messages".to_string()));
+        assert!(b.argv.ends_with(&s(&["--resume", "S-1"])));
+        assert!(b.live_input);
+        assert_eq!(b.prompt_passed, "stdin");
+        let line = b.stdin.unwrap();
+        assert!(
+            line.ends_with('\n') && line.matches('\n').count() == 1,
+            "one line"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["message"]["content"], "-write the parser");
+    }
+    // Without a ToolSet nothing is translated: the prompt stays as set.
+    let a = echo_claude();
+    assert!(!argv_of(&a, None, None).live_input);
+}

@@ -5,6 +5,7 @@
 //! and so does dropping the future (cancel, quit).
 
 mod carry;
+mod live;
 mod output;
 mod supervise;
 pub use output::*;
@@ -518,18 +519,38 @@ async fn run_once(
         state: ActivityState::Waiting,
         tool: None,
     });
-    if let (Some(text), Some(mut stdin)) = (built.stdin.clone(), group.child.stdin.take()) {
-        // A child that never reads must not block us; errors (it exited,
-        // it closed stdin) are its business.
-        tokio::spawn(async move {
-            let _ = stdin.write_all(text.as_bytes()).await;
-            let _ = stdin.shutdown().await;
-        });
+    let mut turns = None;
+    if let (Some(text), Some(stdin)) = (built.stdin.clone(), group.child.stdin.take()) {
+        if built.live_input {
+            let (said_tx, said_rx) = tokio::sync::mpsc::unbounded_channel();
+            let (turn_tx, turn_rx) = tokio::sync::mpsc::unbounded_channel();
+            inv.events
+                .emit(AgentEvent::Listening(crate::kernel::agent::Inbox(said_tx)));
+            turns = Some(turn_tx);
+            tokio::spawn(live::input(stdin, text, said_rx, turn_rx));
+        } else {
+            let mut stdin = stdin;
+            // A child that never reads must not block us; errors (it
+            // exited, it closed stdin) are its business.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(text.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            });
+        }
     }
     if let Some(pgid) = group.pgid() {
         inv.events.emit(AgentEvent::Process { pgid });
     }
-    let ended = supervise(def, ctx, inv, built.model.as_deref(), &mut group, logs).await;
+    let ended = supervise(
+        def,
+        ctx,
+        inv,
+        built.model.as_deref(),
+        &mut group,
+        logs,
+        turns,
+    )
+    .await;
     // What it left behind (a tool that left its group and outlived it) is
     // tagged with the run and this attempt: it ends with the attempt.
     if let Some(tag) = &ctx.run_dir {

@@ -29,6 +29,27 @@ pub(super) const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Streams the child's output through the logs, the tail and the parser
 /// until it exits (killing it on a stall or at `max_runtime`).
+/// Tells a live input what its CLI took and when a turn ended (it closes
+/// at the end of a turn once every message was taken); these updates are
+/// the runner's, not the kernel's.
+fn turn_ends(
+    updates: &mut Vec<crate::agents::stream::Update>,
+    turns: Option<&tokio::sync::mpsc::UnboundedSender<super::live::Turn>>,
+) {
+    use crate::agents::stream::Update;
+    updates.retain(|u| {
+        let turn = match u {
+            Update::TurnEnd => super::live::Turn::Ended,
+            Update::Took => super::live::Turn::Took,
+            _ => return true,
+        };
+        if let Some(t) = turns {
+            let _ = t.send(turn);
+        }
+        false
+    });
+}
+
 pub(super) async fn supervise(
     def: &AgentDef,
     ctx: &RunContext,
@@ -36,6 +57,7 @@ pub(super) async fn supervise(
     model: Option<&str>,
     group: &mut Group,
     mut logs: Logs,
+    turns: Option<tokio::sync::mpsc::UnboundedSender<super::live::Turn>>,
 ) -> Ended {
     let mut stdout = Chunks::new(
         group.child.stdout.take().expect("stdout is piped"),
@@ -80,6 +102,7 @@ pub(super) async fn supervise(
                     logs.stdout(&line);
                     ctx.tails.push(inv.op_id, false, &line);
                     parser.feed(&line, &mut updates);
+                    turn_ends(&mut updates, turns.as_ref());
                     outflow.take(&sink, &mut updates, Instant::now());
                 }
                 if stdout.overflowed && killed.is_none() {
@@ -156,6 +179,7 @@ pub(super) async fn supervise(
         logs.stdout(&line);
         ctx.tails.push(inv.op_id, false, &line);
         parser.feed(&line, &mut updates);
+        turn_ends(&mut updates, turns.as_ref());
         outflow.take(&sink, &mut updates, Instant::now());
     }
     // What was held back goes out before the attempt's result.

@@ -55,13 +55,29 @@ pub(super) fn feed(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
                 }
             }
         }
-        Some("user") => core.activity(ActivityState::Thinking, None, out),
+        Some("user") => {
+            // The main agent's words from its input (not a tool's result,
+            // not a subagent's prompt): the echo of a message it took.
+            let main_agent = v.get("parent_tool_use_id").is_none_or(Value::is_null);
+            let words = match v.pointer("/message/content") {
+                Some(Value::String(_)) => true,
+                Some(Value::Array(blocks)) => {
+                    !blocks.is_empty() && blocks.iter().all(|b| str_at(b, "/type") == Some("text"))
+                }
+                _ => false,
+            };
+            if main_agent && words {
+                out.push(Update::Took);
+            }
+            core.activity(ActivityState::Thinking, None, out);
+        }
         Some("result") => result(core, v, out),
         _ => {}
     }
 }
 
 fn result(core: &mut Core, v: &Value, out: &mut Vec<Update>) {
+    out.push(Update::TurnEnd);
     let cost_usd = v.get("total_cost_usd").and_then(Value::as_f64);
     let usage = match model_usage(v) {
         Some(u) => Usage { cost_usd, ..u },

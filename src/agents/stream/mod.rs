@@ -37,6 +37,14 @@ pub enum Update {
     /// The CLI's own id of the conversation this attempt is in (said once,
     /// when first seen), so a later attempt can name it.
     Session(Arc<str>),
+    /// A turn ended (claude's `result` line): a CLI reading its input live
+    /// is closed at the end of a turn once it took every message it was
+    /// given.
+    TurnEnd,
+    /// The CLI took a message of its live input (claude echoes each one
+    /// with `--replay-user-messages`, when it takes it: into the turn that
+    /// runs, or as a new turn).
+    Took,
 }
 
 /// What the whole stream told, at the end.

@@ -658,3 +658,25 @@ fn a_session_id_that_is_not_a_name_is_not_taken() {
     );
     assert_eq!(p.session, None);
 }
+
+/// What claude's live input needs from its stream: each message it took
+/// (its echo: the main agent's words, not a tool's result nor a
+/// subagent's prompt) and each turn's end.
+#[test]
+fn claude_says_what_it_took_and_when_a_turn_ended() {
+    let (out, _) = run(
+        StreamFormat::Claude,
+        &[
+            json!({"type":"user","message":{"role":"user","content":"PLAYDECK_SCENARIO=listen wait"},"parent_tool_use_id":null}),
+            json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":""}]},"parent_tool_use_id":null}),
+            json!({"type":"user","message":{"role":"user","content":"look at x"},"parent_tool_use_id":"toolu_task"}),
+            json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":"OPERATOR_SAYS=blue"}]},"parent_tool_use_id":null}),
+            json!({"type":"result","subtype":"success","is_error":false,"result":"I heard: blue."}),
+        ],
+    );
+    let live: Vec<&Update> = out
+        .iter()
+        .filter(|u| matches!(u, Update::Took | Update::TurnEnd))
+        .collect();
+    assert_eq!(live, [&Update::Took, &Update::Took, &Update::TurnEnd]);
+}

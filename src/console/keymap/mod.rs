@@ -273,7 +273,7 @@ actions! {
     Deny "deny" "deny" Operation ["d"] true "deny the selected gate, else the oldest (asks; reason optional)";
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
-    Talk "say" "talk" Operation ["T"] false "talk to a running operation's agent, or send a failed one back with a note: its conversation continues";
+    Talk "say" "talk" Operation ["T"] false "say something to a running agent, or send a failed one back with it";
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
     FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
     PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";

@@ -245,6 +245,7 @@ impl Executor {
         }
         self.sched.running -= 1;
         self.gate.release(ix);
+        self.inboxes.remove(&ix);
         if self.message_waits(ix) {
             // The operator spoke while it was in a tool call, and it ended
             // before it came out: what they said is still said.
@@ -281,6 +282,10 @@ impl Executor {
             }
             AgentEvent::ResultRestatesStream => {
                 self.adm.restates(ix, attempt);
+                return;
+            }
+            AgentEvent::Listening(inbox) => {
+                self.inboxes.insert(ix, (attempt, inbox));
                 return;
             }
             AgentEvent::Activity { state, tool } => {

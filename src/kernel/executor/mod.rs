@@ -232,6 +232,7 @@ impl Run {
             gate: CapacityGate::default(),
             adm: Admission::default(),
             inflight: FuturesUnordered::new(),
+            inboxes: std::collections::HashMap::new(),
             routing: FuturesUnordered::new(),
             agent_tx,
             backlog: Arc::new(Backlog::default()),
@@ -347,6 +348,9 @@ struct Executor {
     gate: CapacityGate,
     adm: Admission,
     inflight: FuturesUnordered<Tagged>,
+    /// The attempts that read the operator's messages live, by node, with
+    /// the attempt each belongs to (few: claude's, while they run).
+    inboxes: std::collections::HashMap<NodeIndex, (u32, super::agent::Inbox)>,
     routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).

@@ -37,6 +37,10 @@ impl Executor {
                 "say needs words to say: say OP TEXT".into(),
             ));
         }
+        // An attempt that reads messages live takes it where it is.
+        if self.graph[ix].status == NodeStatus::Running && self.deliver(ix, text) {
+            return Ok(());
+        }
         let by = self.acting.clone();
         let n = &self.graph[ix];
         let refuse = |why| CommandError::CannotSay {
@@ -83,10 +87,29 @@ impl Executor {
         }
     }
 
+    /// Hands `text` to `ix`'s running attempt where it reads messages live
+    /// (claude's stream-json input): it takes it at its next turn, in the
+    /// same process and conversation. `false` where it does not, or no
+    /// longer does (its input was closed as its last turn ended).
+    fn deliver(&mut self, ix: NodeIndex, text: &str) -> bool {
+        let attempt = self.graph[ix].attempt;
+        match self.inboxes.get(&ix) {
+            Some((a, inbox)) if *a == attempt => {
+                if inbox.say(Arc::from(text)) {
+                    return true;
+                }
+                self.inboxes.remove(&ix);
+                false
+            }
+            _ => false,
+        }
+    }
+
     /// Stops `ix`'s running attempt now and starts the next, which
     /// continues its conversation told what the operator said.
     pub(in crate::kernel::executor) fn interrupt_to_say(&mut self, ix: NodeIndex, ended: &str) {
         self.stop_attempt(ix);
+        self.inboxes.remove(&ix);
         self.sched.running -= 1;
         self.gate.release(ix);
         self.talk_again(ix, ended);
