@@ -138,6 +138,13 @@ pub enum Command {
         /// A run directory, a run id, or `latest`.
         run: String,
     },
+    /// The MCP server claude asks for permission under a ToolSet's `ask`
+    /// (started by claude, for one attempt).
+    #[command(hide = true, name = "ask-mcp")]
+    AskMcp {
+        /// The attempt's socket for permission questions.
+        socket: PathBuf,
+    },
     /// Perform the agent invocations of `[cluster]` runs: take jobs of the
     /// plays given from the NATS server and run their agents here.
     Worker(WorkerArgs),

@@ -303,6 +303,7 @@ pub async fn argv(
         &prompt_text,
         None,
         None,
+        None,
     )
     .map_err(InspectError::Argv)?;
     Ok(ArgvView {

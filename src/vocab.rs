@@ -121,9 +121,39 @@ pub struct ToolSet {
     /// [`DEFAULT_MAX_TURNS`], the other formats have no turn limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// Tool calls the ToolSet does not allow outright that ask the
+    /// operator instead of being refused: `Bash`, `Bash(rm *)` (a `*`
+    /// matches any run of characters of what the call does), `*` for
+    /// every one. Other calls outside the ToolSet are refused without
+    /// asking, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<String>,
+    /// Seconds a question waits for the operator before it is denied
+    /// (default [`DEFAULT_ASK_TIMEOUT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_timeout: Option<u64>,
 }
 
+/// How long a permission question waits for an answer by default.
+pub const DEFAULT_ASK_TIMEOUT: u64 = 300;
+
 impl ToolSet {
+    /// Whether a call (`tool`, and what it does said short, see
+    /// `agents::transcript::args_of`) asks the operator.
+    pub fn asks(&self, tool: &str, args: &str) -> bool {
+        self.ask.iter().any(|p| ask_matches(p, tool, args))
+    }
+
+    /// Whether any call of `tool` may ask (the pattern names it, or `*`).
+    pub fn may_ask(&self, tool: &str) -> bool {
+        self.ask
+            .iter()
+            .any(|p| p == "*" || p.split_once('(').map_or(p.as_str(), |(name, _)| name) == tool)
+    }
+
+    pub fn ask_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.ask_timeout.unwrap_or(DEFAULT_ASK_TIMEOUT))
+    }
     /// The turn limit claude is given.
     pub fn turns(&self) -> u32 {
         self.max_turns.unwrap_or(DEFAULT_MAX_TURNS)
@@ -138,7 +168,65 @@ impl Default for ToolSet {
             mcp_read_only: Vec::new(),
             permission: Permission::ReadOnly,
             max_turns: None,
+            ask: Vec::new(),
+            ask_timeout: None,
         }
+    }
+}
+
+/// `Name`, `Name(glob)` or `*` against a call: the name is exact; in the
+/// glob a `*` matches any run of characters, the rest is literal.
+pub fn ask_matches(pattern: &str, tool: &str, args: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    match pattern.split_once('(') {
+        None => pattern == tool,
+        Some((name, rest)) => {
+            name == tool
+                && rest
+                    .strip_suffix(')')
+                    .is_some_and(|glob| glob_matches(glob, args))
+        }
+    }
+}
+
+/// Whether `text` is `glob`, where `*` is any run of characters.
+fn glob_matches(glob: &str, text: &str) -> bool {
+    let parts: Vec<&str> = glob.split('*').collect();
+    if parts.len() == 1 {
+        return glob == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(at) => rest = &rest[at + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod ask_tests {
+    use super::ask_matches;
+
+    #[test]
+    fn ask_patterns_match_a_name_or_what_the_call_does() {
+        assert!(ask_matches("Bash", "Bash", "ls"));
+        assert!(!ask_matches("Bash", "Write", "a.rs"));
+        assert!(ask_matches("*", "Write", "a.rs"));
+        assert!(ask_matches("Bash(rm *)", "Bash", "rm -rf build"));
+        assert!(!ask_matches("Bash(rm *)", "Bash", "git rm x"));
+        assert!(ask_matches("Bash(*build*)", "Bash", "rm -rf build/x"));
+        assert!(ask_matches("Write(src/*.rs)", "Write", "src/lib.rs"));
+        assert!(!ask_matches("Write(src/*.rs)", "Write", "src/lib.toml"));
+        assert!(ask_matches("Bash(ls)", "Bash", "ls"));
+        assert!(!ask_matches("Bash(ls", "Bash", "ls"));
     }
 }
 

@@ -261,7 +261,13 @@ impl WireEvent {
                 session: id.to_string(),
             },
             // Local to the process that runs the attempt.
-            AgentEvent::Process { .. } | AgentEvent::Listening(_) => return None,
+            // Local to the process that runs the attempt (a worker's
+            // questions are denied by its own ask_timeout: the run's
+            // operator cannot be asked across the bus).
+            AgentEvent::Process { .. }
+            | AgentEvent::Listening(_)
+            | AgentEvent::Asking(_)
+            | AgentEvent::AskEnded { .. } => return None,
         })
     }
 

@@ -24,6 +24,7 @@ macro_rules! sayln {
     ($($t:tt)*) => { $crate::cmd::out(format_args!("{}\n", format_args!($($t)*))) };
 }
 
+mod ask;
 mod attach;
 mod ctl;
 mod follow;
@@ -144,6 +145,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         }) => attach::attach(&run, read_only, theme),
         Some(Command::Runs { dir, json, watch }) => attach::runs(dir, json, watch),
         Some(Command::Bridge { run }) => attach::bridge(&run),
+        Some(Command::AskMcp { socket }) => ask::ask_mcp(socket),
         Some(Command::Worker(args)) => worker::worker(args),
         Some(Command::Capacity { action }) => ctl::capacity(action),
         #[cfg(feature = "screenshot")]

@@ -24,6 +24,7 @@ pub enum ErrorCode {
     RunFinished,
     CannotRetry,
     CannotSay,
+    NoQuestion,
     /// A control line or request that is not a command.
     BadRequest,
     NoCapacity,
@@ -92,6 +93,7 @@ impl From<&CommandError> for ErrorCode {
             CommandError::RunFinished => ErrorCode::RunFinished,
             CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
             CommandError::CannotSay { .. } => ErrorCode::CannotSay,
+            CommandError::NoQuestion { .. } => ErrorCode::NoQuestion,
             CommandError::BadRequest(_) => ErrorCode::BadRequest,
             CommandError::NoCapacity => ErrorCode::NoCapacity,
             CommandError::NotReactive => ErrorCode::NotReactive,

@@ -326,6 +326,26 @@ impl HumanPrinter {
             SignalKind::Approved { node: n, by } => {
                 node("✓ approved", &n.name, &format!(" by {by}"))
             }
+            SignalKind::PermissionAsked { node: n, tool, .. } => node(
+                "⚿ asks permission",
+                &n.name,
+                &format!(" for {tool} — type `permit {0}` or `deny {0}`", n.name),
+            ),
+            SignalKind::PermissionAnswered {
+                node: n,
+                tool,
+                allowed,
+                by,
+                ..
+            } => node(
+                if *allowed {
+                    "⚿ allowed"
+                } else {
+                    "⚿ denied"
+                },
+                &n.name,
+                &format!(" {tool} — {by}"),
+            ),
             SignalKind::Denied {
                 node: n,
                 by,

@@ -141,6 +141,12 @@ pub enum AgentEvent {
     /// The attempt reads what the operator says while it runs (claude's
     /// stream-json input): messages go to it here, not by stopping it.
     Listening(Inbox),
+    /// The agent asks the operator whether it may make a call its ToolSet
+    /// leaves to them; the answer goes back through the question.
+    Asking(Question),
+    /// A question ended without an answer (its time ran out, or the
+    /// agent stopped asking): it was denied.
+    AskEnded { id: u32, why: Arc<str> },
     /// The result this attempt returns is its stream's last answer (an
     /// agent CLI's final message, which the CLI also echoes): requests in
     /// it are the ones the stream already carried, one emission, not a
@@ -164,6 +170,46 @@ impl Inbox {
     /// Hands `text` to the attempt; `false` when it no longer reads.
     pub fn say(&self, text: Arc<str>) -> bool {
         self.0.send(text).is_ok()
+    }
+}
+
+/// A permission question of a running attempt: which call (`Bash(rm -rf
+/// build)`), and where its one answer goes. The side that asks cannot
+/// answer it: only the kernel holds the reply, for an operator's command.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub id: u32,
+    pub tool: Arc<str>,
+    pub reply: Replier,
+}
+
+impl PartialEq for Question {
+    fn eq(&self, other: &Question) -> bool {
+        self.id == other.id && self.tool == other.tool
+    }
+}
+
+/// An operator's answer to a question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub allow: bool,
+    /// Who, and why (for a denial, what the agent is told).
+    pub why: Arc<str>,
+}
+
+/// Where a question's answer goes, once.
+#[derive(Debug, Clone)]
+pub struct Replier(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Answer>>>>);
+
+impl Replier {
+    pub fn new(tx: tokio::sync::oneshot::Sender<Answer>) -> Replier {
+        Replier(Arc::new(std::sync::Mutex::new(Some(tx))))
+    }
+
+    /// Answers; `false` when it was answered already or nobody waits.
+    pub fn answer(&self, a: Answer) -> bool {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        tx.is_some_and(|tx| tx.send(a).is_ok())
     }
 }
 

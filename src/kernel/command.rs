@@ -49,6 +49,9 @@ pub enum Request {
     /// A new attempt of a failed or denied operation; what it caused to be
     /// skipped waits again.
     Retry { op: String },
+    /// Allow the call a running agent asked permission for (`deny OP`
+    /// refuses it; `approve OP` allows it too).
+    Permit { op: String },
     /// Say something to an operation's agent, in the conversation it has:
     /// a running one is stopped when it is not in a tool and continues its
     /// session with the message; a failed one is sent back, a new attempt
@@ -246,6 +249,7 @@ impl Request {
             Request::Unhold { .. } => "unhold",
             Request::Retry { .. } => "retry",
             Request::Say { .. } => "say",
+            Request::Permit { .. } => "permit",
             Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
@@ -265,7 +269,8 @@ impl Request {
             | Request::Hold { op }
             | Request::Unhold { op }
             | Request::Retry { op }
-            | Request::Say { op, .. } => Some(op),
+            | Request::Say { op, .. }
+            | Request::Permit { op } => Some(op),
             Request::Add { name, .. } => name.as_deref(),
             _ => None,
         }
@@ -316,6 +321,7 @@ impl Request {
             (Request::Unhold { op }, _) => format!("released the hold on {op}"),
             (Request::Retry { op }, _) => format!("retrying {op}"),
             (Request::Say { op, .. }, _) => format!("said to {op}'s agent"),
+            (Request::Permit { op }, _) => format!("allowed the call {op} asked about"),
             (Request::Cancel, _) => "cancelling the run…".into(),
             (_, Answer::Raised { caps }) => caps
                 .iter()
@@ -434,6 +440,8 @@ pub enum CommandError {
     RunFinished,
     #[error("{name} is {state}; only a failed or denied operation can be retried")]
     CannotRetry { name: String, state: &'static str },
+    #[error("{name} is asking nothing: permit answers a running agent's permission question")]
+    NoQuestion { name: String },
     #[error("{name} is {state}; {why}")]
     CannotSay {
         name: String,

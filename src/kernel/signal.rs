@@ -466,6 +466,27 @@ pub enum SignalKind {
         attempt: u32,
         session: Arc<str>,
     },
+    /// A running agent asks the operator whether it may make a call its
+    /// ToolSet leaves to them (`Bash(rm -rf build)`): the operation waits
+    /// in the approval lane until it is answered.
+    PermissionAsked {
+        #[serde(flatten)]
+        node: NodeHeader,
+        attempt: u32,
+        tool: Arc<str>,
+    },
+    /// The question was answered: allowed or denied, by whom (an
+    /// operator, or `timeout`), and why; the agent runs on.
+    PermissionAnswered {
+        #[serde(flatten)]
+        node: NodeHeader,
+        attempt: u32,
+        tool: Arc<str>,
+        allowed: bool,
+        by: Arc<str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Arc<str>>,
+    },
     /// A running agent's cost and token totals so far.
     AgentUsage {
         op_id: OpId,
@@ -612,7 +633,9 @@ impl SignalKind {
             | SignalKind::Unheld { node }
             | SignalKind::Retried { node, .. }
             | SignalKind::RetryScheduled { node, .. }
-            | SignalKind::CapacityWait { node, .. } => Some(node),
+            | SignalKind::CapacityWait { node, .. }
+            | SignalKind::PermissionAsked { node, .. }
+            | SignalKind::PermissionAnswered { node, .. } => Some(node),
             _ => None,
         }
     }
@@ -729,6 +752,8 @@ mod tests {
         "agent_usage",
         "agent_process",
         "agent_session",
+        "permission_asked",
+        "permission_answered",
         "storage_failed",
         "storage_recovered",
         "run_paused",

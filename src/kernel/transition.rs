@@ -17,7 +17,11 @@ pub fn lane_for(prev: Lane, signal: &SignalKind) -> Lane {
         | SignalKind::Retried { .. }
         | SignalKind::RetryScheduled { .. } => Lane::Queued,
         SignalKind::Started { .. } => Lane::Running,
-        SignalKind::AwaitingApproval { .. } => Lane::AwaitingApproval,
+        SignalKind::AwaitingApproval { .. } | SignalKind::PermissionAsked { .. } => {
+            Lane::AwaitingApproval
+        }
+        // Answered, it runs on.
+        SignalKind::PermissionAnswered { .. } if prev == Lane::AwaitingApproval => Lane::Running,
         SignalKind::Paused { .. } => Lane::Paused,
         SignalKind::Completed { .. } => Lane::Succeeded,
         SignalKind::Failed { .. } | SignalKind::Skipped { .. } | SignalKind::Denied { .. } => {

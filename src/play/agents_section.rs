@@ -38,6 +38,8 @@ const TOOLS_KEYS: &[&str] = &[
     "mcp_read_only",
     "permission",
     "max_turns",
+    "ask",
+    "ask_timeout",
 ];
 /// A week: longer limits are mistakes.
 const MAX_SECONDS: f64 = 7.0 * 86_400.0;
@@ -312,12 +314,36 @@ pub(super) fn read_tools(r: &mut Reader, t: &Table<'_, '_>, key: &str) -> Option
         .and_then(|(p, _)| Permission::parse(&p))
         .unwrap_or_default();
     let max_turns = tt.int(r, "max_turns", 1, 10_000).map(|(n, _)| n as u32);
+    let ask: Vec<String> = tt
+        .strings(r, "ask")
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(s, span)| {
+            let name = s.split_once('(').map_or(s.as_str(), |(n, _)| n);
+            let shaped = s == "*"
+                || (!name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                    && (!s.contains('(') || s.ends_with(')')));
+            if shaped {
+                Some(s)
+            } else {
+                r.push(
+                    Diagnostic::new(span, format!("{s:?} in the ask list of {} is not a tool to ask about", tt.name), "not an ask pattern")
+                        .help("a tool's name (\"Bash\"), a name with what the call does (\"Bash(rm *)\", where * is any run of characters), or \"*\" for every tool"),
+                );
+                None
+            }
+        })
+        .collect();
+    let ask_timeout = tt.int(r, "ask_timeout", 1, 86_400).map(|(n, _)| n as u64);
     (r.diags.len() == before).then_some(ToolSet {
         internal,
         mcp,
         mcp_read_only,
         permission,
         max_turns,
+        ask,
+        ask_timeout,
     })
 }
 

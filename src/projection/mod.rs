@@ -482,6 +482,11 @@ impl RunProjection {
             let before = placed.then(|| (prev, n.skipped()));
             self.node_signal(ix, s);
             let next = lane_for(prev, &s.kind);
+            if next != Lane::AwaitingApproval {
+                // Out of the approval lane, nothing is asked any more (an
+                // attempt stopped with its question open says no answer).
+                self.nodes[ix as usize].asking = None;
+            }
             // The count it is in: its lane, and for failed whether skipped.
             let after = (next, self.nodes[ix as usize].skipped());
             if before != Some(after) {

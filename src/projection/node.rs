@@ -124,6 +124,10 @@ pub struct Node {
     pub retry_wait: Option<Arc<RetryWait>>,
     #[serde(skip)]
     pub activity: Option<(ActivityState, Option<Arc<str>>)>,
+    /// The call its running agent asks the operator about
+    /// (`Bash(rm -rf build)`), until it is answered.
+    #[serde(skip)]
+    pub asking: Option<Arc<str>>,
 }
 
 /// An operation waiting for its retry, as views show it.
@@ -182,6 +186,7 @@ impl Node {
             capacity_wait: None,
             retry_wait: None,
             activity: None,
+            asking: None,
         }
     }
 

@@ -183,6 +183,8 @@ impl RunProjection {
                     n.status = NodeStatus::Pending;
                 }
             }
+            SignalKind::PermissionAsked { tool, .. } => n.asking = Some(tool.clone()),
+            SignalKind::PermissionAnswered { .. } => n.asking = None,
             SignalKind::Held { .. } => n.held = true,
             SignalKind::Unheld { .. } => n.held = false,
             SignalKind::Paused { reason, .. } => {

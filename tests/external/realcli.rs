@@ -151,7 +151,44 @@ struct Seen {
     said: Option<(Option<i32>, String)>,
     /// The operation's result's `summary`.
     summary: Option<String>,
+    /// The calls it asked permission for, and the answers: (allowed, by).
+    asked: Vec<String>,
+    answered: Vec<(bool, String)>,
     secs: f64,
+}
+
+/// Waits (up to 60 s) for `op`'s agent to ask permission, then answers
+/// through `playdeck ctl permit` / `deny`.
+fn answer_the_question(dir: &Path, op: &str, permit: bool) -> (Option<i32>, String) {
+    let t0 = Instant::now();
+    let asked = |l: &str| {
+        l.contains(r#""type":"permission_asked""#) && l.contains(&format!(r#""name":"{op}""#))
+    };
+    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(asked)) {
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            return (None, "the agent never asked".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let args: &[&str] = if permit {
+        &["permit", op]
+    } else {
+        &["deny", op, "not", "in", "this", "repository"]
+    };
+    let out = common::playdeck()
+        .arg("ctl")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 /// Waits (up to 60 s) for `op`'s agent to be in a tool call (with
@@ -362,15 +399,14 @@ const COPILOT: Cli = Cli {
 };
 
 fn instruction(scenario: &str) -> String {
-    let server = if scenario == "tool-readonly" {
+    let server = if scenario == "tool-readonly" || scenario.starts_with("ask-") {
         "tool"
     } else {
         scenario
     };
     let what = match scenario {
-        "tool" | "tool-readonly" | "limit-after-tool" => {
-            "Create the file hello.txt containing hi in the current directory."
-        }
+        "tool" | "tool-readonly" | "limit-after-tool" | "ask-permit" | "ask-deny"
+        | "ask-timeout" => "Create the file hello.txt containing hi in the current directory.",
         "listen" => "Wait for the build, then tell me what you hear.",
         "always-tool" => "List the files in the current directory, again and again.",
         "spawn" => "Look at the parser and ask for help if tests are missing.",
@@ -405,6 +441,16 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
     run_saying(cli, version, exe, scenario, server, None)
 }
 
+/// What the operator does during a run, through `playdeck ctl`.
+#[derive(Debug, Clone, Copy)]
+enum Act<'a> {
+    /// `say OP TEXT` once the agent is in a tool call.
+    Say(&'a str),
+    /// `permit OP` / `deny OP` once it asks.
+    Permit,
+    Deny,
+}
+
 /// [`run`], and with `say`, `playdeck ctl RUN say` to the operation once
 /// its agent is in a tool call (what ctl answered is in `Seen::said`).
 fn run_saying(
@@ -413,7 +459,7 @@ fn run_saying(
     exe: &Path,
     scenario: &str,
     server: &Server,
-    say: Option<&str>,
+    act: Option<Act<'_>>,
 ) -> Seen {
     let base = tempfile::tempdir().unwrap();
     let home = base.path().join("home");
@@ -432,12 +478,16 @@ fn run_saying(
             format!("{k} = {}", toml_str(&v))
         })
         .collect();
-    let read_only = scenario == "tool-readonly";
+    let asks = scenario.starts_with("ask-");
+    let read_only = scenario == "tool-readonly" || asks;
     let listed = if read_only { cli.tools.1 } else { cli.tools.0 };
     let listed: Vec<String> = listed.iter().map(|t| toml_str(t)).collect();
     let turns = if cli.name == "claude" {
         if scenario == "always-tool" {
             ", max_turns = 2"
+        } else if asks {
+            // The writer is left to the operator, who has 3 s to answer.
+            ", max_turns = 8, ask = [\"Write\"], ask_timeout = 3"
         } else {
             ", max_turns = 8"
         }
@@ -508,9 +558,18 @@ fn run_saying(
         .spawn()
         .unwrap();
     let named = cli.name == "opencode" && older(version, "1.1");
-    let said = say.map(|text| {
-        let (dir, op, text) = (run_dir.clone(), scenario.to_string(), text.to_string());
-        std::thread::spawn(move || say_in_a_tool_call(&dir, &op, &text, named))
+    let said = act.map(|act| {
+        let (dir, op) = (run_dir.clone(), scenario.to_string());
+        let act = match act {
+            Act::Say(t) => Some(t.to_string()),
+            Act::Permit => None,
+            Act::Deny => Some(String::new()),
+        };
+        std::thread::spawn(move || match act {
+            Some(t) if !t.is_empty() => say_in_a_tool_call(&dir, &op, &t, named),
+            Some(_) => answer_the_question(&dir, &op, false),
+            None => answer_the_question(&dir, &op, true),
+        })
     });
     let out = out.wait_with_output().unwrap();
     let mut seen = Seen {
@@ -551,6 +610,13 @@ fn run_saying(
                 seen.tools.push(v["tool"].as_str().unwrap_or("").into());
             }
             "agent_usage" if mine => seen.usage = Some(v.clone()),
+            "permission_asked" if mine => {
+                seen.asked.push(v["tool"].as_str().unwrap_or("").into());
+            }
+            "permission_answered" if mine => seen.answered.push((
+                v["allowed"].as_bool().unwrap_or(false),
+                v["by"].as_str().unwrap_or("").into(),
+            )),
             "completed" if mine => {
                 seen.summary = v["result"]["summary"].as_str().map(String::from);
             }
@@ -831,7 +897,7 @@ fn hears_the_operator(cli: &Cli) {
             exe,
             "listen",
             &server,
-            Some("OPERATOR_SAYS=blue"),
+            Some(Act::Say("OPERATOR_SAYS=blue")),
         );
         println!(
             "{} {version} listen: {} after {} attempts in {:.1}s, said {:?}, answered {:?}",
@@ -861,6 +927,60 @@ fn hears_the_operator(cli: &Cli) {
                     ..s.clone()
                 }
             ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// A ToolSet that leaves the writer to the operator (`ask = ["Write"]`,
+/// read-only otherwise): claude asks playdeck (its permission prompt tool,
+/// `playdeck ask-mcp`), the operation waits in the approval lane, and the
+/// operator's `ctl permit` lets the file be written, `ctl deny` keeps it
+/// unwritten, and no answer within `ask_timeout` denies it.
+#[test]
+fn claude_asks_the_operator_for_permission() {
+    let Some((versions, server)) = versions_and_server(&CLAUDE) else {
+        return;
+    };
+    let mut problems = Vec::new();
+    for (version, exe) in &versions {
+        for (scenario, act) in [
+            ("ask-permit", Some(Act::Permit)),
+            ("ask-deny", Some(Act::Deny)),
+            ("ask-timeout", None),
+        ] {
+            let s = run_saying(&CLAUDE, version, exe, scenario, &server, act);
+            println!(
+                "claude {version} {scenario}: {} in {:.1}s, asked {:?}, answered {:?}, ctl {:?}, file {:?}",
+                s.outcome, s.secs, s.asked, s.answered, s.said, s.file
+            );
+            let (allowed, by) = match scenario {
+                "ask-permit" => (true, "ctl ("),
+                "ask-deny" => (false, "ctl ("),
+                _ => (false, "timeout"),
+            };
+            let ok = s.outcome == "succeeded"
+                && s.asked.len() == 1
+                && s.asked[0].starts_with("Write(")
+                && s.asked[0].ends_with("hello.txt)")
+                && s.answered.len() == 1
+                && s.answered[0].0 == allowed
+                && s.answered[0].1.starts_with(by)
+                && (s.file.as_deref().map(str::trim) == Some("hi")) == allowed
+                && act.is_none_or(|_| s.said.as_ref().is_some_and(|(c, _)| *c == Some(0)));
+            if !ok {
+                let tail: String = {
+                    let chars: Vec<char> = s.stdout.chars().collect();
+                    chars[chars.len().saturating_sub(2000)..].iter().collect()
+                };
+                problems.push(format!(
+                    "claude {version} {scenario}: {:#?}\n  stdout ends: {tail}",
+                    Seen {
+                        stdout: String::new(),
+                        ..s.clone()
+                    }
+                ));
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));

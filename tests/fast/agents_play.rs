@@ -221,3 +221,42 @@ fn an_mcp_tool_under_read_only_needs_the_play_s_word_that_it_only_reads() {
         "{stray:?}"
     );
 }
+
+/// Issue 40: `ask` (calls the operator answers) is claude's alone, refused
+/// at its position for a format that cannot ask; a pattern that is not one
+/// is refused with what is allowed; a good one loads.
+#[test]
+fn ask_is_checked_where_it_is_written() {
+    let tools = |format: &str, t: &str| {
+        format!(
+            "{HEAD}[agents.cl]\nbinary = \"x\"\nstream_format = \"{format}\"\n{OP}agent = \"cl\"\ntools = {{ {t} }}\n"
+        )
+    };
+    let errs = errors(&tools("codex", "ask = [\"Bash\"]"));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "11:1");
+    assert!(
+        errs[0]
+            .1
+            .contains("ask cannot be expressed for the codex format"),
+        "{errs:?}"
+    );
+    let errs = errors(&tools(
+        "claude",
+        "ask = [\"Bash(rm *\", \"rm -rf\"], ask_timeout = 0",
+    ));
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    assert!(
+        errs[0].1.contains("\"Bash(rm *\" in the ask list"),
+        "{errs:?}"
+    );
+    assert!(errs[1].1.contains("\"rm -rf\" in the ask list"), "{errs:?}");
+    assert!(errs[2].1.contains("ask_timeout"), "{errs:?}");
+    let good = tools(
+        "claude",
+        "internal = [\"Read\"], ask = [\"Write\", \"Bash(rm *)\", \"*\"], ask_timeout = 60",
+    );
+    if let Err(e) = Play::from_str("p.toml", &good) {
+        panic!("it loads: {e}");
+    }
+}

@@ -407,6 +407,69 @@ mod details {
         s.finish().await;
     }
 
+    /// A running agent's permission question (issue 40): its operation
+    /// waits in the approval lane, marked ⚿, with the call it asks about in
+    /// place of its role, and goes back to running when answered.
+    #[tokio::test(start_paused = true)]
+    async fn a_permission_question_waits_in_the_approval_lane_with_its_call() {
+        let mut s = demo(12.0, 160, 40).await;
+        select(&mut s, "impl-schema");
+        let ix = s.app.selected_node().expect("selected");
+        let n = s.app.vm.node(ix);
+        let node = playdeck::kernel::signal::NodeHeader {
+            op_id: n.op.op_id,
+            name: n.name().clone(),
+            parent_id: None,
+            depends_on: n.depends_on.clone(),
+        };
+        let attempt = n.attempt;
+        let mut seq = s.app.vm.seq;
+        let mut fold = |s: &mut Scene, kind: SignalKind| {
+            seq += 1;
+            s.app.fold(&playdeck::kernel::Signal {
+                v: 1,
+                seq,
+                elapsed: 12.0,
+                kind,
+            });
+        };
+        fold(
+            &mut s,
+            SignalKind::PermissionAsked {
+                node: node.clone(),
+                attempt,
+                tool: "Bash(rm -rf build)".into(),
+            },
+        );
+        assert_eq!(s.app.vm.node(ix).lane, Lane::AwaitingApproval);
+        let t = text(&s.render());
+        assert!(t.contains("⚿impl-schema"), "{t}");
+        // The inspector says the call whole, and how to answer.
+        select(&mut s, "impl-schema");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("⚿ asks permission  (a allows it, d denies it)"),
+            "{t}"
+        );
+        assert!(t.contains("  Bash(rm -rf build)"), "{t}");
+        s.press(&keys("esc")).await;
+        fold(
+            &mut s,
+            SignalKind::PermissionAnswered {
+                node,
+                attempt,
+                tool: "Bash(rm -rf build)".into(),
+                allowed: true,
+                by: "console (ana)".into(),
+                reason: None,
+            },
+        );
+        assert_eq!(s.app.vm.node(ix).lane, Lane::Running);
+        assert!(!text(&s.render()).contains('⚿'));
+        s.finish().await;
+    }
+
     /// An orchestrator that asks three times for a role the catalog does
     /// not have (the same request), then, in its result, for a reviewer
     /// with a request that is not valid.

@@ -30,6 +30,10 @@ pub struct ArgvRequest<'a> {
     pub prompt_file: Option<&'a std::path::Path>,
     /// The CLI's session to continue (the runner decided it can).
     pub resume: Option<&'a str>,
+    /// Where a ToolSet's `ask` questions go: the program that answers
+    /// claude's permission prompts (playdeck itself, `ask-mcp`) and the
+    /// attempt's socket it hands them to. `None` shows placeholders.
+    pub ask: Option<(&'a std::path::Path, &'a std::path::Path)>,
 }
 
 impl<'a> ArgvRequest<'a> {
@@ -44,6 +48,7 @@ impl<'a> ArgvRequest<'a> {
             tools: None,
             prompt_file: None,
             resume: None,
+            ask: None,
         }
     }
 }
@@ -75,6 +80,8 @@ pub struct BuiltCommand {
     /// JSON user messages on stdin (claude's stream-json input): stdin
     /// stays open until every message has had its turn.
     pub live_input: bool,
+    /// claude asks the operator about the calls of the ToolSet's `ask`.
+    pub asks: bool,
 }
 
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, "Argument
@@ -240,6 +247,9 @@ pub fn build(req: &ArgvRequest<'_>) -> Result<BuiltCommand, ArgvError> {
         translate(&mut out, format, tools);
         if format == StreamFormat::Claude {
             live_input(&mut out, prompt_at, pushed_prompt, req.prompt);
+            if !tools.ask.is_empty() {
+                permission_prompts(&mut out, req.ask);
+            }
         }
     } else {
         out.argv.extend(behavioural);
@@ -268,6 +278,33 @@ fn live_input(out: &mut BuiltCommand, prompt_at: usize, pushed: bool, prompt: &s
     out.live_input = true;
     out.argv
         .extend(["--input-format", "stream-json", "--replay-user-messages"].map(String::from));
+}
+
+/// The MCP tool that answers claude's permission prompts (`mcp__<server>__<tool>`).
+pub const ASK_TOOL: &str = "mcp__playdeck__ask";
+
+/// claude asks playdeck, through an MCP server of one tool, for each call
+/// a ToolSet's `ask` covers: `--permission-prompt-tool` names it and
+/// `--mcp-config` starts it (`playdeck ask-mcp SOCKET`), beside the user's
+/// own MCP servers.
+fn permission_prompts(out: &mut BuiltCommand, ask: Option<(&std::path::Path, &std::path::Path)>) {
+    let (program, socket) = match ask {
+        Some((p, s)) => (p.display().to_string(), s.display().to_string()),
+        None => (
+            "<playdeck>".to_string(),
+            "<the attempt's ask socket>".to_string(),
+        ),
+    };
+    let config = serde_json::json!({
+        "mcpServers": {"playdeck": {"command": program, "args": ["ask-mcp", socket]}}
+    });
+    out.argv.extend([
+        "--mcp-config".to_string(),
+        config.to_string(),
+        "--permission-prompt-tool".to_string(),
+        ASK_TOOL.to_string(),
+    ]);
+    out.asks = true;
 }
 
 /// One user message of claude's stream-json input, a line.

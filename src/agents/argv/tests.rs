@@ -125,6 +125,8 @@ fn every_toolset_field_is_carried_or_refused() {
         mcp_read_only: vec![],
         permission,
         max_turns,
+        ask: Vec::new(),
+        ask_timeout: None,
     };
     let refused = |f: StreamFormat, t: &ToolSet| {
         let a = AgentDef::new("a", "a", f);
@@ -192,6 +194,7 @@ fn translation_per_format_and_permission() {
         mcp_read_only: s(&["mcp__gh__issues"]),
         permission,
         max_turns: Some(7),
+        ..ToolSet::default()
     };
     // The translation itself, for every field (which of these a
     // format refuses is `every_toolset_field_is_carried_or_refused`).
@@ -314,6 +317,7 @@ fn translation_per_format_and_permission() {
         mcp_read_only: vec![],
         permission: WorkspaceWrite,
         max_turns: None,
+        ..ToolSet::default()
     };
     let p = opencode_permission(&no_shell);
     assert_eq!(
@@ -866,4 +870,68 @@ fn claude_under_a_toolset_reads_its_prompt_and_messages_live_on_stdin() {
     // Without a ToolSet nothing is translated: the prompt stays as set.
     let a = echo_claude();
     assert!(!argv_of(&a, None, None).live_input);
+}
+
+/// A ToolSet's `ask`: claude gets playdeck as its permission prompt tool
+/// (an MCP server started with the attempt's socket), and a writer it may
+/// ask about is not refused outright; every other format refuses `ask`.
+#[test]
+fn ask_makes_playdeck_claudes_permission_prompt_tool_and_others_refuse_it() {
+    let mut a = AgentDef::new("c", "claude", StreamFormat::Claude);
+    a.subcommand = "-p".into();
+    let tools = ToolSet {
+        internal: s(&["Read"]),
+        ask: s(&["Write", "Bash(rm *)"]),
+        ask_timeout: Some(30),
+        ..ToolSet::default()
+    };
+    let mut req = ArgvRequest::new(&a, "go");
+    req.tools = Some(&tools);
+    let (me, sock) = (
+        std::path::Path::new("/bin/playdeck"),
+        std::path::Path::new("/tmp/pd-ask-x/s"),
+    );
+    req.ask = Some((me, sock));
+    let b = build(&req).unwrap();
+    assert!(b.asks);
+    let at = b
+        .argv
+        .iter()
+        .position(|x| x == "--permission-prompt-tool")
+        .unwrap();
+    assert_eq!(b.argv[at + 1], ASK_TOOL);
+    let at = b.argv.iter().position(|x| x == "--mcp-config").unwrap();
+    let config: serde_json::Value = serde_json::from_str(&b.argv[at + 1]).unwrap();
+    assert_eq!(
+        config["mcpServers"]["playdeck"],
+        serde_json::json!({"command": "/bin/playdeck", "args": ["ask-mcp", "/tmp/pd-ask-x/s"]})
+    );
+    let at = b
+        .argv
+        .iter()
+        .position(|x| x == "--disallowedTools")
+        .unwrap();
+    assert_eq!(
+        b.argv[at + 1],
+        "Edit,MultiEdit,NotebookEdit",
+        "Write asks instead"
+    );
+    for f in [
+        StreamFormat::Codex,
+        StreamFormat::Opencode,
+        StreamFormat::Gemini,
+        StreamFormat::Copilot,
+        StreamFormat::Antigravity,
+        StreamFormat::Jsonl,
+    ] {
+        let only_ask = ToolSet {
+            ask: s(&["Write"]),
+            ..ToolSet::default()
+        };
+        assert!(
+            matches!(check_toolset(f, &only_ask), Err(ToolSetError::Ask { .. })),
+            "{f:?}"
+        );
+    }
+    assert!(check_toolset(StreamFormat::Claude, &tools).is_ok());
 }

@@ -36,6 +36,10 @@ pub enum ToolSetError {
         "permission \"full-access\" lets the {format} format use every tool, so the tool list ({tools}) would not limit it; remove the list, or use permission = \"workspace-write\" to keep to it"
     )]
     Widened { format: &'static str, tools: String },
+    #[error(
+        "ask cannot be expressed for the {format} format: its non-interactive mode has no hook for asking permission (only claude's --permission-prompt-tool); remove ask, or list the tools it may use outright"
+    )]
+    Ask { format: &'static str },
 }
 
 impl ToolSetError {
@@ -46,7 +50,8 @@ impl ToolSetError {
             | ToolSetError::MaxTurns { format }
             | ToolSetError::ToolList { format, .. }
             | ToolSetError::McpUnvouched { format, .. }
-            | ToolSetError::Widened { format, .. } => format,
+            | ToolSetError::Widened { format, .. }
+            | ToolSetError::Ask { format } => format,
         }
     }
 }
@@ -83,6 +88,9 @@ pub fn check_toolset(format: StreamFormat, tools: &ToolSet) -> Result<(), ToolSe
     // claude gets --max-turns; a JSON-lines program PLAYDECK_MAX_TURNS.
     if tools.max_turns.is_some() && !matches!(format, StreamFormat::Claude | StreamFormat::Jsonl) {
         return Err(ToolSetError::MaxTurns { format: name });
+    }
+    if !tools.ask.is_empty() && format != StreamFormat::Claude {
+        return Err(ToolSetError::Ask { format: name });
     }
     if !listed.is_empty() {
         match format {
@@ -210,8 +218,17 @@ pub(super) fn translate_into(
                 Permission::ReadOnly => {
                     push("--permission-mode");
                     push("default");
-                    push("--disallowedTools");
-                    push(&write_tools(format).join(","));
+                    // A writer the operator may be asked about is not
+                    // refused outright: it asks.
+                    let refused: Vec<&str> = write_tools(format)
+                        .iter()
+                        .copied()
+                        .filter(|t| !tools.may_ask(t))
+                        .collect();
+                    if !refused.is_empty() {
+                        push("--disallowedTools");
+                        push(&refused.join(","));
+                    }
                 }
                 Permission::WorkspaceWrite => {
                     push("--permission-mode");

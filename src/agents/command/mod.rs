@@ -4,6 +4,7 @@
 //! and through the stream parser; stalls and `max_runtime` kill the group,
 //! and so does dropping the future (cancel, quit).
 
+mod ask;
 mod carry;
 mod live;
 mod output;
@@ -142,6 +143,7 @@ pub fn prompt_text(instruction: &str, context: &Map<String, Value>) -> String {
 /// the role profile's overlay, which wins over the play's defaults. The
 /// ToolSet (ADR-011): the operation's for this agent, then its own, then
 /// the role profile's, then none.
+#[allow(clippy::too_many_arguments)]
 pub fn command_for(
     def: &AgentDef,
     ctx: &RunContext,
@@ -150,6 +152,7 @@ pub fn command_for(
     prompt: &str,
     prompt_file: Option<&Path>,
     resume: Option<&str>,
+    ask: Option<(&Path, &Path)>,
 ) -> Result<BuiltCommand, argv::ArgvError> {
     let overlay = profile.and_then(|p| ctx.profiles.get(p));
     let flag_profile = params
@@ -157,11 +160,7 @@ pub fn command_for(
         .as_deref()
         .or(overlay.and_then(|o| o.flag_profile.as_deref()))
         .or(ctx.flag_profile.as_deref());
-    let tools = params
-        .agent_tools
-        .get(&def.name)
-        .or(params.tools.as_ref())
-        .or(overlay.and_then(|o| o.tools.as_ref()));
+    let tools = tools_for(def, ctx, params, profile);
     let empty = Vec::new();
     argv::build(&ArgvRequest {
         agent: def,
@@ -173,7 +172,23 @@ pub fn command_for(
         tools,
         prompt_file,
         resume,
+        ask,
     })
+}
+
+/// The ToolSet an invocation runs under (see [`command_for`]).
+pub fn tools_for<'a>(
+    def: &AgentDef,
+    ctx: &'a RunContext,
+    params: &'a AgentParams,
+    profile: Option<&str>,
+) -> Option<&'a ToolSet> {
+    let overlay = profile.and_then(|p| ctx.profiles.get(p));
+    params
+        .agent_tools
+        .get(&def.name)
+        .or(params.tools.as_ref())
+        .or(overlay.and_then(|o| o.tools.as_ref()))
 }
 
 /// An agent CLI from the registry.
@@ -402,6 +417,23 @@ async fn run_once(
             (Some(t.to_path_buf()), Some(t))
         }
     };
+    // A ToolSet that asks the operator: claude's questions come to this
+    // attempt's socket (see `ask`).
+    let asking = tools_for(def, ctx, &params, inv.profile.as_deref())
+        .filter(|t| !t.ask.is_empty() && def.stream_format == super::def::StreamFormat::Claude)
+        .cloned();
+    let ask_server = match &asking {
+        Some(t) => Some(
+            ask::AskServer::start(t.clone(), inv.events.clone()).map_err(|e| {
+                AgentFailure::new(
+                    "os_error",
+                    format!("cannot open the socket for permission questions: {e}"),
+                )
+            })?,
+        ),
+        None => None,
+    };
+    let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("playdeck"));
     let built = command_for(
         def,
         ctx,
@@ -410,6 +442,7 @@ async fn run_once(
         &prompt,
         prompt_file.as_deref(),
         resume,
+        ask_server.as_ref().map(|s| (me.as_path(), s.socket())),
     )
     .map_err(|e| match e {
         argv::ArgvError::InvalidProfile(_) => {

@@ -47,6 +47,11 @@ impl App {
         self.go_to(ix);
         let n = self.vm.node(ix);
         let what = match n.lane {
+            Lane::AwaitingApproval if n.asking.is_some() => format!(
+                "⚿ asks permission for {} ({} so far)",
+                n.asking.as_deref().unwrap_or_default(),
+                crate::console::words::duration(self.clock - self.entered(ix)),
+            ),
             Lane::AwaitingApproval => format!(
                 "waits for approval ({} so far){}",
                 crate::console::words::duration(self.clock - self.entered(ix)),

@@ -66,6 +66,10 @@ impl App {
             return Some("held by the operator (o releases the hold)".into());
         }
         match n.lane {
+            Lane::AwaitingApproval if n.asking.is_some() => Some(format!(
+                "an operator's answer: its agent asks permission for {}",
+                n.asking.as_deref().unwrap_or_default()
+            )),
             Lane::AwaitingApproval => Some(match self.vm.failed_deps(ix) {
                 Some(f) => format!("approval by an operator — {}", f.words()),
                 None => "approval by an operator".into(),

@@ -99,6 +99,9 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 .flatten();
             let marker = if app.marks.contains(&ix) {
                 "◆"
+            } else if n.asking.is_some() {
+                // A running agent's permission question.
+                "⚿"
             } else if failed_deps.is_some() {
                 "✗"
             } else if n.skipped() {
@@ -135,6 +138,10 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                     })
                     // Held at the start: what holds it, instead of the role.
                     .or_else(|| start_hold.map(|h| h.words().to_string())),
+                // The call it asks about, in place of the role.
+                (_, Lane::AwaitingApproval) if n.asking.is_some() => {
+                    n.asking.as_deref().map(String::from)
+                }
                 (_, Lane::AwaitingApproval) => failed_deps.as_ref().map(|f| f.short()),
                 _ => None,
             };

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use petgraph::Direction;
@@ -202,6 +203,8 @@ impl Executor {
         {
             t.stop();
         }
+        // Its questions go with it (the asker is told the attempt ended).
+        self.questions.remove(&ix);
     }
 
     /// The conversation a new attempt continues: the one an attempt before
@@ -246,6 +249,7 @@ impl Executor {
         self.sched.running -= 1;
         self.gate.release(ix);
         self.inboxes.remove(&ix);
+        self.questions.remove(&ix);
         if self.message_waits(ix) {
             // The operator spoke while it was in a tool call, and it ended
             // before it came out: what they said is still said.
@@ -288,6 +292,34 @@ impl Executor {
                 self.inboxes.insert(ix, (attempt, inbox));
                 return;
             }
+            AgentEvent::Asking(q) => {
+                let tool = q.tool.clone();
+                self.questions.insert(ix, (attempt, q));
+                let node = self.header(ix);
+                SignalKind::PermissionAsked {
+                    node,
+                    attempt,
+                    tool,
+                }
+            }
+            AgentEvent::AskEnded { id, why } => {
+                match self.questions.get(&ix) {
+                    Some((a, q)) if *a == attempt && q.id == id => {}
+                    _ => return,
+                }
+                let Some((_, q)) = self.questions.remove(&ix) else {
+                    return;
+                };
+                let node = self.header(ix);
+                SignalKind::PermissionAnswered {
+                    node,
+                    attempt,
+                    tool: q.tool,
+                    allowed: false,
+                    by: Arc::from("timeout"),
+                    reason: Some(why),
+                }
+            }
             AgentEvent::Activity { state, tool } => {
                 if let Some(c) = self.graph[ix].conversation.as_mut() {
                     c.in_tool = state == ActivityState::Tool;
@@ -329,7 +361,12 @@ impl Executor {
                 }
             }
         };
-        self.bus.emit(kind);
+        if kind.node().is_some() {
+            // A question moves it between lanes.
+            self.emit_node(ix, kind);
+        } else {
+            self.bus.emit(kind);
+        }
         // A message waited for the tool call to end: it has.
         if self.message_waits(ix)
             && self.graph[ix]

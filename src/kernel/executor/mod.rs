@@ -233,6 +233,7 @@ impl Run {
             adm: Admission::default(),
             inflight: FuturesUnordered::new(),
             inboxes: std::collections::HashMap::new(),
+            questions: std::collections::HashMap::new(),
             routing: FuturesUnordered::new(),
             agent_tx,
             backlog: Arc::new(Backlog::default()),
@@ -351,6 +352,9 @@ struct Executor {
     /// The attempts that read the operator's messages live, by node, with
     /// the attempt each belongs to (few: claude's, while they run).
     inboxes: std::collections::HashMap<NodeIndex, (u32, super::agent::Inbox)>,
+    /// Permission questions waiting for an operator, by node, with the
+    /// attempt that asked (claude asks one at a time).
+    questions: std::collections::HashMap<NodeIndex, (u32, super::agent::Question)>,
     routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).

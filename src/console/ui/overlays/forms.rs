@@ -166,6 +166,13 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
                 Style::default().fg(t.error),
             ));
         }
+        // A running agent's question: the call it asks to make.
+        if let Some(call) = app.vm.by_name(op).and_then(|n| n.asking.clone()) {
+            row.push(Span::styled(
+                format!("  ⚿ {call}"),
+                Style::default().fg(t.warning),
+            ));
+        }
         lines.push(Line::from(row));
     }
     if ops.len() > SHOWN {
@@ -410,12 +417,24 @@ fn input(app: &App, label: &str, text: &str, focused: bool, w: usize) -> Line<'s
 
 pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
     let t = app.theme();
-    let lines = vec![
-        Line::from(vec![
+    // A running agent's question, or a gate.
+    let asking = app.vm.by_name(op).and_then(|n| n.asking.clone());
+    let first = match &asking {
+        Some(call) => Line::from(vec![
+            Span::raw("Deny "),
+            Span::styled(labelled(app, op), bold(t)),
+            Span::raw(format!(
+                "'s call {call}? It is refused; the agent is told why and runs on."
+            )),
+        ]),
+        None => Line::from(vec![
             Span::raw("Deny "),
             Span::styled(labelled(app, op), bold(t)),
             Span::raw("? It fails, and what waits on it is skipped."),
         ]),
+    };
+    let lines = vec![
+        first,
         Line::from(Span::styled(
             "A reason is recorded with the denial (optional).",
             Style::default().fg(t.dim),

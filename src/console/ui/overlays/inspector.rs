@@ -60,6 +60,21 @@ pub fn window(
         lines.push(Line::from(Span::styled("skipped", bold(t).fg(t.skipped))));
         lines.push(Line::from(format!("  {why}")));
         lines.push(Line::from(""));
+    } else if let Some(call) = &n.asking {
+        // What waits for the operator, first.
+        lines.push(Line::from(vec![
+            Span::styled("⚿ asks permission", bold(t).fg(t.warning)),
+            Span::styled(
+                format!(
+                    "  ({} allows it, {} denies it)",
+                    app.keymap.label_in(Mode::Inspector, Action::Approve),
+                    app.keymap.label_in(Mode::Inspector, Action::Deny)
+                ),
+                Style::default().fg(t.dim),
+            ),
+        ]));
+        lines.push(Line::from(format!("  {call}")));
+        lines.push(Line::from(""));
     }
 
     lines.push(field(t, "op id", n.op.op_id.to_string()));

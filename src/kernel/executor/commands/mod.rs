@@ -55,6 +55,16 @@ impl Executor {
             Request::Unhold { op } => done(self.unhold(&op)),
             Request::Retry { op } => done(self.retry(&op)),
             Request::Say { op, text } => done(self.say(&op, &text.join(" "))),
+            Request::Permit { op } => {
+                let ix = self.resolve(&op)?;
+                if self.answer_question(ix, true, None) {
+                    Ok(Answer::Done)
+                } else {
+                    Err(CommandError::NoQuestion {
+                        name: self.name_of(ix),
+                    })
+                }
+            }
             Request::Cancel => {
                 self.cancel();
                 Ok(Answer::Done)
@@ -312,6 +322,10 @@ impl Executor {
 
     fn approve(&mut self, op: &str) -> Result<(), CommandError> {
         let ix = self.resolve(op)?;
+        // A running agent's question is what waits for approval.
+        if self.answer_question(ix, true, None) {
+            return Ok(());
+        }
         self.check_gate(ix)?;
         self.graph[ix].approval = Approval::Approved;
         let node = self.header(ix);
@@ -326,6 +340,9 @@ impl Executor {
 
     fn deny(&mut self, op: &str, reason: &str) -> Result<(), CommandError> {
         let ix = self.resolve(op)?;
+        if self.answer_question(ix, false, Some(reason)) {
+            return Ok(());
+        }
         self.check_gate(ix)?;
         self.deny_node(ix, self.acting.clone(), Arc::from(reason));
         Ok(())

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use petgraph::stable_graph::NodeIndex;
 
+use super::super::super::agent::Answer;
 use super::super::super::command::CommandError;
+use super::super::super::signal::SignalKind;
 use super::super::super::snapshot::NodeStatus;
 use super::super::Executor;
 
@@ -132,6 +134,49 @@ impl Executor {
         self.emit_retried(ix, None);
         self.enqueue(ix);
         self.round_active = true;
+    }
+
+    /// Answers the permission question `ix`'s running attempt asked, if it
+    /// asked one: allowed, or denied with `reason`; said with who answered.
+    pub(in crate::kernel::executor) fn answer_question(
+        &mut self,
+        ix: NodeIndex,
+        allow: bool,
+        reason: Option<&str>,
+    ) -> bool {
+        let attempt = self.graph[ix].attempt;
+        if self.graph[ix].status != NodeStatus::Running
+            || self.questions.get(&ix).is_none_or(|(a, _)| *a != attempt)
+        {
+            return false;
+        }
+        let Some((_, q)) = self.questions.remove(&ix) else {
+            return false;
+        };
+        let by = self.acting.clone();
+        let why = match reason {
+            Some(r) => format!("the operator ({by}) denied it: {r}"),
+            None => format!("allowed by {by}"),
+        };
+        // A question whose asker stopped waiting (its time ran out just
+        // now) is answered on the record all the same.
+        q.reply.answer(Answer {
+            allow,
+            why: Arc::from(why),
+        });
+        let node = self.header(ix);
+        self.emit_node(
+            ix,
+            SignalKind::PermissionAnswered {
+                node,
+                attempt,
+                tool: q.tool,
+                allowed: allow,
+                by,
+                reason: reason.map(Arc::from),
+            },
+        );
+        true
     }
 
     /// Whether a message waits for `ix`'s attempt.
@@ -295,5 +340,111 @@ mod tests {
             ex.apply_by(say("a", "  "), Arc::from("ana")),
             Err(CommandError::BadRequest(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod question_tests {
+    use std::sync::Arc;
+
+    use super::super::super::super::agent::{AgentEvent, AgentMsg, Question, Replier};
+    use super::super::super::super::command::{CommandError, Request};
+    use super::super::super::RunConfig;
+    use super::super::super::testkit::executor;
+    use super::*;
+    use crate::kernel::Lane;
+
+    fn ask(ex: &mut Executor, ix: NodeIndex, id: u32) -> tokio::sync::oneshot::Receiver<Answer> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        ex.agent_event(AgentMsg {
+            node: ix.index() as u32,
+            attempt: 1,
+            event: AgentEvent::Asking(Question {
+                id,
+                tool: Arc::from("Bash(rm -rf build)"),
+                reply: Replier::new(tx),
+            }),
+        });
+        rx
+    }
+
+    #[test]
+    fn a_question_waits_in_the_approval_lane_for_the_operators_answer() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        tape.take();
+        // Nothing asked: permit says so.
+        assert_eq!(
+            ex.apply_by(Request::Permit { op: "a".into() }, Arc::from("ana")),
+            Err(CommandError::NoQuestion { name: "a".into() })
+        );
+        let mut rx = ask(&mut ex, a, 1);
+        assert_eq!(
+            ex.graph[a].lane,
+            Lane::AwaitingApproval,
+            "shown where decisions wait"
+        );
+        assert_eq!(ex.graph[a].status, NodeStatus::Running, "and still running");
+        ex.apply_by(Request::Approve { op: "a".into() }, Arc::from("ana"))
+            .unwrap();
+        let answer = rx.try_recv().expect("answered");
+        assert!(answer.allow && answer.why.contains("ana"));
+        assert_eq!(ex.graph[a].lane, Lane::Running, "it runs on");
+        // Denied, with the reason the agent is told.
+        let mut rx = ask(&mut ex, a, 2);
+        ex.apply_by(
+            Request::Deny {
+                op: "a".into(),
+                reason: vec!["not here".into()],
+            },
+            Arc::from("ana"),
+        )
+        .unwrap();
+        let answer = rx.try_recv().unwrap();
+        assert!(
+            !answer.allow && answer.why.ends_with("denied it: not here"),
+            "{}",
+            answer.why
+        );
+        let log = tape.take();
+        assert!(
+            log.iter().any(|l| l.contains("permission_asked")),
+            "{log:?}"
+        );
+        assert_eq!(
+            log.iter()
+                .filter(|l| l.contains("permission_answered"))
+                .count(),
+            2,
+            "{log:?}"
+        );
+    }
+
+    #[test]
+    fn a_question_that_timed_out_is_said_denied_and_a_late_answer_finds_none() {
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let _rx = ask(&mut ex, a, 7);
+        ex.agent_event(AgentMsg {
+            node: a.index() as u32,
+            attempt: 1,
+            event: AgentEvent::AskEnded {
+                id: 7,
+                why: Arc::from("no answer within 3 s: denied"),
+            },
+        });
+        assert_eq!(ex.graph[a].lane, Lane::Running);
+        assert!(matches!(
+            ex.apply_by(Request::Permit { op: "a".into() }, Arc::from("ana")),
+            Err(CommandError::NoQuestion { .. })
+        ));
+        // An attempt that stops takes its open question with it.
+        let _rx = ask(&mut ex, a, 8);
+        ex.stop_attempt(a);
+        assert!(ex.questions.is_empty());
     }
 }

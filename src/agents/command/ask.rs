@@ -1,0 +1,169 @@
+//! Permission questions of one attempt (a ToolSet's `ask`). claude asks
+//! the MCP tool `mcp__playdeck__ask` about each call its permissions leave
+//! open; that tool (`playdeck ask-mcp SOCKET`, a process claude starts)
+//! brings the question here, to a socket only this attempt listens on, in
+//! a directory only its owner can enter. The policy answers what is not
+//! the operator's to decide (a call no `ask` pattern covers is refused, as
+//! without `ask`); the rest goes to the kernel, which holds the operation
+//! in the approval lane until an operator answers, or the ToolSet's
+//! `ask_timeout` denies it.
+//!
+//! The asking side can only ask: the socket takes a question and returns
+//! the answer the kernel gave; nothing on it reaches the control socket.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::agents::transcript::args_of;
+use crate::kernel::agent::{Answer, Question, Replier};
+use crate::kernel::{AgentEvent, AgentEvents};
+use crate::vocab::ToolSet;
+
+/// The longest question read: a call's input (a file's content) can be
+/// large, but not without bound.
+const QUESTION_MAX: u64 = 4 << 20;
+
+/// What the ask tool sends: claude's own arguments to its permission
+/// prompt tool.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Asked {
+    pub tool_name: String,
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// The answer, as claude's permission prompt tool returns it.
+#[derive(Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "behavior", rename_all = "lowercase")]
+pub enum Told {
+    Allow {
+        #[serde(rename = "updatedInput")]
+        updated_input: Value,
+    },
+    Deny {
+        message: String,
+    },
+}
+
+pub(super) struct AskServer {
+    _dir: tempfile::TempDir,
+    socket: std::path::PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AskServer {
+    fn drop(&mut self) {
+        // The attempt is over: nobody answers any more (a question still
+        // waiting is denied by its asker's closed connection).
+        self.task.abort();
+    }
+}
+
+impl AskServer {
+    pub(super) fn start(tools: ToolSet, events: AgentEvents) -> std::io::Result<AskServer> {
+        // Short (a socket path has ~100 bytes) and private.
+        let dir = tempfile::Builder::new().prefix("pd-ask-").tempdir()?;
+        crate::files::private_dir(dir.path())?;
+        let socket = dir.path().join("s");
+        let listener = UnixListener::bind(&socket)?;
+        let tools = Arc::new(tools);
+        let ids = Arc::new(AtomicU32::new(0));
+        let task = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                let (tools, events, ids) = (tools.clone(), events.clone(), ids.clone());
+                tokio::spawn(async move {
+                    let _ = serve(conn, &tools, &events, &ids).await;
+                });
+            }
+        });
+        Ok(AskServer {
+            _dir: dir,
+            socket,
+            task,
+        })
+    }
+
+    pub(super) fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+/// One question, one answer, on one connection.
+async fn serve(
+    conn: UnixStream,
+    tools: &ToolSet,
+    events: &AgentEvents,
+    ids: &AtomicU32,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncReadExt;
+    let (r, mut w) = conn.into_split();
+    let mut line = String::new();
+    BufReader::new(r.take(QUESTION_MAX))
+        .read_line(&mut line)
+        .await?;
+    let told = match serde_json::from_str::<Asked>(&line) {
+        Ok(asked) => decide(asked, tools, events, ids).await,
+        Err(e) => Told::Deny {
+            message: format!("playdeck could not read the question: {e}"),
+        },
+    };
+    let mut out = serde_json::to_string(&told).unwrap_or_default();
+    out.push('\n');
+    w.write_all(out.as_bytes()).await
+}
+
+/// The policy first, then the operator (through the kernel), within the
+/// ToolSet's time.
+async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &AtomicU32) -> Told {
+    let args = args_of(Some(&asked.input));
+    // What every view shows: never a control character of the agent's.
+    let head = crate::printable::printable(&if args.is_empty() {
+        asked.tool_name.clone()
+    } else {
+        format!("{}({args})", asked.tool_name)
+    })
+    .into_owned();
+    if !tools.asks(&asked.tool_name, &args) {
+        return Told::Deny {
+            message: format!(
+                "{head} is not allowed: the ToolSet neither allows it nor leaves it to the operator"
+            ),
+        };
+    }
+    let id = ids.fetch_add(1, Ordering::Relaxed) + 1;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    events.emit(AgentEvent::Asking(Question {
+        id,
+        tool: Arc::from(head.as_str()),
+        reply: Replier::new(tx),
+    }));
+    let timeout = tools.ask_timeout();
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(Answer { allow: true, .. })) => Told::Allow {
+            updated_input: asked.input,
+        },
+        Ok(Ok(Answer { allow: false, why })) => Told::Deny {
+            message: why.to_string(),
+        },
+        // The kernel let go of the question (the attempt is ending).
+        Ok(Err(_)) => Told::Deny {
+            message: "the operation stopped before the operator answered".into(),
+        },
+        Err(_) => {
+            let why = format!("no answer within {} s: denied", timeout.as_secs());
+            events.emit(AgentEvent::AskEnded {
+                id,
+                why: Arc::from(why.as_str()),
+            });
+            Told::Deny {
+                message: format!("the operator did not answer in time ({why})"),
+            }
+        }
+    }
+}
