@@ -514,3 +514,38 @@ fn say_sends_a_failed_operation_back_in_its_conversation() {
         "{prompt}"
     );
 }
+
+/// `say` on a succeeded operation nothing has built on sends it back to do
+/// more, in its conversation; the run waits for it again.
+#[test]
+fn say_sends_a_succeeded_operation_back_while_nothing_built_on_it() {
+    let base = tempfile::tempdir().unwrap();
+    let play = format!(
+        "{}\n[[operations]]\nid = \"keep\"\nrole = \"implementer\"\nagent = \"pa\"\nindependent_root = true\ninstruction = \"keep the run open\\n@sleep 4\"\n",
+        PLAY.replace("@sleep 0.1", "@sleep 0.1\n@session").replace(
+            "@fail-first the server answered 500 (internal server error)",
+            ""
+        )
+    );
+    let (mut child, dir) = host(base.path(), &play);
+    wait_for(&dir, &[r#""type":"completed""#, r#""name":"write""#]);
+    let out = ctl(&dir, &["say", "write", "add", "the", "tests", "too"]);
+    exits(&out, 0);
+    assert!(child.wait().unwrap().success());
+    let evs = events(&dir);
+    let done: Vec<&Value> = of_type(&evs, "completed")
+        .into_iter()
+        .filter(|e| e["name"] == "write")
+        .collect();
+    assert_eq!(done.len(), 2, "it finished twice");
+    let last_turn = done[1]["result"]["last_turn"].as_str().unwrap();
+    assert!(
+        last_turn.contains("it had finished; the operator sent it back to do more")
+            && last_turn.ends_with("The operator says: add the tests too"),
+        "{last_turn}"
+    );
+    assert_eq!(
+        continues(&dir, "write", 2).as_deref(),
+        Some(sessions(&evs)[0].as_str())
+    );
+}

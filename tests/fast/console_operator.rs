@@ -255,7 +255,7 @@ mod decisions {
         s.press(&keys("T")).await;
         assert!(s.app.overlays.is_empty());
         assert!(
-            status(&s).contains("not running or failed"),
+            status(&s).contains("not running, failed or succeeded"),
             "{}",
             status(&s)
         );

@@ -158,10 +158,10 @@ impl App {
                 };
                 let n = self.vm.node(ix);
                 match n.lane {
-                    Lane::Running => Ok(()),
+                    Lane::Running | Lane::Succeeded => Ok(()),
                     Lane::Failed if !n.skipped() => Ok(()),
                     _ => Err(format!(
-                        "{} is not running or failed: only a running agent can be talked to, and a failed one sent back",
+                        "{} is not running, failed or succeeded: only a running agent can be talked to, and a finished one sent back",
                         n.name()
                     )
                     .into()),

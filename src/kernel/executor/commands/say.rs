@@ -1,8 +1,9 @@
 //! The operator talks to an operation's agent, in the conversation its CLI
 //! keeps: a running attempt is stopped at a safe point (not inside a tool
 //! call) and the next one continues its session told what the operator
-//! said; a failed operation is sent back, a new attempt in its session with
-//! the operator's note. Only a conversation a CLI named can be spoken to.
+//! said; a failed operation — or a succeeded one nothing has built on yet —
+//! is sent back, a new attempt in its session with the operator's note.
+//! Only a conversation a CLI named can be spoken to.
 
 use std::sync::Arc;
 
@@ -50,9 +51,23 @@ impl Executor {
             state: state_word(n.status),
             why,
         };
+        // A succeeded one is sent back only while what depends on it has
+        // not taken its result (every dependant still waits).
+        let built_on = n.status == NodeStatus::Succeeded
+            && self
+                .graph
+                .neighbors_directed(ix, petgraph::Direction::Outgoing)
+                .any(|t| self.graph[t].status != NodeStatus::Pending);
         match n.status {
-            NodeStatus::Running | NodeStatus::Failed if n.conversation.is_none() => Err(refuse(
-                "its agent has named no conversation to continue (not yet, or its CLI names none)",
+            NodeStatus::Running | NodeStatus::Failed | NodeStatus::Succeeded
+                if n.conversation.is_none() =>
+            {
+                Err(refuse(
+                    "its agent has named no conversation to continue (not yet, or its CLI names none)",
+                ))
+            }
+            NodeStatus::Succeeded if built_on => Err(refuse(
+                "what depends on it has already taken its result: only a succeeded operation nothing has built on yet can be sent back",
             )),
             NodeStatus::Running => {
                 let c = self.graph[ix].conversation.as_mut().expect("checked above");
@@ -68,10 +83,14 @@ impl Executor {
                 }
                 Ok(())
             }
-            NodeStatus::Failed => {
+            NodeStatus::Failed | NodeStatus::Succeeded => {
                 let error = n.error();
+                let succeeded = n.status == NodeStatus::Succeeded;
                 let mut c = self.graph[ix].conversation.take().expect("checked above");
                 c.ended = Some(Arc::from(match error {
+                    _ if succeeded => {
+                        "it had finished; the operator sent it back to do more".to_string()
+                    }
                     Some(e) => format!("it failed: {e}; the operator sent it back"),
                     None => "it failed; the operator sent it back".to_string(),
                 }));
@@ -84,7 +103,7 @@ impl Executor {
                 Ok(())
             }
             _ => Err(refuse(
-                "only a running operation can be talked to, and a failed one sent back",
+                "only a running operation can be talked to, and a failed or succeeded one sent back",
             )),
         }
     }
@@ -315,6 +334,34 @@ mod tests {
     }
 
     #[test]
+    fn a_succeeded_operation_is_sent_back_only_while_nothing_built_on_it() {
+        let (mut ex, _tape) = executor(
+            &[("a", &[], false), ("b", &["a"], false), ("c", &[], false)],
+            RunConfig::default(),
+        );
+        ex.begin();
+        ex.advance();
+        let (a, c) = (ex.ix("a"), ex.ix("c"));
+        for ix in [a, c] {
+            event(&mut ex, ix, 1, AgentEvent::Session(Arc::from("s-1")));
+            ex.complete(ix, 1, Ok(serde_json::json!({"summary": "done"})));
+        }
+        ex.advance();
+        // b took a's result: a is not sent back.
+        assert_ne!(ex.graph[ex.ix("b")].status, NodeStatus::Pending);
+        let e = ex.apply_by(say("a", "more"), Arc::from("ana")).unwrap_err();
+        assert!(e.to_string().contains("already taken its result"), "{e}");
+        // Nothing waits on c: it is, in its conversation.
+        ex.apply_by(say("c", "also update the docs"), Arc::from("ana"))
+            .unwrap();
+        assert_eq!(ex.graph[c].status, NodeStatus::Pending);
+        assert!(ex.graph[c].result.is_none());
+        let carried = ex.carry_on(c).unwrap();
+        assert_eq!(carried.note.as_deref(), Some("also update the docs"));
+        assert!(carried.ended.contains("had finished"), "{}", carried.ended);
+    }
+
+    #[test]
     fn what_has_no_conversation_or_is_done_cannot_be_spoken_to() {
         let (mut ex, _tape) = executor(
             &[("a", &[], false), ("b", &["a"], false)],
@@ -333,7 +380,7 @@ mod tests {
         );
         let e = refused(ex.apply_by(say("b", "hi"), Arc::from("ana")));
         assert!(
-            e.starts_with("b is not started; only a running operation"),
+            e.starts_with("b is not started; only a running operation can be talked to, and a failed or succeeded one sent back"),
             "{e}"
         );
         assert!(matches!(
