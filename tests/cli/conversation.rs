@@ -403,6 +403,14 @@ fn host(base: &Path, play: &str) -> (std::process::Child, PathBuf) {
     (child, dir)
 }
 
+/// `play` with one more operation that keeps the run open for 4 s, so an
+/// operation that settled can still be spoken to.
+fn kept_open(play: String) -> String {
+    format!(
+        "{play}\n[[operations]]\nid = \"keep\"\nrole = \"implementer\"\nagent = \"pa\"\nindependent_root = true\ninstruction = \"keep the run open\\n@sleep 4\"\n"
+    )
+}
+
 /// Waits until the event log has a line with all of `parts`.
 fn wait_for(dir: &Path, parts: &[&str]) {
     let started = std::time::Instant::now();
@@ -478,10 +486,9 @@ fn say_reaches_a_running_agent_in_its_conversation() {
 #[test]
 fn say_sends_a_failed_operation_back_in_its_conversation() {
     let base = tempfile::tempdir().unwrap();
-    let play = format!(
-        "{}\n[[operations]]\nid = \"keep\"\nrole = \"implementer\"\nagent = \"pa\"\nindependent_root = true\ninstruction = \"keep the run open\\n@sleep 4\"\n",
+    let play = kept_open(
         PLAY.replace("attempts = 3", "attempts = 1")
-            .replace("@sleep 0.1", "@sleep 0.1\n@session")
+            .replace("@sleep 0.1", "@sleep 0.1\n@session"),
     );
     let (mut child, dir) = host(base.path(), &play);
     wait_for(&dir, &[r#""type":"failed""#, r#""name":"write""#]);
@@ -520,13 +527,10 @@ fn say_sends_a_failed_operation_back_in_its_conversation() {
 #[test]
 fn say_sends_a_succeeded_operation_back_while_nothing_built_on_it() {
     let base = tempfile::tempdir().unwrap();
-    let play = format!(
-        "{}\n[[operations]]\nid = \"keep\"\nrole = \"implementer\"\nagent = \"pa\"\nindependent_root = true\ninstruction = \"keep the run open\\n@sleep 4\"\n",
-        PLAY.replace("@sleep 0.1", "@sleep 0.1\n@session").replace(
-            "@fail-first the server answered 500 (internal server error)",
-            ""
-        )
-    );
+    let play = kept_open(PLAY.replace("@sleep 0.1", "@sleep 0.1\n@session").replace(
+        "@fail-first the server answered 500 (internal server error)",
+        "",
+    ));
     let (mut child, dir) = host(base.path(), &play);
     wait_for(&dir, &[r#""type":"completed""#, r#""name":"write""#]);
     let out = ctl(&dir, &["say", "write", "add", "the", "tests", "too"]);

@@ -157,24 +157,21 @@ struct Seen {
     secs: f64,
 }
 
-/// Waits (up to 60 s) for `op`'s agent to ask permission, then answers
-/// through `playdeck ctl permit` / `deny`.
-fn answer_the_question(dir: &Path, op: &str, permit: bool) -> (Option<i32>, String) {
+/// Waits (up to 60 s) for a line of the run's log that `ready` takes,
+/// then runs `playdeck ctl RUN ARGS`: its exit code and what it printed.
+fn when_then_ctl(
+    dir: &Path,
+    ready: impl Fn(&str) -> bool,
+    never: &str,
+    args: &[&str],
+) -> (Option<i32>, String) {
     let t0 = Instant::now();
-    let asked = |l: &str| {
-        l.contains(r#""type":"permission_asked""#) && l.contains(&format!(r#""name":"{op}""#))
-    };
-    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(asked)) {
+    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(&ready)) {
         if t0.elapsed() > std::time::Duration::from_secs(60) {
-            return (None, "the agent never asked".into());
+            return (None, never.into());
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let args: &[&str] = if permit {
-        &["permit", op]
-    } else {
-        &["deny", op, "not", "in", "this", "repository"]
-    };
     let out = common::playdeck()
         .arg("ctl")
         .arg(dir)
@@ -191,11 +188,24 @@ fn answer_the_question(dir: &Path, op: &str, permit: bool) -> (Option<i32>, Stri
     )
 }
 
-/// Waits (up to 60 s) for `op`'s agent to be in a tool call (with
-/// `named`, for it to name its session: opencode 1.0 says a tool call only
-/// once it ended), then says `text` to it through `playdeck ctl`.
+/// Once `op`'s agent asks permission, answers through `playdeck ctl
+/// permit` / `deny`.
+fn answer_the_question(dir: &Path, op: &str, permit: bool) -> (Option<i32>, String) {
+    let asked = |l: &str| {
+        l.contains(r#""type":"permission_asked""#) && l.contains(&format!(r#""name":"{op}""#))
+    };
+    let args: &[&str] = if permit {
+        &["permit", op]
+    } else {
+        &["deny", op, "not", "in", "this", "repository"]
+    };
+    when_then_ctl(dir, asked, "the agent never asked", args)
+}
+
+/// Once `op`'s agent is in a tool call (with `named`, once it named its
+/// session: opencode 1.0 says a tool call only once it ended), says
+/// `text` to it through `playdeck ctl`.
 fn say_in_a_tool_call(dir: &Path, op: &str, text: &str, named: bool) -> (Option<i32>, String) {
-    let t0 = Instant::now();
     let in_tool = |l: &str| {
         l.contains(&format!(r#""name":"{op}""#))
             && if named {
@@ -204,25 +214,11 @@ fn say_in_a_tool_call(dir: &Path, op: &str, text: &str, named: bool) -> (Option<
                 l.contains(r#""type":"agent_activity""#) && l.contains(r#""state":"tool""#)
             }
     };
-    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(in_tool)) {
-        if t0.elapsed() > std::time::Duration::from_secs(60) {
-            return (None, "the agent never called a tool".into());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let out = common::playdeck()
-        .arg("ctl")
-        .arg(dir)
-        .args(["say", op, text])
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    when_then_ctl(
+        dir,
+        in_tool,
+        "the agent never called a tool",
+        &["say", op, text],
     )
 }
 

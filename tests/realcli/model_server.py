@@ -201,17 +201,9 @@ def pick_write_call(tools, cwd):
             args = fill_args(schema, target_abs, content_value="hi")
             if any(k in CONTENT_KEYS for k in args):
                 return name, kind, args
-    cmd = "printf hi > hello.txt"
-    for n in SHELL_NAMES:
-        if n in by:
-            name, schema, kind = by[n]
-            if kind == "local_shell":
-                return name, kind, {"command": ["bash", "-lc", cmd]}
-            args = fill_args(schema, cwd or ".", command=cmd)
-            if "workdir" in props_of(schema) and cwd:
-                args["workdir"] = cwd
-            if any(k in ("command", "cmd") for k in args):
-                return name, kind, args
+    call = pick_shell_call(tools, cwd, "printf hi > hello.txt")
+    if call:
+        return call
     for n in PATCH_NAMES:
         if n in by:
             name, schema, kind = by[n]

@@ -95,20 +95,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
     } else if !v.raw {
         v.rows()[v.scroll.visible()]
             .iter()
-            .map(|r| {
-                let style = match r.kind {
-                    Kind::Said | Kind::Plain => Style::default(),
-                    Kind::Thought => Style::default()
-                        .fg(t.dim)
-                        .add_modifier(ratatui::style::Modifier::ITALIC),
-                    Kind::Asked => Style::default().fg(t.accent),
-                    Kind::Call => bold(t),
-                    Kind::Done => Style::default().fg(t.dim),
-                    Kind::Failed | Kind::Error => Style::default().fg(t.error),
-                    Kind::Stderr => Style::default().fg(t.warning),
-                };
-                Line::from(Span::styled(r.text.as_str(), style))
-            })
+            .map(|r| Line::from(Span::styled(r.text.as_str(), kind_style(r.kind, t))))
             .collect()
     } else {
         v.lines
@@ -133,6 +120,21 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, v: &FollowView) {
     };
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(lines).block(block), r);
+}
+
+/// How a line of the conversation looks (here and in the inspector).
+pub(super) fn kind_style(kind: Kind, t: &crate::console::theme::Theme) -> Style {
+    match kind {
+        Kind::Said | Kind::Plain => Style::default(),
+        Kind::Thought => Style::default()
+            .fg(t.dim)
+            .add_modifier(ratatui::style::Modifier::ITALIC),
+        Kind::Asked => Style::default().fg(t.accent),
+        Kind::Call => bold(t),
+        Kind::Done => Style::default().fg(t.dim),
+        Kind::Failed | Kind::Error => Style::default().fg(t.error),
+        Kind::Stderr => Style::default().fg(t.warning),
+    }
 }
 
 /// No line yet, said in words: why, and whether any will come.

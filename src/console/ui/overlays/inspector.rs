@@ -7,7 +7,6 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::{Window, bold, field, heading};
-use crate::agents::transcript::Kind;
 use crate::console::app::{App, LIST_MAX, TEXT_MAX};
 use crate::console::keymap::{Action, Mode};
 use crate::console::text::group;
@@ -246,17 +245,9 @@ pub fn window(
                     } else {
                         " ".repeat(crate::console::text::width(mark))
                     };
-                    let style = match l.kind {
-                        Kind::Failed | Kind::Error => Style::default().fg(t.error),
-                        Kind::Call => bold(t),
-                        Kind::Done | Kind::Thought => Style::default().fg(t.dim),
-                        Kind::Stderr => Style::default().fg(t.warning),
-                        Kind::Asked => Style::default().fg(t.accent),
-                        Kind::Said | Kind::Plain => Style::default(),
-                    };
                     lines.push(Line::from(Span::styled(
                         format!("  {lead}{}", l.text),
-                        style,
+                        super::follow::kind_style(l.kind, t),
                     )));
                 }
             }
