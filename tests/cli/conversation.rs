@@ -314,35 +314,9 @@ fn ctl_follow_waits_for_a_live_operation_and_ends_with_it() {
         "@fail-first the server answered 500 (internal server error)",
         "",
     );
-    let path = base.path().join("play.toml");
-    std::fs::write(&path, play).unwrap();
-    let dir = base.path().join("run");
-    let mut host = common::playdeck()
-        .env("HOME", base.path().join("home"))
-        .args(["run", "--headless", "--run-dir"])
-        .arg(&dir)
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(dir.join("events.jsonl"))
-        .is_ok_and(|t| t.contains(r#""type":"started""#))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = common::playdeck()
-        .arg("ctl")
-        .arg(&dir)
-        .args(["follow", "write"])
-        .output()
-        .unwrap();
+    let (mut child, dir) = host(base.path(), &play);
+    wait_for(&dir, &[r#""type":"started""#]);
+    let out = ctl(&dir, &["follow", "write"]);
     exits(&out, 0);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -350,7 +324,7 @@ fn ctl_follow_waits_for_a_live_operation_and_ends_with_it() {
         "{text}"
     );
     assert!(text.contains("● done: write the parser"), "{text}");
-    assert!(host.wait().unwrap().success());
+    assert!(child.wait().unwrap().success());
 }
 
 /// The report has the last turns of each operation that did not succeed.
