@@ -262,8 +262,8 @@ impl WireEvent {
             },
             // Local to the process that runs the attempt.
             // Local to the process that runs the attempt (a worker's
-            // questions are denied by its own ask_timeout: the run's
-            // operator cannot be asked across the bus).
+            // questions are denied at once: the run's operator cannot be
+            // asked across the bus).
             AgentEvent::Process { .. }
             | AgentEvent::Listening(_)
             | AgentEvent::Asking(_)

@@ -151,9 +151,11 @@ async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &Atomi
         Ok(Ok(Answer { allow: false, why })) => Told::Deny {
             message: why.to_string(),
         },
-        // The kernel let go of the question (the attempt is ending).
+        // Nobody holds the question: the attempt is ending, or it runs
+        // where no operator can be asked (a NATS worker's attempt: the
+        // question does not cross the bus).
         Ok(Err(_)) => Told::Deny {
-            message: "the operation stopped before the operator answered".into(),
+            message: "no operator can answer: the operation is stopping, or it runs on a worker the run's operator cannot be asked from".into(),
         },
         Err(_) => {
             let why = format!("no answer within {} s: denied", timeout.as_secs());
@@ -165,5 +167,102 @@ async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &Atomi
                 message: format!("the operator did not answer in time ({why})"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What claude's side does: one question on the socket, one answer.
+    async fn ask(socket: std::path::PathBuf, tool: &'static str, input: Value) -> Told {
+        let conn = UnixStream::connect(&socket).await.unwrap();
+        let (r, mut w) = conn.into_split();
+        let q = serde_json::json!({"tool_name": tool, "input": input});
+        w.write_all(format!("{q}\n").as_bytes()).await.unwrap();
+        let mut line = String::new();
+        BufReader::new(r).read_line(&mut line).await.unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn asking(patterns: &[&str]) -> ToolSet {
+        ToolSet {
+            ask: patterns.iter().map(|p| p.to_string()).collect(),
+            ask_timeout: Some(1),
+            ..ToolSet::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_policy_refuses_what_it_does_not_ask_and_the_kernel_answers_the_rest() {
+        let (events, mut rx) = AgentEvents::for_test();
+        let server = AskServer::start(asking(&["Bash(rm *)"]), events).unwrap();
+        let socket = server.socket().to_path_buf();
+        // Not one to ask about: refused at once, the kernel never sees it.
+        let told = ask(socket.clone(), "Bash", serde_json::json!({"command": "ls"})).await;
+        assert!(
+            matches!(&told, Told::Deny { message } if message.contains("neither allows it")),
+            "{told:?}"
+        );
+        let input = serde_json::json!({"command": "rm -rf build"});
+        let asked = tokio::spawn(ask(socket, "Bash", input.clone()));
+        let msg = rx.recv().await.unwrap();
+        let AgentEvent::Asking(q) = msg.event else {
+            panic!("{:?}", msg.event);
+        };
+        assert_eq!(&*q.tool, "Bash(rm -rf build)");
+        assert!(q.reply.answer(Answer {
+            allow: true,
+            why: Arc::from("allowed by ana"),
+        }));
+        assert_eq!(
+            asked.await.unwrap(),
+            Told::Allow {
+                updated_input: input
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_it_is_denied_in_time_and_where_nobody_holds_it_at_once() {
+        let (events, mut rx) = AgentEvents::for_test();
+        let server = AskServer::start(asking(&["Write"]), events).unwrap();
+        let told = tokio::spawn(ask(
+            server.socket().to_path_buf(),
+            "Write",
+            serde_json::json!({"file_path": "a"}),
+        ));
+        let AgentEvent::Asking(_held) = rx.recv().await.unwrap().event else {
+            panic!("a question");
+        };
+        // Held but not answered: the ToolSet's second passes.
+        let ended = rx.recv().await.unwrap();
+        assert!(
+            matches!(ended.event, AgentEvent::AskEnded { .. }),
+            "{:?}",
+            ended.event
+        );
+        let told = told.await.unwrap();
+        assert!(
+            matches!(&told, Told::Deny { message } if message.contains("did not answer in time")),
+            "{told:?}"
+        );
+        // A worker's attempt: the question goes nowhere, denied at once.
+        let server = AskServer::start(asking(&["Write"]), AgentEvents::detached()).unwrap();
+        let t0 = std::time::Instant::now();
+        let told = ask(
+            server.socket().to_path_buf(),
+            "Write",
+            serde_json::json!({"file_path": "a"}),
+        )
+        .await;
+        assert!(
+            matches!(&told, Told::Deny { message } if message.contains("no operator can answer")),
+            "{told:?}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_millis(900),
+            "at once"
+        );
     }
 }
