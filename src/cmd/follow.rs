@@ -154,13 +154,7 @@ impl Attempt {
 
 fn print_entry(e: &Entry) {
     for l in e.lines() {
-        let mark = l.kind.mark();
-        if l.first {
-            sayln!("{mark}{}", l.text);
-        } else {
-            let indent = " ".repeat(playdeck::printable::fit::width(mark));
-            sayln!("{indent}{}", l.text);
-        }
+        sayln!("{}{}", l.lead(), l.text);
     }
 }
 

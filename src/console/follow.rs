@@ -280,14 +280,9 @@ impl FollowView {
             .skip(from - dropped)
         {
             for l in e.lines() {
-                let mark = l.kind.mark();
-                let indent = crate::console::text::width(mark);
+                let indent = crate::console::text::width(l.kind.mark());
                 // The mark holds to the first word (no break inside it).
-                let lead = if l.first {
-                    mark.replace(' ', NBSP)
-                } else {
-                    NBSP.repeat(indent)
-                };
+                let lead = l.lead().replace(' ', NBSP);
                 let line = ratatui::text::Line::from(format!("{lead}{}", l.text));
                 for row in crate::console::text::wrap_hanging(&line, w, indent) {
                     let text: String = row.spans.iter().map(|s| s.content.as_ref()).collect();

@@ -244,6 +244,13 @@ impl StreamParser {
             out.push(Update::Emit(v));
             return;
         }
+        self.feed_object(v, out);
+    }
+
+    /// A line already read as a JSON object (the transcript reads each
+    /// line once, for itself and for this parser).
+    pub fn feed_object(&mut self, v: Value, out: &mut Vec<Update>) {
+        self.core.parsed.any_output = true;
         let core = &mut self.core;
         if core.parsed.session.is_none()
             && let Some(id) = session_of(&self.format, &v)

@@ -106,6 +106,19 @@ pub struct TextLine {
     pub text: String,
 }
 
+impl TextLine {
+    /// What goes before the text: the mark on an entry's first line, the
+    /// indent under it on the others.
+    pub fn lead(&self) -> String {
+        let mark = self.kind.mark();
+        if self.first {
+            mark.to_string()
+        } else {
+            " ".repeat(crate::printable::fit::width(mark))
+        }
+    }
+}
+
 impl Entry {
     /// The entry as lines: its text's own lines, a call's result under it
     /// (its first [`RESULT_LINES`] lines, then how many more).
@@ -336,17 +349,18 @@ impl Transcript {
         let Some(format) = self.format else {
             return;
         };
+        let mut pieces = Vec::new();
+        formats::pieces(&mut self.state, format, &v, &mut pieces);
+        // The line read once: the stream parser takes the same value.
         if let Some(p) = self.usage_parser.as_mut() {
             self.scratch.clear();
-            p.feed(line, &mut self.scratch);
+            p.feed_object(v, &mut self.scratch);
             for u in &self.scratch {
                 if let Update::Usage(u) = u {
                     self.usage = *u;
                 }
             }
         }
-        let mut pieces = Vec::new();
-        formats::pieces(&mut self.state, format, &v, &mut pieces);
         for p in pieces {
             self.apply(p);
         }

@@ -239,14 +239,8 @@ pub fn window(
             ]));
             for e in &turns.entries {
                 for l in e.lines().into_iter().take(if all { usize::MAX } else { 4 }) {
-                    let mark = l.kind.mark();
-                    let lead = if l.first {
-                        mark.to_string()
-                    } else {
-                        " ".repeat(crate::console::text::width(mark))
-                    };
                     lines.push(Line::from(Span::styled(
-                        format!("  {lead}{}", l.text),
+                        format!("  {}{}", l.lead(), l.text),
                         super::follow::kind_style(l.kind, t),
                     )));
                 }
