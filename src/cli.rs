@@ -104,6 +104,20 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Bring a run's branch (`playdeck/<run-id>`, where a play with
+    /// `[workspace] isolation = "worktree"` landed its operations' work)
+    /// into one of your branches: a fast-forward, or with --merge a merge
+    /// commit. Refused, with the reason, when that cannot be done cleanly.
+    Land {
+        /// A run directory, a run id under .playdeck/runs, or `latest`.
+        run: String,
+        /// The branch to bring the run's work into.
+        #[arg(long, value_name = "BRANCH")]
+        into: String,
+        /// Make a merge commit when BRANCH has moved on since the run began.
+        #[arg(long)]
+        merge: bool,
+    },
     /// The console on a live run (started by `playdeck run`, or another
     /// console's): several may watch one run; leaving detaches.
     Attach {

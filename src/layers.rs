@@ -14,7 +14,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["store"],
     &["cluster"],
     &["play"],
-    &["control"],
+    &["control", "land"],
     &["session"],
     &["headless", "worker", "host", "inspect", "fuzzing"],
     &["console"],

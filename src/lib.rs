@@ -16,6 +16,7 @@ pub mod headless;
 pub mod host;
 pub mod inspect;
 pub mod kernel;
+pub mod land;
 #[cfg(test)]
 mod layers;
 pub mod palette;

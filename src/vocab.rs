@@ -278,6 +278,17 @@ impl InstanceState {
     }
 }
 
+word_enum!(
+    /// How a succeeded operation's work goes into the run's branch
+    /// (`[workspace] land`): a merge commit, its commits replayed on the
+    /// branch, or not at all (it stays on its own branch).
+    LandMode {
+        Merge = "merge",
+        Rebase = "rebase",
+        None = "none",
+    }
+);
+
 /// Whether an instance was made for this run or taken over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

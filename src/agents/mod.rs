@@ -60,6 +60,19 @@ impl AgentRegistry {
         r
     }
 
+    /// Replaces each agent named in `names` by what `wrap` makes of it.
+    pub fn wrap<'a>(
+        &mut self,
+        names: impl IntoIterator<Item = &'a str>,
+        wrap: impl Fn(Arc<dyn Agent>) -> Arc<dyn Agent>,
+    ) {
+        for name in names {
+            if let Some(a) = self.agents.get_mut(name) {
+                *a = wrap(a.clone());
+            }
+        }
+    }
+
     pub fn insert(&mut self, name: &str, agent: Arc<dyn Agent>) {
         self.agents.insert(name.to_string(), agent);
     }

@@ -37,6 +37,9 @@ pub struct RoleProfile {
     /// the profile's whole set (0: only `capacity ensure` creates them).
     #[serde(default)]
     pub pinned: u32,
+    /// Work of operations on its instances waits for review before it
+    /// lands (`[workspace]`).
+    pub review: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

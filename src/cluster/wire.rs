@@ -260,14 +260,15 @@ impl WireEvent {
             AgentEvent::Session(id) => WireEvent::Session {
                 session: id.to_string(),
             },
-            // Local to the process that runs the attempt.
             // Local to the process that runs the attempt (a worker's
             // questions are denied at once: the run's operator cannot be
             // asked across the bus).
             AgentEvent::Process { .. }
             | AgentEvent::Listening(_)
             | AgentEvent::Asking(_)
-            | AgentEvent::AskEnded { .. } => return None,
+            | AgentEvent::AskEnded { .. }
+            // Workers do not land work: isolation wraps local agents only.
+            | AgentEvent::Landed(_) => return None,
         })
     }
 

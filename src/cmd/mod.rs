@@ -29,6 +29,7 @@ mod attach;
 mod ctl;
 mod follow;
 mod inspect;
+mod land;
 mod recorded;
 mod run;
 #[cfg(feature = "screenshot")]
@@ -132,6 +133,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         Some(Command::Report { run, format, out }) => {
             recorded::report(&run, format, out.as_deref())
         }
+        Some(Command::Land { run, into, merge }) => land::land(&run, &into, merge),
         Some(Command::Replay { run, speed, theme }) => recorded::replay(&run, speed, theme),
         Some(Command::Ctl { run, action, json }) => match action {
             crate::cli::CtlAction::Do(req) => ctl::ctl(&run, req, json),

@@ -25,6 +25,7 @@ pub enum ErrorCode {
     CannotRetry,
     CannotSay,
     NoQuestion,
+    NoConflict,
     /// A control line or request that is not a command.
     BadRequest,
     NoCapacity,
@@ -94,6 +95,7 @@ impl From<&CommandError> for ErrorCode {
             CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
             CommandError::CannotSay { .. } => ErrorCode::CannotSay,
             CommandError::NoQuestion { .. } => ErrorCode::NoQuestion,
+            CommandError::NoConflict { .. } => ErrorCode::NoConflict,
             CommandError::BadRequest(_) => ErrorCode::BadRequest,
             CommandError::NoCapacity => ErrorCode::NoCapacity,
             CommandError::NotReactive => ErrorCode::NotReactive,

@@ -1,6 +1,7 @@
 //! Lifecycle signals as lines for people (`--format human`).
 
 use super::*;
+use crate::kernel::agent::QuestionKind;
 
 /// Formats lifecycle signals for people.
 #[derive(Default)]
@@ -326,25 +327,63 @@ impl HumanPrinter {
             SignalKind::Approved { node: n, by } => {
                 node("✓ approved", &n.name, &format!(" by {by}"))
             }
-            SignalKind::PermissionAsked { node: n, tool, .. } => node(
-                "⚿ asks permission",
-                &n.name,
-                &format!(" for {tool} — type `permit {0}` or `deny {0}`", n.name),
-            ),
+            SignalKind::PermissionAsked {
+                node: n,
+                tool,
+                kind,
+                ..
+            } => match kind {
+                QuestionKind::Permission => node(
+                    "⚿ asks permission",
+                    &n.name,
+                    &format!(" for {tool} — type `permit {0}` or `deny {0}`", n.name),
+                ),
+                QuestionKind::Review => node(
+                    "◧ awaiting review",
+                    &n.name,
+                    &format!(
+                        " — {tool}; type `approve {0}` to land it, `deny {0}` to reject it, or `say {0} …` to send it back",
+                        n.name
+                    ),
+                ),
+                QuestionKind::Conflict => node(
+                    "✕ merge conflict",
+                    &n.name,
+                    &format!(
+                        " — {tool}; resolve it in its worktree and type `resolve {0}`, or `deny {0}` to leave it unlanded, or `say {0} …` to send it back",
+                        n.name
+                    ),
+                ),
+            },
             SignalKind::PermissionAnswered {
                 node: n,
                 tool,
                 allowed,
                 by,
+                kind,
                 ..
             } => node(
-                if *allowed {
-                    "⚿ allowed"
-                } else {
-                    "⚿ denied"
+                match (kind, *allowed) {
+                    (QuestionKind::Permission, true) => "⚿ allowed",
+                    (QuestionKind::Permission, false) => "⚿ denied",
+                    (QuestionKind::Review, true) => "◧ approved",
+                    (QuestionKind::Review, false) => "◧ rejected",
+                    (QuestionKind::Conflict, true) => "✕ resolved",
+                    (QuestionKind::Conflict, false) => "✕ not landed",
                 },
                 &n.name,
                 &format!(" {tool} — {by}"),
+            ),
+            SignalKind::Landed { node: n, work, .. } => node(
+                "⇢ landed",
+                &n.name,
+                &format!(
+                    " on {} at {} — {} commit(s), {} file(s)",
+                    work.branch,
+                    work.commit.as_deref().unwrap_or("-"),
+                    work.commits.len(),
+                    work.files.len()
+                ),
             ),
             SignalKind::Denied {
                 node: n,

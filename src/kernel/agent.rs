@@ -147,11 +147,32 @@ pub enum AgentEvent {
     /// A question ended without an answer (its time ran out, or the
     /// agent stopped asking): it was denied.
     AskEnded { id: u32, why: Arc<str> },
+    /// The operation's work went into the run's branch.
+    Landed(Arc<LandedWork>),
     /// The result this attempt returns is its stream's last answer (an
     /// agent CLI's final message, which the CLI also echoes): requests in
     /// it are the ones the stream already carried, one emission, not a
     /// second sighting to record as a duplicate.
     ResultRestatesStream,
+}
+
+/// What landed of one operation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LandedWork {
+    /// `merge` or `rebase`.
+    pub mode: crate::vocab::LandMode,
+    /// The run's branch (`playdeck/<run-id>`).
+    pub branch: Arc<str>,
+    /// The branch's tip after it landed (the merge commit, or the last
+    /// rebased commit); `None` when there was nothing to land.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<Arc<str>>,
+    /// The operation's commits, oldest first: `<short sha> <subject>`.
+    #[serde(default)]
+    pub commits: Vec<Arc<str>>,
+    /// The paths they change.
+    #[serde(default)]
+    pub files: Vec<Arc<str>>,
 }
 
 /// Where the operator's messages reach a running attempt that reads them
@@ -179,13 +200,63 @@ impl Inbox {
 #[derive(Debug, Clone)]
 pub struct Question {
     pub id: u32,
+    /// What is asked about: the call (`Bash(rm -rf build)`), or for a
+    /// review or a conflict, what would land or what clashed.
     pub tool: Arc<str>,
+    pub kind: QuestionKind,
     pub reply: Replier,
 }
 
 impl PartialEq for Question {
     fn eq(&self, other: &Question) -> bool {
-        self.id == other.id && self.tool == other.tool
+        self.id == other.id && self.tool == other.tool && self.kind == other.kind
+    }
+}
+
+/// What an operation waiting on its operator asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionKind {
+    /// May the agent make this call (a ToolSet's `ask`)?
+    #[default]
+    Permission,
+    /// The work succeeded: may it land on the run's branch (`review`)?
+    Review,
+    /// Its work clashes with what landed before it: the operator resolves
+    /// it in the worktree (allow: try again), or it does not land (deny).
+    Conflict,
+}
+
+impl QuestionKind {
+    pub fn is_permission(&self) -> bool {
+        *self == QuestionKind::Permission
+    }
+
+    /// The lane's mark for it.
+    pub fn mark(self) -> &'static str {
+        match self {
+            QuestionKind::Permission => "⚿",
+            QuestionKind::Review => "◧",
+            QuestionKind::Conflict => "✕",
+        }
+    }
+
+    /// `⚿ asks permission for Bash(x)`, `◧ awaiting review: 2 files
+    /// changed, …`, `✕ merge conflict: a.txt clash with …`.
+    pub fn say(self, what: &str) -> String {
+        match self {
+            QuestionKind::Permission => format!("⚿ asks permission for {what}"),
+            k => format!("{} {}: {what}", k.mark(), k.words()),
+        }
+    }
+
+    /// How a lane, a dialog and a log line name the wait.
+    pub fn words(self) -> &'static str {
+        match self {
+            QuestionKind::Permission => "asks permission",
+            QuestionKind::Review => "awaiting review",
+            QuestionKind::Conflict => "merge conflict",
+        }
     }
 }
 

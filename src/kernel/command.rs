@@ -52,6 +52,10 @@ pub enum Request {
     /// Allow the call a running agent asked permission for (`deny OP`
     /// refuses it; `approve OP` allows it too).
     Permit { op: String },
+    /// Land an operation's work again once its merge conflict is resolved
+    /// in its worktree (what is left uncommitted there is committed for
+    /// it); `deny OP` leaves it unlanded instead.
+    Resolve { op: String },
     /// Say something to an operation's agent, in the conversation it has:
     /// a running one is stopped when it is not in a tool and continues its
     /// session with the message; a failed one is sent back, a new attempt
@@ -250,6 +254,7 @@ impl Request {
             Request::Retry { .. } => "retry",
             Request::Say { .. } => "say",
             Request::Permit { .. } => "permit",
+            Request::Resolve { .. } => "resolve",
             Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
@@ -270,7 +275,8 @@ impl Request {
             | Request::Unhold { op }
             | Request::Retry { op }
             | Request::Say { op, .. }
-            | Request::Permit { op } => Some(op),
+            | Request::Permit { op }
+            | Request::Resolve { op } => Some(op),
             Request::Add { name, .. } => name.as_deref(),
             _ => None,
         }
@@ -322,6 +328,7 @@ impl Request {
             (Request::Retry { op }, _) => format!("retrying {op}"),
             (Request::Say { op, .. }, _) => format!("said to {op}'s agent"),
             (Request::Permit { op }, _) => format!("allowed the call {op} asked about"),
+            (Request::Resolve { op }, _) => format!("landing {op} again"),
             (Request::Cancel, _) => "cancelling the run…".into(),
             (_, Answer::Raised { caps }) => caps
                 .iter()
@@ -442,6 +449,10 @@ pub enum CommandError {
     CannotRetry { name: String, state: &'static str },
     #[error("{name} is asking nothing: permit answers a running agent's permission question")]
     NoQuestion { name: String },
+    #[error(
+        "{name} has no merge conflict waiting: resolve answers an operation whose work clashed as it landed"
+    )]
+    NoConflict { name: String },
     #[error("{name} is {state}; {why}")]
     CannotSay {
         name: String,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::agent::{LandedWork, QuestionKind};
 use super::graph::OpId;
 use super::lane::Lane;
 use super::ledger::DropReason;
@@ -469,11 +470,17 @@ pub enum SignalKind {
     /// A running agent asks the operator whether it may make a call its
     /// ToolSet leaves to them (`Bash(rm -rf build)`): the operation waits
     /// in the approval lane until it is answered.
+    /// A review (`kind: review`: the work would land, the operator
+    /// decides) or a merge conflict (`kind: conflict`: the operator
+    /// resolves it, or it does not land) waits the same way, `tool` saying
+    /// what would land or what clashed.
     PermissionAsked {
         #[serde(flatten)]
         node: NodeHeader,
         attempt: u32,
         tool: Arc<str>,
+        #[serde(default, skip_serializing_if = "QuestionKind::is_permission")]
+        kind: QuestionKind,
     },
     /// The question was answered: allowed or denied, by whom (an
     /// operator, or `timeout`), and why; the agent runs on.
@@ -486,6 +493,18 @@ pub enum SignalKind {
         by: Arc<str>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<Arc<str>>,
+        #[serde(default, skip_serializing_if = "QuestionKind::is_permission")]
+        kind: QuestionKind,
+    },
+    /// A succeeded operation's work went into the run's branch
+    /// (`[workspace] isolation = "worktree"`): its commits and the files
+    /// they change, and the branch's new tip.
+    Landed {
+        #[serde(flatten)]
+        node: NodeHeader,
+        attempt: u32,
+        #[serde(flatten)]
+        work: Arc<LandedWork>,
     },
     /// A running agent's cost and token totals so far.
     AgentUsage {
@@ -635,7 +654,8 @@ impl SignalKind {
             | SignalKind::RetryScheduled { node, .. }
             | SignalKind::CapacityWait { node, .. }
             | SignalKind::PermissionAsked { node, .. }
-            | SignalKind::PermissionAnswered { node, .. } => Some(node),
+            | SignalKind::PermissionAnswered { node, .. }
+            | SignalKind::Landed { node, .. } => Some(node),
             _ => None,
         }
     }
@@ -754,6 +774,7 @@ mod tests {
         "agent_session",
         "permission_asked",
         "permission_answered",
+        "landed",
         "storage_failed",
         "storage_recovered",
         "run_paused",

@@ -85,6 +85,7 @@ impl Play {
                     flag_profile: op.flag_profile.clone(),
                     tools: op.tools.clone(),
                     agent_tools: op.agent_toolsets(),
+                    ..AgentParams::default()
                 };
                 Ok(RoleSetup {
                     agent: Arc::from(op.agent.as_str()),
@@ -286,6 +287,7 @@ impl super::OpDef {
             flag_profile: self.flag_profile.clone(),
             tools: self.tools.clone(),
             agent_tools: self.agent_toolsets(),
+            review: self.review,
         };
         if let Value::Object(o) = own.to_value() {
             m.extend(o);

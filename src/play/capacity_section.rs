@@ -37,6 +37,7 @@ const PROFILE_KEYS: &[&str] = &[
     "lifetime",
     "tools",
     "pinned",
+    "review",
 ];
 
 pub(super) fn read(
@@ -557,6 +558,7 @@ fn read_profile(
         lifetime: lifetime.and_then(|(x, _)| Lifetime::parse(&x)),
         tools,
         pinned: pinned.map_or(0, |(n, _)| n as u32),
+        review: t.bool(r, "review").is_some_and(|(b, _)| b),
     })
 }
 

@@ -16,6 +16,7 @@ mod prices_section;
 pub mod reader;
 mod retry_section;
 mod segments;
+pub mod workspace_section;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,6 +69,8 @@ pub struct Play {
     pub retry: crate::kernel::retry::RetrySettings,
     /// `[budget]`: spend caps.
     pub budget: Option<crate::kernel::spend::Budget>,
+    /// `[workspace]`: where attempts work and how their work lands.
+    pub workspace: workspace_section::WorkspaceConfig,
     /// `[prices]`: the user's agents file's under the play's.
     pub prices: crate::agents::prices::Prices,
     /// `[play] flag_profile`: the default selection (none by default).
@@ -125,6 +128,8 @@ pub struct OpDef {
     pub when: Condition,
     pub when_span: Option<Span>,
     pub approval: bool,
+    /// Its work waits for the operator's review before it lands.
+    pub review: bool,
     pub agent: String,
     pub sim: Option<Box<SimSpec>>,
     /// A role profile named explicitly (`profile = "coder"`).

@@ -128,6 +128,12 @@ pub struct Node {
     /// (`Bash(rm -rf build)`), until it is answered.
     #[serde(skip)]
     pub asking: Option<Arc<str>>,
+    /// What `asking` is: a permission, a review, a merge conflict.
+    #[serde(skip)]
+    pub asked: crate::kernel::agent::QuestionKind,
+    /// What of its work landed on the run's branch, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Arc<crate::kernel::agent::LandedWork>>,
 }
 
 /// An operation waiting for its retry, as views show it.
@@ -187,6 +193,8 @@ impl Node {
             retry_wait: None,
             activity: None,
             asking: None,
+            asked: Default::default(),
+            landed: None,
         }
     }
 

@@ -183,8 +183,12 @@ impl RunProjection {
                     n.status = NodeStatus::Pending;
                 }
             }
-            SignalKind::PermissionAsked { tool, .. } => n.asking = Some(tool.clone()),
+            SignalKind::PermissionAsked { tool, kind, .. } => {
+                n.asking = Some(tool.clone());
+                n.asked = *kind;
+            }
             SignalKind::PermissionAnswered { .. } => n.asking = None,
+            SignalKind::Landed { work, .. } => n.landed = Some(work.clone()),
             SignalKind::Held { .. } => n.held = true,
             SignalKind::Unheld { .. } => n.held = false,
             SignalKind::Paused { reason, .. } => {

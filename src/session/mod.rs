@@ -415,7 +415,30 @@ impl Parts {
         let tails = Tails::new();
         let log_dir = run_dir.path.join("logs");
         let ctx = wiring::run_context(play, &run_dir.run_id, Some(log_dir.clone()), tails.clone());
-        let local = wiring::agent_registry(play, speed, ctx);
+        let mut local = wiring::agent_registry(play, speed, ctx);
+        if play.workspace.isolated() {
+            let reviewed = play
+                .capacity
+                .iter()
+                .flat_map(|c| c.profiles.values())
+                .filter(|p| p.review)
+                .map(|p| p.name.clone())
+                .collect();
+            let landing = crate::land::Landing::open(
+                &play.workspace,
+                &play.dir,
+                &run_dir.path,
+                &run_dir.run_id,
+                reviewed,
+            )
+            .await
+            .map_err(std::io::Error::other)?;
+            let landing = Arc::new(landing);
+            // Agent CLIs change the repository; `sim` and `noop` do not.
+            local.wrap(play.agents.keys().map(String::as_str), |a| {
+                Arc::new(crate::land::Isolated::new(a, landing.clone()))
+            });
+        }
         let (agents, hub) = match cluster_of(play, opts, run_dir)? {
             None => (local, None),
             Some(c) => {

@@ -381,6 +381,17 @@ pub mod fault {
         }
     }
 
+    /// `PLAYDECK_FAULT_KILL_AT=POINT`: SIGKILL when the run reaches the
+    /// named point (`before_land`: an operation's work is committed, not yet
+    /// on the run's branch; `after_land`: it is, not yet recorded).
+    pub fn kill_at(point: &str) {
+        if cfg!(any(debug_assertions, feature = "fault-injection"))
+            && std::env::var("PLAYDECK_FAULT_KILL_AT").is_ok_and(|p| p == point)
+        {
+            crash();
+        }
+    }
+
     /// A deliberate crash: SIGKILL, so nothing is flushed or cleaned up.
     pub fn crash() {
         let _ =

@@ -138,6 +138,18 @@ pub struct Report {
     /// last attempt's log (filled by [`Report::with_turns`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub last_turns: Vec<OpTurns>,
+    /// What each operation landed on the run's branch (`[workspace]
+    /// isolation = "worktree"`), in the order they joined the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub landed: Vec<OpLanded>,
+}
+
+/// One operation's landed work.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpLanded {
+    pub name: Arc<str>,
+    #[serde(flatten)]
+    pub work: Arc<crate::kernel::agent::LandedWork>,
 }
 
 /// What an operation's agent said last, one entry a line.
@@ -276,6 +288,16 @@ impl Report {
             }),
             spend_caps: p.spend.caps.clone(),
             last_turns: Vec::new(),
+            landed: p
+                .nodes
+                .iter()
+                .filter_map(|n| {
+                    n.landed.as_ref().map(|w| OpLanded {
+                        name: n.name().clone(),
+                        work: w.clone(),
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -508,6 +530,31 @@ impl Report {
                 let _ = writeln!(s, "### {} (attempt {}, {})\n", o.name, o.attempt, o.outcome);
                 for t in &o.turns {
                     let _ = writeln!(s, "- {t}");
+                }
+                let _ = writeln!(s);
+            }
+        }
+        if !self.landed.is_empty() {
+            let branch = &self.landed[0].work.branch;
+            let _ = writeln!(
+                s,
+                "\n## Landed\n\nWhat each operation's work brought to the run's branch {branch} (`playdeck land {} --into BRANCH` brings it into yours).\n",
+                self.run_id
+            );
+            for l in &self.landed {
+                let w = &l.work;
+                let _ = writeln!(
+                    s,
+                    "### {} ({} at {})\n",
+                    l.name,
+                    w.mode.as_str(),
+                    w.commit.as_deref().unwrap_or("-")
+                );
+                for c in &w.commits {
+                    let _ = writeln!(s, "- commit {c}");
+                }
+                if !w.files.is_empty() {
+                    let _ = writeln!(s, "- files: {}", w.files.join(", "));
                 }
                 let _ = writeln!(s);
             }

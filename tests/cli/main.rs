@@ -15,6 +15,7 @@ mod ctl_cli;
 mod durable;
 mod faults;
 mod headless_cli;
+mod landing;
 mod notify;
 mod palette;
 mod play_validation;

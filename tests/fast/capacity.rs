@@ -36,6 +36,7 @@ fn profile(name: &str, role: &str, max: u32) -> RoleProfile {
         lifetime: None,
         tools: None,
         pinned: 0,
+        review: false,
     }
 }
 

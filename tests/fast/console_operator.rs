@@ -11,6 +11,7 @@ use playdeck::console::overlay::Overlay;
 
 use common::screen_text as text;
 use playdeck::console::screenshot::Scene;
+use playdeck::kernel::agent::QuestionKind;
 use playdeck::kernel::{Lane, Outcome, SignalKind};
 use playdeck::play::Play;
 use playdeck::session::SessionOptions;
@@ -439,6 +440,7 @@ mod details {
                 node: node.clone(),
                 attempt,
                 tool: "Bash(rm -rf build)".into(),
+                kind: QuestionKind::Permission,
             },
         );
         assert_eq!(s.app.vm.node(ix).lane, Lane::AwaitingApproval);
@@ -457,16 +459,63 @@ mod details {
         fold(
             &mut s,
             SignalKind::PermissionAnswered {
-                node,
+                node: node.clone(),
                 attempt,
                 tool: "Bash(rm -rf build)".into(),
                 allowed: true,
                 by: "console (ana)".into(),
                 reason: None,
+                kind: QuestionKind::Permission,
             },
         );
         assert_eq!(s.app.vm.node(ix).lane, Lane::Running);
         assert!(!text(&s.render()).contains('⚿'));
+        // Issue 41: its work waits for review, then clashes as it lands;
+        // each is marked as what it is, and the inspector says the keys.
+        for (kind, what, mark, head) in [
+            (
+                QuestionKind::Review,
+                "2 files changed, 3 insertions(+)",
+                "◧impl-schema",
+                "◧ awaiting review  (a lands it, d rejects it, T sends it back with a note)",
+            ),
+            (
+                QuestionKind::Conflict,
+                "clash.txt clash with playdeck/r1",
+                "✕impl-schema",
+                "✕ merge conflict  (S opens a shell in its worktree; a lands it once resolved",
+            ),
+        ] {
+            fold(
+                &mut s,
+                SignalKind::PermissionAsked {
+                    node: node.clone(),
+                    attempt,
+                    tool: what.into(),
+                    kind,
+                },
+            );
+            let t = text(&s.render());
+            assert!(t.contains(mark), "{t}");
+            s.press(&keys("enter")).await;
+            let t = text(&s.render());
+            assert!(t.contains(head), "{t}");
+            assert!(t.contains(&format!("  {what}")), "{t}");
+            s.press(&keys("esc")).await;
+            fold(
+                &mut s,
+                SignalKind::PermissionAnswered {
+                    node: node.clone(),
+                    attempt,
+                    tool: what.into(),
+                    allowed: true,
+                    by: "console (ana)".into(),
+                    reason: None,
+                    kind,
+                },
+            );
+            assert_eq!(s.app.vm.node(ix).lane, Lane::Running);
+        }
         s.finish().await;
     }
 

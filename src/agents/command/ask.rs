@@ -141,6 +141,7 @@ async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &Atomi
     events.emit(AgentEvent::Asking(Question {
         id,
         tool: Arc::from(head.as_str()),
+        kind: Default::default(),
         reply: Replier::new(tx),
     }));
     let timeout = tools.ask_timeout();

@@ -97,6 +97,9 @@ pub struct AgentParams {
     /// ADR-011's first tier: the ToolSet for the agent that runs it.
     #[serde(default)]
     pub agent_tools: std::collections::BTreeMap<String, ToolSet>,
+    /// Its work waits for the operator's review before it lands.
+    #[serde(default)]
+    pub review: bool,
 }
 
 impl AgentParams {
@@ -120,6 +123,9 @@ impl AgentParams {
                 "agent_tools".into(),
                 serde_json::to_value(&self.agent_tools).expect("toolsets serialise"),
             );
+        }
+        if self.review {
+            m.insert("review".into(), Value::Bool(true));
         }
         if m.is_empty() {
             Value::Null

@@ -167,7 +167,9 @@ impl App {
                     .into()),
                 }
             }
-            FollowAgent | PageOutput | WorktreeDiff => self.agent_target(a, top).map(|_| ()),
+            FollowAgent | PageOutput | WorktreeDiff | Shell => {
+                self.agent_target(a, top).map(|_| ())
+            }
             Open => match self.focus {
                 Pane::Lanes if self.selected_node().is_none() => {
                     Err("nothing selected to inspect".into())

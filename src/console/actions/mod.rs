@@ -167,6 +167,7 @@ impl App {
             Action::FollowAgent
             | Action::PageOutput
             | Action::WorktreeDiff
+            | Action::Shell
             | Action::Open
             | Action::PaletteInspector
             | Action::Warnings

@@ -55,6 +55,13 @@ impl App {
                 };
                 vec![Effect::Page(page)]
             }
+            Action::Shell => {
+                let (Some(ix), Some(run_dir)) = (self.target(), self.hooks.run_dir.clone()) else {
+                    return Vec::new();
+                };
+                let op = self.vm.node(ix).name().to_string();
+                vec![Effect::Page(Page::Shell { op, run_dir })]
+            }
             Action::Open => {
                 match self.focus {
                     Pane::Ledger => {

@@ -224,6 +224,8 @@ pub enum Page {
         instance: Option<String>,
         run_dir: PathBuf,
     },
+    /// The operator's shell in the operation's own worktree.
+    Shell { op: String, run_dir: PathBuf },
 }
 
 pub struct App {

@@ -48,8 +48,8 @@ impl App {
         let n = self.vm.node(ix);
         let what = match n.lane {
             Lane::AwaitingApproval if n.asking.is_some() => format!(
-                "⚿ asks permission for {} ({} so far)",
-                n.asking.as_deref().unwrap_or_default(),
+                "{} ({} so far)",
+                n.asked.say(n.asking.as_deref().unwrap_or_default()),
                 crate::console::words::duration(self.clock - self.entered(ix)),
             ),
             Lane::AwaitingApproval => format!(

@@ -2,6 +2,7 @@
 //! operation's time, what it waits for, the run's name to resume it by.
 
 use super::*;
+use crate::kernel::agent::QuestionKind;
 
 impl App {
     /// The run's state as the header says it.
@@ -66,10 +67,20 @@ impl App {
             return Some("held by the operator (o releases the hold)".into());
         }
         match n.lane {
-            Lane::AwaitingApproval if n.asking.is_some() => Some(format!(
-                "an operator's answer: its agent asks permission for {}",
-                n.asking.as_deref().unwrap_or_default()
-            )),
+            Lane::AwaitingApproval if n.asking.is_some() => {
+                let what = n.asking.as_deref().unwrap_or_default();
+                Some(match n.asked {
+                    QuestionKind::Permission => {
+                        format!("an operator's answer: its agent asks permission for {what}")
+                    }
+                    QuestionKind::Review => format!(
+                        "an operator's review of its work before it lands ({what}): D shows the diff"
+                    ),
+                    QuestionKind::Conflict => format!(
+                        "an operator to resolve its merge conflict ({what}): S opens a shell in its worktree"
+                    ),
+                })
+            }
             Lane::AwaitingApproval => Some(match self.vm.failed_deps(ix) {
                 Some(f) => format!("approval by an operator — {}", f.words()),
                 None => "approval by an operator".into(),

@@ -40,6 +40,7 @@ pub enum Action {
     PageOutput,
     RawLines,
     WorktreeDiff,
+    Shell,
     // What the main screen shows.
     Open,
     PaletteInspector,
@@ -277,7 +278,8 @@ actions! {
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
     FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
     PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";
-    WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its worktree's uncommitted changes, new files too, in $PAGER";
+    WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its worktree in $PAGER: what it would land, or its uncommitted changes";
+    Shell "shell" "shell" Agent ["S"] false "a shell in its own worktree: resolve a merge conflict there, then a";
     Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
     PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
     Warnings "warnings" "warnings" View ["w"] true "every warning of the run";

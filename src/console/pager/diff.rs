@@ -12,6 +12,9 @@ pub enum Workdir {
     /// No worktree of its own: the play's directory, which every operation
     /// without one shares.
     Shared(PathBuf),
+    /// Its own worktree under `[workspace] isolation = "worktree"`: what it
+    /// would land on the run's branch (`branch`) is what it changed since.
+    Landing { path: PathBuf, branch: String },
 }
 
 /// Where the attempt of `op` worked, from what its run directory recorded:
@@ -24,6 +27,22 @@ pub fn workdir(
     attempt: u32,
     instance: Option<&str>,
 ) -> Result<Workdir, Refusal> {
+    if let Some(rec) = crate::land::LandingFile::read(run_dir) {
+        let path = rec.worktrees.join(op);
+        if !path.exists() {
+            return Err(Refusal {
+                text: format!(
+                    "{op} has no worktree now: its work landed on {} (or it has not started)",
+                    rec.branch
+                ),
+                level: Level::Info,
+            });
+        }
+        return Ok(Workdir::Landing {
+            path,
+            branch: rec.branch,
+        });
+    }
     if let Some(inst) = instance
         && let Some(rec) = std::fs::read(run_dir.join("capacity.json"))
             .ok()
@@ -108,7 +127,9 @@ pub(super) const NEW_FILES_SHOWN: usize = 20;
 /// agent sees.
 pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared, Refusal> {
     let (dir, whose) = match w {
-        Workdir::Worktree(d) => (d, format!("{op}'s worktree {}", d.display())),
+        Workdir::Worktree(d) | Workdir::Landing { path: d, .. } => {
+            (d, format!("{op}'s worktree {}", d.display()))
+        }
         Workdir::Shared(d) => (d, format!("the play's directory {}", d.display())),
     };
     if let Workdir::Shared(d) = w
@@ -129,8 +150,27 @@ pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared,
     } else {
         "--color=never"
     };
+    // What it committed and would land: the run's branch to its HEAD.
+    let landing = match w {
+        Workdir::Landing { branch, .. } => {
+            let range = format!("refs/heads/{branch}...HEAD");
+            let stat = git(dir, &["diff", "--stat", &range], &[0]).await?;
+            let full = git(dir, &["diff", color, &range], &[0]).await?;
+            (!stat.trim().is_empty()).then(|| {
+                format!(
+                    "# {whose}: what it would land on {branch}\n# git diff --stat {branch}...HEAD\n{stat}\n# git diff {branch}...HEAD\n{full}\n"
+                )
+            })
+        }
+        _ => None,
+    };
     let status = git(dir, &["status", "--short", "--untracked-files=all"], &[0]).await?;
     let changed = status.lines().count();
+    if changed == 0
+        && let Some(text) = landing
+    {
+        return page_text(op, w, text, "its committed work".into());
+    }
     if changed == 0 {
         return Err(Refusal {
             text: format!("nothing to diff: {whose} has no changes against HEAD"),
@@ -147,6 +187,7 @@ pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared,
     .await?;
     let new: Vec<&str> = new.split('\0').filter(|p| !p.is_empty()).collect();
     let mut text = match w {
+        Workdir::Landing { .. } => landing.unwrap_or_default() + &format!("# {whose}\n"),
         Workdir::Worktree(_) => format!("# {whose}\n"),
         Workdir::Shared(_) => format!(
             "# {op} has no worktree of its own: this is {whose}, which every operation without one shares\n"
@@ -178,6 +219,16 @@ pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared,
             text.push_str(&d);
         }
     }
+    let paths = if changed == 1 {
+        "1 changed path".to_string()
+    } else {
+        format!("{changed} changed paths")
+    };
+    page_text(op, w, text, paths)
+}
+
+/// Writes `text` for the pager, and what the status line says after.
+fn page_text(op: &str, w: &Workdir, text: String, paths: String) -> Result<Prepared, Refusal> {
     // The files are the agent's: what they hold must not drive the
     // terminal through a pager that passes escapes on (git's colour stays).
     let text: String = text
@@ -192,14 +243,17 @@ pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared,
         .write_all(text.as_bytes())
         .and_then(|_| file.as_file_mut().flush())
         .map_err(|e| Refusal::error(format!("cannot write a file for the pager: {e}")))?;
-    let paths = if changed == 1 {
-        "1 changed path".to_string()
-    } else {
-        format!("{changed} changed paths")
-    };
     // The directory last: a status line too narrow cuts its end, not what
     // was shown.
     Ok(match w {
+        Workdir::Landing { path, branch } => Prepared {
+            file,
+            shown: format!(
+                "paged what {op} would land on {branch} ({paths}): {}",
+                path.display()
+            ),
+            level: Level::Info,
+        },
         Workdir::Worktree(d) => Prepared {
             file,
             shown: format!(

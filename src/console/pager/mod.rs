@@ -112,6 +112,9 @@ pub async fn show(
     page: Page,
     stop: &mut mpsc::UnboundedReceiver<StopSignal>,
 ) -> io::Result<Shown> {
+    if let Page::Shell { op, run_dir } = &page {
+        return shell(app, screen, op, run_dir, stop).await;
+    }
     let pager = Pager::from_env();
     // The console waits for this (no keys, no frames): bounded, and a
     // stop signal meanwhile is taken at once (git is killed on drop).
@@ -148,6 +151,63 @@ pub async fn show(
     Ok(stopped.map_or(Shown::Closed, Shown::Stopped))
 }
 
+/// `S`: the terminal lent to the operator's shell (`$SHELL`, else `sh`)
+/// in the operation's own worktree — to resolve a merge conflict, or look
+/// around — until they leave it.
+async fn shell(
+    app: &mut App,
+    screen: &mut impl Lend,
+    op: &str,
+    run_dir: &Path,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
+) -> io::Result<Shown> {
+    let dir = match workdir(run_dir, op, 0, None) {
+        Ok(Workdir::Landing { path, .. } | Workdir::Worktree(path)) => path,
+        Ok(Workdir::Shared(d)) => {
+            app.warn(format!(
+                "{op} has no worktree of its own: it works in the play's directory {}",
+                d.display()
+            ));
+            return Ok(Shown::NotRun);
+        }
+        Err(r) => {
+            app.set_status(r.text, r.level);
+            return Ok(Shown::NotRun);
+        }
+    };
+    let program = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "sh".into());
+    if !screen.suspend()? {
+        app.warn("no terminal to hand to a shell here");
+        return Ok(Shown::NotRun);
+    }
+    println!(
+        "playdeck: a shell in {op}'s worktree {} — leave it (exit) to return to the console",
+        dir.display()
+    );
+    let spawned = tokio::process::Command::new(&program)
+        .current_dir(&dir)
+        .env("PLAYDECK_OP", op)
+        .spawn();
+    let (ran, stopped) = match spawned {
+        Ok(child) => wait_for(child, &program, false, stop).await,
+        Err(e) => (Err(format!("cannot start {program}: {e}")), None),
+    };
+    screen.resume()?;
+    match ran {
+        // A shell's last command's status is not the operator's error.
+        Ok(()) | Err(_) if stopped.is_some() => {}
+        Err(why) if why.starts_with("cannot start") => app.set_status(why, Level::Error),
+        _ => app.set_status(
+            format!("back from the shell in {op}'s worktree: {}", dir.display()),
+            Level::Info,
+        ),
+    }
+    Ok(stopped.map_or(Shown::Closed, Shown::Stopped))
+}
+
 /// Writes what `page` shows to a temporary file; `color` asks git for
 /// colour (the default pager, `less -R`, shows it).
 pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
@@ -162,6 +222,7 @@ pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
             let dir = workdir(run_dir, op, *attempt, instance.as_deref())?;
             diff(op, &dir, color).await
         }
+        Page::Shell { .. } => Err(Refusal::error("a shell is not paged".into())),
     }
 }
 
@@ -362,7 +423,7 @@ async fn run(
             }
         }
     };
-    let (mut child, name) = match spawned {
+    let (child, name) = match spawned {
         Ok(c) => c,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let what = match pager {
@@ -378,6 +439,18 @@ async fn run(
         }
         Err(e) => return (Err(format!("cannot start {}: {e}", pager.name())), None),
     };
+    let env_pager = matches!(pager, Pager::Env(_));
+    wait_for(child, &name, env_pager, stop).await
+}
+
+/// Waits for a program the terminal was lent to; a SIGTERM or SIGHUP
+/// meanwhile ends it (and is returned), ctrl-c is its own.
+async fn wait_for(
+    mut child: tokio::process::Child,
+    name: &str,
+    through_sh: bool,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
+) -> (Result<(), String>, Option<StopSignal>) {
     let mut stopped = None;
     let status = loop {
         tokio::select! {
@@ -398,9 +471,7 @@ async fn run(
         Err(e) => Err(format!("{name}: cannot wait for it: {e}")),
         Ok(st) if st.success() || stopped.is_some() => Ok(()),
         Ok(st) => match st.code() {
-            Some(127) if matches!(pager, Pager::Env(_)) => {
-                Err(format!("{name} was not found (sh said exit 127)"))
-            }
+            Some(127) if through_sh => Err(format!("{name} was not found (sh said exit 127)")),
             Some(c) => Err(format!("{name} exited with status {c}")),
             None => {
                 use std::os::unix::process::ExitStatusExt;

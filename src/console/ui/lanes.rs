@@ -100,8 +100,9 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             let marker = if app.marks.contains(&ix) {
                 "◆"
             } else if n.asking.is_some() {
-                // A running agent's permission question.
-                "⚿"
+                // A running agent's permission question, or its work
+                // waiting for review or clashing as it lands.
+                n.asked.mark()
             } else if failed_deps.is_some() {
                 "✗"
             } else if n.skipped() {

@@ -277,6 +277,8 @@ impl Executor {
             return;
         }
         let (op_id, name, attempt) = (n.op.op_id, n.op.reference_id.clone(), n.attempt);
+        // A review or a conflict the approval policy decides for nobody.
+        let mut auto = None;
         let kind = match msg.event {
             AgentEvent::Emitted(v) => {
                 if self.cfg.reactive {
@@ -293,13 +295,23 @@ impl Executor {
                 return;
             }
             AgentEvent::Asking(q) => {
-                let tool = q.tool.clone();
+                let (tool, kind) = (q.tool.clone(), q.kind);
+                auto = self.policy_answer(kind);
                 self.questions.insert(ix, (attempt, q));
                 let node = self.header(ix);
                 SignalKind::PermissionAsked {
                     node,
                     attempt,
                     tool,
+                    kind,
+                }
+            }
+            AgentEvent::Landed(work) => {
+                let node = self.header(ix);
+                SignalKind::Landed {
+                    node,
+                    attempt,
+                    work,
                 }
             }
             AgentEvent::AskEnded { id, why } => {
@@ -318,6 +330,7 @@ impl Executor {
                     allowed: false,
                     by: Arc::from("timeout"),
                     reason: Some(why),
+                    kind: q.kind,
                 }
             }
             AgentEvent::Activity { state, tool } => {
@@ -366,6 +379,11 @@ impl Executor {
             self.emit_node(ix, kind);
         } else {
             self.bus.emit(kind);
+        }
+        if let Some((allow, reason)) = auto {
+            let operator = std::mem::replace(&mut self.acting, Arc::from("policy"));
+            self.answer_question(ix, allow, reason.as_deref());
+            self.acting = operator;
         }
         // A message waited for the tool call to end: it has.
         if self.message_waits(ix)

@@ -44,6 +44,7 @@ const ROOT_KEYS: &[&str] = &[
     "retry",
     "budget",
     "prices",
+    "workspace",
 ];
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -71,6 +72,7 @@ const OP_KEYS: &[&str] = &[
     "flag_profile",
     "tools",
     "agent_tools",
+    "review",
 ];
 const SIM_KEYS: &[&str] = &[
     "duration_ms",
@@ -193,6 +195,7 @@ fn parse_play(
         cluster: None,
         retry: Default::default(),
         budget: None,
+        workspace: Default::default(),
         dir: dir.to_path_buf(),
         agents: user.agents.clone(),
         prices: user.prices.clone(),
@@ -250,6 +253,24 @@ fn parse_play(
     }
     super::capacity_section::check_op_profiles(&mut r, play.capacity.as_ref(), &play.operations);
     play.notify = super::notify_section::read(&mut r, &root);
+    let repo = crate::capacity::config::find_repo_root(&play.dir);
+    play.workspace = super::workspace_section::read(&mut r, &root, repo.as_deref(), &play.dir)
+        .unwrap_or_default();
+    // Each operation has its own worktree now: an instance's would be a
+    // second one, on a branch beside the run's.
+    if play.workspace.isolated()
+        && let Some(cap) = play.capacity.as_mut()
+    {
+        for p in cap.profiles.values_mut() {
+            if p.workspace_mode == crate::capacity::WorkspaceMode::GitWorktree {
+                p.workspace_mode = crate::capacity::WorkspaceMode::Inplace;
+                play.warnings.push(format!(
+                    "role profile {}: workspace_mode = \"git-worktree\" gives way to [workspace] isolation = \"worktree\": each operation on its instances works in a worktree of its own",
+                    p.name
+                ));
+            }
+        }
+    }
     play.cluster = super::cluster_section::read(&mut r, &root, play.capacity.as_ref());
     play.retry = super::retry_section::read(&mut r, &root, "retry").unwrap_or_default();
     play.budget = super::budget_section::read(&mut r, &root);
@@ -592,6 +613,7 @@ fn read_operation(
         }
     }
     let approval = t.bool(r, "approval").is_some_and(|(b, _)| b);
+    let review = t.bool(r, "review").is_some_and(|(b, _)| b);
     let agent = match t.get("agent") {
         Some(_) => agents_section::read_agent_ref(r, &t, "agent", agents),
         None => Some("sim".to_string()),
@@ -643,6 +665,7 @@ fn read_operation(
         when,
         when_span,
         approval,
+        review,
         agent: agent?,
         sim,
         profile_span: profile.as_ref().map(|(_, s)| s.clone()),

@@ -14,6 +14,7 @@ use crate::console::keymap::{Action, Mode};
 use crate::console::overlay::{ADD_FIELDS, AddForm};
 use crate::console::text::{fit, width};
 use crate::console::ui::short_instance;
+use crate::kernel::agent::QuestionKind;
 use crate::vocab::{InstanceState, Lifetime};
 
 /// `y/⏎ quit   n/esc keep watching`.
@@ -167,9 +168,11 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
             ));
         }
         // A running agent's question: the call it asks to make.
-        if let Some(call) = app.vm.by_name(op).and_then(|n| n.asking.clone()) {
+        if let Some(n) = app.vm.by_name(op)
+            && let Some(call) = &n.asking
+        {
             row.push(Span::styled(
-                format!("  ⚿ {call}"),
+                format!("  {} {call}", n.asked.mark()),
                 Style::default().fg(t.warning),
             ));
         }
@@ -418,14 +421,29 @@ fn input(app: &App, label: &str, text: &str, focused: bool, w: usize) -> Line<'s
 pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
     let t = app.theme();
     // A running agent's question, or a gate.
-    let asking = app.vm.by_name(op).and_then(|n| n.asking.clone());
+    let asking = app
+        .vm
+        .by_name(op)
+        .and_then(|n| n.asking.clone().map(|a| (a, n.asked)));
     let first = match &asking {
-        Some(call) => Line::from(vec![
+        Some((call, QuestionKind::Permission)) => Line::from(vec![
             Span::raw("Deny "),
             Span::styled(labelled(app, op), bold(t)),
             Span::raw(format!(
                 "'s call {call}? It is refused; the agent is told why and runs on."
             )),
+        ]),
+        Some((_, QuestionKind::Review)) => Line::from(vec![
+            Span::raw("Reject "),
+            Span::styled(labelled(app, op), bold(t)),
+            Span::raw("'s work? Nothing of it lands; it fails, and what waits on it is skipped."),
+        ]),
+        Some((_, QuestionKind::Conflict)) => Line::from(vec![
+            Span::raw("Leave "),
+            Span::styled(labelled(app, op), bold(t)),
+            Span::raw(
+                "'s work unlanded? It fails (merge_conflict), its worktree is kept, and what waits on it is skipped.",
+            ),
         ]),
         None => Line::from(vec![
             Span::raw("Deny "),

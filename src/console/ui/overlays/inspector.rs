@@ -11,6 +11,7 @@ use crate::console::app::{App, LIST_MAX, TEXT_MAX};
 use crate::console::keymap::{Action, Mode};
 use crate::console::text::group;
 use crate::console::ui::{duration, short_instance};
+use crate::kernel::agent::QuestionKind;
 use crate::kernel::{ActivityState, Lane, SpawnBudget, Usage};
 
 pub fn window(
@@ -61,16 +62,25 @@ pub fn window(
         lines.push(Line::from(""));
     } else if let Some(call) = &n.asking {
         // What waits for the operator, first.
-        lines.push(Line::from(vec![
-            Span::styled("⚿ asks permission", bold(t).fg(t.warning)),
-            Span::styled(
-                format!(
-                    "  ({} allows it, {} denies it)",
-                    app.keymap.label_in(Mode::Inspector, Action::Approve),
-                    app.keymap.label_in(Mode::Inspector, Action::Deny)
-                ),
-                Style::default().fg(t.dim),
+        let (a, d) = (
+            app.keymap.label_in(Mode::Inspector, Action::Approve),
+            app.keymap.label_in(Mode::Inspector, Action::Deny),
+        );
+        let keys = match n.asked {
+            QuestionKind::Permission => format!("  ({a} allows it, {d} denies it)"),
+            QuestionKind::Review => {
+                format!("  ({a} lands it, {d} rejects it, T sends it back with a note)")
+            }
+            QuestionKind::Conflict => format!(
+                "  (S opens a shell in its worktree; {a} lands it once resolved, {d} leaves it unlanded, T sends it back)"
             ),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{} {}", n.asked.mark(), n.asked.words()),
+                bold(t).fg(t.warning),
+            ),
+            Span::styled(keys, Style::default().fg(t.dim)),
         ]));
         lines.push(Line::from(format!("  {call}")));
         lines.push(Line::from(""));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use petgraph::Direction;
 use petgraph::stable_graph::NodeIndex;
 
-use super::super::agent::AgentFailure;
+use super::super::agent::{AgentFailure, QuestionKind};
 use super::super::command::{Answer, CommandError, OPERATOR, Request};
 use super::super::control::{ApprovalPolicy, NewOperation};
 use super::super::graph::{Condition, Edge, OpMetadata, Operation, OperationKind, new_op_id};
@@ -61,6 +61,20 @@ impl Executor {
                     Ok(Answer::Done)
                 } else {
                     Err(CommandError::NoQuestion {
+                        name: self.name_of(ix),
+                    })
+                }
+            }
+            Request::Resolve { op } => {
+                let ix = self.resolve(&op)?;
+                let conflict = self
+                    .questions
+                    .get(&ix)
+                    .is_some_and(|(_, q)| q.kind == QuestionKind::Conflict);
+                if conflict && self.answer_question(ix, true, None) {
+                    Ok(Answer::Done)
+                } else {
+                    Err(CommandError::NoConflict {
                         name: self.name_of(ix),
                     })
                 }
@@ -504,6 +518,18 @@ impl Executor {
             for ix in waiting {
                 self.deny_node(ix, Arc::from("policy"), reason.clone());
             }
+            // Reviews and conflicts wait for nobody now either.
+            let asking: Vec<NodeIndex> = self
+                .questions
+                .iter()
+                .filter(|(_, (_, q))| !q.kind.is_permission())
+                .map(|(ix, _)| *ix)
+                .collect();
+            let operator = std::mem::replace(&mut self.acting, Arc::from("policy"));
+            for ix in asking {
+                self.answer_question(ix, false, Some(&reason));
+            }
+            self.acting = operator;
         }
     }
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use petgraph::stable_graph::NodeIndex;
 
-use super::super::super::agent::Answer;
+use super::super::super::agent::{Answer, QuestionKind};
 use super::super::super::command::CommandError;
+use super::super::super::control::ApprovalPolicy;
 use super::super::super::signal::SignalKind;
 use super::super::super::snapshot::NodeStatus;
 use super::super::Executor;
@@ -155,6 +156,26 @@ impl Executor {
         self.round_active = true;
     }
 
+    /// What the approval policy answers to a question of `kind`, when it is
+    /// not the operator's: a review under `--approve all` lands; a conflict
+    /// has nobody to resolve it there; under a policy that denies (nobody
+    /// left on a headless run's stdin) neither waits. A permission question
+    /// is always the operator's (its ToolSet's `ask_timeout` ends it).
+    pub(in crate::kernel::executor) fn policy_answer(
+        &self,
+        kind: QuestionKind,
+    ) -> Option<(bool, Option<String>)> {
+        match (&self.cfg.approvals, kind) {
+            (_, QuestionKind::Permission) | (ApprovalPolicy::Ask, _) => None,
+            (ApprovalPolicy::ApproveAll, QuestionKind::Review) => Some((true, None)),
+            (ApprovalPolicy::ApproveAll, QuestionKind::Conflict) => Some((
+                false,
+                Some("nobody is there to resolve it (approvals are given by policy)".into()),
+            )),
+            (ApprovalPolicy::DenyAll { reason }, _) => Some((false, Some(reason.to_string()))),
+        }
+    }
+
     /// Answers the permission question `ix`'s running attempt asked, if it
     /// asked one: allowed, or denied with `reason`; said with who answered.
     pub(in crate::kernel::executor) fn answer_question(
@@ -174,6 +195,7 @@ impl Executor {
         };
         let by = self.acting.clone();
         let why = match reason {
+            Some(r) if &*by == "policy" => format!("nobody was there to decide: {r}"),
             Some(r) => format!("the operator ({by}) denied it: {r}"),
             None => format!("allowed by {by}"),
         };
@@ -193,6 +215,7 @@ impl Executor {
                 allowed: allow,
                 by,
                 reason: reason.map(Arc::from),
+                kind: q.kind,
             },
         );
         true
@@ -402,6 +425,15 @@ mod question_tests {
     use crate::kernel::Lane;
 
     fn ask(ex: &mut Executor, ix: NodeIndex, id: u32) -> tokio::sync::oneshot::Receiver<Answer> {
+        ask_of(ex, ix, id, QuestionKind::Permission)
+    }
+
+    fn ask_of(
+        ex: &mut Executor,
+        ix: NodeIndex,
+        id: u32,
+        kind: QuestionKind,
+    ) -> tokio::sync::oneshot::Receiver<Answer> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         ex.agent_event(AgentMsg {
             node: ix.index() as u32,
@@ -409,10 +441,77 @@ mod question_tests {
             event: AgentEvent::Asking(Question {
                 id,
                 tool: Arc::from("Bash(rm -rf build)"),
+                kind,
                 reply: Replier::new(tx),
             }),
         });
         rx
+    }
+
+    #[test]
+    fn a_conflict_is_resolved_by_resolve_and_nothing_else_is() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let mut rx = ask(&mut ex, a, 1);
+        // A permission question is not a conflict.
+        assert_eq!(
+            ex.apply_by(Request::Resolve { op: "a".into() }, Arc::from("ana")),
+            Err(CommandError::NoConflict { name: "a".into() })
+        );
+        assert!(rx.try_recv().is_err(), "still unanswered");
+        ex.stop_attempt(a);
+        let mut rx = ask_of(&mut ex, a, 2, QuestionKind::Conflict);
+        assert_eq!(ex.graph[a].lane, Lane::AwaitingApproval);
+        ex.apply_by(Request::Resolve { op: "a".into() }, Arc::from("ana"))
+            .unwrap();
+        assert!(rx.try_recv().unwrap().allow);
+        let log = tape.take();
+        assert_eq!(
+            log.iter()
+                .filter(|l| l.contains("permission_answered"))
+                .count(),
+            1,
+            "only the conflict was answered: {log:?}"
+        );
+        assert!(ex.questions.is_empty());
+    }
+
+    #[test]
+    fn reviews_and_conflicts_are_answered_by_the_policy_when_nobody_is_asked() {
+        use crate::kernel::control::ApprovalPolicy;
+        // --approve all: a review lands, a conflict has nobody to resolve it.
+        let cfg = RunConfig {
+            approvals: ApprovalPolicy::ApproveAll,
+            ..RunConfig::default()
+        };
+        let (mut ex, _tape) = executor(&[("a", &[], false)], cfg);
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let mut rx = ask_of(&mut ex, a, 1, QuestionKind::Review);
+        assert!(rx.try_recv().unwrap().allow);
+        let mut rx = ask_of(&mut ex, a, 2, QuestionKind::Conflict);
+        let no = rx.try_recv().unwrap();
+        assert!(!no.allow && no.why.contains("nobody"), "{}", no.why);
+        // A permission question still waits for a person.
+        let mut rx = ask(&mut ex, a, 3);
+        assert!(rx.try_recv().is_err());
+        ex.stop_attempt(a);
+        // Asking the operator: a review waits, until nobody is left to.
+        let (mut ex, _tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let mut rx = ask_of(&mut ex, a, 1, QuestionKind::Review);
+        assert!(rx.try_recv().is_err());
+        ex.set_approval_policy(ApprovalPolicy::DenyAll {
+            reason: Arc::from("no operator"),
+        });
+        let no = rx.try_recv().unwrap();
+        assert!(!no.allow && no.why.contains("no operator"), "{}", no.why);
+        assert_eq!(ex.graph[a].lane, Lane::Running);
     }
 
     #[test]

@@ -1,0 +1,197 @@
+//! `playdeck land RUN --into BRANCH`: the run's branch brought into one of
+//! the user's, when they say so — a fast-forward, or with `--merge` a merge
+//! commit; refused, with the reason, when that cannot be done cleanly.
+
+use std::path::{Path, PathBuf};
+
+use super::git::{self, GitError};
+use super::{refname, short};
+
+/// What landing into a branch did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Done {
+    /// The branch has the run's work already.
+    AlreadyThere,
+    FastForward {
+        from: String,
+        to: String,
+        commits: usize,
+    },
+    Merged {
+        commit: String,
+        commits: usize,
+    },
+}
+
+/// Why it was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("there is no branch {0:?} in {1}")]
+    NoBranch(String, String),
+    #[error(
+        "{branch} is checked out in {dir} with uncommitted changes ({paths}); commit or stash them first"
+    )]
+    Dirty {
+        branch: String,
+        dir: String,
+        paths: String,
+    },
+    #[error(
+        "{branch} has {ahead} commit(s) the run's branch {run} does not: it cannot fast-forward; use --merge for a merge commit"
+    )]
+    Diverged {
+        branch: String,
+        run: String,
+        ahead: usize,
+    },
+    #[error(
+        "merging {run} into {branch} clashes in {paths}; nothing was changed (merge it by hand to resolve them)"
+    )]
+    Clash {
+        run: String,
+        branch: String,
+        paths: String,
+    },
+}
+
+/// Brings `run_branch` into `into`, in `repo`.
+pub async fn land_into(
+    repo: &Path,
+    run_branch: &str,
+    into: &str,
+    merge: bool,
+) -> Result<Done, Refused> {
+    let exists = |b: &str| {
+        let b = refname(b);
+        async move {
+            git::run(repo, &["rev-parse", "--verify", "--quiet", &b])
+                .await
+                .map(|o| o.ok())
+        }
+    };
+    if !exists(into).await? {
+        return Err(Refused::NoBranch(into.into(), repo.display().to_string()));
+    }
+    if !exists(run_branch).await? {
+        return Err(Refused::NoBranch(
+            run_branch.into(),
+            repo.display().to_string(),
+        ));
+    }
+    let theirs = git::line(repo, &["rev-parse", &refname(run_branch)]).await?;
+    let ours = git::line(repo, &["rev-parse", &refname(into)]).await?;
+    let is_ancestor = |a: String, b: String| async move {
+        git::run(repo, &["merge-base", "--is-ancestor", &a, &b])
+            .await
+            .map(|o| o.ok())
+    };
+    if is_ancestor(theirs.clone(), ours.clone()).await? {
+        return Ok(Done::AlreadyThere);
+    }
+    let commits = git::ok(repo, &["rev-list", "--count", &format!("{ours}..{theirs}")])
+        .await?
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let fast_forward = is_ancestor(ours.clone(), theirs.clone()).await?;
+    if !fast_forward && !merge {
+        let ahead = git::ok(repo, &["rev-list", "--count", &format!("{theirs}..{ours}")])
+            .await?
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        return Err(Refused::Diverged {
+            branch: into.into(),
+            run: run_branch.into(),
+            ahead,
+        });
+    }
+    let checked_out = checked_out_at(repo, into).await?;
+    if let Some(dir) = &checked_out {
+        let dirty = git::ok(dir, &["status", "--porcelain", "--untracked-files=no"]).await?;
+        if !dirty.trim().is_empty() {
+            let paths: Vec<&str> = dirty.lines().map(|l| l.get(3..).unwrap_or(l)).collect();
+            return Err(Refused::Dirty {
+                branch: into.into(),
+                dir: dir.display().to_string(),
+                paths: paths.join(", "),
+            });
+        }
+    }
+    let message = format!("Land {run_branch} into {into}\n");
+    let new = if fast_forward {
+        theirs.clone()
+    } else {
+        let out = git::run(
+            repo,
+            &["merge-tree", "--write-tree", "--name-only", &ours, &theirs],
+        )
+        .await?;
+        let mut lines = out.stdout.lines();
+        let tree = lines.next().unwrap_or("").trim().to_string();
+        if out.code == 1 {
+            let paths: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+            return Err(Refused::Clash {
+                run: run_branch.into(),
+                branch: into.into(),
+                paths: paths.join(", "),
+            });
+        }
+        if !out.ok() {
+            return Err(git::error(repo, &["merge-tree"], out.stderr.trim()).into());
+        }
+        git::line(
+            repo,
+            &[
+                "commit-tree",
+                &tree,
+                "-p",
+                &ours,
+                "-p",
+                &theirs,
+                "-m",
+                &message,
+            ],
+        )
+        .await?
+    };
+    match &checked_out {
+        // The checkout moves with its branch: git does both, and refuses
+        // when a file it would overwrite is in the way.
+        Some(dir) => {
+            git::ok(dir, &["merge", "--ff-only", "-q", &new]).await?;
+        }
+        None => {
+            git::ok(repo, &["update-ref", &refname(into), &new, &ours]).await?;
+        }
+    }
+    Ok(if fast_forward {
+        Done::FastForward {
+            from: short(&ours).into(),
+            to: short(&new).into(),
+            commits,
+        }
+    } else {
+        Done::Merged {
+            commit: short(&new).into(),
+            commits,
+        }
+    })
+}
+
+/// The worktree `branch` is checked out in, if any.
+async fn checked_out_at(repo: &Path, branch: &str) -> Result<Option<PathBuf>, GitError> {
+    let list = git::ok(repo, &["worktree", "list", "--porcelain"]).await?;
+    let mut at = None;
+    let want = format!("branch {}", refname(branch));
+    for line in list.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            at = Some(PathBuf::from(p));
+        } else if line == want {
+            return Ok(at);
+        }
+    }
+    Ok(None)
+}
