@@ -547,3 +547,77 @@ fn a_crash_around_landing_lands_the_work_exactly_once() {
         assert_eq!(show(d, "b.txt"), "alpha\n", "{point}");
     }
 }
+
+/// `land = "rebase"`: the operations' commits replayed on the run's
+/// branch, no merge commits. `land = "none"`: nothing lands, each
+/// operation's work stays on its own branch. `commit = false`: only the
+/// agent's own commits land, and a worktree left with changes is kept.
+#[test]
+fn rebase_lands_a_straight_history_and_none_keeps_work_on_its_own_branch() {
+    let ops = [
+        op("a", &[], "echo alpha > a.txt", ""),
+        op("b", &[], "echo beta > b.txt", ""),
+    ];
+    let t = repo(&format!("{WORKTREE}land = \"rebase\"\n"), &ops);
+    let d = t.path();
+    let out = run(d);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(show(d, "a.txt"), "alpha\n");
+    assert_eq!(show(d, "b.txt"), "beta\n");
+    assert_eq!(git(d, &["log", "--merges", "--format=%h", "playdeck/k1"]), "");
+    assert_eq!(
+        git(d, &["rev-list", "--count", "main..playdeck/k1"]).trim(),
+        "2",
+        "one commit each"
+    );
+    assert_eq!(of(&events(d), "landed", "a")[0]["mode"], "rebase");
+
+    let t = repo(&format!("{WORKTREE}land = \"none\"\n"), &ops);
+    let d = t.path();
+    assert_eq!(run(d).status.code(), Some(0));
+    assert_eq!(git(d, &["rev-parse", "playdeck/k1"]), git(d, &["rev-parse", "main"]));
+    assert_eq!(
+        git(d, &["show", "playdeck/k1-ops/a:a.txt"]),
+        "alpha\n",
+        "its work is on its own branch"
+    );
+    assert!(of(&events(d), "landed", "a").is_empty());
+
+    let t = repo(
+        &format!("{WORKTREE}commit = false\n"),
+        &[op("a", &[], "echo alpha > a.txt", "")],
+    );
+    let d = t.path();
+    let out = run(d);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(git(d, &["rev-parse", "playdeck/k1"]), git(d, &["rev-parse", "main"]));
+    let kept = d.join(".playdeck/runs/k1/work/a");
+    assert_eq!(std::fs::read_to_string(kept.join("a.txt")).unwrap(), "alpha\n");
+    let warned = events(d)
+        .into_iter()
+        .any(|e| e["type"] == "warning" && e["message"].as_str().unwrap_or("").contains("kept "));
+    assert!(warned, "the kept worktree is said");
+}
+
+/// `review = true` on a role profile holds the work of every operation on
+/// its instances; under `--approve all` the policy lands it, said so.
+#[test]
+fn a_role_profiles_review_holds_the_work_of_operations_on_its_instances() {
+    let ws = format!(
+        "{WORKTREE}[capacity]\nmax_nodes = 1\n[role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sh\"\nmax_instances = 1\nreview = true\n"
+    );
+    let t = repo(&ws, &[op("a", &[], "echo alpha > a.txt", "")]);
+    let d = t.path();
+    let out = headless(d)
+        .args(["--approve", "all"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let evs = events(d);
+    assert_eq!(of(&evs, "permission_asked", "a")[0]["kind"], "review");
+    let answered = of(&evs, "permission_answered", "a");
+    assert_eq!(answered[0]["by"], "policy");
+    assert_eq!(answered[0]["allowed"], true);
+    assert_eq!(show(d, "a.txt"), "alpha\n");
+}

@@ -1163,3 +1163,91 @@ fn an_idle_instance_is_selected_and_released_from_the_capacity_pane() {
     console.press(b"c");
     assert_eq!(console.wait_exit(), 1);
 }
+
+/// Landing in the console (issue 41): a review waits marked ◧, `D` pages
+/// what it would land, `a` lands it; the next operation's work clashes
+/// (✕), `S` lends the terminal to a shell in its worktree where the
+/// operator resolves it, and `a` lands it.
+#[test]
+fn a_review_and_a_conflict_resolved_in_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        d.join("p.toml"),
+        include_str!("../plays/land_review_conflict.toml"),
+    )
+    .unwrap();
+    std::fs::write(d.join(".gitignore"), "config/\n.playdeck/\ntool.*\n").unwrap();
+    git(d, &["add", "p.toml", ".gitignore"]);
+    git(d, &["commit", "-q", "-m", "the play"]);
+    let out = d.join("tool.out");
+    let pager = d.join("tool.pager");
+    std::fs::write(&pager, "#!/bin/sh\ncat \"$@\" >> \"$TOOL_OUT\"\n").unwrap();
+    // The operator's shell: merges the run's branch into the worktree it
+    // was opened in, settles the clash, commits, and leaves.
+    let shell = d.join("tool.shell");
+    std::fs::write(
+        &shell,
+        "#!/bin/sh\n\
+         echo \"SHELL IN $PWD FOR $PLAYDECK_OP\" >> \"$TOOL_OUT\"\n\
+         run=$(git for-each-ref --format='%(refname:short)' 'refs/heads/playdeck/*' | grep -v -- -ops/)\n\
+         git -c user.name=t -c user.email=t@t merge -q \"$run\" >/dev/null 2>&1\n\
+         echo 'the api and the web' > clash.txt\n\
+         git add clash.txt && git -c user.name=t -c user.email=t@t commit -q --no-edit\n",
+    )
+    .unwrap();
+    for f in [&pager, &shell] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let env = [
+        ("PAGER".to_string(), format!("sh {}", pager.display())),
+        ("SHELL".to_string(), shell.display().to_string()),
+        ("TOOL_OUT".to_string(), out.display().to_string()),
+    ];
+    let mut console = Console::open_with(d, &["run", "p.toml"], &env);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for_within("api's review", Duration::from_secs(120), |s| {
+        s.contains("◧api")
+    });
+    // The oldest gate is api's review: D pages what it would land.
+    console.press(b"W");
+    screen.wait_for("api selected", |s| s.contains("has waited"));
+    console.press(b"D");
+    screen.wait_for("the console back after the diff", |s| {
+        s.contains("paged what api would land on playdeck/")
+    });
+    let paged = std::fs::read_to_string(&out).unwrap();
+    assert!(paged.contains("git diff --stat playdeck/"), "{paged}");
+    assert!(paged.contains("+the api"), "{paged}");
+    // The cursor is on it: `a` lands it at once.
+    console.press(b"a");
+    screen.wait_for_within("web's conflict", Duration::from_secs(120), |s| {
+        s.contains("✕web")
+    });
+    console.press(b"W");
+    screen.wait_for("web selected", |s| s.contains("web: a approve"));
+    console.press(b"S");
+    screen.wait_for("the console back from the shell", |s| {
+        s.contains("back from the shell in web's worktree")
+    });
+    let said = std::fs::read_to_string(&out).unwrap();
+    assert!(said.contains("/work/web FOR web"), "{said}");
+    console.press(b"a");
+    screen.wait_for_within("both landed", Duration::from_secs(60), |s| {
+        s.contains("succeeded 2")
+    });
+    console.press(b"q");
+    screen.wait_for("the quit question", |s| s.contains("quit") || s.contains("Detach"));
+    console.press(b"q");
+    console.wait_exit();
+    let branch = git(d, &["for-each-ref", "--format=%(refname:short)", "refs/heads/playdeck/*"]);
+    let branch = branch.trim();
+    assert_eq!(
+        git(d, &["show", &format!("{branch}:clash.txt")]),
+        "the api and the web\n"
+    );
+}
