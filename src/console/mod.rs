@@ -5,6 +5,7 @@ pub mod actions;
 pub mod app;
 pub mod attach;
 pub mod config;
+pub mod diffview;
 pub mod follow;
 pub mod keymap;
 pub mod model;

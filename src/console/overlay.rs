@@ -33,6 +33,13 @@ pub enum Overlay {
     /// Following an operation's agent: its output, full screen. Boxed: it
     /// holds the lines read and the open log files.
     Follow(Box<super::follow::FollowView>),
+    /// What an operation changed, by file and hunk, with the operator's
+    /// notes on lines (`D`).
+    Diff(Box<super::diffview::DiffView>),
+    /// Typing a note on the diff view's line.
+    DiffNote {
+        text: String,
+    },
     /// One row of the spawn ledger (an index into the ledger).
     LedgerRow {
         row: usize,
@@ -111,6 +118,7 @@ impl Overlay {
             Overlay::Inspector { .. } => Mode::Inspector,
             Overlay::Problems { .. } => Mode::Problems,
             Overlay::Follow(_) => Mode::Follow,
+            Overlay::Diff(_) => Mode::Diff,
             Overlay::LedgerRow { .. }
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
@@ -123,6 +131,7 @@ impl Overlay {
             | Overlay::ConfirmRaise { .. } => Mode::Confirm,
             Overlay::Deny { .. }
             | Overlay::Say { .. }
+            | Overlay::DiffNote { .. }
             | Overlay::Add(_)
             | Overlay::Filter
             | Overlay::Jump { .. } => Mode::Text,

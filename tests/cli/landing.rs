@@ -564,7 +564,10 @@ fn rebase_lands_a_straight_history_and_none_keeps_work_on_its_own_branch() {
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(show(d, "a.txt"), "alpha\n");
     assert_eq!(show(d, "b.txt"), "beta\n");
-    assert_eq!(git(d, &["log", "--merges", "--format=%h", "playdeck/k1"]), "");
+    assert_eq!(
+        git(d, &["log", "--merges", "--format=%h", "playdeck/k1"]),
+        ""
+    );
     assert_eq!(
         git(d, &["rev-list", "--count", "main..playdeck/k1"]).trim(),
         "2",
@@ -575,7 +578,10 @@ fn rebase_lands_a_straight_history_and_none_keeps_work_on_its_own_branch() {
     let t = repo(&format!("{WORKTREE}land = \"none\"\n"), &ops);
     let d = t.path();
     assert_eq!(run(d).status.code(), Some(0));
-    assert_eq!(git(d, &["rev-parse", "playdeck/k1"]), git(d, &["rev-parse", "main"]));
+    assert_eq!(
+        git(d, &["rev-parse", "playdeck/k1"]),
+        git(d, &["rev-parse", "main"])
+    );
     assert_eq!(
         git(d, &["show", "playdeck/k1-ops/a:a.txt"]),
         "alpha\n",
@@ -590,9 +596,15 @@ fn rebase_lands_a_straight_history_and_none_keeps_work_on_its_own_branch() {
     let d = t.path();
     let out = run(d);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-    assert_eq!(git(d, &["rev-parse", "playdeck/k1"]), git(d, &["rev-parse", "main"]));
+    assert_eq!(
+        git(d, &["rev-parse", "playdeck/k1"]),
+        git(d, &["rev-parse", "main"])
+    );
     let kept = d.join(".playdeck/runs/k1/work/a");
-    assert_eq!(std::fs::read_to_string(kept.join("a.txt")).unwrap(), "alpha\n");
+    assert_eq!(
+        std::fs::read_to_string(kept.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
     let warned = events(d)
         .into_iter()
         .any(|e| e["type"] == "warning" && e["message"].as_str().unwrap_or("").contains("kept "));

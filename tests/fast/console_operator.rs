@@ -225,6 +225,86 @@ mod decisions {
         s.finish().await;
     }
 
+    /// The diff view (issue 41): `]`/`[` by hunk, `}`/`{` by file, `c` a
+    /// note on a line (marked ✎, said at the bottom), and `T` from it
+    /// sends the work back with every note, each naming its file and line.
+    #[tokio::test(start_paused = true)]
+    async fn the_diff_view_moves_by_hunk_and_file_and_its_notes_go_with_a_send_back() {
+        use playdeck::console::diffview::DiffView;
+        let mut s = demo(12.0, 120, 36).await;
+        select(&mut s, "impl-schema");
+        let ix = s.app.selected_node().unwrap();
+        let diff = [
+            "# what impl-schema would land on playdeck/r1",
+            "diff --git a/a.txt b/a.txt",
+            "--- a/a.txt",
+            "+++ b/a.txt",
+            "@@ -1,2 +1,2 @@",
+            " one",
+            "-two",
+            "+deux",
+            "@@ -9 +9 @@",
+            "-nine",
+            "+neuf",
+            "diff --git a/b.txt b/b.txt",
+            "--- /dev/null",
+            "+++ b/b.txt",
+            "@@ -0,0 +1 @@",
+            "+brand new",
+        ]
+        .join("\n");
+        s.app.overlays.push(Overlay::Diff(Box::new(DiffView::new(
+            ix,
+            "impl-schema",
+            "what impl-schema would land on playdeck/r1".into(),
+            &diff,
+        ))));
+        s.press(&keys("]")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("Diff · impl-schema · file 1/2 · hunk 1/3"),
+            "{t}"
+        );
+        assert!(
+            t.contains("what impl-schema would land on playdeck/r1"),
+            "{t}"
+        );
+        s.press(&keys("j j j")).await;
+        s.press(&keys("c")).await;
+        type_text(&mut s, "why deux?").await;
+        s.press(&keys("enter")).await;
+        assert!(
+            status(&s).starts_with("1 note(s) on the diff"),
+            "{}",
+            status(&s)
+        );
+        let t = text(&s.render());
+        assert!(t.contains("✎ +deux"), "{t}");
+        assert!(t.contains("✎ why deux?"), "the cursor's note: {t}");
+        s.press(&keys("] ]")).await;
+        assert!(text(&s.render()).contains("file 2/2 · hunk 3/3"));
+        s.press(&keys("]")).await;
+        assert_eq!(status(&s), "this is the last hunk");
+        // Back: to this file's start, then the one before.
+        s.press(&keys("{ {")).await;
+        assert!(text(&s.render()).contains("file 1/2"));
+        // A note goes on a line of a file, not on a header.
+        s.press(&keys("c")).await;
+        assert!(
+            status(&s).starts_with("a note goes on a line of a file"),
+            "{}",
+            status(&s)
+        );
+        s.press(&keys("T")).await;
+        match s.app.overlay() {
+            Some(Overlay::Say { text, .. }) => {
+                assert_eq!(text, "Notes on your diff: a.txt:2 (+deux): why deux?");
+            }
+            _ => panic!("the send-back dialog"),
+        }
+        s.finish().await;
+    }
+
     /// `T` on a running operation asks what to say and sends it to the
     /// run; the demo's sim agents keep no conversation, which the run
     /// says (the binary's tests deliver to an agent that keeps one).
@@ -408,6 +488,52 @@ mod details {
         s.finish().await;
     }
 
+    /// Bulk review (issue 41) works as bulk approval does: reviews are
+    /// marked like gates, and `a` asks once, naming each with its mark.
+    #[tokio::test(start_paused = true)]
+    async fn reviews_are_marked_and_approved_together_as_gates_are() {
+        let mut s = demo(12.0, 160, 40).await;
+        let running: Vec<u32> = s.app.vm.lane(Lane::Running).iter().take(2).collect();
+        assert_eq!(running.len(), 2, "two running in the demo at 12 s");
+        let mut names = Vec::new();
+        for (seq, &ix) in (s.app.vm.seq + 1..).zip(running.iter()) {
+            let n = s.app.vm.node(ix);
+            names.push(n.name().to_string());
+            let node = playdeck::kernel::signal::NodeHeader {
+                op_id: n.op.op_id,
+                name: n.name().clone(),
+                parent_id: None,
+                depends_on: n.depends_on.clone(),
+            };
+            let attempt = n.attempt;
+            s.app.fold(&playdeck::kernel::Signal {
+                v: 1,
+                seq,
+                elapsed: 12.0,
+                kind: SignalKind::PermissionAsked {
+                    node,
+                    attempt,
+                    tool: "1 file changed, 1 insertion(+)".into(),
+                    kind: QuestionKind::Review,
+                },
+            });
+        }
+        // The lanes are laid out anew at the next frame.
+        s.render();
+        for name in &names {
+            select(&mut s, name);
+            s.press(&keys("m")).await;
+        }
+        s.press(&keys("a")).await;
+        match s.app.overlay() {
+            Some(Overlay::ConfirmApprove { ops, .. }) => assert_eq!(ops, &names),
+            _ => panic!("one question for both"),
+        }
+        let t = text(&s.render());
+        assert!(t.contains("◧ 1 file changed"), "{t}");
+        s.finish().await;
+    }
+
     /// A running agent's permission question (issue 40): its operation
     /// waits in the approval lane, marked ⚿, with the call it asks about in
     /// place of its role, and goes back to running when answered.
@@ -497,6 +623,17 @@ mod details {
             );
             let t = text(&s.render());
             assert!(t.contains(mark), "{t}");
+            // From the diff view too, `a` answers it.
+            s.app.overlays.push(Overlay::Diff(Box::new(
+                playdeck::console::diffview::DiffView::new(ix, "impl-schema", "t".into(), "+x"),
+            )));
+            s.press(&keys("a")).await;
+            assert!(s.app.overlays.is_empty(), "answered, the diff view closes");
+            assert_eq!(
+                status(&s),
+                "impl-schema has no approval gate",
+                "sent to the run"
+            );
             s.press(&keys("enter")).await;
             let t = text(&s.render());
             assert!(t.contains(head), "{t}");
@@ -2373,6 +2510,7 @@ mod following {
                     logs: run_dir.join("logs"),
                 },
                 playdeck::console::app::Page::Diff {
+                    node: ix,
                     op: n.name().to_string(),
                     attempt: n.attempt,
                     instance: n

@@ -782,18 +782,25 @@ fn the_workspace_section_is_checked_where_it_is_written() {
     assert_eq!(e.len(), 4, "{e:?}");
     assert_eq!(e[0].0, "5:8", "{e:?}");
     assert!(e[0].1.contains("squash"), "{e:?}");
-    assert!(e[1].1.contains("\"../secrets\" is not a path inside the repository"), "{e:?}");
+    assert!(
+        e[1].1
+            .contains("\"../secrets\" is not a path inside the repository"),
+        "{e:?}"
+    );
     assert!(e[2].1.contains("include \"\""), "{e:?}");
     assert!(e[3].1.contains("setup has an empty command"), "{e:?}");
     let h = helps(&play(&format!(
         "[workspace]\nisolation = \"worktree\"\nland = \"squash\"\n{op}"
     )));
     assert!(h[0].contains("merge") && h[0].contains("rebase"), "{h:?}");
-    let e = errors(&play(&format!("[workspace]\nland = \"rebase\"\nsetup = [\"npm ci\"]\n{op}")));
+    let e = errors(&play(&format!(
+        "[workspace]\nland = \"rebase\"\nsetup = [\"npm ci\"]\n{op}"
+    )));
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "3:2", "at the section's name: {e:?}");
     assert!(
-        e[0].1.contains("land, setup applies only with isolation = \"worktree\""),
+        e[0].1
+            .contains("land, setup applies only with isolation = \"worktree\""),
         "{e:?}"
     );
     // Outside a repository.
@@ -801,14 +808,18 @@ fn the_workspace_section_is_checked_where_it_is_written() {
     let src = play(&format!("[workspace]\nisolation = \"worktree\"\n{op}"));
     let d = Play::from_str_in("p.toml", &src, dir.path()).unwrap_err();
     assert!(
-        d.items[0].message.contains("needs the play in a git repository"),
+        d.items[0]
+            .message
+            .contains("needs the play in a git repository"),
         "{:?}",
         d.items
     );
     // `review` on an operation reaches its agent's parameters.
     let p = Play::from_str(
         "p.toml",
-        &play(&format!("[workspace]\nisolation = \"worktree\"\n{op}review = true\n")),
+        &play(&format!(
+            "[workspace]\nisolation = \"worktree\"\n{op}review = true\n"
+        )),
     )
     .unwrap();
     assert_eq!(p.operations[0].params()["review"], true);

@@ -915,27 +915,15 @@ fn the_pager_shows_the_output_and_the_worktree_diff_and_the_console_comes_back()
         "the pager read its line: {paged}"
     );
 
+    // D: the diff in the console's own view, by file and hunk.
     console.press(b"D");
-    screen.wait_for("the pager again", |s| {
-        s.contains("the pager waits for a line") && !s.contains("paged write's")
+    let t = screen.wait_for("the diff view", |s| {
+        s.contains("Diff · write · file") && s.contains("+two") && s.contains("+brand new")
     });
-    console.press(b"second\r");
-    screen.wait_for("the console back after the diff", |s| {
-        s.contains("paged the diff of write's worktree (2 changed paths): ")
-    });
-    let paged = std::fs::read_to_string(&out).unwrap();
-    let diff = &paged[paged.find("READ: first").unwrap()..];
-    assert!(diff.contains("# write's worktree "), "{diff}");
-    assert!(
-        diff.contains("worktrees/"),
-        "the agent's own worktree: {diff}"
-    );
-    assert!(diff.contains("-one\n+two\n"), "{diff}");
-    assert!(
-        diff.contains("?? added.txt") && diff.contains("+brand new"),
-        "{diff}"
-    );
-    assert!(diff.contains("READ: second\n"), "{diff}");
+    assert!(t.contains("-one"), "{t}");
+    assert!(t.contains("?? added.txt"), "{t}");
+    console.press(b"\x1b");
+    screen.wait_for("the lanes again", |s| !s.contains("Diff · write"));
     // The play's own directory was not touched by the agent.
     assert_eq!(
         std::fs::read_to_string(d.join("notes.txt")).unwrap(),
@@ -1217,13 +1205,12 @@ fn a_review_and_a_conflict_resolved_in_the_console() {
     console.press(b"W");
     screen.wait_for("api selected", |s| s.contains("has waited"));
     console.press(b"D");
-    screen.wait_for("the console back after the diff", |s| {
-        s.contains("paged what api would land on playdeck/")
+    screen.wait_for("what api would land, in the diff view", |s| {
+        s.contains("Diff · api · file")
+            && s.contains("+the api")
+            && s.contains("git diff --stat playdeck/")
     });
-    let paged = std::fs::read_to_string(&out).unwrap();
-    assert!(paged.contains("git diff --stat playdeck/"), "{paged}");
-    assert!(paged.contains("+the api"), "{paged}");
-    // The cursor is on it: `a` lands it at once.
+    // From the diff view, `a` lands it at once.
     console.press(b"a");
     screen.wait_for_within("web's conflict", Duration::from_secs(120), |s| {
         s.contains("✕web")
@@ -1241,10 +1228,19 @@ fn a_review_and_a_conflict_resolved_in_the_console() {
         s.contains("succeeded 2")
     });
     console.press(b"q");
-    screen.wait_for("the quit question", |s| s.contains("quit") || s.contains("Detach"));
+    screen.wait_for("the quit question", |s| {
+        s.contains("quit") || s.contains("Detach")
+    });
     console.press(b"q");
     console.wait_exit();
-    let branch = git(d, &["for-each-ref", "--format=%(refname:short)", "refs/heads/playdeck/*"]);
+    let branch = git(
+        d,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/playdeck/*",
+        ],
+    );
     let branch = branch.trim();
     assert_eq!(
         git(d, &["show", &format!("{branch}:clash.txt")]),

@@ -590,6 +590,7 @@ impl App {
             Action::Submit => match self.overlays.last() {
                 Some(Overlay::Deny { .. }) => "deny",
                 Some(Overlay::Say { .. }) => "say",
+                Some(Overlay::DiffNote { .. }) => "note",
                 Some(Overlay::Add(_)) => "add",
                 Some(Overlay::Jump { .. }) => "jump",
                 _ => "done",

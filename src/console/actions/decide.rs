@@ -76,9 +76,16 @@ impl App {
                 let under = self.target();
                 match self.gate_under(self.overlays.last()) {
                     // The gate under the cursor: as the footer named it.
-                    Some(ix) if Some(ix) == under => control(Request::Approve {
-                        op: self.vm.node(ix).name().to_string(),
-                    }),
+                    Some(ix) if Some(ix) == under => {
+                        // Landed from the diff view: what it showed is
+                        // on the run's branch now.
+                        if matches!(self.overlays.last(), Some(Overlay::Diff(_))) {
+                            self.overlays.pop();
+                        }
+                        control(Request::Approve {
+                            op: self.vm.node(ix).name().to_string(),
+                        })
+                    }
                     // Another one (the oldest): asked by name first.
                     Some(ix) => {
                         let ops = vec![self.vm.node(ix).name().to_string()];
@@ -114,9 +121,16 @@ impl App {
                     return Vec::new();
                 };
                 let n = self.vm.node(ix);
+                // From the diff view: its notes, each naming its line.
+                let text = match self.overlays.last() {
+                    Some(Overlay::Diff(v)) if !v.notes.is_empty() => {
+                        format!("Notes on your diff: {}", v.notes_said().join("; "))
+                    }
+                    _ => String::new(),
+                };
                 self.overlays.push(Overlay::Say {
                     op: n.name().to_string(),
-                    text: String::new(),
+                    text,
                     running: n.lane == Lane::Running,
                 });
                 Vec::new()
@@ -287,6 +301,17 @@ impl App {
                     },
                 })]
             }
+            Some(Overlay::DiffNote { text }) => {
+                if let Some(Overlay::Diff(v)) = self.overlays.last_mut() {
+                    v.note(&text);
+                    let n = v.notes.len();
+                    let key = self.keymap.label(Action::Talk);
+                    self.info(format!(
+                        "{n} note(s) on the diff: {key} sends the work back with them"
+                    ));
+                }
+                Vec::new()
+            }
             Some(Overlay::Say { op, text, running }) => {
                 let text = text.trim().to_string();
                 if text.is_empty() {
@@ -408,6 +433,7 @@ impl App {
         match self.overlays.last_mut() {
             Some(Overlay::Filter) => self.set_filter(edit),
             Some(Overlay::Jump { text }) => edit(text),
+            Some(Overlay::DiffNote { text }) => edit(text),
             Some(Overlay::Deny { reason, .. }) => edit(reason),
             Some(Overlay::Say { text, .. }) => edit(text),
             Some(Overlay::Add(form)) => {

@@ -211,6 +211,11 @@ impl App {
             | Action::Toggle
             | Action::ShowAll
             | Action::RawLines
+            | Action::NextHunk
+            | Action::PrevHunk
+            | Action::NextFile
+            | Action::PrevFile
+            | Action::NoteLine
             | Action::GoTo
             | Action::Cancel
             | Action::NextField

@@ -122,6 +122,37 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::NextHunk | Action::PrevHunk | Action::NextFile | Action::PrevFile => {
+                if let Some(Overlay::Diff(v)) = self.overlays.last_mut() {
+                    let forward = matches!(a, Action::NextHunk | Action::NextFile);
+                    let moved = if matches!(a, Action::NextHunk | Action::PrevHunk) {
+                        v.hunk(forward)
+                    } else {
+                        v.file(forward)
+                    };
+                    if !moved {
+                        let what = match a {
+                            Action::NextHunk => "the last hunk",
+                            Action::PrevHunk => "the first hunk",
+                            Action::NextFile => "the last file",
+                            _ => "the first file",
+                        };
+                        self.info(format!("this is {what}"));
+                    }
+                }
+                Vec::new()
+            }
+            Action::NoteLine => {
+                if let Some(Overlay::Diff(v)) = self.overlays.last() {
+                    if !v.can_note() {
+                        self.warn("a note goes on a line of a file: move to an added, removed or unchanged line");
+                        return Vec::new();
+                    }
+                    let text = v.notes.get(&v.cursor()).cloned().unwrap_or_default();
+                    self.overlays.push(Overlay::DiffNote { text });
+                }
+                Vec::new()
+            }
             Action::GoTo => {
                 if matches!(self.overlays.last(), Some(Overlay::Runs { .. })) {
                     self.pick_run();
@@ -212,6 +243,7 @@ impl App {
     pub(super) fn motion(&mut self, m: Motion) -> Vec<Effect> {
         match self.overlays.last_mut() {
             Some(Overlay::Follow(f)) => f.apply(m),
+            Some(Overlay::Diff(v)) => v.apply(m),
             Some(Overlay::Palette { .. }) => {
                 // Moved over the rows the tree shows now, not the ones its
                 // widget saw at the last frame: keys can come faster than

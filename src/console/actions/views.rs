@@ -47,6 +47,7 @@ impl App {
                         return Vec::new();
                     }
                     Page::Diff {
+                        node: ix,
                         op,
                         attempt,
                         instance,

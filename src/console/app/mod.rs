@@ -216,8 +216,10 @@ pub enum Page {
         attempt: u32,
         logs: PathBuf,
     },
-    /// What changed in the workspace the attempt worked in.
+    /// What changed in the workspace the attempt worked in: shown in the
+    /// console's diff view (the node it is of).
     Diff {
+        node: u32,
         op: String,
         attempt: u32,
         /// The capacity instance the attempt ran on, when it had one.
@@ -579,6 +581,11 @@ impl App {
     fn follow_agents(&mut self, (width, rows): (usize, usize)) {
         let logs = self.hooks.run_dir.as_ref().map(|d| d.join("logs"));
         for o in &mut self.overlays {
+            if let Overlay::Diff(d) = o {
+                let len = d.lines.len();
+                d.scroll.resize(len, rows);
+                continue;
+            }
             let Overlay::Follow(f) = o else {
                 continue;
             };

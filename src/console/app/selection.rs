@@ -187,6 +187,7 @@ impl App {
                 .and_then(|i| rows.get(i))
                 .copied(),
             Some(Overlay::Follow(f)) => Some(f.node),
+            Some(Overlay::Diff(v)) => Some(v.node),
             None if self.focus == Pane::Lanes => self.selected_node(),
             _ => None,
         }
@@ -203,6 +204,7 @@ impl App {
             match o {
                 Overlay::Inspector { node, .. } => v.push(id(*node)),
                 Overlay::Follow(f) => v.push(id(f.node)),
+                Overlay::Diff(d) => v.push(id(d.node)),
                 Overlay::Problems { rows, .. } => v.extend(rows.iter().map(|&ix| id(ix))),
                 _ => {}
             }
@@ -227,6 +229,7 @@ impl App {
         self.overlays.retain_mut(|o| match o {
             Overlay::Inspector { node, .. } => it.next().flatten().map(|ix| *node = ix).is_some(),
             Overlay::Follow(f) => it.next().flatten().map(|ix| f.node = ix).is_some(),
+            Overlay::Diff(d) => it.next().flatten().map(|ix| d.node = ix).is_some(),
             Overlay::Problems { rows, .. } => {
                 let n = rows.len();
                 *rows = it.by_ref().take(n).flatten().collect();

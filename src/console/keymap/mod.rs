@@ -39,6 +39,11 @@ pub enum Action {
     FollowAgent,
     PageOutput,
     RawLines,
+    NextHunk,
+    PrevHunk,
+    NextFile,
+    PrevFile,
+    NoteLine,
     WorktreeDiff,
     Shell,
     // What the main screen shows.
@@ -120,6 +125,8 @@ pub enum Scope {
     Inspector,
     /// The follow view's own keys.
     Follow,
+    /// The diff view's own keys.
+    Diff,
     Detail,
     Confirm,
     Text,
@@ -140,6 +147,7 @@ impl Scope {
             Scope::Tree => "palette tree",
             Scope::Inspector => "node inspector",
             Scope::Follow => "follow view",
+            Scope::Diff => "diff view",
             Scope::Detail => "detail",
             Scope::Confirm => "question",
             Scope::Text => "typing",
@@ -172,6 +180,8 @@ pub enum Mode {
     Inspector,
     /// Following an agent: its output, full screen.
     Follow,
+    /// What an operation changed, by file and hunk.
+    Diff,
     /// A detail window: a ledger row, a palette entry, the warnings.
     Detail,
     /// The problems list: its rows are operations the operation keys act on.
@@ -184,13 +194,14 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 11] = [
+    pub const ALL: [Mode; 12] = [
         Mode::Live,
         Mode::Replay,
         Mode::Help,
         Mode::Palette,
         Mode::Inspector,
         Mode::Follow,
+        Mode::Diff,
         Mode::Detail,
         Mode::Problems,
         Mode::Confirm,
@@ -208,6 +219,7 @@ impl Mode {
             Mode::Palette => &[Tree, Overlay, Lists, Global],
             Mode::Inspector => &[Inspector, Operation, Agent, Overlay, Lists, Global],
             Mode::Follow => &[Follow, Agent, Operation, Overlay, Lists, Global],
+            Mode::Diff => &[Diff, Agent, Operation, Overlay, Lists, Global],
             Mode::Detail => &[Detail, Overlay, Lists, Global],
             Mode::Problems => &[Detail, Operation, Agent, Overlay, Lists, Global],
             Mode::Confirm => &[Confirm, Global],
@@ -224,6 +236,7 @@ impl Mode {
             Mode::Palette => "the palette inspector",
             Mode::Inspector => "the node inspector",
             Mode::Follow => "following an agent",
+            Mode::Diff => "the diff view",
             Mode::Detail => "a detail window",
             Mode::Problems => "the problems list",
             Mode::Confirm => "a question",
@@ -278,7 +291,7 @@ actions! {
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
     FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
     PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";
-    WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its worktree in $PAGER: what it would land, or its uncommitted changes";
+    WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its diff by file and hunk: what it would land, or what is uncommitted";
     Shell "shell" "shell" Agent ["S"] false "a shell in its own worktree: resolve a merge conflict there, then a";
     Open "inspect" "inspect" View ["enter"] true "open: the node inspector, a ledger row, the palette";
     PaletteInspector "palette" "palette" View ["i"] true "palette inspector";
@@ -323,6 +336,11 @@ actions! {
     Toggle "toggle" "open" Tree ["enter", "space"] true "open or close a branch; on an entry, its detail";
     ShowAll "show_all" "show all" Inspector ["space"] true "show long sections in full (or collapse them again)";
     RawLines "raw" "raw lines" Follow ["r"] true "the CLI's own lines as it printed them (again: the conversation)";
+    NextHunk "next_hunk" "hunk" Diff ["]"] true "the next hunk";
+    PrevHunk "previous_hunk" "hunk back" Diff ["["] false "the previous hunk";
+    NextFile "next_file" "file" Diff ["}"] true "the next file";
+    PrevFile "previous_file" "file back" Diff ["{"] false "the previous file";
+    NoteLine "note" "note" Diff ["c"] true "a note on this line: T sends the work back with every note";
     GoTo "go_to" "go to" Detail ["enter"] true "go to the operation it names";
     Yes "yes" "yes" Confirm ["y", "enter"] true "yes";
     No "no" "no" Confirm ["n", "esc"] true "no";

@@ -115,6 +115,9 @@ pub async fn show(
     if let Page::Shell { op, run_dir } = &page {
         return shell(app, screen, op, run_dir, stop).await;
     }
+    if let Page::Diff { node, op, .. } = &page {
+        return open_diff(app, &page, *node, op, stop).await;
+    }
     let pager = Pager::from_env();
     // The console waits for this (no keys, no frames): bounded, and a
     // stop signal meanwhile is taken at once (git is killed on drop).
@@ -149,6 +152,45 @@ pub async fn show(
         Err(why) => app.set_status(why, Level::Error),
     }
     Ok(stopped.map_or(Shown::Closed, Shown::Stopped))
+}
+
+/// `D`: the diff, prepared as for a pager (bounded, a stop signal taken at
+/// once), read into the console's diff view — the terminal stays the
+/// console's.
+async fn open_diff(
+    app: &mut App,
+    page: &Page,
+    node: u32,
+    op: &str,
+    stop: &mut mpsc::UnboundedReceiver<StopSignal>,
+) -> io::Result<Shown> {
+    let prepared = tokio::select! {
+        p = tokio::time::timeout(PREPARE_WITHIN, prepare(page, false)) => p,
+        Some(sig) = stop.recv() => return Ok(Shown::Stopped(sig)),
+    };
+    match prepared {
+        Ok(Ok(p)) => {
+            let text = std::fs::read_to_string(p.file.path())?;
+            let title = p.shown.trim_start_matches("paged ").to_string();
+            app.overlays
+                .push(crate::console::overlay::Overlay::Diff(Box::new(
+                    crate::console::diffview::DiffView::new(node, op, title, &text),
+                )));
+            app.set_status(
+                format!(
+                    "{}: ] and [ move by hunk, }} and {{ by file",
+                    p.shown.replacen("paged", "showing", 1)
+                ),
+                p.level,
+            );
+        }
+        Ok(Err(r)) => app.set_status(r.text, r.level),
+        Err(_) => app.warn(format!(
+            "nothing shown: preparing the diff took over {} s (git on a very large worktree?)",
+            PREPARE_WITHIN.as_secs()
+        )),
+    }
+    Ok(Shown::NotRun)
 }
 
 /// `S`: the terminal lent to the operator's shell (`$SHELL`, else `sh`)
@@ -218,6 +260,7 @@ pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
             attempt,
             instance,
             run_dir,
+            ..
         } => {
             let dir = workdir(run_dir, op, *attempt, instance.as_deref())?;
             diff(op, &dir, color).await

@@ -499,6 +499,23 @@ pub fn say(f: &mut Frame, area: Rect, app: &App, op: &str, text: &str, running: 
     dialog(f, area, app, &title, lines);
 }
 
+/// A note on the diff view's line (`c`): sent back with the work (`T`).
+pub fn diff_note(f: &mut Frame, area: Rect, app: &App, text: &str) {
+    let t = app.theme();
+    let lines = vec![
+        Line::from("A note on this line of the diff, for the agent:"),
+        Line::from(Span::styled(
+            "T (talk) on the diff sends the work back with every note, each naming its file and line; an empty note removes it.",
+            Style::default().fg(t.dim),
+        )),
+        Line::from(""),
+        input(app, "note", text, true, 60),
+        Line::from(""),
+        typing_keys(app, "note", None),
+    ];
+    dialog(f, area, app, "Note on the diff", lines);
+}
+
 pub fn add(f: &mut Frame, area: Rect, app: &App, form: &AddForm) {
     let t = app.theme();
     let help = [

@@ -4,6 +4,7 @@
 //! knows how long it is, and draws only the rows that show.
 
 mod detail;
+mod diff;
 mod follow;
 mod forms;
 mod help;
@@ -120,6 +121,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Overlay::Say { op, text, running } => forms::say(f, area, app, op, text, *running),
             Overlay::Add(form) => forms::add(f, area, app, form),
             Overlay::Follow(view) => follow::draw(f, area, app, view),
+            Overlay::Diff(view) => diff::draw(f, area, app, view),
+            Overlay::DiffNote { text } => forms::diff_note(f, area, app, text),
             // Typed in the footer.
             Overlay::Filter | Overlay::Jump { .. } => {}
             o => {
