@@ -1,6 +1,6 @@
 //! git, run as a program (never a library): what the user's own git would
-//! do, with their hooks, config and identity. Every call names the
-//! directory and the command when it fails.
+//! do, with their config and identity (a fallback identity where there is
+//! none). Every call names the directory and the command when it fails.
 
 use std::ffi::OsStr;
 use std::path::Path;

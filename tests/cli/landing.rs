@@ -612,11 +612,12 @@ fn rebase_lands_a_straight_history_and_none_keeps_work_on_its_own_branch() {
 }
 
 /// `review = true` on a role profile holds the work of every operation on
-/// its instances; under `--approve all` the policy lands it, said so.
+/// its instances; under `--approve all` the policy lands it, said so. Its
+/// `git-worktree` gives way to the operation's own worktree.
 #[test]
 fn a_role_profiles_review_holds_the_work_of_operations_on_its_instances() {
     let ws = format!(
-        "{WORKTREE}[capacity]\nmax_nodes = 1\n[role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sh\"\nmax_instances = 1\nreview = true\n"
+        "{WORKTREE}[capacity]\nmax_nodes = 1\n[role_profiles.coder]\nrole = \"implementer\"\nprovider = \"sh\"\nmax_instances = 1\nworkspace_mode = \"git-worktree\"\nreview = true\n"
     );
     let t = repo(&ws, &[op("a", &[], "echo alpha > a.txt", "")]);
     let d = t.path();
@@ -632,4 +633,15 @@ fn a_role_profiles_review_holds_the_work_of_operations_on_its_instances() {
     assert_eq!(answered[0]["by"], "policy");
     assert_eq!(answered[0]["allowed"], true);
     assert_eq!(show(d, "a.txt"), "alpha\n");
+    assert!(
+        said(&out).contains("workspace_mode = \"git-worktree\" gives way to [workspace] isolation"),
+        "{}",
+        said(&out)
+    );
+    let branches = git(d, &["branch", "--format=%(refname:short)"]);
+    assert_eq!(
+        branches.trim(),
+        "main\nplaydeck/k1",
+        "no instance branch: {branches}"
+    );
 }

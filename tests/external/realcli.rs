@@ -395,14 +395,16 @@ const COPILOT: Cli = Cli {
 };
 
 fn instruction(scenario: &str) -> String {
-    let server = if scenario == "tool-readonly" || scenario.starts_with("ask-") {
+    let server = if matches!(scenario, "tool-readonly" | "land") || scenario.starts_with("ask-") {
         "tool"
     } else {
         scenario
     };
     let what = match scenario {
         "tool" | "tool-readonly" | "limit-after-tool" | "ask-permit" | "ask-deny"
-        | "ask-timeout" => "Create the file hello.txt containing hi in the current directory.",
+        | "ask-timeout" | "land" => {
+            "Create the file hello.txt containing hi in the current directory."
+        }
         "listen" => "Wait for the build, then tell me what you hear.",
         "always-tool" => "List the files in the current directory, again and again.",
         "spawn" => "Look at the parser and ask for help if tests are missing.",
@@ -530,8 +532,22 @@ fn run_saying(
         instruction = toml_str(&instruction(scenario)),
         listed = listed.join(", "),
     );
+    // `land`: the play in a repository, each operation in a worktree of
+    // its own made from the run's branch (the CLI's project files too:
+    // committed, so the worktree has them).
+    let land = scenario == "land";
+    let play = if land {
+        format!("{play}[workspace]\nisolation = \"worktree\"\n")
+    } else {
+        play
+    };
     let play_path = work.join("play.toml");
     std::fs::write(&play_path, &play).unwrap();
+    if land {
+        common::git(&work, &["init", "-q"]);
+        common::git(&work, &["add", "-A"]);
+        common::git(&work, &["commit", "-q", "-m", "the project"]);
+    }
     server.reset();
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
@@ -627,7 +643,24 @@ fn run_saying(
             _ => {}
         }
     }
-    seen.file = std::fs::read_to_string(work.join("hello.txt")).ok();
+    seen.file = if land {
+        // On the run's branch (the run is `run`, its directory's name),
+        // and nowhere in the play's own directory.
+        assert!(
+            !work.join("hello.txt").exists(),
+            "the play's directory untouched"
+        );
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&work)
+            .args(["show", "playdeck/run:hello.txt"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        std::fs::read_to_string(work.join("hello.txt")).ok()
+    };
     seen.stdout =
         std::fs::read_to_string(run_dir.join(format!("logs/{scenario}.{last_attempt}.stdout.log")))
             .unwrap_or_default();
@@ -980,6 +1013,58 @@ fn claude_asks_the_operator_for_permission() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// Landing the work (issue 41) with the real CLIs: the agent writes its
+/// file in its operation's own worktree, and it is on the run's branch
+/// once the operation succeeds.
+fn lands_its_work(cli: &Cli) {
+    let Some((versions, server)) = versions_and_server(cli) else {
+        return;
+    };
+    let mut problems = Vec::new();
+    for (version, exe) in &versions {
+        // opencode 1.0 in a git repository lists files with ripgrep, and
+        // downloads it when it is not on PATH (`.ci/run` installs it).
+        if cli.name == "opencode"
+            && older(version, "1.1")
+            && Command::new("rg").arg("--version").output().is_err()
+        {
+            println!("opencode {version} land: skipped: ripgrep (rg) is not on PATH");
+            continue;
+        }
+        let s = run_saying(cli, version, exe, "land", &server, None);
+        println!(
+            "{} {version} land: {} in {:.1}s, on the run's branch {:?}",
+            cli.name, s.outcome, s.secs, s.file
+        );
+        if s.outcome != "succeeded" || s.file.as_deref().map(str::trim) != Some("hi") {
+            problems.push(format!(
+                "{} {version}: {:#?}",
+                cli.name,
+                Seen {
+                    stdout: String::new(),
+                    ..s.clone()
+                }
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn claude_lands_its_work_on_the_runs_branch() {
+    lands_its_work(&CLAUDE);
+}
+
+#[test]
+fn codex_lands_its_work_on_the_runs_branch() {
+    lands_its_work(&CODEX);
+}
+
+#[test]
+fn opencode_lands_its_work_on_the_runs_branch() {
+    lands_its_work(&OPENCODE);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! that decides, so the footer, help and [`App::act`] agree.
 
 use super::*;
+use crate::kernel::agent::QuestionKind;
 
 impl App {
     /// Whether `a` can be used now; the error says why not, for people.
@@ -557,7 +558,17 @@ impl App {
     /// The footer's word for `a` now (the table's label, or what it would
     /// do to the selection).
     pub fn action_label(&self, a: Action) -> &'static str {
+        // What a review or a conflict waits for, said on its keys.
+        let asked = self
+            .target()
+            .map(|ix| self.vm.node(ix))
+            .filter(|n| n.asking.is_some())
+            .map(|n| n.asked);
         match a {
+            Action::Approve if asked == Some(QuestionKind::Review) => "land",
+            Action::Approve if asked == Some(QuestionKind::Conflict) => "land (resolved)",
+            Action::Deny if asked == Some(QuestionKind::Review) => "reject",
+            Action::Deny if asked == Some(QuestionKind::Conflict) => "leave unlanded",
             Action::Hold if self.target().is_some_and(|ix| self.vm.node(ix).held) => "unhold",
             Action::Open => match self.focus {
                 Pane::Ledger => "details",
