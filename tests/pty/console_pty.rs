@@ -1216,7 +1216,7 @@ fn a_review_and_a_conflict_resolved_in_the_console() {
         s.contains("✕web")
     });
     console.press(b"W");
-    screen.wait_for("web selected", |s| s.contains("web: a approve"));
+    screen.wait_for("web selected", |s| s.contains("web: a land (resolved)"));
     console.press(b"S");
     screen.wait_for("the console back from the shell", |s| {
         s.contains("back from the shell in web's worktree")
