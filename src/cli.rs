@@ -280,6 +280,10 @@ pub struct RunArgs {
     /// Start paused, before the first operation.
     #[arg(long)]
     pub paused: bool,
+    /// Pause the run by itself: before OP starts, before any operation of
+    /// role:ROLE, or at a spawn, an escalation or a failure; repeatable.
+    #[arg(long = "break", value_name = "OP|role:ROLE|spawn|escalation|failure")]
+    pub breakpoints: Vec<playdeck::kernel::breakpoint::Breakpoint>,
     /// Decide every approval gate up front.
     #[arg(long, value_enum)]
     pub approve: Option<ApproveArg>,
@@ -324,6 +328,10 @@ pub struct ResumeArgs {
     /// Resume paused.
     #[arg(long)]
     pub paused: bool,
+    /// Pause the run by itself: before OP starts, before any operation of
+    /// role:ROLE, or at a spawn, an escalation or a failure; repeatable.
+    #[arg(long = "break", value_name = "OP|role:ROLE|spawn|escalation|failure")]
+    pub breakpoints: Vec<playdeck::kernel::breakpoint::Breakpoint>,
     /// Spend caps over the ones the run had (raises included): usd=N,
     /// tokens=N, ROLE.usd=N.
     #[arg(long, value_delimiter = ',', value_name = "[ROLE.]usd|tokens=N")]

@@ -50,6 +50,9 @@ pub fn hosted(args: &RunArgs) -> Outcome {
     for c in &args.budget {
         cmd.arg("--budget").arg(c.to_string());
     }
+    for b in &args.breakpoints {
+        cmd.arg("--break").arg(b.to_string());
+    }
     if let Some(url) = &args.nats {
         cmd.arg("--nats").arg(url);
     }

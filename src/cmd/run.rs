@@ -58,6 +58,7 @@ fn session_options(args: &RunArgs) -> SessionOptions {
         resume: args.resume.clone(),
         retry: args.retry.clone(),
         budget: args.budget.clone(),
+        breakpoints: args.breakpoints.clone(),
         nats: args.nats.clone(),
         ..Default::default()
     }
@@ -143,6 +144,7 @@ pub fn resume(
         paused: a.paused,
         approve: a.approve,
         budget: a.budget,
+        breakpoints: a.breakpoints,
         nats: a.nats,
         run_dir: None,
         format: a.format,

@@ -57,6 +57,10 @@ pub enum Overlay {
     Messages {
         scroll: ScrollList,
     },
+    /// The run's breakpoints, one a row (`x` clears the selected one).
+    Breakpoints {
+        scroll: ScrollList,
+    },
     /// The runs under the runs directory; `enter` switches an attached
     /// console to the selected one.
     Runs {
@@ -123,6 +127,7 @@ impl Overlay {
             | Overlay::PaletteEntry { .. }
             | Overlay::Warnings { .. }
             | Overlay::Messages { .. }
+            | Overlay::Breakpoints { .. }
             | Overlay::Runs { .. } => Mode::Detail,
             Overlay::ConfirmQuit
             | Overlay::ConfirmApprove { .. }
@@ -149,6 +154,7 @@ impl Overlay {
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
             | Overlay::Messages { scroll }
+            | Overlay::Breakpoints { scroll }
             | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
@@ -163,6 +169,7 @@ impl Overlay {
             | Overlay::PaletteEntry { scroll, .. }
             | Overlay::Warnings { scroll }
             | Overlay::Messages { scroll }
+            | Overlay::Breakpoints { scroll }
             | Overlay::Problems { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,

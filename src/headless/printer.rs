@@ -21,7 +21,8 @@ impl HumanPrinter {
             | SignalKind::Resumed { .. }
             | SignalKind::StorageFailed { .. }
             | SignalKind::StorageRecovered
-            | SignalKind::RunPaused
+            | SignalKind::RunPaused { .. }
+            | SignalKind::Breakpoints { .. }
             | SignalKind::RunResumed
             | SignalKind::Stepped { .. }
             | SignalKind::RoundEnded { .. }
@@ -80,7 +81,14 @@ impl HumanPrinter {
             SignalKind::StorageRecovered => {
                 format!("{t}  storage: the event log is written again; the run goes on")
             }
-            SignalKind::RunPaused => format!("{t}  run paused"),
+            SignalKind::RunPaused { cause: None } => format!("{t}  run paused"),
+            SignalKind::RunPaused { cause: Some(c) } => {
+                format!("{t}  run paused: {c} — type `step` or `resume`")
+            }
+            SignalKind::Breakpoints { set } if set.is_empty() => {
+                format!("{t}  breakpoints: none")
+            }
+            SignalKind::Breakpoints { set } => format!("{t}  breakpoints: {}", set.join(", ")),
             SignalKind::RunResumed => format!("{t}  run resumed"),
             SignalKind::Stepped { .. } => format!("{t}  step"),
             SignalKind::RoundEnded { round } => format!("{t}  round {round} drained"),

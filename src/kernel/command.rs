@@ -56,6 +56,18 @@ pub enum Request {
     /// in its worktree (what is left uncommitted there is committed for
     /// it); `deny OP` leaves it unlanded instead.
     Resolve { op: String },
+    /// Pause the run by itself: before OP starts, before any operation of
+    /// role:ROLE starts, or when a spawn, an escalation or a failure
+    /// happens; --clear takes it off (`--clear all`: every one).
+    Break {
+        /// OP (op:OP), role:ROLE, spawn, escalation or failure.
+        at: String,
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        clear: bool,
+    },
+    /// Let the run go on until OP is about to start, and pause it there.
+    RunTo { op: String },
     /// Say something to an operation's agent, in the conversation it has:
     /// a running one is stopped when it is not in a tool and continues its
     /// session with the message; a failed one is sent back, a new attempt
@@ -255,6 +267,8 @@ impl Request {
             Request::Say { .. } => "say",
             Request::Permit { .. } => "permit",
             Request::Resolve { .. } => "resolve",
+            Request::Break { .. } => "break",
+            Request::RunTo { .. } => "run_to",
             Request::Add { .. } => "add",
             Request::Cancel => "cancel",
             Request::Status => "status",
@@ -276,7 +290,8 @@ impl Request {
             | Request::Retry { op }
             | Request::Say { op, .. }
             | Request::Permit { op }
-            | Request::Resolve { op } => Some(op),
+            | Request::Resolve { op }
+            | Request::RunTo { op } => Some(op),
             Request::Add { name, .. } => name.as_deref(),
             _ => None,
         }
@@ -295,6 +310,10 @@ impl Request {
         {
             s.push_str(": ");
             s.push_str(&reason.join(" "));
+        }
+        if let Request::Break { at, clear } = self {
+            s.push_str(if *clear { " --clear " } else { " " });
+            s.push_str(at);
         }
         if let Request::Say { text, .. } = self {
             s.push_str(": ");
@@ -329,6 +348,13 @@ impl Request {
             (Request::Say { op, .. }, _) => format!("said to {op}'s agent"),
             (Request::Permit { op }, _) => format!("allowed the call {op} asked about"),
             (Request::Resolve { op }, _) => format!("landing {op} again"),
+            (Request::Break { at, clear: false }, _) => {
+                format!("breakpoint {at}: the run pauses there")
+            }
+            (Request::Break { at, clear: true }, _) => format!("breakpoint {at} cleared"),
+            (Request::RunTo { op }, _) => {
+                format!("running to {op}: the run pauses before it starts")
+            }
             (Request::Cancel, _) => "cancelling the run…".into(),
             (_, Answer::Raised { caps }) => caps
                 .iter()

@@ -4,6 +4,7 @@
 //! envelope. Nothing here knows about the console.
 
 pub mod agent;
+pub mod breakpoint;
 pub mod builder;
 pub mod command;
 pub mod control;

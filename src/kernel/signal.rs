@@ -514,6 +514,11 @@ pub enum SignalKind {
         #[serde(flatten)]
         usage: super::agent::Usage,
     },
+    /// The run's breakpoints now, as written (`impl-api`, `role:tester`,
+    /// `spawn`, …; `until OP` for a run to here), whenever they change.
+    Breakpoints {
+        set: Arc<[Arc<str>]>,
+    },
     /// The run continues in a new process from its checkpoint and log.
     Resumed {
         /// The last signal of the stopped process.
@@ -532,7 +537,12 @@ pub enum SignalKind {
     },
     /// The event log is written again: the run goes on.
     StorageRecovered,
-    RunPaused,
+    /// Nothing new starts: the operator paused the run, or (`cause`) a
+    /// breakpoint did.
+    RunPaused {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<Arc<str>>,
+    },
     RunResumed,
     /// While paused, the operator let one waiting operation start.
     Stepped {
@@ -779,6 +789,7 @@ mod tests {
         "storage_recovered",
         "run_paused",
         "run_resumed",
+        "breakpoints",
         "stepped",
         "round_ended",
         "warning",

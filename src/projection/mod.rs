@@ -92,6 +92,13 @@ pub struct RunInfo {
     pub started: bool,
     #[serde(default)]
     pub paused: bool,
+    /// What paused it, when a breakpoint did (`impl-api is about to start
+    /// (breakpoint impl-api)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_by: Option<Arc<str>>,
+    /// The run's breakpoints, as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakpoints: Vec<Arc<str>>,
     /// A step was taken whose operation has not started yet.
     #[serde(skip)]
     pub stepping: bool,
@@ -547,6 +554,13 @@ impl RunProjection {
                 elapsed: snap.elapsed,
                 resumes: self.run.resumes,
                 storage: snap.run.storage.clone(),
+                // Not in the snapshot: what this observer last saw.
+                paused_by: if snap.run.paused {
+                    self.run.paused_by.take()
+                } else {
+                    None
+                },
+                breakpoints: std::mem::take(&mut self.run.breakpoints),
             },
             seq: snap.seq,
             events: self.events,

@@ -65,9 +65,14 @@ impl RunProjection {
             }
             SignalKind::StorageFailed { error } => self.run.storage = Some(error.clone()),
             SignalKind::StorageRecovered => self.run.storage = None,
-            SignalKind::RunPaused => self.run.paused = true,
+            SignalKind::RunPaused { cause } => {
+                self.run.paused = true;
+                self.run.paused_by.clone_from(cause);
+            }
+            SignalKind::Breakpoints { set } => self.run.breakpoints = set.to_vec(),
             SignalKind::RunResumed => {
                 self.run.paused = false;
+                self.run.paused_by = None;
                 self.run.stepping = false;
                 self.run.stepped = None;
             }

@@ -56,6 +56,8 @@ pub struct SessionOptions {
     pub retry: Vec<String>,
     /// `--budget`: caps over the play's (or the resumed run's).
     pub budget: Vec<crate::kernel::spend::CapChange>,
+    /// `--break`: where the run pauses by itself.
+    pub breakpoints: Vec<crate::kernel::breakpoint::Breakpoint>,
     /// `--nats`: perform the agents on workers through this server.
     pub nats: Option<String>,
 }
@@ -72,6 +74,7 @@ impl Default for SessionOptions {
             resume: None,
             retry: Vec::new(),
             budget: Vec::new(),
+            breakpoints: Vec::new(),
             nats: None,
         }
     }
@@ -517,6 +520,7 @@ fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::ke
     cfg.start_paused = opts.paused;
     cfg.approvals = opts.approvals.clone();
     cfg.budget_set = opts.budget.clone();
+    cfg.breakpoints = opts.breakpoints.clone();
     // Observers that fall behind resynchronise; a roomy buffer makes that
     // rare.
     cfg.signal_buffer = 1 << 16;

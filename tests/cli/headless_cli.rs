@@ -313,6 +313,48 @@ fn stdin_control_steps_through_a_paused_graph() {
     assert_eq!(live.child.wait().unwrap().code(), Some(0));
 }
 
+/// Breakpoints (issue 42): `--break b` pauses the run before b starts,
+/// the cause said on `run_paused`; `step` lets it start; `break --clear`
+/// on stdin takes one off, and a bad one is refused with what may be.
+#[test]
+fn a_breakpoint_pauses_the_run_before_its_operation_with_the_cause_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = write_play(dir.path(), "p.toml", PIPELINE);
+    let mut live = Live::start(
+        &["run", "--headless", "--break", "b", play.to_str().unwrap()],
+        dir.path(),
+    );
+    let set = live.until(|v| v["type"] == "breakpoints");
+    assert_eq!(set["set"], serde_json::json!(["b"]));
+    live.until(|v| v["type"] == "completed" && v["name"] == "a");
+    let paused = live.until(|v| v["type"] == "run_paused");
+    assert_eq!(
+        paused["cause"], "b is about to start (breakpoint b)",
+        "{paused}"
+    );
+    assert_eq!(live.started(), ["a"], "b waits");
+    live.send("break role:");
+    live.send("break --clear b");
+    live.send("step");
+    live.until(|v| v["type"] == "completed" && v["name"] == "b");
+    let result = live.until(|v| v["type"] == "result");
+    assert_eq!(result["outcome"], "succeeded");
+    drop(live.child.stdin.take());
+    assert_eq!(live.child.wait().unwrap().code(), Some(0));
+    let stderr = live.stderr();
+    assert!(
+        stderr.contains("breakpoint \"role:\": \"\" is not a role's name"),
+        "{stderr}"
+    );
+    assert!(
+        live.lines
+            .seen
+            .iter()
+            .any(|v| v["type"] == "breakpoints" && v["set"] == serde_json::json!([])),
+        "cleared"
+    );
+}
+
 #[test]
 fn stdin_control_approves_and_reports_bad_lines() {
     let dir = tempfile::tempdir().unwrap();

@@ -305,6 +305,63 @@ mod decisions {
         s.finish().await;
     }
 
+    /// Breakpoints in the console (issue 42): `b` sets one on the selected
+    /// operation (and `b` again clears it), `B` lists them and `x` clears
+    /// the selected one, `U` runs to a queued operation; the run's pause
+    /// says its cause in the header and on the status line.
+    #[tokio::test(start_paused = true)]
+    async fn b_sets_a_breakpoint_and_the_run_pauses_before_it_with_the_cause_said() {
+        let mut s = demo(0.0, 160, 40).await;
+        let queued = s
+            .app
+            .vm
+            .lane(Lane::Queued)
+            .iter()
+            .next()
+            .expect("queued at the start");
+        let name = s.app.vm.node(queued).name().to_string();
+        select(&mut s, &name);
+        s.press(&keys("b")).await;
+        assert_eq!(
+            status(&s),
+            format!("breakpoint {name}: the run pauses there")
+        );
+        assert_eq!(
+            s.app.vm.run.breakpoints,
+            vec![std::sync::Arc::from(name.as_str())]
+        );
+        // b again clears it.
+        select(&mut s, &name);
+        s.press(&keys("b")).await;
+        assert!(s.app.vm.run.breakpoints.is_empty(), "cleared");
+        s.press(&keys("b")).await;
+        s.press(&keys("B")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Breakpoints (1)"), "{t}");
+        assert!(t.contains(&format!("› {name}")), "{t}");
+        s.press(&keys("x")).await;
+        assert!(s.app.vm.run.breakpoints.is_empty(), "x cleared it");
+        s.press(&keys("esc")).await;
+        // Run to here: the run pauses before it starts, and says so.
+        s.press(&keys("p")).await;
+        select(&mut s, &name);
+        s.press(&keys("U")).await;
+        s.wait(60.0).await;
+        let t = text(&s.render());
+        let cause = format!("{name} is about to start (run to here)");
+        assert!(
+            t.contains(&format!("paused at a breakpoint — {cause}")),
+            "{t}"
+        );
+        assert!(
+            s.app
+                .messages
+                .iter()
+                .any(|m| m.text.starts_with(&format!("paused: {cause}")))
+        );
+        s.finish().await;
+    }
+
     /// `T` on a running operation asks what to say and sends it to the
     /// run; the demo's sim agents keep no conversation, which the run
     /// says (the binary's tests deliver to an agent that keeps one).

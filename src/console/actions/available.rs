@@ -171,6 +171,30 @@ impl App {
             FollowAgent | PageOutput | WorktreeDiff | Shell => {
                 self.agent_target(a, top).map(|_| ())
             }
+            Breakpoint | RunToHere => {
+                self.not_replay(a)?;
+                self.still_running()?;
+                let Some(ix) = self.target_under(top) else {
+                    return Err("select an operation to break before".into());
+                };
+                let n = self.vm.node(ix);
+                if a == RunToHere && n.lane != Lane::Queued {
+                    return Err(format!(
+                        "{} is not queued: the run runs to an operation that has not started",
+                        n.name()
+                    )
+                    .into());
+                }
+                Ok(())
+            }
+            ClearBreak => match top {
+                Some(Overlay::Breakpoints { scroll }) if scroll.selected().is_some() => {
+                    self.not_replay(a)?;
+                    self.still_running()
+                }
+                Some(Overlay::Breakpoints { .. }) => Err("no breakpoint to clear".into()),
+                _ => Err("x clears a breakpoint in the breakpoints list (B)".into()),
+            },
             Open => match self.focus {
                 Pane::Lanes if self.selected_node().is_none() => {
                     Err("nothing selected to inspect".into())

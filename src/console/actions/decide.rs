@@ -149,6 +149,29 @@ impl App {
                 }
                 control(Request::Retry { op })
             }
+            Action::Breakpoint => {
+                let op = self.target_name();
+                let clear = self.vm.run.breakpoints.iter().any(|b| **b == *op);
+                control(Request::Break { at: op, clear })
+            }
+            Action::RunToHere => control(Request::RunTo {
+                op: self.target_name(),
+            }),
+            Action::ClearBreak => {
+                let Some(Overlay::Breakpoints { scroll }) = self.overlays.last() else {
+                    return Vec::new();
+                };
+                let Some(b) = scroll
+                    .selected()
+                    .and_then(|i| self.vm.run.breakpoints.get(i))
+                else {
+                    return Vec::new();
+                };
+                control(Request::Break {
+                    at: b.to_string(),
+                    clear: true,
+                })
+            }
             Action::Quit => self.quit(),
             Action::CancelRun => self.cancel_run(),
             Action::Yes => self.confirm(),

@@ -159,6 +159,9 @@ impl App {
             | Action::Hold
             | Action::Retry
             | Action::Talk
+            | Action::Breakpoint
+            | Action::RunToHere
+            | Action::ClearBreak
             | Action::Quit
             | Action::CancelRun
             | Action::Yes
@@ -175,6 +178,7 @@ impl App {
             | Action::Filter
             | Action::Report
             | Action::Messages
+            | Action::Breakpoints
             | Action::Problems
             | Action::Help
             | Action::Jump => self.views(a),

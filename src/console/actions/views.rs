@@ -106,6 +106,12 @@ impl App {
                 Vec::new()
             }
             Action::Report => vec![Effect::Report],
+            Action::Breakpoints => {
+                let mut scroll = ScrollList::list();
+                scroll.set_len(self.vm.run.breakpoints.len());
+                self.overlays.push(Overlay::Breakpoints { scroll });
+                Vec::new()
+            }
             Action::Messages => {
                 self.overlays.push(Overlay::Messages {
                     scroll: ScrollList::text(),

@@ -446,6 +446,15 @@ impl App {
 
     pub fn fold(&mut self, s: &Signal) {
         self.vm.fold(s);
+        if let crate::kernel::SignalKind::RunPaused { cause: Some(c) } = &s.kind
+            && self.replay.is_none()
+        {
+            let (step, resume) = (
+                self.keymap.label(crate::console::keymap::Action::Step),
+                self.keymap.label(crate::console::keymap::Action::Resume),
+            );
+            self.warn(format!("paused: {c} — {step} steps, {resume} resumes"));
+        }
         // What another terminal did shows here, with who did it; the
         // console's own commands are answered in the status line already.
         if let crate::kernel::SignalKind::OperatorAction { by, action, op_id } = &s.kind

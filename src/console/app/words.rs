@@ -33,6 +33,8 @@ impl App {
                 "stepping".into()
             } else if self.vm.running() > 0 {
                 "draining".into()
+            } else if let Some(c) = &r.paused_by {
+                format!("paused at a breakpoint — {c}")
             } else {
                 "paused".into()
             }

@@ -46,6 +46,10 @@ pub enum Action {
     NoteLine,
     WorktreeDiff,
     Shell,
+    Breakpoint,
+    RunToHere,
+    Breakpoints,
+    ClearBreak,
     // What the main screen shows.
     Open,
     PaletteInspector,
@@ -288,6 +292,8 @@ actions! {
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
     Talk "say" "talk" Operation ["T"] false "say something to a running agent, or send a failed one back with it";
+    Breakpoint "break" "break" Operation ["b"] false "a breakpoint on it: the run pauses before it starts (again: cleared)";
+    RunToHere "run_to" "run to here" Operation ["U"] false "let the run go on until it is about to start, and pause there";
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
     FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
     PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";
@@ -303,6 +309,7 @@ actions! {
     NextProblem "next_problem" "next problem" View ["n"] false "the next failure, escalation or waiting gate, and why";
     PrevProblem "previous_problem" "problem back" View ["N"] false "the previous one";
     OldestGate "oldest_gate" "oldest gate" View ["W"] false "the gate waiting longest for approval";
+    Breakpoints "breakpoints" "breakpoints" View ["B"] false "the run's breakpoints (x clears the selected one)";
     Problems "problems" "problems" View ["P"] false "every failure, escalation and waiting gate, with why (enter goes to one)";
     Messages "messages" "messages" View ["M"] false "every message the status line showed, newest first";
     Zoom "zoom" "zoom" View ["z"] false "the selected lane at full width (again: every lane)";
@@ -342,6 +349,7 @@ actions! {
     PrevFile "previous_file" "file back" Diff ["{"] false "the previous file";
     NoteLine "note" "note" Diff ["c"] true "a note on this line: T sends the work back with every note";
     GoTo "go_to" "go to" Detail ["enter"] true "go to the operation it names";
+    ClearBreak "clear_break" "clear" Detail ["x"] true "breakpoints: clear the selected one";
     Yes "yes" "yes" Confirm ["y", "enter"] true "yes";
     No "no" "no" Confirm ["n", "esc"] true "no";
     CancelRun "cancel_run" "cancel the run" Confirm ["c"] false "when leaving an attached console: cancel the run instead of detaching";

@@ -250,6 +250,13 @@ impl Executor {
             instruction,
             record,
         });
+        // An agent's request (not the operator's own add).
+        if let Some(e) = emitter {
+            let (by, spawned) = (self.graph[e].op.reference_id.clone(), name.clone());
+            self.break_on(super::super::breakpoint::Breakpoint::Spawn, || {
+                format!("{spawned} was spawned by {by} (breakpoint spawn)")
+            });
+        }
         self.ledger_row(
             at,
             emitter,

@@ -120,7 +120,7 @@ mod tests {
         bus.sinks.push(Box::new(rec.clone()));
         tokio::time::advance(std::time::Duration::from_millis(1500)).await;
         bus.tick();
-        let (a, t) = bus.emit(SignalKind::RunPaused);
+        let (a, t) = bus.emit(SignalKind::RunPaused { cause: None });
         let (b, t2) = bus.emit(SignalKind::RunResumed);
         // One step of the loop: one time for all its signals.
         assert_eq!((a, b, t, t2), (1, 2, 1.5, 1.5));

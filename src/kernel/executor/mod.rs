@@ -16,6 +16,7 @@
 mod admission;
 mod attempt;
 mod backoff;
+mod breaks;
 mod budget;
 mod bus;
 mod capacity;
@@ -80,6 +81,8 @@ pub struct RunConfig {
     /// Caps set on the command line (`--budget`): over the play's, and on
     /// a resume over the ones the log kept.
     pub budget_set: Vec<super::spend::CapChange>,
+    /// Breakpoints set on the command line (`--break`).
+    pub breakpoints: Vec<super::breakpoint::Breakpoint>,
 }
 
 impl Default for RunConfig {
@@ -98,6 +101,7 @@ impl Default for RunConfig {
             retry: super::retry::RetryPolicies::default(),
             budget: None,
             budget_set: Vec::new(),
+            breakpoints: Vec::new(),
         }
     }
 }
@@ -234,6 +238,8 @@ impl Run {
             inflight: FuturesUnordered::new(),
             inboxes: std::collections::HashMap::new(),
             questions: std::collections::HashMap::new(),
+            breaks: std::collections::BTreeSet::new(),
+            run_to: None,
             routing: FuturesUnordered::new(),
             agent_tx,
             backlog: Arc::new(Backlog::default()),
@@ -355,6 +361,10 @@ struct Executor {
     /// Permission questions waiting for an operator, by node, with the
     /// attempt that asked (claude asks one at a time).
     questions: std::collections::HashMap<NodeIndex, (u32, super::agent::Question)>,
+    /// Where the run pauses by itself (`break`, `--break`).
+    breaks: std::collections::BTreeSet<super::breakpoint::Breakpoint>,
+    /// `run_to`: the operation before whose start the run pauses, once.
+    run_to: Option<NodeIndex>,
     routing: FuturesUnordered<Routing>,
     agent_tx: mpsc::UnboundedSender<AgentMsg>,
     /// Agent events sent and not taken yet (back-pressure on readers).

@@ -81,7 +81,7 @@ impl Executor {
             dropped_reservations: Arc::from(r.dropped_reservations),
         });
         if self.sched.paused {
-            self.bus.emit(SignalKind::RunPaused);
+            self.bus.emit(SignalKind::RunPaused { cause: None });
         }
         // What the resume opens again is announced first, so views stop
         // counting it settled (a retry's new attempt, what a cancel or the

@@ -169,6 +169,7 @@ impl Executor {
         let set = std::mem::take(&mut self.cfg.budget_set);
         if let Some(r) = self.restored.take() {
             self.resume_from(r);
+            self.configured_breaks();
             if !set.is_empty() {
                 self.acting = Arc::from("--budget");
                 if let Err(why) = self.raise_caps(&set) {
@@ -202,10 +203,12 @@ impl Executor {
                 budget: self.budget.clone(),
             });
             if self.sched.paused {
-                self.bus.emit(SignalKind::RunPaused);
+                self.bus.emit(SignalKind::RunPaused { cause: None });
             }
             // What was reported before the start (initial provisioning).
             self.drain_external();
+            // Before anything is ready: the first operations meet them too.
+            self.configured_breaks();
             let seeds: Vec<NodeIndex> = self.graph.node_indices().collect();
             for ix in seeds {
                 self.node_added(ix);

@@ -13,6 +13,7 @@ use petgraph::stable_graph::NodeIndex;
 use serde_json::{Value, json};
 
 use super::super::agent::AgentFailure;
+use super::super::breakpoint::Breakpoint;
 use super::super::control::ApprovalPolicy;
 use super::super::graph::Condition;
 use super::super::lease::{CAPACITY_UNAVAILABLE, LeaseRequest};
@@ -198,6 +199,12 @@ impl Executor {
     }
 
     pub(super) fn enqueue(&mut self, ix: NodeIndex) {
+        if !self.sched.paused
+            && !self.graph[ix].held
+            && let Some(cause) = self.break_before(ix)
+        {
+            self.pause_for(Some(cause));
+        }
         self.graph[ix].status = NodeStatus::Ready;
         match self.sched.place(self.graph[ix].held) {
             Place::Ready => self.sched.ready.push_back(ix),
@@ -367,7 +374,14 @@ impl Executor {
                 result: result.clone(),
             }
         };
+        let escalated = !escalations.is_empty();
         self.emit_node(ix, kind);
+        if escalated {
+            let name = self.graph[ix].op.reference_id.clone();
+            self.break_on(Breakpoint::Escalation, || {
+                format!("{name} escalated (breakpoint escalation)")
+            });
+        }
         if !found.spawns.is_empty() {
             self.route_spawns(ix, &found.spawns, true);
         }
@@ -399,6 +413,10 @@ impl Executor {
                 category,
             },
         );
+        let name = self.graph[ix].op.reference_id.clone();
+        self.break_on(Breakpoint::Failure, || {
+            format!("{name} failed (breakpoint failure)")
+        });
     }
 
     pub(super) fn skip(&mut self, ix: NodeIndex, reason: SkipReason, propagate: bool) {

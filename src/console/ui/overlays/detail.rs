@@ -535,3 +535,47 @@ pub fn messages(app: &App) -> Window {
         note: None,
     }
 }
+
+/// The run's breakpoints, one a row; the selected one is cleared by `x`.
+pub fn breakpoints(app: &App, selected: Option<usize>) -> Window {
+    let t = app.theme();
+    let set = &app.vm.run.breakpoints;
+    let mut lines: Vec<Line> = set
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let chosen = selected == Some(i);
+            let mut style = Style::default();
+            if chosen {
+                style = style.add_modifier(ratatui::style::Modifier::REVERSED);
+            }
+            Line::from(vec![
+                Span::raw(if chosen { "› " } else { "  " }),
+                Span::styled(b.to_string(), style),
+            ])
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "none: b on an operation sets one; U runs to it",
+            Style::default().fg(t.dim),
+        )));
+    }
+    let why = app
+        .vm
+        .run
+        .paused_by
+        .as_ref()
+        .map(|c| format!("paused: {c}"));
+    Window {
+        title: format!(
+            "Breakpoints ({}) · x clears the selected one · esc back",
+            set.len()
+        ),
+        lines,
+        min_w: 50,
+        max_w: 100,
+        hang: 2,
+        note: why,
+    }
+}

@@ -83,6 +83,7 @@ fn window(app: &App, o: &Overlay) -> Option<Window> {
         Overlay::PaletteEntry { id, .. } => Some(detail::palette_entry(app, id)),
         Overlay::Warnings { .. } => Some(detail::warnings(app)),
         Overlay::Messages { .. } => Some(detail::messages(app)),
+        Overlay::Breakpoints { scroll } => Some(detail::breakpoints(app, scroll.selected())),
         Overlay::Runs { rows, scroll } => Some(detail::runs(app, rows, scroll.selected())),
         Overlay::Problems { rows, scroll } => Some(detail::problems(app, rows, scroll.selected())),
         _ => None,

@@ -79,6 +79,8 @@ impl Executor {
                     })
                 }
             }
+            Request::Break { at, clear } => done(self.set_break(&at, clear)),
+            Request::RunTo { op } => done(self.run_to(&op)),
             Request::Cancel => {
                 self.cancel();
                 Ok(Answer::Done)
@@ -233,26 +235,21 @@ impl Executor {
     }
 
     fn pause(&mut self) -> Result<(), CommandError> {
-        if !self.sched.pause() {
-            return Ok(());
-        }
-        self.bus.emit(SignalKind::RunPaused);
-        // Operations waiting for a slot or for capacity were about to start:
-        // they wait here.
-        let mut waiting: Vec<NodeIndex> = self.sched.ready.drain(..).collect();
-        waiting.extend(self.gate.drain());
-        for ix in waiting {
-            self.park(ix, PauseReason::RunPaused);
-        }
+        self.pause_for(None);
         Ok(())
     }
 
     fn resume(&mut self) -> Result<(), CommandError> {
+        self.resume_run();
+        Ok(())
+    }
+
+    pub(super) fn resume_run(&mut self) {
         // Resuming also says the provider's trouble is dealt with (a key
         // fixed): its held work goes on, paused run or not.
         self.release_providers(true);
         if !self.sched.resume() {
-            return Ok(());
+            return;
         }
         self.bus.emit(SignalKind::RunResumed);
         let parked: Vec<NodeIndex> = self
@@ -265,7 +262,6 @@ impl Executor {
         for ix in parked {
             self.unpark(ix);
         }
-        Ok(())
     }
 
     /// While paused, lets `op` (or the first waiting operation) start; with
