@@ -227,8 +227,17 @@ pub fn runs(dir: Option<String>, json: bool, watch: bool) -> Outcome {
             Err(e) => return Err(CmdError::Input(format!("runs: {}: {e}", dir.display()))),
         };
         if watch {
-            // Clear the screen and home the cursor between lists.
-            say!("\x1b[H\x1b[2J");
+            use std::io::IsTerminal as _;
+            if std::io::stdout().is_terminal() {
+                // Clear the screen and home the cursor between lists.
+                say!("\x1b[H\x1b[2J");
+            } else if !json {
+                // Into a pipe: no escapes, each list after a line of its own.
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                sayln!("--- {}", playdeck::kernel::retry::clock(now));
+            }
         }
         if json {
             for r in &rows {

@@ -60,6 +60,10 @@ pub(super) fn connect_failure(run_dir: &Path, e: &std::io::Error) -> Failure {
             ),
         );
     }
+    // A run that has finished says how, and where to read what it did.
+    if let Some(how) = finished_words(run_dir) {
+        return Failure::new(ErrorCode::NotLive, how);
+    }
     Failure::new(
         ErrorCode::NotLive,
         format!(
@@ -67,6 +71,33 @@ pub(super) fn connect_failure(run_dir: &Path, e: &std::io::Error) -> Failure {
             run_dir.display()
         ),
     )
+}
+
+/// `finished: failed — 1 failed: b; playdeck report 20261204-… says what it
+/// did`, from a finished run's `result.json`.
+fn finished_words(run_dir: &Path) -> Option<String> {
+    let bytes = std::fs::read(run_dir.join("result.json")).ok()?;
+    let env: crate::kernel::Envelope = serde_json::from_slice(&bytes).ok()?;
+    let name = |ids: &[crate::kernel::OpId]| -> Vec<String> {
+        ids.iter()
+            .filter_map(|id| env.operation_names.get(id).map(|n| n.to_string()))
+            .collect()
+    };
+    let failed = name(&env.failed_operations);
+    let cause = match failed.as_slice() {
+        [] => String::new(),
+        some => format!(
+            " — {} failed: {}",
+            some.len(),
+            some.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+                + if some.len() > 3 { ", …" } else { "" }
+        ),
+    };
+    let id = run_dir.file_name()?.to_string_lossy().into_owned();
+    Some(format!(
+        "finished: {}{cause}; playdeck report {id} says what it did (a finished run takes no commands)",
+        env.outcome.as_str()
+    ))
 }
 
 /// `{"ok":true,"reply":…,"result":…}` or `{"ok":false,"error":{…}}`.

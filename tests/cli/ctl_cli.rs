@@ -220,10 +220,14 @@ fn scripts_drive_a_live_run_and_inspect_it_after() {
         "the socket goes with the run"
     );
 
-    // After the run: not live, but capacity reads and updates the file.
+    // After the run: it says how it finished (issue 42), and capacity
+    // reads and updates the file.
     let (code, _, err) = run(d, &["ctl", "r1", "status"]);
     assert_eq!(code, 1);
-    assert!(err.contains("is not live"), "{err}");
+    assert!(
+        err.contains("finished: succeeded; playdeck report r1 says what it did"),
+        "{err}"
+    );
     let (code, out, _) = run(d, &["capacity", "status", "--run", "r1", "--json"]);
     assert_eq!(code, 0);
     let s = json(&out);
@@ -659,4 +663,49 @@ fn another_users_runs_directory_is_never_taken_for_yours() {
     // `runs` lists none of theirs as yours.
     let (_, out, _) = run(d, &["runs"]);
     assert!(!out.contains("evil"), "{out}");
+}
+
+/// `runs --watch` into a pipe (issue 42): no escape sequences, each list
+/// after a line of its own.
+#[test]
+fn runs_watch_writes_no_escapes_into_a_pipe() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("20260101-000000-pipe");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("play.toml"),
+        include_str!("../plays/name_only.toml"),
+    )
+    .unwrap();
+    let mut child = common::playdeck()
+        .args(["runs", "--watch", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    // Two lists: the second comes a second after the first.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&all).matches("--- ").count() >= 2 {
+                break;
+            }
+        }
+        let _ = tx.send(all);
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&got.expect("two lists within 20 s")).into_owned();
+    assert!(!text.contains('\x1b'), "{text:?}");
+    assert!(text.contains("20260101-000000-pipe"), "{text}");
 }
