@@ -362,6 +362,18 @@ mod decisions {
         s.finish().await;
     }
 
+    /// A read-only console (issue 42) says so in its header.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_only_console_says_so_in_its_header() {
+        let mut s = demo(12.0, 160, 40).await;
+        let first = |s: &mut Scene| text(&s.render()).lines().next().unwrap_or("").to_string();
+        assert!(!first(&mut s).contains("read-only"));
+        s.app.hooks.read_only = true;
+        let top = first(&mut s);
+        assert!(top.contains("read-only"), "{top}");
+        s.finish().await;
+    }
+
     /// `T` on a running operation asks what to say and sends it to the
     /// run; the demo's sim agents keep no conversation, which the run
     /// says (the binary's tests deliver to an agent that keeps one).

@@ -52,6 +52,15 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ),
         bold.fg(state_color),
     ));
+    // Watching only (`attach --read-only`, or a host that admits no
+    // commands): said first, so no key is pressed in vain.
+    if app.hooks.read_only {
+        top.push(Span::styled("  ", base));
+        top.push(Span::styled(
+            "read-only",
+            bold.fg(t.dim).add_modifier(Modifier::REVERSED),
+        ));
+    }
     let waiting = vm.approvals_waiting();
     if waiting > 0 {
         top.push(Span::styled("  ", base));
