@@ -58,6 +58,7 @@ impl App {
     // ----- input -----------------------------------------------------------
 
     pub fn on_key(&mut self, e: KeyEvent) -> Vec<Effect> {
+        self.touched = true;
         let mode = self.mode();
         match self.keymap.action(mode, &e) {
             Some(a) => self.act(a),

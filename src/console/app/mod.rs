@@ -139,6 +139,8 @@ pub struct Status {
     /// When it was said: the status line lets it go after a while (the
     /// message log keeps it).
     pub since: tokio::time::Instant,
+    /// What kind of notice it is, when it is one (see [`App::notice`]).
+    pub fold: Option<&'static str>,
 }
 
 /// How long the status line shows a message; a warning or an error stays
@@ -155,6 +157,21 @@ pub struct Message {
     pub at: f64,
     pub level: Level,
     pub text: String,
+    /// How many times in a row it was said (the newest words kept).
+    pub repeats: u32,
+    /// What kind of notice it is: notices of a kind fold into one.
+    pub fold: Option<&'static str>,
+}
+
+impl Message {
+    /// Its words, with how often it was said: `… ×4`.
+    pub fn words(&self) -> String {
+        if self.repeats > 1 {
+            format!("{} ×{}", self.text, self.repeats)
+        } else {
+            self.text.clone()
+        }
+    }
 }
 
 /// What the console may ask of the run's components, in-process.
@@ -236,6 +253,9 @@ pub struct App {
     /// Which bottom pane shows when only one fits.
     pub bottom: Pane,
     pub lane_col: usize,
+    /// Whether the operator has pressed a key yet: until then a narrow
+    /// screen keeps the cursor on the lanes that need them.
+    pub touched: bool,
     /// The focused lane fills the lanes' width (`z`).
     pub zoomed: bool,
     /// Gates marked to approve together (`m`), in the order marked.
@@ -349,6 +369,7 @@ impl App {
             focus: Pane::Lanes,
             bottom: Pane::Ledger,
             lane_col: 0,
+            touched: false,
             zoomed: false,
             marks: Vec::new(),
             messages: std::collections::VecDeque::new(),
@@ -417,19 +438,51 @@ impl App {
     }
 
     pub fn set_status(&mut self, text: impl Into<String>, level: Level) {
-        let text = text.into();
-        if self.messages.len() >= MESSAGES_KEPT {
-            self.messages.pop_front();
+        self.say(text.into(), level, None);
+    }
+
+    /// A notice of a kind that can come in bursts (the cursor carried off
+    /// by the run): repeats fold into one line, `×4`, and it never takes
+    /// the status line from a message of another kind still showing.
+    pub fn notice(&mut self, fold: &'static str, text: impl Into<String>) {
+        self.say(text.into(), Level::Info, Some(fold));
+    }
+
+    fn say(&mut self, text: String, level: Level, fold: Option<&'static str>) {
+        let repeat = fold.is_some()
+            && self
+                .messages
+                .back()
+                .is_some_and(|m| m.fold == fold && m.level == level);
+        if repeat && let Some(last) = self.messages.back_mut() {
+            last.at = self.clock;
+            last.text = text;
+            last.repeats += 1;
+        } else {
+            if self.messages.len() >= MESSAGES_KEPT {
+                self.messages.pop_front();
+            }
+            self.messages.push_back(Message {
+                at: self.clock,
+                level,
+                text,
+                repeats: 1,
+                fold,
+            });
         }
-        self.messages.push_back(Message {
-            at: self.clock,
-            level,
-            text: text.clone(),
-        });
+        // A real message still showing stays; the notice is in the log.
+        let other_showing = self
+            .shown_status()
+            .is_some_and(|s| fold.is_some() && s.fold != fold);
+        if other_showing {
+            return;
+        }
+        let last = self.messages.back().expect("just said");
         self.status = Some(Status {
-            text,
+            text: last.words(),
             level,
             since: tokio::time::Instant::now(),
+            fold,
         });
     }
 
@@ -559,6 +612,25 @@ impl App {
     /// `ui::measure`): pane geometry, each list's window, the open
     /// overlay's content. Done before each frame (and by tests), so keys
     /// always move lists that know their size.
+    /// Before the operator's first key, a narrow screen (where not every
+    /// lane reads) opens on the lanes that wait for them: the cursor goes
+    /// to the first of approval, failed and escalated that has rows, so
+    /// that lane is the one sized to read.
+    pub fn open_on_problems(&mut self, narrow: bool) {
+        if self.touched || !narrow || self.replay.is_some() {
+            return;
+        }
+        let problems = [Lane::AwaitingApproval, Lane::Failed, Lane::Escalated]
+            .map(crate::console::model::lane_index);
+        if problems.contains(&self.lane_col) && self.lane_len(self.lane_col) > 0 {
+            return;
+        }
+        if let Some(&col) = problems.iter().find(|&&c| self.lane_len(c) > 0) {
+            self.lane_col = col;
+            self.focus = Pane::Lanes;
+        }
+    }
+
     pub fn arrange(&mut self, m: Measured) {
         self.too_small = m.too_small;
         if self.too_small {

@@ -111,8 +111,23 @@ impl App {
             Some(c) => text.push_str(&format!("; the cursor moved to {}", self.vm.node(c).name())),
             None => text.push_str("; the lane is empty"),
         }
-        self.info(text);
         self.drift = Some(Drift::new(left, now_on, false));
+        // A move someone's command caused is news, with who did it.
+        // Otherwise it is said where the operator acts (a lane of
+        // decisions) or when the work went wrong; in a lane the run carries
+        // along (queued to running to succeeded) rows leave all the time,
+        // and the guard above still keeps a key from landing on the row
+        // that slid in.
+        let acting = matches!(
+            was,
+            Lane::AwaitingApproval | Lane::Paused | Lane::Failed | Lane::Escalated
+        );
+        let went_wrong = n.skipped() || matches!(n.lane, Lane::Failed | Lane::Escalated);
+        if self.vm.acted(left).is_some() {
+            self.info(text);
+        } else if acting || went_wrong {
+            self.notice("cursor moved", text);
+        }
     }
 
     pub(super) fn matches(&self, ix: u32) -> bool {

@@ -96,20 +96,38 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             bold.fg(t.warning),
         ));
     }
-    top.push(Span::styled(
-        format!(" · {} · round {}", duration(app.clock), vm.run.round.max(1)),
-        base,
-    ));
-    top.push(Span::styled(
+    // The run's id is what every command takes: it stays, and the play's
+    // name and the round give way before the rest is cut.
+    let run = Span::styled(
         format!(
-            " · {} · run {}{}",
-            vm.run.play,
+            " · run {}{}",
             vm.run.run_id,
             if vm.run.resumes > 0 { " (resumed)" } else { "" }
         ),
         base.fg(t.dim),
-    ));
-    let top = cut(top, w);
+    );
+    let time = duration(app.clock);
+    let round = vm.run.round.max(1);
+    let forms = [
+        format!(" · {time} · round {round} · {}", vm.run.play),
+        format!(" · {time} · round {round}"),
+        format!(" · {time}"),
+    ];
+    let used = top.iter().map(|s| width(&s.content)).sum::<usize>() + width(&run.content);
+    let tail = forms
+        .iter()
+        .find(|f| used + width(f) <= w)
+        .unwrap_or(&forms[2]);
+    top.push(Span::styled(tail.clone(), base));
+    let keep = width(&run.content);
+    let top = if keep + 30 <= w {
+        let mut top = cut(top, w - keep);
+        top.push(run);
+        top
+    } else {
+        top.push(run);
+        cut(top, w)
+    };
 
     let c = &vm.counts;
     // Lane order, with skipped beside failed: the same counts as `ctl
@@ -205,8 +223,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             rest.push(Span::styled("  ", base));
         }
     }
-    if let Some(b) = &vm.palette.budgets {
-        rest.push(Span::styled(
+    let budgets = vm.palette.budgets.as_ref().map(|b| {
+        Span::styled(
             format!(
                 "spawns {}/{}  roles {}/{}",
                 b.spawns_accepted,
@@ -215,26 +233,32 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 b.max_new_roles
             ),
             base.fg(t.dim),
-        ));
-    }
+        )
+    });
     let width_of = |s: &[Span]| s.iter().map(|s| width(&s.content)).sum::<usize>();
-    // The fullest words with which the spend still fits; else the fullest
-    // with which the counts do. Built in order and only as far as needed:
-    // a wide header builds one.
-    const FORMS: [(bool, bool); 3] = [(false, true), (true, true), (true, false)];
-    let rest_w = width_of(&rest);
-    let mut counts = FORMS
+    // The fullest words with which everything fits. Short of room, zero
+    // counts go first, then the long names shorten, then the palette's
+    // budgets: the spend, when there is one, stays. Built in order and
+    // only as far as needed: a wide header builds one.
+    const FORMS: [(bool, bool, bool); 4] = [
+        (false, true, true),
+        (false, false, true),
+        (true, false, true),
+        (true, false, false),
+    ];
+    let line = |(short, zeros, with_budgets): (bool, bool, bool)| {
+        let mut line = form(short, zeros);
+        line.extend(rest.iter().cloned());
+        if with_budgets && let Some(b) = &budgets {
+            line.push(b.clone());
+        }
+        line
+    };
+    let counts = FORMS
         .iter()
-        .map(|&(short, zeros)| form(short, zeros))
-        .find(|c| width_of(c) + rest_w <= w)
-        .or_else(|| {
-            FORMS
-                .iter()
-                .map(|&(short, zeros)| form(short, zeros))
-                .find(|c| width_of(c) <= w)
-        })
-        .unwrap_or_else(|| form(true, false));
-    counts.extend(rest);
+        .map(|&f| line(f))
+        .find(|l| width_of(l) <= w)
+        .unwrap_or_else(|| line(FORMS[3]));
     let counts = cut(counts, w);
     f.render_widget(
         Paragraph::new(vec![Line::from(top), Line::from(counts)]).style(base),

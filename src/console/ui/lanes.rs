@@ -72,7 +72,11 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             Some(row) if focused && len > list.height() => {
                 Some(format!("[{}/{}]", group(row + 1), group(len)))
             }
-            _ if below > 0 => Some(format!("+{} more", group(below))),
+            // A folded lane says at least how many more.
+            _ if below > 0 && area.width as usize >= width(&group(below)) + 10 => {
+                Some(format!("+{} more", group(below)))
+            }
+            _ if below > 0 => Some(format!("+{}", group(below))),
             _ => None,
         };
         if let Some(m) = marker.filter(|m| width(m) + 4 <= area.width as usize) {
@@ -233,6 +237,15 @@ fn title_text(col: usize, len: usize, room: usize) -> String {
         .map(|n| format!("{n} {count}"))
         .find(|t| width(t) <= room)
         .unwrap_or(count)
+}
+
+/// The width of a lane's shortest title that still names it (`run 0`).
+pub fn shortest_title(col: usize, len: usize) -> usize {
+    let count = width(&group(len));
+    (1..=count + 8)
+        .map(|room| title_text(col, len, room))
+        .find(|t| width(t) > count)
+        .map_or(count, |t| width(&t))
 }
 
 /// A row's parts, fitted to `w` columns (the marker's column included).
@@ -399,6 +412,8 @@ mod tests {
         assert_eq!(t(Lane::Succeeded, 12, 8), "succ. 12");
         assert_eq!(title_text(SKIPPED_COL, 2, 12), "skipped 2");
         assert_eq!(title_text(SKIPPED_COL, 2, 6), "skip 2");
+        assert_eq!(shortest_title(1, 0), "run 0".len());
+        assert_eq!(shortest_title(SKIPPED_COL, 12), "skip 12".len());
         assert_eq!(short_time(2.46), "2.5s");
         assert_eq!(short_time(42.0), "42s");
         assert_eq!(short_time(245.0), "4m05");

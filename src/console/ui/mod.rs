@@ -6,6 +6,7 @@ mod budgets;
 mod capacity;
 mod footer;
 mod header;
+mod lane_widths;
 mod lanes;
 mod ledger;
 mod overlays;
@@ -17,7 +18,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::app::{App, Geometry, Measured, Pane};
-use super::model::{COLS, SKIPPED_COL};
+use super::model::COLS;
 use super::theme::Theme;
 use crate::kernel::Lane;
 
@@ -72,6 +73,7 @@ pub fn measure(app: &App, area: Rect) -> Measured {
 /// Measures `area` and hands the app its sizes: what the event loop does
 /// before each frame.
 pub fn arrange(app: &mut App, area: Rect) {
+    app.open_on_problems(area.width < WIDE.0 || area.height < WIDE.1);
     let m = measure(app, area);
     app.arrange(m);
 }
@@ -80,9 +82,8 @@ pub fn too_small(area: Rect) -> bool {
     area.width < MIN_WIDTH || area.height < MIN_HEIGHT
 }
 
-/// Lane widths, in shares: the lanes most runs crowd get the most. A
-/// lane with more rows than it shows gets twice its share; an empty one
-/// folds to its title (the skipped column, to nothing).
+/// What is left of the lanes' row once each reads, in shares: the lanes
+/// most runs crowd get the most.
 const LANE_SHARES: [u16; COLS] = [5, 5, 3, 3, 5, 3, 3, 3];
 
 /// The footer's rows: keys and the status line, and a replay's timeline.
@@ -125,29 +126,16 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         ..Geometry::default()
     };
     let rows = lanes.height.saturating_sub(2) as usize;
-    // (least width, share of what is left): a lane with rows is never
-    // narrower than a folded one, so its title still says which it is.
-    let wants: Vec<(u16, u16)> = (0..COLS)
-        .map(|c| {
-            let len = app.lane_len(c);
-            let focused = c == app.lane_col;
-            if app.zoomed {
-                // One lane at full width: the others give way entirely.
-                return if focused { (0, 1) } else { (0, 0) };
-            }
-            match len {
-                0 if c == SKIPPED_COL && !focused => (0, 0),
-                0 if !focused => (lanes::FOLDED_WIDTH, 0),
-                _ => {
-                    // Wide: the shares; narrow: each lane alike.
-                    let share = if wide { LANE_SHARES[c] } else { 1 };
-                    let share = if len > rows { share * 2 } else { share };
-                    (lanes::FOLDED_WIDTH, share)
-                }
-            }
-        })
+    let mut wants: Vec<lane_widths::Want> = (0..COLS)
+        .map(|c| lane_want(app, c, rows, wide, false))
         .collect();
-    let constraints: Vec<Constraint> = lane_widths(lanes.width, &wants)
+    // Short of room for every name: empty lanes fold to their short titles.
+    if wants.iter().map(|w| w.full).sum::<u16>() > lanes.width {
+        wants = (0..COLS)
+            .map(|c| lane_want(app, c, rows, wide, true))
+            .collect();
+    }
+    let constraints: Vec<Constraint> = lane_widths::widths(lanes.width, &wants)
         .into_iter()
         .map(Constraint::Length)
         .collect();
@@ -180,31 +168,59 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     }
 }
 
-/// Widths for lanes that each want (least, share): every lane its least,
-/// the rest by shares (what rounding leaves to the first that shares).
-/// When even the least widths do not fit, they are scaled down.
-fn lane_widths(total: u16, wants: &[(u16, u16)]) -> Vec<u16> {
-    let least: u32 = wants.iter().map(|w| w.0 as u32).sum();
-    let shares: u32 = wants.iter().map(|w| w.1 as u32).sum();
-    if least > total as u32 {
-        return wants
-            .iter()
-            .map(|w| (w.0 as u32 * total as u32 / least) as u16)
-            .collect();
+/// What lane `col` asks for: its title at least; room for the names
+/// and times of the rows it shows; a share of the rest.
+fn lane_want(app: &App, col: usize, rows: usize, wide: bool, tight: bool) -> lane_widths::Want {
+    let len = app.lane_len(col);
+    let focused = col == app.lane_col;
+    let rank = lane_widths::rank(col, focused);
+    if app.zoomed {
+        // One lane at full width: the others give way entirely.
+        let share = u16::from(focused);
+        return lane_widths::Want {
+            share,
+            rank,
+            ..Default::default()
+        };
     }
-    let rest = total as u32 - least;
-    let mut out: Vec<u16> = wants
-        .iter()
-        .map(|w| {
-            let extra = (rest * w.1 as u32).checked_div(shares).unwrap_or(0);
-            w.0 + extra as u16
-        })
-        .collect();
-    let used: u32 = out.iter().map(|&w| w as u32).sum();
-    if let Some(i) = wants.iter().position(|w| w.1 > 0) {
-        out[i] += (total as u32 - used) as u16;
+    if len == 0 {
+        // Under the cursor, the skipped column still shows.
+        let least = if focused && col == crate::console::model::SKIPPED_COL {
+            lanes::FOLDED_WIDTH
+        } else if col == crate::console::model::SKIPPED_COL {
+            0
+        } else {
+            lane_widths::short(tight, lanes::shortest_title(col, len))
+        };
+        return lane_widths::Want {
+            least,
+            legible: least,
+            full: least,
+            share: 0,
+            rank,
+        };
     }
-    out
+    let list = &app.lanes[col];
+    let shown = app.lane_window(col, list.offset().min(len.saturating_sub(1)), rows);
+    let labels: Vec<_> = shown.iter().map(|&ix| app.vm.label(ix)).collect();
+    let (legible, full) = lane_widths::wants_for_names(labels.iter().map(|l| &**l));
+    // Wide: the shares; narrow: each lane alike. A lane with more rows
+    // than it shows gets twice its share.
+    let share = if wide { LANE_SHARES[col] } else { 1 };
+    let share = if len > rows { share * 2 } else { share };
+    // Short of room, lanes nobody acts on keep their short titles only.
+    let least = if lane_widths::acted_on(rank) {
+        lanes::FOLDED_WIDTH
+    } else {
+        lane_widths::short(tight, lanes::shortest_title(col, len))
+    };
+    lane_widths::Want {
+        least,
+        legible: legible.max(lanes::FOLDED_WIDTH),
+        full: full.max(lanes::FOLDED_WIDTH),
+        share,
+        rank,
+    }
 }
 
 /// Draws the whole console.

@@ -508,7 +508,7 @@ pub fn messages(app: &App) -> Window {
                     format!("{:<8} ", duration(msg.at)),
                     Style::default().fg(t.dim),
                 ),
-                Span::styled(msg.text.clone(), Style::default().fg(color)),
+                Span::styled(msg.words(), Style::default().fg(color)),
             ])
         })
         .collect();
