@@ -196,6 +196,8 @@ pub struct ViewModel {
     /// The last operator command that named a node: (who, what, when).
     /// Few nodes have one, so a map.
     acted: rustc_hash::FxHashMap<u32, (Arc<str>, Arc<str>, f64)>,
+    /// Who put a hold on an operation, and when (run time).
+    held_by: rustc_hash::FxHashMap<u32, (Arc<str>, f64)>,
 }
 
 impl Deref for ViewModel {
@@ -346,6 +348,11 @@ impl ViewModel {
         } = &s.kind
             && let Some(ix) = self.proj.ix(id)
         {
+            if action.starts_with("hold ") {
+                self.held_by.insert(ix, (by.clone(), s.elapsed));
+            } else if action.starts_with("unhold ") {
+                self.held_by.remove(&ix);
+            }
             self.acted
                 .insert(ix, (by.clone(), action.clone(), s.elapsed));
         }
@@ -354,6 +361,14 @@ impl ViewModel {
     /// Who last named `ix` in a command, and the command.
     pub fn acted(&self, ix: u32) -> Option<(&str, &str)> {
         self.acted.get(&ix).map(|(b, a, _)| (&**b, &**a))
+    }
+
+    /// Who held `ix` and when, while it is held.
+    pub fn held_by(&self, ix: u32) -> Option<(&str, f64)> {
+        self.held_by
+            .get(&ix)
+            .filter(|_| self.node(ix).held)
+            .map(|(by, at)| (&**by, *at))
     }
 
     /// The same, with when (for the inspector).

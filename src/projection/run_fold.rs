@@ -87,7 +87,17 @@ impl RunProjection {
                 self.run.finished = Some(*outcome);
                 self.run.stepping = false;
             }
-            SignalKind::Warning { message, .. } => self.warnings.push((at, message.clone())),
+            SignalKind::Warning { message, op_id } => {
+                // A warning about an operation says which, unless its words
+                // already do.
+                let message = match op_id.and_then(|id| self.name_of(&id)) {
+                    Some(name) if !message.contains(&*name) => {
+                        Arc::from(format!("{name}: {message}"))
+                    }
+                    _ => message.clone(),
+                };
+                self.warnings.push((at, message));
+            }
             _ => {}
         }
     }

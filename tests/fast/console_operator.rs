@@ -969,7 +969,11 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         assert!(s.app.vm.by_name("smoke-prod").unwrap().held);
         let t = text(&s.render());
         assert!(t.contains("o unhold"), "{t}");
-        assert!(t.contains("held by the operator"), "{t}");
+        // Issue 42: who held it, and when.
+        assert!(
+            t.contains("held by console (") && t.contains("at 30.0s (0.0s ago)"),
+            "{t}"
+        );
         s.press(&keys("esc")).await;
         select(&mut s, "deploy-prod");
         s.press(&keys("enter a")).await;
@@ -1125,6 +1129,31 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
             "80×24 opens on the gates: {t}"
         );
         assert!(t.contains("cutover-billing-eu-west"), "{t}");
+        s.finish().await;
+    }
+
+    /// Issue 42: a dialog wider than the screen wraps; the command it
+    /// offers to copy is whole.
+    #[tokio::test(start_paused = true)]
+    async fn dialogs_wrap_instead_of_cutting() {
+        let mut s = demo(30.0, 80, 24).await;
+        select(&mut s, "retro");
+        s.press(&keys("a")).await;
+        let t = text(&s.render());
+        let inside: Vec<String> = t
+            .lines()
+            .filter_map(|l| {
+                let a = l.find('║')?;
+                let b = l.rfind('║')?;
+                (b > a).then(|| l[a + '║'.len_utf8()..b].trim().to_string())
+            })
+            .collect();
+        let said = inside.join(" ");
+        assert!(
+            said.contains("From a script: playdeck ctl demo approve deploy-prod"),
+            "{t}"
+        );
+        assert!(!said.contains('…'), "nothing cut: {t}");
         s.finish().await;
     }
 
@@ -1667,6 +1696,20 @@ mod status {
         let t = text(&s.render());
         assert!(t.contains("queued 1 /ret"), "{t}");
         assert_eq!(selected_name(&s).as_deref(), Some("retro"));
+        // Issue 42: folded lanes keep the tag; a lane whose rows the
+        // filter hides says so; the footer counts what matches.
+        assert!(t.contains("/run 0") || t.contains("/running 0"), "{t}");
+        assert!(t.contains("no match"), "{t}");
+        assert_eq!(status(&s), "filter: ret — 1 shown");
+        s.press(&keys("/ x x")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("filter: retxx▏ — no match"),
+            "as it is typed: {t}"
+        );
+        s.press(&keys("enter")).await;
+        assert_eq!(status(&s), "filter: retxx — no match (esc clears)");
+        s.press(&keys("/ backspace backspace enter")).await;
         s.press(&keys("esc")).await;
         assert!(s.app.filter.is_empty());
         assert_eq!(
@@ -1753,7 +1796,10 @@ mod status {
         select(&mut s, "later");
         s.press(&keys("enter")).await;
         let t = text(&s.render());
-        assert!(t.contains("waiting for held by the operator"), "{t}");
+        assert!(
+            t.contains("waiting for held by console (") && t.contains(") at 0.5s (2.0s ago)"),
+            "{t}"
+        );
         // Unheld, the header stops counting it.
         s.press(&keys("esc o")).await;
         let t = text(&s.render());

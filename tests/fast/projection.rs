@@ -194,3 +194,45 @@ proptest! {
         prop_assert_eq!(tl.state_at(tl.len()), live);
     }
 }
+
+/// Issue 42: a warning about an operation names it, so the warnings
+/// window says which one without a trip to the log.
+#[test]
+fn a_warning_about_an_operation_names_it() {
+    let signals = run(
+        &[Op {
+            ms: 10,
+            fails: false,
+            gate: false,
+            deps: 0,
+            condition: 0,
+            spawns: 0,
+        }],
+        false,
+        1,
+    );
+    let mut p = fold(&signals);
+    let id = p.nodes[0].op.op_id;
+    let seq = signals.len() as u64 + 1;
+    let warn = |message: &str, op_id, seq| Signal {
+        v: 1,
+        seq,
+        elapsed: 1.0,
+        kind: SignalKind::Warning {
+            message: Arc::from(message),
+            op_id,
+        },
+    };
+    p.apply(&warn("the provider is slow", Some(id), seq));
+    p.apply(&warn("op0 retried its tool call", Some(id), seq + 1));
+    p.apply(&warn("the run has no palette", None, seq + 2));
+    let said: Vec<&str> = p.warnings.iter().map(|(_, m)| &**m).collect();
+    assert_eq!(
+        said,
+        [
+            "op0: the provider is slow",
+            "op0 retried its tool call",
+            "the run has no palette"
+        ]
+    );
+}

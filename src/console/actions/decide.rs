@@ -305,11 +305,18 @@ impl App {
     pub(super) fn submit(&mut self) -> Vec<Effect> {
         match self.overlays.pop() {
             Some(Overlay::Filter) => {
-                self.info(if self.filter.is_empty() {
-                    "filter cleared".to_string()
-                } else {
-                    format!("filter: {}", self.filter)
-                });
+                let n: usize = (0..crate::console::model::COLS)
+                    .map(|c| self.lane_len(c))
+                    .sum();
+                match n {
+                    _ if self.filter.is_empty() => self.info("filter cleared"),
+                    0 => self.warn(format!("filter: {} — no match (esc clears)", self.filter)),
+                    n => self.info(format!(
+                        "filter: {} — {} shown",
+                        self.filter,
+                        crate::console::text::group(n)
+                    )),
+                }
                 Vec::new()
             }
             Some(Overlay::Jump { text }) => vec![Effect::Replay(ReplayCmd::JumpTo(text))],

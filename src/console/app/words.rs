@@ -62,11 +62,24 @@ impl App {
         }
     }
 
+    /// `held by ana (ctl) since 12s` — who held it and when, where the log
+    /// says; `held by the operator` for a hold older than what was read.
+    pub fn held_words(&self, ix: u32) -> String {
+        match self.vm.held_by(ix) {
+            Some((by, at)) => format!(
+                "held by {by} at {} ({} ago)",
+                crate::console::words::duration(at),
+                crate::console::words::short_time((self.clock - at).max(0.0))
+            ),
+            None => "held by the operator".into(),
+        }
+    }
+
     /// The exact blocker of an operation that has not started.
     pub fn waiting_for(&self, ix: u32) -> Option<String> {
         let n = self.vm.node(ix);
         if n.held && !n.lane.is_terminal() && n.lane != Lane::Running {
-            return Some("held by the operator (o releases the hold)".into());
+            return Some(format!("{} (o releases the hold)", self.held_words(ix)));
         }
         match n.lane {
             Lane::AwaitingApproval if n.asking.is_some() => {

@@ -96,6 +96,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             Span::styled(" filter: ", key),
             Span::raw(app.filter.clone()),
             Span::styled("▏", key),
+            Span::styled(matches(app), text),
         ]),
         _ => match (app.shown_status(), &app.replay) {
             (Some(s), _) => {
@@ -120,7 +121,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 Style::default().fg(t.foreground),
             )),
             (None, None) if !app.filter.is_empty() => Line::from(Span::styled(
-                format!(" filter: {} (esc clears)", app.filter),
+                format!(" filter: {}{} (esc clears)", app.filter, matches(app)),
                 text,
             )),
             (None, None) => Line::from(""),
@@ -173,4 +174,19 @@ fn timeline(bar: &crate::console::app::ReplayBar, w: u16, app: &App) -> Line<'st
         Span::styled("░".repeat(room - filled), Style::default().fg(t.dim)),
         Span::styled(follow, Style::default().fg(t.warning)),
     ])
+}
+
+/// How many operations the filter lets through: ` — 12 shown`, or
+/// ` — no match` (nothing typed yet: nothing).
+fn matches(app: &App) -> String {
+    if app.filter.is_empty() {
+        return String::new();
+    }
+    match (0..crate::console::model::COLS)
+        .map(|c| app.lane_len(c))
+        .sum::<usize>()
+    {
+        0 => " — no match".into(),
+        n => format!(" — {} shown", crate::console::text::group(n)),
+    }
 }

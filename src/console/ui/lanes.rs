@@ -34,12 +34,19 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let len = list.len();
         let color = t.col(col);
         let room = area.width.saturating_sub(4) as usize;
+        let filtered = !app.filter.is_empty();
+        // A filter hides rows: every lane says so, with what it matches,
+        // or folded with a `/` before its title (`/fail 0`).
+        let main = title_text(col, len, room);
+        let tag = filtered && room > width(&main) + 3;
+        let slash = usize::from(filtered && !tag);
         // Where only the count would fit, the spaces around the title
         // give way to the lane's name.
-        let title_main = title_text(col, len, room);
-        let bare = title_main == group(len) && title_text(col, len, room + 2) != title_main;
+        let title_main = title_text(col, len, room - slash.min(room));
+        let bare = title_main == group(len)
+            && title_text(col, len, (room + 2).saturating_sub(slash)) != title_main;
         let title_main = if bare {
-            title_text(col, len, room + 2)
+            title_text(col, len, (room + 2).saturating_sub(slash))
         } else {
             title_main
         };
@@ -47,13 +54,14 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             title_main,
             Style::default().fg(color).add_modifier(Modifier::BOLD),
         )];
-        // A filter hides rows: every lane says so, with what it matches.
         let used = width(&title[0].content);
-        if !app.filter.is_empty() && room > used + 3 {
+        if tag {
             title.push(Span::styled(
                 fit(&format!(" /{}", app.filter), room - used),
                 Style::default().fg(t.warning),
             ));
+        } else if filtered {
+            title.insert(0, Span::styled("/", Style::default().fg(t.warning)));
         }
         // Zoomed: the way back, said where the other lanes were.
         let used = title.iter().map(|s| width(&s.content)).sum::<usize>();
@@ -200,8 +208,11 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             lines.push(Line::from(spans));
         }
         if rows.is_empty() && inner.height > 0 && w > 2 {
+            // Rows the filter hides: said, so an empty lane is not taken
+            // for an empty run.
+            let hidden = !app.filter.is_empty() && !app.vm.lanes[col].is_empty();
             lines.push(Line::from(Span::styled(
-                fit("—", w),
+                fit(if hidden { "no match" } else { "—" }, w),
                 Style::default().fg(t.dim),
             )));
         }

@@ -51,6 +51,11 @@ fn typing_keys(app: &App, submit: &str, extra: Option<&str>) -> Line<'static> {
 fn dialog(f: &mut Frame, area: Rect, app: &App, title: &str, lines: Vec<Line>) {
     let w = lines.iter().map(|l| l.width() as u16).max().unwrap_or(20) + 4;
     let w = w.max(width(title) as u16 + 6).max(44);
+    // No wider than the screen leaves room for; what is longer wraps (a
+    // command to copy must be whole, not cut).
+    let w = w.min(area.width.saturating_sub(4).max(24));
+    // (The frame's borders and padding take four columns.)
+    let lines = crate::console::text::wrap_all(&lines, w.saturating_sub(4) as usize);
     let r = popup(area, w, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(lines).block(frame(title, app.theme())), r);

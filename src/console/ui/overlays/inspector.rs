@@ -90,7 +90,7 @@ pub fn window(
     lines.push(field(t, "role", n.role().map_or("—", |r| &**r).to_string()));
     let mut lane = n.place().to_string();
     if n.held {
-        lane.push_str(" · held by the operator");
+        lane.push_str(&format!(" · {}", app.held_words(ix)));
     }
     lines.push(field(t, "lane", lane));
     if n.attempt > 1 {
