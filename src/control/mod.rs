@@ -264,7 +264,14 @@ pub async fn apply(
             let released = need_capacity()?
                 .release_request(sel.lifetime, sel.name)
                 .await?;
-            h.record(by, Arc::from(summary));
+            // Every console says what went, by name: `release: released
+            // keeper-1`, not a bare `release`.
+            let what = if released.released.is_empty() {
+                "nothing released".to_string()
+            } else {
+                format!("released {}", released.released.join(", "))
+            };
+            h.record(by, Arc::from(format!("{summary}: {what}")));
             Ok(Reply::Release(released))
         }
         Request::Ensure { profiles, lifetime } => {

@@ -2543,6 +2543,15 @@ mod capacity_pane {
             !t.contains(&format!("{idle} idle")),
             "it left the pane: {t}"
         );
+        // Issue 42: the cursor stays on an instance, not a title; other
+        // consoles are told which instance went.
+        assert!(s.app.selected_instance().is_some(), "{t}");
+        assert!(
+            s.log().iter().any(|sig| matches!(&sig.kind,
+                SignalKind::OperatorAction { action, .. }
+                    if action.contains(&format!("released {full}")))),
+            "the broadcast names it"
+        );
         // manual_release is released by name too: the operator's release.
         select_instance(&mut s, "keeper-1").await;
         s.press(&keys("X y")).await;

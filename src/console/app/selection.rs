@@ -18,18 +18,47 @@ impl App {
 
     /// After the run moved: the capacity cursor goes back to the instance
     /// it was on. One that was released is no longer listed; the cursor
-    /// stays at its row, on what follows.
+    /// goes to the nearest instance still listed (the one that took its
+    /// row, else the one above), never to a title where its keys do
+    /// nothing.
     pub(super) fn follow_capacity_pick(&mut self) {
         let rows = self.capacity_rows();
         self.capacity.set_len(rows.len());
         let Some(name) = &self.capacity_pick else {
             return;
         };
-        let Some(ix) = self.vm.capacity.instances.get_index_of(name) else {
-            return;
-        };
-        if let Some(row) = rows.iter().position(|r| *r == CapRow::Instance(ix)) {
+        let at = self
+            .vm
+            .capacity
+            .instances
+            .get_index_of(name)
+            .and_then(|ix| rows.iter().position(|r| *r == CapRow::Instance(ix)));
+        if let Some(row) = at {
             self.capacity.select(row);
+            return;
+        }
+        let here = self.capacity.selected().unwrap_or(0);
+        let is_instance = |r: &&CapRow| matches!(r, CapRow::Instance(_));
+        let near = rows
+            .iter()
+            .enumerate()
+            .skip(here)
+            .find(|(_, r)| is_instance(r))
+            .or_else(|| {
+                rows.iter()
+                    .enumerate()
+                    .take(here)
+                    .rev()
+                    .find(|(_, r)| is_instance(r))
+            });
+        if let Some((row, CapRow::Instance(ix))) = near {
+            self.capacity.select(row);
+            self.capacity_pick = self
+                .vm
+                .capacity
+                .instances
+                .get_index(*ix)
+                .map(|(n, _)| n.clone());
         }
     }
 
