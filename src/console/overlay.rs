@@ -80,6 +80,8 @@ pub enum Overlay {
         ops: Vec<String>,
         /// Not marked: the oldest gate, the cursor being on none.
         oldest: bool,
+        /// Through the names, when they do not all fit.
+        scroll: ScrollList,
     },
     ConfirmRelease {
         preview: ReleaseResult,
@@ -156,6 +158,7 @@ impl Overlay {
             | Overlay::Messages { scroll }
             | Overlay::Breakpoints { scroll }
             | Overlay::Problems { scroll, .. }
+            | Overlay::ConfirmApprove { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }
@@ -171,6 +174,7 @@ impl Overlay {
             | Overlay::Messages { scroll }
             | Overlay::Breakpoints { scroll }
             | Overlay::Problems { scroll, .. }
+            | Overlay::ConfirmApprove { scroll, .. }
             | Overlay::Runs { scroll, .. } => Some(scroll),
             _ => None,
         }

@@ -723,6 +723,31 @@ pub fn carry_out(
             Effect::Report => write_report(app),
             // Needs the terminal: the event loop runs it (see `pager::show`).
             Effect::Page(_) => {}
+            Effect::Controls(reqs) => {
+                let tx = msgs.clone();
+                if let Source::Attached { link } = source {
+                    let r = link.requester.clone();
+                    tokio::spawn(async move {
+                        let mut answers = Vec::new();
+                        for req in reqs {
+                            let a = r.send(req.clone()).await.map(|_| ()).map_err(|f| f.message);
+                            answers.push((req, a));
+                        }
+                        let (text, level) = together(&answers);
+                        let _ = tx.send(Msg::Status(text, level));
+                    });
+                    continue;
+                }
+                let Some(session) = source.session() else {
+                    continue;
+                };
+                let h = session.handle.clone();
+                let capacity = session.reconciler.clone();
+                tokio::spawn(async move {
+                    let (text, level) = commands(&h, capacity.as_deref(), reqs).await;
+                    let _ = tx.send(Msg::Status(text, level));
+                });
+            }
             Effect::Control(req) => {
                 if let Source::Attached { link } = source {
                     let r = link.requester.clone();
@@ -789,4 +814,58 @@ pub async fn command(
         Ok(reply) => (reply.one_line(&req), Level::Info),
         Err(f) => (f.message, Level::Error),
     }
+}
+
+/// Carries out several commands in order; one line names what each did.
+pub async fn commands(
+    h: &RunHandle,
+    capacity: Option<&crate::capacity::Reconciler>,
+    reqs: Vec<Request>,
+) -> (String, Level) {
+    let by: Arc<str> = Arc::from(crate::paths::me("console"));
+    let mut answers = Vec::new();
+    for req in reqs {
+        let a = crate::control::apply(h, capacity, req.clone(), by.clone())
+            .await
+            .map(|_| ())
+            .map_err(|f| f.message);
+        answers.push((req, a));
+    }
+    together(&answers)
+}
+
+/// `approved 3: gate-a, gate-b, gate-c`, and what was refused with why:
+/// one line for a decision taken together.
+pub fn together(answers: &[(Request, Result<(), String>)]) -> (String, Level) {
+    let done: Vec<&str> = answers
+        .iter()
+        .filter(|(_, a)| a.is_ok())
+        .filter_map(|(r, _)| r.target())
+        .collect();
+    let refused: Vec<String> = answers
+        .iter()
+        .filter_map(|(r, a)| a.as_ref().err().map(|why| (r, why)))
+        .map(|(r, why)| format!("{} ({why})", r.target().unwrap_or(r.name())))
+        .collect();
+    let verb = answers.first().map_or("done", |(r, _)| match r {
+        Request::Approve { .. } => "approved",
+        other => other.name(),
+    });
+    let mut line = format!("{verb} {}: {}", done.len(), done.join(", "));
+    if done.is_empty() {
+        line = format!("{verb} none");
+    }
+    if !refused.is_empty() {
+        line.push_str(&format!(
+            "; refused {}: {}",
+            refused.len(),
+            refused.join(", ")
+        ));
+    }
+    let level = if refused.is_empty() {
+        Level::Info
+    } else {
+        Level::Warning
+    };
+    (line, level)
 }

@@ -199,6 +199,12 @@ impl Scene {
                     let (text, level) = command(&self.session.handle, capacity, req).await;
                     self.app.set_status(text, level);
                 }
+                Effect::Controls(reqs) => {
+                    let capacity = self.session.reconciler.as_deref();
+                    let (text, level) =
+                        super::run::commands(&self.session.handle, capacity, reqs).await;
+                    self.app.set_status(text, level);
+                }
                 Effect::Report => super::run::write_report(&mut self.app),
                 Effect::ListRuns => {
                     let dir = super::run::runs_dir(&self.app);

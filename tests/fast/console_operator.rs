@@ -1132,6 +1132,43 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         s.finish().await;
     }
 
+    /// Issue 42: every gate shown marked at once (the filter applies),
+    /// a confirmation that scrolls through every name, one line for all.
+    #[tokio::test(start_paused = true)]
+    async fn every_shown_gate_is_marked_at_once_and_approved_in_one_line() {
+        let mut s = Scene::at(&fleet(), 20.0, 80, 24, None).await.unwrap();
+        let waiting = s.app.vm.approvals_waiting();
+        assert_eq!(waiting, 20);
+        s.press(&keys("/ s e a r c h enter *")).await;
+        assert_eq!(s.app.marks.len(), 4, "the filter applies");
+        s.press(&keys("* esc *")).await;
+        assert_eq!(s.app.marks.len(), 20, "{}", status(&s));
+        s.press(&keys("a")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Approve these 20 operations?"), "{t}");
+        assert!(
+            t.contains("more (j, pgdn)") && !t.contains("and 8 more"),
+            "{t}"
+        );
+        let last = "cutover-orders-us-west";
+        assert!(!t.contains(last), "{t}");
+        s.press(&keys("G")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains(last) && t.contains("more (k, pgup)"),
+            "scrolled to the end: {t}"
+        );
+        s.press(&keys("y")).await;
+        let st = status(&s);
+        assert!(
+            st.starts_with("approved 20: cutover-billing-eu-west, "),
+            "{st}"
+        );
+        assert!(st.ends_with(last), "{st}");
+        assert_eq!(s.app.vm.approvals_waiting(), 0);
+        s.finish().await;
+    }
+
     /// Issue 42: a dialog wider than the screen wraps; the command it
     /// offers to copy is whole.
     #[tokio::test(start_paused = true)]
@@ -1908,6 +1945,27 @@ mod cursor {
             .collect();
         assert!(moved.is_empty(), "{moved:?}");
         assert!(s.app.drift.is_some(), "the guard is set all the same");
+        s.finish().await;
+    }
+
+    /// Issue 42: gates approved together elsewhere read as one line here.
+    #[tokio::test(start_paused = true)]
+    async fn another_terminals_approvals_in_a_row_read_as_one_line() {
+        let mut s = gates().await;
+        for op in ["gate-a", "gate-b", "gate-c"] {
+            ctl(&mut s, Request::Approve { op: op.into() }).await;
+        }
+        let together: Vec<_> = s
+            .app
+            .messages
+            .iter()
+            .filter(|m| m.text.contains("ctl (ana, pid 77): approve"))
+            .collect();
+        assert_eq!(together.len(), 1, "{together:?}");
+        assert_eq!(
+            together[0].text,
+            "ctl (ana, pid 77): approve gate-a, gate-b, gate-c"
+        );
         s.finish().await;
     }
 

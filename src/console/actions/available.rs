@@ -91,6 +91,17 @@ impl App {
                     None => Err("select an operation in the awaiting approval lane to mark it".into()),
                 }
             }
+            MarkAll => {
+                self.not_replay(a)?;
+                if self.shown_gates().is_empty() {
+                    return Err(if self.filter.is_empty() {
+                        "no gate is awaiting approval".into()
+                    } else {
+                        format!("no gate awaiting approval matches /{}", self.filter).into()
+                    });
+                }
+                Ok(())
+            }
             // Marked gates, or the oldest from anywhere on the main screen:
             // asked by name first.
             Approve if !self.marks.is_empty() && top.is_none() => {

@@ -62,14 +62,41 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::MarkAll => {
+                let gates = self.shown_gates();
+                let key = self.keymap.label(Action::Approve);
+                // Every one already marked: the same key takes them back.
+                if gates.iter().all(|ix| self.marks.contains(ix)) {
+                    self.marks.retain(|ix| !gates.contains(ix));
+                    self.info(format!(
+                        "unmarked {} gates; {} marked",
+                        gates.len(),
+                        self.marks.len()
+                    ));
+                } else {
+                    for ix in gates {
+                        if !self.marks.contains(&ix) {
+                            self.marks.push(ix);
+                        }
+                    }
+                    self.info(format!(
+                        "{} marked: {key} approves them (asking once, every name listed)",
+                        self.marks.len()
+                    ));
+                }
+                Vec::new()
+            }
             Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
                 let ops = self
                     .marks
                     .iter()
                     .map(|&ix| self.vm.node(ix).name().to_string())
                     .collect();
-                self.overlays
-                    .push(Overlay::ConfirmApprove { ops, oldest: false });
+                self.overlays.push(Overlay::ConfirmApprove {
+                    ops,
+                    oldest: false,
+                    scroll: ScrollList::text(),
+                });
                 Vec::new()
             }
             Action::Approve => {
@@ -89,8 +116,11 @@ impl App {
                     // Another one (the oldest): asked by name first.
                     Some(ix) => {
                         let ops = vec![self.vm.node(ix).name().to_string()];
-                        self.overlays
-                            .push(Overlay::ConfirmApprove { ops, oldest: true });
+                        self.overlays.push(Overlay::ConfirmApprove {
+                            ops,
+                            oldest: true,
+                            scroll: ScrollList::text(),
+                        });
                         Vec::new()
                     }
                     None => Vec::new(),
@@ -272,9 +302,12 @@ impl App {
                 self.marks.clear();
                 // Each by name: one decided meanwhile is refused by the
                 // run, named, as a second console's approval would be.
-                ops.into_iter()
-                    .map(|op| Effect::Control(Request::Approve { op }))
-                    .collect()
+                let reqs: Vec<Request> =
+                    ops.into_iter().map(|op| Request::Approve { op }).collect();
+                match reqs.len() {
+                    1 => reqs.into_iter().map(Effect::Control).collect(),
+                    _ => vec![Effect::Controls(reqs)],
+                }
             }
             Some(Overlay::ConfirmRelease { .. }) => {
                 vec![Effect::Control(Request::Release(Default::default()))]

@@ -155,6 +155,7 @@ impl App {
             | Action::ReleaseInstance
             | Action::AddWork
             | Action::Mark
+            | Action::MarkAll
             | Action::Approve
             | Action::Deny
             | Action::Hold

@@ -108,6 +108,9 @@ pub struct ReplayBar {
 pub enum Effect {
     /// An operator command for the run (the same type every surface uses).
     Control(Request),
+    /// Several commands decided together (marked gates approved at once):
+    /// carried out in order, answered in one line that names them all.
+    Controls(Vec<Request>),
     Replay(ReplayCmd),
     /// Write the run report into the run directory.
     Report,
@@ -448,6 +451,20 @@ impl App {
         self.say(text.into(), Level::Info, Some(fold));
     }
 
+    /// A new line in the message log (the oldest goes past its size).
+    fn log(&mut self, text: String, level: Level, fold: Option<&'static str>) {
+        if self.messages.len() >= MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+        self.messages.push_back(Message {
+            at: self.clock,
+            level,
+            text,
+            repeats: 1,
+            fold,
+        });
+    }
+
     fn say(&mut self, text: String, level: Level, fold: Option<&'static str>) {
         let repeat = fold.is_some()
             && self
@@ -459,16 +476,7 @@ impl App {
             last.text = text;
             last.repeats += 1;
         } else {
-            if self.messages.len() >= MESSAGES_KEPT {
-                self.messages.pop_front();
-            }
-            self.messages.push_back(Message {
-                at: self.clock,
-                level,
-                text,
-                repeats: 1,
-                fold,
-            });
+            self.log(text, level, fold);
         }
         // A real message still showing stays; the notice is in the log.
         let other_showing = self
@@ -522,9 +530,54 @@ impl App {
                 .filter(|d| op_id.and_then(|id| self.vm.ix(&id)) == Some(d.left));
             match moved {
                 Some(d) => self.drifted(d.left, d.now_on),
-                None => self.info(format!("{by}: {action}")),
+                None => self.another_acted(by, action),
             }
         }
+    }
+
+    /// Another terminal's command, said with who gave it. Several of one
+    /// kind from the same terminal in a row (gates approved together) read
+    /// as one line naming them all: `ctl (ana): approve gate-a, gate-b`.
+    fn another_acted(&mut self, by: &str, action: &str) {
+        let (verb, target) = action.split_once(' ').unwrap_or((action, ""));
+        let head = format!("{by}: {verb} ");
+        let together = !target.is_empty()
+            && !target.contains(':')
+            && self.messages.back().is_some_and(|m| {
+                m.fold == Some("another acted")
+                    && m.text.starts_with(&head)
+                    && self.clock - m.at < 5.0
+            });
+        if together {
+            let text = format!("{}, {target}", self.messages.back().map_or("", |m| &m.text));
+            if let Some(m) = self.messages.back_mut() {
+                m.text = text.clone();
+                m.at = self.clock;
+            }
+            if self
+                .status
+                .as_ref()
+                .is_some_and(|s| s.fold == Some("another acted"))
+            {
+                self.status = Some(Status {
+                    text,
+                    level: Level::Info,
+                    since: tokio::time::Instant::now(),
+                    fold: Some("another acted"),
+                });
+            }
+            return;
+        }
+        // A kind of its own, so the next one can join it; it is news, so
+        // it takes the status line as any message does.
+        let text = format!("{by}: {action}");
+        self.log(text.clone(), Level::Info, Some("another acted"));
+        self.status = Some(Status {
+            text,
+            level: Level::Info,
+            since: tokio::time::Instant::now(),
+            fold: Some("another acted"),
+        });
     }
 
     /// The run's warnings with repeats folded. Kept up to date by

@@ -170,6 +170,12 @@ impl App {
             || n.role().is_some_and(|r| r.to_lowercase().contains(&f))
     }
 
+    /// Every gate the approval lane shows (filter applied), in its order.
+    pub fn shown_gates(&self) -> Vec<u32> {
+        let col = crate::console::model::lane_index(Lane::AwaitingApproval);
+        self.lane_window(col, 0, self.lane_len(col))
+    }
+
     /// The number of rows a lane shows (filter applied).
     pub fn lane_len(&self, col: usize) -> usize {
         let lane = &self.vm.lanes[col];

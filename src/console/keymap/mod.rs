@@ -34,6 +34,8 @@ pub enum Action {
     Retry,
     Talk,
     Mark,
+    /// Mark every gate the lanes show (the filter applies).
+    MarkAll,
     // The selected (or inspected) operation's agent: its output, its
     // worktree. Viewing only, so a replay and a read-only console have them.
     FollowAgent,
@@ -226,7 +228,7 @@ impl Mode {
             Mode::Diff => &[Diff, Agent, Operation, Overlay, Lists, Global],
             Mode::Detail => &[Detail, Overlay, Lists, Global],
             Mode::Problems => &[Detail, Operation, Agent, Overlay, Lists, Global],
-            Mode::Confirm => &[Confirm, Global],
+            Mode::Confirm => &[Confirm, Lists, Global],
             Mode::Text => &[Text, Global],
             Mode::TooSmall => &[Global],
         }
@@ -295,6 +297,7 @@ actions! {
     Breakpoint "break" "break" Operation ["b"] false "a breakpoint on it: the run pauses before it starts (again: cleared)";
     RunToHere "run_to" "run to here" Operation ["U"] false "let the run go on until it is about to start, and pause there";
     Mark "mark" "mark" Operation ["m"] false "mark / unmark a gate: a then approves every marked one, asking once";
+    MarkAll "mark_all" "mark all" Operation ["*"] false "mark every gate shown (the filter applies); again: unmark all";
     FollowAgent "follow" "follow" Agent ["F"] false "follow its agent: the latest attempt's output, full screen";
     PageOutput "page_output" "output in pager" Agent ["O"] false "that attempt's whole output (stdout, stderr) in $PAGER";
     WorktreeDiff "diff" "worktree diff" Agent ["D"] false "its diff by file and hunk: what it would land, or what is uncommitted";

@@ -1,6 +1,7 @@
 //! Questions and forms: quit, release, deny (with a reason), add work. The
 //! keys they name come from the key table.
 
+use crate::console::scroll::ScrollList;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -125,36 +126,46 @@ fn labelled(app: &App, op: &str) -> String {
 
 /// Approving gates by name: the marked ones, or the oldest when `a` was
 /// pressed away from any gate. Each says how long it has waited.
-pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], oldest: bool) {
+pub fn confirm_approve(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    ops: &[String],
+    oldest: bool,
+    scroll: &ScrollList,
+) {
     let t = app.theme();
     let mut lines = vec![Line::from(match ops {
         [one] => format!("Approve {one}?"),
         many => format!("Approve these {} operations?", many.len()),
     })];
-    // The list is as long as the marks; a long one says how many more.
     // Gates some of whose dependencies failed come first, marked, so a
     // bulk approval never passes one unseen.
-    const SHOWN: usize = 12;
-    let ix_of = |op: &String| app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id));
-    let mut ordered: Vec<(&String, Option<String>)> = ops
-        .iter()
-        .map(|op| {
-            let failed = ix_of(op)
-                .and_then(|ix| app.vm.failed_deps(ix))
-                .map(|f| f.words());
-            (op, failed)
-        })
-        .collect();
-    ordered.sort_by_key(|(_, failed)| failed.is_none());
-    let warned = ordered.iter().filter(|(_, f)| f.is_some()).count();
+    let rows = approve_rows(app, ops);
+    let warned = rows.iter().filter(|(_, f)| f.is_some()).count();
     if warned > 0 && ops.len() > 1 {
         lines.push(Line::from(Span::styled(
             format!("{warned} of them with failed dependencies, listed first:"),
             Style::default().fg(t.error),
         )));
     }
-    for (op, failed) in ordered.iter().take(SHOWN) {
-        let waited = ix_of(op)
+    // Every name, scrolled when they do not all fit: nobody approves a
+    // gate they could not have read.
+    let window = scroll.visible();
+    let window = if window.is_empty() {
+        0..rows.len().min(APPROVE_SHOWN)
+    } else {
+        window
+    };
+    if window.start > 0 {
+        lines.push(Line::from(Span::styled(
+            format!("  ↑ {} more (k, pgup)", window.start),
+            Style::default().fg(t.dim),
+        )));
+    }
+    for (op, failed) in &rows[window.clone()] {
+        let ix = app.vm.by_name(op).and_then(|n| app.vm.ix(&n.op.op_id));
+        let waited = ix
             .map(|ix| {
                 format!(
                     "  (waiting {})",
@@ -183,8 +194,11 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
         }
         lines.push(Line::from(row));
     }
-    if ops.len() > SHOWN {
-        lines.push(Line::from(format!("  … and {} more", ops.len() - SHOWN)));
+    if window.end < rows.len() {
+        lines.push(Line::from(Span::styled(
+            format!("  ↓ {} more (j, pgdn)", rows.len() - window.end),
+            Style::default().fg(t.dim),
+        )));
     }
     if let ([one], true) = (ops, oldest) {
         lines.push(Line::from(Span::styled(
@@ -195,6 +209,38 @@ pub fn confirm_approve(f: &mut Frame, area: Rect, app: &App, ops: &[String], old
     lines.push(Line::from(""));
     lines.push(answers(app, "approve", "cancel"));
     dialog(f, area, app, "Approve", lines);
+}
+
+/// Gates listed at once in an approval question before it scrolls, on a
+/// screen tall enough.
+const APPROVE_SHOWN: usize = 12;
+
+/// The gates of an approval question in the order listed, each with its
+/// failed dependencies in words: those with any first.
+fn approve_rows<'a>(app: &App, ops: &'a [String]) -> Vec<(&'a String, Option<String>)> {
+    let mut rows: Vec<(&String, Option<String>)> = ops
+        .iter()
+        .map(|op| {
+            let failed = app
+                .vm
+                .by_name(op)
+                .and_then(|n| app.vm.ix(&n.op.op_id))
+                .and_then(|ix| app.vm.failed_deps(ix))
+                .map(|f| f.words());
+            (op, failed)
+        })
+        .collect();
+    rows.sort_by_key(|(_, failed)| failed.is_none());
+    rows
+}
+
+/// How many gates an approval question lists, and how many show at once
+/// on `area`: the screen less the question's other lines.
+pub fn approve_list_size(area: Rect, ops: &[String]) -> (usize, usize) {
+    // Frame (2), question, warning, two "more" lines, blank, answers,
+    // and a margin of two.
+    let room = (area.height as usize).saturating_sub(10).max(3);
+    (ops.len(), room.min(40))
 }
 
 pub fn confirm_raise(

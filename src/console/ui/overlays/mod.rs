@@ -93,6 +93,9 @@ fn window(app: &App, o: &Overlay) -> Option<Window> {
 /// The top overlay's content length and visible rows, for its scrolling.
 pub fn overlay_size(app: &App, area: Rect) -> Option<(usize, usize)> {
     let o = app.overlay()?;
+    if let Overlay::ConfirmApprove { ops, .. } = o {
+        return Some(forms::approve_list_size(area, ops));
+    }
     o.scroll()?;
     let win = window(app, o)?;
     let (r, lines) = win.place(area);
@@ -108,8 +111,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 palette::draw(f, area, app, &mut state);
             }
             Overlay::ConfirmQuit => forms::confirm_quit(f, area, app),
-            Overlay::ConfirmApprove { ops, oldest } => {
-                forms::confirm_approve(f, area, app, ops, *oldest);
+            Overlay::ConfirmApprove {
+                ops,
+                oldest,
+                scroll,
+            } => {
+                forms::confirm_approve(f, area, app, ops, *oldest, scroll);
             }
             Overlay::ConfirmRelease { preview } => forms::confirm_release(f, area, app, preview),
             Overlay::ConfirmReleaseInstance { name } => {
