@@ -1726,6 +1726,60 @@ mod status {
         s.finish().await;
     }
 
+    /// Issue 42: a problem the operator has seen to is acknowledged: `n`
+    /// and the problems list pass it by and say how many they hide; `K`
+    /// again brings it back. A gate cannot be: it waits for a decision.
+    #[tokio::test(start_paused = true)]
+    async fn problems_can_be_acknowledged_and_n_passes_them_by() {
+        let mut s = Scene::at(&fails_held_open(), 5.0, 120, 36, None)
+            .await
+            .unwrap();
+        assert_eq!(s.app.problems().len(), 3);
+        select(&mut s, "integration-tests");
+        let t = text(&s.render());
+        assert!(t.contains("K acknowledge"), "the footer offers it: {t}");
+        s.press(&keys("K")).await;
+        assert!(
+            status(&s).starts_with("acknowledged integration-tests"),
+            "{}",
+            status(&s)
+        );
+        select(&mut s, "security-review");
+        s.press(&keys("K")).await;
+        assert_eq!(s.app.problems().len(), 1);
+        for _ in 0..3 {
+            s.press(&keys("n")).await;
+            assert_eq!(
+                selected_name(&s).as_deref(),
+                Some("gate"),
+                "n passes them by"
+            );
+        }
+        s.press(&keys("P")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("Problems (1), oldest first · 2 acknowledged, not listed"),
+            "{t}"
+        );
+        s.press(&keys("esc")).await;
+        select(&mut s, "gate");
+        s.press(&keys("K")).await;
+        assert!(
+            status(&s).contains("only those are acknowledged"),
+            "{}",
+            status(&s)
+        );
+        select(&mut s, "integration-tests");
+        s.press(&keys("K")).await;
+        assert!(
+            status(&s).starts_with("integration-tests is a problem again"),
+            "{}",
+            status(&s)
+        );
+        assert_eq!(s.app.problems().len(), 2);
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_active_filter_shows_in_the_lanes_and_clearing_keeps_the_selection() {
         let mut s = demo(30.0, 120, 36).await;

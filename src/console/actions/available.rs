@@ -91,6 +91,17 @@ impl App {
                     None => Err("select an operation in the awaiting approval lane to mark it".into()),
                 }
             }
+            Acknowledge => match self.target_under(top).map(|ix| (ix, self.vm.node(ix))) {
+                Some((_, n)) if matches!(n.lane, Lane::Failed | Lane::Escalated) && !n.skipped() => {
+                    Ok(())
+                }
+                Some((_, n)) => Err(format!(
+                    "{} has not failed or escalated; only those are acknowledged (a gate waits for a decision)",
+                    n.name()
+                )
+                .into()),
+                None => Err("select a failed or escalated operation to acknowledge it".into()),
+            },
             MarkAll => {
                 self.not_replay(a)?;
                 if self.shown_gates().is_empty() {
@@ -566,7 +577,9 @@ impl App {
             }
             // From anywhere on the main screen: the gate it would ask about.
             Action::Approve | Action::Deny => self.gate_under(self.overlays.last()),
-            Action::Hold | Action::Retry | Action::Mark | Action::Talk => self.target(),
+            Action::Hold | Action::Retry | Action::Mark | Action::Talk | Action::Acknowledge => {
+                self.target()
+            }
             Action::Step => self.target().filter(|&ix| {
                 let n = self.vm.node(ix);
                 n.lane == Lane::Paused && !n.held

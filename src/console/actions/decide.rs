@@ -62,6 +62,12 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::Acknowledge => {
+                if let Some(ix) = self.target() {
+                    self.toggle_acknowledged(ix);
+                }
+                Vec::new()
+            }
             Action::MarkAll => {
                 let gates = self.shown_gates();
                 let key = self.keymap.label(Action::Approve);

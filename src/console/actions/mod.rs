@@ -156,6 +156,7 @@ impl App {
             | Action::AddWork
             | Action::Mark
             | Action::MarkAll
+            | Action::Acknowledge
             | Action::Approve
             | Action::Deny
             | Action::Hold

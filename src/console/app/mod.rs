@@ -263,6 +263,9 @@ pub struct App {
     pub zoomed: bool,
     /// Gates marked to approve together (`m`), in the order marked.
     pub marks: Vec<u32>,
+    /// Failures and escalations the operator has seen to (`K`): the
+    /// problems list and `n` pass them by; this console's own view.
+    pub acknowledged: rustc_hash::FxHashSet<u32>,
     /// What the status line said, oldest first (`M` shows them).
     pub messages: std::collections::VecDeque<Message>,
     /// Each lane's rows (filter applied).
@@ -375,6 +378,7 @@ impl App {
             touched: false,
             zoomed: false,
             marks: Vec::new(),
+            acknowledged: Default::default(),
             messages: std::collections::VecDeque::new(),
             lanes: [ScrollList::list(); COLS],
             ledger: ScrollList::list(),

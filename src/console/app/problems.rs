@@ -11,11 +11,48 @@ impl App {
         let mut v: Vec<(f64, u32)> = [Lane::Failed, Lane::Escalated, Lane::AwaitingApproval]
             .into_iter()
             .flat_map(|l| self.vm.lane(l).iter())
-            .filter(|&ix| !self.vm.node(ix).skipped())
+            .filter(|&ix| !self.vm.node(ix).skipped() && !self.is_acknowledged(ix))
             .map(|ix| (self.entered(ix), ix))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         v.into_iter().map(|(_, ix)| ix).collect()
+    }
+
+    /// Whether the operator acknowledged this failure or escalation (a
+    /// retried one that fails again is news again: it is no longer in the
+    /// lane it was acknowledged in).
+    pub fn is_acknowledged(&self, ix: u32) -> bool {
+        self.acknowledged.contains(&ix)
+            && matches!(self.vm.node(ix).lane, Lane::Failed | Lane::Escalated)
+    }
+
+    /// How many problems are acknowledged, and so hidden.
+    pub fn acknowledged_count(&self) -> usize {
+        self.acknowledged
+            .iter()
+            .filter(|&&ix| self.is_acknowledged(ix))
+            .count()
+    }
+
+    /// `K`: acknowledges the selected failure or escalation, or takes the
+    /// acknowledgement back.
+    pub fn toggle_acknowledged(&mut self, ix: u32) {
+        let name = self.vm.label(ix).to_string();
+        let key = self
+            .keymap
+            .label(crate::console::keymap::Action::NextProblem);
+        if self.is_acknowledged(ix) {
+            self.acknowledged.remove(&ix);
+            self.info(format!(
+                "{name} is a problem again: {key} and the problems list show it"
+            ));
+        } else {
+            self.acknowledged.insert(ix);
+            self.info(format!(
+                "acknowledged {name}: {key} and the problems list pass it by ({} acknowledged)",
+                self.acknowledged_count()
+            ));
+        }
     }
 
     /// When an operation came into the lane it is in.
@@ -31,7 +68,12 @@ impl App {
     pub fn to_problem(&mut self, forward: bool) {
         let all = self.problems();
         if all.is_empty() {
-            self.info("no failures, escalations or waiting gates");
+            match self.acknowledged_count() {
+                0 => self.info("no failures, escalations or waiting gates"),
+                n => self.info(format!(
+                    "no problems but the {n} acknowledged (P lists how many; K on one in its lane shows it again)"
+                )),
+            }
             return;
         }
         let at = self

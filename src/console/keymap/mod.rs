@@ -34,6 +34,9 @@ pub enum Action {
     Retry,
     Talk,
     Mark,
+    /// Acknowledge a failure or escalation: `n` and the problems list pass
+    /// it by.
+    Acknowledge,
     /// Mark every gate the lanes show (the filter applies).
     MarkAll,
     // The selected (or inspected) operation's agent: its output, its
@@ -293,6 +296,7 @@ actions! {
     Deny "deny" "deny" Operation ["d"] true "deny the selected gate, else the oldest (asks; reason optional)";
     Hold "hold" "hold" Operation ["o"] true "hold / unhold an operation that has not started";
     Retry "retry" "retry" Operation ["R"] true "retry a failed or denied operation";
+    Acknowledge "acknowledge" "acknowledge" Operation ["K"] true "acknowledge a failure or escalation: n and P pass it by (again: undo)";
     Talk "say" "talk" Operation ["T"] false "say something to a running agent, or send a failed one back with it";
     Breakpoint "break" "break" Operation ["b"] false "a breakpoint on it: the run pauses before it starts (again: cleared)";
     RunToHere "run_to" "run to here" Operation ["U"] false "let the run go on until it is about to start, and pause there";

@@ -178,7 +178,8 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
                 _ => fit_distinct(s, room, shared),
             };
             let cells = row_cells(&labels[i], role, &time, w, &cut);
-            let name_style = if n.skipped() {
+            // Acknowledged: still there, read as seen to.
+            let name_style = if n.skipped() || app.is_acknowledged(ix) {
                 Style::default().fg(t.skipped)
             } else {
                 Style::default().fg(t.foreground)

@@ -470,15 +470,20 @@ pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
         ]));
     }
     let keys = |a| app.keymap.label(a);
-    use crate::console::keymap::Action::{Deny, GoTo, Retry};
+    use crate::console::keymap::Action::{Acknowledge, Deny, GoTo, Retry};
     Window {
         title: format!(
-            "Problems ({}), oldest first · {} goes to one · {}/{}/{} act on it",
+            "Problems ({}), oldest first{} · {} goes to one · {}/{}/{}/{} act on it",
             group(rows.len()),
+            match app.acknowledged_count() {
+                0 => String::new(),
+                n => format!(" · {} acknowledged, not listed", group(n)),
+            },
             keys(GoTo),
             gates,
             keys(Deny),
-            keys(Retry)
+            keys(Retry),
+            keys(Acknowledge)
         ),
         lines,
         min_w: 60,
