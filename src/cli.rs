@@ -79,6 +79,12 @@ pub enum Command {
         /// it caused to be skipped), even in a run that finished. Repeatable.
         #[arg(long, value_name = "OP")]
         retry: Vec<String>,
+        /// Start a new attempt of every failed operation (as --retry each).
+        #[arg(long)]
+        retry_failed: bool,
+        /// With --retry-failed: only those whose name or role contains TEXT.
+        #[arg(long, value_name = "TEXT", requires = "retry_failed")]
+        filter: Option<String>,
         #[command(flatten)]
         args: ResumeArgs,
     },

@@ -116,9 +116,16 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             run: which,
             play,
             new_run,
-            retry,
+            mut retry,
+            retry_failed,
+            filter,
             args,
-        }) => run::resume(&which, play, new_run, retry, args),
+        }) => {
+            if retry_failed {
+                retry.extend(run::failed_to_retry(&which, filter.as_deref())?);
+            }
+            run::resume(&which, play, new_run, retry, args)
+        }
         Some(Command::Validate { play, explain }) => inspect::validate(&play, explain),
         Some(Command::Catalog { json }) => inspect::catalog(json),
         Some(Command::Palette { play, json }) => inspect::palette(play.as_deref(), json),

@@ -155,6 +155,28 @@ pub fn resume(
     })
 }
 
+/// `resume --retry-failed [--filter TEXT]`: the run's failed operations
+/// (those whose name or role contains TEXT), said on stderr before they
+/// start again.
+pub fn failed_to_retry(which: &str, filter: Option<&str>) -> Result<Vec<String>, CmdError> {
+    let dir = playdeck::control::resolve_run(which)
+        .map_err(|e| CmdError::Input(format!("resume: {}", e.message)))?;
+    let names = playdeck::store::resume::failed_ops(&dir, filter.unwrap_or(""))
+        .map_err(|e| CmdError::Input(format!("resume --retry-failed: {e}")))?;
+    if names.is_empty() {
+        let matching = filter
+            .map(|f| format!(" matching {f:?}"))
+            .unwrap_or_default();
+        return Err(CmdError::Input(format!(
+            "resume --retry-failed: run {} has no failed operation{matching}; nothing was started",
+            dir.file_name()
+                .map_or(which.into(), |n| n.to_string_lossy())
+        )));
+    }
+    eprintln!("retrying {} failed: {}", names.len(), names.join(", "));
+    Ok(names)
+}
+
 /// Headless, the log goes to stderr, and only when `PLAYDECK_LOG` asks
 /// for it (`PLAYDECK_LOG=debug` also times the phases of a run): stderr
 /// is the script's, and carries the answers and warnings already.

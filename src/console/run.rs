@@ -849,6 +849,7 @@ pub fn together(answers: &[(Request, Result<(), String>)]) -> (String, Level) {
         .collect();
     let verb = answers.first().map_or("done", |(r, _)| match r {
         Request::Approve { .. } => "approved",
+        Request::Retry { .. } => "retrying",
         other => other.name(),
     });
     let mut line = format!("{verb} {}: {}", done.len(), done.join(", "));

@@ -523,6 +523,28 @@ fn carry_of(n: &crate::projection::Node, status: NodeStatus) -> Option<(Arc<str>
     Some((session, ended))
 }
 
+/// The failed operations of a stopped or finished run whose name or role
+/// contains `filter` (any case; empty: all), by the names `--retry` takes.
+pub fn failed_ops(dir: &Path, filter: &str) -> Result<Vec<String>, ResumeError> {
+    let cp = read_stopped(dir, true)?;
+    let f = filter.to_lowercase();
+    Ok(cp
+        .state
+        .nodes
+        .iter()
+        .filter(|n| n.status == NodeStatus::Failed)
+        .filter(|n| {
+            f.is_empty()
+                || n.op.reference_id.to_lowercase().contains(&f)
+                || n.op
+                    .assignee
+                    .as_deref()
+                    .is_some_and(|r| r.to_lowercase().contains(&f))
+        })
+        .map(|n| n.op.reference_id.to_string())
+        .collect())
+}
+
 /// `resume --retry OP`: each named failed (or denied) operation starts a new
 /// attempt, and what was skipped because of it waits again.
 pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result<(), ResumeError> {

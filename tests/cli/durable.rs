@@ -952,3 +952,55 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
         "nothing lost"
     );
 }
+
+/// Issue 42: `resume --retry-failed` retries every failure (`--filter`
+/// narrows it by name or role); a filter that matches none starts
+/// nothing and says so.
+#[test]
+fn retry_failed_retries_every_failure_and_a_filter_narrows_it() {
+    let base = tempfile::tempdir().unwrap();
+    let flaky = base.path().join("flaky.toml");
+    let text = std::fs::read_to_string(play()).unwrap().replace(
+        "outcome = \"fail\", error = \"2 tests failed\"",
+        "outcome = \"fail\", error = \"2 tests failed\", fail_attempts = 1",
+    );
+    std::fs::write(&flaky, text).unwrap();
+    let dir = base.path().join("run");
+    let out = common::playdeck()
+        .arg("run")
+        .arg(&flaky)
+        .args(HEADLESS)
+        .arg("--run-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(outcome(&dir)["failed"], serde_json::json!(["integration"]));
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    // A filter that matches no failure: nothing starts, nothing is written.
+    let r = resume_cmd(&dir)
+        .args(["--retry-failed", "--filter", "deploy"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("has no failed operation matching \"deploy\"; nothing was started"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        log
+    );
+    // --filter alone is refused by the parser.
+    let r = resume_cmd(&dir).args(["--filter", "x"]).output().unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let r = resume_cmd(&dir)
+        .args(["--retry-failed", "--filter", "INTEG"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("retrying 1 failed: integration"), "{err}");
+    let after = outcome(&dir);
+    assert_eq!(after["failed"], serde_json::json!([]), "{err}");
+}

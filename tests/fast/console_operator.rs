@@ -107,7 +107,7 @@ mod decisions {
         select(&mut s, "work");
         s.press(&keys("m")).await;
         assert!(
-            status(&s).contains("only gates are marked"),
+            status(&s).contains("gates are marked to approve several at once"),
             "{}",
             status(&s)
         );
@@ -115,7 +115,7 @@ mod decisions {
         s.press(&keys("m")).await;
         select(&mut s, "gate-c");
         s.press(&keys("m")).await;
-        assert!(status(&s).contains("2 marked"), "{}", status(&s));
+        assert!(status(&s).contains("2 gates marked"), "{}", status(&s));
         let t = text(&s.render());
         assert!(t.contains("◆gate-a") && t.contains("◆gate-c"), "{t}");
         assert!(
@@ -1064,7 +1064,7 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
 
     /// A fleet's day: many gates, failures told apart by a service id in
     /// the middle of their names, and far more finished work than either.
-    fn fleet() -> Play {
+    pub(super) fn fleet() -> Play {
         let mut p = String::from(
             "[play]\nname = \"fleet\"\nmax_concurrent = 40\n[palette]\nroles = [{ role = \"implementer\" }, { role = \"tester\" }, { role = \"reviewer\" }]\n",
         );
@@ -1723,6 +1723,45 @@ mod status {
             line.starts_with("playdeck: resumed run fails failed"),
             "{line}"
         );
+        s.finish().await;
+    }
+
+    /// Issue 42: failures are marked too, and R retries the marked ones
+    /// in one go, said in one line; `a` still approves only marked gates.
+    #[tokio::test(start_paused = true)]
+    async fn r_retries_every_marked_failure_in_one_line() {
+        let mut s = Scene::at(&super::details::fleet(), 20.0, 120, 36, None)
+            .await
+            .unwrap();
+        let failed: Vec<String> = s
+            .app
+            .vm
+            .lane(Lane::Failed)
+            .iter()
+            .take(3)
+            .map(|ix| s.app.vm.node(ix).name().to_string())
+            .collect();
+        for f in &failed {
+            select(&mut s, f);
+            s.press(&keys("m")).await;
+        }
+        assert!(
+            status(&s).ends_with("3 failures marked: R retries them"),
+            "{}",
+            status(&s)
+        );
+        let t = text(&s.render());
+        assert!(
+            t.contains("3 marked: R retry"),
+            "the footer names them: {t}"
+        );
+        s.press(&keys("R")).await;
+        let st = status(&s);
+        assert_eq!(st, format!("retrying 3: {}", failed.join(", ")));
+        for f in &failed {
+            assert_ne!(s.app.vm.by_name(f).unwrap().lane, Lane::Failed, "{f}");
+        }
+        assert!(s.app.marks.is_empty());
         s.finish().await;
     }
 

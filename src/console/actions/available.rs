@@ -83,12 +83,13 @@ impl App {
                 self.not_replay(a)?;
                 match self.target_under(top).map(|ix| self.vm.node(ix)) {
                     Some(n) if n.lane == Lane::AwaitingApproval => Ok(()),
+                    Some(n) if n.lane == Lane::Failed && !n.skipped() => Ok(()),
                     Some(n) => Err(format!(
-                        "{} is not awaiting approval; only gates are marked (to approve several at once)",
+                        "{} is neither awaiting approval nor failed; gates are marked to approve several at once, failures to retry them",
                         n.name()
                     )
                     .into()),
-                    None => Err("select an operation in the awaiting approval lane to mark it".into()),
+                    None => Err("select a gate or a failed operation to mark it".into()),
                 }
             }
             Acknowledge => match self.target_under(top).map(|ix| (ix, self.vm.node(ix))) {
@@ -115,7 +116,12 @@ impl App {
             }
             // Marked gates, or the oldest from anywhere on the main screen:
             // asked by name first.
-            Approve if !self.marks.is_empty() && top.is_none() => {
+            // Marked failures, retried together.
+            Retry if !self.marked(Lane::Failed).is_empty() && top.is_none() => {
+                self.not_replay(a)?;
+                self.still_running()
+            }
+            Approve if !self.marked(Lane::AwaitingApproval).is_empty() && top.is_none() => {
                 self.not_replay(a)?;
                 self.still_running()
             }
@@ -572,8 +578,16 @@ impl App {
     /// operation the footer did not name.
     pub fn named_target(&self, a: Action) -> Option<String> {
         let ix = match a {
-            Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
-                return Some(format!("{} marked", self.marks.len()));
+            Action::Approve
+                if self.overlays.is_empty() && !self.marked(Lane::AwaitingApproval).is_empty() =>
+            {
+                return Some(format!(
+                    "{} marked",
+                    self.marked(Lane::AwaitingApproval).len()
+                ));
+            }
+            Action::Retry if self.overlays.is_empty() && !self.marked(Lane::Failed).is_empty() => {
+                return Some(format!("{} marked", self.marked(Lane::Failed).len()));
             }
             // From anywhere on the main screen: the gate it would ask about.
             Action::Approve | Action::Deny => self.gate_under(self.overlays.last()),

@@ -52,12 +52,25 @@ impl App {
                     } else {
                         "unmarked"
                     };
-                    let key = self.keymap.label(Action::Approve);
-                    self.info(match self.marks.len() {
-                        0 => format!("{done} {name}; none marked"),
-                        n => {
-                            format!("{done} {name} · {n} marked: {key} approves them (asking once)")
-                        }
+                    let (gates, failed) = (
+                        self.marked(Lane::AwaitingApproval).len(),
+                        self.marked(Lane::Failed).len(),
+                    );
+                    let approve = self.keymap.label(Action::Approve);
+                    let retry = self.keymap.label(Action::Retry);
+                    let mut said = Vec::new();
+                    if gates > 0 {
+                        said.push(format!(
+                            "{gates} gates marked: {approve} approves them (asking once)"
+                        ));
+                    }
+                    if failed > 0 {
+                        said.push(format!("{failed} failures marked: {retry} retries them"));
+                    }
+                    self.info(if said.is_empty() {
+                        format!("{done} {name}; none marked")
+                    } else {
+                        format!("{done} {name} · {}", said.join(" · "))
                     });
                 }
                 Vec::new()
@@ -92,11 +105,25 @@ impl App {
                 }
                 Vec::new()
             }
-            Action::Approve if !self.marks.is_empty() && self.overlays.is_empty() => {
+            Action::Retry if self.overlays.is_empty() && !self.marked(Lane::Failed).is_empty() => {
+                // Retrying is no loss: not asked, said in one line.
+                let marked = self.marked(Lane::Failed);
+                self.marks.retain(|ix| !marked.contains(ix));
+                let reqs = marked
+                    .into_iter()
+                    .map(|ix| Request::Retry {
+                        op: self.vm.node(ix).name().to_string(),
+                    })
+                    .collect();
+                vec![Effect::Controls(reqs)]
+            }
+            Action::Approve
+                if self.overlays.is_empty() && !self.marked(Lane::AwaitingApproval).is_empty() =>
+            {
                 let ops = self
-                    .marks
-                    .iter()
-                    .map(|&ix| self.vm.node(ix).name().to_string())
+                    .marked(Lane::AwaitingApproval)
+                    .into_iter()
+                    .map(|ix| self.vm.node(ix).name().to_string())
                     .collect();
                 self.overlays.push(Overlay::ConfirmApprove {
                     ops,
@@ -305,7 +332,9 @@ impl App {
                 vec![Effect::Control(Request::Cancel)]
             }
             Some(Overlay::ConfirmApprove { ops, .. }) => {
-                self.marks.clear();
+                // The gates' marks go; marked failures stay for R.
+                let vm = &self.vm;
+                self.marks.retain(|&ix| vm.node(ix).lane == Lane::Failed);
                 // Each by name: one decided meanwhile is refused by the
                 // run, named, as a second console's approval would be.
                 let reqs: Vec<Request> =

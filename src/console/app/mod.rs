@@ -658,17 +658,16 @@ impl App {
         self.follow_picks();
         self.follow_capacity_pick();
         self.refresh_problems();
-        // A mark is for approving: a gate decided meanwhile loses it.
+        // A mark is for approving a gate or retrying a failure: one decided
+        // or retried meanwhile loses it.
         let vm = &self.vm;
-        self.marks
-            .retain(|&ix| vm.node(ix).lane == Lane::AwaitingApproval);
+        self.marks.retain(|&ix| {
+            let n = vm.node(ix);
+            n.lane == Lane::AwaitingApproval || (n.lane == Lane::Failed && !n.skipped())
+        });
         effects
     }
 
-    /// Takes the layout the panes measured for the screen (see
-    /// `ui::measure`): pane geometry, each list's window, the open
-    /// overlay's content. Done before each frame (and by tests), so keys
-    /// always move lists that know their size.
     /// Before the operator's first key, a narrow screen (where not every
     /// lane reads) opens on the lanes that wait for them: the cursor goes
     /// to the first of approval, failed and escalated that has rows, so
@@ -688,6 +687,10 @@ impl App {
         }
     }
 
+    /// Takes the layout the panes measured for the screen (see
+    /// `ui::measure`): pane geometry, each list's window, the open
+    /// overlay's content. Done before each frame (and by tests), so keys
+    /// always move lists that know their size.
     pub fn arrange(&mut self, m: Measured) {
         self.too_small = m.too_small;
         if self.too_small {

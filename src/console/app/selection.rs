@@ -170,6 +170,19 @@ impl App {
             || n.role().is_some_and(|r| r.to_lowercase().contains(&f))
     }
 
+    /// The marked operations now in `lane` (a marked gate decided
+    /// meanwhile, or a failure retried, is no longer one), in mark order.
+    pub fn marked(&self, lane: Lane) -> Vec<u32> {
+        self.marks
+            .iter()
+            .copied()
+            .filter(|&ix| {
+                let n = self.vm.node(ix);
+                n.lane == lane && !n.skipped()
+            })
+            .collect()
+    }
+
     /// Every gate the approval lane shows (filter applied), in its order.
     pub fn shown_gates(&self) -> Vec<u32> {
         let col = crate::console::model::lane_index(Lane::AwaitingApproval);

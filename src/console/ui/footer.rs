@@ -32,10 +32,13 @@ pub fn context_actions(app: &App) -> Vec<Action> {
     let selected = app
         .named_target(Action::Hold)
         .or_else(|| app.named_target(Action::Retry));
+    // What the operator marked comes before the oldest gate offered from
+    // anywhere: they chose it.
     main.sort_by_key(|a| match app.named_target(*a) {
         Some(n) if Some(&n) == selected.as_ref() => 0,
-        Some(_) => 1,
-        None => 2,
+        Some(n) if n.ends_with(" marked") => 1,
+        Some(_) => 2,
+        None => 3,
     });
     main.append(&mut end);
     main
