@@ -102,14 +102,22 @@ pub fn attach(run: &str, read_only: bool, theme: Option<String>) -> Outcome {
     terminal()?;
     check_console_config(theme.as_deref())?;
     let _log = super::start_logging();
-    attach_local(&dir, run, read_only, theme)
+    // The exit lines name the run as the run id (from anywhere, through
+    // the user's index) or its path — never `latest`.
+    let name = playdeck::console::run::name_of(&dir);
+    attach_local(&dir, &name, read_only, theme)
 }
 
 fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) -> Outcome {
     let _nice = playdeck::host::nice::step_back();
     let (mut dir, mut name) = (dir.to_path_buf(), name.to_string());
-    // The runs screen may send the console on to another run.
+    let mut switched = false;
+    // The runs screen may send the console on to another run: a live one
+    // is attached to, a finished one replayed.
     loop {
+        if switched && !live(&dir) {
+            return super::recorded::replay(&dir.display().to_string(), 1.0, theme);
+        }
         let opts = AttachOptions {
             theme: theme.clone(),
             read_only,
@@ -133,6 +141,7 @@ fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) 
             Some(next) => {
                 name = playdeck::console::run::name_of(&next);
                 dir = next;
+                switched = true;
             }
             None => {
                 let _ = writeln!(std::io::stderr(), "{}", exit.line);
@@ -140,6 +149,12 @@ fn attach_local(dir: &Path, name: &str, read_only: bool, theme: Option<String>) 
             }
         }
     }
+}
+
+/// Whether a run directory's run has not finished (no result yet; one that
+/// crashed is told, when attaching fails, that it can be replayed).
+fn live(dir: &Path) -> bool {
+    !dir.join("result.json").exists()
 }
 
 fn not_live(f: Failure, dir: &Path) -> CmdError {

@@ -127,8 +127,15 @@ fn detached_line(app: &App, opts: &AttachOptions, ended: Ended) -> String {
     } else {
         ""
     };
+    let name = &opts.name;
+    let place = opts
+        .local_dir
+        .as_ref()
+        .and_then(|d| std::path::absolute(d).ok())
+        .map(|d| format!(" · it is in {}", d.display()))
+        .unwrap_or_default();
     format!(
-        "playdeck: detached{how}; run {} goes on — attach: playdeck attach {}{read_only} · list: playdeck runs",
-        app.vm.run.run_id, opts.name
+        "playdeck: detached{how}; run {} goes on — attach: playdeck attach {name}{read_only} · list: playdeck runs{place}",
+        app.vm.run.run_id
     )
 }

@@ -93,7 +93,10 @@ pub fn hooks(session: &Session) -> Hooks {
 /// How a person names a run to `playdeck resume`: its id when it lives
 /// where ids are looked up, else its directory.
 pub fn resume_name(dir: &crate::store::RunDir) -> String {
-    if dir.path == std::path::Path::new(crate::store::RUNS_DIR).join(&dir.run_id) {
+    // The id, wherever the command is typed, when the user's index has it.
+    if dir.path == std::path::Path::new(crate::store::RUNS_DIR).join(&dir.run_id)
+        || crate::store::index::names(&dir.run_id, &dir.path)
+    {
         dir.run_id.clone()
     } else {
         dir.path.display().to_string()

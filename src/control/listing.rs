@@ -267,20 +267,20 @@ pub fn text(rows: &[RunRow]) -> String {
 /// The columns' titles.
 pub fn header() -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>9} {:>10}",
-        "RUN", "PLAY", "STATE", "STARTED (UTC)", "ELAPSED", "DONE", "SPEND"
+        "{:<22} {:<24} {:<20} {:<11} {:>7} {:>9} {:>9}",
+        "RUN", "PLAY", "STATE", "START (UTC)", "ELAPSED", "DONE", "SPEND"
     )
 }
 
 /// One run's columns.
 pub fn line(r: &RunRow) -> String {
     format!(
-        "{:<22} {:<18} {:<22} {:<15} {:>8} {:>9} {:>10}",
+        "{:<22} {:<24} {:<20} {:<11} {:>7} {:>9} {:>9}",
         crate::printable::printable(&fit(&r.id, 22)),
-        crate::printable::printable(&fit(&r.play, 18)),
+        crate::printable::printable(&fit(&r.play, 24)),
         // A live run's state comes from its socket: no escape sequence
         // of it reaches the terminal.
-        crate::printable::printable(&fit(&r.state, 22)),
+        crate::printable::printable(&fit(&r.state, 20)),
         when(r.started),
         short(r.elapsed),
         format!(

@@ -15,6 +15,20 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
             format!("permission denied: {why} (run directories are their owner's only)"),
         )
     };
+    // Away from any play's folder: the latest of the user's index.
+    if arg == "latest" && !runs.is_dir() {
+        return crate::store::index::latest()
+            .filter(|d| crate::files::not_yours(d).is_none())
+            .ok_or_else(|| {
+                Failure::new(
+                    ErrorCode::NoRun,
+                    format!(
+                        "no runs in {} here, and none recorded for you anywhere else",
+                        runs.display()
+                    ),
+                )
+            });
+    }
     if arg == "latest" {
         crate::store::runs_dir_is_yours().map_err(refuse)?;
         let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(runs)
@@ -71,6 +85,13 @@ pub fn resolve_run(arg: &str) -> Result<PathBuf, Failure> {
             }
             _ => {}
         }
+    }
+    // Started in another folder: the user's index knows where.
+    if let Some(dir) = crate::store::index::lookup(arg) {
+        if let Some(why) = crate::files::not_yours(&dir) {
+            return Err(refuse(why));
+        }
+        return Ok(dir);
     }
     let mut known: Vec<String> = std::fs::read_dir(runs)
         .map(|rd| {

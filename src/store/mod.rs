@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
 pub mod checkpoint;
+pub mod index;
 pub mod lock;
 
 pub use lock::RunLock;
@@ -201,6 +202,7 @@ impl RunDir {
                 ),
             ));
         };
+        index::record(&run_id, &path);
         Ok((RunDir { path, run_id }, lock))
     }
 

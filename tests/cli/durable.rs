@@ -1004,3 +1004,62 @@ fn retry_failed_retries_every_failure_and_a_filter_narrows_it() {
     let after = outcome(&dir);
     assert_eq!(after["failed"], serde_json::json!([]), "{err}");
 }
+
+/// Issue 42: a run id resolves from any directory through the user's
+/// index of runs; `latest` away from any play's folder is the user's
+/// latest run; an id nobody recorded is still "no run".
+#[test]
+fn a_run_id_resolves_from_any_directory() {
+    let state = tempfile::tempdir().unwrap();
+    let here = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(
+        here.path().join("p.toml"),
+        include_str!("../plays/one_quick_op.toml"),
+    )
+    .unwrap();
+    let out = common::playdeck()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["run", "p.toml"])
+        .args(HEADLESS)
+        .current_dir(here.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let runs = here.path().join(".playdeck/runs");
+    let id = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let entry = std::fs::read_to_string(state.path().join("playdeck/runs").join(&id)).unwrap();
+    assert_eq!(
+        entry.trim(),
+        runs.join(&id).display().to_string(),
+        "the index says where"
+    );
+    for which in [id.as_str(), "latest"] {
+        let r = common::playdeck()
+            .env("XDG_STATE_HOME", state.path())
+            .args(["report", which, "--format", "json"])
+            .current_dir(elsewhere.path())
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&r.stdout);
+        assert!(r.status.success(), "{which}: {r:?}");
+        assert!(out.contains(&id), "{which}: {out}");
+    }
+    // Another user's index is not consulted: without it, the id is unknown
+    // away from its folder.
+    let r = common::playdeck()
+        .env("XDG_STATE_HOME", elsewhere.path())
+        .args(["report", &id])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains(&format!("no run {id:?}")));
+}

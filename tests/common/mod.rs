@@ -30,8 +30,15 @@ pub const AGENT: &str = env!("CARGO_BIN_EXE_playdeck-agent");
 pub fn playdeck() -> std::process::Command {
     let mut c = std::process::Command::new(PLAYDECK);
     c.env_remove("NO_COLOR")
-        .env_remove("PLAYDECK_FAULT_KILL_AFTER");
+        .env_remove("PLAYDECK_FAULT_KILL_AFTER")
+        .env("XDG_STATE_HOME", state_home());
     c
+}
+
+/// The user's state directory the tests' playdeck sees (its runs index):
+/// one of this test process's own, never the real one.
+pub fn state_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("playdeck-test-state-{}", std::process::id()))
 }
 
 /// `git -C dir ARGS…` as a test's author (name and email given), its

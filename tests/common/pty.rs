@@ -118,6 +118,7 @@ impl Console {
         cmd.cwd(dir);
         cmd.env("TERM", "xterm-256color");
         cmd.env("PLAYDECK_CONFIG_DIR", dir.join("config"));
+        cmd.env("XDG_STATE_HOME", dir.join("state"));
         cmd.env_remove("NO_COLOR");
         for (k, v) in env {
             cmd.env(k, v);

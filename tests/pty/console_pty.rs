@@ -821,20 +821,51 @@ fn the_runs_screen_switches_the_console_to_another_run() {
     );
     // Newest first: b-short (this one, selected), then a-gates. Up stays
     // on the first run (the titles are not a run); down, enter.
+    // This run is marked (●) wherever the cursor is.
     second.press(b"k");
-    let list = s2.wait_for("the cursor on this run", |s| s.contains("› b-short"));
+    let list = s2.wait_for("the cursor on this run", |s| s.contains("›● b-short"));
     assert!(!list.contains("› a-gates"), "{list}");
     second.press(b"j");
-    s2.wait_for("the cursor on the other run", |s| s.contains("› a-gates"));
+    s2.wait_for("the cursor on the other run", |s| {
+        s.contains("›  a-gates") && s.contains(" ● b-short")
+    });
     second.press(b"\r");
     s2.wait_for("the gates run in the same console", |s| {
         s.contains("gates") && s.contains("approval 3") && !s.contains("Runs (2)")
     });
-    second.press(b"q");
-    s2.wait_for("the detach question", |s| {
-        s.contains("Detach from the run?")
+    // A finished run opens in its replay (issue 42).
+    let done = playdeck(
+        dir.path(),
+        &[
+            "run",
+            "short.toml",
+            "--headless",
+            "--approve",
+            "all",
+            "--speed",
+            "64",
+            "--run-dir",
+            ".playdeck/runs/c-done",
+        ],
+    );
+    assert!(done.status.success(), "{done:?}");
+    second.press(b"L");
+    s2.wait_for("three runs", |s| s.contains("Runs (3)"));
+    for _ in 0..3 {
+        if s2.contents().contains("›  c-done") {
+            break;
+        }
+        second.press(b"k");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    s2.wait_for("the cursor on the finished run", |s| {
+        s.contains("›  c-done")
     });
     second.press(b"\r");
+    s2.wait_for("its replay", |s| {
+        s.contains("playdeck replay") && s.contains("short")
+    });
+    second.press(b"q");
     assert_eq!(second.wait_exit(), 0);
     for run in ["a-gates", "b-short"] {
         let out = playdeck(dir.path(), &["ctl", run, "cancel"]);
@@ -1105,7 +1136,7 @@ sim = { duration_ms = 120000 }
     // M: what the status line said, kept.
     console.press(b"M");
     screen.wait_for("the message log with what was said", |s| {
-        s.contains("Messages (") && s.contains("has waited") && s.contains("2 marked")
+        s.contains("Messages (") && s.contains("has waited") && s.contains("2 gates marked")
     });
     console.press(b"\x1b");
     // Apart from the next key: esc then q at once reads as alt-q.

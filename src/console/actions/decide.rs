@@ -2,6 +2,7 @@
 //! added work, with the confirmations and forms that ask first.
 
 use super::*;
+use crate::console::app::plural;
 
 impl App {
     /// Decisions: approvals, denials, holds, retries, raises, releases, added work, and the confirmations and forms that ask first.
@@ -61,11 +62,15 @@ impl App {
                     let mut said = Vec::new();
                     if gates > 0 {
                         said.push(format!(
-                            "{gates} gates marked: {approve} approves them (asking once)"
+                            "{} marked: {approve} approves them (asking once)",
+                            plural(gates, "gate")
                         ));
                     }
                     if failed > 0 {
-                        said.push(format!("{failed} failures marked: {retry} retries them"));
+                        said.push(format!(
+                            "{} marked: {retry} retries them",
+                            plural(failed, "failure")
+                        ));
                     }
                     self.info(if said.is_empty() {
                         format!("{done} {name}; none marked")

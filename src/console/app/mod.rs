@@ -9,10 +9,11 @@ mod inspector;
 mod palette_tree;
 mod problems;
 mod runs;
+pub use runs::same_dir;
 mod selection;
 mod words;
 
-use words::plural;
+pub(crate) use words::plural;
 
 use std::path::PathBuf;
 use std::sync::Arc;

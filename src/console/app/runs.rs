@@ -84,7 +84,7 @@ impl App {
         if here {
             self.overlays.pop();
             self.info(format!("run {} is the one shown", r.id));
-        } else if !r.live {
+        } else if !r.live && (!self.hooks.attached || self.hooks.run_dir.is_none()) {
             self.info(format!(
                 "run {} is {}: `playdeck replay {}` shows it",
                 r.id,
@@ -97,13 +97,15 @@ impl App {
                 r.dir.display()
             ));
         } else {
+            // A live one is attached to; a finished one opens in its
+            // replay (the console that leaves for it sees to that).
             self.switch_to = Some(r.dir.clone());
             self.should_exit = true;
         }
     }
 }
 
-pub(super) fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+pub fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
     a == b
         || std::fs::canonicalize(a)
             .ok()

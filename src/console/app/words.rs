@@ -155,7 +155,7 @@ impl App {
     }
 }
 
-pub(super) fn plural(n: usize, what: &str) -> String {
+pub(crate) fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {

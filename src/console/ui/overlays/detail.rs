@@ -354,11 +354,11 @@ pub fn runs(
     use crate::control::listing::{header, line};
     let t = app.theme();
     let mut lines = vec![Line::from(Span::styled(
-        format!("  {}", header()),
+        format!("   {}", header()),
         Style::default().fg(t.dim),
     ))];
     if rows.is_empty() {
-        lines.push(Line::from("  no runs here"));
+        lines.push(Line::from("   no runs here"));
     }
     for (i, r) in rows.iter().enumerate() {
         let color = if r.state.starts_with("needs approval") {
@@ -372,7 +372,18 @@ pub fn runs(
         };
         // Row 0 of the list is the titles.
         let chosen = selected == Some(i + 1);
-        let mark = if chosen { "› " } else { "  " };
+        // The run this console shows is marked, wherever the cursor is.
+        let here = app
+            .hooks
+            .run_dir
+            .as_ref()
+            .is_some_and(|d| crate::console::app::same_dir(d, &r.dir));
+        let mark = match (chosen, here) {
+            (true, true) => "›● ",
+            (true, false) => "›  ",
+            (false, true) => " ● ",
+            (false, false) => "   ",
+        };
         let mut style = Style::default().fg(color);
         if chosen {
             style = style.add_modifier(ratatui::style::Modifier::REVERSED);
@@ -384,12 +395,12 @@ pub fn runs(
     }
     Window {
         title: format!(
-            "Runs ({}) · enter attaches to a live one · esc back",
+            "Runs ({}) · ● this one · enter attaches to a live one, replays a finished one · esc back",
             group(rows.len())
         ),
         lines,
         min_w: 60,
-        max_w: 116,
+        max_w: 118,
         hang: 2,
         note: None,
     }

@@ -1,0 +1,120 @@
+//! The user's index of their runs, so a run id resolves from any directory
+//! (`playdeck attach 20261203-…` away from the play's folder). One small
+//! file per run under the user's state directory
+//! (`$XDG_STATE_HOME/playdeck/runs/<run-id>`, else
+//! `~/.local/state/playdeck/runs/<run-id>`), holding the run directory's
+//! absolute path. The run directory stays the truth: an entry whose
+//! directory is gone, or is not the user's, is no run.
+//!
+//! Best effort: a run whose entry could not be written still runs, and is
+//! found from its own folder as before.
+
+use std::path::{Path, PathBuf};
+
+/// Where the entries are; `None` with neither `XDG_STATE_HOME` nor `HOME`.
+pub fn dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(s) => PathBuf::from(s),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".local/state")
+        }
+    };
+    Some(base.join("playdeck/runs"))
+}
+
+/// Records that run `id` lives in `run_dir`.
+pub fn record(id: &str, run_dir: &Path) {
+    if let Err(e) = try_record(id, run_dir) {
+        tracing::warn!("the runs index has no entry for {id}: {e}");
+    }
+}
+
+fn try_record(id: &str, run_dir: &Path) -> std::io::Result<()> {
+    let Some(index) = dir() else {
+        return Ok(());
+    };
+    if !safe_id(id) {
+        return Ok(());
+    }
+    crate::files::private_dir(&index)?;
+    let abs = std::path::absolute(run_dir)?;
+    let text = format!("{}\n", abs.display());
+    crate::files::write_atomic(&index.join(id), text.as_bytes())?;
+    prune(&index);
+    Ok(())
+}
+
+/// Entries past this many are looked over, and those whose run is gone
+/// are removed: the index does not grow without end.
+const KEPT: usize = 500;
+
+fn prune(index: &Path) {
+    let Ok(rd) = std::fs::read_dir(index) else {
+        return;
+    };
+    let ids: Vec<String> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if ids.len() <= KEPT {
+        return;
+    }
+    for id in ids.iter().filter(|id| lookup(id).is_none()) {
+        let _ = std::fs::remove_file(index.join(id));
+    }
+}
+
+/// The run directory recorded for `id`, when it still holds a run.
+pub fn lookup(id: &str) -> Option<PathBuf> {
+    if !safe_id(id) {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir()?.join(id)).ok()?;
+    let path = PathBuf::from(text.trim_end_matches('\n'));
+    path.join("play.toml").is_file().then_some(path)
+}
+
+/// The run started last, of those recorded that still hold a run.
+pub fn latest() -> Option<PathBuf> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir()?)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // Ids sort by their start time.
+    ids.sort();
+    ids.iter().rev().find_map(|id| lookup(id))
+}
+
+/// Whether `id` is recorded as living in `run_dir` (so the id alone names
+/// it from anywhere).
+pub fn names(id: &str, run_dir: &Path) -> bool {
+    let (Some(found), Ok(here)) = (lookup(id), std::path::absolute(run_dir)) else {
+        return false;
+    };
+    found == here || std::fs::canonicalize(&found).ok() == std::fs::canonicalize(&here).ok()
+}
+
+/// A run id is a file name here: nothing that leaves the index.
+fn safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_would_leave_the_index_are_not_ids() {
+        assert!(safe_id("20261203-101500-ab12"));
+        assert!(safe_id("my-run_2"));
+        for bad in ["", ".", "..", "../x", "a/b", "a b"] {
+            assert!(!safe_id(bad), "{bad:?}");
+        }
+    }
+}
