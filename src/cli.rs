@@ -98,6 +98,13 @@ pub enum Command {
         /// Console theme.
         #[arg(long)]
         theme: Option<String>,
+        /// Write an asciicast v2 recording of the console over the run's
+        /// life here, instead of opening it (no terminal needed).
+        #[arg(long, value_name = "FILE")]
+        cast: Option<PathBuf>,
+        /// With --cast: the recording's size, WIDTHxHEIGHT.
+        #[arg(long, value_name = "WxH", default_value = "120x36", requires = "cast")]
+        size: String,
     },
     /// What a run did: outcome, timings and the critical path, approvals,
     /// dropped spawns, palette, capacity, warnings.

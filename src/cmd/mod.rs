@@ -141,7 +141,16 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             recorded::report(&run, format, out.as_deref())
         }
         Some(Command::Land { run, into, merge }) => land::land(&run, &into, merge),
-        Some(Command::Replay { run, speed, theme }) => recorded::replay(&run, speed, theme),
+        Some(Command::Replay {
+            run,
+            speed,
+            theme,
+            cast: Some(out),
+            size,
+        }) => recorded::cast(&run, speed, theme, &out, &size),
+        Some(Command::Replay {
+            run, speed, theme, ..
+        }) => recorded::replay(&run, speed, theme),
         Some(Command::Ctl { run, action, json }) => match action {
             crate::cli::CtlAction::Do(req) => ctl::ctl(&run, req, json),
             crate::cli::CtlAction::Events { follow, from } => attach::events(&run, follow, from),

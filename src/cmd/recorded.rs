@@ -18,6 +18,53 @@ fn recorded(cmd: &str, which: &str) -> Result<(PathBuf, Vec<Signal>), CmdError> 
 
 /// `playdeck replay RUN`: the play's copy in the run directory gives the
 /// facts signals do not repeat (expansion-only roles, capacity profiles).
+/// `playdeck replay RUN --cast FILE`: the console over the run's life as
+/// an asciicast v2 recording.
+pub fn cast(which: &str, speed: f64, theme: Option<String>, out: &Path, size: &str) -> Outcome {
+    if !(0.25..=64.0).contains(&speed) {
+        return Err(CmdError::Input(format!(
+            "--speed {speed} is out of range; allowed: 0.25 to 64"
+        )));
+    }
+    let size = playdeck::console::screenshot::parse_size(size)
+        .map_err(|e| CmdError::Input(format!("--size {e}")))?;
+    let (dir, signals) = recorded("replay", which)?;
+    if signals.is_empty() {
+        return Err(CmdError::Input(format!(
+            "replay: {} has no events to record",
+            dir.display()
+        )));
+    }
+    let copy = dir.join("play.toml");
+    let facts = std::fs::read_to_string(&copy)
+        .ok()
+        .and_then(|text| Play::from_str_in(&copy.display().to_string(), &text, &dir).ok())
+        .map(|p| playdeck::console::run::facts(&p))
+        .unwrap_or_default();
+    let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
+        .map_err(|e| CmdError::Input(e.to_string()))?;
+    let title = format!(
+        "playdeck replay {}",
+        dir.file_name()
+            .map_or_else(|| which.into(), |n| n.to_string_lossy())
+    );
+    let c = playdeck::console::cast::write(out, &title, signals, facts, config, speed, size)
+        .map_err(|e| match e {
+            playdeck::console::cast::CastError::TooLong { .. } => CmdError::Input(e.to_string()),
+            other => CmdError::Failed(other.to_string()),
+        })?;
+    println!(
+        "wrote {}: {} frames, {:.1} s at {}x{} (play it: asciinema play {})",
+        out.display(),
+        c.frames,
+        c.seconds,
+        size.0,
+        size.1,
+        out.display()
+    );
+    Ok(0)
+}
+
 pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
     if !(0.25..=64.0).contains(&speed) {
         return Err(CmdError::Input(format!(

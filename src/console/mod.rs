@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod app;
 pub mod attach;
+pub mod cast;
 pub mod config;
 pub mod diffview;
 pub mod follow;

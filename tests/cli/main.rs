@@ -9,6 +9,7 @@ mod agents_play;
 mod agents_runner;
 mod budget;
 mod capacity_cli;
+mod cast;
 mod closed_pipe;
 mod conversation;
 mod ctl_cli;
