@@ -65,6 +65,7 @@ pub async fn run(
     // The run records this console's commands as the welcome says: they
     // are its own, not another terminal's.
     app.me = Arc::from(w.by.as_str());
+    app.catch_up_to = w.seq;
     let mut term = terminal::init()?;
     // The terminal is given back if its input cannot be read.
     let input = terminal::Input::new().inspect_err(|_| terminal::restore())?;

@@ -74,6 +74,10 @@ pub struct Welcome {
     /// not begun, or an older playdeck).
     #[serde(default)]
     pub elapsed: Option<f64>,
+    /// The log's last sequence number when it welcomed the console (none:
+    /// an older playdeck, or a log not read).
+    #[serde(default)]
+    pub seq: Option<u64>,
     /// When the welcome arrived: with `elapsed`, the run's clock here.
     #[serde(skip, default = "tokio::time::Instant::now")]
     pub at: tokio::time::Instant,

@@ -281,6 +281,21 @@ pub async fn pump(
     }
 }
 
+/// The sequence number of the log's last whole line, from its last 64 KiB
+/// (a longer line, a result stored apart, gives none).
+pub fn last_seq(path: &std::path::Path) -> Option<u64> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let from = len.saturating_sub(64 * 1024);
+    f.seek(SeekFrom::Start(from)).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    // Only whole lines: the last may be half written.
+    let end = tail.iter().rposition(|b| *b == b'\n')?;
+    tail[..end].split(|b| *b == b'\n').rev().find_map(seq_of)
+}
+
 /// The sequence number of a log line (`{"v":1,"seq":N,…`), read without
 /// decoding the line.
 pub fn seq_of(line: &[u8]) -> Option<u64> {
@@ -325,6 +340,9 @@ pub async fn serve<R>(
                 // The run's own time now: the console's clock goes on from
                 // it, not from when the console came.
                 "elapsed": ctx.handle.elapsed(),
+                // Where the log stands: until the console has folded this
+                // far, it says it is catching up.
+                "seq": last_seq(&ctx.events),
             });
             // The run's parts are JSON already: written as they are.
             let attached = attached.to_string();
@@ -521,6 +539,16 @@ mod tests {
     #[test]
     fn the_sequence_number_is_read_from_the_line_head() {
         assert_eq!(seq_of(br#"{"v":1,"seq":42,"elapsed":0.0}"#), Some(42));
+        // The last whole line's: a half-written one after it is not read.
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("events.jsonl");
+        std::fs::write(
+            &log,
+            "{\"v\":1,\"seq\":1}\n{\"v\":1,\"seq\":2}\n{\"v\":1,\"se",
+        )
+        .unwrap();
+        assert_eq!(last_seq(&log), Some(2));
+        assert_eq!(last_seq(&d.path().join("none")), None);
         assert_eq!(seq_of(b"garbage"), None);
     }
 }

@@ -1169,6 +1169,38 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         s.finish().await;
     }
 
+    /// Issue 42: an attached console that has not yet folded what the run
+    /// said before it came says so, and its acting keys wait.
+    #[tokio::test(start_paused = true)]
+    async fn a_console_catching_up_says_so_and_its_acting_keys_wait() {
+        let mut s = demo(1.0, 160, 48).await;
+        let now = s.app.vm.seq;
+        s.app.catch_up_to = Some(now + 3);
+        let t = text(&s.render());
+        let top = t.lines().next().unwrap();
+        assert!(
+            top.contains(&format!("⟳ catching up ({now} of {} events)", now + 3)),
+            "{top}"
+        );
+        s.press(&keys("p")).await;
+        assert!(
+            status(&s).starts_with(&format!(
+                "catching up with the run ({now} of {} events): pause acts once",
+                now + 3
+            )),
+            "{}",
+            status(&s)
+        );
+        assert!(!s.app.vm.run.paused);
+        s.wait(2.0).await;
+        assert!(s.app.vm.seq >= now + 3);
+        let t = text(&s.render());
+        assert!(!t.lines().next().unwrap().contains("catching up"), "{t}");
+        s.press(&keys("p")).await;
+        assert!(s.app.vm.run.paused, "{}", status(&s));
+        s.finish().await;
+    }
+
     /// Issue 42: a dialog wider than the screen wraps; the command it
     /// offers to copy is whole.
     #[tokio::test(start_paused = true)]

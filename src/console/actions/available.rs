@@ -539,6 +539,15 @@ impl App {
             )
             .into());
         }
+        if let Some((at, of)) = self.catching_up() {
+            return Err(format!(
+                "catching up with the run ({} of {} events): {} acts once the console shows the present",
+                crate::console::text::group(at as usize),
+                crate::console::text::group(of as usize),
+                info(a).label
+            )
+            .into());
+        }
         let Some(bar) = &self.replay else {
             return Ok(());
         };

@@ -264,6 +264,10 @@ pub struct App {
     pub zoomed: bool,
     /// Gates marked to approve together (`m`), in the order marked.
     pub marks: Vec<u32>,
+    /// An attached console's first picture: the log's length when the run
+    /// welcomed it. Until it has folded that far it says so, and keys
+    /// that act wait (what it shows is not yet the present).
+    pub catch_up_to: Option<u64>,
     /// Failures and escalations the operator has seen to (`K`): the
     /// problems list and `n` pass them by; this console's own view.
     pub acknowledged: rustc_hash::FxHashSet<u32>,
@@ -379,6 +383,7 @@ impl App {
             touched: false,
             zoomed: false,
             marks: Vec::new(),
+            catch_up_to: None,
             acknowledged: Default::default(),
             messages: std::collections::VecDeque::new(),
             lanes: [ScrollList::list(); COLS],
@@ -667,6 +672,13 @@ impl App {
             n.lane == Lane::AwaitingApproval || (n.lane == Lane::Failed && !n.skipped())
         });
         effects
+    }
+
+    /// While catching up: how many of how many events are folded.
+    pub fn catching_up(&self) -> Option<(u64, u64)> {
+        self.catch_up_to
+            .filter(|&to| self.vm.seq < to)
+            .map(|to| (self.vm.seq, to))
     }
 
     /// Before the operator's first key, a narrow screen (where not every

@@ -52,6 +52,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ),
         bold.fg(state_color),
     ));
+    // An attached console still folding what the run said before it came:
+    // the picture is not the present yet.
+    if let Some((at, of)) = app.catching_up() {
+        top.push(Span::styled("  ", base));
+        top.push(Span::styled(
+            format!(
+                "⟳ catching up ({} of {} events)",
+                group(at as usize),
+                group(of as usize)
+            ),
+            bold.fg(t.warning),
+        ));
+    }
     // Watching only (`attach --read-only`, or a host that admits no
     // commands): said first, so no key is pressed in vain.
     if app.hooks.read_only {
