@@ -13,14 +13,15 @@ use playdeck::console::attach::AttachOptions;
 use playdeck::control::link::Link;
 use playdeck::control::{self, Failure};
 
-/// `playdeck run PLAY` with a console: starts the run host (this binary,
+/// `playdeck run [PLAY]` with a console (the demo too): starts the run host (this binary,
 /// `--host`, in a session of its own, so a closed terminal does not reach
 /// it), waits for its socket, and attaches.
 pub fn hosted(args: &RunArgs) -> Outcome {
     need_terminal("the console", "use --headless for scripts and pipes")?;
     check_console_config(args.theme.as_deref())?;
     let _log = super::start_logging();
-    let play = args.play.as_ref().expect("a hosted run has a play file");
+    // No play file: the built-in demo, which its host plays too.
+    let play = args.play.as_ref();
     let dir = match (&args.resume, &args.run_dir) {
         (Some(r), _) => r.clone(),
         (None, Some(d)) => d.clone(),
@@ -31,13 +32,20 @@ pub fn hosted(args: &RunArgs) -> Outcome {
     let mut cmd = Command::new(exe);
     match &args.resume {
         Some(r) => {
-            cmd.arg("resume").arg(r).arg("--play").arg(play);
+            cmd.arg("resume").arg(r);
+            if let Some(play) = play {
+                cmd.arg("--play").arg(play);
+            }
             for op in &args.retry {
                 cmd.arg("--retry").arg(op);
             }
         }
         None => {
-            cmd.arg("run").arg(play).arg("--run-dir").arg(&dir);
+            cmd.arg("run");
+            if let Some(play) = play {
+                cmd.arg(play);
+            }
+            cmd.arg("--run-dir").arg(&dir);
         }
     }
     cmd.arg("--host");

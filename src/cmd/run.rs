@@ -1,15 +1,11 @@
 //! `playdeck run` (the console, or headless) and `playdeck resume`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{
-    CmdError, Outcome, block_on, check_console_config, load, need_terminal, run_error,
-    start_logging, stop_requests,
-};
+use super::{CmdError, Outcome, block_on, load, run_error, stop_requests};
 use crate::cli::{ApproveArg, FormatArg, ResumeArgs, RunArgs};
 use playdeck::headless::{self, Format, HeadlessOptions};
 use playdeck::kernel::ApprovalPolicy;
@@ -31,10 +27,9 @@ pub fn run(args: RunArgs) -> Outcome {
     let play = load(args.play.as_deref())?;
     if args.headless || args.host {
         headless_run(play, &args)
-    } else if args.play.is_none() {
-        // The built-in demo lives and ends with its console.
-        console(&play, &args)
     } else {
+        // Every run with a console, the built-in demo too, is hosted: `q`
+        // then enter detaches from any of them (one habit).
         super::attach::hosted(&args)
     }
 }
@@ -104,25 +99,6 @@ fn headless_run(play: Play, args: &RunArgs) -> Outcome {
     })?
     .map_err(run_error)?;
     Ok(done.exit_code)
-}
-
-/// The console on `play`: logs go to `.playdeck/logs/`, never the screen.
-fn console(play: &Play, args: &RunArgs) -> Outcome {
-    need_terminal("the console", "use --headless for scripts and pipes")?;
-    check_console_config(args.theme.as_deref())?;
-    let _log = start_logging();
-    let opts = playdeck::console::run::ConsoleOptions {
-        session: session_options(args),
-        theme: args.theme.clone(),
-    };
-    let exit = block_on(true, async {
-        playdeck::console::run::run(play, opts, stop_requests()).await
-    })?
-    .map_err(run_error)?;
-    // The terminal is back: one line says how the run ended and how to
-    // take it up. A closed terminal (SIGHUP) cannot take it; that is fine.
-    let _ = writeln!(std::io::stderr(), "{}", exit.line);
-    Ok(exit.code)
 }
 
 /// `playdeck resume RUN`: the play is `--play`, else where the run's play

@@ -312,7 +312,7 @@ fn a_config_with_three_errors_says_all_three_and_takes_nothing() {
         "theme = \"sparkly\"\n[keys]\nexplode = \"e\"\npause = \"hyper-p\"\n",
     )
     .unwrap();
-    // The hosted run (a play file) and the demo (the console in-process).
+    // A play file's run and the demo (both hosted).
     for args in [&["run", "pty.toml"][..], &[]] {
         let mut console = Console::open(dir.path(), args);
         let code = console.wait_exit();
@@ -1278,4 +1278,31 @@ fn a_review_and_a_conflict_resolved_in_the_console() {
         git(d, &["show", &format!("{branch}:clash.txt")]),
         "the api and the web\n"
     );
+}
+
+/// Issue 42: the built-in demo is a run like every other: `q` then enter
+/// detaches, the run goes on, and the exit line says how to come back.
+#[test]
+fn the_demo_detaches_like_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut console = Console::open(dir.path(), &["run", "--speed", "2"]);
+    let screen = Screen {
+        parser: console.screen.parser.clone(),
+    };
+    screen.wait_for("the demo", |s| {
+        s.contains("Ship payments 2.4") && s.contains("running")
+    });
+    console.press(b"q");
+    screen.wait_for("the detach question", |s| {
+        s.contains("Detach from the run?")
+    });
+    console.press(b"\r");
+    assert_eq!(console.wait_exit(), 0);
+    let line = screen.wait_for("the exit line", |s| s.contains("playdeck: detached"));
+    assert!(
+        line.contains("goes on — attach: playdeck attach "),
+        "{line}"
+    );
+    assert!(ctl(dir.path(), &["status"]).contains("running"));
+    ctl(dir.path(), &["cancel"]);
 }
