@@ -42,6 +42,7 @@ pub struct Restore {
     pub nodes: HashMap<OpId, RestoredNode>,
     pub spawn_seq: u64,
     pub spawn_accepted: usize,
+    pub operator_added: usize,
     pub ledger: Vec<LedgerEntry>,
     pub flow_context: Map<String, Value>,
     pub round: u32,

@@ -339,6 +339,9 @@ pub enum SignalKind {
         /// The operation whose injection added them (none: the operator).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         emitter_id: Option<OpId>,
+        /// The operator's own `add` (not counted against `max_spawn`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        operator: bool,
     },
     /// An operator's command was carried out: who asked and what (the
     /// signals it caused follow or precede it in the same batch).
@@ -619,6 +622,10 @@ pub struct SpawnRecord {
     /// The identity of the request it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<super::request::RequestId>,
+    /// The operator's own `add`: admitted like any injection, but not
+    /// counted against `max_spawn`, which bounds what agents spawn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 /// An incoming edge as the durable record keeps it.

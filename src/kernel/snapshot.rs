@@ -74,6 +74,9 @@ pub struct RunState {
     pub reactive: bool,
     pub max_spawn: usize,
     pub spawn_accepted: usize,
+    /// The operator's own adds (not counted in `spawn_accepted`).
+    #[serde(default)]
+    pub operator_added: usize,
     pub finished: Option<Outcome>,
     /// Why the event log cannot be written now (nothing new starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -229,6 +229,9 @@ pub struct RunProjection {
     /// The last `spawn-N` number given.
     pub spawn_seq: u64,
     pub spawn_accepted: usize,
+    /// The operator's own adds, which `spawn_accepted` leaves out.
+    #[serde(default)]
+    pub operator_added: usize,
     /// Folded in memory; every drop a row of its own in the checkpoint.
     #[serde(with = "crate::kernel::ledger::unfolded")]
     pub ledger: Vec<LedgerEntry>,
@@ -566,6 +569,7 @@ impl RunProjection {
             events: self.events,
             spawn_seq: self.spawn_seq,
             spawn_accepted: snap.run.spawn_accepted,
+            operator_added: snap.run.operator_added,
             ledger: snap.ledger.clone(),
             ..RunProjection::default()
         };

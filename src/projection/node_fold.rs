@@ -54,10 +54,18 @@ impl RunProjection {
                 self.capacity.waiting.insert(ix);
             }
             SignalKind::DependenciesAdded {
-                node, emitter_id, ..
+                node,
+                emitter_id,
+                operator,
+                ..
             } => {
-                // Admission counts it as an accepted injection.
-                self.spawn_accepted += 1;
+                // Admission counts it as an accepted injection (not the
+                // operator's own add: max_spawn does not count that).
+                if *operator {
+                    self.operator_added += 1;
+                } else {
+                    self.spawn_accepted += 1;
+                }
                 let assignee = self.nodes[ix as usize].op.assignee.clone();
                 self.capacity.waiting.shift_remove(&ix);
                 self.ledger_row(

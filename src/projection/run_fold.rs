@@ -309,7 +309,12 @@ impl RunProjection {
                 // Only generated names take a number (a named injection
                 // does not).
                 self.note_spawn_number(name);
-                self.spawn_accepted += 1;
+                // The operator's own add is not counted against max_spawn.
+                if record.operator {
+                    self.operator_added += 1;
+                } else {
+                    self.spawn_accepted += 1;
+                }
                 if let (Some(p), Some(id)) = (parent_id, &record.identity) {
                     self.see(p, s.seq, *id, false);
                 }

@@ -423,6 +423,7 @@ pub fn rebuild(
     let mut restore = Restore {
         spawn_seq: st.spawn_seq,
         spawn_accepted: st.spawn_accepted,
+        operator_added: st.operator_added,
         ledger: st.ledger.clone(),
         flow_context: st.context.clone(),
         round: st.run.round,

@@ -1377,6 +1377,28 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         s.finish().await;
     }
 
+    /// Issue 42: the agents have spent max_spawn (5 of 5 at 30 s of the
+    /// demo); the operator's own add is still taken, and spends none of it.
+    #[tokio::test(start_paused = true)]
+    async fn the_operators_add_does_not_spend_the_agents_spawn_budget() {
+        let mut s = demo(30.0, 120, 36).await;
+        let spent = |s: &Scene| {
+            let b = s.app.vm.palette.budgets.as_ref().unwrap();
+            (b.spawns_accepted, b.max_spawn)
+        };
+        assert_eq!(spent(&s), (5, 5), "the agents' budget is spent");
+        select(&mut s, "retro");
+        s.press(&keys("A")).await;
+        type_text(&mut s, "tester").await;
+        s.press(&keys("tab")).await;
+        type_text(&mut s, "Check the rollback once more").await;
+        s.press(&keys("enter")).await;
+        let st = status(&s);
+        assert!(st.starts_with("added "), "{st}");
+        assert_eq!(spent(&s), (5, 5), "still 5 of 5");
+        s.finish().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_add_form_adds_work_after_the_selected_operation() {
         let mut s = demo(12.0, 120, 36).await;

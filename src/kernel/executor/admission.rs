@@ -200,7 +200,7 @@ impl Executor {
             Some(e) if !meta.independent => vec![(e, Edge::spawn())],
             _ => Vec::new(),
         };
-        self.accept_new(emitter, op, deps, meta.independent, meta.identity);
+        self.accept_new(emitter, op, deps, meta.independent, meta.identity, false);
     }
 
     /// Inserts a brand-new node. It has only incoming edges, so it cannot
@@ -213,6 +213,7 @@ impl Executor {
         deps: Vec<(NodeIndex, Edge)>,
         independent: bool,
         identity: Option<RequestId>,
+        operator: bool,
     ) -> NodeIndex {
         let op_id = op.op_id;
         let name = op.reference_id.clone();
@@ -232,6 +233,7 @@ impl Executor {
             profile: op.metadata.profile.clone(),
             edges: self.dep_records(&deps),
             identity,
+            operator,
         });
         let ix = self.graph.add_node(Node::new(op, self.empty_deps.clone()));
         self.index.insert(op_id, ix);
@@ -239,7 +241,13 @@ impl Executor {
         for (from, edge) in deps {
             self.graph.add_edge(from, ix, edge);
         }
-        self.adm.accepted += 1;
+        // The operator's own add is not an agent's spawn: max_spawn does
+        // not count it.
+        if operator {
+            self.adm.operator_added += 1;
+        } else {
+            self.adm.accepted += 1;
+        }
         self.emit_budget();
         let at = self.bus.emit(SignalKind::Spawned {
             op_id,

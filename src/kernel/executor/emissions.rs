@@ -41,6 +41,9 @@ pub(super) struct Admission {
     /// The last `spawn-N` number given.
     pub spawn_seq: u64,
     pub accepted: usize,
+    /// The operator's own adds: spawned operations, but not counted
+    /// against max_spawn.
+    pub operator_added: usize,
     pub ledger: Vec<LedgerEntry>,
     emissions: HashMap<NodeIndex, Emissions>,
 }

@@ -17,7 +17,9 @@ use super::Executor;
 impl Executor {
     /// Trusted injection: no builder, same admission. Returns the node
     /// that joined (`None` when it was dropped, with a ledger row).
-    pub(super) fn inject(&mut self, new: NewOperation) -> Option<NodeIndex> {
+    /// `operator`: the operator's own `add`, which `max_spawn` (the cap on
+    /// what agents spawn) neither refuses nor counts.
+    pub(super) fn inject(&mut self, new: NewOperation, operator: bool) -> Option<NodeIndex> {
         let NewOperation {
             mut op,
             depends_on,
@@ -54,7 +56,7 @@ impl Executor {
         {
             deps.push((e, Edge::spawn()));
         }
-        if self.adm.accepted >= self.cfg.max_spawn {
+        if !operator && self.adm.accepted >= self.cfg.max_spawn {
             // An operator's add without --name has no name yet (spawn-N
             // is given on admission): it is named by what it is.
             let what = if op.reference_id.is_empty() {
@@ -86,13 +88,13 @@ impl Executor {
             return None;
         }
         if let Some(&existing) = self.index.get(&op.op_id) {
-            return self.add_edges_into(existing, emitter, assignee, deps);
+            return self.add_edges_into(existing, emitter, assignee, deps, operator);
         }
         if op.reference_id.is_empty() {
             op.reference_id = self.adm.next_name();
         }
         op.metadata.spawned_from = emitter.map(|e| self.graph[e].op.op_id);
-        Some(self.accept_new(emitter, op, deps, independent, None))
+        Some(self.accept_new(emitter, op, deps, independent, None, operator))
     }
 
     /// The injected child is already in the graph: new edges into it may
@@ -104,6 +106,7 @@ impl Executor {
         emitter: Option<NodeIndex>,
         assignee: Option<Arc<str>>,
         deps: Vec<(NodeIndex, Edge)>,
+        operator: bool,
     ) -> Option<NodeIndex> {
         let target = self.graph[existing].op.reference_id.clone();
         let op_id = Some(self.graph[existing].op.op_id);
@@ -149,11 +152,16 @@ impl Executor {
             n.status = NodeStatus::Pending;
         }
         self.relink(existing);
-        self.adm.accepted += 1;
+        if operator {
+            self.adm.operator_added += 1;
+        } else {
+            self.adm.accepted += 1;
+        }
         let kind = SignalKind::DependenciesAdded {
             node: self.header(existing),
             edges: records,
             emitter_id: self.op_id_of(emitter),
+            operator,
         };
         let at = self.emit_node(existing, kind);
         let op = &self.graph[existing].op;
@@ -192,7 +200,7 @@ mod tests {
         let stranger = new_op_id();
         let mut orphan = new("b", Vec::new());
         orphan.parent = Some(stranger);
-        assert_eq!(ex.inject(orphan), None);
+        assert_eq!(ex.inject(orphan, false), None);
         assert_eq!(
             ex.last_drop(),
             CommandError::Dropped {
@@ -203,7 +211,7 @@ mod tests {
         // For another role, so it is a ledger row of its own.
         let mut waiting = new("c", vec![(stranger, Condition::Succeeded)]);
         waiting.op = waiting.op.with_role("worker");
-        assert_eq!(ex.inject(waiting), None);
+        assert_eq!(ex.inject(waiting, false), None);
         assert_eq!(
             ex.last_drop(),
             CommandError::Dropped {
@@ -222,7 +230,7 @@ mod tests {
         let a = ex.ix("a");
         let mut child = new("", Vec::new());
         child.parent = Some(ex.graph[a].op.op_id);
-        let ix = ex.inject(child).expect("admitted");
+        let ix = ex.inject(child, false).expect("admitted");
         assert_eq!(&*ex.graph[ix].op.reference_id, "spawn-1");
         assert_eq!(
             ex.graph[ix].op.metadata.spawned_from,
@@ -232,11 +240,26 @@ mod tests {
         assert_eq!(tape.take(), ["spawned spawn-1", "queued spawn-1"]);
     }
 
+    /// Issue 42: max_spawn bounds what agents (and code) spawn; the
+    /// operator's own add goes through admission (cycle, ledger) but is
+    /// neither refused nor counted by it.
+    #[test]
+    fn the_operators_add_is_not_counted_against_max_spawn() {
+        let (mut ex, _tape) = started_emitter(1);
+        assert!(ex.inject(new("b", Vec::new()), false).is_some());
+        assert!(ex.inject(new("mine", Vec::new()), true).is_some());
+        assert_eq!((ex.adm.accepted, ex.adm.operator_added), (1, 1));
+        assert_eq!(ex.inject(new("c", Vec::new()), false), None);
+        let env = ex.snapshot_with(false);
+        assert_eq!(env.run.spawn_accepted, 1);
+        assert_eq!(env.run.operator_added, 1);
+    }
+
     #[test]
     fn injection_counts_against_max_spawn() {
         let (mut ex, _tape) = started_emitter(1);
-        assert!(ex.inject(new("b", Vec::new())).is_some());
-        assert_eq!(ex.inject(new("c", Vec::new())), None);
+        assert!(ex.inject(new("b", Vec::new()), false).is_some());
+        assert_eq!(ex.inject(new("c", Vec::new()), false), None);
         assert_eq!(
             ex.last_drop(),
             CommandError::Dropped {
@@ -249,7 +272,7 @@ mod tests {
         let mut unnamed = new("", Vec::new());
         unnamed.op.assignee = Some("tester".into());
         unnamed.op.instruction = "check the build".into();
-        assert_eq!(ex.inject(unnamed), None);
+        assert_eq!(ex.inject(unnamed, false), None);
         assert_eq!(
             ex.last_drop(),
             CommandError::Dropped {
@@ -270,7 +293,7 @@ mod tests {
         let mut again = new("b", Vec::new());
         again.op.op_id = ex.graph[b].op.op_id;
         again.depends_on = vec![(again.op.op_id, Condition::Succeeded)];
-        assert_eq!(ex.inject(again), None);
+        assert_eq!(ex.inject(again, false), None);
         assert_eq!(
             ex.last_drop(),
             CommandError::Dropped {

@@ -23,6 +23,7 @@ impl Executor {
         self.bus.tick();
         self.adm.spawn_seq = r.spawn_seq;
         self.adm.accepted = r.spawn_accepted;
+        self.adm.operator_added = r.operator_added;
         self.adm.ledger = r.ledger;
         self.flow_context = r.flow_context;
         self.round = r.round.max(1);

@@ -297,7 +297,7 @@ impl Executor {
                         });
                         None
                     }
-                    None => self.inject(*op),
+                    None => self.inject(*op, false),
                 };
                 let _ = reply.send(joined.map(|ix| self.graph[ix].op.op_id));
             }

@@ -100,6 +100,7 @@ impl Executor {
                 reactive: self.cfg.reactive,
                 max_spawn: self.cfg.max_spawn,
                 spawn_accepted: self.adm.accepted,
+                operator_added: self.adm.operator_added,
                 finished: self.finished,
                 storage: self.storage.clone(),
                 spent: self.meter.run,
@@ -233,7 +234,9 @@ impl Executor {
             }
         }
         if self.cfg.reactive {
-            env.spawned_operations = Some(self.adm.accepted);
+            // Every spawned operation, the operator's adds too (which
+            // max_spawn does not count).
+            env.spawned_operations = Some(self.adm.accepted + self.adm.operator_added);
             env.escalated_operations = Some(escalated);
             env.dropped_spawns = Some(
                 self.adm

@@ -164,7 +164,7 @@ impl Executor {
                 .into_iter()
                 .map(|d| (d, Edge::dependency(Condition::Succeeded)))
                 .collect();
-            return match self.add_edges_into(existing, None, None, edges) {
+            return match self.add_edges_into(existing, None, None, edges, true) {
                 Some(ix) => Ok(Answer::Added {
                     op_id: self.graph[ix].op.op_id,
                     name: self.name_of(ix),
@@ -225,7 +225,7 @@ impl Executor {
             parent: None,
             independent: true,
         };
-        match self.inject(new) {
+        match self.inject(new, true) {
             Some(ix) => Ok(Answer::Added {
                 op_id: self.graph[ix].op.op_id,
                 name: self.name_of(ix),
