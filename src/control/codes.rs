@@ -92,7 +92,9 @@ impl From<&CommandError> for ErrorCode {
             CommandError::NotPaused => ErrorCode::NotPaused,
             CommandError::NotWaiting { .. } => ErrorCode::NotWaiting,
             CommandError::RunFinished => ErrorCode::RunFinished,
-            CommandError::CannotRetry { .. } => ErrorCode::CannotRetry,
+            CommandError::CannotRetry { .. } | CommandError::BuiltOn { .. } => {
+                ErrorCode::CannotRetry
+            }
             CommandError::CannotSay { .. } => ErrorCode::CannotSay,
             CommandError::NoQuestion { .. } => ErrorCode::NoQuestion,
             CommandError::NoConflict { .. } => ErrorCode::NoConflict,

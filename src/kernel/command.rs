@@ -473,6 +473,10 @@ pub enum CommandError {
     RunFinished,
     #[error("{name} is {state}; only a failed or denied operation can be retried")]
     CannotRetry { name: String, state: &'static str },
+    #[error(
+        "{name} escalated, and {begun} already began on its result; a new attempt would change what they built on (playdeck resume RUN --retry is for failures)"
+    )]
+    BuiltOn { name: String, begun: String },
     #[error("{name} is asking nothing: permit answers a running agent's permission question")]
     NoQuestion { name: String },
     #[error(

@@ -1819,6 +1819,56 @@ mod status {
         s.finish().await;
     }
 
+    /// Issue 42: an escalation offers acknowledge and retry. Retried, it
+    /// runs again and what waited on it waits for the new attempt; once
+    /// its dependants have begun on its result, the run refuses, naming
+    /// them.
+    #[tokio::test(start_paused = true)]
+    async fn an_escalation_offers_acknowledge_and_retry() {
+        let p = play(
+            "[play]\nname = \"esc\"\nmax_concurrent = 1\n[palette]\nroles = [{ role = \"reviewer\" }]\n\
+             [[operations]]\nid = \"review\"\nrole = \"reviewer\"\ninstruction = \"r\"\n\
+             sim = { duration_ms = 100, emits = [{ at_ms = 50, escalation = { reason = \"needs a human\" } }] }\n\
+             [[operations]]\nid = \"gate\"\nrole = \"reviewer\"\ninstruction = \"g\"\ndepends_on = [\"review\"]\napproval = true\nsim = { duration_ms = 100 }\n\
+             [[operations]]\nid = \"after\"\nrole = \"reviewer\"\ninstruction = \"a\"\ndepends_on = [\"gate\"]\nsim = { duration_ms = 100 }\n\
+             [[operations]]\nid = \"keep\"\nrole = \"reviewer\"\ninstruction = \"k\"\nindependent_root = true\napproval = true\nsim = { duration_ms = 100 }\n",
+        );
+        let mut s = Scene::at(&p, 1.0, 120, 36, None).await.unwrap();
+        assert_eq!(s.app.vm.by_name("review").unwrap().lane, Lane::Escalated);
+        select(&mut s, "review");
+        let t = text(&s.render());
+        assert!(
+            t.contains("review: R retry  K acknowledge"),
+            "the footer offers both: {t}"
+        );
+        // (keep, a gate of its own, holds the run open.)
+        s.press(&keys("R")).await;
+        assert_eq!(status(&s), "retrying review");
+        assert_ne!(
+            s.app.vm.by_name("gate").unwrap().lane,
+            Lane::AwaitingApproval,
+            "the gate waits again"
+        );
+        s.wait(1.0).await;
+        assert_eq!(s.app.vm.by_name("review").unwrap().attempt, 2);
+        assert_eq!(
+            s.app.vm.by_name("gate").unwrap().lane,
+            Lane::AwaitingApproval
+        );
+        // The gate begins on the result once approved: no retry then.
+        select(&mut s, "gate");
+        s.press(&keys("a")).await;
+        s.wait(1.0).await;
+        select(&mut s, "review");
+        s.press(&keys("R")).await;
+        assert!(
+            status(&s).starts_with("review escalated, and gate already began on its result"),
+            "{}",
+            status(&s)
+        );
+        s.finish().await;
+    }
+
     /// Issue 42: a problem the operator has seen to is acknowledged: `n`
     /// and the problems list pass it by and say how many they hide; `K`
     /// again brings it back. A gate cannot be: it waits for a decision.
@@ -1941,7 +1991,7 @@ mod status {
         s.press(&keys("R")).await;
         assert_eq!(
             status(&s),
-            "retro has not failed; only failed or denied operations can be retried"
+            "retro has not failed; only failed, denied or escalated operations can be retried"
         );
         s.finish().await;
     }

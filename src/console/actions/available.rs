@@ -172,10 +172,21 @@ impl App {
                         )
                         .into())
                     }
-                    Retry if n.lane != Lane::Failed || n.skipped() => Err(format!(
-                        "{name} has not failed; only failed or denied operations can be retried"
+                    // An escalation is retried in the live run (its
+                    // dependants must not have begun: the run says so).
+                    Retry if n.lane == Lane::Escalated && finished => Err(format!(
+                        "{name} escalated in a run that has finished; an escalation is retried while its run is live"
                     )
                     .into()),
+                    Retry
+                        if (n.lane != Lane::Failed || n.skipped())
+                            && n.lane != Lane::Escalated =>
+                    {
+                        Err(format!(
+                            "{name} has not failed; only failed, denied or escalated operations can be retried"
+                        )
+                        .into())
+                    }
                     _ => Ok(()),
                 }
             }

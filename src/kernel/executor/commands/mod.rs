@@ -363,6 +363,9 @@ impl Executor {
     fn retry(&mut self, op: &str) -> Result<(), CommandError> {
         let ix = self.resolve(op)?;
         let n = &self.graph[ix];
+        if n.status == NodeStatus::Escalated {
+            return self.retry_escalated(ix);
+        }
         if n.status != NodeStatus::Failed {
             let state = match n.status {
                 NodeStatus::Succeeded | NodeStatus::Escalated => "completed",
@@ -377,6 +380,54 @@ impl Executor {
         }
         if self.cancelled {
             return Err(CommandError::RunFinished);
+        }
+        self.reopen_failed(ix);
+        Ok(())
+    }
+
+    /// An escalated operation asks a human; the operator may answer by
+    /// running it again (issue 42). Its result counted as done, so what
+    /// depends on it may have begun: then it is refused, naming them (a
+    /// new attempt would change what they already built on). Dependants
+    /// that have not begun wait again for the new attempt.
+    fn retry_escalated(&mut self, ix: NodeIndex) -> Result<(), CommandError> {
+        if self.cancelled {
+            return Err(CommandError::RunFinished);
+        }
+        let dependants: Vec<NodeIndex> = self
+            .graph
+            .neighbors_directed(ix, Direction::Outgoing)
+            .collect();
+        let begun: Vec<String> = dependants
+            .iter()
+            .filter(|&&t| {
+                let s = self.graph[t].status;
+                s == NodeStatus::Running || (s.is_terminal() && s != NodeStatus::Skipped)
+            })
+            .map(|&t| self.name_of(t))
+            .collect();
+        if !begun.is_empty() {
+            return Err(CommandError::BuiltOn {
+                name: self.name_of(ix),
+                begun: begun.join(", "),
+            });
+        }
+        // About to start, or asking for approval: they wait again, and
+        // say so (a gate leaves the approval lane until it is asked again).
+        let because = self.graph[ix].op.reference_id.clone();
+        for t in dependants {
+            if matches!(
+                self.graph[t].status,
+                NodeStatus::Ready | NodeStatus::AwaitingApproval
+            ) {
+                self.sched.ready.retain(|&r| r != t);
+                self.sched.unpark(t);
+                self.gate.leave(t);
+                let n = &mut self.graph[t];
+                n.parked = false;
+                n.status = NodeStatus::Pending;
+                self.emit_retried(t, Some(because.clone()));
+            }
         }
         self.reopen_failed(ix);
         Ok(())
