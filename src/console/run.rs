@@ -216,6 +216,20 @@ pub async fn run(
 /// One line for the terminal the console leaves: the run, how it ended
 /// and, when there is something to take up, the command that does.
 pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
+    // Where the run is, after what to do with it (when it is named by its
+    // id: a path says where already).
+    let place = app
+        .hooks
+        .run_dir
+        .as_ref()
+        .filter(|_| *app.resume_name() == *app.vm.run.run_id)
+        .and_then(|d| std::path::absolute(d).ok())
+        .map(|d| format!(" · it is in {}", d.display()))
+        .unwrap_or_default();
+    format!("{}{place}", exit_words(app, outcome, ended))
+}
+
+fn exit_words(app: &App, outcome: Outcome, ended: Ended) -> String {
     let vm = &app.vm;
     let run = if vm.run.resumes > 0 {
         "resumed run"

@@ -529,6 +529,12 @@ fn a_cancel_from_playdeck_ctl_is_named_in_the_exit_line() {
         after.contains("cancelled (through playdeck ctl); resume it: playdeck resume "),
         "{after}"
     );
+    // Named by its id (it resolves anywhere), and where it is.
+    let flat: String = after.split('\n').map(str::trim_end).collect();
+    assert!(
+        flat.contains(" · it is in /") && flat.contains(".playdeck/runs/"),
+        "{after}"
+    );
 }
 
 /// A failed run names its cause the same way in the console's header,
