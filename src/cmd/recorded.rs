@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::{CmdError, Outcome, block_on, need_terminal, stop_requests};
 use crate::cli::ReportFormat;
+use playdeck::console::model::PlayFacts;
 use playdeck::kernel::Signal;
 use playdeck::play::Play;
 
@@ -16,56 +17,11 @@ fn recorded(cmd: &str, which: &str) -> Result<(PathBuf, Vec<Signal>), CmdError> 
     Ok((dir, signals))
 }
 
-/// `playdeck replay RUN`: the play's copy in the run directory gives the
-/// facts signals do not repeat (expansion-only roles, capacity profiles).
-/// `playdeck replay RUN --cast FILE`: the console over the run's life as
-/// an asciicast v2 recording.
-pub fn cast(which: &str, speed: f64, theme: Option<String>, out: &Path, size: &str) -> Outcome {
-    if !(0.25..=64.0).contains(&speed) {
-        return Err(CmdError::Input(format!(
-            "--speed {speed} is out of range; allowed: 0.25 to 64"
-        )));
-    }
-    let size = playdeck::console::screenshot::parse_size(size)
-        .map_err(|e| CmdError::Input(format!("--size {e}")))?;
-    let (dir, signals) = recorded("replay", which)?;
-    if signals.is_empty() {
-        return Err(CmdError::Input(format!(
-            "replay: {} has no events to record",
-            dir.display()
-        )));
-    }
-    let copy = dir.join("play.toml");
-    let facts = std::fs::read_to_string(&copy)
-        .ok()
-        .and_then(|text| Play::from_str_in(&copy.display().to_string(), &text, &dir).ok())
-        .map(|p| playdeck::console::run::facts(&p))
-        .unwrap_or_default();
-    let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
-        .map_err(|e| CmdError::Input(e.to_string()))?;
-    let title = format!(
-        "playdeck replay {}",
-        dir.file_name()
-            .map_or_else(|| which.into(), |n| n.to_string_lossy())
-    );
-    let c = playdeck::console::cast::write(out, &title, signals, facts, config, speed, size)
-        .map_err(|e| match e {
-            playdeck::console::cast::CastError::TooLong { .. } => CmdError::Input(e.to_string()),
-            other => CmdError::Failed(other.to_string()),
-        })?;
-    println!(
-        "wrote {}: {} frames, {:.1} s at {}x{} (play it: asciinema play {})",
-        out.display(),
-        c.frames,
-        c.seconds,
-        size.0,
-        size.1,
-        out.display()
-    );
-    Ok(0)
-}
-
-pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
+/// What a replay plays, checked: the speed, the run's directory and
+/// signals (one event at least), and the facts signals do not repeat
+/// (expansion-only roles, capacity profiles) from the play's copy in the
+/// run directory.
+fn to_replay(which: &str, speed: f64) -> Result<(PathBuf, Vec<Signal>, PlayFacts), CmdError> {
     if !(0.25..=64.0).contains(&speed) {
         return Err(CmdError::Input(format!(
             "--speed {speed} is out of range; allowed: 0.25 to 64"
@@ -84,6 +40,43 @@ pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
         .and_then(|text| Play::from_str_in(&copy.display().to_string(), &text, &dir).ok())
         .map(|p| playdeck::console::run::facts(&p))
         .unwrap_or_default();
+    Ok((dir, signals, facts))
+}
+
+/// `playdeck replay RUN --cast FILE`: the console over the run's life as
+/// an asciicast v2 recording.
+pub fn cast(which: &str, speed: f64, theme: Option<String>, out: &Path, size: &str) -> Outcome {
+    let size = playdeck::console::screenshot::parse_size(size)
+        .map_err(|e| CmdError::Input(format!("--size {e}")))?;
+    let (dir, signals, facts) = to_replay(which, speed)?;
+    let config = playdeck::console::config::ConsoleConfig::load(theme.as_deref())
+        .map_err(|e| CmdError::Input(e.to_string()))?;
+    let title = format!(
+        "playdeck replay {}",
+        dir.file_name()
+            .map_or_else(|| which.into(), |n| n.to_string_lossy())
+    );
+    let c = playdeck::console::cast::write(out, &title, signals, facts, config, speed, size)
+        .map_err(|e| match e {
+            playdeck::console::cast::CastError::TooLong { .. } => CmdError::Input(e.to_string()),
+            other => CmdError::Failed(other.to_string()),
+        })?;
+    println!(
+        "wrote {}: {} frames, {:.1} s at {}x{}, speed ×{} (play it: asciinema play {})",
+        out.display(),
+        c.frames,
+        c.seconds,
+        size.0,
+        size.1,
+        c.speed,
+        out.display()
+    );
+    Ok(0)
+}
+
+/// `playdeck replay RUN`: the console on a recorded run, read-only.
+pub fn replay(which: &str, speed: f64, theme: Option<String>) -> Outcome {
+    let (dir, signals, facts) = to_replay(which, speed)?;
     need_terminal(
         "replay",
         "`playdeck report RUN` summarises a run without one",

@@ -66,6 +66,7 @@ pub async fn run(
     // are its own, not another terminal's.
     app.me = Arc::from(w.by.as_str());
     app.catch_up_to = w.seq;
+    app.catch_up_since = Some(tokio::time::Instant::now());
     let mut term = terminal::init()?;
     // The terminal is given back if its input cannot be read.
     let input = terminal::Input::new().inspect_err(|_| terminal::restore())?;

@@ -33,6 +33,9 @@ const MAX_FRAMES: usize = 54_000;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cast {
     pub frames: usize,
+    /// The replay speed used: the nearest the replay has at or above the
+    /// one asked for.
+    pub speed: f64,
     /// Seconds the recording plays for.
     pub seconds: f64,
 }
@@ -131,6 +134,7 @@ pub fn write(
     push_event(&mut text, frame as f64 / FPS, "\x1b[?25h");
     crate::files::write_atomic(out, text.as_bytes()).map_err(|source| write_error(out, source))?;
     Ok(Cast {
+        speed: player.speed(),
         frames: frame,
         seconds: frame as f64 / FPS,
     })

@@ -40,7 +40,7 @@ fn try_record(id: &str, run_dir: &Path) -> std::io::Result<()> {
     let abs = std::path::absolute(run_dir)?;
     let text = format!("{}\n", abs.display());
     crate::files::write_atomic(&index.join(id), text.as_bytes())?;
-    prune(&index);
+    prune(&index, id);
     Ok(())
 }
 
@@ -48,7 +48,10 @@ fn try_record(id: &str, run_dir: &Path) -> std::io::Result<()> {
 /// are removed: the index does not grow without end.
 const KEPT: usize = 500;
 
-fn prune(index: &Path) {
+/// Removes the entries whose directory is gone; never `keep` (the run just
+/// recorded, whose `play.toml` may not be written yet), nor one whose
+/// directory is there (a run still starting).
+fn prune(index: &Path, keep: &str) {
     let Ok(rd) = std::fs::read_dir(index) else {
         return;
     };
@@ -59,8 +62,13 @@ fn prune(index: &Path) {
     if ids.len() <= KEPT {
         return;
     }
-    for id in ids.iter().filter(|id| lookup(id).is_none()) {
-        let _ = std::fs::remove_file(index.join(id));
+    for id in ids.iter().filter(|id| **id != keep) {
+        let gone = std::fs::read_to_string(index.join(id))
+            .map(|t| !Path::new(t.trim_end_matches('\n')).is_dir())
+            .unwrap_or(true);
+        if gone {
+            let _ = std::fs::remove_file(index.join(id));
+        }
     }
 }
 
@@ -74,16 +82,24 @@ pub fn lookup(id: &str) -> Option<PathBuf> {
     path.join("play.toml").is_file().then_some(path)
 }
 
-/// The run started last, of those recorded that still hold a run.
+/// The run started last (by its `play.toml`, as `latest` in a runs
+/// directory is), of those recorded that still hold a run of the user's.
 pub fn latest() -> Option<PathBuf> {
-    let mut ids: Vec<String> = std::fs::read_dir(dir()?)
+    std::fs::read_dir(dir()?)
         .ok()?
         .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    // Ids sort by their start time.
-    ids.sort();
-    ids.iter().rev().find_map(|id| lookup(id))
+        .filter_map(|e| lookup(&e.file_name().to_string_lossy()))
+        .filter(|d| crate::files::not_yours(d).is_none())
+        .filter_map(|d| {
+            let t = d
+                .join("play.toml")
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some((t, d))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, d)| d)
 }
 
 /// Whether `id` is recorded as living in `run_dir` (so the id alone names

@@ -354,16 +354,16 @@ fn a_damaged_checkpoint_or_log_is_refused_by_name() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("already finished"));
 }
 
-#[test]
-fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
-    let base = tempfile::tempdir().unwrap();
-    let flaky = base.path().join("flaky.toml");
+/// A finished run of the crash play whose `integration` failed once (it
+/// passes when retried), in `base/run`.
+fn flaky_failed_run(base: &Path) -> std::path::PathBuf {
+    let flaky = base.join("flaky.toml");
     let text = std::fs::read_to_string(play()).unwrap().replace(
         "outcome = \"fail\", error = \"2 tests failed\"",
         "outcome = \"fail\", error = \"2 tests failed\", fail_attempts = 1",
     );
     std::fs::write(&flaky, text).unwrap();
-    let dir = base.path().join("run");
+    let dir = base.join("run");
     let out = common::playdeck()
         .arg("run")
         .arg(&flaky)
@@ -373,6 +373,13 @@ fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    dir
+}
+
+#[test]
+fn a_finished_run_is_taken_up_again_to_retry_what_failed() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = flaky_failed_run(base.path());
     let before = outcome(&dir);
     assert_eq!(before["failed"], serde_json::json!(["integration"]));
     assert_eq!(before["skipped"], serde_json::json!(["hold", "load"]));
@@ -959,22 +966,7 @@ fn an_unwritable_run_directory_is_named_at_the_end() {
 #[test]
 fn retry_failed_retries_every_failure_and_a_filter_narrows_it() {
     let base = tempfile::tempdir().unwrap();
-    let flaky = base.path().join("flaky.toml");
-    let text = std::fs::read_to_string(play()).unwrap().replace(
-        "outcome = \"fail\", error = \"2 tests failed\"",
-        "outcome = \"fail\", error = \"2 tests failed\", fail_attempts = 1",
-    );
-    std::fs::write(&flaky, text).unwrap();
-    let dir = base.path().join("run");
-    let out = common::playdeck()
-        .arg("run")
-        .arg(&flaky)
-        .args(HEADLESS)
-        .arg("--run-dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    let dir = flaky_failed_run(base.path());
     assert_eq!(outcome(&dir)["failed"], serde_json::json!(["integration"]));
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     // A filter that matches no failure: nothing starts, nothing is written.
@@ -1052,6 +1044,42 @@ fn a_run_id_resolves_from_any_directory() {
         assert!(r.status.success(), "{which}: {r:?}");
         assert!(out.contains(&id), "{which}: {out}");
     }
+    // A run named by its directory sorts after the ids by name; latest is
+    // by when each began, as in a runs directory.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let out = common::playdeck()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["run", "p.toml", "--run-dir", "zzz-named"])
+        .args(HEADLESS)
+        .current_dir(here.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let out = common::playdeck()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["run", "p.toml"])
+        .args(HEADLESS)
+        .current_dir(here.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let newest = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| *n != id)
+        .max()
+        .unwrap();
+    let r = common::playdeck()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["report", "latest", "--format", "json"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains(&newest),
+        "{r:?}"
+    );
     // Another user's index is not consulted: without it, the id is unknown
     // away from its folder.
     let r = common::playdeck()

@@ -1201,6 +1201,23 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         s.finish().await;
     }
 
+    /// Every width from 80 to 200 columns draws, with and without a
+    /// filter, with lanes folded, tagged and cut (a title's arithmetic once
+    /// underflowed at a folded width under a filter).
+    #[tokio::test(start_paused = true)]
+    async fn every_width_draws_with_and_without_a_filter() {
+        let mut s = demo(30.0, 80, 24).await;
+        for filter in ["", "e", "zzz-none"] {
+            s.app.filter = filter.to_string();
+            for w in 80..=200 {
+                s.resize(w, 36);
+                let t = text(&s.render());
+                assert!(t.contains("playdeck"), "{w}: {t}");
+            }
+        }
+        s.finish().await;
+    }
+
     /// Issue 42: a dialog wider than the screen wraps; the command it
     /// offers to copy is whole.
     #[tokio::test(start_paused = true)]
@@ -1920,6 +1937,15 @@ mod status {
             status(&s)
         );
         assert_eq!(s.app.problems().len(), 2);
+        // Acknowledged, then retried: the acknowledgement was for the
+        // attempt that failed, and goes with it.
+        s.press(&keys("K R")).await;
+        let ix = s
+            .app
+            .vm
+            .ix(&s.app.vm.by_name("integration-tests").unwrap().op.op_id)
+            .unwrap();
+        assert!(!s.app.acknowledged.contains(&ix));
         s.finish().await;
     }
 

@@ -178,6 +178,40 @@ impl Message {
     }
 }
 
+/// Another terminal's commands of one kind in a row, said as one line.
+#[derive(Debug, Clone)]
+pub struct ActedRun {
+    by: String,
+    verb: String,
+    /// The first few targets, by name.
+    names: Vec<String>,
+    total: usize,
+    /// Run time of the latest.
+    at: f64,
+}
+
+impl ActedRun {
+    /// `ctl (ana): approve gate-a, gate-b and 12 more`.
+    fn words(&self) -> String {
+        let more = self.total - self.names.len();
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("{}: {} {}{tail}", self.by, self.verb, self.names.join(", "))
+    }
+}
+
+/// The longest an attached console waits to catch up before acting keys
+/// work again.
+pub const CATCH_UP_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Commands closer than this (run seconds) read as one.
+const ACTED_TOGETHER: f64 = 5.0;
+/// Names one such line lists before counting the rest.
+const ACTED_NAMED: usize = 8;
+
 /// What the console may ask of the run's components, in-process.
 #[derive(Default, Clone)]
 pub struct Hooks {
@@ -268,6 +302,11 @@ pub struct App {
     /// welcomed it. Until it has folded that far it says so, and keys
     /// that act wait (what it shows is not yet the present).
     pub catch_up_to: Option<u64>,
+    /// When catching up began: past [`CATCH_UP_AT_MOST`] the console stops
+    /// waiting (a last line it cannot read would hold it for ever).
+    pub catch_up_since: Option<tokio::time::Instant>,
+    /// Another terminal's run of one command (see `another_acted`).
+    acted_run: Option<ActedRun>,
     /// Failures and escalations the operator has seen to (`K`): the
     /// problems list and `n` pass them by; this console's own view.
     pub acknowledged: rustc_hash::FxHashSet<u32>,
@@ -384,6 +423,8 @@ impl App {
             zoomed: false,
             marks: Vec::new(),
             catch_up_to: None,
+            catch_up_since: None,
+            acted_run: None,
             acknowledged: Default::default(),
             messages: std::collections::VecDeque::new(),
             lanes: [ScrollList::list(); COLS],
@@ -526,6 +567,13 @@ impl App {
             );
             self.warn(format!("paused: {c} — {step} steps, {resume} resumes"));
         }
+        // A retried failure or escalation that goes wrong again is news
+        // again: its acknowledgement goes with the attempt it was for.
+        if let crate::kernel::SignalKind::Retried { node, .. } = &s.kind
+            && let Some(ix) = self.vm.ix(&node.op_id)
+        {
+            self.acknowledged.remove(&ix);
+        }
         // What another terminal did shows here, with who did it; the
         // console's own commands are answered in the status line already.
         if let crate::kernel::SignalKind::OperatorAction { by, action, op_id } = &s.kind
@@ -540,7 +588,7 @@ impl App {
                 .filter(|d| op_id.and_then(|id| self.vm.ix(&id)) == Some(d.left));
             match moved {
                 Some(d) => self.drifted(d.left, d.now_on),
-                None => self.another_acted(by, action),
+                None => self.another_acted(by, action, s.elapsed),
             }
         }
     }
@@ -548,18 +596,29 @@ impl App {
     /// Another terminal's command, said with who gave it. Several of one
     /// kind from the same terminal in a row (gates approved together) read
     /// as one line naming them all: `ctl (ana): approve gate-a, gate-b`.
-    fn another_acted(&mut self, by: &str, action: &str) {
+    fn another_acted(&mut self, by: &str, action: &str, at: f64) {
+        // What happened before this console came is history, not news.
+        if self.catching_up().is_some() {
+            return;
+        }
         let (verb, target) = action.split_once(' ').unwrap_or((action, ""));
-        let head = format!("{by}: {verb} ");
-        let together = !target.is_empty()
+        let joins = !target.is_empty()
             && !target.contains(':')
-            && self.messages.back().is_some_and(|m| {
-                m.fold == Some("another acted")
-                    && m.text.starts_with(&head)
-                    && self.clock - m.at < 5.0
-            });
-        if together {
-            let text = format!("{}, {target}", self.messages.back().map_or("", |m| &m.text));
+            && self
+                .messages
+                .back()
+                .is_some_and(|m| m.fold == Some("another acted"))
+            && self
+                .acted_run
+                .as_ref()
+                .is_some_and(|r| r.by == by && r.verb == verb && at - r.at < ACTED_TOGETHER);
+        if joins && let Some(r) = self.acted_run.as_mut() {
+            r.at = at;
+            r.total += 1;
+            if r.names.len() < ACTED_NAMED {
+                r.names.push(target.to_string());
+            }
+            let text = r.words();
             if let Some(m) = self.messages.back_mut() {
                 m.text = text.clone();
                 m.at = self.clock;
@@ -578,6 +637,13 @@ impl App {
             }
             return;
         }
+        self.acted_run = (!target.is_empty() && !target.contains(':')).then(|| ActedRun {
+            by: by.to_string(),
+            verb: verb.to_string(),
+            names: vec![target.to_string()],
+            total: 1,
+            at,
+        });
         // A kind of its own, so the next one can join it; it is news, so
         // it takes the status line as any message does.
         let text = format!("{by}: {action}");
@@ -676,8 +742,11 @@ impl App {
 
     /// While catching up: how many of how many events are folded.
     pub fn catching_up(&self) -> Option<(u64, u64)> {
+        let fresh = self
+            .catch_up_since
+            .is_none_or(|t| t.elapsed() < CATCH_UP_AT_MOST);
         self.catch_up_to
-            .filter(|&to| self.vm.seq < to)
+            .filter(|&to| fresh && self.vm.seq < to)
             .map(|to| (self.vm.seq, to))
     }
 

@@ -35,27 +35,31 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
         let color = t.col(col);
         let room = area.width.saturating_sub(4) as usize;
         let filtered = !app.filter.is_empty();
-        // A filter hides rows: every lane says so, with what it matches,
-        // or folded with a `/` before its title (`/fail 0`).
-        let main = title_text(col, len, room);
-        let tag = filtered && room > width(&main) + 3;
-        let slash = usize::from(filtered && !tag);
-        // Where only the count would fit, the spaces around the title
-        // give way to the lane's name.
-        let title_main = title_text(col, len, room - slash.min(room));
-        let bare = title_main == group(len)
-            && title_text(col, len, (room + 2).saturating_sub(slash)) != title_main;
-        let title_main = if bare {
-            title_text(col, len, (room + 2).saturating_sub(slash))
+        // A filter hides rows: every lane says so, with what it matches
+        // where that fits beside a title that names the lane, else with a
+        // `/` before its title (`/fail 0`).
+        let plain = title_text(col, len, room);
+        let tag = filtered && plain != group(len) && room > width(&plain) + 3;
+        let (title_main, bare) = if tag {
+            (plain, false)
         } else {
-            title_main
+            let room = room.saturating_sub(usize::from(filtered));
+            // Where only the count would fit, the spaces around the title
+            // give way to the lane's name.
+            let short = title_text(col, len, room);
+            let wide = title_text(col, len, room + 2);
+            if short == group(len) && wide != short {
+                (wide, true)
+            } else {
+                (short, false)
+            }
         };
         let mut title = vec![Span::styled(
             title_main,
             Style::default().fg(color).add_modifier(Modifier::BOLD),
         )];
-        let used = width(&title[0].content);
         if tag {
+            let used = width(&title[0].content);
             title.push(Span::styled(
                 fit(&format!(" /{}", app.filter), room - used),
                 Style::default().fg(t.warning),

@@ -190,7 +190,11 @@ fn lane_want(app: &App, col: usize, rows: usize, wide: bool, tight: bool) -> lan
         } else if col == crate::console::model::SKIPPED_COL {
             0
         } else {
-            lane_widths::short(tight, lanes::shortest_title(col, len))
+            // (With a filter, a column more for its `/`.)
+            lane_widths::short(
+                tight,
+                lanes::shortest_title(col, len) + usize::from(!app.filter.is_empty()),
+            )
         };
         return lane_widths::Want {
             least,
@@ -212,7 +216,8 @@ fn lane_want(app: &App, col: usize, rows: usize, wide: bool, tight: bool) -> lan
     let least = if lane_widths::acted_on(rank) {
         lanes::FOLDED_WIDTH
     } else {
-        lane_widths::short(tight, lanes::shortest_title(col, len))
+        let slash = usize::from(!app.filter.is_empty());
+        lane_widths::short(tight, lanes::shortest_title(col, len) + slash)
     };
     lane_widths::Want {
         least,

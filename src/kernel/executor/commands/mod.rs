@@ -400,9 +400,13 @@ impl Executor {
             .collect();
         let begun: Vec<String> = dependants
             .iter()
+            // Begun: running, finished, or started at least once (one
+            // waiting to be retried has a result of its own behind it).
             .filter(|&&t| {
-                let s = self.graph[t].status;
-                s == NodeStatus::Running || (s.is_terminal() && s != NodeStatus::Skipped)
+                let n = &self.graph[t];
+                n.status == NodeStatus::Running
+                    || (n.status.is_terminal() && n.status != NodeStatus::Skipped)
+                    || n.attempt > 0
             })
             .map(|&t| self.name_of(t))
             .collect();
