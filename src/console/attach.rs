@@ -132,9 +132,8 @@ fn detached_line(app: &App, opts: &AttachOptions, ended: Ended) -> String {
     let name = &opts.name;
     let place = opts
         .local_dir
-        .as_ref()
-        .and_then(|d| std::path::absolute(d).ok())
-        .map(|d| format!(" · it is in {}", d.display()))
+        .as_deref()
+        .map(crate::console::run::place)
         .unwrap_or_default();
     format!(
         "playdeck: detached{how}; run {} goes on — attach: playdeck attach {name}{read_only} · list: playdeck runs{place}",

@@ -15,7 +15,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use ratatui::{TerminalOptions, Viewport};
 
-use super::app::{App, Hooks};
+use super::app::Hooks;
 use super::config::ConsoleConfig;
 use super::model::PlayFacts;
 use super::replay::{Player, Timeline};
@@ -75,14 +75,7 @@ pub fn write(
             minutes: frames as f64 / FPS / 60.0,
         });
     }
-    let mut app = App::new(
-        timeline.facts(),
-        config.themes,
-        config.theme,
-        config.keymap,
-        false,
-        Hooks::default(),
-    );
+    let mut app = super::replay_console::app_for(&timeline, config, Hooks::default());
     let mut player = Player::new(timeline);
     player.set_speed(speed);
     player.playing = true;

@@ -27,12 +27,9 @@ pub async fn run(
     let offset = std::fs::metadata(&events_path).map_or(0, |m| m.len());
     let timeline = Timeline::new(signals, facts);
     let next_seq = timeline.last_seq() + 1;
-    let mut app = App::new(
-        timeline.facts(),
-        config.themes,
-        config.theme,
-        config.keymap,
-        false,
+    let mut app = app_for(
+        &timeline,
+        config,
         super::app::Hooks {
             run_dir: Some(run_dir.to_path_buf()),
             ..Default::default()
@@ -69,4 +66,21 @@ pub async fn run(
     .await;
     super::terminal::restore();
     r.map(|_| ())
+}
+
+/// The console's app for a replay of `timeline`: no bell (a recording
+/// rings for nobody).
+pub fn app_for(
+    timeline: &Timeline,
+    config: super::config::ConsoleConfig,
+    hooks: super::app::Hooks,
+) -> App {
+    App::new(
+        timeline.facts(),
+        config.themes,
+        config.theme,
+        config.keymap,
+        false,
+        hooks,
+    )
 }

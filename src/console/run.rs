@@ -221,12 +221,19 @@ pub fn exit_line(app: &App, outcome: Outcome, ended: Ended) -> String {
     let place = app
         .hooks
         .run_dir
-        .as_ref()
+        .as_deref()
         .filter(|_| *app.resume_name() == *app.vm.run.run_id)
-        .and_then(|d| std::path::absolute(d).ok())
-        .map(|d| format!(" · it is in {}", d.display()))
+        .map(place)
         .unwrap_or_default();
     format!("{}{place}", exit_words(app, outcome, ended))
+}
+
+/// ` · it is in /abs/run/dir`: where a run is, for the lines a console
+/// leaves.
+pub fn place(dir: &std::path::Path) -> String {
+    std::path::absolute(dir)
+        .map(|d| format!(" · it is in {}", d.display()))
+        .unwrap_or_default()
 }
 
 fn exit_words(app: &App, outcome: Outcome, ended: Ended) -> String {

@@ -378,10 +378,7 @@ impl App {
     pub(super) fn submit(&mut self) -> Vec<Effect> {
         match self.overlays.pop() {
             Some(Overlay::Filter) => {
-                let n: usize = (0..crate::console::model::COLS)
-                    .map(|c| self.lane_len(c))
-                    .sum();
-                match n {
+                match self.shown_count() {
                     _ if self.filter.is_empty() => self.info("filter cleared"),
                     0 => self.warn(format!("filter: {} — no match (esc clears)", self.filter)),
                     n => self.info(format!(

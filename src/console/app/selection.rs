@@ -189,6 +189,11 @@ impl App {
         self.lane_window(col, 0, self.lane_len(col))
     }
 
+    /// How many operations the lanes show (filter applied): one pass.
+    pub fn shown_count(&self) -> usize {
+        (0..COLS).map(|c| self.lane_len(c)).sum()
+    }
+
     /// The number of rows a lane shows (filter applied).
     pub fn lane_len(&self, col: usize) -> usize {
         let lane = &self.vm.lanes[col];

@@ -185,10 +185,7 @@ fn matches(app: &App) -> String {
     if app.filter.is_empty() {
         return String::new();
     }
-    match (0..crate::console::model::COLS)
-        .map(|c| app.lane_len(c))
-        .sum::<usize>()
-    {
+    match app.shown_count() {
         0 => " — no match".into(),
         n => format!(" — {} shown", crate::console::text::group(n)),
     }

@@ -126,14 +126,18 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         ..Geometry::default()
     };
     let rows = lanes.height.saturating_sub(2) as usize;
-    let mut wants: Vec<lane_widths::Want> = (0..COLS)
-        .map(|c| lane_want(app, c, rows, wide, false))
-        .collect();
+    // What the visible rows' names ask, read once: the folding below
+    // changes only the titles' widths.
+    let names: Vec<(u16, u16)> = (0..COLS).map(|c| name_wants(app, c, rows)).collect();
+    let want = |tight| -> Vec<lane_widths::Want> {
+        (0..COLS)
+            .map(|c| lane_want(app, c, rows, wide, tight, names[c]))
+            .collect()
+    };
+    let mut wants = want(false);
     // Short of room for every name: empty lanes fold to their short titles.
     if wants.iter().map(|w| w.full).sum::<u16>() > lanes.width {
-        wants = (0..COLS)
-            .map(|c| lane_want(app, c, rows, wide, true))
-            .collect();
+        wants = want(true);
     }
     let constraints: Vec<Constraint> = lane_widths::widths(lanes.width, &wants)
         .into_iter()
@@ -170,7 +174,27 @@ pub fn layout(area: Rect, app: &App) -> Areas {
 
 /// What lane `col` asks for: its title at least; room for the names
 /// and times of the rows it shows; a share of the rest.
-fn lane_want(app: &App, col: usize, rows: usize, wide: bool, tight: bool) -> lane_widths::Want {
+/// (legible, full) for the rows lane `col` shows: see
+/// [`lane_widths::wants_for_names`].
+fn name_wants(app: &App, col: usize, rows: usize) -> (u16, u16) {
+    let len = app.lane_len(col);
+    if len == 0 || app.zoomed {
+        return (0, 0);
+    }
+    let list = &app.lanes[col];
+    let shown = app.lane_window(col, list.offset().min(len - 1), rows);
+    let labels: Vec<_> = shown.iter().map(|&ix| app.vm.label(ix)).collect();
+    lane_widths::wants_for_names(labels.iter().map(|l| &**l))
+}
+
+fn lane_want(
+    app: &App,
+    col: usize,
+    rows: usize,
+    wide: bool,
+    tight: bool,
+    (legible, full): (u16, u16),
+) -> lane_widths::Want {
     let len = app.lane_len(col);
     let focused = col == app.lane_col;
     let rank = lane_widths::rank(col, focused);
@@ -204,10 +228,6 @@ fn lane_want(app: &App, col: usize, rows: usize, wide: bool, tight: bool) -> lan
             rank,
         };
     }
-    let list = &app.lanes[col];
-    let shown = app.lane_window(col, list.offset().min(len.saturating_sub(1)), rows);
-    let labels: Vec<_> = shown.iter().map(|&ix| app.vm.label(ix)).collect();
-    let (legible, full) = lane_widths::wants_for_names(labels.iter().map(|l| &**l));
     // Wide: the shares; narrow: each lane alike. A lane with more rows
     // than it shows gets twice its share.
     let share = if wide { LANE_SHARES[col] } else { 1 };
