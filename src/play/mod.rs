@@ -219,8 +219,10 @@ impl Play {
     }
 
     fn read(file: &str, bytes: Vec<u8>, dir: &Path, user: &UserFile) -> Result<Play, LoadError> {
-        let text = text_of(file, bytes)?;
-        parse::parse(file, &text, dir, user).map_err(LoadError::Invalid)
+        // Held once: the play keeps this text (`source`), and the parse
+        // reads it in place.
+        let text: Arc<str> = Arc::from(text_of(file, bytes)?);
+        parse::parse_shared(file, &text, dir, user).map_err(LoadError::Invalid)
     }
 
     /// Validates play text; `file` names it in diagnostics. The play's

@@ -137,15 +137,72 @@ pub fn split(source: &str) -> Option<Split> {
     Some(Split { operations })
 }
 
-/// The source with the operations' bytes blanked to spaces: the rest of the
-/// play, at the positions it has in the file.
-pub fn rest(source: &str, split: &Split) -> String {
-    let mut bytes = source.as_bytes().to_vec();
+/// The rest of the play without the operations' bytes (the parts between
+/// them joined), and where each part starts: `(in the joined text, in the
+/// file)`. Parsed, then [`to_file_positions`]: a million operations'
+/// bytes are not copied as spaces to read a few lines of settings.
+pub fn rest_joined(source: &str, split: &Split) -> (String, Vec<(usize, usize)>) {
+    let mut out = String::new();
+    let mut parts = Vec::with_capacity(split.operations.len() + 1);
+    let mut at = 0;
     for r in &split.operations {
-        bytes[r.clone()].fill(b' ');
+        if r.start > at {
+            parts.push((out.len(), at));
+            out.push_str(&source[at..r.start]);
+        }
+        at = r.end;
     }
-    // Whole UTF-8 sequences were replaced by ASCII, the rest is untouched.
-    String::from_utf8(bytes).expect("blanking whole ranges keeps UTF-8")
+    parts.push((out.len(), at));
+    out.push_str(&source[at..]);
+    (out, parts)
+}
+
+/// Moves every position in `v` from the joined text of [`rest_joined`] to
+/// the file's.
+pub fn to_file_positions<'i>(
+    v: Spanned<DeValue<'i>>,
+    parts: &[(usize, usize)],
+) -> Spanned<DeValue<'i>> {
+    let at = |p: usize, end: bool| {
+        // An end is the position after a byte: placed by that byte, so a
+        // part's end stays in its part.
+        let probe = if end && p > 0 { p - 1 } else { p };
+        let i = parts
+            .partition_point(|&(joined, _)| joined <= probe)
+            .saturating_sub(1);
+        parts
+            .get(i)
+            .map_or(p, |&(joined, file)| file + (p - joined))
+    };
+    remap(v, &|r: Range<usize>| {
+        at(r.start, false)..at(r.end, true).max(at(r.start, false))
+    })
+}
+
+fn remap<'i>(
+    v: Spanned<DeValue<'i>>,
+    f: &dyn Fn(Range<usize>) -> Range<usize>,
+) -> Spanned<DeValue<'i>> {
+    let span = f(v.span());
+    let value = match v.into_inner() {
+        DeValue::Array(mut items) => {
+            for item in items.iter_mut() {
+                let old = std::mem::replace(item, Spanned::new(0..0, DeValue::Boolean(false)));
+                *item = remap(old, f);
+            }
+            DeValue::Array(items)
+        }
+        DeValue::Table(t) => {
+            let mut out = DeTable::new();
+            for (k, v) in t {
+                let ks = f(k.span());
+                out.insert(Spanned::new(ks, k.into_inner()), remap(v, f));
+            }
+            DeValue::Table(out)
+        }
+        other => other,
+    };
+    Spanned::new(span, value)
 }
 
 /// The play without its operations (the bytes between them kept), for a
@@ -213,9 +270,29 @@ mod tests {
                 "[[operations]]\nid = \"b\"\n",
             ]
         );
-        let rest = rest(src, &split(src).unwrap());
-        assert_eq!(rest.len(), src.len());
-        assert!(rest.contains("[palette]") && !rest.contains("operations"));
+        let (rest, parts) = rest_joined(src, &split(src).unwrap());
+        assert_eq!(rest, "[play]\nname = \"x\"\n[palette]\nroles = []\n");
+        // Read from the joined text, positions are the file's.
+        let doc = DeTable::parse(&rest).unwrap();
+        let span = doc.span();
+        let doc = to_file_positions(Spanned::new(span, DeValue::Table(doc.into_inner())), &parts);
+        let DeValue::Table(t) = doc.get_ref() else {
+            panic!("a table")
+        };
+        let (key, palette) = t.get_key_value("palette").unwrap();
+        assert_eq!(&src[key.span()], "palette");
+        let DeValue::Table(p) = palette.get_ref() else {
+            panic!("a table")
+        };
+        let (roles, _) = p.get_key_value("roles").unwrap();
+        assert_eq!(&src[roles.span()], "roles");
+        let (name, _) = t["play"]
+            .get_ref()
+            .as_table()
+            .unwrap()
+            .get_key_value("name")
+            .unwrap();
+        assert_eq!(&src[name.span()], "name");
     }
 
     #[test]

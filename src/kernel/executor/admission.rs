@@ -56,7 +56,9 @@ impl Executor {
         self.graph.reserve_nodes(k);
         self.graph.reserve_edges(k);
         self.index.reserve(k);
-        self.names.reserve(k);
+        if let Some(names) = self.names.get_mut() {
+            names.reserve(k);
+        }
         self.adm.ledger.reserve(k);
     }
 
@@ -237,7 +239,9 @@ impl Executor {
         });
         let ix = self.graph.add_node(Node::new(op, self.empty_deps.clone()));
         self.index.insert(op_id, ix);
-        self.names.entry(name.clone()).or_insert(ix);
+        if let Some(names) = self.names.get_mut() {
+            names.entry(name.clone()).or_insert(ix);
+        }
         for (from, edge) in deps {
             self.graph.add_edge(from, ix, edge);
         }

@@ -20,7 +20,7 @@ pub(super) enum End {
 pub struct GraphBuilder {
     /// Operations go straight into the graph (node `i` is the `i`-th
     /// added); edges wait for [`GraphBuilder::build`].
-    pub(super) inner: StableDiGraph<Operation, Edge>,
+    pub(super) inner: StableDiGraph<Arc<Operation>, Edge>,
     pub(super) index: OpIdMap<NodeIndex>,
     pub(super) edges: Vec<(End, End, Edge)>,
     /// Operations (by position) that have at least one outgoing edge.
@@ -71,7 +71,7 @@ impl GraphBuilder {
         if !out {
             self.head_candidates.push(pos);
         }
-        let ix = self.inner.add_node(op);
+        let ix = self.inner.add_node(Arc::new(op));
         debug_assert_eq!(ix.index(), pos);
         id
     }

@@ -358,7 +358,9 @@ impl fmt::Display for CyclePath<'_> {
 /// A validated, acyclic graph ready for the executor.
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
-    pub(crate) inner: StableDiGraph<Operation, Edge>,
+    /// Each operation behind an `Arc`: the run's graph takes it over without
+    /// moving it (a million definitions are not held twice while it does).
+    pub(crate) inner: StableDiGraph<Arc<Operation>, Edge>,
     pub(crate) index: OpIdMap<NodeIndex>,
 }
 
@@ -373,11 +375,11 @@ impl Graph {
 
     /// Operations in insertion order.
     pub fn operations(&self) -> impl Iterator<Item = &Operation> {
-        self.inner.node_indices().map(move |ix| &self.inner[ix])
+        self.inner.node_indices().map(move |ix| &*self.inner[ix])
     }
 
     pub fn get(&self, op_id: OpId) -> Option<&Operation> {
-        self.index.get(&op_id).map(|&ix| &self.inner[ix])
+        self.index.get(&op_id).map(|&ix| &*self.inner[ix])
     }
 
     /// Predecessors of an operation with the condition on each edge.

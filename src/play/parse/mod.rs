@@ -125,7 +125,18 @@ pub(crate) fn parse_with(
     user: &UserFile,
     may_split: bool,
 ) -> Result<Play, Diagnostics> {
-    parse_play(file, source, dir, user, may_split, true)
+    parse_play(file, source, None, dir, user, may_split, true)
+}
+
+/// [`parse`] of text the play keeps as it is (`Play::source` shares it): a
+/// large play's text is then held once, not copied.
+pub fn parse_shared(
+    file: &str,
+    source: &Arc<str>,
+    dir: &std::path::Path,
+    user: &UserFile,
+) -> Result<Play, Diagnostics> {
+    parse_play(file, source, Some(source), dir, user, true, true)
 }
 
 /// A play's sections without its operations (left empty): what a console
@@ -136,12 +147,13 @@ pub fn parse_sections(
     source: &str,
     dir: &std::path::Path,
 ) -> Result<Play, Diagnostics> {
-    parse_play(file, source, dir, &UserFile::default(), true, false)
+    parse_play(file, source, None, dir, &UserFile::default(), true, false)
 }
 
 fn parse_play(
     file: &str,
     source: &str,
+    shared: Option<&Arc<str>>,
     dir: &std::path::Path,
     user: &UserFile,
     may_split: bool,
@@ -156,11 +168,27 @@ fn parse_play(
     // (see `segments`); anything else is parsed whole, as are files with a
     // syntax error, so diagnostics never depend on the split.
     let split = segments::split(source).filter(|s| may_split && !s.operations.is_empty());
-    let rest = split.as_ref().map(|s| segments::rest(source, s));
+    let rest = split.as_ref().map(|s| segments::rest_joined(source, s));
     let whole_errors = || parse_document(source).err().unwrap_or_default();
-    let doc = parse_document(rest.as_deref().unwrap_or(source))
+    let doc = parse_document(rest.as_ref().map_or(source, |(text, _)| text))
         .map_err(|e| if split.is_some() { whole_errors() } else { e })
         .map_err(fail)?;
+    // Positions in the file, where diagnostics point.
+    let doc = match &rest {
+        Some((_, parts)) => {
+            let span = doc.span();
+            let moved = segments::to_file_positions(
+                Spanned::new(span, DeValue::Table(doc.into_inner())),
+                parts,
+            );
+            let span = moved.span();
+            let DeValue::Table(t) = moved.into_inner() else {
+                return Err(fail(whole_errors()));
+            };
+            Spanned::new(span, t)
+        }
+        None => doc,
+    };
     if split.is_some() && doc.get_ref().contains_key("operations") {
         // `operations` written both ways: TOML's own message says how.
         return Err(fail(whole_errors()));
@@ -175,7 +203,7 @@ fn parse_play(
 
     let mut play = Play {
         file: Arc::from(file),
-        source: Arc::from(source),
+        source: shared.cloned().unwrap_or_else(|| Arc::from(source)),
         name: String::new(),
         objective: None,
         max_concurrent: DEFAULT_MAX_CONCURRENT,
@@ -211,26 +239,32 @@ fn parse_play(
     }
     let mut shapes = Vec::new();
     if let Some(split) = split.as_ref().filter(|_| with_ops) {
-        let Some(parts) = read_split(source, &split.operations, &play.agents, &r.broken) else {
+        let n = split.operations.len();
+        let mut op_slots: Vec<Option<OpDef>> = Vec::new();
+        op_slots.resize_with(n, || None);
+        let mut shape_slots: Vec<Option<Shape>> = Vec::new();
+        shape_slots.resize_with(n, || None);
+        let Some(parts) = read_split(
+            source,
+            &split.operations,
+            &play.agents,
+            &r.broken,
+            &mut op_slots,
+            &mut shape_slots,
+        ) else {
             return Err(fail(whole_errors()));
         };
-        // The first part's vectors grow to hold the rest (a large block
-        // grows in place, by remapping), and each later part is freed as
-        // soon as it is moved in: the definitions are never all held twice.
-        let n = split.operations.len();
-        for (i, (part, ops, part_shapes)) in parts.into_iter().enumerate() {
+        for part in parts {
             r.diags.extend(part.diags);
             r.warnings.extend(part.warnings);
             r.broken.op_roles.extend(part.broken.op_roles);
-            if i == 0 {
-                play.operations = ops;
-                shapes = part_shapes;
-                play.operations.reserve_exact(n - play.operations.len());
-                shapes.reserve_exact(n - shapes.len());
-            } else {
-                play.operations.extend(ops);
-                shapes.extend(part_shapes);
-            }
+        }
+        // Collected in place (std reuses a vector's allocation through
+        // filter_map, not through flatten): the slots become the play's.
+        #[allow(clippy::filter_map_identity)]
+        {
+            play.operations = op_slots.into_iter().filter_map(|d| d).collect();
+            shapes = shape_slots.into_iter().filter_map(|s| s).collect();
         }
     } else if with_ops && let Some(v) = root.require(&mut r, "operations", "[[operations]] tables")
     {
@@ -377,18 +411,25 @@ enum ShapePlacement {
     AfterHeads,
 }
 
-/// Operations read from one run of `[[operations]]` tables.
-type SplitPart = (Reader, Vec<OpDef>, Vec<Shape>);
+/// What one reading thread found besides the definitions it wrote in
+/// place.
+type SplitPart = Reader;
 
 /// Reads the operations at `ranges` of `source`, each parsed alone, on as
 /// many threads as there are cores when there are many (they are
 /// independent; what each finds is put back in file order). `None`: a part
 /// has a syntax error or is not one operation, and the file is parsed whole.
+/// Each operation's definition and shape go to its own slot of `ops` and
+/// `shapes` (one per range, in file order): the threads write into the
+/// play's one vector, and no definition is ever copied to gather them (a
+/// million were held 1.5 times over while vectors grew: 200 MB).
 fn read_split(
     source: &str,
     ranges: &[std::ops::Range<usize>],
     agents: &BTreeMap<String, AgentDef>,
     broken: &super::reader::Broken,
+    ops: &mut [Option<OpDef>],
+    shapes: &mut [Option<Shape>],
 ) -> Option<Vec<SplitPart>> {
     const PER_THREAD: usize = 4096;
     let threads = std::thread::available_parallelism()
@@ -396,15 +437,18 @@ fn read_split(
         .min(ranges.len().div_ceil(PER_THREAD))
         .max(1);
     let chunk = ranges.len().div_ceil(threads).max(1);
-    let read = |first: usize, ranges: &[std::ops::Range<usize>]| -> Option<SplitPart> {
+    let read = |first: usize,
+                ranges: &[std::ops::Range<usize>],
+                op_slots: &mut [Option<OpDef>],
+                shape_slots: &mut [Option<Shape>]|
+     -> Option<SplitPart> {
         // The definitions read so far, so each part skips references to
         // broken ones as the whole parse does.
         let mut r = Reader {
             broken: broken.clone(),
             ..Reader::default()
         };
-        let mut ops = Vec::with_capacity(ranges.len());
-        let mut shapes = Vec::with_capacity(ranges.len());
+        let (mut op, mut shape) = (Vec::with_capacity(1), Vec::with_capacity(1));
         for (i, range) in ranges.iter().enumerate() {
             let (part, errors) = DeTable::parse_recoverable(&source[range.clone()]);
             if !errors.is_empty() {
@@ -423,18 +467,22 @@ fn read_split(
             let [item] = &a[..] else {
                 return None;
             };
-            read_operation_item(&mut r, first + i, item, agents, &mut ops, &mut shapes);
+            read_operation_item(&mut r, first + i, item, agents, &mut op, &mut shape);
+            op_slots[i] = op.pop();
+            shape_slots[i] = shape.pop();
         }
-        Some((r, ops, shapes))
+        Some(r)
     };
     if threads == 1 {
-        return read(0, ranges).map(|p| vec![p]);
+        return read(0, ranges, ops, shapes).map(|p| vec![p]);
     }
     std::thread::scope(|scope| {
         let handles: Vec<_> = ranges
             .chunks(chunk)
+            .zip(ops.chunks_mut(chunk))
+            .zip(shapes.chunks_mut(chunk))
             .enumerate()
-            .map(|(k, part)| scope.spawn(move || read(k * chunk, part)))
+            .map(|(k, ((part, o), sh))| scope.spawn(move || read(k * chunk, part, o, sh)))
             .collect();
         handles
             .into_iter()

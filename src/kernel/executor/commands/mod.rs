@@ -106,7 +106,20 @@ impl Executor {
 
     /// An authored id, a `spawn-N` name or an op_id.
     pub(super) fn resolve(&self, name: &str) -> Result<NodeIndex, CommandError> {
-        if let Some(&ix) = self.names.get(name) {
+        let names = self.names.get_or_init(|| {
+            let mut names = rustc_hash::FxHashMap::with_capacity_and_hasher(
+                self.index.len(),
+                Default::default(),
+            );
+            // The first of a name, as when they were added.
+            for ix in self.graph.node_indices() {
+                names
+                    .entry(self.graph[ix].op.reference_id.clone())
+                    .or_insert(ix);
+            }
+            names
+        });
+        if let Some(&ix) = names.get(name) {
             return Ok(ix);
         }
         if let Ok(id) = name.parse()
