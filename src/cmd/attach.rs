@@ -321,9 +321,10 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
         }
         let text = std::fs::File::open(dir.join("events.jsonl"))
             .map_err(|e| CmdError::Input(format!("{}: {e}", dir.join("events.jsonl").display())))?;
+        let mut whole = Whole::new(from);
         for line in std::io::BufRead::lines(std::io::BufReader::new(text)).map_while(Result::ok) {
-            if control::seq_of(line.as_bytes()).is_none_or(|s| s >= from) {
-                sayln!("{line}");
+            if let Some(l) = whole.line(line.as_bytes()) {
+                sayln!("{l}");
             }
         }
         return Ok(0);
@@ -332,12 +333,12 @@ pub fn events(run: &str, follow: bool, from: u64) -> Outcome {
     block_on(false, async move {
         let s = tokio::net::UnixStream::connect(&socket).await?;
         let (r, mut w) = s.into_split();
-        let hello = serde_json::json!({"cmd": "events", "from": from, "follow": follow});
+        // From the first line: a compact line reads with those before it.
+        let hello = serde_json::json!({"cmd": "events", "from": 0, "follow": follow});
         w.write_all(format!("{hello}\n").as_bytes()).await?;
-        // The lines as they come, in the chunks they come in.
         let mut out = tokio::io::stdout();
         let mut seen = EndSeen::default();
-        match copy_watching(r, &mut out, &mut seen).await {
+        match copy_watching(r, &mut out, &mut seen, Whole::new(from)).await {
             Ok(()) => out.flush().await?,
             // A reader that went away (`| head`) ends it quietly.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
@@ -403,20 +404,65 @@ const HEAD: usize = 160;
 const FINISHED: &[u8] = b"\"type\":\"run_finished\"";
 
 /// Copies `r` to `out` chunk by chunk, telling `seen` each chunk.
+/// Copies the stream's lines to `out` as whole lines, from `whole`'s first
+/// wanted one, watching for the run's end.
 async fn copy_watching(
-    mut r: impl tokio::io::AsyncRead + Unpin,
+    r: impl tokio::io::AsyncRead + Unpin,
     out: &mut (impl tokio::io::AsyncWrite + Unpin),
     seen: &mut EndSeen,
+    mut whole: Whole,
 ) -> std::io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = vec![0u8; 64 * 1024];
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut r = tokio::io::BufReader::with_capacity(64 * 1024, r);
+    let mut line = Vec::new();
+    let mut batch = Vec::new();
     loop {
-        let n = r.read(&mut buf).await?;
-        if n == 0 {
+        line.clear();
+        if r.read_until(b'\n', &mut line).await? == 0 {
+            out.write_all(&batch).await?;
             return Ok(());
         }
-        seen.feed(&buf[..n]);
-        out.write_all(&buf[..n]).await?;
+        seen.feed(&line);
+        if let Some(l) = whole.line(line.trim_ascii_end()) {
+            batch.extend_from_slice(l.as_bytes());
+            batch.push(b'\n');
+        }
+        // What has come is written before waiting for more.
+        if r.buffer().is_empty() || batch.len() >= 64 * 1024 {
+            out.write_all(&batch).await?;
+            out.flush().await?;
+            batch.clear();
+        }
+    }
+}
+
+/// The log's lines as a script reads them: whole (v1), each naming its
+/// operation, from a sequence number on.
+struct Whole {
+    from: u64,
+    lines: playdeck::kernel::log_line::LineDecoder,
+}
+
+impl Whole {
+    fn new(from: u64) -> Whole {
+        Whole {
+            from,
+            lines: playdeck::kernel::log_line::LineDecoder::new(),
+        }
+    }
+
+    /// The line to print for `line`, if it is wanted. A line this playdeck
+    /// cannot read goes out as it is.
+    fn line(&mut self, line: &[u8]) -> Option<String> {
+        if line.is_empty() {
+            return None;
+        }
+        match self.lines.decode(line) {
+            Ok(s) if s.seq < self.from => None,
+            Ok(s) => serde_json::to_string(&s).ok(),
+            Err(_) => (control::seq_of(line).is_none_or(|s| s >= self.from))
+                .then(|| String::from_utf8_lossy(line).into_owned()),
+        }
     }
 }
 

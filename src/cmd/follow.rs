@@ -29,11 +29,14 @@ struct Seen {
     /// How it ended: `succeeded`, `failed: …`.
     ended: Option<String>,
     run_over: bool,
+    /// The log's lines are read from its first: compact ones name an
+    /// operation the way a line before introduced it.
+    lines: playdeck::kernel::log_line::LineDecoder,
 }
 
 impl Seen {
     fn see(&mut self, op: &str, line: &str) {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        let Ok(v) = self.lines.whole_value(line.as_bytes()) else {
             return;
         };
         let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or_default();

@@ -470,6 +470,7 @@ mod tests {
             name: Arc::from(format!("op{n}")),
             parent_id: None,
             depends_on: Arc::from(Vec::new()),
+            pos: crate::kernel::log_line::NO_POS,
         }
     }
 

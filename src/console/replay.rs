@@ -368,16 +368,19 @@ pub struct LogTail {
     offset: u64,
     partial: Vec<u8>,
     next_seq: u64,
+    /// Knows what the lines read before introduced.
+    lines: crate::kernel::log_line::LineDecoder,
 }
 
 impl LogTail {
-    /// Follows `path` after its first `offset` bytes, expecting `next_seq`.
-    pub fn new(path: &Path, offset: u64, next_seq: u64) -> LogTail {
+    /// Follows `path` after its first `offset` bytes, which held `before`.
+    pub fn new(path: &Path, offset: u64, before: &[Signal]) -> LogTail {
         LogTail {
             path: path.to_path_buf(),
             offset,
             partial: Vec::new(),
-            next_seq,
+            next_seq: before.last().map_or(0, |s| s.seq) + 1,
+            lines: crate::kernel::log_line::LineDecoder::after(before),
         }
     }
 
@@ -396,7 +399,7 @@ impl LogTail {
         let mut out = Vec::new();
         while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
-            if let Ok(s) = serde_json::from_slice::<Signal>(&line)
+            if let Ok(s) = self.lines.decode(&line)
                 && s.seq == self.next_seq
             {
                 self.next_seq += 1;

@@ -25,8 +25,9 @@ pub async fn run(
     let events_path = run_dir.join("events.jsonl");
     // Where the log stood when it was read: following goes on from there.
     let offset = std::fs::metadata(&events_path).map_or(0, |m| m.len());
+    let live = is_live(run_dir);
+    let tail = live.then(|| LogTail::new(&events_path, offset, &signals));
     let timeline = Timeline::new(signals, facts);
-    let next_seq = timeline.last_seq() + 1;
     let mut app = app_for(
         &timeline,
         config,
@@ -36,9 +37,9 @@ pub async fn run(
         },
     );
     let mut player = Player::new(timeline);
-    let tail = if player.follow == Follow::Snapshot && is_live(run_dir) {
+    let tail = if player.follow == Follow::Snapshot && live {
         player.follow = Follow::Following;
-        Some(LogTail::new(&events_path, offset, next_seq))
+        tail
     } else {
         None
     };

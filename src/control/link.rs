@@ -239,6 +239,9 @@ impl Link {
         };
         let reader = tokio::spawn(async move {
             let mut line = Vec::new();
+            // The stream is the log's lines from its first: compact ones
+            // are read with those before them.
+            let mut lines = crate::kernel::log_line::LineDecoder::new();
             let why = loop {
                 line.clear();
                 match (&mut r)
@@ -269,7 +272,7 @@ impl Link {
                     }
                     continue;
                 }
-                match serde_json::from_slice::<Signal>(&line) {
+                match lines.decode(&line) {
                     Ok(s) => {
                         if ev_tx.send(Arrived::Signal(Box::new(s))).await.is_err() {
                             return;

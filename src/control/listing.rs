@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::kernel::log_line::LineDecoder;
 use crate::kernel::{Signal, SignalKind};
 use crate::printable::fit::fit;
 
@@ -215,11 +216,13 @@ fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         return (None, None);
     }
-    let decode = |l: &[u8]| serde_json::from_slice::<Signal>(l).ok();
     let mut head = vec![0u8; 64 * 1024];
     let n = f.read(&mut head).unwrap_or(0);
     head.truncate(n);
-    let first = head.split(|b| *b == b'\n').next().and_then(decode);
+    let first = head
+        .split(|b| *b == b'\n')
+        .next()
+        .and_then(|l| LineDecoder::new().decode(l).ok());
     // The last line: from the end, far enough back to hold it.
     let len = f.metadata().map_or(0, |m| m.len());
     let mut back = 64 * 1024u64;
@@ -237,8 +240,16 @@ fn ends(path: &Path) -> (Option<Signal>, Option<Signal>) {
         if from > 0 && !lines.is_empty() {
             lines.remove(0);
         }
-        if let Some(last) = lines.iter().rev().find_map(|l| decode(l)) {
-            return (first, Some(last));
+        // Read in order, as compact lines are: the last line that reads,
+        // once a line has said the time.
+        let mut dec = LineDecoder::from_the_middle();
+        let last = lines
+            .iter()
+            .filter_map(|l| dec.decode(l).ok())
+            .last()
+            .filter(|s| !s.elapsed.is_nan());
+        if last.is_some() {
+            return (first, last);
         }
         if from == 0 || back >= TAIL_MAX {
             return (first, None);

@@ -18,6 +18,7 @@ pub mod request;
 pub mod restore;
 pub mod retry;
 pub mod signal;
+pub use signal::log_line;
 pub mod snapshot;
 pub mod spend;
 pub mod transition;

@@ -54,6 +54,7 @@ mod tests {
             name: "n".into(),
             parent_id: None,
             depends_on: Arc::from(Vec::new()),
+            pos: crate::kernel::log_line::NO_POS,
         }
     }
 

@@ -254,12 +254,25 @@ pub struct RunProjection {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub skip_causes: std::collections::BTreeMap<u32, Arc<str>>,
     #[serde(skip)]
-    index: crate::kernel::graph::OpIdMap<u32>,
+    index: LazyIndex,
     /// Operations whose `held` flag is set: few, and counted every frame
     /// (a scan of the queued lane was a 100 000-operation run's largest
     /// cost in an attached console).
     #[serde(skip)]
     held: std::collections::BTreeSet<u32>,
+}
+
+/// Operations by id, made when first asked for: a run's signals name
+/// each operation's position, so a checkpoint writer or a console that is
+/// never asked by id holds no map of a million ids (40 MB). Derived data:
+/// two projections are equal whether or not theirs is made yet.
+#[derive(Debug, Clone, Default)]
+struct LazyIndex(std::sync::OnceLock<crate::kernel::graph::OpIdMap<u32>>);
+
+impl PartialEq for LazyIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl RunProjection {
@@ -303,9 +316,10 @@ impl RunProjection {
         };
         p.nodes.reserve_exact(n);
         p.nodes.extend(operations.map(Node::new));
-        p.index.reserve(index.len());
-        p.index.extend(index);
-        debug_assert_eq!(p.index.len(), p.nodes.len());
+        // Positions are the nodes' own: the index by id is made when a
+        // lookup by id first needs it (signals name their position).
+        debug_assert_eq!(index.len(), p.nodes.len());
+        drop(index);
         // By position: no lookup of a random op id per edge.
         for (from, to, edge) in edges {
             if let Some(n) = p.nodes.get_mut(to) {
@@ -335,12 +349,7 @@ impl RunProjection {
 
     /// Rebuilds the op-id index after deserialising.
     pub fn reindex(&mut self) {
-        self.index = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.op.op_id, i as u32))
-            .collect();
+        self.index = LazyIndex::default();
         self.held = (0..self.nodes.len() as u32)
             .filter(|&i| self.nodes[i as usize].held)
             .collect();
@@ -416,13 +425,26 @@ impl RunProjection {
 
     fn insert(&mut self, n: Node) -> u32 {
         let ix = self.nodes.len() as u32;
-        self.index.insert(n.op.op_id, ix);
+        if let Some(index) = self.index.0.get_mut() {
+            index.insert(n.op.op_id, ix);
+        }
         self.nodes.push(n);
         ix
     }
 
+    /// The index by id, made on first use.
+    fn by_id(&self) -> &crate::kernel::graph::OpIdMap<u32> {
+        self.index.0.get_or_init(|| {
+            self.nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.op.op_id, i as u32))
+                .collect()
+        })
+    }
+
     pub fn ix(&self, id: &OpId) -> Option<u32> {
-        self.index.get(id).copied()
+        self.by_id().get(id).copied()
     }
 
     pub fn node(&self, ix: u32) -> &Node {
@@ -442,13 +464,22 @@ impl RunProjection {
     }
 
     fn node_mut(&mut self, id: &OpId) -> Option<&mut Node> {
-        self.index.get(id).map(|&i| &mut self.nodes[i as usize])
+        let i = self.ix(id)?;
+        Some(&mut self.nodes[i as usize])
     }
 
     /// The node a header names, added from the header when it is new (a
     /// projection read from a log alone learns operations as they come).
     fn ensure(&mut self, h: &NodeHeader) -> u32 {
-        if let Some(&ix) = self.index.get(&h.op_id) {
+        // By the position the signal names, when it is this operation's.
+        if self
+            .nodes
+            .get(h.pos as usize)
+            .is_some_and(|n| n.op.op_id == h.op_id)
+        {
+            return h.pos;
+        }
+        if let Some(ix) = self.ix(&h.op_id) {
             return ix;
         }
         let mut op = Operation::new(h.name.clone(), "");

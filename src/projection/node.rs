@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use thin_vec::ThinVec;
 
 use crate::kernel::request::RequestId;
 use crate::kernel::{
@@ -19,8 +20,9 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<f64>,
     /// `running` (still, or when the process died), `succeeded`,
-    /// `escalated`, `failed` (borrowed: no allocation per attempt).
-    pub outcome: std::borrow::Cow<'static, str>,
+    /// `escalated`, `failed`: a static word (16 bytes, not a string's 24:
+    /// an attempt fits 128 bytes, a million of them 32 MB less).
+    pub outcome: Word,
     /// An earlier attempt's result; the last attempt's is the node's own
     /// `result` (held once).
     #[serde(
@@ -39,9 +41,10 @@ pub struct Attempt {
     /// attempts have none, and a run holds one record per attempt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
-    /// Its agent's process group, when it ran one.
+    /// Its agent's process group, when it ran one (never 0: four bytes,
+    /// beside `attempt`, which keep an attempt at 128).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pgid: Option<i32>,
+    pub pgid: Option<std::num::NonZeroI32>,
     /// The agent CLI's own id of the conversation it was in, when its
     /// stream named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,8 +67,8 @@ pub struct Node {
     pub op: Arc<Operation>,
     /// Incoming edges with their conditions (from the initial graph or the
     /// spawn record); empty when only the log was read.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deps: Vec<DepRecord>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty", with = "thin")]
+    pub deps: ThinVec<DepRecord>,
     /// What it depends on, as its signals tell.
     #[serde(default, skip_serializing_if = "none_before")]
     pub depends_on: Arc<[OpId]>,
@@ -79,8 +82,8 @@ pub struct Node {
     pub held: bool,
     #[serde(default)]
     pub attempt: u32,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<Attempt>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty", with = "thin")]
+    pub attempts: ThinVec<Attempt>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -96,13 +99,13 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_reason: Option<SkipReason>,
     /// Every decision on its gate, in order (a retry asks again).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub decisions: Vec<Decision>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty", with = "thin")]
+    pub decisions: ThinVec<Decision>,
     /// Every sighting of a spawn request it emitted that reached the
     /// ledger: (seq, identity, whether it was dropped as a duplicate).
     /// Resume passes over these when they come again.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sightings: Vec<(u64, RequestId, bool)>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty", with = "thin")]
+    pub sightings: ThinVec<(u64, RequestId, bool)>,
     /// The seq of the signal that settled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_seq: Option<u64>,
@@ -169,21 +172,21 @@ impl Node {
         let op = op.into();
         Node {
             op,
-            deps: Vec::new(),
+            deps: ThinVec::new(),
             depends_on: Arc::from(Vec::new()),
             status: NodeStatus::Pending,
             lane: Lane::Queued,
             placed: false,
             held: false,
             attempt: 0,
-            attempts: Vec::new(),
+            attempts: ThinVec::new(),
             result: None,
             error: None,
             category: None,
             escalation: None,
             skip_reason: None,
-            decisions: Vec::new(),
-            sightings: Vec::new(),
+            decisions: ThinVec::new(),
+            sightings: ThinVec::new(),
             settled_seq: None,
             queued_at: 0.0,
             started_at: None,
@@ -257,5 +260,70 @@ impl Node {
     /// it.
     pub fn predecessors(&self) -> impl Iterator<Item = OpId> + '_ {
         self.depends_on.iter().copied().chain(self.parent())
+    }
+}
+
+/// Serde for a [`ThinVec`]: the same JSON array a `Vec` is.
+mod thin {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use thin_vec::ThinVec;
+
+    pub fn serialize<T: Serialize, S: Serializer>(v: &ThinVec<T>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter())
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<ThinVec<T>, D::Error> {
+        Vec::<T>::deserialize(d).map(ThinVec::from)
+    }
+}
+
+/// The words an attempt's outcome is written with.
+const OUTCOME_WORDS: [&str; 4] = ["running", "succeeded", "escalated", "failed"];
+
+/// One of [`OUTCOME_WORDS`], read and written as the word itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Word(pub &'static str);
+
+impl std::ops::Deref for Word {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl From<&'static str> for Word {
+    fn from(w: &'static str) -> Word {
+        Word(w)
+    }
+}
+
+impl PartialEq<&str> for Word {
+    fn eq(&self, o: &&str) -> bool {
+        self.0 == *o
+    }
+}
+
+impl std::fmt::Display for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Word {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Word, D::Error> {
+        let w = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        OUTCOME_WORDS
+            .iter()
+            .find(|k| **k == w)
+            .map(|k| Word(k))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "attempt outcome {w:?} is not one of {}",
+                    OUTCOME_WORDS.join(", ")
+                ))
+            })
     }
 }

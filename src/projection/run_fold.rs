@@ -135,7 +135,7 @@ impl RunProjection {
                 if let Some(n) = self.node_mut(op_id)
                     && let Some(a) = n.attempts.iter_mut().rev().find(|a| a.attempt == *attempt)
                 {
-                    a.pgid = Some(*pgid);
+                    a.pgid = std::num::NonZeroI32::new(*pgid);
                 }
             }
             SignalKind::AgentSession {
@@ -298,11 +298,11 @@ impl RunProjection {
                         profile: record.profile.clone(),
                     },
                 };
-                if self.index.contains_key(op_id) {
+                if self.ix(op_id).is_some() {
                     // Already known (a replayed overlap): keep what is there.
                 } else {
                     let mut n = Node::new(op);
-                    n.deps = record.edges.clone();
+                    n.deps = thin_vec::ThinVec::from(record.edges.as_slice());
                     n.queued_at = at;
                     self.insert(n);
                 }

@@ -9,6 +9,7 @@ fn header(n: u128, deps: &[u128]) -> NodeHeader {
         name: Arc::from(format!("op{n}")),
         parent_id: None,
         depends_on: deps.iter().map(|d| uuid::Uuid::from_u128(*d)).collect(),
+        pos: crate::kernel::log_line::NO_POS,
     }
 }
 
@@ -207,4 +208,13 @@ fn a_held_caps_words_follow_the_spend() {
         ]
     );
     assert_eq!(p.spend.caps[1].by.as_deref(), Some("ctl (ana, pid 7)"));
+}
+
+/// Issue 45: a projection holds one attempt record per operation; kept
+/// within a 128-byte allocation (and a node within its size), a million
+/// operations cost 64 MB less.
+#[test]
+fn an_attempt_and_a_node_stay_small() {
+    assert!(std::mem::size_of::<crate::projection::Attempt>() <= 128);
+    assert!(std::mem::size_of::<crate::projection::Node>() <= 264);
 }

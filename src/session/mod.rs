@@ -532,13 +532,19 @@ fn run_config(play: &Play, run_dir: &RunDir, opts: &SessionOptions) -> crate::ke
 fn add_sinks(
     run: &mut Run,
     run_dir: &RunDir,
-    seed: Checkpoint,
+    mut seed: Checkpoint,
     sinks: Vec<Box<dyn SignalSink>>,
 ) -> std::io::Result<Arc<crate::store::checkpoint::WriterStats>> {
     let log = run_dir.event_log()?;
     let written = log.written();
-    // A resumed run's log already holds what the checkpoint was folded to.
-    written.store(seed.state.seq, std::sync::atomic::Ordering::Release);
+    // A resumed run's log already holds what the checkpoint was folded to
+    // (its cut last line repaired): the seed, written at once, covers
+    // exactly that much of it.
+    {
+        let mut mark = written.lock().unwrap_or_else(|e| e.into_inner());
+        mark.seq = seed.state.seq;
+        seed.log = Some(*mark);
+    }
     let sync = std::fs::File::open(run_dir.events_path())?;
     run.add_sink(Box::new(log));
     let checkpoint = CheckpointSink::new(&run_dir.path, seed, Some(sync), Some(written))?;

@@ -44,8 +44,30 @@ pub struct Checkpoint {
     /// `[palette]` as the play declared it (resume refuses a changed one).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub declared_palette: Value,
+    /// The event log's part it covers, as a length and a running CRC-32:
+    /// resume checks those bytes by their hash, without decoding them
+    /// (absent in checkpoints written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogMark>,
     pub state: RunProjection,
 }
+
+/// How far the event log is written, and the CRC-32 of its bytes so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogMark {
+    /// The seq of the last line in those bytes.
+    #[serde(skip)]
+    pub seq: u64,
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
+/// Checkpoints of runs with more operations than this are written through
+/// LZ4 (the same JSON, framed and compressed); smaller ones stay plain
+/// text a person can read. [`Checkpoint::load`] reads either.
+pub const COMPRESS_OVER: usize = 10_000;
+/// The first bytes of an LZ4 frame.
+const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -76,6 +98,7 @@ impl Checkpoint {
             format: CHECKPOINT_FORMAT,
             play_path: None,
             declared_palette: Value::Null,
+            log: None,
             state: RunProjection::seed(graph, cfg),
         }
     }
@@ -87,6 +110,7 @@ impl Checkpoint {
             format: CHECKPOINT_FORMAT,
             play_path: None,
             declared_palette: Value::Null,
+            log: None,
             state: RunProjection::seed_from(cfg, g.len(), g.operations(), g.edges(), g.positions()),
         }
     }
@@ -97,22 +121,31 @@ impl Checkpoint {
 
     /// Writes it atomically (temporary file, fsync, rename, fsync of the
     /// directory), serialised straight into the file.
+    /// Returns the JSON's length (before any compression: the writing's
+    /// cost, which the snapshot schedule weighs).
     pub fn write(&self, path: &Path) -> std::io::Result<u64> {
+        let compress = self.state.nodes.len() > COMPRESS_OVER;
         crate::files::write_atomic_with(path, |w| {
-            let mut counted = crate::files::Counted { inner: w, n: 0 };
-            serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
-            counted.write_all(b"\n")?;
-            Ok(counted.n)
+            if compress {
+                let z = lz4_flex::frame::FrameEncoder::new(w);
+                let mut counted = crate::files::Counted { inner: z, n: 0 };
+                serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
+                counted.write_all(b"\n")?;
+                counted.inner.finish().map_err(std::io::Error::other)?;
+                Ok(counted.n)
+            } else {
+                let mut counted = crate::files::Counted { inner: w, n: 0 };
+                serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
+                counted.write_all(b"\n")?;
+                Ok(counted.n)
+            }
         })
     }
 
     /// Reads `checkpoint.json`; a cut or corrupt file is an error naming it.
     pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        let bytes = plain_bytes(path)?;
         // The format first, so an older file is named as such rather than
         // as damaged.
         #[derive(Deserialize)]
@@ -137,6 +170,30 @@ impl Checkpoint {
         c.state.reindex();
         Ok(c)
     }
+}
+
+/// A checkpoint file's JSON: as it is, or out of its LZ4 frame.
+pub fn plain_bytes(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| CheckpointError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    if !bytes.starts_with(&LZ4_MAGIC) {
+        return Ok(bytes);
+    }
+    let mut plain = Vec::with_capacity(bytes.len() * 8);
+    std::io::Read::read_to_end(
+        &mut lz4_flex::frame::FrameDecoder::new(&bytes[..]),
+        &mut plain,
+    )
+    .map_err(|e| CheckpointError::Damaged {
+        path: shown,
+        line: 1,
+        column: 1,
+        message: format!("its LZ4 frame does not decompress: {e}"),
+    })?;
+    Ok(plain)
 }
 
 /// Whether a signal settles an operation (a point worth an fsync).
@@ -177,16 +234,16 @@ impl WriterStats {
 }
 
 enum Msg {
-    /// Signals, and the seq the event log holds up to now: the checkpoint
-    /// folds no further than that.
-    Batch(Vec<Arc<Signal>>, u64),
+    /// Signals, and how far the event log is written now (`None`: there is
+    /// no log): the checkpoint folds no further than that.
+    Batch(Vec<Arc<Signal>>, Option<LogMark>),
 }
 
 /// Hands each committed batch of signals to the checkpoint writer thread.
 pub struct CheckpointSink {
     pending: Vec<Arc<Signal>>,
     /// How far the event log is written.
-    log_seq: Option<Arc<AtomicU64>>,
+    log_seq: Option<crate::store::SharedMark>,
     tx: Option<mpsc::Sender<Msg>>,
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<WriterStats>,
@@ -202,7 +259,7 @@ impl CheckpointSink {
         dir: &Path,
         seed: Checkpoint,
         log: Option<File>,
-        log_seq: Option<Arc<AtomicU64>>,
+        log_seq: Option<crate::store::SharedMark>,
     ) -> std::io::Result<CheckpointSink> {
         let path = dir.join(CHECKPOINT_FILE);
         let stats = Arc::new(WriterStats::default());
@@ -211,9 +268,12 @@ impl CheckpointSink {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         let shared = stats.clone();
+        let log_at_start = log_seq
+            .as_ref()
+            .map_or(0, |m| m.lock().unwrap_or_else(|e| e.into_inner()).bytes);
         let writer = std::thread::Builder::new()
             .name("playdeck-checkpoint".into())
-            .spawn(move || writer(seed, path, log, rx, shared, size))?;
+            .spawn(move || writer(seed, path, log, rx, shared, size, log_at_start))?;
         Ok(CheckpointSink {
             pending: Vec::new(),
             log_seq,
@@ -235,9 +295,12 @@ fn writer(
     rx: mpsc::Receiver<Msg>,
     stats: Arc<WriterStats>,
     mut last_size: u64,
+    mut log_at_snapshot: u64,
 ) {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut since = 0u64;
+    // The log's length when the last snapshot was taken (the seed covers
+    // what it held when the run began or was resumed).
     let mut last_sync = Instant::now();
     let mut unsynced_settle = false;
     // Signals the log has not written yet: folded once it has.
@@ -272,13 +335,15 @@ fn writer(
             }
         }
     };
-    while let Ok(Msg::Batch(batch, mut log_seq)) = rx.recv() {
+    while let Ok(Msg::Batch(batch, mut mark)) = rx.recv() {
         held.extend(batch);
         // Everything sent meanwhile, at once.
-        while let Ok(Msg::Batch(batch, seq)) = rx.try_recv() {
+        while let Ok(Msg::Batch(batch, m)) = rx.try_recv() {
             held.extend(batch);
-            log_seq = seq;
+            mark = m;
         }
+        let log_seq = mark.map_or(u64::MAX, |m| m.seq);
+        let folded = !held.is_empty();
         while held.front().is_some_and(|s| s.seq <= log_seq) {
             let s = held.pop_front().expect("a front");
             unsynced_settle |= settles(&s.kind);
@@ -286,10 +351,19 @@ fn writer(
             crate::store::results::keep_reference(&mut cp.state, &dir, &s);
             since += 1;
         }
-        // Average line ~200 bytes: the log since the snapshot is about as
-        // large as the snapshot. Snapshots then cost about as much as the
-        // log, and resume folds at most a snapshot's worth of lines.
-        let due = since >= MIN_EVENTS.max(last_size / 200);
+        // What the checkpoint covers of the log, when it is exactly that.
+        if folded {
+            cp.log = mark.filter(|m| m.seq == cp.state.seq);
+        }
+        // Due once the log since the last snapshot is as large as it (its
+        // JSON): snapshots then cost about as much as the log, and resume
+        // reads at most a snapshot's worth of lines. Without a log to
+        // measure, lines are taken as ~200 bytes.
+        let log_since = match mark {
+            Some(m) => m.bytes.saturating_sub(log_at_snapshot),
+            None => since.saturating_mul(200),
+        };
+        let due = since >= MIN_EVENTS && log_since >= last_size;
         if due {
             sync_log(&stats);
             last_sync = Instant::now();
@@ -298,6 +372,7 @@ fn writer(
             if n > 0 {
                 last_size = n;
                 since = 0;
+                log_at_snapshot = mark.map_or(0, |m| m.bytes);
             }
         } else if unsynced_settle && last_sync.elapsed() >= SYNC_INTERVAL {
             sync_log(&stats);
@@ -330,12 +405,12 @@ impl SignalSink for CheckpointSink {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.pending);
-        let log_seq = match &self.log_seq {
-            Some(w) => w.load(Ordering::Acquire),
-            None => u64::MAX,
-        };
+        let mark = self
+            .log_seq
+            .as_ref()
+            .map(|m| *m.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Msg::Batch(batch, log_seq));
+            let _ = tx.send(Msg::Batch(batch, mark));
         }
         Ok(())
     }
@@ -468,9 +543,18 @@ mod tests {
             }
         }
         drop(sink);
-        let last = std::fs::metadata(dir.path().join(CHECKPOINT_FILE))
-            .unwrap()
-            .len();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        let on_disk = std::fs::read(&path).unwrap();
+        // Over COMPRESS_OVER operations: an LZ4 frame, a fraction of its
+        // JSON, read back whole.
+        assert!(on_disk.starts_with(&LZ4_MAGIC));
+        let cp = Checkpoint::load(&path).unwrap();
+        let last = serde_json::to_vec(&cp).unwrap().len() as u64 + 1;
+        assert!(
+            on_disk.len() as u64 * 4 < last,
+            "{} of {last}",
+            on_disk.len()
+        );
         let total = stats.bytes.load(Ordering::Relaxed);
         let snapshots = stats.snapshots.load(Ordering::Relaxed);
         // Geometric: the sum of all snapshots is a few times the last one,
@@ -480,7 +564,6 @@ mod tests {
             "{total} bytes in {snapshots} snapshots, last {last}"
         );
         assert!(snapshots < 20, "{snapshots} snapshots");
-        let cp = Checkpoint::load(&dir.path().join(CHECKPOINT_FILE)).unwrap();
         assert_eq!((cp.state.seq, cp.state.nodes.len()), (20_000, 20_000));
     }
 
@@ -495,6 +578,7 @@ mod tests {
             name: Arc::from("flaky"),
             parent_id: None,
             depends_on: Arc::from(Vec::new()),
+            pos: 0,
         };
         let sig = |seq, kind| Signal {
             v: 1,

@@ -6,11 +6,11 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
 pub mod checkpoint;
+pub use checkpoint::LogMark;
 pub mod index;
 pub mod lock;
 
@@ -23,6 +23,7 @@ use crate::files::{
     append_private, commit_temp, not_yours, private_dir, write_atomic, write_atomic_with,
     write_temp, writeback,
 };
+use crate::kernel::log_line::{LineDecoder, LineEncoder};
 use crate::kernel::{Envelope, Signal, SignalSink, SinkError};
 
 pub const RUNS_DIR: &str = ".playdeck/runs";
@@ -234,14 +235,31 @@ impl RunDir {
 
     pub fn event_log(&self) -> io::Result<EventLog> {
         let file = append_private(&self.events_path())?;
-        let behind = writeback::Behind::at(file.metadata()?.len());
+        let len = file.metadata()?.len();
+        let behind = writeback::Behind::at(len);
+        // A log is written in one version: one whole-line log (written
+        // before the compact form) goes on whole when it is resumed.
+        let whole = len > 0 && first_line_is_whole(&self.events_path());
+        // The running CRC-32 goes on from the bytes already there.
+        let mut crc = crc32fast::Hasher::new();
+        if len > 0 {
+            hash_into(&mut crc, &self.events_path(), len)?;
+        }
+        let mark = LogMark {
+            seq: 0,
+            bytes: len,
+            crc32: crc.clone().finalize(),
+        };
         Ok(EventLog {
+            crc,
+            bytes: len,
+            encoder: (!whole).then(LineEncoder::new),
             dir: self.path.clone(),
             file,
             behind,
             buf: Vec::with_capacity(64 * 1024),
             buf_seq: 0,
-            written: Arc::new(AtomicU64::new(0)),
+            mark: Arc::new(std::sync::Mutex::new(mark)),
             failing: false,
             kill_after: fault::kill_after(),
             lines: 0,
@@ -255,12 +273,23 @@ impl RunDir {
         // Large results are named by reference (see `results`), as in the log.
         let referenced = results::with_references(&self.path, env);
         let env = referenced.as_ref().unwrap_or(env);
+        // Indented for a person to read; a large run's on one line, where
+        // the indentation was a tenth of the file.
+        let pretty = env.operation_names.len() <= PRETTY_RESULT_MAX;
         write_atomic_with(&self.path.join("result.json"), |w| {
-            serde_json::to_writer_pretty(&mut *w, env).map_err(io::Error::other)?;
+            if pretty {
+                serde_json::to_writer_pretty(&mut *w, env)
+            } else {
+                serde_json::to_writer(&mut *w, env)
+            }
+            .map_err(io::Error::other)?;
             w.write_all(b"\n")
         })
     }
 }
+
+/// Runs of up to this many operations get an indented `result.json`.
+pub const PRETTY_RESULT_MAX: usize = 10_000;
 
 /// `events.jsonl`: one signal per line, appended in order. Lines gather in
 /// memory and go to the file in one `write` per commit point (the kernel
@@ -278,20 +307,60 @@ pub struct EventLog {
     buf: Vec<u8>,
     /// The seq of the last line in `buf`.
     buf_seq: u64,
-    /// The seq of the last line in the file (the checkpoint never covers
-    /// more than this).
-    written: Arc<AtomicU64>,
+    /// The last line in the file, with the file's length and CRC-32 there
+    /// (the checkpoint never covers more than this).
+    mark: SharedMark,
+    /// The CRC-32 of every byte written so far, and how many.
+    crc: crc32fast::Hasher,
+    bytes: u64,
     failing: bool,
     /// Fault injection for the crash tests (see [`fault`]).
     kill_after: Option<u64>,
     lines: u64,
+    /// Compact lines (v2); `None` for a log begun in whole lines (v1).
+    encoder: Option<LineEncoder>,
 }
 
+/// Whether the log at `path` begins with a whole (v1) line.
+fn first_line_is_whole(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 8];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head.starts_with(br#"{"v":1,"#))
+}
+
+/// How far the event log is written, shared with the checkpoint writer.
+pub type SharedMark = Arc<std::sync::Mutex<LogMark>>;
+
 impl EventLog {
-    /// The seq of the last line written to the file, kept current.
-    pub fn written(&self) -> Arc<AtomicU64> {
-        self.written.clone()
+    /// How far the file is written, kept current.
+    pub fn written(&self) -> SharedMark {
+        self.mark.clone()
     }
+}
+
+/// Feeds the first `len` bytes of the file at `path` to `crc`.
+pub fn hash_into(crc: &mut crc32fast::Hasher, path: &Path, len: u64) -> io::Result<()> {
+    use std::io::Read as _;
+    let mut f = fs::File::open(path)?.take(len);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut seen = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        crc.update(&buf[..n]);
+        seen += n as u64;
+    }
+    if seen < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{} is shorter than {len} bytes", path.display()),
+        ));
+    }
+    Ok(())
 }
 
 impl SignalSink for EventLog {
@@ -303,8 +372,13 @@ impl SignalSink for EventLog {
             None
         });
         let line: &Signal = small.as_ref().unwrap_or(signal);
-        serde_json::to_writer(&mut self.buf, line).expect("a signal serialises");
-        self.buf.push(b'\n');
+        match &mut self.encoder {
+            Some(enc) => enc.write(line, &mut self.buf).expect("a signal serialises"),
+            None => {
+                serde_json::to_writer(&mut self.buf, line).expect("a signal serialises");
+                self.buf.push(b'\n');
+            }
+        }
         self.buf_seq = signal.seq;
         self.lines += 1;
         if self.kill_after == Some(self.lines) {
@@ -337,6 +411,8 @@ impl EventLog {
                     return self.failed(io::Error::from(io::ErrorKind::WriteZero));
                 }
                 Ok(n) => {
+                    self.crc.update(&self.buf[done..done + n]);
+                    self.bytes += n as u64;
                     done += n;
                     self.behind.wrote(&self.file, n);
                 }
@@ -349,7 +425,11 @@ impl EventLog {
             }
         }
         self.buf.clear();
-        self.written.store(self.buf_seq, Ordering::Release);
+        *self.mark.lock().unwrap_or_else(|e| e.into_inner()) = LogMark {
+            seq: self.buf_seq,
+            bytes: self.bytes,
+            crc32: self.crc.clone().finalize(),
+        };
         if std::mem::take(&mut self.failing) {
             tracing::info!("events.jsonl is written again");
         }
@@ -438,14 +518,32 @@ impl Drop for ChannelSink {
     }
 }
 
+/// A run's `events.jsonl` as whole (v1) lines, each naming its operation:
+/// what `playdeck ctl RUN events` prints. A line that does not read is
+/// kept as it is.
+pub fn whole_text(path: &Path) -> io::Result<String> {
+    let text = fs::read_to_string(path)?;
+    let mut dec = LineDecoder::new();
+    let mut out = String::with_capacity(text.len() * 2);
+    for l in text.lines() {
+        match dec.decode_str(l) {
+            Ok(s) => out.push_str(&serde_json::to_string(&s).map_err(io::Error::other)?),
+            Err(_) => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 /// Reads a run's `events.jsonl`.
 pub fn read_events(path: &Path) -> io::Result<Vec<Signal>> {
     let text = fs::read_to_string(path)?;
+    let mut dec = LineDecoder::new();
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
+            dec.decode_str(l).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("{}:{}: {e}", path.display(), i + 1),

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::checkpoint::{CHECKPOINT_FILE, Checkpoint, CheckpointError};
+use crate::kernel::log_line::LineDecoder;
 use crate::kernel::{
     Graph, GraphBuilder, GraphError, NodeStatus, Outcome, Restore, RestoredNode, Signal, SkipReason,
 };
@@ -147,13 +148,22 @@ pub fn read_stopped(dir: &Path, retrying: bool) -> Result<Checkpoint, ResumeErro
     }
     let mut cp = Checkpoint::load(&cp_path)?;
     // What the checkpoint covers is only checked, not decoded: resume
-    // costs the snapshot and the log's tail, not the whole log.
+    // costs the snapshot and the log's tail, not the whole log. Its bytes
+    // are checked by their CRC-32 when the checkpoint kept one; a log that
+    // differs is read line by line, to say where.
+    let by_hash = match cp.log {
+        Some(mark) => read_log_by_mark(&events, &cp, mark, &cp_path)?,
+        None => None,
+    };
     let LogRead {
         tail,
         last,
         count: lines,
         first,
-    } = read_log_after(&events, cp.state.seq)?;
+    } = match by_hash {
+        Some(read) => read,
+        None => read_log_after(&events, cp.state.seq, decoder_after(&cp))?,
+    };
     if last < cp.state.seq {
         return Err(ResumeError::LogBehind {
             line: lines + 1,
@@ -261,13 +271,123 @@ fn check_against_log(
 /// Every signal of a log, checked: events are numbered from 1 without a
 /// gap, a repeat or a step back. Only a cut last line is tolerated.
 pub fn read_log(path: &Path) -> Result<Vec<Signal>, ResumeError> {
-    read_log_after(path, 0).map(|r| r.tail)
+    read_log_after(path, 0, LineDecoder::new()).map(|r| r.tail)
+}
+
+/// The log read past the part `mark` covers, once those bytes are found to
+/// be the ones the checkpoint was folded from (same length, same CRC-32,
+/// ending a line). `None`: they are not (the caller reads the log line by
+/// line to say where), or the log is shorter.
+fn read_log_by_mark(
+    path: &Path,
+    cp: &Checkpoint,
+    mark: super::LogMark,
+    cp_path: &Path,
+) -> Result<Option<LogRead>, ResumeError> {
+    let text = std::fs::read(path).map_err(|source| ResumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let covered = usize::try_from(mark.bytes).unwrap_or(usize::MAX);
+    if covered == 0 || text.len() < covered || text[covered - 1] != b'\n' {
+        return Ok(None);
+    }
+    if crc32fast::hash(&text[..covered]) != mark.crc32 {
+        // Where it differs, line by line; a log whose lines all read and
+        // number right is still not the one the checkpoint covers.
+        read_log_after(path, cp.state.seq, decoder_after(cp))?;
+        return Err(ResumeError::Disagree {
+            checkpoint: cp_path.to_path_buf(),
+            events: path.to_path_buf(),
+            why: format!(
+                "its first {} bytes are not those the checkpoint was written from (their CRC-32 differs): the log was changed",
+                mark.bytes
+            ),
+        });
+    }
+    let first_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+    let first = LineDecoder::new().decode(&text[..first_end]).ok();
+    let rest = &text[covered..];
+    let complete = rest.is_empty() || rest.last() == Some(&b'\n');
+    let mut dec = decoder_after(cp);
+    let mut tail = Vec::new();
+    let mut seen = cp.state.seq;
+    // Line numbers go on from the covered lines (one a seq).
+    let mut n = usize::try_from(cp.state.seq).unwrap_or(usize::MAX);
+    let mut lines = rest.split(|&b| b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        n += 1;
+        let last = lines.peek().is_none_or(|l| l.is_empty() && complete);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let s = match dec.decode(line) {
+            Ok(s) => s,
+            Err(_) if last && !complete => break,
+            Err(source) => {
+                return Err(ResumeError::Damaged {
+                    path: path.to_path_buf(),
+                    line: n,
+                    source,
+                });
+            }
+        };
+        in_step(path, n, seen, s.seq)?;
+        seen = s.seq;
+        tail.push(s);
+    }
+    Ok(Some(LogRead {
+        count: usize::try_from(seen).unwrap_or(usize::MAX),
+        tail,
+        last: seen,
+        first,
+    }))
+}
+
+/// Event `seq` on line `n` follows event `seen`, or why not.
+fn in_step(path: &Path, n: usize, seen: u64, seq: u64) -> Result<(), ResumeError> {
+    let expected = seen + 1;
+    if seq == expected {
+        return Ok(());
+    }
+    let step = match seen {
+        p if p > 0 && seq == p => MisStep::Repeat,
+        p if seq < p => MisStep::Before(p),
+        _ => MisStep::Missing { expected },
+    };
+    Err(ResumeError::OutOfStep {
+        path: path.to_path_buf(),
+        line: n,
+        seq,
+        step,
+    })
+}
+
+/// A decoder for the log after what `cp` covers: it knows every operation
+/// the checkpoint holds by its position, and the time of its last event.
+fn decoder_after(cp: &Checkpoint) -> LineDecoder {
+    let st = &cp.state;
+    let known = st.nodes.iter().enumerate().map(|(i, n)| {
+        (
+            i as u32,
+            crate::kernel::NodeHeader {
+                op_id: n.op.op_id,
+                name: n.op.reference_id.clone(),
+                parent_id: n.op.metadata.spawned_from,
+                depends_on: n.depends_on.clone(),
+                pos: i as u32,
+            },
+        )
+    });
+    LineDecoder::knowing(known, st.run.elapsed)
 }
 
 /// The number a line written by playdeck starts with (`{"v":1,"seq":N,`),
 /// read without decoding the line; `None` for any other line.
 fn leading_seq(line: &[u8]) -> Option<u64> {
-    let rest = line.strip_prefix(br#"{"v":1,"seq":"#)?;
+    let rest = line
+        .strip_prefix(br#"{"v":1,"seq":"#)
+        .or_else(|| line.strip_prefix(br#"{"v":2,"seq":"#))?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || rest.get(digits) != Some(&b',') {
         return None;
@@ -279,7 +399,11 @@ fn leading_seq(line: &[u8]) -> Option<u64> {
 /// for their numbering (a line in playdeck's own shape by the number it
 /// starts with, any other line decoded), not decoded. Also the last event
 /// number seen and how many events the log holds.
-pub fn read_log_after(path: &Path, after: u64) -> Result<LogRead, ResumeError> {
+pub fn read_log_after(
+    path: &Path,
+    after: u64,
+    mut lines_before: LineDecoder,
+) -> Result<LogRead, ResumeError> {
     let text = std::fs::read(path).map_err(|source| ResumeError::Read {
         path: path.to_path_buf(),
         source,
@@ -317,7 +441,14 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<LogRead, ResumeError> {
             seen = seq;
             continue;
         }
-        let s = match serde_json::from_slice::<Signal>(line) {
+        // The first line, which the checkpoint covers, is read apart: the
+        // decoder goes on from the checkpoint's time, not from line 1's.
+        let decoded = if after >= 1 && seen == 0 {
+            LineDecoder::new().decode(line)
+        } else {
+            lines_before.decode(line)
+        };
+        let s = match decoded {
             Ok(s) => s,
             Err(_) if last && !complete => break,
             Err(source) => {
@@ -328,20 +459,7 @@ pub fn read_log_after(path: &Path, after: u64) -> Result<LogRead, ResumeError> {
                 });
             }
         };
-        let expected = seen + 1;
-        if s.seq != expected {
-            let step = match seen {
-                p if p > 0 && s.seq == p => MisStep::Repeat,
-                p if s.seq < p => MisStep::Before(p),
-                _ => MisStep::Missing { expected },
-            };
-            return Err(ResumeError::OutOfStep {
-                path: path.to_path_buf(),
-                line: n,
-                seq: s.seq,
-                step,
-            });
-        }
+        in_step(path, n, seen, s.seq)?;
         seen = s.seq;
         if s.seq == 1 && first.is_none() {
             first = Some(s.clone());
@@ -613,10 +731,15 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
 /// play was when it started, if it is still there, else the copy in the
 /// run directory.
 pub fn play_path(dir: &Path) -> std::path::PathBuf {
-    std::fs::read(dir.join(super::checkpoint::CHECKPOINT_FILE))
+    // Only the path is kept: the rest of a large checkpoint is read past.
+    #[derive(serde::Deserialize)]
+    struct PlayPath {
+        play_path: Option<std::path::PathBuf>,
+    }
+    super::checkpoint::plain_bytes(&dir.join(super::checkpoint::CHECKPOINT_FILE))
         .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["play_path"].as_str().map(std::path::PathBuf::from))
+        .and_then(|b| serde_json::from_slice::<PlayPath>(&b).ok())
+        .and_then(|p| p.play_path)
         .filter(|p| p.is_file())
         .unwrap_or_else(|| dir.join("play.toml"))
 }
@@ -629,6 +752,83 @@ mod tests {
         format!(
             r#"{{"v":1,"seq":{seq},"elapsed":0.0,"type":"warning","message":"x","op_id":null}}"#
         )
+    }
+
+    /// A compact line after the checkpoint that leaves `elapsed` out has
+    /// the checkpoint's time, not that of the log's first line (read to
+    /// name the run).
+    #[test]
+    fn the_tail_goes_on_from_the_checkpoints_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let lines = [
+            r#"{"v":2,"seq":1,"elapsed":0.0,"type":"warning","message":"x","op_id":null}"#,
+            r#"{"v":2,"seq":2,"elapsed":5.5,"type":"warning","message":"x","op_id":null}"#,
+            r#"{"v":2,"seq":3,"type":"warning","message":"x","op_id":null}"#,
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let known = LineDecoder::knowing(std::iter::empty(), 5.5);
+        let read = read_log_after(&path, 2, known).unwrap();
+        assert_eq!(read.tail.len(), 1);
+        assert_eq!(read.tail[0].elapsed, 5.5);
+    }
+
+    /// Issue 45: the log a checkpoint covers is checked by its length and
+    /// CRC-32, not decoded; a changed byte in it is refused, saying so.
+    #[test]
+    fn the_covered_log_is_checked_by_its_crc_not_decoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut lines: Vec<String> = (1..=6).map(line).collect();
+        lines[1] = r#"{"v":2,"seq":2,"not":"decoded"}"#.into();
+        let text = lines.join("\n") + "\n";
+        std::fs::write(&path, &text).unwrap();
+        let covered: usize = lines[..4].iter().map(|l| l.len() + 1).sum();
+        let mut cp = Checkpoint::seed(
+            &crate::kernel::GraphBuilder::new().build().unwrap(),
+            &crate::kernel::RunConfig::default(),
+        );
+        cp.state.seq = 4;
+        let mark = super::super::LogMark {
+            seq: 4,
+            bytes: covered as u64,
+            crc32: crc32fast::hash(&text.as_bytes()[..covered]),
+        };
+        let cp_path = dir.path().join("checkpoint.json");
+        let read = read_log_by_mark(&path, &cp, mark, &cp_path)
+            .unwrap()
+            .expect("the covered bytes are the checkpoint's");
+        assert_eq!(read.tail.iter().map(|s| s.seq).collect::<Vec<_>>(), [5, 6]);
+        assert_eq!((read.last, read.count), (6, 6));
+        // A covered line changed but still a signal in its place: only the
+        // CRC can tell.
+        lines[1] = line(2);
+        let text = lines.join("\n") + "\n";
+        let covered: usize = lines[..4].iter().map(|l| l.len() + 1).sum();
+        let mark = super::super::LogMark {
+            seq: 4,
+            bytes: covered as u64,
+            crc32: crc32fast::hash(&text.as_bytes()[..covered]),
+        };
+        std::fs::write(
+            &path,
+            text.replacen(r#""message":"x""#, r#""message":"y""#, 3),
+        )
+        .unwrap();
+        let err = read_log_by_mark(&path, &cp, mark, &cp_path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("its first {covered} bytes are not those the checkpoint was written from (their CRC-32 differs)")),
+            "{err}"
+        );
+        // A log shorter than what is covered is read line by line instead.
+        std::fs::write(&path, &text[..covered - 10]).unwrap();
+        assert!(
+            read_log_by_mark(&path, &cp, mark, &cp_path)
+                .unwrap()
+                .is_none()
+        );
     }
 
     /// What reading a log of `lines` (each ended by a newline) says.
@@ -691,7 +891,7 @@ mod tests {
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         let LogRead {
             tail, last, count, ..
-        } = read_log_after(&path, 4).unwrap();
+        } = read_log_after(&path, 4, LineDecoder::new()).unwrap();
         assert_eq!(tail.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![5, 6]);
         assert_eq!((last, count), (6, 6));
         // From the start, the odd line is decoded and refused.
@@ -705,7 +905,9 @@ mod tests {
         lines[1] = line(2);
         lines.swap(1, 2);
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let e = read_log_after(&path, 4).unwrap_err().to_string();
+        let e = read_log_after(&path, 4, LineDecoder::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("events.jsonl:2: event 3 should be event 2"),
             "{e}"

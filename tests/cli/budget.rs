@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const CAPPED_PLAY: &str = include_str!("../plays/spend_cap_5_usd.toml");
 
 fn log_types(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    playdeck::store::whole_text(&dir.join("events.jsonl"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -242,7 +242,7 @@ fn resume_with_budget_sets_the_cap_over_the_one_the_run_had() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let raised: Vec<Value> = std::fs::read_to_string(run.join("events.jsonl"))
+    let raised: Vec<Value> = playdeck::store::whole_text(&run.join("events.jsonl"))
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -410,7 +410,7 @@ fn a_raise_that_makes_no_cap_is_refused_wherever_it_comes_from() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let log = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&run.join("events.jsonl")).unwrap();
     assert!(!log.contains("spend_cap_raised"), "nothing was raised");
     assert!(!log.contains("\"cap\":null"), "the log reads back");
     let a = ask(r#"{"cmd":"budget","raise":[{"measure":"usd","amount":5.0,"relative":true}]}"#);

@@ -48,7 +48,7 @@ fn sessions(evs: &[Value]) -> Vec<String> {
 }
 
 fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    playdeck::store::whole_text(&dir.join("events.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -225,7 +225,7 @@ fn a_resumed_run_continues_the_conversation_its_stop_cut_short() {
         .output()
         .unwrap();
     exits(&out, 0);
-    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let text = playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap();
     let evs: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -388,7 +388,7 @@ fn kept_open(play: String) -> String {
 /// Waits until the event log has a line with all of `parts`.
 fn wait_for(dir: &Path, parts: &[&str]) {
     let started = std::time::Instant::now();
-    while !std::fs::read_to_string(dir.join("events.jsonl"))
+    while !playdeck::store::whole_text(&dir.join("events.jsonl"))
         .is_ok_and(|t| t.lines().any(|l| parts.iter().all(|p| l.contains(p))))
     {
         assert!(

@@ -56,7 +56,7 @@ fn resume_killed(dir: &Path, after: usize) -> Output {
 
 /// Every line of the log; a line that does not parse fails the test.
 fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    playdeck::store::whole_text(&dir.join("events.jsonl"))
         .unwrap()
         .lines()
         .enumerate()
@@ -68,7 +68,7 @@ fn events(dir: &Path) -> Vec<Value> {
 
 /// The log of a killed process: its last line may be cut.
 fn events_cut(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    playdeck::store::whole_text(&dir.join("events.jsonl"))
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -674,7 +674,10 @@ fn a_log_out_of_step_with_its_checkpoint_is_refused_by_line() {
     assert!(out.status.code().is_some());
     // Died before writing its result: resume would finish the bookkeeping.
     std::fs::remove_file(dir.join("result.json")).unwrap();
-    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    // Changed as whole lines (each names its operation, so any one can be
+    // moved), put back as written.
+    let raw = std::fs::read(dir.join("events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     let n = lines.len();
     let cp = std::fs::read(dir.join("checkpoint.json")).unwrap();
@@ -723,7 +726,7 @@ fn a_log_out_of_step_with_its_checkpoint_is_refused_by_line() {
         assert!(err.contains(&want), "{what}: {err}");
         assert!(err.contains("nothing was changed"), "{what}: {err}");
         assert_eq!(
-            std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+            playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap(),
             text,
             "{what}: the log is untouched"
         );
@@ -735,7 +738,7 @@ fn a_log_out_of_step_with_its_checkpoint_is_refused_by_line() {
         assert!(!dir.join("result.json").exists(), "{what}");
     }
     // Put back whole, it resumes (and only finishes the bookkeeping).
-    std::fs::write(dir.join("events.jsonl"), &log).unwrap();
+    std::fs::write(dir.join("events.jsonl"), &raw).unwrap();
     let r = resume(&dir);
     assert!(
         r.status.code().is_some_and(|c| c < 2),
@@ -842,7 +845,8 @@ fn damage_under_the_checkpoint_and_an_emptied_record_are_refused() {
     let out = run_play(&dir, None);
     assert!(out.status.code().is_some());
     std::fs::remove_file(dir.join("result.json")).unwrap();
-    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let raw = std::fs::read(dir.join("events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap();
     let cp_text = std::fs::read_to_string(dir.join("checkpoint.json")).unwrap();
     let refused = |what: &str, want: &str| {
         let r = resume(&dir);
@@ -858,7 +862,7 @@ fn damage_under_the_checkpoint_and_an_emptied_record_are_refused() {
     lines[4] = format!("{} garbage \u{1} here", &good[..prefix_end + 1]);
     std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
     refused("garbage after the prefix", "events.jsonl:5:");
-    std::fs::write(dir.join("events.jsonl"), &log).unwrap();
+    std::fs::write(dir.join("events.jsonl"), &raw).unwrap();
     // The checkpoint's operations emptied.
     let mut cp: serde_json::Value = serde_json::from_str(&cp_text).unwrap();
     let state = cp.get_mut("state").unwrap();
@@ -879,7 +883,7 @@ fn damage_under_the_checkpoint_and_an_emptied_record_are_refused() {
     std::fs::write(dir.join("logs/build.1.stdout.log"), "done\n").unwrap();
     refused("an emptied log", "the event log holds no event, but");
     assert_eq!(
-        std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap(),
         ""
     );
 }
@@ -968,7 +972,7 @@ fn retry_failed_retries_every_failure_and_a_filter_narrows_it() {
     let base = tempfile::tempdir().unwrap();
     let dir = flaky_failed_run(base.path());
     assert_eq!(outcome(&dir)["failed"], serde_json::json!(["integration"]));
-    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap();
     // A filter that matches no failure: nothing starts, nothing is written.
     let r = resume_cmd(&dir)
         .args(["--retry-failed", "--filter", "deploy"])
@@ -981,7 +985,7 @@ fn retry_failed_retries_every_failure_and_a_filter_narrows_it() {
         "{err}"
     );
     assert_eq!(
-        std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        playdeck::store::whole_text(&dir.join("events.jsonl")).unwrap(),
         log
     );
     // --filter alone is refused by the parser.

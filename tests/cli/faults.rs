@@ -157,8 +157,9 @@ fn a_full_disk_holds_the_run_and_freed_space_lets_it_finish_with_a_whole_log() {
     let script = r#"
 set -u
 mount -t tmpfs -o size=192k tmpfs "$MNT" || exit 97
-# Leave a little room: the run starts, then the disk is full.
-dd if=/dev/zero of="$MNT/filler" bs=4k count=30 2>/dev/null
+# Leave a little room (the compact log needs little): the run starts,
+# then the disk is full.
+dd if=/dev/zero of="$MNT/filler" bs=4k count=36 2>/dev/null
 timeout 120 "$BIN" run "$PLAY" --headless --speed 1 --run-dir "$MNT/run" >"$HOST/out.jsonl" 2>"$HOST/err.txt" &
 pid=$!
 i=0
@@ -193,7 +194,7 @@ cp -r "$MNT/run" "$HOST/run"
     assert_eq!(code.trim(), "0", "{err}");
     // The log is whole: numbered from 1 without a gap or a repeat, and the
     // same lines the run printed.
-    let log = std::fs::read_to_string(host.path().join("run/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&host.path().join("run/events.jsonl")).unwrap();
     let printed = std::fs::read_to_string(host.path().join("out.jsonl")).unwrap();
     let seqs: Vec<u64> = log
         .lines()
@@ -464,7 +465,7 @@ fn a_request_flood_is_stopped_at_the_cap_in_bounded_memory() {
         dropped[0],
         dropped[9_949]
     );
-    let failed = std::fs::read_to_string(dir.path().join("run/events.jsonl"))
+    let failed = playdeck::store::whole_text(&dir.path().join("run/events.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -596,7 +597,7 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
             }
         },
     );
-    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let events = playdeck::store::whole_text(&run.join("events.jsonl")).unwrap();
     let pgid = events
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -636,7 +637,7 @@ fn agents_do_not_outlive_a_killed_supervisor_past_its_resume() {
         },
     );
     common::wait_for("the resume to say so", Duration::from_secs(20), || {
-        let log = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+        let log = playdeck::store::whole_text(&run.join("events.jsonl")).unwrap();
         match log.contains("the stopped run's agents left running") {
             true => Ok(()),
             false => Err(format!("the log:\n{log}")),
@@ -764,7 +765,7 @@ fn flood_run(binary: &str, line: &str, secs: u32) -> (u64, u64, Vec<serde_json::
     let (_, peak) = headless_watching_peak(&play, dir.path());
     let log = dir.path().join("run/events.jsonl");
     let size = std::fs::metadata(&log).unwrap().len();
-    let events = std::fs::read_to_string(&log)
+    let events = playdeck::store::whole_text(&log)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -153,7 +153,7 @@ fn a_headless_run_prints_ndjson_and_writes_the_run_directory() {
     // The event log is the same stream the printer printed.
     let stdout = String::from_utf8_lossy(&out.stdout);
     let printed: Vec<&str> = stdout.lines().collect();
-    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&run_dir.join("events.jsonl")).unwrap();
     assert_eq!(
         log.lines().collect::<Vec<_>>(),
         printed[..printed.len() - 1]

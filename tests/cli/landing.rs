@@ -78,7 +78,7 @@ fn run(d: &Path) -> Output {
 }
 
 fn events(d: &Path) -> Vec<Value> {
-    std::fs::read_to_string(d.join(".playdeck/runs/k1/events.jsonl"))
+    playdeck::store::whole_text(&d.join(".playdeck/runs/k1/events.jsonl"))
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

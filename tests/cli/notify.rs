@@ -233,11 +233,12 @@ fn gates_ready_together_all_reach_the_operator() {
             Err(format!(
                 "only {got:?} reached the command: {:?}\n{}",
                 std::fs::read_to_string(&notes),
-                std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap_or_default()
+                playdeck::store::whole_text(&dir.path().join("run/events.jsonl"))
+                    .unwrap_or_default()
             ))
         },
     );
-    let log = std::fs::read_to_string(dir.path().join("run/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&dir.path().join("run/events.jsonl")).unwrap();
     assert!(!log.contains("not sent"), "an event was dropped");
     let mut stdin = run.stdin.take().unwrap();
     for i in 0..6 {

@@ -107,7 +107,7 @@ fn results_by_role(
 }
 
 fn events_of(run: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("events.jsonl"))
+    playdeck::store::whole_text(&run.join("events.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

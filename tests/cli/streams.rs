@@ -38,7 +38,7 @@ fn chain(n: usize, ms: u64) -> String {
 }
 
 fn log_lines_from(dir: &std::path::Path, from: u64) -> Vec<String> {
-    std::fs::read_to_string(dir.join("run/events.jsonl"))
+    playdeck::store::whole_text(&dir.join("run/events.jsonl"))
         .unwrap()
         .lines()
         .filter(|l| {
@@ -289,7 +289,7 @@ fn a_silent_console_does_not_keep_a_finished_runs_host() {
     let _frozen = attach();
     let mut alive = attach();
     let finished = || {
-        std::fs::read_to_string(dir.path().join("run/events.jsonl"))
+        playdeck::store::whole_text(&dir.path().join("run/events.jsonl"))
             .is_ok_and(|t| t.contains("\"run_finished\""))
     };
     common::wait_for(

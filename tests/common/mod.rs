@@ -485,7 +485,7 @@ pub fn tail_of(path: &std::path::Path, n: usize) -> String {
 
 /// The `type` of every event in a run's `events.jsonl` (in `run_dir`).
 pub fn event_types(run_dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(run_dir.join("events.jsonl"))
+    playdeck::store::whole_text(&run_dir.join("events.jsonl"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -155,7 +155,7 @@ fn worker_of(dir: &Path, op: &str, attempt: u32) -> Option<String> {
 /// it has one), the last 30: what a wait on the run saw.
 fn run_log(dir: &Path) -> Vec<String> {
     let text =
-        std::fs::read_to_string(dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
+        playdeck::store::whole_text(&dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
     let all: Vec<String> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -174,7 +174,7 @@ fn run_log(dir: &Path) -> Vec<String> {
 /// [`run_log`] gives it.
 fn log_has(dir: &Path, needle: &str) -> (bool, Vec<String>) {
     let text =
-        std::fs::read_to_string(dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
+        playdeck::store::whole_text(&dir.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default();
     (text.contains(needle), run_log(dir))
 }
 
@@ -378,10 +378,10 @@ fn a_server_back_without_its_store_is_said_and_the_work_done_again() {
         "succeeded",
         "exit {code}: {err}\n{}\n{}",
         said(&[&w[0], &w[1]]),
-        std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default()
+        playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl")).unwrap_or_default()
     );
     assert_eq!(of_type(&events, "completed").len(), 4);
-    let text = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    let text = playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl")).unwrap();
     assert!(
         text.contains("the NATS server came back without its store")
             && text.contains(
@@ -720,7 +720,7 @@ fn jobs_cancels_and_results_that_do_not_verify_are_refused() {
         "exit {code}: {err}\n{}",
         w.said()
     );
-    let text = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    let text = playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl")).unwrap();
     assert!(
         text.contains("\"released\":true"),
         "the genuine result: {text}"
@@ -820,7 +820,7 @@ fn a_worker_with_another_text_of_the_play_takes_none_of_its_jobs() {
         let w = worker_of(d, op, 1).expect("a worker recorded");
         assert!(good.is(&w), "{op} ran on {w}");
     }
-    let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl")).unwrap();
     assert!(!log.contains("worker_refused"), "{log}");
 }
 
@@ -914,7 +914,7 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
         "the log's workers event with one worker",
         Duration::from_secs(20),
         || {
-            let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl"))
+            let log = playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl"))
                 .unwrap_or_default();
             let said = log
                 .lines()
@@ -945,7 +945,7 @@ fn workers_are_listed_by_ctl_status_runs_and_the_log() {
         counts.contains(&2) && counts.last() == Some(&1),
         "{counts:?}"
     );
-    let log = std::fs::read_to_string(d.join(".playdeck/runs/r/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&d.join(".playdeck/runs/r/events.jsonl")).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(
         last["type"], "run_finished",

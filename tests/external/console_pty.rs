@@ -221,8 +221,8 @@ fn a_run_across_ssh_is_listed_attached_and_approved() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(v["awaiting_approval"].as_array().unwrap().len(), 2, "{v:#}");
-    let log =
-        std::fs::read_to_string(project.path().join(".playdeck/runs/far/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&project.path().join(".playdeck/runs/far/events.jsonl"))
+        .unwrap();
     assert!(
         log.lines()
             .any(|l| l.contains("\"approved\"") && l.contains("ssh bridge (")),

@@ -166,7 +166,9 @@ fn when_then_ctl(
     args: &[&str],
 ) -> (Option<i32>, String) {
     let t0 = Instant::now();
-    while !std::fs::read_to_string(dir.join("events.jsonl")).is_ok_and(|t| t.lines().any(&ready)) {
+    while !playdeck::store::whole_text(&dir.join("events.jsonl"))
+        .is_ok_and(|t| t.lines().any(&ready))
+    {
         if t0.elapsed() > std::time::Duration::from_secs(60) {
             return (None, never.into());
         }

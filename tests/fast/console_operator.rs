@@ -573,6 +573,7 @@ mod details {
                 name: n.name().clone(),
                 parent_id: None,
                 depends_on: n.depends_on.clone(),
+                pos: playdeck::kernel::log_line::NO_POS,
             };
             let attempt = n.attempt;
             s.app.fold(&playdeck::kernel::Signal {
@@ -617,6 +618,7 @@ mod details {
             name: n.name().clone(),
             parent_id: None,
             depends_on: n.depends_on.clone(),
+            pos: playdeck::kernel::log_line::NO_POS,
         };
         let attempt = n.attempt;
         let mut seq = s.app.vm.seq;

@@ -306,6 +306,7 @@ async fn an_operation_waiting_for_its_retry() {
         name: n.name().clone(),
         parent_id: None,
         depends_on: n.depends_on.clone(),
+        pos: playdeck::kernel::log_line::NO_POS,
     };
     s.app.fold(&Signal {
         v: 1,

@@ -304,7 +304,13 @@ async fn a_stopped_log_is_a_snapshot_and_a_growing_one_is_followed() {
     let half = log.len() / 2;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
-    let line = |s: &Signal| serde_json::to_string(s).unwrap() + "\n";
+    // As the run writes it: compact lines, which read with those before.
+    let mut enc = playdeck::kernel::log_line::LineEncoder::new();
+    let mut line = |s: &Signal| {
+        let mut out = Vec::new();
+        enc.write(s, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
     let mut f = std::fs::File::create(&path).unwrap();
     for s in &log[..half] {
         f.write_all(line(s).as_bytes()).unwrap();
@@ -318,13 +324,11 @@ async fn a_stopped_log_is_a_snapshot_and_a_growing_one_is_followed() {
     let text = rows(&screen(&mut app, 120, 36)).join("\n");
     assert!(text.contains("snapshot: the run stopped here"), "{text}");
     // The log grows: a partial line is held back until it is whole.
-    let mut tail = LogTail::new(
-        &path,
-        std::fs::metadata(&path).unwrap().len(),
-        log[half].seq,
-    );
+    let written = playdeck::store::read_events(&path).unwrap();
+    assert_eq!(written, log[..half], "the compact lines read back whole");
+    let mut tail = LogTail::new(&path, std::fs::metadata(&path).unwrap().len(), &written);
     player.follow = Follow::Following;
-    let rest: String = log[half..].iter().map(line).collect();
+    let rest: String = log[half..].iter().map(&mut line).collect();
     let (a, b) = rest.split_at(rest.len() / 2 + 7);
     f.write_all(a.as_bytes()).unwrap();
     f.flush().unwrap();

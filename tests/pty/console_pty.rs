@@ -288,7 +288,7 @@ fn resuming_a_crashed_run_in_the_console() {
     assert!(dir.path().join("rec/report.md").is_file());
     console.press(b"q");
     assert_eq!(console.wait_exit(), 1);
-    let log = std::fs::read_to_string(dir.path().join("rec/events.jsonl")).unwrap();
+    let log = playdeck::store::whole_text(&dir.path().join("rec/events.jsonl")).unwrap();
     assert!(log.contains("\"type\":\"resumed\""));
     // The exit line says it was resumed, and what to retry.
     let after = screen.wait_for("the exit line", |s| s.contains("playdeck: resumed run"));

@@ -218,10 +218,6 @@ impl Run {
         let Graph { inner, index } = graph;
         let empty: Arc<[OpId]> = Arc::from(Vec::new());
         let graph = inner.map_owned(|_, op| Node::new(op, empty.clone()), |_, e| e);
-        let mut names = HashMap::with_capacity_and_hasher(index.len(), Default::default());
-        for ix in graph.node_indices() {
-            names.entry(graph[ix].op.reference_id.clone()).or_insert(ix);
-        }
         let sched = Schedule {
             paused: cfg.start_paused,
             ..Schedule::default()
@@ -229,7 +225,7 @@ impl Run {
         let ex = Executor {
             graph,
             index,
-            names,
+            names: std::cell::OnceCell::new(),
             sched,
             scratch: Vec::new(),
             pred_buf: Vec::new(),
@@ -348,7 +344,10 @@ struct Executor {
     cfg: RunConfig,
     graph: StableDiGraph<Node, Edge>,
     index: super::graph::OpIdMap<NodeIndex>,
-    names: HashMap<Arc<str>, NodeIndex>,
+    /// Operations by name, for commands that name one: made on the first
+    /// such command (a million-operation run that is never asked by name
+    /// does not hold 50 MB of it), kept current from then on.
+    names: std::cell::OnceCell<HashMap<Arc<str>, NodeIndex>>,
     sched: Schedule,
     scratch: Vec<NodeIndex>,
     pred_buf: Vec<OpId>,
@@ -438,6 +437,7 @@ impl Executor {
             name: n.op.reference_id.clone(),
             parent_id: n.op.metadata.spawned_from,
             depends_on: n.depends_on.clone(),
+            pos: ix.index() as u32,
         }
     }
 

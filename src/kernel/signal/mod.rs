@@ -13,28 +13,52 @@ use super::graph::OpId;
 use super::lane::Lane;
 use super::ledger::DropReason;
 
+pub mod log_line;
+
 pub const SIGNAL_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Signal {
-    /// Schema version, on every line so a single line is self-describing.
+    /// Schema version, on every line: 1 for a whole line, 2 for a compact
+    /// one (see [`log_line`]).
+    #[serde(serialize_with = "log_line::version")]
     pub v: u32,
     /// Position in the run's stream, from 1, without gaps.
     pub seq: u64,
-    /// Seconds since the run started.
+    /// Seconds since the run started (a compact line leaves out the line
+    /// before's).
+    #[serde(
+        default = "log_line::elapsed_before",
+        skip_serializing_if = "log_line::elapsed_elided"
+    )]
     pub elapsed: f64,
     #[serde(flatten)]
     pub kind: SignalKind,
 }
 
 /// The fields every node signal carries (D5: op_id, name, parent_id,
-/// depends_on; `elapsed` is on the enclosing [`Signal`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// depends_on; `elapsed` is on the enclosing [`Signal`]). Its serde code is
+/// in [`log_line`]: a compact line names it by `pos`.
+#[derive(Debug, Clone)]
 pub struct NodeHeader {
     pub op_id: OpId,
     pub name: Arc<str>,
     pub parent_id: Option<OpId>,
     pub depends_on: Arc<[OpId]>,
+    /// The operation's position in the run (its graph index, the
+    /// projection's too); [`log_line::NO_POS`] when unknown.
+    pub pos: u32,
+}
+
+/// Equal when they name the same operation the same way: `pos` is how a
+/// line was written, not what it says.
+impl PartialEq for NodeHeader {
+    fn eq(&self, o: &Self) -> bool {
+        self.op_id == o.op_id
+            && self.name == o.name
+            && self.parent_id == o.parent_id
+            && self.depends_on == o.depends_on
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,11 +225,16 @@ pub enum SignalKind {
         node: NodeHeader,
         role: Option<Arc<str>>,
         instruction: Arc<str>,
+        #[serde(default, skip_serializing_if = "log_line::false_left_out")]
         approval: bool,
     },
     Started {
         #[serde(flatten)]
         node: NodeHeader,
+        #[serde(
+            default = "log_line::first",
+            skip_serializing_if = "log_line::first_left_out"
+        )]
         attempt: u32,
         role: Option<Arc<str>>,
         /// The capacity instance it runs on.
@@ -215,6 +244,7 @@ pub enum SignalKind {
     Completed {
         #[serde(flatten)]
         node: NodeHeader,
+        #[serde(default, skip_serializing_if = "log_line::null_left_out")]
         result: Arc<Value>,
     },
     Failed {
@@ -734,6 +764,7 @@ mod tests {
                     name: "build".into(),
                     parent_id: None,
                     depends_on: Arc::from(vec![id]),
+                    pos: 0,
                 },
                 attempt: 1,
                 role: Some("implementer".into()),
