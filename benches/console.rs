@@ -47,6 +47,7 @@ impl Gen {
             name: Arc::from(format!("op-{i}")),
             parent_id: None,
             depends_on: Arc::from(Vec::new()),
+            pos: playdeck::kernel::log_line::NO_POS,
         }
     }
 

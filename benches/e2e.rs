@@ -19,7 +19,8 @@
 //! of the previous run (gigabytes at 1 000 000) lands on the next one.
 //! Measurements use GNU time (`/usr/bin/time`) for the peak RSS and the
 //! kernel's per-process I/O accounting (`/proc/<pid>/io`, which counts
-//! reaped children) for bytes written.
+//! reaped children) for bytes written. `PLAYDECK_BENCH_BIN=PATH` measures
+//! another binary (a previous commit's) with the same plays.
 
 #[path = "shared/kernel_cases.rs"]
 mod cases;
@@ -167,7 +168,7 @@ cat /proc/$$/io >"$D/io""#;
     let st = std::process::Command::new("sh")
         .args(["-c", script])
         .env("D", &dir)
-        .env("BIN", env!("CARGO_BIN_EXE_playdeck"))
+        .env("BIN", binary())
         .status()
         .expect("sh");
     let wall = t.elapsed().as_secs_f64();
@@ -193,6 +194,12 @@ cat /proc/$$/io >"$D/io""#;
         "write_calls": io_field(&io, "syscw"),
         "run_dir_mib": cases::round(run_bytes as f64 / 1048576.0),
     })
+}
+
+/// The binary measured: this build's, or `PLAYDECK_BENCH_BIN` (another
+/// commit's, for a side-by-side run in the same window).
+fn binary() -> String {
+    std::env::var("PLAYDECK_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_playdeck").into())
 }
 
 /// The kernel alone on the same work, in a fresh process.
