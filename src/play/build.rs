@@ -83,7 +83,7 @@ impl Play {
             roles.entry(op.role.clone()).or_insert_with(|| {
                 let params = AgentParams {
                     flag_profile: op.flag_profile.clone(),
-                    tools: op.tools.clone(),
+                    tools: op.tools.as_deref().cloned(),
                     agent_tools: op.agent_toolsets(),
                     ..AgentParams::default()
                 };
@@ -285,7 +285,7 @@ impl super::OpDef {
         };
         let own = crate::agents::AgentParams {
             flag_profile: self.flag_profile.clone(),
-            tools: self.tools.clone(),
+            tools: self.tools.as_deref().cloned(),
             agent_tools: self.agent_toolsets(),
             review: self.review,
         };

@@ -138,7 +138,9 @@ pub struct OpDef {
     /// ADR-011: the flag profile, over `[play] flag_profile`.
     pub flag_profile: Option<String>,
     pub flag_profile_span: Option<Span>,
-    pub tools: Option<crate::vocab::ToolSet>,
+    /// Boxed: a ToolSet is 128 bytes and most operations have none (a
+    /// million definitions are 120 MB smaller while the graph is built).
+    pub tools: Option<Box<crate::vocab::ToolSet>>,
     pub tools_span: Option<Span>,
     /// ADR-011: a ToolSet per agent, over `tools` when the operation runs
     /// on that agent (with where each is written).
@@ -431,5 +433,13 @@ mod tests {
     fn demo_play_is_valid() {
         let demo = Play::demo();
         assert!(demo.operations.len() >= 20 && demo.operations.len() <= 30);
+    }
+
+    /// Issue 45: a million definitions are alive beside the graph built
+    /// from them, at a large run's peak; a definition stays within its
+    /// size (its ToolSet boxed).
+    #[test]
+    fn a_definition_stays_small() {
+        assert!(std::mem::size_of::<OpDef>() <= 360);
     }
 }

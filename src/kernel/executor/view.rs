@@ -126,6 +126,19 @@ impl Executor {
         }
     }
 
+    /// An op_id two nodes of the graph share, if any: the index holds one
+    /// entry per id, so a shared one leaves it shorter than the graph.
+    fn shared_op_id(&self) -> Option<crate::kernel::OpId> {
+        if self.index.len() == self.graph.node_count() {
+            return None;
+        }
+        self.graph
+            .node_indices()
+            .map(|ix| (ix, self.graph[ix].op.op_id))
+            .find(|(ix, id)| self.index.get(id) != Some(ix))
+            .map(|(_, id)| id)
+    }
+
     pub(super) fn counts(&self) -> LaneCounts {
         let mut c = LaneCounts::default();
         for n in self.graph.node_weights() {
@@ -152,12 +165,14 @@ impl Executor {
         // What the capacity seam reported as it wound down comes first.
         self.drain_external();
         // ADR-0033: completed and skipped never overlap, and every failed
-        // operation is a completed one. Checked in every build: a broken
-        // envelope is a failed run that says why, not a result a script
-        // would trust.
-        let mut env = self.envelope(outcome);
-        if let Err(id) = env.check_disjoint() {
-            let name = env.name_of(&id).unwrap_or("?").to_string();
+        // operation is a completed one. The envelope sorts each node into
+        // exactly one of them by its status, so that holds as long as no
+        // two nodes share an op_id: checked in every build, and a broken
+        // run is a failed run that says why, not a result a script would
+        // trust. (Counting the index is enough; the envelope itself is
+        // built once the sinks are gone, see below.)
+        if let Some(id) = self.shared_op_id() {
+            let name = self.graph[self.index[&id]].op.reference_id.clone();
             let message = Arc::from(format!(
                 "internal error: operation {name} ({id}) is both completed and skipped, or failed but not completed, in the run's result; the run is reported failed"
             ));
@@ -167,7 +182,6 @@ impl Executor {
                 op_id: Some(id),
             });
             outcome = Outcome::Failed;
-            env.outcome = outcome;
         }
         self.finished = Some(outcome);
         let counts = self.counts();
@@ -182,6 +196,16 @@ impl Executor {
         // Sinks are dropped (the headless printer sees its channel end) and
         // observers are told the run is over.
         self.bus.close();
+        // Built after the sinks are closed: the checkpoint writer has let
+        // go of its copy of the run by now, so a large run's envelope (a
+        // million names and results) is not allocated beside it, at the
+        // run's peak.
+        let mut env = self.envelope(outcome);
+        // The graph's check above is what keeps the lists apart; test
+        // builds check the lists themselves too (three sets of every id).
+        if cfg!(debug_assertions) && env.check_disjoint().is_err() {
+            env.outcome = Outcome::Failed;
+        }
         // Commands sent from now on fail at once, and handles fall back to
         // the final state; commands already queued are answered "finished".
         self.control_rx.close();
@@ -329,5 +353,27 @@ mod tests {
         );
         // The failed one is completed too (ADR-0033); the skipped one not.
         assert_eq!(env.completed_operations, env.failed_operations);
+    }
+
+    /// Two nodes sharing an op_id would put one id in two lists of the
+    /// envelope: the run says so and is reported failed (the envelope is
+    /// built after the sinks close, so this is checked on the graph).
+    #[test]
+    fn a_shared_op_id_fails_the_run_and_says_why() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        let twin = ex.graph[ex.index[&ex.graph.node_weights().next().unwrap().op.op_id]]
+            .op
+            .clone();
+        let no_deps = ex.empty_deps.clone();
+        ex.graph
+            .add_node(super::super::node::Node::new(twin, no_deps));
+        ex.begin();
+        ex.apply(Request::Cancel).unwrap();
+        let env = ex.finish();
+        assert_eq!(env.outcome, crate::kernel::Outcome::Failed);
+        let lines = tape.lines();
+        let warned = lines.iter().position(|l| l == "warning");
+        let finished = lines.iter().position(|l| l == "run_finished");
+        assert!(warned.is_some() && warned < finished, "{lines:?}");
     }
 }

@@ -720,7 +720,7 @@ fn read_operation(
         profile: profile.map(|(p, _)| p),
         flag_profile,
         flag_profile_span,
-        tools,
+        tools: tools.map(Box::new),
         tools_span,
         agent_tools,
     })
