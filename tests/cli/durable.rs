@@ -158,6 +158,40 @@ fn last_budget(evs: &[Value]) -> Value {
         .unwrap()
 }
 
+/// Issue 45: the checkpoint a resume writes at once (and every one after)
+/// covers the log as it stood: its mark is the length and CRC-32 of the
+/// log's lines up to the checkpoint's seq, so the next resume checks them
+/// by their hash rather than reading them line by line.
+fn mark_covers_the_log(dir: &Path, seed: usize) {
+    let cp: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("checkpoint.json")).unwrap()).unwrap();
+    let log = std::fs::read(dir.join("events.jsonl")).unwrap();
+    let bytes = cp["log"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("seed {seed}: no log mark in {}", cp["log"]))
+        as usize;
+    assert_eq!(
+        cp["log"]["crc32"].as_u64(),
+        Some(u64::from(crc32fast::hash(&log[..bytes.min(log.len())]))),
+        "seed {seed}"
+    );
+    if cp["state"]["seq"] == 0 {
+        assert_eq!(bytes, 0, "seed {seed}: nothing folded, nothing covered");
+        return;
+    }
+    assert!(
+        bytes <= log.len() && log[bytes - 1] == b'\n',
+        "seed {seed}: the mark's {bytes} bytes do not end a line of the log"
+    );
+    let last = std::str::from_utf8(&log[..bytes])
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["seq"], cp["state"]["seq"], "seed {seed}");
+}
+
 fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budget: &Value) {
     let dir = base.join(format!("crash-{seed}"));
     let first = run_play(&dir, Some(n));
@@ -172,6 +206,7 @@ fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budge
                 "seed {seed}: {}",
                 String::from_utf8_lossy(&second.stderr)
             );
+            mark_covers_the_log(&dir, seed);
         }
         let r = resume(&dir);
         let code = r.status.code();
@@ -181,6 +216,7 @@ fn crash_and_resume(base: &Path, seed: usize, n: usize, want: &Value, want_budge
             "seed {seed} (killed after {n} events): resume failed: {}",
             String::from_utf8_lossy(&r.stderr)
         );
+        mark_covers_the_log(&dir, seed);
     }
     let after = events(&dir);
     // The same end as an uninterrupted run, modulo ids and timings.
