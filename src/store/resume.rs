@@ -284,15 +284,46 @@ fn read_log_by_mark(
     mark: super::LogMark,
     cp_path: &Path,
 ) -> Result<Option<LogRead>, ResumeError> {
-    let text = std::fs::read(path).map_err(|source| ResumeError::Read {
+    use std::io::Read as _;
+    let read_err = |source| ResumeError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    let covered = usize::try_from(mark.bytes).unwrap_or(usize::MAX);
-    if covered == 0 || text.len() < covered || text[covered - 1] != b'\n' {
+    };
+    let mut f = std::fs::File::open(path).map_err(read_err)?;
+    let len = f.metadata().map_err(read_err)?.len();
+    if mark.bytes == 0 || len < mark.bytes {
         return Ok(None);
     }
-    if crc32fast::hash(&text[..covered]) != mark.crc32 {
+    // The covered bytes are hashed as they are read, a chunk at a time: a
+    // million-operation log is not held in memory to be checked. Its first
+    // line is kept aside (it names the run).
+    let mut crc = crc32fast::Hasher::new();
+    let mut first_line = Vec::new();
+    let mut first_whole = false;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = mark.bytes;
+    let mut last_byte = 0u8;
+    while left > 0 {
+        let n = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+        let chunk = &mut buf[..n];
+        f.read_exact(chunk).map_err(read_err)?;
+        crc.update(chunk);
+        if !first_whole {
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    first_line.extend_from_slice(&chunk[..i]);
+                    first_whole = true;
+                }
+                None => first_line.extend_from_slice(chunk),
+            }
+        }
+        last_byte = chunk[n - 1];
+        left -= n as u64;
+    }
+    if last_byte != b'\n' {
+        return Ok(None);
+    }
+    if crc.finalize() != mark.crc32 {
         // Where it differs, line by line; a log whose lines all read and
         // number right is still not the one the checkpoint covers.
         read_log_after(path, cp.state.seq, decoder_after(cp))?;
@@ -305,9 +336,12 @@ fn read_log_by_mark(
             ),
         });
     }
-    let first_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-    let first = LineDecoder::new().decode(&text[..first_end]).ok();
-    let rest = &text[covered..];
+    drop(buf);
+    let first = LineDecoder::new().decode(&first_line).ok();
+    // What follows: at most about a snapshot's worth of lines.
+    let mut text = Vec::new();
+    f.read_to_end(&mut text).map_err(read_err)?;
+    let rest = &text[..];
     let complete = rest.is_empty() || rest.last() == Some(&b'\n');
     let mut dec = decoder_after(cp);
     let mut tail = Vec::new();
