@@ -361,17 +361,21 @@ impl Play {
     /// other sections itself but not its operations, which a large play
     /// would make it parse for seconds.
     pub fn placed_json(&self) -> String {
-        let m: serde_json::Map<String, serde_json::Value> = self
-            .placed()
-            .into_iter()
-            .map(|(id, how)| {
-                (
-                    id.to_string(),
-                    serde_json::to_value(how).unwrap_or_default(),
-                )
-            })
-            .collect();
-        serde_json::Value::Object(m).to_string()
+        // Written straight out: a million independent roots are not made a
+        // map of a million JSON values first.
+        let mut out = Vec::with_capacity(2 + self.operations.len() * 32);
+        out.push(b'{');
+        for (i, (id, how)) in self.placed().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // Strings and a unit enum: serialising them cannot fail.
+            let _ = serde_json::to_writer(&mut out, id);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, &how);
+        }
+        out.push(b'}');
+        String::from_utf8(out).unwrap_or_else(|_| "{}".into())
     }
 
     pub fn release_definitions(&mut self) {
@@ -441,5 +445,21 @@ mod tests {
     #[test]
     fn a_definition_stays_small() {
         assert!(std::mem::size_of::<OpDef>() <= 360);
+    }
+
+    /// The welcome's `placed`, written straight out, is the JSON object
+    /// of [`Play::placed`].
+    #[test]
+    fn placed_json_is_the_object_of_placed() {
+        let demo = Play::demo();
+        let got: serde_json::Map<String, Value> =
+            serde_json::from_str(&demo.placed_json()).unwrap();
+        let want: serde_json::Map<String, Value> = demo
+            .placed()
+            .into_iter()
+            .map(|(id, how)| (id.to_string(), serde_json::to_value(how).unwrap()))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want);
     }
 }

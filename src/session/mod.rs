@@ -153,8 +153,8 @@ impl Session {
             return Session::resume(play.get(), dir, opts, sinks, history).await;
         }
         let (mut run_dir, lock) = RunDir::claim(opts.run_dir.as_deref())?;
-        // Made durable beside the build; the copy holds the source now.
-        let copy = run_dir.copy_play(&play.get().source);
+        // Written and made durable beside the build, on its own thread.
+        let copy = run_dir.copy_play(play.get().source.clone());
         let play_hash = crate::cluster::wire::play_hash(&play.get().source);
         let welcome = Arc::new(crate::control::WelcomeParts::of(play.get()));
         play.release_source();

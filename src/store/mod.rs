@@ -207,24 +207,25 @@ impl RunDir {
         Ok((RunDir { path, run_id }, lock))
     }
 
-    /// Writes `play.toml` here and now, and makes it durable (fsync,
-    /// rename, fsync of the directory) on a thread of its own: a 100 MB
-    /// play's fsync then overlaps the graph's build instead of preceding it.
-    /// The text is not needed past this call. [`PlayCopy::wait`] before the
-    /// run's first line.
-    pub fn copy_play(&self, text: &str) -> PlayCopy {
+    /// Writes `play.toml` and makes it durable (fsync, rename, fsync of
+    /// the directory) on a thread of its own: a 100 MB play's write and
+    /// fsync then overlap the graph's build instead of preceding it. The
+    /// thread holds the shared text until it is written. [`PlayCopy::wait`]
+    /// before the run's first line.
+    pub fn copy_play(&self, text: Arc<str>) -> PlayCopy {
         let path = self.path.join("play.toml");
-        let tmp = match write_temp(&path, |w| w.write_all(text.as_bytes())) {
-            Ok((tmp, ())) => tmp,
-            Err(e) => return PlayCopy(Some(Ok(Err(e)))),
+        let write = move || {
+            let (tmp, ()) = write_temp(&path, |w| w.write_all(text.as_bytes()))?;
+            drop(text);
+            commit_temp(tmp, &path)
         };
         match std::thread::Builder::new()
             .name("playdeck-play-copy".into())
-            .spawn(move || commit_temp(tmp, &path))
+            .spawn(write)
         {
             Ok(h) => PlayCopy(Some(Err(h))),
-            // No thread to be had (the temporary file went with the
-            // closure): the session does not start, and says why.
+            // No thread to be had: the session does not start, and says
+            // why.
             Err(e) => PlayCopy(Some(Ok(Err(e)))),
         }
     }
@@ -570,14 +571,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (rd, _lock) = RunDir::claim(Some(&dir.path().join("r"))).unwrap();
         assert!(!rd.path.join("play.toml").exists());
-        rd.copy_play("[play]\nname = \"x\"\n").wait().unwrap();
+        rd.copy_play(Arc::from("[play]\nname = \"x\"\n"))
+            .wait()
+            .unwrap();
         assert_eq!(
             fs::read_to_string(rd.path.join("play.toml")).unwrap(),
             "[play]\nname = \"x\"\n"
         );
         // The directory is gone: the copy's error, not silence.
         fs::remove_dir_all(&rd.path).unwrap();
-        assert!(rd.copy_play("y").wait().is_err());
+        assert!(rd.copy_play(Arc::from("y")).wait().is_err());
     }
 
     #[test]
