@@ -341,41 +341,8 @@ fn read_log_by_mark(
     // What follows: at most about a snapshot's worth of lines.
     let mut text = Vec::new();
     f.read_to_end(&mut text).map_err(read_err)?;
-    let rest = &text[..];
-    let complete = rest.is_empty() || rest.last() == Some(&b'\n');
-    let mut dec = decoder_after(cp);
-    let mut tail = Vec::new();
-    let mut seen = cp.state.seq;
-    // Line numbers go on from the covered lines (one a seq).
-    let mut n = usize::try_from(cp.state.seq).unwrap_or(usize::MAX);
-    let mut lines = rest.split(|&b| b == b'\n').peekable();
-    while let Some(line) = lines.next() {
-        n += 1;
-        let last = lines.peek().is_none_or(|l| l.is_empty() && complete);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let s = match dec.decode(line) {
-            Ok(s) => s,
-            Err(_) if last && !complete => break,
-            Err(source) => {
-                return Err(ResumeError::Damaged {
-                    path: path.to_path_buf(),
-                    line: n,
-                    source,
-                });
-            }
-        };
-        in_step(path, n, seen, s.seq)?;
-        seen = s.seq;
-        tail.push(s);
-    }
-    Ok(Some(LogRead {
-        count: usize::try_from(seen).unwrap_or(usize::MAX),
-        tail,
-        last: seen,
-        first,
-    }))
+    let read = read_lines(&text, path, cp.state.seq, cp.state.seq, decoder_after(cp))?;
+    Ok(Some(LogRead { first, ..read }))
 }
 
 /// Event `seq` on line `n` follows event `seen`, or why not.
@@ -436,19 +403,33 @@ fn leading_seq(line: &[u8]) -> Option<u64> {
 pub fn read_log_after(
     path: &Path,
     after: u64,
-    mut lines_before: LineDecoder,
+    lines_before: LineDecoder,
 ) -> Result<LogRead, ResumeError> {
     let text = std::fs::read(path).map_err(|source| ResumeError::Read {
         path: path.to_path_buf(),
         source,
     })?;
+    read_lines(&text, path, 0, after, lines_before)
+}
+
+/// The lines of `text`, which follow `before` events of the log (one a
+/// line): checked in step and decoded from event `after + 1` on, as
+/// [`read_log_after`] says. A resume that checked the first `before`
+/// events by their hash reads the rest through here too.
+fn read_lines(
+    text: &[u8],
+    path: &Path,
+    before: u64,
+    after: u64,
+    mut lines_before: LineDecoder,
+) -> Result<LogRead, ResumeError> {
     let complete = text.last() == Some(&b'\n');
     let mut out: Vec<Signal> = Vec::new();
-    let mut seen = 0u64;
-    let mut count = 0usize;
+    let mut seen = before;
+    let mut count = usize::try_from(before).unwrap_or(usize::MAX);
     let mut first = None;
     let mut lines = text.split(|&b| b == b'\n').peekable();
-    let mut n = 0;
+    let mut n = count;
     while let Some(line) = lines.next() {
         n += 1;
         let last = lines.peek().is_none_or(|l| l.is_empty() && complete);
