@@ -403,7 +403,6 @@ impl EndSeen {
 const HEAD: usize = 160;
 const FINISHED: &[u8] = b"\"type\":\"run_finished\"";
 
-/// Copies `r` to `out` chunk by chunk, telling `seen` each chunk.
 /// Copies the stream's lines to `out` as whole lines, from `whole`'s first
 /// wanted one, watching for the run's end.
 async fn copy_watching(

@@ -179,9 +179,10 @@ pub fn to_file_positions<'i>(
     })
 }
 
-fn remap<'i>(
+/// Every position in `v` (keys' too) through `f`.
+fn remap<'i, F: Fn(Range<usize>) -> Range<usize>>(
     v: Spanned<DeValue<'i>>,
-    f: &dyn Fn(Range<usize>) -> Range<usize>,
+    f: &F,
 ) -> Spanned<DeValue<'i>> {
     let span = f(v.span());
     let value = match v.into_inner() {
@@ -224,32 +225,7 @@ pub fn without_operations(source: &str) -> std::borrow::Cow<'_, str> {
 
 /// Moves every position in `v` by `by` bytes.
 pub fn shift<'i>(v: Spanned<DeValue<'i>>, by: usize) -> Spanned<DeValue<'i>> {
-    let span = v.span();
-    let moved = span.start + by..span.end + by;
-    let value = match v.into_inner() {
-        DeValue::Array(mut items) => {
-            for item in items.iter_mut() {
-                let old = std::mem::replace(item, Spanned::new(0..0, DeValue::Boolean(false)));
-                *item = shift(old, by);
-            }
-            DeValue::Array(items)
-        }
-        DeValue::Table(t) => DeValue::Table(shift_table(t, by)),
-        other => other,
-    };
-    Spanned::new(moved, value)
-}
-
-fn shift_table(t: DeTable<'_>, by: usize) -> DeTable<'_> {
-    let mut out = DeTable::new();
-    for (k, v) in t {
-        let ks = k.span();
-        out.insert(
-            Spanned::new(ks.start + by..ks.end + by, k.into_inner()),
-            shift(v, by),
-        );
-    }
-    out
+    remap(v, &|r: Range<usize>| r.start + by..r.end + by)
 }
 
 #[cfg(test)]

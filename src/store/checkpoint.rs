@@ -127,19 +127,21 @@ impl Checkpoint {
         let compress = self.state.nodes.len() > COMPRESS_OVER;
         crate::files::write_atomic_with(path, |w| {
             if compress {
-                let z = lz4_flex::frame::FrameEncoder::new(w);
-                let mut counted = crate::files::Counted { inner: z, n: 0 };
-                serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
-                counted.write_all(b"\n")?;
-                counted.inner.finish().map_err(std::io::Error::other)?;
-                Ok(counted.n)
+                let (n, z) = self.json_into(lz4_flex::frame::FrameEncoder::new(w))?;
+                z.finish().map_err(std::io::Error::other)?;
+                Ok(n)
             } else {
-                let mut counted = crate::files::Counted { inner: w, n: 0 };
-                serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
-                counted.write_all(b"\n")?;
-                Ok(counted.n)
+                self.json_into(w).map(|(n, _)| n)
             }
         })
+    }
+
+    /// Its JSON line into `w`: how many bytes, and `w` back.
+    fn json_into<W: Write>(&self, w: W) -> std::io::Result<(u64, W)> {
+        let mut counted = crate::files::Counted { inner: w, n: 0 };
+        serde_json::to_writer(&mut counted, self).map_err(std::io::Error::other)?;
+        counted.write_all(b"\n")?;
+        Ok((counted.n, counted.inner))
     }
 
     /// Reads `checkpoint.json`; a cut or corrupt file is an error naming it.
@@ -243,7 +245,7 @@ enum Msg {
 pub struct CheckpointSink {
     pending: Vec<Arc<Signal>>,
     /// How far the event log is written.
-    log_seq: Option<crate::store::SharedMark>,
+    log_mark: Option<crate::store::SharedMark>,
     tx: Option<mpsc::Sender<Msg>>,
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<WriterStats>,
@@ -253,13 +255,13 @@ impl CheckpointSink {
     /// Writes the seed at once (a run that dies before its first signal can
     /// be resumed), then starts the writer. `log` is the event log, fsynced
     /// before each snapshot.
-    /// `log_seq` is how far the event log is written (`None`: no log, fold
+    /// `log_mark` is how far the event log is written (`None`: no log, fold
     /// everything).
     pub fn new(
         dir: &Path,
         seed: Checkpoint,
         log: Option<File>,
-        log_seq: Option<crate::store::SharedMark>,
+        log_mark: Option<crate::store::SharedMark>,
     ) -> std::io::Result<CheckpointSink> {
         let path = dir.join(CHECKPOINT_FILE);
         let stats = Arc::new(WriterStats::default());
@@ -268,7 +270,7 @@ impl CheckpointSink {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         let shared = stats.clone();
-        let log_at_start = log_seq
+        let log_at_start = log_mark
             .as_ref()
             .map_or(0, |m| m.lock().unwrap_or_else(|e| e.into_inner()).bytes);
         let writer = std::thread::Builder::new()
@@ -276,7 +278,7 @@ impl CheckpointSink {
             .spawn(move || writer(seed, path, log, rx, shared, size, log_at_start))?;
         Ok(CheckpointSink {
             pending: Vec::new(),
-            log_seq,
+            log_mark,
             tx: Some(tx),
             writer: Some(writer),
             stats,
@@ -295,12 +297,12 @@ fn writer(
     rx: mpsc::Receiver<Msg>,
     stats: Arc<WriterStats>,
     mut last_size: u64,
+    // The log's length when the last snapshot was taken (the seed covers
+    // what it held when the run began or was resumed).
     mut log_at_snapshot: u64,
 ) {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut since = 0u64;
-    // The log's length when the last snapshot was taken (the seed covers
-    // what it held when the run began or was resumed).
     let mut last_sync = Instant::now();
     let mut unsynced_settle = false;
     // Signals the log has not written yet: folded once it has.
@@ -406,7 +408,7 @@ impl SignalSink for CheckpointSink {
         }
         let batch = std::mem::take(&mut self.pending);
         let mark = self
-            .log_seq
+            .log_mark
             .as_ref()
             .map(|m| *m.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(tx) = &self.tx {

@@ -527,7 +527,7 @@ pub fn whole_text(path: &Path) -> io::Result<String> {
     let mut dec = LineDecoder::new();
     let mut out = String::with_capacity(text.len() * 2);
     for l in text.lines() {
-        match dec.decode_str(l) {
+        match dec.decode(l.as_bytes()) {
             Ok(s) => out.push_str(&serde_json::to_string(&s).map_err(io::Error::other)?),
             Err(_) => out.push_str(l),
         }
@@ -544,7 +544,7 @@ pub fn read_events(path: &Path) -> io::Result<Vec<Signal>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            dec.decode_str(l).map_err(|e| {
+            dec.decode(l.as_bytes()).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("{}:{}: {e}", path.display(), i + 1),

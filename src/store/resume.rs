@@ -284,7 +284,7 @@ fn read_log_by_mark(
     mark: super::LogMark,
     cp_path: &Path,
 ) -> Result<Option<LogRead>, ResumeError> {
-    use std::io::Read as _;
+    use std::io::{BufRead as _, Read as _, Seek as _, SeekFrom};
     let read_err = |source| ResumeError::Read {
         path: path.to_path_buf(),
         source,
@@ -294,35 +294,17 @@ fn read_log_by_mark(
     if mark.bytes == 0 || len < mark.bytes {
         return Ok(None);
     }
-    // The covered bytes are hashed as they are read, a chunk at a time: a
-    // million-operation log is not held in memory to be checked. Its first
-    // line is kept aside (it names the run).
-    let mut crc = crc32fast::Hasher::new();
-    let mut first_line = Vec::new();
-    let mut first_whole = false;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = mark.bytes;
-    let mut last_byte = 0u8;
-    while left > 0 {
-        let n = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
-        let chunk = &mut buf[..n];
-        f.read_exact(chunk).map_err(read_err)?;
-        crc.update(chunk);
-        if !first_whole {
-            match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    first_line.extend_from_slice(&chunk[..i]);
-                    first_whole = true;
-                }
-                None => first_line.extend_from_slice(chunk),
-            }
-        }
-        last_byte = chunk[n - 1];
-        left -= n as u64;
-    }
-    if last_byte != b'\n' {
+    // The covered bytes end a line.
+    let mut last_byte = [0u8];
+    f.seek(SeekFrom::Start(mark.bytes - 1)).map_err(read_err)?;
+    f.read_exact(&mut last_byte).map_err(read_err)?;
+    if last_byte != *b"\n" {
         return Ok(None);
     }
+    // Hashed as they are read, a chunk at a time: a million-operation log
+    // is not held in memory to be checked.
+    let mut crc = crc32fast::Hasher::new();
+    super::hash_into(&mut crc, path, mark.bytes).map_err(read_err)?;
     if crc.finalize() != mark.crc32 {
         // Where it differs, line by line; a log whose lines all read and
         // number right is still not the one the checkpoint covers.
@@ -336,8 +318,13 @@ fn read_log_by_mark(
             ),
         });
     }
-    drop(buf);
-    let first = LineDecoder::new().decode(&first_line).ok();
+    // The first line names the run.
+    let mut first_line = Vec::new();
+    std::io::BufReader::new(std::fs::File::open(path).map_err(read_err)?)
+        .read_until(b'\n', &mut first_line)
+        .map_err(read_err)?;
+    let first = LineDecoder::new().decode(first_line.trim_ascii_end()).ok();
+    f.seek(SeekFrom::Start(mark.bytes)).map_err(read_err)?;
     // What follows: at most about a snapshot's worth of lines.
     let mut text = Vec::new();
     f.read_to_end(&mut text).map_err(read_err)?;

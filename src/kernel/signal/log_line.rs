@@ -167,11 +167,6 @@ impl LineDecoder {
         })
     }
 
-    /// [`Self::decode`] of a line as text.
-    pub fn decode_str(&mut self, line: &str) -> serde_json::Result<Signal> {
-        self.decode(line.as_bytes())
-    }
-
     /// The line as its whole (v1) JSON, for a reader of JSON values.
     pub fn whole_value(&mut self, line: &[u8]) -> serde_json::Result<serde_json::Value> {
         serde_json::to_value(self.decode(line)?)
@@ -196,8 +191,7 @@ impl Decoding {
 
 /// `"v"` as the line being written has it.
 pub(super) fn version<S: Serializer>(_v: &u32, s: S) -> Result<S::Ok, S::Error> {
-    let compact = ENCODING.with(|c| c.borrow().is_some());
-    s.serialize_u32(if compact { COMPACT } else { WHOLE })
+    s.serialize_u32(if compact() { COMPACT } else { WHOLE })
 }
 
 /// Whether the line being written leaves `elapsed` out.
@@ -447,7 +441,7 @@ mod tests {
         );
         let mut dec = LineDecoder::new();
         for (line, want) in got.iter().zip(lines()) {
-            let s = dec.decode_str(line).unwrap();
+            let s = dec.decode(line.as_bytes()).unwrap();
             assert_eq!(s, want);
             // Outside an encoder it is the whole line again.
             assert_eq!(
@@ -461,7 +455,7 @@ mod tests {
     fn a_compact_line_read_without_its_introduction_says_so() {
         let mut dec = LineDecoder::new();
         let err = dec
-            .decode_str(r#"{"v":2,"seq":4,"elapsed":1.0,"type":"completed","i":7}"#)
+            .decode(br#"{"v":2,"seq":4,"elapsed":1.0,"type":"completed","i":7}"#)
             .unwrap_err()
             .to_string();
         assert!(
@@ -471,7 +465,7 @@ mod tests {
         // Known from a checkpoint, it reads.
         let mut dec = LineDecoder::knowing([(7, header(7))].into_iter(), 0.25);
         let s = dec
-            .decode_str(r#"{"v":2,"seq":4,"type":"completed","i":7}"#)
+            .decode(br#"{"v":2,"seq":4,"type":"completed","i":7}"#)
             .unwrap();
         assert_eq!(
             (s.kind.node().unwrap().name.as_ref(), s.elapsed),
@@ -516,7 +510,10 @@ mod tests {
         assert!(got[1].contains(r#""depends_on":["#), "{}", got[1]);
         assert!(!got[2].contains("op_id"), "{}", got[2]);
         let mut dec = LineDecoder::new();
-        let read: Vec<Signal> = got.iter().map(|l| dec.decode_str(l).unwrap()).collect();
+        let read: Vec<Signal> = got
+            .iter()
+            .map(|l| dec.decode(l.as_bytes()).unwrap())
+            .collect();
         assert_eq!(read[1], added);
         assert_eq!(read[2], started, "the later line names the new header");
     }
@@ -526,7 +523,7 @@ mod tests {
     fn a_position_no_log_holds_is_refused() {
         let mut dec = LineDecoder::new();
         let err = dec
-            .decode_str(r#"{"v":2,"seq":1,"elapsed":0.0,"type":"unheld","i":4000000000,"op_id":"00000000-0000-0000-0000-000000000001","name":"a"}"#)
+            .decode(br#"{"v":2,"seq":1,"elapsed":0.0,"type":"unheld","i":4000000000,"op_id":"00000000-0000-0000-0000-000000000001","name":"a"}"#)
             .unwrap_err()
             .to_string();
         assert!(
@@ -539,7 +536,7 @@ mod tests {
     fn whole_lines_still_read() {
         let mut dec = LineDecoder::new();
         let s = dec
-            .decode_str(r#"{"v":1,"seq":3,"elapsed":1.5,"type":"started","op_id":"00000000-0000-0000-0000-000000000000","name":"build","parent_id":null,"depends_on":[],"attempt":1,"role":"implementer"}"#)
+            .decode(br#"{"v":1,"seq":3,"elapsed":1.5,"type":"started","op_id":"00000000-0000-0000-0000-000000000000","name":"build","parent_id":null,"depends_on":[],"attempt":1,"role":"implementer"}"#)
             .unwrap();
         assert_eq!(s.kind.node().unwrap().name.as_ref(), "build");
     }
