@@ -79,6 +79,12 @@ pub enum Command {
         /// it caused to be skipped), even in a run that finished. Repeatable.
         #[arg(long, value_name = "OP")]
         retry: Vec<String>,
+        /// Land this operation's work, whose merge conflict nobody was there
+        /// to resolve when it clashed (it failed `merge_conflict`): resolve
+        /// it by hand in its kept worktree first; its agent is not run
+        /// again. Repeatable.
+        #[arg(long, value_name = "OP")]
+        resolve: Vec<String>,
         /// Start a new attempt of every failed operation (as --retry each).
         #[arg(long)]
         retry_failed: bool,
@@ -327,6 +333,9 @@ pub struct RunArgs {
     /// Set by `resume --retry`.
     #[arg(skip)]
     pub retry: Vec<String>,
+    /// Set by `resume --resolve`.
+    #[arg(skip)]
+    pub resolve: Vec<String>,
 }
 
 /// What `resume` shares with `run`.

@@ -206,6 +206,7 @@ mod tests {
             profile: None,
             usd_headroom: None,
             carry_on: None,
+            land_only: false,
         }
     }
 

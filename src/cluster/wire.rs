@@ -268,7 +268,8 @@ impl WireEvent {
             | AgentEvent::Asking(_)
             | AgentEvent::AskEnded { .. }
             // Workers do not land work: isolation wraps local agents only.
-            | AgentEvent::Landed(_) => return None,
+            | AgentEvent::Landed(_)
+            | AgentEvent::MayLand(_) => return None,
         })
     }
 

@@ -39,6 +39,9 @@ pub fn hosted(args: &RunArgs) -> Outcome {
             for op in &args.retry {
                 cmd.arg("--retry").arg(op);
             }
+            for op in &args.resolve {
+                cmd.arg("--resolve").arg(op);
+            }
         }
         None => {
             cmd.arg("run");

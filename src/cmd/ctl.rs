@@ -244,6 +244,16 @@ fn status_text(v: &RunStatus) -> String {
     if !v.awaiting_approval.is_empty() {
         let _ = writeln!(s, "awaiting approval: {}", v.awaiting_approval.join(", "));
     }
+    // Each decision with what it is about, whole, and the basis that
+    // binds an answer to it.
+    for d in &v.decisions {
+        let _ = writeln!(s, "  {} — {} (--on {})", d.op, d.what, d.on);
+        if let Some(detail) = &d.detail {
+            for line in detail.lines() {
+                let _ = writeln!(s, "    │ {line}");
+            }
+        }
+    }
     if let Some(spend) = &v.spend {
         let _ = writeln!(s, "spend: {spend}");
     }

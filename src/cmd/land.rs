@@ -13,7 +13,8 @@ pub fn land(which: &str, into: &str, merge: bool) -> Outcome {
             dir.display()
         ))
     })?;
-    let done = block_on(false, land_into(&rec.repo, &rec.branch, into, merge))?
+    let made: Vec<String> = rec.made().map(str::to_string).collect();
+    let done = block_on(false, land_into(&rec.repo, &rec.branch, &made, into, merge))?
         .map_err(|e| CmdError::Failed(format!("land: refused: {e}")))?;
     let branch = &rec.branch;
     match done {

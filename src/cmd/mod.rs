@@ -117,6 +117,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             play,
             new_run,
             mut retry,
+            resolve,
             retry_failed,
             filter,
             args,
@@ -124,7 +125,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             if retry_failed {
                 retry.extend(run::failed_to_retry(&which, filter.as_deref())?);
             }
-            run::resume(&which, play, new_run, retry, args)
+            run::resume(&which, play, new_run, (retry, resolve), args)
         }
         Some(Command::Validate { play, explain }) => inspect::validate(&play, explain),
         Some(Command::Catalog { json }) => inspect::catalog(json),
@@ -152,7 +153,13 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
             run, speed, theme, ..
         }) => recorded::replay(&run, speed, theme),
         Some(Command::Ctl { run, action, json }) => match action {
-            crate::cli::CtlAction::Do(req) => ctl::ctl(&run, req, json),
+            crate::cli::CtlAction::Do(mut req) => {
+                let json = json
+                    | req
+                        .take_trailing_options(true)
+                        .map_err(|e| CmdError::Input(format!("ctl: {e}")))?;
+                ctl::ctl(&run, req, json)
+            }
             crate::cli::CtlAction::Events { follow, from } => attach::events(&run, follow, from),
             crate::cli::CtlAction::Follow { op, raw } => follow::follow(&run, &op, raw),
         },
@@ -273,6 +280,7 @@ fn run_error(e: RunError) -> CmdError {
 fn start_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
     let appender = tracing_appender::rolling::daily(".playdeck/logs", "playdeck.log");
+    playdeck::store::ignored_by_git(std::path::Path::new(".playdeck/logs"));
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()

@@ -52,6 +52,7 @@ fn session_options(args: &RunArgs) -> SessionOptions {
         run_dir: args.run_dir.clone(),
         resume: args.resume.clone(),
         retry: args.retry.clone(),
+        resolve: args.resolve.clone(),
         budget: args.budget.clone(),
         breakpoints: args.breakpoints.clone(),
         nats: args.nats.clone(),
@@ -107,7 +108,7 @@ pub fn resume(
     which: &str,
     play: Option<PathBuf>,
     new_run: bool,
-    retry: Vec<String>,
+    (retry, resolve): (Vec<String>, Vec<String>),
     a: ResumeArgs,
 ) -> Outcome {
     let dir = playdeck::control::resolve_run(which)
@@ -127,6 +128,7 @@ pub fn resume(
         theme: a.theme,
         resume: (!new_run).then_some(dir),
         retry,
+        resolve,
         host: a.host,
     })
 }

@@ -50,6 +50,9 @@ pub struct DiffView {
     /// The operator's notes, by line.
     pub notes: BTreeMap<usize, String>,
     pub scroll: ScrollList,
+    /// Work waiting for review: the question whose commits it shows. An
+    /// approval from the view names it, so what lands is what was read.
+    pub basis: Option<crate::kernel::Basis>,
 }
 
 /// Characters kept of a line: more never fits a terminal's width.
@@ -108,6 +111,7 @@ impl DiffView {
             hunks,
             notes: BTreeMap::new(),
             scroll,
+            basis: None,
         }
     }
 

@@ -311,6 +311,12 @@ pub enum Source<'a> {
 /// What comes back to the loop from a command carried out in a task.
 pub enum Msg {
     Status(String, Level),
+    /// The run's answer to one command: said, or — a decision refused as
+    /// stale — asked again.
+    Answer(
+        Request,
+        Result<crate::control::Reply, crate::control::Failure>,
+    ),
     /// The run's answer to a release preview: the confirmation opens.
     Preview(crate::capacity::ReleaseResult),
     /// The runs directory, read: the runs screen opens.
@@ -555,6 +561,7 @@ where
             Some(msg) = msg_rx.recv() => {
                 match msg {
                     Msg::Status(text, level) => app.set_status(text, level),
+                    Msg::Answer(req, answer) => app.answered(req, answer),
                     Msg::Preview(preview) => app.offer_release(preview),
                     Msg::Runs(rows) => app.open_runs(rows),
                 }
@@ -777,10 +784,8 @@ pub fn carry_out(
                     let r = link.requester.clone();
                     let tx = msgs.clone();
                     tokio::spawn(async move {
-                        let _ = tx.send(match r.send(req.clone()).await {
-                            Ok(reply) => Msg::Status(reply.one_line(&req), Level::Info),
-                            Err(f) => Msg::Status(f.message, Level::Error),
-                        });
+                        let answer = r.send(req.clone()).await;
+                        let _ = tx.send(Msg::Answer(req, answer));
                     });
                     continue;
                 }
@@ -791,8 +796,8 @@ pub fn carry_out(
                 let capacity = session.reconciler.clone();
                 let tx = msgs.clone();
                 tokio::spawn(async move {
-                    let (text, level) = command(&h, capacity.as_deref(), req).await;
-                    let _ = tx.send(Msg::Status(text, level));
+                    let answer = command(&h, capacity.as_deref(), req.clone()).await;
+                    let _ = tx.send(Msg::Answer(req, answer));
                 });
             }
         }
@@ -827,17 +832,14 @@ pub fn write_report(app: &mut App) {
     }
 }
 
-/// Carries out one operator command; returns what to tell the operator.
+/// Carries out one operator command; the run's answer.
 pub async fn command(
     h: &RunHandle,
     capacity: Option<&crate::capacity::Reconciler>,
     req: Request,
-) -> (String, Level) {
+) -> Result<crate::control::Reply, crate::control::Failure> {
     let by = Arc::from(crate::paths::me("console"));
-    match crate::control::apply(h, capacity, req.clone(), by).await {
-        Ok(reply) => (reply.one_line(&req), Level::Info),
-        Err(f) => (f.message, Level::Error),
-    }
+    crate::control::apply(h, capacity, req, by).await
 }
 
 /// Carries out several commands in order; one line names what each did.

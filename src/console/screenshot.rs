@@ -196,8 +196,10 @@ impl Scene {
             match e {
                 Effect::Control(req) => {
                     let capacity = self.session.reconciler.as_deref();
-                    let (text, level) = command(&self.session.handle, capacity, req).await;
-                    self.app.set_status(text, level);
+                    let answer = command(&self.session.handle, capacity, req.clone()).await;
+                    settle().await;
+                    self.refresh();
+                    self.app.answered(req, answer);
                 }
                 Effect::Controls(reqs) => {
                     let capacity = self.session.reconciler.as_deref();

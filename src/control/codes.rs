@@ -26,6 +26,9 @@ pub enum ErrorCode {
     CannotSay,
     NoQuestion,
     NoConflict,
+    /// A decision whose basis changed before it arrived: what changed and
+    /// what is there now are in the message; ask again.
+    StaleDecision,
     /// A control line or request that is not a command.
     BadRequest,
     NoCapacity,
@@ -97,6 +100,7 @@ impl From<&CommandError> for ErrorCode {
             }
             CommandError::CannotSay { .. } => ErrorCode::CannotSay,
             CommandError::NoQuestion { .. } => ErrorCode::NoQuestion,
+            CommandError::StaleDecision { .. } => ErrorCode::StaleDecision,
             CommandError::NoConflict { .. } => ErrorCode::NoConflict,
             CommandError::BadRequest(_) => ErrorCode::BadRequest,
             CommandError::NoCapacity => ErrorCode::NoCapacity,

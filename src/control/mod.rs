@@ -175,6 +175,10 @@ pub struct RunStatus {
     #[serde(default)]
     pub held: usize,
     pub awaiting_approval: Vec<String>,
+    /// Each decision waiting for the operator, with what it is about and
+    /// the basis to decide it on (`--on`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Waiting>,
     pub spawns: Spawns,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<StatusResult>,
@@ -229,6 +233,23 @@ pub fn workers_summary(ws: &[crate::kernel::WorkerSeen]) -> String {
         s.push_str(&format!(" · {silent} silent"));
     }
     s
+}
+
+/// A decision waiting for the operator, as `ctl status` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub op: String,
+    /// `gate`, `call`, `review` or `conflict`.
+    pub kind: String,
+    /// What it is about, in a line: a gate's dependencies' outcomes, the
+    /// call (`Bash(rm -rf build)`), what a review would land.
+    pub what: String,
+    /// What answering allows, whole (a call's command or content, a
+    /// review's commits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The basis to decide it on: `playdeck ctl RUN approve OP --on BASIS`.
+    pub on: crate::kernel::Basis,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -295,12 +316,16 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         .ok_or_else(|| Failure::from(CommandError::RunFinished))?;
     let mut lanes = LaneCounts::default();
     let mut awaiting = Vec::new();
+    let mut decisions = Vec::new();
     let mut held = 0;
     for n in &snap.nodes {
         lanes.add(n.lane, n.status == NodeStatus::Skipped);
         held += usize::from(n.held && !n.status.is_terminal() && n.lane != Lane::Running);
         if n.lane == Lane::AwaitingApproval {
             awaiting.push(n.name.to_string());
+            if let Some(d) = &n.deciding {
+                decisions.push(waiting(n, d));
+            }
         }
     }
     let cause = crate::projection::snapshot_cause(&snap);
@@ -316,7 +341,9 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         (None, true) => "paused".into(),
         (None, false) => "running".into(),
     };
-    let waits = waits_for(snap.run.running, awaiting.len(), capped, snap.run.paused);
+    // A review or a conflict waits on the operator, not on its agent.
+    let running = snap.run.running.saturating_sub(snap.run.awaiting_operator);
+    let waits = waits_for(running, awaiting.len(), capped, snap.run.paused);
     let eta_secs = eta(snap.elapsed, lanes.total(), lanes.settled()).filter(|_| waits.is_none());
     Ok(RunStatus {
         run_id: snap.run.run_id.to_string(),
@@ -325,10 +352,11 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         cause,
         elapsed: snap.elapsed,
         round: snap.run.round,
-        running: snap.run.running,
+        running,
         lanes,
         held,
         awaiting_approval: awaiting,
+        decisions,
         spawns: Spawns {
             accepted: snap.run.spawn_accepted,
             max_spawn: snap.run.max_spawn,
@@ -350,6 +378,27 @@ pub async fn status(h: &RunHandle, capacity: Option<&Reconciler>) -> Result<RunS
         waits_for: waits,
         workers: workers_now(&snap),
     })
+}
+
+/// A waiting decision as `ctl status` lists it.
+fn waiting(n: &crate::kernel::NodeSnapshot, d: &crate::kernel::Deciding) -> Waiting {
+    let (what, detail) = match &d.question {
+        Some(q) => (q.kind.say(&q.what), q.detail.as_deref().map(str::to_string)),
+        None => (
+            format!(
+                "approval gate: {}",
+                d.gate.as_deref().unwrap_or("no dependencies")
+            ),
+            None,
+        ),
+    };
+    Waiting {
+        op: n.name.to_string(),
+        kind: d.basis.kind.as_str().to_string(),
+        what,
+        detail,
+        on: d.basis.clone(),
+    }
 }
 
 /// What a run that has nothing running waits for before anything moves

@@ -93,6 +93,22 @@ impl HumanPrinter {
             SignalKind::Stepped { .. } => format!("{t}  step"),
             SignalKind::RoundEnded { round } => format!("{t}  round {round} drained"),
             SignalKind::Warning { message, .. } => format!("{t}  warning: {message}"),
+            SignalKind::Workspace {
+                branch,
+                base,
+                uncommitted,
+            } => {
+                let ws = crate::projection::Workspace {
+                    branch: branch.clone(),
+                    base: base.clone(),
+                    uncommitted: uncommitted.clone(),
+                };
+                let base = &base[..base.len().min(12)];
+                match ws.left_out() {
+                    Some(w) => format!("{t}  work lands on {branch}, made from {base}; {w}"),
+                    None => format!("{t}  work lands on {branch}, made from {base}"),
+                }
+            }
             SignalKind::RunFinished { outcome, .. } => {
                 format!("{t}  run finished: {}", outcome.as_str())
             }
@@ -332,19 +348,32 @@ impl HumanPrinter {
                 &n.name,
                 &format!(" — type `approve {0}` or `deny {0}`", n.name),
             ),
-            SignalKind::Approved { node: n, by } => {
-                node("✓ approved", &n.name, &format!(" by {by}"))
-            }
+            SignalKind::Approved { node: n, by, on } => node(
+                "✓ approved",
+                &n.name,
+                &match on {
+                    Some(on) => format!(" by {by}, on: {on}"),
+                    None => format!(" by {by}"),
+                },
+            ),
             SignalKind::PermissionAsked {
                 node: n,
                 tool,
                 kind,
+                detail,
                 ..
             } => match kind {
                 QuestionKind::Permission => node(
                     "⚿ asks permission",
                     &n.name,
-                    &format!(" for {tool} — type `permit {0}` or `deny {0}`", n.name),
+                    &format!(
+                        " for {tool} — type `permit {0}` or `deny {0}`{1}",
+                        n.name,
+                        detail
+                            .as_deref()
+                            .map(|d| format!("\n    {}", d.replace('\n', "\n    ")))
+                            .unwrap_or_default()
+                    ),
                 ),
                 QuestionKind::Review => node(
                     "◧ awaiting review",
@@ -397,6 +426,7 @@ impl HumanPrinter {
                 node: n,
                 by,
                 reason,
+                ..
             } => node("✗ denied", &n.name, &format!(" by {by}: {reason}")),
             SignalKind::Escalated {
                 node: n, reason, ..
@@ -405,7 +435,28 @@ impl HumanPrinter {
                 node: n,
                 attempt,
                 because: None,
-            } => node("↻ retried", &n.name, &format!(" — attempt {attempt}")),
+                note: Some(note),
+                by: Some(by),
+                ..
+            } => node(
+                "↻ sent back",
+                &n.name,
+                &format!(" by {by} — attempt {attempt}, told: {note}"),
+            ),
+            SignalKind::Retried {
+                node: n,
+                attempt,
+                because: None,
+                by,
+                ..
+            } => node(
+                "↻ retried",
+                &n.name,
+                &match by {
+                    Some(by) => format!(" by {by} — attempt {attempt}"),
+                    None => format!(" — attempt {attempt}"),
+                },
+            ),
             SignalKind::Retried {
                 node: n,
                 because: Some(b),

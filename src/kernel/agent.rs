@@ -149,6 +149,11 @@ pub enum AgentEvent {
     AskEnded { id: u32, why: Arc<str> },
     /// The operation's work went into the run's branch.
     Landed(Arc<LandedWork>),
+    /// The attempt's work is about to be offered for review or landed:
+    /// may it be? No while a message from the operator waits for the
+    /// attempt — what they said disputes the answer it gave. Once yes, a
+    /// message comes after the work lands and is for the next attempt.
+    MayLand(Replier<bool>),
     /// The result this attempt returns is its stream's last answer (an
     /// agent CLI's final message, which the CLI also echoes): requests in
     /// it are the ones the stream already carried, one emission, not a
@@ -204,12 +209,23 @@ pub struct Question {
     /// review or a conflict, what would land or what clashed.
     pub tool: Arc<str>,
     pub kind: QuestionKind,
+    /// What an answer binds to, beyond the question itself: a call's tool
+    /// and input digest (`Write:0011…`), a review's commits
+    /// (`base..tip`), a conflict's commits. Part of the decision's basis.
+    pub on: Option<Arc<str>>,
+    /// What answering allows, whole (bounded): a Write's content, an
+    /// Edit's diff, a Bash command; a review's commits and files.
+    pub detail: Option<Arc<str>>,
     pub reply: Replier,
 }
 
 impl PartialEq for Question {
     fn eq(&self, other: &Question) -> bool {
-        self.id == other.id && self.tool == other.tool && self.kind == other.kind
+        self.id == other.id
+            && self.tool == other.tool
+            && self.kind == other.kind
+            && self.on == other.on
+            && self.detail == other.detail
     }
 }
 
@@ -269,16 +285,28 @@ pub struct Answer {
 }
 
 /// Where a question's answer goes, once.
-#[derive(Debug, Clone)]
-pub struct Replier(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Answer>>>>);
+#[derive(Debug)]
+pub struct Replier<T = Answer>(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<T>>>>);
 
-impl Replier {
-    pub fn new(tx: tokio::sync::oneshot::Sender<Answer>) -> Replier {
+impl<T> Clone for Replier<T> {
+    fn clone(&self) -> Self {
+        Replier(self.0.clone())
+    }
+}
+
+impl<T> PartialEq for Replier<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<T> Replier<T> {
+    pub fn new(tx: tokio::sync::oneshot::Sender<T>) -> Replier<T> {
         Replier(Arc::new(std::sync::Mutex::new(Some(tx))))
     }
 
     /// Answers; `false` when it was answered already or nobody waits.
-    pub fn answer(&self, a: Answer) -> bool {
+    pub fn answer(&self, a: T) -> bool {
         let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         tx.is_some_and(|tx| tx.send(a).is_ok())
     }
@@ -445,6 +473,10 @@ pub struct Invocation {
     /// The conversation this attempt continues, when an earlier attempt of
     /// the same series had one and ended before the work was done.
     pub carry_on: Option<CarryOn>,
+    /// The operator resolved by hand the merge conflict its last attempt
+    /// failed on: its work lands from its worktree, and its agent is not
+    /// invoked again (agents that land nothing do nothing different).
+    pub land_only: bool,
 }
 
 pub trait Agent: Send + Sync {

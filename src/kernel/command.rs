@@ -9,6 +9,7 @@ use std::str::FromStr;
 use clap::{CommandFactory, Parser};
 use serde::{Deserialize, Serialize};
 
+use super::basis::Basis;
 use super::graph::OpId;
 use crate::vocab::Lifetime;
 
@@ -33,10 +34,26 @@ pub enum Request {
         op: Option<String>,
     },
     /// Approve an operation waiting at its approval gate.
-    Approve { op: String },
+    Approve {
+        op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
+    },
     /// Deny an operation waiting at its approval gate.
     Deny {
         op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
         /// Why (recorded in the run).
         #[serde(default, with = "words", skip_serializing_if = "Vec::is_empty")]
         #[arg(trailing_var_arg = true)]
@@ -48,14 +65,41 @@ pub enum Request {
     Unhold { op: String },
     /// A new attempt of a failed or denied operation; what it caused to be
     /// skipped waits again.
-    Retry { op: String },
+    Retry {
+        op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
+    },
     /// Allow the call a running agent asked permission for (`deny OP`
     /// refuses it; `approve OP` allows it too).
-    Permit { op: String },
+    Permit {
+        op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
+    },
     /// Land an operation's work again once its merge conflict is resolved
     /// in its worktree (what is left uncommitted there is committed for
     /// it); `deny OP` leaves it unlanded instead.
-    Resolve { op: String },
+    Resolve {
+        op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
+    },
     /// Pause the run by itself: before OP starts, before any operation of
     /// role:ROLE starts, or when a spawn, an escalation or a failure
     /// happens; --clear takes it off (`--clear all`: every one).
@@ -74,6 +118,13 @@ pub enum Request {
     /// in its session with the message.
     Say {
         op: String,
+        /// What the decision answers, as the surface showed it
+        /// (`ctl RUN status` lists it): the run refuses it when that is no
+        /// longer what is there (`stale_decision`). Without it the
+        /// decision is made on what is there now, and the answer says so.
+        #[arg(long = "on", value_name = "BASIS")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Basis>,
         /// What to say.
         #[serde(default, with = "words", skip_serializing_if = "Vec::is_empty")]
         #[arg(trailing_var_arg = true, required = true)]
@@ -283,14 +334,14 @@ impl Request {
     pub fn target(&self) -> Option<&str> {
         match self {
             Request::Step { op } => op.as_deref(),
-            Request::Approve { op }
+            Request::Approve { op, .. }
             | Request::Deny { op, .. }
             | Request::Hold { op }
             | Request::Unhold { op }
-            | Request::Retry { op }
+            | Request::Retry { op, .. }
             | Request::Say { op, .. }
-            | Request::Permit { op }
-            | Request::Resolve { op }
+            | Request::Permit { op, .. }
+            | Request::Resolve { op, .. }
             | Request::RunTo { op } => Some(op),
             Request::Add { name, .. } => name.as_deref(),
             _ => None,
@@ -332,6 +383,12 @@ impl Request {
 
     /// What to tell the operator when the kernel carried it out.
     pub fn done_message(&self, answer: &Answer) -> String {
+        if let Answer::Decided { on, now } = answer {
+            let done = self.done_message(&Answer::Done);
+            return format!(
+                "{done}, on what was there: {now} (no basis was given; --on {on} names it)"
+            );
+        }
         match (self, answer) {
             (_, Answer::Stepped { op: Some(op) }) => format!("step: {op} started"),
             (_, Answer::Added { name, .. }) => format!("added {name}"),
@@ -340,14 +397,14 @@ impl Request {
             }
             (Request::Pause, _) => "paused: running work finishes, nothing new starts".into(),
             (Request::Resume, _) => "resumed".into(),
-            (Request::Approve { op }, _) => format!("approved {op}"),
+            (Request::Approve { op, .. }, _) => format!("approved {op}"),
             (Request::Deny { op, .. }, _) => format!("denied {op}"),
             (Request::Hold { op }, _) => format!("holding {op}"),
             (Request::Unhold { op }, _) => format!("released the hold on {op}"),
-            (Request::Retry { op }, _) => format!("retrying {op}"),
+            (Request::Retry { op, .. }, _) => format!("retrying {op}"),
             (Request::Say { op, .. }, _) => format!("said to {op}'s agent"),
-            (Request::Permit { op }, _) => format!("allowed the call {op} asked about"),
-            (Request::Resolve { op }, _) => format!("landing {op} again"),
+            (Request::Permit { op, .. }, _) => format!("allowed the call {op} asked about"),
+            (Request::Resolve { op, .. }, _) => format!("landing {op} again"),
             (Request::Break { at, clear: false }, _) => {
                 format!("breakpoint {at}: the run pauses there")
             }
@@ -365,15 +422,46 @@ impl Request {
         }
     }
 
+    /// Options typed after a message's words (`say OP TEXT --json`, `deny
+    /// OP REASON --on BASIS`) are options, not words for the agent or the
+    /// record: taken off the words. `true` when `--json` was one of them
+    /// (taken only where `json` says the surface has the option).
+    pub fn take_trailing_options(&mut self, json_too: bool) -> Result<bool, CommandError> {
+        let (words, on) = match self {
+            Request::Say { text, on, .. } => (text, on),
+            Request::Deny { reason, on, .. } => (reason, on),
+            _ => return Ok(false),
+        };
+        let mut json = false;
+        loop {
+            match words.as_slice() {
+                [.., last] if json_too && last == "--json" => {
+                    json = true;
+                    words.pop();
+                }
+                [.., flag, value] if flag == "--on" && on.is_none() => {
+                    let basis = value.parse().map_err(|e: super::basis::BasisError| {
+                        CommandError::BadRequest(e.to_string())
+                    })?;
+                    *on = Some(basis);
+                    words.truncate(words.len() - 2);
+                }
+                _ => return Ok(json),
+            }
+        }
+    }
+
     /// The same request as JSON carries it (a reason is one string).
     pub fn normalized(self) -> Request {
         match self {
-            Request::Deny { op, reason } if reason.len() > 1 => Request::Deny {
+            Request::Deny { op, on, reason } if reason.len() > 1 => Request::Deny {
                 op,
+                on,
                 reason: vec![reason.join(" ")],
             },
-            Request::Say { op, text } if text.len() > 1 => Request::Say {
+            Request::Say { op, on, text } if text.len() > 1 => Request::Say {
                 op,
+                on,
                 text: vec![text.join(" ")],
             },
             r => r,
@@ -403,7 +491,13 @@ impl FromStr for Request {
             shlex::split(line).ok_or_else(|| bad(format!("{line:?} has an unclosed quote")))?;
         let first = words.first().cloned().unwrap_or_default();
         Line::try_parse_from(words)
-            .map(|l| l.request.normalized())
+            .and_then(|l| {
+                let mut r = l.request;
+                r.take_trailing_options(false).map_err(|e| {
+                    Line::command().error(clap::error::ErrorKind::ValueValidation, e.to_string())
+                })?;
+                Ok(r.normalized())
+            })
             .map_err(|e| {
                 use clap::error::ErrorKind;
                 if matches!(
@@ -432,6 +526,13 @@ impl FromStr for Request {
 #[serde(tag = "done", rename_all = "snake_case")]
 pub enum Answer {
     Done,
+    /// A decision made without a basis: it was made on what was there
+    /// when it arrived, which is said (`on`, and in words `now`) so a
+    /// script knows what it decided.
+    Decided {
+        on: Basis,
+        now: String,
+    },
     /// A step: the operation that started, or none yet (the next one to
     /// become ready will).
     Stepped {
@@ -488,6 +589,13 @@ pub enum CommandError {
         name: String,
         state: &'static str,
         why: &'static str,
+    },
+    /// A decision whose basis is not what is there now: nothing was done.
+    #[error("{name}: not decided — {changed}. Now: {now}; decide again on that")]
+    StaleDecision {
+        name: String,
+        changed: String,
+        now: String,
     },
     #[error("{0}")]
     BadRequest(String),
@@ -556,7 +664,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("explode"), "{msg}");
         assert!(
-            msg.contains("approve OP") && msg.contains("deny OP [REASON]"),
+            msg.contains("approve OP") && msg.contains("deny OP [--on BASIS] [REASON]"),
             "{msg}"
         );
         let e = "approve".parse::<Request>().unwrap_err().to_string();

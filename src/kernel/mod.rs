@@ -4,6 +4,7 @@
 //! envelope. Nothing here knows about the console.
 
 pub mod agent;
+pub mod basis;
 pub mod breakpoint;
 pub mod builder;
 pub mod command;
@@ -27,6 +28,7 @@ pub use agent::{
     ActivityState, Agent, AgentEvent, AgentEvents, AgentFailure, AgentOutcome, AgentResolver,
     BoxFuture, CarryOn, InstructionDecorator, Invocation, SpawnBudget, Usage,
 };
+pub use basis::{Basis, BasisKind};
 pub use builder::{
     Candidate, Emitter, NodeBuilder, Rejection, RoleRoute, RouteResult, StaticRoleBuilder,
 };
@@ -52,5 +54,5 @@ pub use signal::{
     DepRecord, NodeHeader, Outcome, PauseReason, RoleOrigin, Signal, SignalKind, SignalSink,
     SinkError, SkipReason, SpawnRecord, WorkerSeen,
 };
-pub use snapshot::{NodeSnapshot, NodeStatus, Snapshot};
+pub use snapshot::{AskedNow, Deciding, NodeSnapshot, NodeStatus, Snapshot};
 pub use transition::lane_for;

@@ -35,6 +35,13 @@ pub struct RestoredNode {
     /// The conversation its next attempt continues, and what ended the
     /// attempt that had it: (session, ended).
     pub carry: Option<(Arc<str>, Arc<str>)>,
+    /// The seq of the signal that settled it (a failure's basis).
+    pub settled_seq: Option<u64>,
+    /// Its last attempt failed on a merge conflict nobody resolved.
+    pub resolvable: bool,
+    /// Its new attempt only lands what its worktree holds (`resume
+    /// --resolve`).
+    pub land_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

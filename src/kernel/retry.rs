@@ -40,6 +40,10 @@ pub mod cause {
     /// The worker performing the attempt (scale-out) went quiet past its
     /// ack deadline: killed, stopped or cut off.
     pub const WORKER_LOST: &str = "worker_lost";
+    /// Its work clashed with what landed before it, and nobody resolved
+    /// it then (not a cause a policy retries: the operator resolves it
+    /// by hand, and `resolve` lands it without its agent).
+    pub const MERGE_CONFLICT: &str = "merge_conflict";
 
     /// Every cause a policy's `on` list may name.
     pub const ALL: [&str; 11] = [

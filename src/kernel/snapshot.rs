@@ -39,6 +39,33 @@ impl NodeStatus {
     }
 }
 
+/// A dependency's outcome as a gate's basis sees it: settled one way or
+/// another, or not yet (pending, ready, running and waiting are one: a
+/// view may see them a moment apart, and none of them is an outcome).
+fn outcome(s: NodeStatus) -> u8 {
+    match s {
+        NodeStatus::Succeeded => b's',
+        NodeStatus::Escalated => b'e',
+        NodeStatus::Failed => b'f',
+        NodeStatus::Skipped => b'k',
+        _ => b'-',
+    }
+}
+
+/// A gate's dependencies' outcomes, as eight hex digits: the kernel and
+/// every view compute it the same way from what they hold, so a view that
+/// showed another outcome sends another digest. Order does not matter.
+pub fn deps_digest(deps: impl Iterator<Item = (OpId, NodeStatus)>) -> String {
+    let mut v: Vec<(OpId, u8)> = deps.map(|(id, s)| (id, outcome(s))).collect();
+    v.sort_unstable();
+    let mut h = crc32fast::Hasher::new();
+    for (id, o) in v {
+        h.update(id.as_bytes());
+        h.update(&[o]);
+    }
+    format!("{:08x}", h.finalize())
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSnapshot {
     pub op_id: OpId,
@@ -60,6 +87,33 @@ pub struct NodeSnapshot {
     pub error: Option<Arc<str>>,
     /// The exact blocker of an operation that has not started.
     pub waiting_for: Option<String>,
+    /// What a decision on it answers now, and the question it waits on
+    /// (boxed: few operations wait for the operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deciding: Option<Box<Deciding>>,
+}
+
+/// What an operation waiting for the operator (or failed, or escalated)
+/// is decided on: the basis a decision names, and for a question what it
+/// asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deciding {
+    pub basis: super::basis::Basis,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<AskedNow>,
+    /// A gate's dependencies' outcomes, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Arc<str>>,
+}
+
+/// A question as it waits: its kind, what it is about in a line, and what
+/// answering it allows, whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskedNow {
+    pub kind: super::agent::QuestionKind,
+    pub what: Arc<str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +124,10 @@ pub struct RunState {
     pub step_credits: u32,
     pub round: u32,
     pub running: usize,
+    /// Of `running`, attempts whose work waits for the operator: a review,
+    /// a merge conflict (their agents are done; the operator decides).
+    #[serde(default)]
+    pub awaiting_operator: usize,
     pub max_concurrent: usize,
     pub reactive: bool,
     pub max_spawn: usize,
@@ -107,4 +165,22 @@ pub struct Snapshot {
     pub counts: super::signal::LaneCounts,
     /// Every row (an overview: only the dropped ones).
     pub ledger: Vec<LedgerEntry>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deps_digest_changes_with_an_outcome_and_not_with_order_or_waiting() {
+        let (a, b) = (OpId::new_v4(), OpId::new_v4());
+        let d1 = deps_digest([(a, NodeStatus::Succeeded), (b, NodeStatus::Failed)].into_iter());
+        let d2 = deps_digest([(b, NodeStatus::Failed), (a, NodeStatus::Succeeded)].into_iter());
+        assert_eq!(d1, d2);
+        let d3 = deps_digest([(a, NodeStatus::Succeeded), (b, NodeStatus::Running)].into_iter());
+        assert_ne!(d1, d3);
+        let d4 = deps_digest([(a, NodeStatus::Succeeded), (b, NodeStatus::Pending)].into_iter());
+        assert_eq!(d3, d4, "not settled is one outcome");
+        assert_eq!(d1.len(), 8);
+    }
 }

@@ -68,6 +68,7 @@ mod tests {
             &SignalKind::Approved {
                 node: header(),
                 by: "op".into(),
+                on: None,
             },
         );
         assert_eq!(lane, Lane::Queued);
@@ -175,7 +176,8 @@ mod tests {
                 &SignalKind::Denied {
                     node: header(),
                     by: "op".into(),
-                    reason: "no".into()
+                    reason: "no".into(),
+                    on: None,
                 }
             ),
             Lane::Failed

@@ -47,6 +47,16 @@ pub enum Refused {
         ahead: usize,
     },
     #[error(
+        "{run} holds {} commit(s) no landing of the run made ({}); only what the run landed is taken into your branch — nothing was changed. Put the run's branch back with `git branch -f {run} {last}` (the run does it itself while it is live)",
+        .foreign.len(),
+        .foreign.join("; ")
+    )]
+    Foreign {
+        run: String,
+        foreign: Vec<String>,
+        last: String,
+    },
+    #[error(
         "merging {run} into {branch} clashes in {paths}; nothing was changed (merge it by hand to resolve them)"
     )]
     Clash {
@@ -56,10 +66,12 @@ pub enum Refused {
     },
 }
 
-/// Brings `run_branch` into `into`, in `repo`.
+/// Brings `run_branch` into `into`, in `repo` — only a tip the run's own
+/// landings made (`made`, oldest first: its base, then each landing's).
 pub async fn land_into(
     repo: &Path,
     run_branch: &str,
+    made: &[String],
     into: &str,
     merge: bool,
 ) -> Result<Done, Refused> {
@@ -81,6 +93,35 @@ pub async fn land_into(
         ));
     }
     let theirs = git::line(repo, &["rev-parse", &refname(run_branch)]).await?;
+    // The run's branch is the run's alone: a commit an agent (or anyone)
+    // put on it is not taken to the user's branch on the run's name.
+    if !made.is_empty() && !made.contains(&theirs) {
+        let mut range = vec![
+            "log".to_string(),
+            "--format=%h %s".to_string(),
+            theirs.clone(),
+            "--not".to_string(),
+        ];
+        range.extend(made.iter().cloned());
+        let foreign: Vec<String> = git::ok(repo, &range)
+            .await?
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let last = made.last().cloned().unwrap_or_default();
+        return Err(Refused::Foreign {
+            run: run_branch.into(),
+            foreign: if foreign.is_empty() {
+                vec![format!(
+                    "it was moved to {}, which no landing made",
+                    short(&theirs)
+                )]
+            } else {
+                foreign
+            },
+            last: short(&last).to_string(),
+        });
+    }
     let ours = git::line(repo, &["rev-parse", &refname(into)]).await?;
     let is_ancestor = |a: String, b: String| async move {
         git::run(repo, &["merge-base", "--is-ancestor", &a, &b])

@@ -38,7 +38,7 @@ pub mod cause {
     /// `[workspace] setup` failed in the new worktree.
     pub const SETUP_FAILED: &str = "setup_failed";
     /// Its work clashes with what landed before it, and nobody resolved it.
-    pub const MERGE_CONFLICT: &str = "merge_conflict";
+    pub const MERGE_CONFLICT: &str = crate::kernel::retry::cause::MERGE_CONFLICT;
     /// The operator rejected its work at review.
     pub const REVIEW_REJECTED: &str = "review_rejected";
     /// git failed at something else (a worktree, a commit).
@@ -62,12 +62,12 @@ impl Agent for Isolated {
                 AgentParams::from_value(&inv.params).review,
                 inv.profile.as_deref(),
             );
+            let land_only = inv.land_only;
             let wt = landing.prepare(&op, attempt).await.map_err(|e| match e {
                 NotReady::Setup { .. } => AgentFailure::new(cause::SETUP_FAILED, e.to_string()),
                 e => AgentFailure::new(cause::WORKSPACE_ERROR, e.to_string()),
             })?;
             inv.workspace = Some(wt.path.clone());
-            let result = inner.invoke(inv).await?;
             let git_failed = |e: super::git::GitError| {
                 AgentFailure::new(
                     cause::WORKSPACE_ERROR,
@@ -77,36 +77,112 @@ impl Agent for Isolated {
                     ),
                 )
             };
+            // A conflict resolved by hand after its attempt failed: what
+            // the worktree holds lands, its agent is not run again.
+            let result = if land_only {
+                landing.kept_result(&op).ok_or_else(|| {
+                    AgentFailure::new(
+                        cause::WORKSPACE_ERROR,
+                        format!(
+                            "nothing to land for {op}: the answer of the attempt whose work clashed was not kept; retry it instead"
+                        ),
+                    )
+                })?
+            } else {
+                let result = inner.invoke(inv).await?;
+                landing.keep_result(&op, &result);
+                result
+            };
+            landing
+                .on_its_branch(&wt)
+                .await
+                .map_err(|e| AgentFailure::new(cause::WORKSPACE_ERROR, e))?;
             landing
                 .commit_left(&op, &wt, &subject)
                 .await
                 .map_err(git_failed)?;
-            if review {
-                let what = landing.review_words(&wt).await;
-                if let Err(why) = ask(&events, QuestionKind::Review, &what).await {
-                    return Err(AgentFailure::new(
-                        cause::REVIEW_REJECTED,
-                        format!("its work did not land: {why}"),
-                    ));
-                }
+            // A message from the operator waiting for this attempt
+            // disputes its answer: nothing of it lands, and the kernel
+            // continues its conversation, told the message.
+            if !may_land(&events).await {
+                return Ok(result);
             }
+            // After a conflict the operator resolved, the commits are
+            // theirs: they land without a second review.
+            let mut ask_review = review && !land_only;
             loop {
-                match landing.land(&op, &wt, &subject).await.map_err(git_failed)? {
+                let tip = landing.head(&wt).await.map_err(git_failed)?;
+                if ask_review {
+                    let shown = landing.review_of(&wt, &tip).await;
+                    if let Err(why) = ask(
+                        &events,
+                        QuestionKind::Review,
+                        &shown.words,
+                        shown.on,
+                        shown.detail,
+                    )
+                    .await
+                    {
+                        return Err(AgentFailure::new(
+                            cause::REVIEW_REJECTED,
+                            format!("its work did not land: {why}"),
+                        ));
+                    }
+                    if !may_land(&events).await {
+                        return Ok(result);
+                    }
+                    // A rebase replays what the worktree holds: when it
+                    // holds more than was shown, it is shown again.
+                    if landing.cfg.land == super::LandMode::Rebase
+                        && landing.head(&wt).await.map_err(git_failed)? != tip
+                    {
+                        events.emit(AgentEvent::Warning(Arc::from(format!(
+                            "{op}: a commit was made in its worktree after its review was shown; nothing landed, and its review is asked again with it"
+                        ))));
+                        continue;
+                    }
+                }
+                match landing
+                    .land(&op, &wt, &subject, &tip)
+                    .await
+                    .map_err(git_failed)?
+                {
                     Ok(work) => {
                         if work.commit.is_some() {
                             events.emit(AgentEvent::Landed(Arc::new(work)));
+                        }
+                        // What was committed after the review was shown
+                        // is not part of what landed: it comes back for
+                        // review on its own.
+                        if ask_review && landing.head(&wt).await.map_err(git_failed)? != tip {
+                            events.emit(AgentEvent::Warning(Arc::from(format!(
+                                "{op}: a commit was made in its worktree after its review was shown; what was shown landed, and the rest is asked for review"
+                            ))));
+                            continue;
                         }
                         break;
                     }
                     Err(clash) => {
                         let what = format!("{} clash with {}", clash.named(), landing.branch);
-                        match ask(&events, QuestionKind::Conflict, &what).await {
+                        let on = Some(landing.range(&tip).await);
+                        let detail = Some(format!(
+                            "its commits clash with what landed on {} before it, in:\n{}",
+                            landing.branch,
+                            clash.paths.join("\n")
+                        ));
+                        match ask(&events, QuestionKind::Conflict, &what, on, detail).await {
                             // Resolved in the worktree: what is left there
                             // is committed, and it lands again.
-                            Ok(()) => landing
-                                .commit_left(&op, &wt, &subject)
-                                .await
-                                .map_err(git_failed)?,
+                            Ok(()) => {
+                                landing
+                                    .commit_left(&op, &wt, &subject)
+                                    .await
+                                    .map_err(git_failed)?;
+                                ask_review = false;
+                                if !may_land(&events).await {
+                                    return Ok(result);
+                                }
+                            }
                             Err(why) => {
                                 return Err(AgentFailure::new(
                                     cause::MERGE_CONFLICT,
@@ -122,6 +198,7 @@ impl Agent for Isolated {
                     }
                 }
             }
+            landing.forget_result(&op);
             if let Some(kept) = landing.finish(&op, attempt, &wt).await {
                 events.emit(AgentEvent::Warning(Arc::from(kept)));
             }
@@ -130,15 +207,32 @@ impl Agent for Isolated {
     }
 }
 
+/// Asks the kernel whether the attempt's work may be offered or land:
+/// not while a message from the operator waits for it. Yes where nobody
+/// holds the question (an attempt outside a run).
+async fn may_land(events: &AgentEvents) -> bool {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    events.emit(AgentEvent::MayLand(Replier::new(tx)));
+    rx.await.unwrap_or(true)
+}
+
 /// Asks the operator, through the kernel, and waits: `Ok` when allowed,
 /// else why not.
-async fn ask(events: &AgentEvents, kind: QuestionKind, what: &str) -> Result<(), String> {
+async fn ask(
+    events: &AgentEvents,
+    kind: QuestionKind,
+    what: &str,
+    on: Option<String>,
+    detail: Option<String>,
+) -> Result<(), String> {
     static IDS: AtomicU32 = AtomicU32::new(1 << 20);
     let (tx, rx) = tokio::sync::oneshot::channel();
     events.emit(AgentEvent::Asking(Question {
         id: IDS.fetch_add(1, Ordering::Relaxed),
         tool: Arc::from(what),
         kind,
+        on: on.map(Arc::from),
+        detail: detail.map(Arc::from),
         reply: Replier::new(tx),
     }));
     match rx.await {
@@ -162,16 +256,109 @@ fn first_line(instruction: &str) -> String {
     s
 }
 
+/// What a review shows: the commits it is of, in a line and whole.
+struct Shown {
+    /// `base..tip`, full ids: what an approval lands, and its basis.
+    on: Option<String>,
+    /// `1 file changed, 1 insertion(+)`
+    words: String,
+    /// Its commits, then `git diff --stat`.
+    detail: Option<String>,
+}
+
 impl Landing {
-    /// What a review would land, in a line: `3 files changed, 10
-    /// insertions(+), 2 deletions(-)`.
-    async fn review_words(&self, wt: &super::worktree::OpWorktree) -> String {
-        let range = format!("{}...HEAD", super::refname(&self.branch));
-        match super::git::line(&wt.path, &["diff", "--shortstat", &range]).await {
-            Ok(s) if !s.is_empty() => s,
+    /// `wt`'s HEAD now.
+    async fn head(&self, wt: &super::worktree::OpWorktree) -> Result<String, super::git::GitError> {
+        super::git::line(&wt.path, &["rev-parse", "HEAD"]).await
+    }
+
+    /// `base..tip`: from where `tip` left the run's branch to `tip`.
+    async fn range(&self, tip: &str) -> String {
+        let base = super::git::line(&self.repo, &["merge-base", &self.last_made(), tip])
+            .await
+            .unwrap_or_else(|_| self.last_made());
+        format!("{base}..{tip}")
+    }
+
+    /// What a review of `tip` shows: the commits the run's branch does not
+    /// have yet, up to `tip` and no further.
+    async fn review_of(&self, wt: &super::worktree::OpWorktree, tip: &str) -> Shown {
+        let on = self.range(tip).await;
+        let git = |args: Vec<String>| async move {
+            super::git::ok(&wt.path, &args).await.map_err(|e| e.said)
+        };
+        let words = match git(vec!["diff".into(), "--shortstat".into(), on.clone()]).await {
+            Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
             Ok(_) => "no changes".into(),
-            Err(e) => format!("cannot tell what changed: {}", e.said),
+            Err(e) => format!("cannot tell what changed: {e}"),
+        };
+        let log = git(vec!["log".into(), "--format=%h %s".into(), on.clone()])
+            .await
+            .unwrap_or_default();
+        let stat = git(vec!["diff".into(), "--stat".into(), on.clone()])
+            .await
+            .unwrap_or_default();
+        Shown {
+            detail: Some(format!(
+                "commits {}:\n{}\n{}",
+                short_range(&on),
+                log.trim_end(),
+                stat.trim_end()
+            )),
+            on: Some(on),
+            words,
         }
+    }
+
+    /// Fails an attempt whose agent moved its worktree off its own branch
+    /// (`git checkout playdeck/<run>` there would commit on the run's
+    /// branch): nothing of it lands.
+    async fn on_its_branch(&self, wt: &super::worktree::OpWorktree) -> Result<(), String> {
+        let head = super::git::run(&wt.path, &["symbolic-ref", "-q", "HEAD"])
+            .await
+            .map_err(|e| e.to_string())?;
+        let want = super::refname(&wt.branch);
+        if head.stdout.trim() == want {
+            return Ok(());
+        }
+        let now = match head.stdout.trim() {
+            "" => "a detached HEAD".to_string(),
+            r => r.trim_start_matches("refs/heads/").to_string(),
+        };
+        Err(format!(
+            "its agent moved its worktree off its branch {} to {now}: nothing of this attempt lands; the worktree {} is kept",
+            wt.branch,
+            wt.path.display()
+        ))
+    }
+
+    /// Where an attempt's answer is kept until its work has landed (a
+    /// conflict resolved by hand lands it later).
+    fn result_file(&self, op: &str) -> std::path::PathBuf {
+        self.worktrees.join(format!(".{op}.result.json"))
+    }
+
+    fn keep_result(&self, op: &str, result: &serde_json::Value) {
+        let _ = std::fs::create_dir_all(&self.worktrees);
+        let bytes = serde_json::to_vec(result).unwrap_or_default();
+        let _ = crate::files::write_atomic(&self.result_file(op), &bytes);
+    }
+
+    fn kept_result(&self, op: &str) -> Option<serde_json::Value> {
+        let bytes = std::fs::read(self.result_file(op)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn forget_result(&self, op: &str) {
+        let _ = std::fs::remove_file(self.result_file(op));
+    }
+}
+
+/// `1a2b3c4d..5e6f7a8b` for people.
+fn short_range(on: &str) -> String {
+    match on.split_once("..") {
+        Some((a, b)) => format!("{}..{}", super::short(a), super::short(b)),
+        None => on.to_string(),
     }
 }
 

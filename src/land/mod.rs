@@ -47,6 +47,17 @@ pub enum OpenError {
 /// The run's branch and where its operations' worktrees go.
 #[derive(Debug)]
 pub struct Landing {
+    /// The run directory (`landing.json` is in it).
+    run_dir: PathBuf,
+    /// The tips of the run's branch the run made, oldest first: its base,
+    /// then each landing's. The branch moves only to the next of these;
+    /// anything else on it is foreign, and put back.
+    made: std::sync::Mutex<Vec<String>>,
+    /// Paths changed in the checkout and not committed when the run
+    /// began: they are not part of the run's base (said at the start).
+    pub uncommitted: Vec<String>,
+    /// Where the run hears what landing notices (its branch moved).
+    notices: std::sync::OnceLock<crate::kernel::ExternalSender>,
     /// The repository's top directory (its main worktree).
     pub repo: PathBuf,
     /// `playdeck/<run-id>`.
@@ -96,13 +107,14 @@ impl Landing {
             return Err(OpenError::OldGit(version));
         }
         let repo = PathBuf::from(git::line(play_dir, &["rev-parse", "--show-toplevel"]).await?);
-        let branch = format!("playdeck/{run_id}");
+        let branch = branch_for(run_id);
         let have = git::run(
             &repo,
             &["rev-parse", "--verify", "--quiet", &refname(&branch)],
         )
         .await?
         .ok();
+        let mut uncommitted = Vec::new();
         if !have {
             let base = git::run(
                 &repo,
@@ -112,6 +124,15 @@ impl Landing {
             if !base.ok() {
                 return Err(OpenError::NoCommit(repo.display().to_string()));
             }
+            // The run starts from what is committed: what is not is left
+            // out, and said (files git ignores are not counted).
+            uncommitted = git::ok(&repo, &["status", "--porcelain", "-z"])
+                .await?
+                .split('\0')
+                .filter(|l| l.len() > 3)
+                .map(|l| l[3..].to_string())
+                .filter(|p| !p.starts_with(".playdeck/"))
+                .collect();
             git::ok(&repo, &["branch", &branch, base.stdout.trim()]).await?;
         }
         // git runs in the repository, not where playdeck was started.
@@ -119,20 +140,33 @@ impl Landing {
             path: run_dir.display().to_string(),
             error,
         })?;
-        let run_dir = run_dir.as_path();
+        let kept = record::LandingFile::read(&run_dir);
         let landing = Landing {
             repo,
             branch,
             run_id: run_id.to_string(),
             worktrees: run_dir.join("work"),
             logs: run_dir.join("logs"),
+            run_dir: run_dir.clone(),
+            made: std::sync::Mutex::new(Vec::new()),
+            uncommitted,
+            notices: std::sync::OnceLock::new(),
             cfg: cfg.clone(),
             reviewed_profiles,
             lock: tokio::sync::Mutex::new(()),
         };
+        let made = match kept {
+            Some(k) if have => {
+                let mut m = vec![k.base];
+                m.extend(k.tips);
+                m
+            }
+            // A run begun before its tips were kept: the branch as it is.
+            _ => vec![landing.tip().await?],
+        };
+        *landing.made.lock().unwrap_or_else(|e| e.into_inner()) = made;
         if !have {
-            let base = landing.tip().await?;
-            record::write(run_dir, &landing, &base)?;
+            landing.record()?;
         }
         Ok(landing)
     }
@@ -142,18 +176,129 @@ impl Landing {
         git::line(&self.repo, &["rev-parse", &refname(&self.branch)]).await
     }
 
+    /// The commit the run's branch was made from.
+    pub fn base(&self) -> String {
+        let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.first().cloned().unwrap_or_default()
+    }
+
+    /// The last tip the run made (its base before anything landed).
+    pub fn last_made(&self) -> String {
+        let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.last().cloned().unwrap_or_default()
+    }
+
+    /// `landing.json` with the tips made so far.
+    fn record(&self) -> Result<(), OpenError> {
+        let made = self.made.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        record::write(&self.run_dir, self, &made)
+    }
+
+    /// Where the run hears what landing notices; the branch is watched
+    /// from then on (a foreign commit is said within a second).
+    pub fn attach(self: &Arc<Landing>, tx: crate::kernel::ExternalSender) {
+        if self.notices.set(tx).is_ok() {
+            let me = Arc::downgrade(self);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(WATCH_EVERY).await;
+                    let Some(l) = me.upgrade() else { return };
+                    if l.notices.get().is_some_and(|t| t.is_closed()) {
+                        return;
+                    }
+                    // A landing in progress moves the branch itself.
+                    let Ok(_one) = l.lock.try_lock() else {
+                        continue;
+                    };
+                    let _ = l.reclaim().await;
+                }
+            });
+        }
+    }
+
+    /// Tells the run something it should see (a warning).
+    fn notice(&self, message: String) {
+        tracing::warn!("{message}");
+        if let Some(tx) = self.notices.get() {
+            let _ = tx.send(crate::kernel::External::Signal(
+                crate::kernel::SignalKind::Warning {
+                    message: Arc::from(message),
+                    op_id: None,
+                },
+            ));
+        }
+    }
+
+    /// When the run's branch is not where the run's last landing left it
+    /// (an agent committed on it, someone reset it), puts it back there —
+    /// keeping what was on it on a branch of its own, named — and says
+    /// so. Called with the landing lock held. `Ok(true)` when it moved.
+    async fn reclaim(&self) -> Result<bool, git::GitError> {
+        let mine = self.last_made();
+        let now = self.tip().await?;
+        if now == mine || mine.is_empty() {
+            return Ok(false);
+        }
+        let foreign = git::ok(
+            &self.repo,
+            &["log", "--format=%h %s", &format!("{mine}..{now}")],
+        )
+        .await
+        .unwrap_or_default();
+        let foreign: Vec<&str> = foreign.lines().collect();
+        let kept = format!("{}-foreign/{}", self.branch, short(&now));
+        let saved = git::run(&self.repo, &["branch", "-f", &kept, &now])
+            .await
+            .is_ok_and(|o| o.ok());
+        git::ok(
+            &self.repo,
+            &["update-ref", &refname(&self.branch), &mine, &now],
+        )
+        .await?;
+        let what = if foreign.is_empty() {
+            format!(
+                "it was moved to {} (no landing of this run made it)",
+                short(&now)
+            )
+        } else {
+            format!(
+                "it holds {} commit(s) no landing of this run made: {}",
+                foreign.len(),
+                foreign.join("; ")
+            )
+        };
+        let kept = if saved {
+            format!("; they are kept on {kept}")
+        } else {
+            String::new()
+        };
+        self.notice(format!(
+            "the run's branch {} moved under it: {what}. It is put back to {}, where the run's last landing left it{kept}; only the run's own landings move it",
+            self.branch,
+            short(&mine)
+        ));
+        Ok(true)
+    }
+
     /// Lands `op`'s branch on the run's branch: one at a time. Work that
     /// is there already (a resumed run landed it before it stopped) lands
     /// no second time: there is nothing to land, and `commit` is `None`.
+    ///
+    /// What lands is `theirs` exactly (the commit a review showed), never
+    /// what the worktree holds by the time it lands; it lands on the tip
+    /// the run's last landing made (a branch moved under the run is put
+    /// back first).
     pub async fn land(
         &self,
         op: &str,
         wt: &worktree::OpWorktree,
         subject: &str,
+        theirs: &str,
     ) -> Result<Result<LandedWork, Conflict>, git::GitError> {
         let _one = self.lock.lock().await;
-        let before = self.tip().await?;
-        let theirs = git::line(&wt.path, &["rev-parse", "HEAD"]).await?;
+        self.reclaim().await?;
+        let before = self.last_made();
+        let theirs = theirs.to_string();
         let mut work = LandedWork {
             mode: self.cfg.land,
             branch: Arc::from(self.branch.as_str()),
@@ -240,12 +385,27 @@ impl Landing {
                 git::line(&wt.path, &["rev-parse", "HEAD"]).await?
             }
         };
+        // Recorded before the branch moves: a tip the run made is never
+        // mistaken for a foreign one, whenever the process stops.
+        self.made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(new.clone());
+        if let Err(e) = self.record() {
+            self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            return Err(git::error(&self.repo, &["update-ref"], &e.to_string()));
+        }
         crate::store::fault::kill_at("before_land");
-        git::ok(
+        if let Err(e) = git::ok(
             &self.repo,
             &["update-ref", &refname(&self.branch), &new, &before],
         )
-        .await?;
+        .await
+        {
+            self.made.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let _ = self.record();
+            return Err(e);
+        }
         crate::store::fault::kill_at("after_land");
         work.commit = Some(Arc::from(short(&new)));
         Ok(Ok(work))
@@ -256,6 +416,44 @@ impl Landing {
     pub fn reviews(&self, own: bool, profile: Option<&str>) -> bool {
         own || profile.is_some_and(|p| self.reviewed_profiles.iter().any(|r| r == p))
     }
+}
+
+/// How often a live run looks at its branch for commits it did not make.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The run's branch: `playdeck/<run-id>`, or — for a run directory whose
+/// name git does not take as a branch name (`.hidden`, `a..b`, `x.lock`,
+/// spaces) — that name made into one, with a digest of the original so
+/// two such runs never share a branch.
+pub fn branch_for(run_id: &str) -> String {
+    let mut s: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_control() || " ~^:?*[\\/".contains(c) || c == '\u{7f}' {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    while s.contains("..") || s.contains("@{") {
+        s = s.replace("..", "-").replace("@{", "-");
+    }
+    let s = s.trim_start_matches(['.', '-']);
+    let mut s = s.to_string();
+    while s.ends_with('.') || s.ends_with(".lock") {
+        s = s
+            .trim_end_matches(".lock")
+            .trim_end_matches('.')
+            .to_string();
+    }
+    if s.is_empty() || s == "@" {
+        s = "run".into();
+    }
+    if s != run_id {
+        s = format!("{s}-{:08x}", crc32fast::hash(run_id.as_bytes()));
+    }
+    format!("playdeck/{s}")
 }
 
 /// `refs/heads/<branch>`: never mistaken for a tag or a path.
@@ -281,6 +479,31 @@ fn new_enough(version: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_directory_that_is_no_branch_name_still_gets_a_branch() {
+        assert_eq!(
+            branch_for("20261129-192505-abcd"),
+            "playdeck/20261129-192505-abcd"
+        );
+        for bad in [
+            ".hidden", "a..b", "x.lock", "my run", "-x", "@", "a~b^c:d", "...",
+        ] {
+            let b = branch_for(bad);
+            let part = b.trim_start_matches("playdeck/");
+            assert!(
+                !part.starts_with('.')
+                    && !part.starts_with('-')
+                    && !part.contains("..")
+                    && !part.ends_with(".lock")
+                    && !part.contains(' ')
+                    && !part.contains('~'),
+                "{bad} → {b}"
+            );
+            assert_ne!(branch_for(bad), branch_for(&format!("{bad}2")), "{bad}");
+        }
+        assert_ne!(branch_for(".hidden"), branch_for("hidden"));
+    }
 
     #[test]
     fn git_versions_are_compared_as_numbers() {

@@ -21,6 +21,18 @@ pub struct LandingFile {
     pub mode: LandMode,
     /// Where each operation's worktree is made.
     pub worktrees: PathBuf,
+    /// Each tip the run's landings made, oldest first (full ids): the
+    /// branch holds nothing else, and `land --into` takes nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tips: Vec<String>,
+}
+
+impl LandingFile {
+    /// Every tip the run made its branch hold: its base, then each
+    /// landing's.
+    pub fn made(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.base.as_str()).chain(self.tips.iter().map(String::as_str))
+    }
 }
 
 impl LandingFile {
@@ -31,13 +43,15 @@ impl LandingFile {
     }
 }
 
-pub(super) fn write(run_dir: &Path, l: &Landing, base: &str) -> Result<(), OpenError> {
+/// `made`: the base, then each landing's tip.
+pub(super) fn write(run_dir: &Path, l: &Landing, made: &[String]) -> Result<(), OpenError> {
     let rec = LandingFile {
         repo: l.repo.clone(),
         branch: l.branch.clone(),
-        base: base.to_string(),
+        base: made.first().cloned().unwrap_or_default(),
         mode: l.cfg.land,
         worktrees: l.worktrees.clone(),
+        tips: made.iter().skip(1).cloned().collect(),
     };
     let path = run_dir.join(LANDING_FILE);
     let json = serde_json::to_vec_pretty(&rec).expect("a landing record serialises");

@@ -28,7 +28,7 @@ use crate::kernel::{
 };
 
 pub use capacity::{CapacityState, Instance, Release};
-pub use node::{Attempt, Decision, Node};
+pub use node::{Asked, Attempt, Decision, DecisionKind, Node};
 pub use palette::{Budgets, PaletteState, Rejection, RoleRow};
 
 /// Why a run failed, worded once for every surface (the console's header
@@ -119,6 +119,41 @@ pub struct RunInfo {
     /// Why the event log cannot be written now (nothing new starts).
     #[serde(skip)]
     pub storage: Option<Arc<str>>,
+    /// Where its work lands, and what of the checkout it left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Arc<Workspace>>,
+}
+
+/// The run's branch, as its `workspace` signal said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub branch: Arc<str>,
+    pub base: Arc<str>,
+    /// Paths changed in the checkout and not committed when the run
+    /// began: not part of its base.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncommitted: Vec<Arc<str>>,
+}
+
+impl Workspace {
+    /// `2 uncommitted files are not in the run's base: a.txt, b.txt`.
+    pub fn left_out(&self) -> Option<String> {
+        let n = self.uncommitted.len();
+        if n == 0 {
+            return None;
+        }
+        const NAMED: usize = 5;
+        let mut names = self.uncommitted[..n.min(NAMED)].join(", ");
+        if n > NAMED {
+            names.push_str(&format!(" and {} more", n - NAMED));
+        }
+        Some(format!(
+            "{n} uncommitted file{} {} not in the run's base ({}): {names}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" },
+            &self.base[..self.base.len().min(12)]
+        ))
+    }
 }
 
 /// What the run spent (every attempt's last totals, added) and the caps
@@ -253,6 +288,10 @@ pub struct RunProjection {
     /// have one, so a map beside the nodes).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub skip_causes: std::collections::BTreeMap<u32, Arc<str>>,
+    /// What each operation waiting for the operator was asked (a gate, a
+    /// question): few at a time, so a map beside the nodes.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub asked: std::collections::BTreeMap<u32, Asked>,
     #[serde(skip)]
     index: LazyIndex,
     /// Operations whose `held` flag is set: few, and counted every frame
@@ -353,6 +392,50 @@ impl RunProjection {
         self.held = (0..self.nodes.len() as u32)
             .filter(|&i| self.nodes[i as usize].held)
             .collect();
+    }
+
+    /// What a decision on operation `ix` answers now, as this projection
+    /// shows it: the question its running attempt asks, its gate (with its
+    /// dependencies' outcomes), its failure or its escalation. The kernel
+    /// works out the same from its own state and refuses a decision whose
+    /// basis differs (`stale_decision`).
+    pub fn basis_of(&self, ix: u32) -> Option<crate::kernel::Basis> {
+        use crate::kernel::{Basis, BasisKind};
+        let n = self.nodes.get(ix as usize)?;
+        match n.status {
+            NodeStatus::Running => {
+                n.asking.as_ref()?;
+                let a = self.asked.get(&ix)?;
+                Some(Basis {
+                    kind: BasisKind::of_question(n.asked),
+                    seq: a.seq,
+                    what: a.on.clone(),
+                })
+            }
+            NodeStatus::AwaitingApproval => {
+                let a = self.asked.get(&ix)?;
+                let deps = n
+                    .depends_on
+                    .iter()
+                    .filter_map(|id| self.find(id).map(|d| (*id, d.status)));
+                Some(Basis {
+                    kind: BasisKind::Gate,
+                    seq: a.seq,
+                    what: Some(Arc::from(crate::kernel::snapshot::deps_digest(deps))),
+                })
+            }
+            NodeStatus::Failed => Some(Basis {
+                kind: BasisKind::Failure,
+                seq: n.settled_seq?,
+                what: None,
+            }),
+            NodeStatus::Escalated => Some(Basis {
+                kind: BasisKind::Escalation,
+                seq: n.settled_seq?,
+                what: None,
+            }),
+            _ => None,
+        }
     }
 
     /// A gate's dependencies that did not succeed, when some did (one
@@ -527,6 +610,9 @@ impl RunProjection {
                 // Out of the approval lane, nothing is asked any more (an
                 // attempt stopped with its question open says no answer).
                 self.nodes[ix as usize].asking = None;
+                if !self.asked.is_empty() {
+                    self.asked.remove(&ix);
+                }
             }
             // The count it is in: its lane, and for failed whether skipped.
             let after = (next, self.nodes[ix as usize].skipped());
@@ -595,6 +681,7 @@ impl RunProjection {
                     None
                 },
                 breakpoints: std::mem::take(&mut self.run.breakpoints),
+                workspace: self.run.workspace.take(),
             },
             seq: snap.seq,
             events: self.events,

@@ -51,14 +51,78 @@ pub struct Attempt {
     pub session: Option<Arc<str>>,
 }
 
-/// An operator's (or the policy's) decision on an approval gate.
+/// An operator's (or the policy's, or a timeout's) decision about an
+/// operation: on its gate, on a call its agent asked about, on its work
+/// waiting for review or clashing as it landed, a retry, a send-back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
+    /// Allowed (approved, landed, resolved, retried, sent back) or not.
     pub approved: bool,
     pub by: Arc<str>,
     pub at: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Arc<str>>,
+    /// What was decided (absent in older checkpoints: a gate).
+    #[serde(default, skip_serializing_if = "DecisionKind::is_gate")]
+    pub kind: DecisionKind,
+    /// What it was decided on, in words: a gate's dependencies' outcomes,
+    /// a review's commits, the call asked about, the failure retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<Arc<str>>,
+}
+
+/// What a [`Decision`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// Its approval gate.
+    #[default]
+    Gate,
+    /// A call its agent asked about (a ToolSet's `ask`).
+    Call,
+    /// Its work, waiting for review: landed or rejected.
+    Review,
+    /// Its work, clashing as it landed: resolved or left unlanded.
+    Conflict,
+    /// A new attempt the operator started.
+    Retry,
+    /// The operator spoke to it: sent back (from review, a conflict, a
+    /// failure) or told something while it ran; `reason` is what they said.
+    SentBack,
+}
+
+impl DecisionKind {
+    pub fn is_gate(&self) -> bool {
+        *self == DecisionKind::Gate
+    }
+
+    /// How a report or an inspector names it: `approved`, `landed`.
+    pub fn words(self, approved: bool) -> &'static str {
+        match (self, approved) {
+            (DecisionKind::Gate, true) => "approved",
+            (DecisionKind::Gate, false) => "denied",
+            (DecisionKind::Call, true) => "call allowed",
+            (DecisionKind::Call, false) => "call denied",
+            (DecisionKind::Review, true) => "review approved: landed",
+            (DecisionKind::Review, false) => "review rejected",
+            (DecisionKind::Conflict, true) => "conflict resolved",
+            (DecisionKind::Conflict, false) => "conflict left unlanded",
+            (DecisionKind::Retry, _) => "retried",
+            (DecisionKind::SentBack, _) => "sent back",
+        }
+    }
+}
+
+/// What an operation waiting for the operator was asked, as its signal
+/// said: the seq of that signal (a decision's basis names it) and, for a
+/// question, what an answer binds to and what it allows, whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Asked {
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,9 +198,34 @@ pub struct Node {
     /// What `asking` is: a permission, a review, a merge conflict.
     #[serde(skip)]
     pub asked: crate::kernel::agent::QuestionKind,
-    /// What of its work landed on the run's branch, when it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub landed: Option<Arc<crate::kernel::agent::LandedWork>>,
+    /// Each landing of its work on the run's branch, in order (a review
+    /// approved in parts, a send-back after landing, lands again).
+    #[serde(
+        default,
+        skip_serializing_if = "ThinVec::is_empty",
+        serialize_with = "thin::serialize",
+        deserialize_with = "landings"
+    )]
+    pub landed: ThinVec<Arc<crate::kernel::agent::LandedWork>>,
+}
+
+/// Landings as a checkpoint keeps them: a list, or (written before an
+/// operation could land twice) the one landing.
+fn landings<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<ThinVec<Arc<crate::kernel::agent::LandedWork>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMore {
+        More(Vec<Arc<crate::kernel::agent::LandedWork>>),
+        One(Arc<crate::kernel::agent::LandedWork>),
+        None(()),
+    }
+    Ok(match OneOrMore::deserialize(d)? {
+        OneOrMore::More(v) => v.into_iter().collect(),
+        OneOrMore::One(w) => std::iter::once(w).collect(),
+        OneOrMore::None(()) => ThinVec::new(),
+    })
 }
 
 /// An operation waiting for its retry, as views show it.
@@ -168,6 +257,26 @@ fn queued() -> Lane {
 }
 
 impl Node {
+    /// Back to waiting for a new attempt (or re-opened): what settled it
+    /// goes, and the attempt that made its result keeps it.
+    pub(super) fn reopen(&mut self, at: f64) {
+        if let Some(r) = self.result.take()
+            && let Some(a) = self.attempts.last_mut()
+            && a.result.is_none()
+        {
+            a.result = Some(r);
+        }
+        self.status = NodeStatus::Pending;
+        self.result = None;
+        self.error = None;
+        self.category = None;
+        self.escalation = None;
+        self.skip_reason = None;
+        self.finished_at = None;
+        self.settled_seq = None;
+        self.queued_at = at;
+    }
+
     pub fn new(op: impl Into<Arc<Operation>>) -> Node {
         let op = op.into();
         Node {
@@ -197,7 +306,7 @@ impl Node {
             activity: None,
             asking: None,
             asked: Default::default(),
-            landed: None,
+            landed: ThinVec::new(),
         }
     }
 
@@ -235,7 +344,7 @@ impl Node {
 
     /// The last decision on its gate.
     pub fn decision(&self) -> Option<&Decision> {
-        self.decisions.last()
+        self.decisions.iter().rfind(|d| d.kind.is_gate())
     }
 
     /// The current attempt's record.

@@ -3,6 +3,7 @@
 //! for the run.
 
 use super::*;
+use crate::kernel::agent::QuestionKind;
 
 impl RunProjection {
     /// What a node signal says besides its lane.
@@ -52,6 +53,31 @@ impl RunProjection {
             }
             SignalKind::CapacityWait { .. } => {
                 self.capacity.waiting.insert(ix);
+            }
+            SignalKind::Retried { .. } => {
+                self.skip_causes.remove(&ix);
+            }
+            // What the operator is asked, and by which signal: a decision's
+            // basis names it.
+            SignalKind::AwaitingApproval { .. } => {
+                self.asked.insert(
+                    ix,
+                    Asked {
+                        seq,
+                        on: None,
+                        detail: None,
+                    },
+                );
+            }
+            SignalKind::PermissionAsked { on, detail, .. } => {
+                self.asked.insert(
+                    ix,
+                    Asked {
+                        seq,
+                        on: on.clone(),
+                        detail: detail.clone(),
+                    },
+                );
             }
             SignalKind::DependenciesAdded {
                 node,
@@ -148,42 +174,49 @@ impl RunProjection {
                 n.capacity_wait = None;
             }
             SignalKind::AwaitingApproval { .. } => n.status = NodeStatus::AwaitingApproval,
-            SignalKind::Approved { by, .. } => {
+            SignalKind::Approved { by, on, .. } => {
                 n.decisions.push(Decision {
                     approved: true,
                     by: by.clone(),
                     at,
                     reason: None,
+                    kind: DecisionKind::Gate,
+                    on: on.clone(),
                 });
                 if n.status == NodeStatus::AwaitingApproval {
                     n.status = NodeStatus::Ready;
                 }
             }
-            SignalKind::Denied { by, reason, .. } => n.decisions.push(Decision {
+            SignalKind::Denied { by, reason, on, .. } => n.decisions.push(Decision {
                 approved: false,
                 by: by.clone(),
                 at,
                 reason: Some(reason.clone()),
+                kind: DecisionKind::Gate,
+                on: on.clone(),
             }),
-            SignalKind::Retried { .. } => {
-                self.skip_causes.remove(&ix);
-                // The attempt that made the result keeps it.
-                if let Some(r) = n.result.take()
-                    && let Some(a) = n.attempts.last_mut()
-                    && a.result.is_none()
-                {
-                    a.result = Some(r);
-                }
-                n.status = NodeStatus::Pending;
-                n.result = None;
-                n.error = None;
-                n.category = None;
-                n.escalation = None;
-                n.skip_reason = None;
-                n.finished_at = None;
-                n.settled_seq = None;
-                n.queued_at = at;
+            SignalKind::Retried {
+                by,
+                note,
+                on,
+                because: None,
+                ..
+            } if by.is_some() => {
+                n.decisions.push(Decision {
+                    approved: true,
+                    by: by.clone().unwrap_or_default(),
+                    at,
+                    reason: note.clone(),
+                    kind: if note.is_some() {
+                        DecisionKind::SentBack
+                    } else {
+                        DecisionKind::Retry
+                    },
+                    on: on.clone(),
+                });
+                n.reopen(at);
             }
+            SignalKind::Retried { .. } => n.reopen(at),
             SignalKind::DependenciesAdded { node, edges, .. } => {
                 n.deps.extend(edges.iter().cloned());
                 n.depends_on = node.depends_on.clone();
@@ -195,8 +228,34 @@ impl RunProjection {
                 n.asking = Some(tool.clone());
                 n.asked = *kind;
             }
-            SignalKind::PermissionAnswered { .. } => n.asking = None,
-            SignalKind::Landed { work, .. } => n.landed = Some(work.clone()),
+            SignalKind::PermissionAnswered {
+                by,
+                allowed,
+                reason,
+                kind,
+                on,
+                tool,
+                ..
+            } => {
+                n.asking = None;
+                n.decisions.push(Decision {
+                    approved: *allowed,
+                    by: by.clone(),
+                    at,
+                    reason: reason.clone(),
+                    kind: match kind {
+                        QuestionKind::Permission => DecisionKind::Call,
+                        QuestionKind::Review => DecisionKind::Review,
+                        QuestionKind::Conflict => DecisionKind::Conflict,
+                    },
+                    // The call by name; a review or conflict by its commits.
+                    on: match kind {
+                        QuestionKind::Permission => Some(tool.clone()),
+                        _ => on.clone().or_else(|| Some(tool.clone())),
+                    },
+                });
+            }
+            SignalKind::Landed { work, .. } => n.landed.push(work.clone()),
             SignalKind::Held { .. } => n.held = true,
             SignalKind::Unheld { .. } => n.held = false,
             SignalKind::Paused { reason, .. } => {

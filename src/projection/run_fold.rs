@@ -87,6 +87,17 @@ impl RunProjection {
                 self.run.finished = Some(*outcome);
                 self.run.stepping = false;
             }
+            SignalKind::Workspace {
+                branch,
+                base,
+                uncommitted,
+            } => {
+                self.run.workspace = Some(Arc::new(Workspace {
+                    branch: branch.clone(),
+                    base: base.clone(),
+                    uncommitted: uncommitted.clone(),
+                }));
+            }
             SignalKind::Warning { message, op_id } => {
                 // A warning about an operation says which, unless its words
                 // already do.

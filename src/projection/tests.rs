@@ -55,11 +55,17 @@ fn run() -> Vec<Signal> {
             node: header(1, &[]),
             attempt: 2,
             because: None,
+            by: None,
+            note: None,
+            on: None,
         },
         SignalKind::Retried {
             node: header(2, &[1]),
             attempt: 0,
             because: Some("op1".into()),
+            by: None,
+            note: None,
+            on: None,
         },
         started(1, 2),
         SignalKind::Completed {

@@ -54,6 +54,9 @@ pub struct SessionOptions {
     /// With `resume`: failed operations to start again (the run may have
     /// finished).
     pub retry: Vec<String>,
+    /// With `resume`: operations whose merge conflict was resolved by hand
+    /// since they failed on it; their work lands, their agents do not run.
+    pub resolve: Vec<String>,
     /// `--budget`: caps over the play's (or the resumed run's).
     pub budget: Vec<crate::kernel::spend::CapChange>,
     /// `--break`: where the run pauses by itself.
@@ -73,6 +76,7 @@ impl Default for SessionOptions {
             control: true,
             resume: None,
             retry: Vec::new(),
+            resolve: Vec::new(),
             budget: Vec::new(),
             breakpoints: Vec::new(),
             nats: None,
@@ -247,7 +251,8 @@ impl Session {
         // One owner: a live run, or a second resume, is refused here, before
         // anything is read or written.
         let lock = crate::store::RunLock::take(dir).map_err(|e| fail(e.to_string()))?;
-        let cp = crate::store::resume::read_stopped(dir, !opts.retry.is_empty()).map_err(fail)?;
+        let retrying = !opts.retry.is_empty() || !opts.resolve.is_empty();
+        let cp = crate::store::resume::read_stopped(dir, retrying).map_err(fail)?;
         check_conflicts(play, &cp).map_err(fail)?;
         // Agents of the stopped process that outlived it (their group, or a
         // tool that left it) end before a new attempt starts beside them.
@@ -315,6 +320,7 @@ impl Session {
             .collect();
         let (graph, mut restore) = crate::store::resume::rebuild(&cp, dropped).map_err(fail)?;
         crate::store::resume::retry(&mut restore, &cp, &opts.retry).map_err(fail)?;
+        crate::store::resume::resolve(&mut restore, &cp, &opts.resolve).map_err(fail)?;
         let mut cfg = run_config(play, &run_dir, opts);
         cfg.start_paused |= cp.state.run.paused;
         let (mut run, handle) =
@@ -349,6 +355,30 @@ impl Session {
         }
         parts.router.attach(run.external());
         parts.router.emit_counts();
+        if let Some(l) = &parts.landing {
+            l.attach(run.external());
+            let ws = crate::projection::Workspace {
+                branch: Arc::from(l.branch.as_str()),
+                base: Arc::from(l.base()),
+                uncommitted: l
+                    .uncommitted
+                    .iter()
+                    .map(|p| Arc::from(p.as_str()))
+                    .collect(),
+            };
+            // Said where the operator started it too: a file they edited
+            // and did not commit is not what the agents start from.
+            if let Some(w) = ws.left_out() {
+                eprintln!("playdeck: {w}; commit them first for the run's operations to have them");
+            }
+            let _ = run.external().send(crate::kernel::External::Signal(
+                crate::kernel::SignalKind::Workspace {
+                    branch: ws.branch,
+                    base: ws.base,
+                    uncommitted: ws.uncommitted,
+                },
+            ));
+        }
         run.set_decorator(parts.router.clone());
         Ok(Session {
             run: Some(run),
@@ -401,6 +431,8 @@ impl Session {
 /// What a run of a play is made of besides its graph.
 struct Parts {
     agents: Arc<crate::agents::AgentRegistry>,
+    /// The run's branch, when its work lands on one.
+    landing: Option<Arc<crate::land::Landing>>,
     router: Arc<PaletteRouter>,
     tails: Arc<Tails>,
     /// With `[cluster]`: where the agents are performed.
@@ -419,6 +451,7 @@ impl Parts {
         let log_dir = run_dir.path.join("logs");
         let ctx = wiring::run_context(play, &run_dir.run_id, Some(log_dir.clone()), tails.clone());
         let mut local = wiring::agent_registry(play, speed, ctx);
+        let mut landed_on = None;
         if play.workspace.isolated() {
             let reviewed = play
                 .capacity
@@ -437,6 +470,7 @@ impl Parts {
             .await
             .map_err(std::io::Error::other)?;
             let landing = Arc::new(landing);
+            landed_on = Some(landing.clone());
             // Agent CLIs change the repository; `sim` and `noop` do not.
             local.wrap(play.agents.keys().map(String::as_str), |a| {
                 Arc::new(crate::land::Isolated::new(a, landing.clone()))
@@ -460,6 +494,7 @@ impl Parts {
         };
         Ok(Parts {
             agents: Arc::new(agents),
+            landing: landed_on,
             router: wiring::palette_router(play, Some(&run_dir.path), speed),
             tails,
             hub,

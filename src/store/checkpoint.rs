@@ -603,6 +603,9 @@ mod tests {
                 node: header,
                 attempt: 2,
                 because: None,
+                by: None,
+                note: None,
+                on: None,
             },
         ));
         let n = &cp.state.nodes[0];

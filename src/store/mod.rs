@@ -51,6 +51,35 @@ pub fn runs_dir_is_yours() -> Result<(), String> {
     Ok(())
 }
 
+/// Makes git ignore the `.playdeck` directory that holds `path` (its run
+/// directories, logs, live worktrees), from the moment playdeck makes it:
+/// a `.gitignore` of its own, holding `*`, so `git add -A` in the checkout
+/// never takes a log or a worktree. One there already is left as it is.
+pub fn ignored_by_git(path: &Path) {
+    let Some(dir) = path
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == ".playdeck"))
+    else {
+        return;
+    };
+    if !dir.is_dir() {
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link, never over a file of someone else's.
+    if let Ok(mut f) = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(dir.join(".gitignore"))
+    {
+        let _ = f.write_all(
+            b"# playdeck's own files (runs, their logs and worktrees): never the repository's\n*\n",
+        );
+    }
+}
+
 /// What playdeck itself leaves in a run directory before its event log
 /// exists (a run that died in its first moments): such a directory may be
 /// claimed again.
@@ -188,6 +217,7 @@ impl RunDir {
             None
         } else {
             claim_dir(&path)?;
+            ignored_by_git(&path);
             Some(
                 RunLock::take(&path)
                     .map_err(|e| io::Error::new(io::ErrorKind::AlreadyExists, e))?,

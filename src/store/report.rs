@@ -38,14 +38,23 @@ pub struct OpTiming {
     pub sessions: Vec<Arc<str>>,
 }
 
+/// One decision the run records: on a gate, a call, a review, a
+/// conflict; a retry; a send-back.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Approval {
     pub name: Arc<str>,
+    /// What was decided and how: `approved`, `call denied`, `review
+    /// approved: landed`, `conflict resolved`, `retried`, `sent back`.
     pub decision: &'static str,
     pub by: Arc<str>,
     pub at: f64,
+    /// The reason given, or what was said sending it back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Arc<str>>,
+    /// What it was decided on: a gate's dependencies' outcomes, a review's
+    /// commits, the call, the failure retried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -187,10 +196,11 @@ impl Report {
             .flat_map(|n| {
                 n.decisions.iter().map(|d| Approval {
                     name: n.name().clone(),
-                    decision: if d.approved { "approved" } else { "denied" },
+                    decision: d.kind.words(d.approved),
                     by: d.by.clone(),
                     at: d.at,
                     reason: d.reason.clone(),
+                    on: d.on.clone(),
                 })
             })
             .collect();
@@ -291,8 +301,8 @@ impl Report {
             landed: p
                 .nodes
                 .iter()
-                .filter_map(|n| {
-                    n.landed.as_ref().map(|w| OpLanded {
+                .flat_map(|n| {
+                    n.landed.iter().map(|w| OpLanded {
                         name: n.name().clone(),
                         work: w.clone(),
                     })
@@ -438,14 +448,17 @@ impl Report {
         for a in &self.approvals {
             let _ = writeln!(
                 s,
-                "- {} **{}** by {} at {:.1}s{}",
+                "- {} **{}** by {} at {:.1}s{}{}",
                 a.name,
                 a.decision,
                 a.by,
                 a.at,
+                a.on.as_ref()
+                    .map(|o| format!(" — on {}", md_line(o)))
+                    .unwrap_or_default(),
                 a.reason
                     .as_ref()
-                    .map(|r| format!(": {r}"))
+                    .map(|r| format!(": {}", md_line(r)))
                     .unwrap_or_default()
             );
         }
@@ -568,6 +581,11 @@ impl Report {
         }
         s
     }
+}
+
+/// Text on one Markdown line: its lines joined, an agent's escapes gone.
+fn md_line(s: &str) -> String {
+    crate::printable::printable(s).into_owned()
 }
 
 /// An operation's timings as the report shows them.

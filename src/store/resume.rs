@@ -104,6 +104,10 @@ pub enum ResumeError {
         run_id: Arc<str>,
         operations: Vec<String>,
     },
+    #[error(
+        "--resolve {name}: {name} did not fail on a merge conflict (it failed {category}); --resolve lands work whose conflict was resolved by hand, --retry runs an operation again"
+    )]
+    ResolveNotConflict { name: String, category: String },
     #[error("--retry {name}: {name} is {status}; only a failed or denied operation can be retried")]
     RetryNotFailed { name: String, status: String },
 }
@@ -620,6 +624,10 @@ pub fn rebuild(
                 queued_at: n.queued_at,
                 finished_at: n.finished_at,
                 carry: carry_of(n, status),
+                settled_seq: n.settled_seq,
+                resolvable: status == NodeStatus::Failed
+                    && n.category.as_deref() == Some(crate::kernel::retry::cause::MERGE_CONFLICT),
+                land_only: false,
             },
         );
     }
@@ -724,6 +732,38 @@ pub fn retry(restore: &mut Restore, cp: &Checkpoint, names: &[String]) -> Result
                     restore.reopened.push((m.op.op_id, Some(because.clone())));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// `resume --resolve OP`: each named operation failed on a merge conflict
+/// that nobody was there to resolve, and the operator has resolved it by
+/// hand in its kept worktree since: it starts a new attempt that only
+/// lands that work (its agent is not invoked), and what was skipped
+/// because of it waits again.
+pub fn resolve(
+    restore: &mut Restore,
+    cp: &Checkpoint,
+    names: &[String],
+) -> Result<(), ResumeError> {
+    for name in names {
+        if let Some(n) = cp.state.by_name(name)
+            && n.status == NodeStatus::Failed
+            && n.category.as_deref() != Some(crate::kernel::retry::cause::MERGE_CONFLICT)
+        {
+            return Err(ResumeError::ResolveNotConflict {
+                name: name.clone(),
+                category: n.category.as_deref().unwrap_or("none").to_string(),
+            });
+        }
+    }
+    retry(restore, cp, names)?;
+    for name in names {
+        if let Some(n) = cp.state.by_name(name)
+            && let Some(rn) = restore.nodes.get_mut(&n.op.op_id)
+        {
+            rn.land_only = true;
         }
     }
     Ok(())

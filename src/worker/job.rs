@@ -225,6 +225,7 @@ impl Worker {
             profile: job.profile.as_deref().map(Arc::from),
             usd_headroom: job.usd_headroom,
             carry_on: job.carry_on.clone(),
+            land_only: false,
         };
         let mut attempt = agent.invoke(inv);
         let mut beat = tokio::time::interval(self.ack_wait / 3);

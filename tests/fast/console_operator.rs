@@ -211,7 +211,9 @@ mod decisions {
             .log()
             .into_iter()
             .find_map(|sig| match sig.kind {
-                SignalKind::Denied { node, by, reason } => Some((node.name, by, reason)),
+                SignalKind::Denied {
+                    node, by, reason, ..
+                } => Some((node.name, by, reason)),
                 _ => None,
             })
             .expect("a denial in the log");
@@ -405,7 +407,7 @@ mod decisions {
         s.press(&keys("T")).await;
         assert!(s.app.overlays.is_empty());
         assert!(
-            status(&s).contains("not running, failed or succeeded"),
+            status(&s).contains("not running, failed, succeeded or waiting for review"),
             "{}",
             status(&s)
         );
@@ -585,6 +587,8 @@ mod details {
                     attempt,
                     tool: "1 file changed, 1 insertion(+)".into(),
                     kind: QuestionKind::Review,
+                    on: None,
+                    detail: None,
                 },
             });
         }
@@ -638,6 +642,8 @@ mod details {
                 attempt,
                 tool: "Bash(rm -rf build)".into(),
                 kind: QuestionKind::Permission,
+                on: None,
+                detail: None,
             },
         );
         assert_eq!(s.app.vm.node(ix).lane, Lane::AwaitingApproval);
@@ -663,6 +669,7 @@ mod details {
                 by: "console (ana)".into(),
                 reason: None,
                 kind: QuestionKind::Permission,
+                on: None,
             },
         );
         assert_eq!(s.app.vm.node(ix).lane, Lane::Running);
@@ -690,6 +697,8 @@ mod details {
                     attempt,
                     tool: what.into(),
                     kind,
+                    on: None,
+                    detail: None,
                 },
             );
             let t = text(&s.render());
@@ -720,6 +729,7 @@ mod details {
                     by: "console (ana)".into(),
                     reason: None,
                     kind,
+                    on: None,
                 },
             );
             assert_eq!(s.app.vm.node(ix).lane, Lane::Running);
@@ -2178,7 +2188,14 @@ mod cursor {
     async fn another_terminals_approvals_in_a_row_read_as_one_line() {
         let mut s = gates().await;
         for op in ["gate-a", "gate-b", "gate-c"] {
-            ctl(&mut s, Request::Approve { op: op.into() }).await;
+            ctl(
+                &mut s,
+                Request::Approve {
+                    op: op.into(),
+                    on: None,
+                },
+            )
+            .await;
         }
         let together: Vec<_> = s
             .app
@@ -2246,6 +2263,7 @@ mod cursor {
         ctl(
             &mut s,
             Request::Approve {
+                on: None,
                 op: "gate-a".into(),
             },
         )
@@ -2283,6 +2301,7 @@ mod cursor {
         ctl(
             &mut s,
             Request::Approve {
+                on: None,
                 op: "gate-a".into(),
             },
         )
@@ -2333,6 +2352,7 @@ mod cursor {
         ctl(
             &mut s,
             Request::Approve {
+                on: None,
                 op: "gate-b".into(),
             },
         )
@@ -2429,6 +2449,7 @@ mod cursor {
         ctl(
             &mut s,
             Request::Deny {
+                on: None,
                 op: "gate-b".into(),
                 reason: vec![],
             },
@@ -3052,6 +3073,7 @@ mod following {
                         .and_then(|a| a.instance.as_deref())
                         .map(str::to_string),
                     run_dir: run_dir.clone(),
+                    review: None,
                 },
             ]
         );
@@ -3100,8 +3122,8 @@ async fn a_gate_whose_dependency_failed_says_so_where_it_is_decided() {
         .vm
         .ix(&s.app.vm.by_name("docs").unwrap().op.op_id)
         .unwrap();
-    s.app.marks.push(docs);
-    s.app.marks.push(ship);
+    s.app.marks.push((docs, Lane::AwaitingApproval));
+    s.app.marks.push((ship, Lane::AwaitingApproval));
     s.press(&keys("a")).await;
     let t = text(&s.render());
     let first = t.find("⚑ ship").unwrap_or_else(|| panic!("{t}"));

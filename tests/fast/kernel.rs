@@ -198,7 +198,10 @@ async fn the_concurrency_limit_holds_and_waiting_on_approval_holds_no_slot() {
     assert_eq!(h.signals.count("completed"), 6);
     assert_eq!(h.signals.types_for("gate"), ["queued", "awaiting_approval"]);
     h.handle
-        .request(Request::Approve { op: "gate".into() })
+        .request(Request::Approve {
+            op: "gate".into(),
+            on: None,
+        })
         .await
         .unwrap();
     let env = run.await.unwrap();
@@ -333,26 +336,37 @@ async fn approval_gates_wait_for_a_decision() {
     sleep(Duration::from_millis(500)).await;
     let h2 = &h.handle;
     assert!(matches!(
-        h2.request(Request::Approve { op: "ghost".into() }).await,
+        h2.request(Request::Approve {
+            op: "ghost".into(),
+            on: None
+        })
+        .await,
         Err(CommandError::UnknownOperation(_))
     ));
     assert!(matches!(
-        h2.request(Request::Approve { op: "plain".into() }).await,
+        h2.request(Request::Approve {
+            op: "plain".into(),
+            on: None
+        })
+        .await,
         Err(CommandError::NoApprovalGate { .. })
     ));
     h2.request(Request::Approve {
+        on: None,
         op: "approved".into(),
     })
     .await
     .unwrap();
     assert!(matches!(
         h2.request(Request::Approve {
+            on: None,
             op: "approved".into()
         })
         .await,
         Err(CommandError::AlreadyDecided { .. })
     ));
     h2.request(Request::Deny {
+        on: None,
         op: "denied".into(),
         reason: vec!["not today".into()],
     })
@@ -398,7 +412,10 @@ async fn approvals_can_be_decided_before_the_gate_is_reached_or_by_policy() {
     let mut h = harness(b.build().unwrap(), cfg());
     let run = h.spawn();
     h.handle
-        .request(Request::Approve { op: "gate".into() })
+        .request(Request::Approve {
+            op: "gate".into(),
+            on: None,
+        })
         .await
         .unwrap();
     let env = run.await.unwrap();
@@ -900,7 +917,10 @@ async fn a_round_ends_each_time_the_run_drains() {
     let run = h.spawn();
     sleep(Duration::from_millis(500)).await;
     h.handle
-        .request(Request::Approve { op: "gate".into() })
+        .request(Request::Approve {
+            op: "gate".into(),
+            on: None,
+        })
         .await
         .unwrap();
     run.await.unwrap();
@@ -953,6 +973,7 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
     assert!(matches!(
         h.handle
             .request(Request::Retry {
+                on: None,
                 op: "on-failure".into()
             })
             .await,
@@ -962,14 +983,22 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
         })
     ));
     assert!(matches!(
-        h.handle.request(Request::Retry { op: "next".into() }).await,
+        h.handle
+            .request(Request::Retry {
+                op: "next".into(),
+                on: None
+            })
+            .await,
         Err(CommandError::CannotRetry {
             state: "skipped",
             ..
         })
     ));
     h.handle
-        .request(Request::Retry { op: "flaky".into() })
+        .request(Request::Retry {
+            op: "flaky".into(),
+            on: None,
+        })
         .await
         .unwrap();
     let env = run.await.unwrap();
@@ -1011,7 +1040,10 @@ async fn retry_starts_a_new_attempt_and_reopens_what_the_failure_skipped() {
     assert!(env.failed_operations.is_empty() && env.skipped_operations.is_empty());
     assert!(matches!(
         h.handle
-            .request(Request::Retry { op: "flaky".into() })
+            .request(Request::Retry {
+                op: "flaky".into(),
+                on: None
+            })
             .await,
         Err(CommandError::RunFinished)
     ));
@@ -1042,7 +1074,10 @@ async fn a_retry_recounts_every_path_to_what_it_reopens() {
     let run = h.spawn();
     sleep(Duration::from_millis(1_000)).await;
     h.handle
-        .request(Request::Retry { op: "flaky".into() })
+        .request(Request::Retry {
+            op: "flaky".into(),
+            on: None,
+        })
         .await
         .unwrap();
     let env = run.await.unwrap();
@@ -1175,7 +1210,10 @@ async fn rule_a33_57_a_failed_attempts_escalation_does_not_mark_a_clean_retry() 
     sleep(Duration::from_millis(150)).await;
     assert_eq!(signals.types_for("x"), ["queued", "started", "failed"]);
     handle
-        .request(Request::Retry { op: "x".into() })
+        .request(Request::Retry {
+            op: "x".into(),
+            on: None,
+        })
         .await
         .unwrap();
     let env = run.await.unwrap();

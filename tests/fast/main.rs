@@ -11,6 +11,7 @@ mod budget;
 mod capacity;
 mod console_operator;
 mod console_snapshots;
+mod decisions;
 mod docs_rules;
 mod fuzz_corpus;
 mod kernel;

@@ -66,7 +66,11 @@ impl Drop for AskServer {
 }
 
 impl AskServer {
-    pub(super) fn start(tools: ToolSet, events: AgentEvents) -> std::io::Result<AskServer> {
+    pub(super) fn start(
+        tools: ToolSet,
+        events: AgentEvents,
+        cwd: std::path::PathBuf,
+    ) -> std::io::Result<AskServer> {
         // Short (a socket path has ~100 bytes) and private.
         let dir = tempfile::Builder::new().prefix("pd-ask-").tempdir()?;
         crate::files::private_dir(dir.path())?;
@@ -74,11 +78,13 @@ impl AskServer {
         let listener = UnixListener::bind(&socket)?;
         let tools = Arc::new(tools);
         let ids = Arc::new(AtomicU32::new(0));
+        let cwd = Arc::new(cwd);
         let task = tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
-                let (tools, events, ids) = (tools.clone(), events.clone(), ids.clone());
+                let (tools, events, ids, cwd) =
+                    (tools.clone(), events.clone(), ids.clone(), cwd.clone());
                 tokio::spawn(async move {
-                    let _ = serve(conn, &tools, &events, &ids).await;
+                    let _ = serve(conn, &tools, &events, &ids, &cwd).await;
                 });
             }
         });
@@ -100,6 +106,7 @@ async fn serve(
     tools: &ToolSet,
     events: &AgentEvents,
     ids: &AtomicU32,
+    cwd: &Path,
 ) -> std::io::Result<()> {
     use tokio::io::AsyncReadExt;
     let (r, mut w) = conn.into_split();
@@ -108,7 +115,7 @@ async fn serve(
         .read_line(&mut line)
         .await?;
     let told = match serde_json::from_str::<Asked>(&line) {
-        Ok(asked) => decide(asked, tools, events, ids).await,
+        Ok(asked) => decide(asked, tools, events, ids, cwd).await,
         Err(e) => Told::Deny {
             message: format!("playdeck could not read the question: {e}"),
         },
@@ -120,7 +127,13 @@ async fn serve(
 
 /// The policy first, then the operator (through the kernel), within the
 /// ToolSet's time.
-async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &AtomicU32) -> Told {
+async fn decide(
+    asked: Asked,
+    tools: &ToolSet,
+    events: &AgentEvents,
+    ids: &AtomicU32,
+    cwd: &Path,
+) -> Told {
     let args = args_of(Some(&asked.input));
     // What every view shows: never a control character of the agent's.
     let head = crate::printable::printable(&if args.is_empty() {
@@ -138,10 +151,15 @@ async fn decide(asked: Asked, tools: &ToolSet, events: &AgentEvents, ids: &Atomi
     }
     let id = ids.fetch_add(1, Ordering::Relaxed) + 1;
     let (tx, rx) = tokio::sync::oneshot::channel();
+    // The operator decides on the whole call, and the answer binds to it.
+    let detail = super::call::detail(&asked.tool_name, &asked.input, Some(cwd));
+    let on = crate::kernel::basis::call_digest(&asked.tool_name, &asked.input);
     events.emit(AgentEvent::Asking(Question {
         id,
         tool: Arc::from(head.as_str()),
         kind: Default::default(),
+        on: Some(Arc::from(on)),
+        detail: Some(Arc::from(detail)),
         reply: Replier::new(tx),
     }));
     let timeout = tools.ask_timeout();
@@ -197,7 +215,7 @@ mod tests {
     #[tokio::test]
     async fn the_policy_refuses_what_it_does_not_ask_and_the_kernel_answers_the_rest() {
         let (events, mut rx) = AgentEvents::for_test();
-        let server = AskServer::start(asking(&["Bash(rm *)"]), events).unwrap();
+        let server = AskServer::start(asking(&["Bash(rm *)"]), events, ".".into()).unwrap();
         let socket = server.socket().to_path_buf();
         // Not one to ask about: refused at once, the kernel never sees it.
         let told = ask(socket.clone(), "Bash", serde_json::json!({"command": "ls"})).await;
@@ -227,7 +245,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn unanswered_it_is_denied_in_time_and_where_nobody_holds_it_at_once() {
         let (events, mut rx) = AgentEvents::for_test();
-        let server = AskServer::start(asking(&["Write"]), events).unwrap();
+        let server = AskServer::start(asking(&["Write"]), events, ".".into()).unwrap();
         let told = tokio::spawn(ask(
             server.socket().to_path_buf(),
             "Write",
@@ -249,7 +267,8 @@ mod tests {
             "{told:?}"
         );
         // A worker's attempt: the question goes nowhere, denied at once.
-        let server = AskServer::start(asking(&["Write"]), AgentEvents::detached()).unwrap();
+        let server =
+            AskServer::start(asking(&["Write"]), AgentEvents::detached(), ".".into()).unwrap();
         let t0 = std::time::Instant::now();
         let told = ask(
             server.socket().to_path_buf(),

@@ -195,6 +195,7 @@ mod tests {
             profile: None,
             usd_headroom: None,
             carry_on: carry,
+            land_only: false,
         }
     }
 

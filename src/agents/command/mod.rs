@@ -5,6 +5,7 @@
 //! and so does dropping the future (cancel, quit).
 
 mod ask;
+pub mod call;
 mod carry;
 mod live;
 mod output;
@@ -430,12 +431,14 @@ async fn run_once(
         .cloned();
     let ask_server = match &asking {
         Some(t) => Some(
-            ask::AskServer::start(t.clone(), inv.events.clone()).map_err(|e| {
-                AgentFailure::new(
-                    "os_error",
-                    format!("cannot open the socket for permission questions: {e}"),
-                )
-            })?,
+            ask::AskServer::start(t.clone(), inv.events.clone(), cwd.to_path_buf()).map_err(
+                |e| {
+                    AgentFailure::new(
+                        "os_error",
+                        format!("cannot open the socket for permission questions: {e}"),
+                    )
+                },
+            )?,
         ),
         None => None,
     };

@@ -200,8 +200,14 @@ impl App {
                 match n.lane {
                     Lane::Running | Lane::Succeeded => Ok(()),
                     Lane::Failed if !n.skipped() => Ok(()),
+                    // Work waiting for review or clashing: sent back.
+                    Lane::AwaitingApproval
+                        if n.asking.is_some() && !n.asked.is_permission() =>
+                    {
+                        Ok(())
+                    }
                     _ => Err(format!(
-                        "{} is not running, failed or succeeded: only a running agent can be talked to, and a finished one sent back",
+                        "{} is not running, failed, succeeded or waiting for review: only a running agent can be talked to, and finished or reviewed work sent back",
                         n.name()
                     )
                     .into()),
@@ -323,8 +329,23 @@ impl App {
             NextField | PrevField if !matches!(top, Some(Overlay::Add(_))) => {
                 Err("one field only".into())
             }
+            SendBack => match top {
+                Some(Overlay::Deny { op, .. }) if self.sends_back(op) => Ok(()),
+                _ => Err(
+                    "send back is for work waiting for review or clashing as it landed: it goes back to its agent with what was typed"
+                        .into(),
+                ),
+            },
             _ => Ok(()),
         }
+    }
+
+    /// Whether the operation named `op` waits with its work for review or
+    /// with a conflict: denying it may instead send it back.
+    pub fn sends_back(&self, op: &str) -> bool {
+        self.vm
+            .by_name(op)
+            .is_some_and(|n| n.asking.is_some() && !n.asked.is_permission())
     }
 
     /// Whether `X` may release this instance now, and if not why, in
@@ -681,6 +702,7 @@ impl App {
                 "conversation"
             }
             Action::Submit => match self.overlays.last() {
+                Some(Overlay::Deny { op, .. }) if self.sends_back(op) => "reject",
                 Some(Overlay::Deny { .. }) => "deny",
                 Some(Overlay::Say { .. }) => "say",
                 Some(Overlay::DiffNote { .. }) => "note",

@@ -2,7 +2,7 @@
 //! added work, with the confirmations and forms that ask first.
 
 use super::*;
-use crate::console::app::plural;
+use crate::console::app::{Level, plural};
 
 impl App {
     /// Decisions: approvals, denials, holds, retries, raises, releases, added work, and the confirmations and forms that ask first.
@@ -41,14 +41,15 @@ impl App {
             }
             Action::Mark => {
                 if let Some(ix) = self.target() {
-                    match self.marks.iter().position(|&m| m == ix) {
+                    let lane = self.vm.node(ix).lane;
+                    match self.marks.iter().position(|&m| m == (ix, lane)) {
                         Some(i) => {
                             self.marks.remove(i);
                         }
-                        None => self.marks.push(ix),
+                        None => self.marks.push((ix, lane)),
                     }
                     let name = self.vm.node(ix).name().to_string();
-                    let done = if self.marks.contains(&ix) {
+                    let done = if self.is_marked(ix) {
                         "marked"
                     } else {
                         "unmarked"
@@ -90,8 +91,9 @@ impl App {
                 let gates = self.shown_gates();
                 let key = self.keymap.label(Action::Approve);
                 // Every one already marked: the same key takes them back.
-                if gates.iter().all(|ix| self.marks.contains(ix)) {
-                    self.marks.retain(|ix| !gates.contains(ix));
+                let gate = |ix: u32| (ix, Lane::AwaitingApproval);
+                if gates.iter().all(|&ix| self.marks.contains(&gate(ix))) {
+                    self.marks.retain(|(ix, _)| !gates.contains(ix));
                     self.info(format!(
                         "unmarked {} gates; {} marked",
                         gates.len(),
@@ -99,8 +101,8 @@ impl App {
                     ));
                 } else {
                     for ix in gates {
-                        if !self.marks.contains(&ix) {
-                            self.marks.push(ix);
+                        if !self.marks.contains(&gate(ix)) {
+                            self.marks.push(gate(ix));
                         }
                     }
                     self.info(format!(
@@ -111,13 +113,16 @@ impl App {
                 Vec::new()
             }
             Action::Retry if self.overlays.is_empty() && !self.marked(Lane::Failed).is_empty() => {
-                // Retrying is no loss: not asked, said in one line.
+                // Retrying is no loss: not asked, said in one line. Only
+                // what was marked as a failure: a gate marked to approve
+                // that another terminal denied is not retried by it.
                 let marked = self.marked(Lane::Failed);
-                self.marks.retain(|ix| !marked.contains(ix));
+                self.marks.retain(|(ix, _)| !marked.contains(ix));
                 let reqs = marked
                     .into_iter()
                     .map(|ix| Request::Retry {
                         op: self.vm.node(ix).name().to_string(),
+                        on: self.vm.basis_of(ix),
                     })
                     .collect();
                 vec![Effect::Controls(reqs)]
@@ -140,15 +145,38 @@ impl App {
             Action::Approve => {
                 let under = self.target();
                 match self.gate_under(self.overlays.last()) {
+                    // A gate some of whose dependencies failed is asked by
+                    // name, with what failed, as the bulk question does.
+                    Some(ix)
+                        if Some(ix) == under
+                            && self.vm.node(ix).asking.is_none()
+                            && self.vm.failed_deps(ix).is_some() =>
+                    {
+                        let ops = vec![self.vm.node(ix).name().to_string()];
+                        self.overlays.push(Overlay::ConfirmApprove {
+                            ops,
+                            oldest: false,
+                            scroll: ScrollList::text(),
+                        });
+                        Vec::new()
+                    }
                     // The gate under the cursor: as the footer named it.
                     Some(ix) if Some(ix) == under => {
-                        // Landed from the diff view: what it showed is
-                        // on the run's branch now.
+                        // From the diff view: the commits it showed are
+                        // what lands (the run refuses if they are not
+                        // what waits any more).
+                        let on = match self.overlays.last() {
+                            Some(Overlay::Diff(v)) => {
+                                v.basis.clone().or_else(|| self.vm.basis_of(ix))
+                            }
+                            _ => self.vm.basis_of(ix),
+                        };
                         if matches!(self.overlays.last(), Some(Overlay::Diff(_))) {
                             self.overlays.pop();
                         }
                         control(Request::Approve {
                             op: self.vm.node(ix).name().to_string(),
+                            on,
                         })
                     }
                     // Another one (the oldest): asked by name first.
@@ -189,12 +217,21 @@ impl App {
                     return Vec::new();
                 };
                 let n = self.vm.node(ix);
-                // From the diff view: its notes, each naming its line.
-                let text = match self.overlays.last() {
-                    Some(Overlay::Diff(v)) if !v.notes.is_empty() => {
-                        format!("Notes on your diff: {}", v.notes_said().join("; "))
-                    }
-                    _ => String::new(),
+                // From the diff view: its notes, each naming its line; from
+                // the lanes, the notes made on the diff it waits with.
+                let notes = match self.overlays.last() {
+                    Some(Overlay::Diff(v)) => v.notes_said(),
+                    _ => self
+                        .diff_notes
+                        .get(&ix)
+                        .filter(|(on, _)| on.is_some() && *on == self.vm.basis_of(ix))
+                        .map(|(_, said)| said.clone())
+                        .unwrap_or_default(),
+                };
+                let text = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("Notes on your diff: {}", notes.join("; "))
                 };
                 self.overlays.push(Overlay::Say {
                     op: n.name().to_string(),
@@ -215,7 +252,8 @@ impl App {
                     self.retry_offer = Some(op);
                     return Vec::new();
                 }
-                control(Request::Retry { op })
+                let on = self.target().and_then(|ix| self.vm.basis_of(ix));
+                control(Request::Retry { op, on })
             }
             Action::Breakpoint => {
                 let op = self.target_name();
@@ -244,8 +282,61 @@ impl App {
             Action::CancelRun => self.cancel_run(),
             Action::Yes => self.confirm(),
             Action::Submit => self.submit(),
+            Action::SendBack => self.send_back(),
             // Dispatched to another seam by act_now.
             _ => Vec::new(),
+        }
+    }
+
+    /// The run's answer to one command, on the status line. A decision
+    /// refused because what it was made on changed meanwhile
+    /// (`stale_decision`: another terminal decided, the review came back
+    /// with other commits) says what changed and is asked again, on what
+    /// is there now — unless the operator is in another window.
+    pub fn answered(
+        &mut self,
+        req: Request,
+        answer: Result<crate::control::Reply, crate::control::Failure>,
+    ) {
+        match answer {
+            Ok(reply) => self.info(reply.one_line(&req)),
+            Err(f) if f.code == crate::control::ErrorCode::StaleDecision => {
+                self.warn(f.message);
+                self.ask_again(req);
+            }
+            Err(f) => self.set_status(f.message, Level::Error),
+        }
+    }
+
+    /// A decision refused as stale, asked again where it still waits.
+    fn ask_again(&mut self, req: Request) {
+        if !self.overlays.is_empty() {
+            return;
+        }
+        let lane = |op: &str| self.vm.by_name(op).map(|n| n.lane);
+        match req {
+            Request::Approve { op, .. } if lane(&op) == Some(Lane::AwaitingApproval) => {
+                self.overlays.push(Overlay::ConfirmApprove {
+                    ops: vec![op],
+                    oldest: false,
+                    scroll: ScrollList::text(),
+                });
+            }
+            Request::Deny { op, reason, .. } if lane(&op) == Some(Lane::AwaitingApproval) => {
+                self.overlays.push(Overlay::Deny {
+                    op,
+                    reason: reason.join(" "),
+                });
+            }
+            Request::Say { op, text, .. } => {
+                let running = lane(&op) == Some(Lane::Running);
+                self.overlays.push(Overlay::Say {
+                    op,
+                    text: text.join(" "),
+                    running,
+                });
+            }
+            _ => {}
         }
     }
 
@@ -338,12 +429,21 @@ impl App {
             }
             Some(Overlay::ConfirmApprove { ops, .. }) => {
                 // The gates' marks go; marked failures stay for R.
-                let vm = &self.vm;
-                self.marks.retain(|&ix| vm.node(ix).lane == Lane::Failed);
-                // Each by name: one decided meanwhile is refused by the
-                // run, named, as a second console's approval would be.
-                let reqs: Vec<Request> =
-                    ops.into_iter().map(|op| Request::Approve { op }).collect();
+                self.marks.retain(|&(_, lane)| lane == Lane::Failed);
+                // Each by name, on what the question showed: one decided
+                // or changed meanwhile is refused by the run, named, as a
+                // second console's approval would be.
+                let reqs: Vec<Request> = ops
+                    .into_iter()
+                    .map(|op| {
+                        let on = self
+                            .vm
+                            .by_name(&op)
+                            .and_then(|n| self.vm.ix(&n.op.op_id))
+                            .and_then(|ix| self.vm.basis_of(ix));
+                        Request::Approve { op, on }
+                    })
+                    .collect();
                 match reqs.len() {
                     1 => reqs.into_iter().map(Effect::Control).collect(),
                     _ => vec![Effect::Controls(reqs)],
@@ -392,8 +492,10 @@ impl App {
             Some(Overlay::Jump { text }) => vec![Effect::Replay(ReplayCmd::JumpTo(text))],
             Some(Overlay::Deny { op, reason }) => {
                 let reason = reason.trim().to_string();
+                let on = self.basis_named(&op);
                 vec![Effect::Control(Request::Deny {
                     op,
+                    on,
                     reason: if reason.is_empty() {
                         Vec::new()
                     } else {
@@ -404,6 +506,10 @@ impl App {
             Some(Overlay::DiffNote { text }) => {
                 if let Some(Overlay::Diff(v)) = self.overlays.last_mut() {
                     v.note(&text);
+                    // Kept past the view: T from the lanes sends them too,
+                    // while the review they are about still waits.
+                    self.diff_notes
+                        .insert(v.node, (v.basis.clone(), v.notes_said()));
                     let n = v.notes.len();
                     let key = self.keymap.label(Action::Talk);
                     self.info(format!(
@@ -420,8 +526,28 @@ impl App {
                     self.warn("nothing to say: type the message first (esc cancels)");
                     return Vec::new();
                 }
+                // What it is sent back from, as shown: the diff's review,
+                // or the failure or review the lanes show. A message to a
+                // running agent decides nothing.
+                let on = match self.overlays.last() {
+                    Some(Overlay::Diff(v)) if v.basis.is_some() => v.basis.clone(),
+                    _ => self.basis_named(&op).filter(|b| {
+                        !matches!(
+                            b.kind,
+                            crate::kernel::BasisKind::Call | crate::kernel::BasisKind::Gate
+                        )
+                    }),
+                };
+                if let Some(Overlay::Diff(v)) = self.overlays.last()
+                    && v.basis.is_some()
+                {
+                    // Sent back: the review it showed is over.
+                    self.diff_notes.remove(&v.node);
+                    self.overlays.pop();
+                }
                 vec![Effect::Control(Request::Say {
                     op,
+                    on,
                     text: vec![text],
                 })]
             }
@@ -442,6 +568,33 @@ impl App {
             }
             None => Vec::new(),
         }
+    }
+
+    /// What a decision on the operation named `op` answers, as this
+    /// console shows it now.
+    pub(super) fn basis_named(&self, op: &str) -> Option<crate::kernel::Basis> {
+        let ix = self.vm.by_name(op).and_then(|n| self.vm.ix(&n.op.op_id))?;
+        self.vm.basis_of(ix)
+    }
+
+    /// The deny dialog of a review or a conflict, sent back instead: what
+    /// was typed goes to its agent now, in its conversation.
+    fn send_back(&mut self) -> Vec<Effect> {
+        let Some(Overlay::Deny { op, reason }) = self.overlays.pop() else {
+            return Vec::new();
+        };
+        let text = reason.trim().to_string();
+        if text.is_empty() {
+            self.overlays.push(Overlay::Deny { op, reason });
+            self.warn("nothing to send back: type what the agent should do first (esc cancels)");
+            return Vec::new();
+        }
+        let on = self.basis_named(&op);
+        vec![Effect::Control(Request::Say {
+            op,
+            on,
+            text: vec![text],
+        })]
     }
 
     /// The roles an added operation may have: the palette's, recruited

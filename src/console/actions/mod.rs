@@ -168,7 +168,8 @@ impl App {
             | Action::Quit
             | Action::CancelRun
             | Action::Yes
-            | Action::Submit => self.decide(a),
+            | Action::Submit
+            | Action::SendBack => self.decide(a),
             Action::Pause | Action::Resume | Action::Step => self.run_command(a),
             Action::FollowAgent
             | Action::PageOutput

@@ -46,12 +46,21 @@ impl App {
                         ));
                         return Vec::new();
                     }
+                    // Work waiting for review: the commits the question
+                    // is of, which an approval from the view lands.
+                    let review = self.vm.basis_of(ix).filter(|b| {
+                        matches!(
+                            b.kind,
+                            crate::kernel::BasisKind::Review | crate::kernel::BasisKind::Conflict
+                        )
+                    });
                     Page::Diff {
                         node: ix,
                         op,
                         attempt,
                         instance,
                         run_dir,
+                        review,
                     }
                 };
                 vec![Effect::Page(page)]

@@ -280,6 +280,9 @@ pub enum Page {
         /// The capacity instance the attempt ran on, when it had one.
         instance: Option<String>,
         run_dir: PathBuf,
+        /// Its work waiting for review (or clashing): the question's
+        /// basis, whose commits the view shows, and no others.
+        review: Option<crate::kernel::Basis>,
     },
     /// The operator's shell in the operation's own worktree.
     Shell { op: String, run_dir: PathBuf },
@@ -296,8 +299,14 @@ pub struct App {
     pub touched: bool,
     /// The focused lane fills the lanes' width (`z`).
     pub zoomed: bool,
-    /// Gates marked to approve together (`m`), in the order marked.
-    pub marks: Vec<u32>,
+    /// Operations marked to decide together (`m`), in the order marked,
+    /// each with the lane it was marked in: gates to approve, failures to
+    /// retry. A mark belongs to its lane: one that leaves it (a gate
+    /// another terminal denied) loses it.
+    pub marks: Vec<(u32, Lane)>,
+    /// Notes made in the diff view on an operation's work, with the
+    /// review they are about: `T` sends them while that review waits.
+    pub diff_notes: std::collections::HashMap<u32, (Option<crate::kernel::Basis>, Vec<String>)>,
     /// An attached console's first picture: the log's length when the run
     /// welcomed it. Until it has folded that far it says so, and keys
     /// that act wait (what it shows is not yet the present).
@@ -422,6 +431,7 @@ impl App {
             touched: false,
             zoomed: false,
             marks: Vec::new(),
+            diff_notes: Default::default(),
             catch_up_to: None,
             catch_up_since: None,
             acted_run: None,
@@ -730,12 +740,13 @@ impl App {
         self.follow_picks();
         self.follow_capacity_pick();
         self.refresh_problems();
-        // A mark is for approving a gate or retrying a failure: one decided
-        // or retried meanwhile loses it.
+        // A mark is for approving a gate or retrying a failure, in the
+        // lane it was made in: one decided, denied or retried meanwhile
+        // loses it (a gate denied elsewhere is not a failure to retry).
         let vm = &self.vm;
-        self.marks.retain(|&ix| {
+        self.marks.retain(|&(ix, lane)| {
             let n = vm.node(ix);
-            n.lane == Lane::AwaitingApproval || (n.lane == Lane::Failed && !n.skipped())
+            n.lane == lane && !n.skipped()
         });
         effects
     }

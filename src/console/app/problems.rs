@@ -91,7 +91,7 @@ impl App {
         let what = match n.lane {
             Lane::AwaitingApproval if n.asking.is_some() => format!(
                 "{} ({} so far)",
-                n.asked.say(n.asking.as_deref().unwrap_or_default()),
+                self.asked_words(ix),
                 crate::console::words::duration(self.clock - self.entered(ix)),
             ),
             Lane::AwaitingApproval => format!(
@@ -112,6 +112,28 @@ impl App {
             ),
         };
         self.info(format!("{}/{} · {} {what}", i + 1, all.len(), n.name()));
+    }
+
+    /// What a waiting question asks, in a line: the call as it would run
+    /// (`⚿ asks permission: $ rm -rf build`), what a review would land.
+    pub fn asked_words(&self, ix: u32) -> String {
+        let n = self.vm.node(ix);
+        let head = n.asking.as_deref().unwrap_or_default();
+        let detail = self
+            .vm
+            .asked
+            .get(&ix)
+            .and_then(|a| a.detail.as_deref())
+            .and_then(|d| {
+                d.lines()
+                    .find(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            });
+        match (n.asked, detail) {
+            (crate::kernel::agent::QuestionKind::Permission, Some(d)) => {
+                format!("{} {}: {d}", n.asked.mark(), n.asked.words())
+            }
+            _ => n.asked.say(head),
+        }
     }
 
     /// Opens the problems list, on the selected operation if it is one.

@@ -175,12 +175,18 @@ impl App {
     pub fn marked(&self, lane: Lane) -> Vec<u32> {
         self.marks
             .iter()
-            .copied()
-            .filter(|&ix| {
+            .filter(|&&(ix, marked_in)| {
                 let n = self.vm.node(ix);
-                n.lane == lane && !n.skipped()
+                marked_in == lane && n.lane == lane && !n.skipped()
             })
+            .map(|&(ix, _)| ix)
             .collect()
+    }
+
+    /// Whether `ix` carries a mark (in the lane it is in).
+    pub fn is_marked(&self, ix: u32) -> bool {
+        let lane = self.vm.node(ix).lane;
+        self.marks.contains(&(ix, lane))
     }
 
     /// Every gate the approval lane shows (filter applied), in its order.
@@ -266,7 +272,8 @@ impl App {
     /// indices are carried across it by id ([`App::remap`]).
     pub fn held_ids(&self) -> Vec<Option<crate::kernel::OpId>> {
         let id = |ix: u32| self.vm.nodes.get(ix as usize).map(|n| n.op.op_id);
-        let mut v: Vec<Option<crate::kernel::OpId>> = self.marks.iter().map(|&ix| id(ix)).collect();
+        let mut v: Vec<Option<crate::kernel::OpId>> =
+            self.marks.iter().map(|&(ix, _)| id(ix)).collect();
         v.extend(self.picked.iter().map(|p| p.and_then(id)));
         for o in &self.overlays {
             match o {
@@ -285,10 +292,10 @@ impl App {
     pub fn remap(&mut self, ids: Vec<Option<crate::kernel::OpId>>) {
         let vm = &self.vm;
         let mut it = ids.into_iter().map(|id| id.and_then(|id| vm.ix(&id)));
-        let marks: Vec<u32> = self
+        let marks: Vec<(u32, Lane)> = self
             .marks
             .iter()
-            .filter_map(|_| it.next().flatten())
+            .filter_map(|&(_, lane)| it.next().flatten().map(|ix| (ix, lane)))
             .collect();
         self.marks = marks;
         for p in self.picked.iter_mut() {

@@ -113,6 +113,9 @@ pub enum Action {
     CancelRun,
     // Typing (a filter, a jump, a reason, a form).
     Submit,
+    /// Rejecting a review or a conflict: send it back to its agent with
+    /// what was typed, instead.
+    SendBack,
     Cancel,
     NextField,
     PrevField,
@@ -361,6 +364,7 @@ actions! {
     No "no" "no" Confirm ["n", "esc"] true "no";
     CancelRun "cancel_run" "cancel the run" Confirm ["c"] false "when leaving an attached console: cancel the run instead of detaching";
     Submit "submit" "submit" Text ["enter"] true "done: apply what was typed";
+    SendBack "send_back" "send back" Text ["ctrl-t"] true "rejecting a review or conflict: send it back to its agent with what was typed, in its conversation";
     Cancel "cancel" "cancel" Text ["esc"] true "cancel";
     NextField "next_field" "next field" Text ["tab"] true "next field";
     PrevField "prev_field" "previous field" Text ["shift-tab"] false "previous field";

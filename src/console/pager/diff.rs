@@ -125,7 +125,16 @@ pub(super) const NEW_FILES_SHOWN: usize = 20;
 /// new (untracked) file in full as a diff from nothing — without touching
 /// the worktree's index: `git add --intent-to-add` would change what the
 /// agent sees.
-pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared, Refusal> {
+///
+/// For work waiting for review, `review` is the question's `base..tip`:
+/// what would land is shown as those commits exactly, and a commit made in
+/// the worktree since is named as not part of it.
+pub(super) async fn diff(
+    op: &str,
+    w: &Workdir,
+    color: bool,
+    review: Option<&str>,
+) -> Result<Prepared, Refusal> {
     let (dir, whose) = match w {
         Workdir::Worktree(d) | Workdir::Landing { path: d, .. } => {
             (d, format!("{op}'s worktree {}", d.display()))
@@ -150,8 +159,41 @@ pub(super) async fn diff(op: &str, w: &Workdir, color: bool) -> Result<Prepared,
     } else {
         "--color=never"
     };
-    // What it committed and would land: the run's branch to its HEAD.
+    // What it committed and would land: the run's branch to its HEAD —
+    // or, waiting for review, the commits the review is of.
     let landing = match w {
+        Workdir::Landing { branch, .. } if review.is_some() => {
+            let range = review.unwrap_or_default();
+            let stat = git(dir, &["diff", "--stat", range], &[0]).await?;
+            let full = git(dir, &["diff", color, range], &[0]).await?;
+            let tip = range.split_once("..").map_or(range, |(_, t)| t);
+            let after = git(
+                dir,
+                &["log", "--format=%h %s", &format!("{tip}..HEAD")],
+                &[0],
+            )
+            .await
+            .unwrap_or_default();
+            let after = if after.trim().is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "# made in its worktree after the review was asked, not part of it (they come back for review):\n{}",
+                    after
+                        .lines()
+                        .map(|l| format!("#   {l}\n"))
+                        .collect::<String>()
+                )
+            };
+            let short = |s: &str| s.chars().take(12).collect::<String>();
+            let shown = match range.split_once("..") {
+                Some((a, b)) => format!("{}..{}", short(a), short(b)),
+                None => range.to_string(),
+            };
+            Some(format!(
+                "# {whose}: what its review is of, and what approving it lands on {branch}: commits {shown}\n{after}# git diff --stat {shown}\n{stat}\n# git diff {shown}\n{full}\n"
+            ))
+        }
         Workdir::Landing { branch, .. } => {
             let range = format!("refs/heads/{branch}...HEAD");
             let stat = git(dir, &["diff", "--stat", &range], &[0]).await?;

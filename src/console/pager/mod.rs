@@ -172,10 +172,12 @@ async fn open_diff(
         Ok(Ok(p)) => {
             let text = std::fs::read_to_string(p.file.path())?;
             let title = p.shown.trim_start_matches("paged ").to_string();
+            let mut view = crate::console::diffview::DiffView::new(node, op, title, &text);
+            if let Page::Diff { review, .. } = page {
+                view.basis = review.clone();
+            }
             app.overlays
-                .push(crate::console::overlay::Overlay::Diff(Box::new(
-                    crate::console::diffview::DiffView::new(node, op, title, &text),
-                )));
+                .push(crate::console::overlay::Overlay::Diff(Box::new(view)));
             app.set_status(
                 format!(
                     "{}: ] and [ move by hunk, }} and {{ by file",
@@ -260,10 +262,12 @@ pub async fn prepare(page: &Page, color: bool) -> Result<Prepared, Refusal> {
             attempt,
             instance,
             run_dir,
+            review,
             ..
         } => {
             let dir = workdir(run_dir, op, *attempt, instance.as_deref())?;
-            diff(op, &dir, color).await
+            let range = review.as_ref().and_then(|b| b.what.as_deref());
+            diff(op, &dir, color, range).await
         }
         Page::Shell { .. } => Err(Refusal::error("a shell is not paged".into())),
     }

@@ -133,7 +133,7 @@ async fn without_a_worktree_the_play_directory_is_named_or_refused() {
     let w = workdir(&run, "api", 1, None).unwrap();
     assert_eq!(w, Workdir::Shared(play.path().to_path_buf()));
     // Not a repository: said, nothing paged.
-    let r = diff("api", &w, false).await.err().unwrap();
+    let r = diff("api", &w, false, None).await.err().unwrap();
     assert!(
         r.text.contains("which is not in a git repository") && r.level == Level::Warning,
         "{r:?}"
@@ -143,11 +143,11 @@ async fn without_a_worktree_the_play_directory_is_named_or_refused() {
     std::fs::write(play.path().join("a.txt"), "one\n").unwrap();
     git_in(play.path(), &["add", "a.txt"]);
     git_in(play.path(), &["commit", "-q", "-m", "first"]);
-    let r = diff("api", &w, false).await.err().unwrap();
+    let r = diff("api", &w, false, None).await.err().unwrap();
     assert!(r.text.starts_with("nothing to diff: "), "{r:?}");
     std::fs::write(play.path().join("a.txt"), "two\n").unwrap();
     std::fs::write(play.path().join("new.txt"), "fresh\n").unwrap();
-    let p = diff("api", &w, false).await.unwrap();
+    let p = diff("api", &w, false, None).await.unwrap();
     assert_eq!(
         p.shown,
         format!(

@@ -109,6 +109,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             bold.fg(t.warning),
         ));
     }
+    // Edits the operator had not committed when the run began are not in
+    // what its agents start from: said while the run is on screen.
+    if let Some(w) = vm.run.workspace.as_ref().and_then(|w| w.left_out()) {
+        top.push(Span::styled(format!("  ⚠ {w}"), bold.fg(t.warning)));
+    }
     // The run's id is what every command takes: it stays, and the play's
     // name and the round give way before the rest is cut.
     let run = Span::styled(

@@ -113,7 +113,7 @@ pub fn draw(f: &mut Frame, g: &Geometry, app: &App) {
             let failed_deps = (n.lane == Lane::AwaitingApproval)
                 .then(|| app.vm.failed_deps(ix))
                 .flatten();
-            let marker = if app.marks.contains(&ix) {
+            let marker = if app.is_marked(ix) {
                 "◆"
             } else if n.asking.is_some() {
                 // A running agent's permission question, or its work

@@ -171,6 +171,7 @@ impl Executor {
             workspace,
             profile,
             usd_headroom,
+            land_only: std::mem::take(&mut self.graph[ix].land_only),
         };
         // A panicking agent fails its own operation (ADR-0033 D4: an
         // unexpected error becomes an error result), never the run.
@@ -212,6 +213,7 @@ impl Executor {
     pub(super) fn carry_on(&mut self, ix: NodeIndex) -> Option<CarryOn> {
         let c = self.graph[ix].conversation.as_mut()?;
         let ended = c.ended.take()?;
+        c.unheard = c.note.clone();
         let (by, note) = c.note.take().unzip();
         Some(CarryOn {
             session: c.session.clone(),
@@ -250,11 +252,15 @@ impl Executor {
         self.gate.release(ix);
         self.inboxes.remove(&ix);
         self.questions.remove(&ix);
+        let landed = self.landing.remove(&ix) == Some(attempt);
         if self.message_waits(ix) {
-            // The operator spoke while it was in a tool call, and it ended
-            // before it came out: what they said is still said.
+            // The operator spoke while it was in a tool call (or while its
+            // work landed), and it ended before it came out: what they
+            // said is still said, in the same conversation. Its answer
+            // stands when its work landed: it is not said to be set aside.
             let ended = match &outcome {
-                Ok(_) => "it finished before the operator's message reached it; that answer was set aside".to_string(),
+                Ok(_) if landed => "it finished and its work landed on the run's branch before the operator's message reached it; the message is for what comes next".to_string(),
+                Ok(_) => "it finished before the operator's message reached it; that answer was set aside and nothing of it landed".to_string(),
                 Err(f) => format!("{}: {}", f.category, f.message),
             };
             self.talk_again(ix, &ended);
@@ -296,15 +302,23 @@ impl Executor {
             }
             AgentEvent::Asking(q) => {
                 let (tool, kind) = (q.tool.clone(), q.kind);
+                let (on, detail) = (q.on.clone(), q.detail.clone());
                 auto = self.policy_answer(kind);
-                self.questions.insert(ix, (attempt, q));
                 let node = self.header(ix);
-                SignalKind::PermissionAsked {
-                    node,
-                    attempt,
-                    tool,
-                    kind,
-                }
+                let (seq, _) = self.emit_node(
+                    ix,
+                    SignalKind::PermissionAsked {
+                        node,
+                        attempt,
+                        tool,
+                        kind,
+                        on,
+                        detail,
+                    },
+                );
+                self.questions.insert(ix, super::Asked { attempt, q, seq });
+                self.after_event(ix, auto);
+                return;
             }
             AgentEvent::Landed(work) => {
                 let node = self.header(ix);
@@ -316,10 +330,10 @@ impl Executor {
             }
             AgentEvent::AskEnded { id, why } => {
                 match self.questions.get(&ix) {
-                    Some((a, q)) if *a == attempt && q.id == id => {}
+                    Some(a) if a.attempt == attempt && a.q.id == id => {}
                     _ => return,
                 }
-                let Some((_, q)) = self.questions.remove(&ix) else {
+                let Some(super::Asked { q, .. }) = self.questions.remove(&ix) else {
                     return;
                 };
                 let node = self.header(ix);
@@ -331,11 +345,26 @@ impl Executor {
                     by: Arc::from("timeout"),
                     reason: Some(why),
                     kind: q.kind,
+                    on: q.on,
                 }
+            }
+            AgentEvent::MayLand(reply) => {
+                // Its work lands only if nothing the operator said waits
+                // for it: a message disputes the attempt it was sent to.
+                let go = !self.message_waits(ix);
+                if go {
+                    self.landing.insert(ix, attempt);
+                }
+                reply.answer(go);
+                return;
             }
             AgentEvent::Activity { state, tool } => {
                 if let Some(c) = self.graph[ix].conversation.as_mut() {
                     c.in_tool = state == ActivityState::Tool;
+                    // Its model answers: what it was told was heard.
+                    if state != ActivityState::Waiting && state != ActivityState::WaitingForWorker {
+                        c.unheard = None;
+                    }
                 }
                 SignalKind::AgentActivity {
                     op_id,
@@ -380,6 +409,12 @@ impl Executor {
         } else {
             self.bus.emit(kind);
         }
+        self.after_event(ix, auto);
+    }
+
+    /// What follows an agent's event: the policy's answer to a question
+    /// nobody is asked, and a message that waited for a tool call to end.
+    fn after_event(&mut self, ix: NodeIndex, auto: Option<(bool, Option<String>)>) {
         if let Some((allow, reason)) = auto {
             let operator = std::mem::replace(&mut self.acting, Arc::from("policy"));
             self.answer_question(ix, allow, reason.as_deref());

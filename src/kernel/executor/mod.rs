@@ -234,6 +234,9 @@ impl Run {
             inflight: FuturesUnordered::new(),
             inboxes: std::collections::HashMap::new(),
             questions: std::collections::HashMap::new(),
+            shown: HashMap::default(),
+            landing: HashMap::default(),
+            retried_by: None,
             breaks: std::collections::BTreeSet::new(),
             run_to: None,
             routing: FuturesUnordered::new(),
@@ -340,6 +343,21 @@ impl Run {
     }
 }
 
+/// A question waiting for the operator: the attempt that asked it, the
+/// question, and the seq of the `permission_asked` that showed it.
+struct Asked {
+    attempt: u32,
+    q: super::agent::Question,
+    seq: u64,
+}
+
+/// The operator's retry or send-back, as its `retried` signal records it.
+struct RetriedBy {
+    by: Arc<str>,
+    note: Option<Arc<str>>,
+    on: Option<Arc<str>>,
+}
+
 struct Executor {
     cfg: RunConfig,
     graph: StableDiGraph<Node, Edge>,
@@ -357,9 +375,20 @@ struct Executor {
     /// The attempts that read the operator's messages live, by node, with
     /// the attempt each belongs to (few: claude's, while they run).
     inboxes: std::collections::HashMap<NodeIndex, (u32, super::agent::Inbox)>,
-    /// Permission questions waiting for an operator, by node, with the
-    /// attempt that asked (claude asks one at a time).
-    questions: std::collections::HashMap<NodeIndex, (u32, super::agent::Question)>,
+    /// Questions waiting for an operator, by node, with the attempt that
+    /// asked and the seq of the signal that showed it (claude asks one at
+    /// a time).
+    questions: std::collections::HashMap<NodeIndex, Asked>,
+    /// The seq of the signal that put each gate waiting for approval, and
+    /// each failed or escalated operation, before the operator: the basis
+    /// a decision on it names (few: only operations in those lanes).
+    shown: HashMap<NodeIndex, u64>,
+    /// Attempts whose work the run let land (`may_land` said yes): a
+    /// message to one of them comes after its work is on the branch.
+    landing: HashMap<NodeIndex, u32>,
+    /// Who retries or sends back the operation being re-opened now, for
+    /// its `retried` signal (taken by it).
+    retried_by: Option<RetriedBy>,
     /// Where the run pauses by itself (`break`, `--break`).
     breaks: std::collections::BTreeSet<super::breakpoint::Breakpoint>,
     /// `run_to`: the operation before whose start the run pauses, once.
@@ -445,7 +474,23 @@ impl Executor {
     /// signal's seq and time.
     fn emit_node(&mut self, ix: NodeIndex, kind: SignalKind) -> (u64, f64) {
         let lane = lane_for(self.graph[ix].lane, &kind);
+        // What puts it before the operator is what their decision names.
+        let before_operator = matches!(
+            kind,
+            SignalKind::AwaitingApproval { .. }
+                | SignalKind::Failed { .. }
+                | SignalKind::Escalated { .. }
+        );
         let (seq, at) = self.bus.emit(kind);
+        if before_operator {
+            self.shown.insert(ix, seq);
+        } else if !matches!(
+            lane,
+            super::Lane::AwaitingApproval | super::Lane::Failed | super::Lane::Escalated
+        ) && !self.shown.is_empty()
+        {
+            self.shown.remove(&ix);
+        }
         let since = self.now_ms();
         let n = &mut self.graph[ix];
         if lane != n.lane {

@@ -35,6 +35,11 @@ pub(super) struct Node {
     pub approval: Approval,
     pub held: bool,
     pub parked: bool,
+    /// Its last attempt failed on a merge conflict nobody resolved then:
+    /// `resolve` may land its worktree's work without its agent.
+    pub resolvable: bool,
+    /// Its next attempt only lands what its worktree holds (`resolve`).
+    pub land_only: bool,
     pub attempt: u32,
     /// Attempts before the current series began (an operator's retry
     /// begins one): the retry policy counts the series' attempts.
@@ -64,6 +69,13 @@ pub(super) struct Conversation {
     /// A message waits to be delivered: the attempt stops as soon as it is
     /// out of its tool call, or when it ends by itself.
     pub pending: bool,
+    /// What the running attempt was told when it began, until its model
+    /// is seen answering: an attempt stopped before that (a second message
+    /// right after the first) hands it on, so nothing said is lost.
+    pub unheard: Option<(Arc<str>, Arc<str>)>,
+    /// The operator rejected its work at review, with a reason: a later
+    /// retry continues this conversation, told it.
+    pub rejected: Option<Arc<str>>,
 }
 
 impl Conversation {
@@ -74,7 +86,29 @@ impl Conversation {
             note: None,
             in_tool: false,
             pending: false,
+            unheard: None,
+            rejected: None,
         }
+    }
+
+    /// Adds what `by` said to what the next attempt is told, after what
+    /// it already holds: the words of an attempt that never heard them
+    /// first, then messages not delivered yet, in the order they came.
+    pub fn add_note(&mut self, by: Arc<str>, text: &str) {
+        let mut said: Vec<Arc<str>> = Vec::new();
+        if let Some((_, w)) = self.unheard.take() {
+            said.push(w);
+        }
+        if let Some((_, w)) = self.note.take() {
+            said.push(w);
+        }
+        said.push(Arc::from(text));
+        let words = said
+            .iter()
+            .map(|w| &**w)
+            .collect::<Vec<&str>>()
+            .join("\n\n");
+        self.note = Some((by, Arc::from(words)));
     }
 }
 
@@ -98,6 +132,8 @@ impl Node {
             approval,
             held: false,
             parked: false,
+            resolvable: false,
+            land_only: false,
             attempt: 0,
             series_from: 0,
             queued_at: Ms(0),

@@ -44,6 +44,8 @@ impl Executor {
             let n = &mut self.graph[ix];
             n.attempt = rn.attempt;
             n.held = rn.held;
+            n.resolvable = rn.resolvable;
+            n.land_only = rn.land_only;
             n.conversation = rn.carry.as_ref().map(|(session, ended)| {
                 Box::new(Conversation {
                     ended: Some(ended.clone()),
@@ -66,6 +68,11 @@ impl Executor {
                     NodeStatus::Escalated => Lane::Escalated,
                     _ => Lane::Failed,
                 };
+                if let (Some(seq), NodeStatus::Failed | NodeStatus::Escalated) =
+                    (rn.settled_seq, rn.status)
+                {
+                    self.shown.insert(ix, seq);
+                }
                 self.sched.terminal += 1;
             } else if rn.status == NodeStatus::Running {
                 reattempt.push(ix);
@@ -152,6 +159,9 @@ mod tests {
             queued_at: 1.0,
             finished_at: None,
             carry: None,
+            settled_seq: None,
+            resolvable: false,
+            land_only: false,
         }
     }
 

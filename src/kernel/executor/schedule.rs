@@ -187,7 +187,8 @@ impl Executor {
                     self.graph[ix].approval = Approval::Approved;
                     let node = self.header(ix);
                     let by = Arc::from("policy");
-                    self.emit_node(ix, SignalKind::Approved { node, by });
+                    let on = self.gate_words(ix);
+                    self.emit_node(ix, SignalKind::Approved { node, by, on });
                 }
                 ApprovalPolicy::DenyAll { reason } => {
                     self.deny_node(ix, Arc::from("policy"), reason);
@@ -401,6 +402,7 @@ impl Executor {
             n.status = NodeStatus::Failed;
             n.finished_at = now;
             n.result = Some(Arc::new(json!({ "error": &*error })));
+            n.resolvable = *f.category == *super::super::retry::cause::MERGE_CONFLICT;
         }
         self.sched.terminal += 1;
         let node = self.header(ix);
@@ -519,7 +521,16 @@ impl Executor {
         self.graph[ix].approval = Approval::Denied;
         let node = self.header(ix);
         let message = format!("denied by {by}: {reason}");
-        self.emit_node(ix, SignalKind::Denied { node, by, reason });
+        let on = self.gate_words(ix);
+        self.emit_node(
+            ix,
+            SignalKind::Denied {
+                node,
+                by,
+                reason,
+                on,
+            },
+        );
         self.fail(ix, AgentFailure::new("denied", message));
     }
 

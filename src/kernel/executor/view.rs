@@ -13,7 +13,7 @@ use super::super::envelope::Envelope;
 use super::super::lane::Lane;
 use super::super::ledger::{DroppedSpawn, LedgerOutcome};
 use super::super::signal::{LaneCounts, Outcome, SignalKind};
-use super::super::snapshot::{NodeSnapshot, NodeStatus, RunState, Snapshot};
+use super::super::snapshot::{AskedNow, Deciding, NodeSnapshot, NodeStatus, RunState, Snapshot};
 use super::Executor;
 
 impl FinalState for Mutex<Executor> {
@@ -83,6 +83,25 @@ impl Executor {
                     result: n.result.clone(),
                     error: n.error(),
                     waiting_for: self.waiting_for(ix),
+                    deciding: self.basis_now(ix).map(|basis| {
+                        let question =
+                            self.questions
+                                .get(&ix)
+                                .filter(|a| a.seq == basis.seq)
+                                .map(|a| AskedNow {
+                                    kind: a.q.kind,
+                                    what: a.q.tool.clone(),
+                                    detail: a.q.detail.clone(),
+                                });
+                        let gate = (basis.kind == crate::kernel::BasisKind::Gate)
+                            .then(|| self.gate_words(ix))
+                            .flatten();
+                        Box::new(Deciding {
+                            basis,
+                            question,
+                            gate,
+                        })
+                    }),
                 }
             })
             .collect();
@@ -96,6 +115,11 @@ impl Executor {
                 step_credits: self.sched.step_credits,
                 round: self.round,
                 running: self.sched.running,
+                awaiting_operator: self
+                    .questions
+                    .values()
+                    .filter(|a| !a.q.kind.is_permission())
+                    .count(),
                 max_concurrent: self.cfg.max_concurrent,
                 reactive: self.cfg.reactive,
                 max_spawn: self.cfg.max_spawn,

@@ -280,12 +280,18 @@ pub enum SignalKind {
         #[serde(flatten)]
         node: NodeHeader,
         by: Arc<str>,
+        /// What it was approved on, in words (its dependencies' outcomes:
+        /// `✗ 1 of 2 dependencies failed: lint`); absent in older logs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Arc<str>>,
     },
     Denied {
         #[serde(flatten)]
         node: NodeHeader,
         by: Arc<str>,
         reason: Arc<str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Arc<str>>,
     },
     Escalated {
         #[serde(flatten)]
@@ -303,6 +309,17 @@ pub enum SignalKind {
         /// The operation whose retry re-opened it (for re-opened ones).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         because: Option<Arc<str>>,
+        /// The operator who retried it or sent it back (absent for a
+        /// retry the policy made, or a re-opening).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Arc<str>>,
+        /// What the operator said sending it back, in its conversation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<Arc<str>>,
+        /// What it was retried or sent back from, in words (`failed:
+        /// merge_conflict`, `review of 1a2b..3c4d`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Arc<str>>,
     },
     /// Spend passed a warning level of a cap (`role`: a role's own cap).
     SpendWarning {
@@ -514,6 +531,15 @@ pub enum SignalKind {
         tool: Arc<str>,
         #[serde(default, skip_serializing_if = "QuestionKind::is_permission")]
         kind: QuestionKind,
+        /// What an answer binds to: a call's tool and input digest, a
+        /// review's or a conflict's commits (`base..tip`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Arc<str>>,
+        /// What answering allows, whole up to 64 KiB (`(cut)` past it): a
+        /// Write's content, an Edit's diff, a Bash command, a review's
+        /// commits and files.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<Arc<str>>,
     },
     /// The question was answered: allowed or denied, by whom (an
     /// operator, or `timeout`), and why; the agent runs on.
@@ -528,6 +554,9 @@ pub enum SignalKind {
         reason: Option<Arc<str>>,
         #[serde(default, skip_serializing_if = "QuestionKind::is_permission")]
         kind: QuestionKind,
+        /// What the answer was given on (the question's `on`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Arc<str>>,
     },
     /// A succeeded operation's work went into the run's branch
     /// (`[workspace] isolation = "worktree"`): its commits and the files
@@ -588,6 +617,16 @@ pub enum SignalKind {
     Warning {
         message: Arc<str>,
         op_id: Option<OpId>,
+    },
+    /// The run's work lands on a branch of its own (`[workspace] isolation
+    /// = "worktree"`): which branch, made from which commit, and what was
+    /// changed in the checkout and not committed then — not part of the
+    /// run's base, which is what its operations start from.
+    Workspace {
+        branch: Arc<str>,
+        base: Arc<str>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        uncommitted: Vec<Arc<str>>,
     },
     /// The cluster's workers as a `[cluster]` run sees them, when that
     /// changes: one joins, leaves, goes silent, or its load moves.
@@ -831,6 +870,7 @@ mod tests {
         "stepped",
         "round_ended",
         "warning",
+        "workspace",
         "workers",
         "run_finished",
     ];

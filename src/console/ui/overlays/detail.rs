@@ -435,6 +435,10 @@ pub fn problems(app: &App, rows: &[u32], selected: Option<usize>) -> Window {
     for (i, &ix) in rows.iter().enumerate() {
         let n = app.vm.node(ix);
         let (mark, state, color, why) = match n.lane {
+            // A question: what it asks, not "approval".
+            Lane::AwaitingApproval if n.asking.is_some() => {
+                (n.asked.mark(), "asks", t.warning, app.asked_words(ix))
+            }
             Lane::AwaitingApproval => match app.vm.failed_deps(ix) {
                 Some(f) => (
                     "✗",

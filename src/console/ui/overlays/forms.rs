@@ -502,17 +502,32 @@ pub fn deny(f: &mut Frame, area: Rect, app: &App, op: &str, reason: &str) {
             Span::raw("? It fails, and what waits on it is skipped."),
         ]),
     };
-    let lines = vec![
+    // Work waiting for review or clashing: rejected with the reason on
+    // the record, or sent back with it to its agent now.
+    let sends_back = app.sends_back(op);
+    let mut lines = vec![
         first,
         Line::from(Span::styled(
-            "A reason is recorded with the denial (optional).",
+            if sends_back {
+                "The reason is recorded, and told to its agent if it is retried later."
+            } else {
+                "A reason is recorded with the denial (optional)."
+            },
             Style::default().fg(t.dim),
         )),
         Line::from(""),
         input(app, "reason", reason, true, 60),
         Line::from(""),
-        typing_keys(app, "deny", None),
+        typing_keys(app, if sends_back { "reject" } else { "deny" }, None),
     ];
+    if sends_back {
+        lines.push(Line::from(vec![
+            Span::styled(app.keymap.label_in(Mode::Text, Action::SendBack), bold(t)),
+            Span::raw(
+                " send it back instead: the reason goes to its agent now, in its conversation",
+            ),
+        ]));
+    }
     dialog(f, area, app, &format!("Deny {op}"), lines);
 }
 

@@ -83,6 +83,16 @@ pub fn window(
             Span::styled(keys, Style::default().fg(t.dim)),
         ]));
         lines.push(Line::from(format!("  {call}")));
+        // What answering it allows, whole: the command as it would run,
+        // the content or diff it would write, the commits that would land.
+        if let Some(detail) = vm.asked.get(&ix).and_then(|a| a.detail.as_deref()) {
+            for l in detail.lines() {
+                lines.push(Line::from(Span::styled(
+                    format!("  │ {l}"),
+                    Style::default().fg(t.warning),
+                )));
+            }
+        }
         lines.push(Line::from(""));
     }
 
@@ -191,18 +201,31 @@ pub fn window(
         })
         .collect();
     lines.push(field(t, "timings", timings.join(" → ")));
+    // Every decision on it — its gate, each call its agent asked about
+    // (a denied one too), its reviews, retries and send-backs — with what
+    // it was made on.
     for d in &n.decisions {
-        let what = if d.approved { "approved" } else { "denied" };
+        let what = d.kind.words(d.approved);
+        let on =
+            d.on.as_deref()
+                .map(|o| format!(" — on {o}"))
+                .unwrap_or_default();
         let why = d
             .reason
             .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
-        lines.push(field(
+        let line = field(
             t,
             "decision",
-            format!("{what} by {} at {}{why}", d.by, duration(d.at)),
-        ));
+            format!("{what} by {} at {}{on}{why}", d.by, duration(d.at)),
+        );
+        // A call it was refused stands out: the agent went on without it.
+        if d.kind == crate::projection::DecisionKind::Call && !d.approved {
+            lines.push(line.style(Style::default().fg(t.error)));
+        } else {
+            lines.push(line);
+        }
     }
 
     lines.push(Line::from(""));

@@ -49,36 +49,55 @@ impl Executor {
             Request::Pause => done(self.pause()),
             Request::Resume => done(self.resume()),
             Request::Step { op } => self.step(op.as_deref()),
-            Request::Approve { op } => done(self.approve(&op)),
-            Request::Deny { op, reason } => done(self.deny(&op, &Request::deny_reason(&reason))),
+            Request::Approve { op, on } => self.decide(&op, on, |ex, ix| ex.approve(ix)),
+            Request::Deny { op, on, reason } => {
+                let reason = Request::deny_reason(&reason);
+                self.decide(&op, on, |ex, ix| ex.deny(ix, &reason))
+            }
             Request::Hold { op } => done(self.hold(&op)),
             Request::Unhold { op } => done(self.unhold(&op)),
-            Request::Retry { op } => done(self.retry(&op)),
-            Request::Say { op, text } => done(self.say(&op, &text.join(" "))),
-            Request::Permit { op } => {
-                let ix = self.resolve(&op)?;
-                if self.answer_question(ix, true, None) {
-                    Ok(Answer::Done)
+            Request::Retry { op, on } => self.decide(&op, on, |ex, ix| ex.retry(ix)),
+            Request::Say { op, on, text } => {
+                let text = text.join(" ");
+                self.decide(&op, on, |ex, ix| ex.say(ix, &text))
+            }
+            Request::Permit { op, on } => self.decide(&op, on, |ex, ix| {
+                if ex.answer_question(ix, true, None) {
+                    Ok(())
                 } else {
                     Err(CommandError::NoQuestion {
-                        name: self.name_of(ix),
+                        name: ex.name_of(ix),
                     })
                 }
-            }
-            Request::Resolve { op } => {
-                let ix = self.resolve(&op)?;
-                let conflict = self
+            }),
+            Request::Resolve { op, on } => self.decide(&op, on, |ex, ix| {
+                // Its attempt failed on the conflict (nobody was there):
+                // resolved by hand since, its work lands without its agent.
+                if ex.graph[ix].status == NodeStatus::Failed && ex.graph[ix].resolvable {
+                    if ex.cancelled {
+                        return Err(CommandError::RunFinished);
+                    }
+                    ex.retried_by = Some(super::RetriedBy {
+                        by: ex.acting.clone(),
+                        note: None,
+                        on: Some(Arc::from("its merge conflict, resolved by hand")),
+                    });
+                    ex.reopen_failed(ix);
+                    ex.graph[ix].land_only = true;
+                    return Ok(());
+                }
+                let conflict = ex
                     .questions
                     .get(&ix)
-                    .is_some_and(|(_, q)| q.kind == QuestionKind::Conflict);
-                if conflict && self.answer_question(ix, true, None) {
-                    Ok(Answer::Done)
+                    .is_some_and(|a| a.q.kind == QuestionKind::Conflict);
+                if conflict && ex.answer_question(ix, true, None) {
+                    Ok(())
                 } else {
                     Err(CommandError::NoConflict {
-                        name: self.name_of(ix),
+                        name: ex.name_of(ix),
                     })
                 }
-            }
+            }),
             Request::Break { at, clear } => done(self.set_break(&at, clear)),
             Request::RunTo { op } => done(self.run_to(&op)),
             Request::Cancel => {
@@ -343,8 +362,7 @@ impl Executor {
         Err(CommandError::AlreadyDecided { name, decision })
     }
 
-    fn approve(&mut self, op: &str) -> Result<(), CommandError> {
-        let ix = self.resolve(op)?;
+    fn approve(&mut self, ix: NodeIndex) -> Result<(), CommandError> {
         // A running agent's question is what waits for approval.
         if self.answer_question(ix, true, None) {
             return Ok(());
@@ -353,7 +371,8 @@ impl Executor {
         self.graph[ix].approval = Approval::Approved;
         let node = self.header(ix);
         let by = self.acting.clone();
-        self.emit_node(ix, SignalKind::Approved { node, by });
+        let on = self.gate_words(ix);
+        self.emit_node(ix, SignalKind::Approved { node, by, on });
         if self.graph[ix].status == NodeStatus::AwaitingApproval {
             self.graph[ix].status = NodeStatus::Pending;
             self.enqueue(ix);
@@ -361,8 +380,7 @@ impl Executor {
         Ok(())
     }
 
-    fn deny(&mut self, op: &str, reason: &str) -> Result<(), CommandError> {
-        let ix = self.resolve(op)?;
+    fn deny(&mut self, ix: NodeIndex, reason: &str) -> Result<(), CommandError> {
         if self.answer_question(ix, false, Some(reason)) {
             return Ok(());
         }
@@ -373,8 +391,7 @@ impl Executor {
 
     /// A new attempt of a failed or denied operation; what was skipped only
     /// because of it waits again (and is decided again when it settles).
-    fn retry(&mut self, op: &str) -> Result<(), CommandError> {
-        let ix = self.resolve(op)?;
+    fn retry(&mut self, ix: NodeIndex) -> Result<(), CommandError> {
         let n = &self.graph[ix];
         if n.status == NodeStatus::Escalated {
             return self.retry_escalated(ix);
@@ -394,6 +411,11 @@ impl Executor {
         if self.cancelled {
             return Err(CommandError::RunFinished);
         }
+        self.retried_by = Some(super::RetriedBy {
+            by: self.acting.clone(),
+            note: None,
+            on: self.retried_on(ix),
+        });
         self.reopen_failed(ix);
         Ok(())
     }
@@ -446,6 +468,11 @@ impl Executor {
                 self.emit_retried(t, Some(because.clone()));
             }
         }
+        self.retried_by = Some(super::RetriedBy {
+            by: self.acting.clone(),
+            note: None,
+            on: self.retried_on(ix),
+        });
         self.reopen_failed(ix);
         Ok(())
     }
@@ -492,12 +519,24 @@ impl Executor {
     pub(super) fn emit_retried(&mut self, ix: NodeIndex, because: Option<Arc<str>>) {
         let node = self.header(ix);
         let attempt = self.graph[ix].attempt + u32::from(because.is_none());
+        let who = if because.is_none() {
+            self.retried_by.take()
+        } else {
+            None
+        };
+        let (by, note, on) = match who {
+            Some(w) => (Some(w.by), w.note, w.on),
+            None => (None, None, None),
+        };
         self.emit_node(
             ix,
             SignalKind::Retried {
                 node,
                 attempt,
                 because,
+                by,
+                note,
+                on,
             },
         );
     }
@@ -510,11 +549,20 @@ impl Executor {
             n.result = None;
             n.finished_at = Ms::NONE;
             n.parked = false;
+            n.resolvable = false;
             if because.is_none() {
                 // The operator's retry begins a new series of attempts,
-                // in a new conversation ("send back" continues the old).
+                // in a new conversation ("send back" continues the old) —
+                // but for work they rejected at review with a reason: the
+                // retry continues, told why it was rejected.
                 n.series_from = n.attempt;
-                n.conversation = None;
+                n.conversation = n.conversation.take().and_then(|mut c| {
+                    let why = c.rejected.take()?;
+                    c.ended = Some(why);
+                    c.note = None;
+                    c.pending = false;
+                    Some(c)
+                });
             }
             if because.is_none() && n.approval == Approval::Denied {
                 // A denied gate asks again.
@@ -586,7 +634,7 @@ impl Executor {
             let asking: Vec<NodeIndex> = self
                 .questions
                 .iter()
-                .filter(|(_, (_, q))| !q.kind.is_permission())
+                .filter(|(_, a)| !a.q.kind.is_permission())
                 .map(|(ix, _)| *ix)
                 .collect();
             let operator = std::mem::replace(&mut self.acting, Arc::from("policy"));
@@ -625,6 +673,7 @@ impl Executor {
     }
 }
 
+mod basis;
 mod say;
 #[cfg(test)]
 mod tests;

@@ -30,8 +30,7 @@ fn state_word(s: NodeStatus) -> &'static str {
 }
 
 impl Executor {
-    pub(super) fn say(&mut self, op: &str, text: &str) -> Result<(), CommandError> {
-        let ix = self.resolve(op)?;
+    pub(super) fn say(&mut self, ix: NodeIndex, text: &str) -> Result<(), CommandError> {
         if self.cancelled {
             return Err(CommandError::RunFinished);
         }
@@ -41,17 +40,41 @@ impl Executor {
                 "say needs words to say: say OP TEXT".into(),
             ));
         }
-        // An attempt that reads messages live takes it where it is.
-        if self.graph[ix].status == NodeStatus::Running && self.deliver(ix, text) {
-            return Ok(());
+        if text.contains('\0') {
+            return Err(CommandError::BadRequest(
+                "say: the message holds a NUL character, which no agent's input can carry".into(),
+            ));
         }
         let by = self.acting.clone();
-        let n = &self.graph[ix];
-        let refuse = |why| CommandError::CannotSay {
+        let refuse = |n: &super::super::node::Node, why| CommandError::CannotSay {
             name: n.op.reference_id.to_string(),
             state: state_word(n.status),
             why,
         };
+        // Work waiting for review, or that clashed as it landed: sent back
+        // at once, in its conversation; nothing of it lands.
+        let n = &self.graph[ix];
+        let asked = self
+            .questions
+            .get(&ix)
+            .filter(|a| a.attempt == n.attempt && !a.q.kind.is_permission())
+            .map(|a| a.q.kind);
+        if let Some(kind) = asked {
+            if n.conversation.is_none() {
+                return Err(refuse(
+                    n,
+                    "its agent has named no conversation to send it back into (its CLI names none)",
+                ));
+            }
+            self.send_back_question(ix, kind, by, text);
+            return Ok(());
+        }
+        // An attempt that reads messages live takes it where it is.
+        if n.status == NodeStatus::Running && self.deliver(ix, text) {
+            return Ok(());
+        }
+        let n = &self.graph[ix];
+        let refuse = |why| refuse(n, why);
         // A succeeded one is sent back only while what depends on it has
         // not taken its result (every dependant still waits).
         let built_on = n.status == NodeStatus::Succeeded
@@ -59,7 +82,17 @@ impl Executor {
                 .graph
                 .neighbors_directed(ix, petgraph::Direction::Outgoing)
                 .any(|t| self.graph[t].status != NodeStatus::Pending);
+        // An attempt about to continue the conversation (sent back, told
+        // something, not started yet): it is told this too, after.
+        let continuing = matches!(n.status, NodeStatus::Pending | NodeStatus::Ready)
+            && n.conversation.as_ref().is_some_and(|c| c.ended.is_some());
+        let landing = self.landing.get(&ix) == Some(&n.attempt);
         match n.status {
+            _ if continuing => {
+                let c = self.graph[ix].conversation.as_mut().expect("checked above");
+                c.add_note(by, text);
+                Ok(())
+            }
             NodeStatus::Running | NodeStatus::Failed | NodeStatus::Succeeded
                 if n.conversation.is_none() =>
             {
@@ -72,14 +105,12 @@ impl Executor {
             )),
             NodeStatus::Running => {
                 let c = self.graph[ix].conversation.as_mut().expect("checked above");
-                // Two messages before it stops are one, in order.
-                let words: Arc<str> = match c.note.take() {
-                    Some((_, before)) => Arc::from(format!("{before}\n\n{text}")),
-                    None => Arc::from(text),
-                };
-                c.note = Some((by, words));
+                // Told before and not heard yet (stopped before its model
+                // answered): said again, first, so nothing said is lost.
+                c.add_note(by, text);
                 c.pending = true;
-                if !c.in_tool {
+                // Its work is landing: the message waits for it to end.
+                if !c.in_tool && !landing {
                     self.interrupt_to_say(ix, "the operator stopped it to say something");
                 }
                 Ok(())
@@ -87,6 +118,7 @@ impl Executor {
             NodeStatus::Failed | NodeStatus::Succeeded => {
                 let error = n.error();
                 let succeeded = n.status == NodeStatus::Succeeded;
+                let on = self.retried_on(ix);
                 let mut c = self.graph[ix].conversation.take().expect("checked above");
                 c.ended = Some(Arc::from(match error {
                     _ if succeeded => {
@@ -95,8 +127,15 @@ impl Executor {
                     Some(e) => format!("it failed: {e}; the operator sent it back"),
                     None => "it failed; the operator sent it back".to_string(),
                 }));
-                c.note = Some((by, Arc::from(text)));
+                c.rejected = None;
+                c.note = None;
+                c.add_note(by.clone(), text);
                 c.pending = false;
+                self.retried_by = Some(super::super::RetriedBy {
+                    by,
+                    note: Some(Arc::from(text)),
+                    on,
+                });
                 self.reopen_failed(ix);
                 // The operator's retry begins a new conversation; sending
                 // back continues this one.
@@ -106,6 +145,63 @@ impl Executor {
             _ => Err(refuse(
                 "only a running operation can be talked to, and a failed or succeeded one sent back",
             )),
+        }
+    }
+
+    /// A review or a conflict sent back to its agent with the operator's
+    /// note: the question is answered "sent back" (nothing lands), the
+    /// attempt ends, and the next continues its conversation told why.
+    fn send_back_question(&mut self, ix: NodeIndex, kind: QuestionKind, by: Arc<str>, text: &str) {
+        let asked = self.questions.remove(&ix);
+        let what = asked.as_ref().and_then(|a| a.q.on.clone());
+        if let Some(a) = asked {
+            // Its asker is told, though its attempt ends now.
+            a.q.reply.answer(Answer {
+                allow: false,
+                why: Arc::from(format!("the operator ({by}) sent it back: {text}")),
+            });
+        }
+        let (ended, on) = match kind {
+            QuestionKind::Conflict => (
+                "your work clashed with what landed on the run's branch before it, and did not land; the operator sent it back",
+                "merge conflict",
+            ),
+            _ => (
+                "the operator reviewed your work and sent it back; it did not land",
+                "review",
+            ),
+        };
+        let on = match what {
+            Some(w) => format!("{on} of {w}"),
+            None => on.to_string(),
+        };
+        if let Some(c) = self.graph[ix].conversation.as_mut() {
+            c.add_note(by.clone(), text);
+        }
+        self.retried_by = Some(super::super::RetriedBy {
+            by,
+            note: Some(Arc::from(text)),
+            on: Some(Arc::from(on)),
+        });
+        self.interrupt_to_say(ix, ended);
+    }
+
+    /// What a retry or a send-back of `ix` answers, in words: `failed:
+    /// merge_conflict`.
+    pub(in crate::kernel::executor) fn retried_on(&self, ix: NodeIndex) -> Option<Arc<str>> {
+        let n = &self.graph[ix];
+        let first = n
+            .error()
+            .map(|e| e.lines().next().unwrap_or("").to_string());
+        match n.status {
+            NodeStatus::Failed => Some(Arc::from(format!(
+                "attempt {} failed: {}",
+                n.attempt,
+                first.unwrap_or_default()
+            ))),
+            NodeStatus::Escalated => Some(Arc::from(format!("attempt {} escalated", n.attempt))),
+            NodeStatus::Succeeded => Some(Arc::from(format!("attempt {} succeeded", n.attempt))),
+            _ => None,
         }
     }
 
@@ -146,10 +242,21 @@ impl Executor {
         n.status = NodeStatus::Pending;
         n.result = None;
         n.series_from = n.attempt;
+        let mut note = None;
         if let Some(c) = n.conversation.as_mut() {
             c.ended = Some(Arc::from(ended));
             c.pending = false;
             c.in_tool = false;
+            note = c.note.clone();
+        }
+        if let Some((by, note)) = note
+            && self.retried_by.is_none()
+        {
+            self.retried_by = Some(super::super::RetriedBy {
+                by,
+                note: Some(note),
+                on: Some(Arc::from(ended)),
+            });
         }
         self.emit_retried(ix, None);
         self.enqueue(ix);
@@ -186,11 +293,11 @@ impl Executor {
     ) -> bool {
         let attempt = self.graph[ix].attempt;
         if self.graph[ix].status != NodeStatus::Running
-            || self.questions.get(&ix).is_none_or(|(a, _)| *a != attempt)
+            || self.questions.get(&ix).is_none_or(|a| a.attempt != attempt)
         {
             return false;
         }
-        let Some((_, q)) = self.questions.remove(&ix) else {
+        let Some(super::super::Asked { q, .. }) = self.questions.remove(&ix) else {
             return false;
         };
         let by = self.acting.clone();
@@ -205,6 +312,17 @@ impl Executor {
             allow,
             why: Arc::from(why),
         });
+        // A review rejected with a reason: a later retry continues the
+        // conversation, told it.
+        if q.kind == QuestionKind::Review
+            && !allow
+            && let Some(r) = reason
+            && let Some(c) = self.graph[ix].conversation.as_mut()
+        {
+            c.rejected = Some(Arc::from(format!(
+                "the operator ({by}) rejected your work at review, and it did not land: {r}"
+            )));
+        }
         let node = self.header(ix);
         self.emit_node(
             ix,
@@ -216,6 +334,7 @@ impl Executor {
                 by,
                 reason: reason.map(Arc::from),
                 kind: q.kind,
+                on: q.on,
             },
         );
         true
@@ -242,6 +361,7 @@ mod tests {
 
     fn say(op: &str, text: &str) -> Request {
         Request::Say {
+            on: None,
             op: op.into(),
             text: vec![text.into()],
         }
@@ -439,6 +559,8 @@ mod question_tests {
             node: ix.index() as u32,
             attempt: 1,
             event: AgentEvent::Asking(Question {
+                on: None,
+                detail: None,
                 id,
                 tool: Arc::from("Bash(rm -rf build)"),
                 kind,
@@ -457,15 +579,27 @@ mod question_tests {
         let mut rx = ask(&mut ex, a, 1);
         // A permission question is not a conflict.
         assert_eq!(
-            ex.apply_by(Request::Resolve { op: "a".into() }, Arc::from("ana")),
+            ex.apply_by(
+                Request::Resolve {
+                    op: "a".into(),
+                    on: None
+                },
+                Arc::from("ana")
+            ),
             Err(CommandError::NoConflict { name: "a".into() })
         );
         assert!(rx.try_recv().is_err(), "still unanswered");
         ex.stop_attempt(a);
         let mut rx = ask_of(&mut ex, a, 2, QuestionKind::Conflict);
         assert_eq!(ex.graph[a].lane, Lane::AwaitingApproval);
-        ex.apply_by(Request::Resolve { op: "a".into() }, Arc::from("ana"))
-            .unwrap();
+        ex.apply_by(
+            Request::Resolve {
+                op: "a".into(),
+                on: None,
+            },
+            Arc::from("ana"),
+        )
+        .unwrap();
         assert!(rx.try_recv().unwrap().allow);
         let log = tape.take();
         assert_eq!(
@@ -523,7 +657,13 @@ mod question_tests {
         tape.take();
         // Nothing asked: permit says so.
         assert_eq!(
-            ex.apply_by(Request::Permit { op: "a".into() }, Arc::from("ana")),
+            ex.apply_by(
+                Request::Permit {
+                    op: "a".into(),
+                    on: None
+                },
+                Arc::from("ana")
+            ),
             Err(CommandError::NoQuestion { name: "a".into() })
         );
         let mut rx = ask(&mut ex, a, 1);
@@ -533,8 +673,14 @@ mod question_tests {
             "shown where decisions wait"
         );
         assert_eq!(ex.graph[a].status, NodeStatus::Running, "and still running");
-        ex.apply_by(Request::Approve { op: "a".into() }, Arc::from("ana"))
-            .unwrap();
+        ex.apply_by(
+            Request::Approve {
+                op: "a".into(),
+                on: None,
+            },
+            Arc::from("ana"),
+        )
+        .unwrap();
         let answer = rx.try_recv().expect("answered");
         assert!(answer.allow && answer.why.contains("ana"));
         assert_eq!(ex.graph[a].lane, Lane::Running, "it runs on");
@@ -542,6 +688,7 @@ mod question_tests {
         let mut rx = ask(&mut ex, a, 2);
         ex.apply_by(
             Request::Deny {
+                on: None,
                 op: "a".into(),
                 reason: vec!["not here".into()],
             },
@@ -585,7 +732,13 @@ mod question_tests {
         });
         assert_eq!(ex.graph[a].lane, Lane::Running);
         assert!(matches!(
-            ex.apply_by(Request::Permit { op: "a".into() }, Arc::from("ana")),
+            ex.apply_by(
+                Request::Permit {
+                    op: "a".into(),
+                    on: None
+                },
+                Arc::from("ana")
+            ),
             Err(CommandError::NoQuestion { .. })
         ));
         // An attempt that stops takes its open question with it.

@@ -134,16 +134,23 @@ fn gates_are_decided_once_by_the_operator_with_a_default_reason() {
     ex.advance();
     tape.take();
     assert_eq!(
-        ex.apply(Request::Approve { op: "ghost".into() }),
+        ex.apply(Request::Approve {
+            op: "ghost".into(),
+            on: None
+        }),
         Err(CommandError::UnknownOperation("ghost".into()))
     );
     assert_eq!(
-        ex.apply(Request::Approve { op: "plain".into() }),
+        ex.apply(Request::Approve {
+            op: "plain".into(),
+            on: None
+        }),
         Err(CommandError::NoApprovalGate {
             name: "plain".into()
         })
     );
     ex.apply(Request::Deny {
+        on: None,
         op: "ship".into(),
         reason: vec![],
     })
@@ -163,7 +170,10 @@ fn gates_are_decided_once_by_the_operator_with_a_default_reason() {
         )
     );
     assert_eq!(
-        ex.apply(Request::Approve { op: "ship".into() }),
+        ex.apply(Request::Approve {
+            op: "ship".into(),
+            on: None
+        }),
         Err(CommandError::AlreadyDecided {
             name: "ship".into(),
             decision: "denied"
@@ -171,7 +181,7 @@ fn gates_are_decided_once_by_the_operator_with_a_default_reason() {
     );
     // An op_id names an operation too.
     let id = ex.graph[ex.ix("later")].op.op_id.to_string();
-    ex.apply(Request::Approve { op: id }).unwrap();
+    ex.apply(Request::Approve { op: id, on: None }).unwrap();
 }
 
 #[test]
@@ -187,6 +197,7 @@ fn a_retry_reopens_what_was_skipped_only_because_of_it() {
     ex.begin();
     ex.advance();
     ex.apply(Request::Deny {
+        on: None,
         op: "gate".into(),
         reason: vec!["no".into()],
     })
@@ -195,13 +206,20 @@ fn a_retry_reopens_what_was_skipped_only_because_of_it() {
     assert_eq!(ex.sched.terminal, 3, "denied, then two skipped");
     tape.take();
     assert_eq!(
-        ex.apply(Request::Retry { op: "after".into() }),
+        ex.apply(Request::Retry {
+            op: "after".into(),
+            on: None
+        }),
         Err(CommandError::CannotRetry {
             name: "after".into(),
             state: "skipped"
         })
     );
-    ex.apply(Request::Retry { op: "gate".into() }).unwrap();
+    ex.apply(Request::Retry {
+        op: "gate".into(),
+        on: None,
+    })
+    .unwrap();
     ex.advance();
     assert_eq!(
         tape.take(),
@@ -230,7 +248,10 @@ fn cancel_fails_running_work_and_skips_the_rest_once() {
     assert_eq!(tape.take(), ["failed a", "skipped b"]);
     assert!(ex.is_finished());
     assert_eq!(
-        ex.apply(Request::Retry { op: "a".into() }),
+        ex.apply(Request::Retry {
+            op: "a".into(),
+            on: None
+        }),
         Err(CommandError::RunFinished)
     );
 }
