@@ -75,6 +75,10 @@ pub async fn apply_control_line(
     let command = req.name();
     let by = Arc::from(crate::paths::me("stdin"));
     match crate::control::apply(h, capacity, req.clone(), by).await {
+        // A decision made without a basis says what it was made on.
+        Ok(crate::control::Reply::Done(a @ crate::kernel::Answer::Decided { .. })) => {
+            Ok(Some(req.done_message(&a)))
+        }
         Ok(crate::control::Reply::Done(_)) => Ok(None),
         Ok(reply) => Ok(Some(reply.one_line(&req))),
         Err(failure) => Err(ControlLineError::Refused { command, failure }),

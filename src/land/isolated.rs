@@ -93,6 +93,9 @@ impl Agent for Isolated {
                 landing.keep_result(&op, &result);
                 result
             };
+            // What an attempt did to the run's branch is seen as it ends,
+            // before anything of it lands.
+            let _ = landing.check_branch().await;
             landing
                 .on_its_branch(&wt)
                 .await

@@ -114,6 +114,11 @@ impl Landing {
         )
         .await?
         .ok();
+        // git runs in the repository, not where playdeck was started.
+        let run_dir = std::path::absolute(run_dir).map_err(|error| OpenError::Write {
+            path: run_dir.display().to_string(),
+            error,
+        })?;
         let mut uncommitted = Vec::new();
         if !have {
             let base = git::run(
@@ -125,21 +130,21 @@ impl Landing {
                 return Err(OpenError::NoCommit(repo.display().to_string()));
             }
             // The run starts from what is committed: what is not is left
-            // out, and said (files git ignores are not counted).
+            // out, and said (files git ignores, and the run's own
+            // directory, are not counted).
+            let ours = |p: &str| {
+                p.starts_with(".playdeck/")
+                    || run_dir.starts_with(repo.join(p.trim_end_matches('/')))
+            };
             uncommitted = git::ok(&repo, &["status", "--porcelain", "-z"])
                 .await?
                 .split('\0')
                 .filter(|l| l.len() > 3)
                 .map(|l| l[3..].to_string())
-                .filter(|p| !p.starts_with(".playdeck/"))
+                .filter(|p| !ours(p))
                 .collect();
             git::ok(&repo, &["branch", &branch, base.stdout.trim()]).await?;
         }
-        // git runs in the repository, not where playdeck was started.
-        let run_dir = std::path::absolute(run_dir).map_err(|error| OpenError::Write {
-            path: run_dir.display().to_string(),
-            error,
-        })?;
         let kept = record::LandingFile::read(&run_dir);
         let landing = Landing {
             repo,
@@ -214,6 +219,13 @@ impl Landing {
                 }
             });
         }
+    }
+
+    /// Looks at the run's branch now (one landing at a time): a commit no
+    /// landing made is put back and said. `Ok(true)` when it had moved.
+    pub async fn check_branch(&self) -> Result<bool, git::GitError> {
+        let _one = self.lock.lock().await;
+        self.reclaim().await
     }
 
     /// Tells the run something it should see (a warning).

@@ -214,6 +214,7 @@ impl Session {
         }
         let (control, control_error) =
             control_server(opts, &run_dir, &handle, &reconciler, welcome);
+        parts.landing_starts(&run);
         crate::palette::prepare(&parts.router, &op_roles, &mut run)
             .await
             .map_err(std::io::Error::other)?;
@@ -355,30 +356,7 @@ impl Session {
         }
         parts.router.attach(run.external());
         parts.router.emit_counts();
-        if let Some(l) = &parts.landing {
-            l.attach(run.external());
-            let ws = crate::projection::Workspace {
-                branch: Arc::from(l.branch.as_str()),
-                base: Arc::from(l.base()),
-                uncommitted: l
-                    .uncommitted
-                    .iter()
-                    .map(|p| Arc::from(p.as_str()))
-                    .collect(),
-            };
-            // Said where the operator started it too: a file they edited
-            // and did not commit is not what the agents start from.
-            if let Some(w) = ws.left_out() {
-                eprintln!("playdeck: {w}; commit them first for the run's operations to have them");
-            }
-            let _ = run.external().send(crate::kernel::External::Signal(
-                crate::kernel::SignalKind::Workspace {
-                    branch: ws.branch,
-                    base: ws.base,
-                    uncommitted: ws.uncommitted,
-                },
-            ));
-        }
+        parts.landing_starts(&run);
         run.set_decorator(parts.router.clone());
         Ok(Session {
             run: Some(run),
@@ -499,6 +477,38 @@ impl Parts {
             tails,
             hub,
         })
+    }
+
+    /// Where the run's work lands, from its start: the branch watched (a
+    /// commit no landing made is put back and said), said in the run's
+    /// record, and what of the checkout its base leaves out said on
+    /// stderr too, where the operator started it.
+    fn landing_starts(&self, run: &Run) {
+        let Some(l) = &self.landing else {
+            return;
+        };
+        l.attach(run.external());
+        let ws = crate::projection::Workspace {
+            branch: Arc::from(l.branch.as_str()),
+            base: Arc::from(l.base()),
+            uncommitted: l
+                .uncommitted
+                .iter()
+                .map(|p| Arc::from(p.as_str()))
+                .collect(),
+        };
+        // A file they edited and did not commit is not what the agents
+        // start from.
+        if let Some(w) = ws.left_out() {
+            eprintln!("playdeck: {w}; commit them first for the run's operations to have them");
+        }
+        let _ = run.external().send(crate::kernel::External::Signal(
+            crate::kernel::SignalKind::Workspace {
+                branch: ws.branch,
+                base: ws.base,
+                uncommitted: ws.uncommitted,
+            },
+        ));
     }
 
     fn builder(&self) -> Arc<dyn NodeBuilder> {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::git;
 use serde_json::Value;
 
-const HEAD: &str = r#"[play]
+pub(crate) const HEAD: &str = r#"[play]
 name = "land"
 [palette]
 roles = [{ role = "implementer", agent = "sh" }, { role = "tester", agent = "sh" }]
@@ -26,7 +26,7 @@ prompt_via = "stdin"
 
 /// An operation whose agent runs `script` (a shell script, given as its
 /// prompt on stdin) in its worktree, then answers.
-fn op(id: &str, deps: &[&str], script: &str, extra: &str) -> String {
+pub(crate) fn op(id: &str, deps: &[&str], script: &str, extra: &str) -> String {
     let placement = if deps.is_empty() {
         "independent_root = true".to_string()
     } else {
@@ -45,7 +45,7 @@ fn op(id: &str, deps: &[&str], script: &str, extra: &str) -> String {
 
 /// A repository with the play committed on `main`, and `.gitignore`d
 /// files the test asks for.
-fn repo(workspace: &str, ops: &[String]) -> tempfile::TempDir {
+pub(crate) fn repo(workspace: &str, ops: &[String]) -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
     git(d, &["init", "-q", "-b", "main"]);
@@ -58,9 +58,9 @@ fn repo(workspace: &str, ops: &[String]) -> tempfile::TempDir {
     t
 }
 
-const WORKTREE: &str = "[workspace]\nisolation = \"worktree\"\n";
+pub(crate) const WORKTREE: &str = "[workspace]\nisolation = \"worktree\"\n";
 
-fn headless(d: &Path) -> std::process::Command {
+pub(crate) fn headless(d: &Path) -> std::process::Command {
     let mut c = common::playdeck();
     c.args([
         "run",
@@ -73,11 +73,11 @@ fn headless(d: &Path) -> std::process::Command {
     c
 }
 
-fn run(d: &Path) -> Output {
+pub(crate) fn run(d: &Path) -> Output {
     headless(d).stdin(Stdio::null()).output().unwrap()
 }
 
-fn events(d: &Path) -> Vec<Value> {
+pub(crate) fn events(d: &Path) -> Vec<Value> {
     playdeck::store::whole_text(&d.join(".playdeck/runs/k1/events.jsonl"))
         .unwrap()
         .lines()
@@ -85,17 +85,17 @@ fn events(d: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn of<'a>(evs: &'a [Value], ty: &str, name: &str) -> Vec<&'a Value> {
+pub(crate) fn of<'a>(evs: &'a [Value], ty: &str, name: &str) -> Vec<&'a Value> {
     evs.iter()
         .filter(|e| e["type"] == ty && e["name"] == name)
         .collect()
 }
 
-fn show(d: &Path, what: &str) -> String {
+pub(crate) fn show(d: &Path, what: &str) -> String {
     git(d, &["show", &format!("playdeck/k1:{what}")])
 }
 
-fn said(o: &Output) -> String {
+pub(crate) fn said(o: &Output) -> String {
     format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),
@@ -282,17 +282,17 @@ fn a_conflict_with_nobody_to_ask_fails_naming_the_paths() {
 /// Waits for `a` to land on the run's branch (the worktree sees the
 /// repository's branches), then writes the file `a` wrote, differently:
 /// both started from the same tree, so the two clash.
-const AFTER_A: &str = "until git log --format=%s playdeck/k1 | grep -q '^land a:'; do sleep 0.05; done\necho three > clash.txt";
+pub(crate) const AFTER_A: &str = "until git log --format=%s playdeck/k1 | grep -q '^land a:'; do sleep 0.05; done\necho three > clash.txt";
 
 /// A headless run whose operator is on stdin.
-struct Live {
-    child: std::process::Child,
-    lines: common::JsonLines,
+pub(crate) struct Live {
+    pub(crate) child: std::process::Child,
+    pub(crate) lines: common::JsonLines,
     _err: tempfile::TempDir,
 }
 
 impl Live {
-    fn start(d: &Path) -> Live {
+    pub(crate) fn start(d: &Path) -> Live {
         let err = tempfile::tempdir().unwrap();
         let (file, path) = common::stderr_file(err.path(), "run.stderr");
         let mut child = headless(d)
@@ -309,7 +309,7 @@ impl Live {
         }
     }
 
-    fn asked(&mut self, name: &str, kind: &str) -> Value {
+    pub(crate) fn asked(&mut self, name: &str, kind: &str) -> Value {
         self.lines.until(
             &format!("{name} asks ({kind})"),
             Duration::from_secs(60),
@@ -317,14 +317,19 @@ impl Live {
         )
     }
 
-    fn say(&mut self, line: &str) {
+    /// What the run has said on stderr so far (answers to control lines).
+    pub(crate) fn stderr(&self) -> String {
+        std::fs::read_to_string(self._err.path().join("run.stderr")).unwrap_or_default()
+    }
+
+    pub(crate) fn say(&mut self, line: &str) {
         let stdin = self.child.stdin.as_mut().unwrap();
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
 
     /// Closes stdin and waits for the end; the exit code.
-    fn finish(mut self) -> i32 {
+    pub(crate) fn finish(mut self) -> i32 {
         drop(self.child.stdin.take());
         self.lines
             .until("the result", Duration::from_secs(60), |v| {

@@ -13,6 +13,7 @@ mod cast;
 mod closed_pipe;
 mod conversation;
 mod ctl_cli;
+mod decisions;
 mod durable;
 mod faults;
 mod headless_cli;

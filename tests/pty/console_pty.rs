@@ -1246,7 +1246,8 @@ fn a_review_and_a_conflict_resolved_in_the_console() {
     screen.wait_for("what api would land, in the diff view", |s| {
         s.contains("Diff · api · file")
             && s.contains("+the api")
-            && s.contains("git diff --stat playdeck/")
+            && s.contains("what its review is of")
+            && s.contains("# git diff --stat ")
     });
     // From the diff view, `a` lands it at once.
     console.press(b"a");

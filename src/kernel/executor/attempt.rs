@@ -394,7 +394,18 @@ impl Executor {
                 pgid,
             },
             AgentEvent::Session(session) => {
-                self.graph[ix].conversation = Some(Box::new(Conversation::new(session.clone())));
+                // The same conversation goes on (what the operator said
+                // and it has not heard yet stays with it), or a new one.
+                match self.graph[ix].conversation.as_mut() {
+                    Some(c) => {
+                        c.session = session.clone();
+                        c.in_tool = false;
+                    }
+                    None => {
+                        self.graph[ix].conversation =
+                            Some(Box::new(Conversation::new(session.clone())));
+                    }
+                }
                 SignalKind::AgentSession {
                     op_id,
                     name,

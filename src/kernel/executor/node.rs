@@ -73,9 +73,9 @@ pub(super) struct Conversation {
     /// is seen answering: an attempt stopped before that (a second message
     /// right after the first) hands it on, so nothing said is lost.
     pub unheard: Option<(Arc<str>, Arc<str>)>,
-    /// The operator rejected its work at review, with a reason: a later
-    /// retry continues this conversation, told it.
-    pub rejected: Option<Arc<str>>,
+    /// The operator rejected its work at review, with a reason (who, and
+    /// the reason): a later retry continues this conversation, told it.
+    pub rejected: Option<(Arc<str>, Arc<str>)>,
 }
 
 impl Conversation {

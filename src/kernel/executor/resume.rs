@@ -96,6 +96,16 @@ impl Executor {
         // retried failure skipped).
         for (op_id, because) in &r.reopened {
             if let Some(&ix) = self.index.get(op_id) {
+                if because.is_none() {
+                    // Retried (or resolved) by whoever resumed it.
+                    self.retried_by = Some(super::RetriedBy {
+                        by: Arc::from(crate::paths::me("resume")),
+                        note: None,
+                        on: self.graph[ix]
+                            .land_only
+                            .then(|| Arc::from("its merge conflict, resolved by hand")),
+                    });
+                }
                 self.emit_retried(ix, because.clone());
             }
         }

@@ -557,9 +557,11 @@ impl Executor {
                 // retry continues, told why it was rejected.
                 n.series_from = n.attempt;
                 n.conversation = n.conversation.take().and_then(|mut c| {
-                    let why = c.rejected.take()?;
-                    c.ended = Some(why);
-                    c.note = None;
+                    let (by, why) = c.rejected.take()?;
+                    c.ended = Some(Arc::from(format!(
+                        "the operator ({by}) rejected your work at review, and it did not land; they retried the operation"
+                    )));
+                    c.note = Some((by, why));
                     c.pending = false;
                     Some(c)
                 });

@@ -319,9 +319,7 @@ impl Executor {
             && let Some(r) = reason
             && let Some(c) = self.graph[ix].conversation.as_mut()
         {
-            c.rejected = Some(Arc::from(format!(
-                "the operator ({by}) rejected your work at review, and it did not land: {r}"
-            )));
+            c.rejected = Some((by.clone(), Arc::from(r)));
         }
         let node = self.header(ix);
         self.emit_node(
@@ -745,5 +743,247 @@ mod question_tests {
         let _rx = ask(&mut ex, a, 8);
         ex.stop_attempt(a);
         assert!(ex.questions.is_empty());
+    }
+}
+
+/// Issue 55: the review loop holds — a review or conflict is sent back at
+/// once in its conversation, a message keeps the work it disputes from
+/// landing and is never said to set aside work that landed, two messages
+/// in quick succession both reach the agent, and a review rejected with a
+/// reason is told to a later retry.
+#[cfg(test)]
+mod loop_tests {
+    use std::sync::Arc;
+
+    use super::super::super::super::agent::{
+        ActivityState, AgentEvent, AgentFailure, AgentMsg, Question, Replier,
+    };
+    use super::super::super::super::command::Request;
+    use super::super::super::RunConfig;
+    use super::super::super::testkit::executor;
+    use super::*;
+
+    fn event(ex: &mut Executor, ix: NodeIndex, event: AgentEvent) {
+        let attempt = ex.graph[ix].attempt;
+        ex.agent_event(AgentMsg {
+            node: ix.index() as u32,
+            attempt,
+            event,
+        });
+    }
+
+    fn say(ex: &mut Executor, text: &str) {
+        ex.apply_by(
+            Request::Say {
+                op: "a".into(),
+                on: None,
+                text: vec![text.into()],
+            },
+            Arc::from("ana"),
+        )
+        .unwrap();
+    }
+
+    /// `a` running with a conversation its CLI named.
+    fn running() -> (Executor, NodeIndex, super::super::super::testkit::Tape) {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        event(&mut ex, a, AgentEvent::Session(Arc::from("s-1")));
+        (ex, a, tape)
+    }
+
+    fn review(ex: &mut Executor, a: NodeIndex) -> tokio::sync::oneshot::Receiver<Answer> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        event(
+            ex,
+            a,
+            AgentEvent::Asking(Question {
+                id: 9,
+                tool: Arc::from("1 file changed"),
+                kind: QuestionKind::Review,
+                on: Some(Arc::from("b1..t1")),
+                detail: None,
+                reply: Replier::new(tx),
+            }),
+        );
+        rx
+    }
+
+    fn may_land(ex: &mut Executor, a: NodeIndex) -> bool {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        event(ex, a, AgentEvent::MayLand(Replier::new(tx)));
+        rx.try_recv().unwrap_or(true)
+    }
+
+    #[test]
+    fn a_review_said_to_is_sent_back_at_once_in_its_conversation() {
+        let (mut ex, a, tape) = running();
+        let mut rx = review(&mut ex, a);
+        tape.take();
+        say(&mut ex, "use blue");
+        let told = rx.try_recv().expect("the asker is answered");
+        assert!(!told.allow && told.why.contains("sent it back: use blue"));
+        assert_ne!(ex.graph[a].status, NodeStatus::Running, "its attempt ended");
+        let c = ex.carry_on(a).expect("the same conversation");
+        assert_eq!(c.note.as_deref(), Some("use blue"));
+        assert!(
+            c.ended.contains("sent it back; it did not land"),
+            "{}",
+            c.ended
+        );
+        let sigs = tape.0.lock().unwrap().clone();
+        let retried = sigs
+            .iter()
+            .map(|s| serde_json::to_value(&**s).unwrap())
+            .find(|v| v["type"] == "retried")
+            .expect("retried");
+        assert_eq!(retried["by"], "ana");
+        assert_eq!(retried["note"], "use blue");
+        assert_eq!(retried["on"], "review of b1..t1");
+    }
+
+    #[test]
+    fn a_message_keeps_the_work_it_disputes_from_landing() {
+        let (mut ex, a, _tape) = running();
+        event(
+            &mut ex,
+            a,
+            AgentEvent::Activity {
+                state: ActivityState::Tool,
+                tool: None,
+            },
+        );
+        say(&mut ex, "not that file");
+        assert!(!may_land(&mut ex, a), "a message waits: it does not land");
+        ex.complete(a, 1, Ok(serde_json::json!({"ok": true})));
+        let c = ex.carry_on(a).unwrap();
+        assert!(
+            c.ended.contains("set aside and nothing of it landed"),
+            "{}",
+            c.ended
+        );
+        assert_eq!(c.note.as_deref(), Some("not that file"));
+    }
+
+    #[test]
+    fn work_that_landed_before_the_message_is_never_said_to_be_set_aside() {
+        let (mut ex, a, _tape) = running();
+        assert!(may_land(&mut ex, a), "nothing waits: it lands");
+        // Said while it lands: the attempt is not stopped halfway.
+        say(&mut ex, "also update the docs");
+        assert_eq!(ex.graph[a].status, NodeStatus::Running);
+        ex.complete(a, 1, Ok(serde_json::json!({"ok": true})));
+        let c = ex.carry_on(a).expect("it goes on, told");
+        assert!(
+            c.ended.contains("its work landed") && !c.ended.contains("set aside"),
+            "{}",
+            c.ended
+        );
+        assert_eq!(c.note.as_deref(), Some("also update the docs"));
+    }
+
+    #[test]
+    fn two_messages_in_quick_succession_both_reach_the_agent_in_order() {
+        let (mut ex, a, _tape) = running();
+        let _rx = review(&mut ex, a);
+        say(&mut ex, "first");
+        ex.advance();
+        assert_eq!(ex.graph[a].status, NodeStatus::Running, "attempt 2 began");
+        assert_eq!(ex.graph[a].attempt, 2);
+        // Attempt 2 was told "first"; stopped before its model answered,
+        // the next attempt is told it again, then the second.
+        say(&mut ex, "second");
+        let c = ex.carry_on(a).unwrap();
+        assert_eq!(c.note.as_deref(), Some("first\n\nsecond"));
+        // Its CLI names the conversation again as attempt 3 begins: what
+        // it was told is still not heard.
+        ex.advance();
+        event(&mut ex, a, AgentEvent::Session(Arc::from("s-1")));
+        assert_eq!(ex.graph[a].attempt, 3);
+        say(&mut ex, "again");
+        assert_eq!(
+            ex.carry_on(a).unwrap().note.as_deref(),
+            Some("first\n\nsecond\n\nagain")
+        );
+        // Once its model is seen answering, what it was told was heard.
+        ex.advance();
+        event(&mut ex, a, AgentEvent::Session(Arc::from("s-1")));
+        assert_eq!(ex.graph[a].attempt, 4);
+        event(
+            &mut ex,
+            a,
+            AgentEvent::Activity {
+                state: ActivityState::Thinking,
+                tool: None,
+            },
+        );
+        event(
+            &mut ex,
+            a,
+            AgentEvent::Activity {
+                state: ActivityState::Tool,
+                tool: None,
+            },
+        );
+        say(&mut ex, "third");
+        event(
+            &mut ex,
+            a,
+            AgentEvent::Activity {
+                state: ActivityState::Writing,
+                tool: None,
+            },
+        );
+        let c = ex.carry_on(a).unwrap();
+        assert_eq!(
+            c.note.as_deref(),
+            Some("third"),
+            "heard ones are not said again"
+        );
+    }
+
+    #[test]
+    fn a_review_rejected_with_a_reason_is_told_to_a_later_retry() {
+        let (mut ex, a, _tape) = running();
+        let _rx = review(&mut ex, a);
+        ex.apply_by(
+            Request::Deny {
+                op: "a".into(),
+                on: None,
+                reason: vec!["no new dependencies".into()],
+            },
+            Arc::from("ana"),
+        )
+        .unwrap();
+        ex.complete(
+            a,
+            1,
+            Err(AgentFailure::new(
+                "review_rejected",
+                "its work did not land",
+            )),
+        );
+        assert_eq!(ex.graph[a].status, NodeStatus::Failed);
+        ex.apply_by(
+            Request::Retry {
+                op: "a".into(),
+                on: None,
+            },
+            Arc::from("bo"),
+        )
+        .unwrap();
+        let c = ex
+            .carry_on(a)
+            .expect("the retry continues its conversation");
+        assert_eq!(&*c.session, "s-1");
+        assert_eq!(c.note.as_deref(), Some("no new dependencies"));
+        assert_eq!(c.by.as_deref(), Some("ana"));
+        assert!(
+            c.ended.contains("rejected your work at review"),
+            "{}",
+            c.ended
+        );
     }
 }
