@@ -404,7 +404,7 @@ fn instruction(scenario: &str) -> String {
     };
     let what = match scenario {
         "tool" | "tool-readonly" | "limit-after-tool" | "ask-permit" | "ask-deny"
-        | "ask-timeout" | "land" => {
+        | "ask-timeout" | "land" | "review" => {
             "Create the file hello.txt containing hi in the current directory."
         }
         "listen" => "Wait for the build, then tell me what you hear.",
@@ -453,14 +453,19 @@ enum Act<'a> {
 
 /// [`run`], and with `say`, `playdeck ctl RUN say` to the operation once
 /// its agent is in a tool call (what ctl answered is in `Seen::said`).
-fn run_saying(
-    cli: &Cli,
-    version: &str,
-    exe: &Path,
-    scenario: &str,
-    server: &Server,
-    act: Option<Act<'_>>,
-) -> Seen {
+/// A play of `scenario` for `cli` in a directory of its own, as the tests
+/// run it: HOME, the workspace (a repository for the landing scenarios),
+/// the play.
+struct Staged {
+    base: tempfile::TempDir,
+    home: PathBuf,
+    work: PathBuf,
+    play_path: PathBuf,
+    play: String,
+    land: bool,
+}
+
+fn stage(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) -> Staged {
     let base = tempfile::tempdir().unwrap();
     let home = base.path().join("home");
     let work = base.path().join("work");
@@ -537,11 +542,12 @@ fn run_saying(
     // `land`: the play in a repository, each operation in a worktree of
     // its own made from the run's branch (the CLI's project files too:
     // committed, so the worktree has them).
-    let land = scenario == "land";
-    let play = if land {
-        format!("{play}[workspace]\nisolation = \"worktree\"\n")
-    } else {
-        play
+    let land = matches!(scenario, "land" | "review");
+    // `review`: its work waits for the operator's review before it lands.
+    let play = match scenario {
+        "review" => format!("{play}review = true\n[workspace]\nisolation = \"worktree\"\n"),
+        _ if land => format!("{play}[workspace]\nisolation = \"worktree\"\n"),
+        _ => play,
     };
     let play_path = work.join("play.toml");
     std::fs::write(&play_path, &play).unwrap();
@@ -550,6 +556,32 @@ fn run_saying(
         common::git(&work, &["add", "-A"]);
         common::git(&work, &["commit", "-q", "-m", "the project"]);
     }
+    Staged {
+        base,
+        home,
+        work,
+        play_path,
+        play,
+        land,
+    }
+}
+
+fn run_saying(
+    cli: &Cli,
+    version: &str,
+    exe: &Path,
+    scenario: &str,
+    server: &Server,
+    act: Option<Act<'_>>,
+) -> Seen {
+    let Staged {
+        base,
+        home,
+        work,
+        play_path,
+        play,
+        land,
+    } = stage(cli, version, exe, scenario, server);
     server.reset();
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
@@ -1067,6 +1099,164 @@ fn codex_lands_its_work_on_the_runs_branch() {
 #[test]
 fn opencode_lands_its_work_on_the_runs_branch() {
     lands_its_work(&OPENCODE);
+}
+
+/// Issue 55 with a real CLI: its work waits for review; sent back with a
+/// line note (as the diff view's `T` words it), the agent continues its
+/// conversation and writes what the note asks; nothing of it lands until
+/// a second approval, made on exactly the commits that review showed — an
+/// approval on the first review's commits is refused as stale.
+fn review_sent_back(cli: &Cli) {
+    let Some((versions, server)) = versions_and_server(cli) else {
+        return;
+    };
+    let mut problems = Vec::new();
+    for (version, exe) in &versions {
+        match review_round(cli, version, exe, &server) {
+            Ok(secs) => println!(
+                "{} {version} review sent back and landed in {secs:.1}s",
+                cli.name
+            ),
+            Err(why) => problems.push(format!("{} {version}: {why}", cli.name)),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+fn review_round(cli: &Cli, version: &str, exe: &Path, server: &Server) -> Result<f64, String> {
+    let Staged {
+        base,
+        home,
+        work,
+        play_path,
+        ..
+    } = stage(cli, version, exe, "review", server);
+    server.reset();
+    let run_dir = base.path().join("run");
+    let t0 = Instant::now();
+    let err_path = base.path().join("run.stderr");
+    let mut child = common::playdeck()
+        .env("HOME", &home)
+        .env("TMPDIR", home.join("tmp"))
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("PLAYDECK_CONFIG_DIR", home.join(".config/playdeck"))
+        .env("TERM", "dumb")
+        .env("NO_COLOR", "1")
+        .args(["run", "--headless", "--run-dir"])
+        .arg(&run_dir)
+        .arg(&play_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = common::JsonLines::read(&mut child, Some(err_path.clone()));
+    let mut stdin = child.stdin.take().unwrap();
+    let mut say = |line: &str| {
+        use std::io::Write;
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| e.to_string())
+    };
+    let within = Duration::from_secs(180);
+    let review = |v: &Value| v["type"] == "permission_asked" && v["kind"] == "review";
+    let on_branch = |file: &str| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&work)
+            .args(["show", &format!("playdeck/run:{file}")])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let first = lines.until("its first review", within, review);
+    if on_branch("hello.txt").is_some() {
+        return Err("hello.txt landed before its review was decided".into());
+    }
+    // The diff view's T sends the notes on its lines as one message.
+    say("say review Notes on your diff: hello.txt:1 (+hi): OPERATOR_SAYS=again")?;
+    let second = lines.until("its second review", within, |v| {
+        review(v) && v["seq"] != first["seq"]
+    });
+    if on_branch("again.txt").is_some() {
+        return Err("again.txt landed before its second review was decided".into());
+    }
+    let detail = second["detail"].as_str().unwrap_or_default();
+    if !detail.contains("again.txt") {
+        return Err(format!(
+            "the second review does not show again.txt: {second}"
+        ));
+    }
+    let basis = |v: &Value| {
+        format!(
+            "review@{}:{}",
+            v["seq"],
+            v["on"].as_str().unwrap_or_default()
+        )
+    };
+    // Approved on the first review's commits: refused, nothing lands.
+    say(&format!("approve review --on {}", basis(&first)))?;
+    common::wait_for(
+        "the stale approval refused",
+        Duration::from_secs(30),
+        || {
+            let e = std::fs::read_to_string(&err_path).unwrap_or_default();
+            if e.contains("not decided") {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        },
+    );
+    say(&format!("approve review --on {}", basis(&second)))?;
+    let landed = lines.until("its work lands", within, |v| v["type"] == "landed");
+    drop(say);
+    drop(stdin);
+    let _ = child.wait();
+    // What landed is exactly what the second review showed: its commits.
+    let on = second["on"].as_str().unwrap_or_default();
+    let shown: Vec<String> = common::git(&work, &["log", "--format=%h", on])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let landed_commits: Vec<String> = landed["commits"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str()?.split_whitespace().next().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut a = shown.clone();
+    let mut b = landed_commits.clone();
+    a.sort();
+    b.sort();
+    if a != b {
+        return Err(format!(
+            "landed {landed_commits:?}, the review showed {shown:?}"
+        ));
+    }
+    match (
+        on_branch("hello.txt").as_deref(),
+        on_branch("again.txt").as_deref(),
+    ) {
+        (Some("hi"), Some("again")) => Ok(t0.elapsed().as_secs_f64()),
+        other => Err(format!("on the run's branch: {other:?}; {landed}")),
+    }
+}
+
+#[test]
+fn claude_lands_only_a_second_review_after_a_send_back() {
+    review_sent_back(&CLAUDE);
+}
+
+#[test]
+fn codex_lands_only_a_second_review_after_a_send_back() {
+    review_sent_back(&CODEX);
 }
 
 #[test]

@@ -5,3 +5,4 @@
 mod common;
 
 mod console_pty;
+mod decisions;

@@ -46,7 +46,7 @@ CWD_RES = [
 KNOWN = {
     "answer", "tool", "always-tool", "spawn", "auth", "rate-limit",
     "server-error", "overloaded", "flaky", "cut", "slow", "limit-after-tool",
-    "listen",
+    "listen", "review",
 }
 
 USAGE = {"input": 1200, "cached": 1000, "output": 40}
@@ -192,22 +192,22 @@ def fill_args(schema, path_value, content_value=None, command=None, pattern="*")
     return args
 
 
-def pick_write_call(tools, cwd):
+def pick_write_call(tools, cwd, file="hello.txt", text="hi"):
     by = {n: (n, s, k) for n, s, k in tools}
-    target_abs = os.path.join(cwd, "hello.txt") if cwd else "hello.txt"
+    target_abs = os.path.join(cwd, file) if cwd else file
     for n in WRITE_NAMES:
         if n in by:
             name, schema, kind = by[n]
-            args = fill_args(schema, target_abs, content_value="hi")
+            args = fill_args(schema, target_abs, content_value=text)
             if any(k in CONTENT_KEYS for k in args):
                 return name, kind, args
-    call = pick_shell_call(tools, cwd, "printf hi > hello.txt")
+    call = pick_shell_call(tools, cwd, f"printf {text} > {file}")
     if call:
         return call
     for n in PATCH_NAMES:
         if n in by:
             name, schema, kind = by[n]
-            patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
+            patch = f"*** Begin Patch\n*** Add File: {file}\n+{text}\n*** End Patch\n"
             if kind == "custom":
                 return name, kind, patch
             return name, kind, {"input": patch}
@@ -366,6 +366,19 @@ def plan(fmt, body, scenario):
         if call:
             return ("tool",) + call
         return ("text", "I have no shell to wait in.")
+    if scenario == "review":
+        # Its work goes to review. Sent back with a note that says
+        # OPERATOR_SAYS=<word>, it writes <word>.txt holding the word (a
+        # new file: a CLI may refuse to overwrite one it has not read).
+        if newest_is_tool_result(fmt, body):
+            return ("text", "Done: the file is written.")
+        said = SAID_RE.search("\n".join(texts))
+        word = said.group(1) if said else None
+        call = (pick_write_call(tools, cwd, f"{word}.txt", word) if word
+                else pick_write_call(tools, cwd))
+        if call:
+            return ("tool",) + call
+        return ("text", "I have no tool that writes files.")
     if scenario == "always-tool":
         call = pick_harmless_call(tools, cwd)
         if call:
