@@ -201,7 +201,10 @@ fn answer_the_question(dir: &Path, op: &str, permit: bool) -> (Option<i32>, Stri
     } else {
         &["deny", op, "not", "in", "this", "repository"]
     };
-    when_then_ctl(dir, asked, "the agent never asked", args)
+    // What the operator reads before answering: the call whole (issue 55).
+    let (_, status) = when_then_ctl(dir, asked, "the agent never asked", &["status"]);
+    let (code, said) = when_then_ctl(dir, asked, "the agent never asked", args);
+    (code, format!("{said}\n--- status before:\n{status}"))
 }
 
 /// Once `op`'s agent is in a tool call (with `named`, once it named its
@@ -1030,7 +1033,15 @@ fn claude_asks_the_operator_for_permission() {
                 && s.answered[0].0 == allowed
                 && s.answered[0].1.starts_with(by)
                 && (s.file.as_deref().map(str::trim) == Some("hi")) == allowed
-                && act.is_none_or(|_| s.said.as_ref().is_some_and(|(c, _)| *c == Some(0)));
+                && act.is_none_or(|_| s.said.as_ref().is_some_and(|(c, _)| *c == Some(0)))
+                // ctl status showed the call whole, and its basis.
+                && act.is_none_or(|_| {
+                    s.said.as_ref().is_some_and(|(_, t)| {
+                        t.contains("hello.txt (a new file, whole):")
+                            && t.contains("    │ hi")
+                            && t.contains("--on call@")
+                    })
+                });
             if !ok {
                 let tail: String = {
                     let chars: Vec<char> = s.stdout.chars().collect();

@@ -608,6 +608,102 @@ mod details {
         s.finish().await;
     }
 
+    /// Issue 55: a permission question shows what the call would do,
+    /// whole — in the inspector, on the status line of `n`, in the problems
+    /// list (not as an ordinary gate) — and a call that was denied stays
+    /// visible on the operation.
+    #[tokio::test(start_paused = true)]
+    async fn a_permission_question_shows_the_whole_call_and_a_denial_stays_on_the_operation() {
+        let mut s = demo(12.0, 160, 40).await;
+        select(&mut s, "impl-schema");
+        let ix = s.app.selected_node().expect("selected");
+        let n = s.app.vm.node(ix);
+        let node = playdeck::kernel::signal::NodeHeader {
+            op_id: n.op.op_id,
+            name: n.name().clone(),
+            parent_id: None,
+            depends_on: n.depends_on.clone(),
+            pos: playdeck::kernel::log_line::NO_POS,
+        };
+        let attempt = n.attempt;
+        let long = format!("echo {} ; rm -rf /srv/data", "a".repeat(300));
+        let mut seq = s.app.vm.seq;
+        let mut fold = |s: &mut Scene, kind: SignalKind| {
+            seq += 1;
+            s.app.fold(&playdeck::kernel::Signal {
+                v: 1,
+                seq,
+                elapsed: 12.0,
+                kind,
+            });
+        };
+        fold(
+            &mut s,
+            SignalKind::PermissionAsked {
+                node: node.clone(),
+                attempt,
+                tool: "Bash(echo aaaa…)".into(),
+                kind: QuestionKind::Permission,
+                on: Some("Bash:0011223344556677".into()),
+                detail: Some(format!("# clean up\n$ {long}").into()),
+            },
+        );
+        // The inspector: the call as it would run, whole.
+        s.render();
+        select(&mut s, "impl-schema");
+        s.press(&keys("enter")).await;
+        s.press(&keys("space")).await;
+        let t = text(&s.render());
+        assert!(t.contains("│ # clean up"), "{t}");
+        assert!(t.contains("; rm -rf /srv/data"), "the end of it: {t}");
+        s.press(&keys("esc")).await;
+        // n: what it asks, in words, not "waits for approval".
+        s.press(&keys("n")).await;
+        let mut at = 0;
+        while !status(&s).contains("impl-schema") && at < 8 {
+            s.press(&keys("n")).await;
+            at += 1;
+        }
+        let st = status(&s);
+        assert!(st.contains("⚿ asks permission: $ echo aaa"), "{st}");
+        // P: a question, marked as one.
+        s.press(&keys("P")).await;
+        let t = text(&s.render());
+        assert!(t.contains("Problems ("), "{t}");
+        let row = t
+            .lines()
+            .find(|l| l.contains("⚿ impl-schema"))
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            row.contains("asks") && row.contains("⚿ asks permission: $ echo"),
+            "{row}"
+        );
+        assert!(!row.contains("approval by an operator"), "{row}");
+        s.press(&keys("esc")).await;
+        fold(
+            &mut s,
+            SignalKind::PermissionAnswered {
+                node: node.clone(),
+                attempt,
+                tool: "Bash(echo aaaa…)".into(),
+                allowed: false,
+                by: "ctl (bo)".into(),
+                reason: Some("not on the server".into()),
+                kind: QuestionKind::Permission,
+                on: Some("Bash:0011223344556677".into()),
+            },
+        );
+        s.render();
+        select(&mut s, "impl-schema");
+        s.press(&keys("enter")).await;
+        let t = text(&s.render());
+        assert!(
+            t.contains("call denied by ctl (bo)") && t.contains("not on the server"),
+            "a denied call stays on the operation: {t}"
+        );
+        s.finish().await;
+    }
+
     /// A running agent's permission question (issue 40): its operation
     /// waits in the approval lane, marked ⚿, with the call it asks about in
     /// place of its role, and goes back to running when answered.

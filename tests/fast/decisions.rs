@@ -216,3 +216,106 @@ async fn a_basis_of_another_kind_or_an_older_event_is_refused() {
     h.handle.request(Request::Cancel).await.unwrap();
     run.await.unwrap();
 }
+
+/// The report's Approvals lists every decision with who, when and on what:
+/// a gate (with its dependencies' outcomes), a call answered and one that
+/// timed out, a review landed (with its commits), a conflict resolved, a
+/// retry and a send-back; Landed lists every landing of an operation.
+#[tokio::test(start_paused = true)]
+async fn the_report_lists_every_decision_and_every_landing() {
+    use playdeck::kernel::agent::{LandedWork, QuestionKind};
+    use playdeck::kernel::{Signal, SignalKind, signal::NodeHeader};
+    let mut h = harness(gated(), RunConfig::default());
+    let run = h.spawn();
+    sleep(Duration::from_millis(300)).await;
+    settle().await;
+    h.handle.request(approve("g", None)).await.unwrap();
+    settle().await;
+    h.handle.request(Request::Cancel).await.unwrap();
+    run.await.unwrap();
+    let mut sigs: Vec<Signal> = h.signals.all().iter().map(|s| (**s).clone()).collect();
+    let b = sigs
+        .iter()
+        .find_map(|s| s.kind.node().filter(|n| &*n.name == "b").cloned())
+        .unwrap();
+    let node = || NodeHeader { ..b.clone() };
+    let mut seq = sigs.last().unwrap().seq;
+    let mut push = |kind: SignalKind| {
+        seq += 1;
+        sigs.push(Signal {
+            v: 1,
+            seq,
+            elapsed: 1.0,
+            kind,
+        });
+    };
+    let answered = |kind, allowed, by: &str, on: &str| SignalKind::PermissionAnswered {
+        node: node(),
+        attempt: 1,
+        tool: "Write(a.txt)".into(),
+        allowed,
+        by: by.into(),
+        reason: (!allowed).then(|| "not there".into()),
+        kind,
+        on: Some(on.into()),
+    };
+    push(answered(
+        QuestionKind::Permission,
+        false,
+        "ctl (bo)",
+        "Write:00",
+    ));
+    push(answered(
+        QuestionKind::Permission,
+        false,
+        "timeout",
+        "Write:01",
+    ));
+    push(answered(
+        QuestionKind::Review,
+        true,
+        "console (ana)",
+        "aaa..bbb",
+    ));
+    push(answered(
+        QuestionKind::Conflict,
+        true,
+        "stdin (cy)",
+        "bbb..ccc",
+    ));
+    push(SignalKind::Retried {
+        node: node(),
+        attempt: 2,
+        because: None,
+        by: Some("ctl (bo)".into()),
+        note: Some("use the v2 schema".into()),
+        on: Some("review of aaa..bbb".into()),
+    });
+    for commit in ["c1", "c2"] {
+        push(SignalKind::Landed {
+            node: node(),
+            attempt: 1,
+            work: std::sync::Arc::new(LandedWork {
+                mode: playdeck::vocab::LandMode::Merge,
+                branch: "playdeck/r".into(),
+                commit: Some(commit.into()),
+                commits: vec![],
+                files: vec![],
+            }),
+        });
+    }
+    let md = playdeck::store::report::Report::from_signals(&sigs).to_markdown();
+    for want in [
+        "g **approved** by operator at",
+        "— on ✗ 1 of 2 failed: a; 1 of 2 succeeded",
+        "b **call denied** by ctl (bo) at 1.0s — on Write(a.txt): not there",
+        "b **call denied** by timeout",
+        "b **review approved: landed** by console (ana) at 1.0s — on aaa..bbb",
+        "b **conflict resolved** by stdin (cy) at 1.0s — on bbb..ccc",
+        "b **sent back** by ctl (bo) at 1.0s — on review of aaa..bbb: use the v2 schema",
+        "### b (merge at c1)",
+        "### b (merge at c2)",
+    ] {
+        assert!(md.contains(want), "{want:?} not in:\n{md}");
+    }
+}
