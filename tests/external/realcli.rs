@@ -1225,7 +1225,6 @@ fn review_round(cli: &Cli, version: &str, exe: &Path, server: &Server) -> Result
     );
     say(&format!("approve review --on {}", basis(&second)))?;
     let landed = lines.until("its work lands", within, |v| v["type"] == "landed");
-    drop(say);
     drop(stdin);
     let _ = child.wait();
     // What landed is exactly what the second review showed: its commits.

@@ -704,6 +704,33 @@ mod details {
         s.finish().await;
     }
 
+    /// Issue 55: a run begun from a checkout with uncommitted changes says
+    /// in the header that they are not part of its base, and which.
+    #[tokio::test(start_paused = true)]
+    async fn the_header_says_what_the_runs_base_leaves_out() {
+        let mut s = demo(2.0, 200, 40).await;
+        let seq = s.app.vm.seq + 1;
+        s.app.fold(&playdeck::kernel::Signal {
+            v: 1,
+            seq,
+            elapsed: 2.0,
+            kind: SignalKind::Workspace {
+                branch: "playdeck/r1".into(),
+                base: "5e6f7a8b9c0d1e2f".into(),
+                uncommitted: vec!["README".into(), "notes.txt".into()],
+            },
+        });
+        let t = text(&s.render());
+        let header = t.lines().next().unwrap_or_default();
+        assert!(
+            header.contains(
+                "⚠ 2 uncommitted files are not in the run's base (5e6f7a8b9c0d): README, notes.txt"
+            ),
+            "{header}"
+        );
+        s.finish().await;
+    }
+
     /// A running agent's permission question (issue 40): its operation
     /// waits in the approval lane, marked ⚿, with the call it asks about in
     /// place of its role, and goes back to running when answered.
@@ -804,12 +831,19 @@ mod details {
                 playdeck::console::diffview::DiffView::new(ix, "impl-schema", "t".into(), "+x"),
             )));
             s.press(&keys("a")).await;
-            assert!(s.app.overlays.is_empty(), "answered, the diff view closes");
-            assert_eq!(
-                status(&s),
-                "impl-schema has no approval gate",
-                "sent to the run"
+            // Sent to the run on the question the console showed: this one
+            // was never the run's, which refuses it as stale; the console
+            // asks again (the view still shows it waiting).
+            assert!(
+                status(&s).starts_with("impl-schema: not decided — you decided on"),
+                "sent to the run: {}",
+                status(&s)
             );
+            assert!(
+                matches!(s.app.overlay(), Some(Overlay::ConfirmApprove { ops, .. }) if ops == &["impl-schema"]),
+                "asked again, the diff view closed"
+            );
+            s.press(&keys("esc")).await;
             s.press(&keys("enter")).await;
             let t = text(&s.render());
             assert!(t.contains(head), "{t}");
