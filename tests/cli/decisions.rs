@@ -4,7 +4,9 @@
 //! run's branch is the run's alone, and the review loop holds.
 
 use crate::common;
-use crate::landing::{AFTER_A, HEAD, Live, WORKTREE, events, of, op, repo, run, said, show};
+use crate::landing::{
+    AFTER_A, HEAD, Live, WORKTREE, events, of, op, repo, resolve_by_hand, run, said, show,
+};
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -453,36 +455,7 @@ fn a_conflict_nobody_resolved_lands_later_without_its_agent() {
     let d = t.path();
     let out = run(d);
     assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    let wt = d.join(".playdeck/runs/k1/work/x");
-    let merged = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&wt)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "merge",
-            "-q",
-            "playdeck/k1",
-        ])
-        .output()
-        .unwrap();
-    assert!(!merged.status.success(), "the clash is real");
-    std::fs::write(wt.join("clash.txt"), "one and three\n").unwrap();
-    git(&wt, &["add", "clash.txt"]);
-    git(
-        &wt,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--no-edit",
-        ],
-    );
+    resolve_by_hand(d);
     // --resolve on what did not fail on a conflict: refused, nothing run.
     let wrong = common::playdeck()
         .args([

@@ -357,6 +357,19 @@ fn a_conflict_resolved_in_its_worktree_lands_once_resolved() {
         asked["tool"].as_str().unwrap().contains("clash.txt"),
         "{asked}"
     );
+    resolve_by_hand(d);
+    live.say("resolve x");
+    live.lines.until("x lands", Duration::from_secs(60), |v| {
+        v["type"] == "landed" && v["name"] == "x"
+    });
+    assert_eq!(live.finish(), 0);
+    assert_eq!(show(d, "clash.txt"), "one and three\n");
+}
+
+/// What the operator does in `x`'s kept worktree to resolve its clash
+/// with `a` (as `S` lets them): merges the run's branch there, which
+/// clashes, settles the file and commits.
+pub(crate) fn resolve_by_hand(d: &Path) {
     let wt = d.join(".playdeck/runs/k1/work/x");
     let merged = std::process::Command::new("git")
         .arg("-C")
@@ -375,13 +388,18 @@ fn a_conflict_resolved_in_its_worktree_lands_once_resolved() {
     assert!(!merged.status.success(), "the clash is real");
     std::fs::write(wt.join("clash.txt"), "one and three\n").unwrap();
     git(&wt, &["add", "clash.txt"]);
-    git(&wt, &["commit", "-q", "--no-edit"]);
-    live.say("resolve x");
-    live.lines.until("x lands", Duration::from_secs(60), |v| {
-        v["type"] == "landed" && v["name"] == "x"
-    });
-    assert_eq!(live.finish(), 0);
-    assert_eq!(show(d, "clash.txt"), "one and three\n");
+    git(
+        &wt,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--no-edit",
+        ],
+    );
 }
 
 /// `review = true`: the work waits before it lands; approve lands it.

@@ -468,6 +468,25 @@ struct Staged {
     land: bool,
 }
 
+/// `playdeck run --headless` of a staged play, in its own HOME and XDG
+/// directories, with no colour and no terminal.
+fn staged_run(home: &Path, run_dir: &Path, play_path: &Path) -> Command {
+    let mut c = common::playdeck();
+    c.env("HOME", home)
+        .env("TMPDIR", home.join("tmp"))
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("PLAYDECK_CONFIG_DIR", home.join(".config/playdeck"))
+        .env("TERM", "dumb")
+        .env("NO_COLOR", "1")
+        .args(["run", "--headless", "--run-dir"])
+        .arg(run_dir)
+        .arg(play_path);
+    c
+}
+
 fn stage(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) -> Staged {
     let base = tempfile::tempdir().unwrap();
     let home = base.path().join("home");
@@ -588,19 +607,7 @@ fn run_saying(
     server.reset();
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
-    let out = common::playdeck()
-        .env("HOME", &home)
-        .env("TMPDIR", home.join("tmp"))
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("PLAYDECK_CONFIG_DIR", home.join(".config/playdeck"))
-        .env("TERM", "dumb")
-        .env("NO_COLOR", "1")
-        .args(["run", "--headless", "--run-dir"])
-        .arg(&run_dir)
-        .arg(&play_path)
+    let out = staged_run(&home, &run_dir, &play_path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1146,19 +1153,7 @@ fn review_round(cli: &Cli, version: &str, exe: &Path, server: &Server) -> Result
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
     let err_path = base.path().join("run.stderr");
-    let mut child = common::playdeck()
-        .env("HOME", &home)
-        .env("TMPDIR", home.join("tmp"))
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("PLAYDECK_CONFIG_DIR", home.join(".config/playdeck"))
-        .env("TERM", "dumb")
-        .env("NO_COLOR", "1")
-        .args(["run", "--headless", "--run-dir"])
-        .arg(&run_dir)
-        .arg(&play_path)
+    let mut child = staged_run(&home, &run_dir, &play_path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&err_path).unwrap())

@@ -608,6 +608,30 @@ mod details {
         s.finish().await;
     }
 
+    /// The header the signals about operation `ix` carry, for signals a
+    /// test folds in itself.
+    fn header_of(s: &Scene, ix: u32) -> playdeck::kernel::signal::NodeHeader {
+        let n = s.app.vm.node(ix);
+        playdeck::kernel::signal::NodeHeader {
+            op_id: n.op.op_id,
+            name: n.name().clone(),
+            parent_id: None,
+            depends_on: n.depends_on.clone(),
+            pos: playdeck::kernel::log_line::NO_POS,
+        }
+    }
+
+    /// Folds `kind` in as the run's next signal, at 12 s.
+    fn fold_next(s: &mut Scene, kind: SignalKind) {
+        let seq = s.app.vm.seq + 1;
+        s.app.fold(&playdeck::kernel::Signal {
+            v: 1,
+            seq,
+            elapsed: 12.0,
+            kind,
+        });
+    }
+
     /// Issue 55: a permission question shows what the call would do,
     /// whole — in the inspector, on the status line of `n`, in the problems
     /// list (not as an ordinary gate) — and a call that was denied stays
@@ -617,26 +641,10 @@ mod details {
         let mut s = demo(12.0, 160, 40).await;
         select(&mut s, "impl-schema");
         let ix = s.app.selected_node().expect("selected");
-        let n = s.app.vm.node(ix);
-        let node = playdeck::kernel::signal::NodeHeader {
-            op_id: n.op.op_id,
-            name: n.name().clone(),
-            parent_id: None,
-            depends_on: n.depends_on.clone(),
-            pos: playdeck::kernel::log_line::NO_POS,
-        };
-        let attempt = n.attempt;
+        let node = header_of(&s, ix);
+        let attempt = s.app.vm.node(ix).attempt;
         let long = format!("echo {} ; rm -rf /srv/data", "a".repeat(300));
-        let mut seq = s.app.vm.seq;
-        let mut fold = |s: &mut Scene, kind: SignalKind| {
-            seq += 1;
-            s.app.fold(&playdeck::kernel::Signal {
-                v: 1,
-                seq,
-                elapsed: 12.0,
-                kind,
-            });
-        };
+        let fold = fold_next;
         fold(
             &mut s,
             SignalKind::PermissionAsked {
@@ -739,25 +747,9 @@ mod details {
         let mut s = demo(12.0, 160, 40).await;
         select(&mut s, "impl-schema");
         let ix = s.app.selected_node().expect("selected");
-        let n = s.app.vm.node(ix);
-        let node = playdeck::kernel::signal::NodeHeader {
-            op_id: n.op.op_id,
-            name: n.name().clone(),
-            parent_id: None,
-            depends_on: n.depends_on.clone(),
-            pos: playdeck::kernel::log_line::NO_POS,
-        };
-        let attempt = n.attempt;
-        let mut seq = s.app.vm.seq;
-        let mut fold = |s: &mut Scene, kind: SignalKind| {
-            seq += 1;
-            s.app.fold(&playdeck::kernel::Signal {
-                v: 1,
-                seq,
-                elapsed: 12.0,
-                kind,
-            });
-        };
+        let node = header_of(&s, ix);
+        let attempt = s.app.vm.node(ix).attempt;
+        let fold = fold_next;
         fold(
             &mut s,
             SignalKind::PermissionAsked {

@@ -394,7 +394,7 @@ fn a_terminal_too_small_takes_only_quit() {
 }
 
 /// `playdeck ARGS` in `dir`, which must succeed; its stdout.
-fn ctl(dir: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn ctl(dir: &std::path::Path, args: &[&str]) -> String {
     let out = common::playdeck()
         .arg("ctl")
         .arg("latest")

@@ -10,21 +10,9 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::console_pty::ctl;
 use common::git;
 use common::pty::{Console, Screen};
-
-/// `playdeck ctl latest ARGS` in `dir`, which must succeed; its stdout.
-fn ctl(dir: &Path, args: &[&str]) -> String {
-    let out = common::playdeck()
-        .arg("ctl")
-        .arg("latest")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 const GATES: &str = r#"[play]
 name = "deps"
