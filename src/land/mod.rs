@@ -245,7 +245,7 @@ impl Landing {
     /// (an agent committed on it, someone reset it), puts it back there —
     /// keeping what was on it on a branch of its own, named — and says
     /// so. Called with the landing lock held. `Ok(true)` when it moved.
-    async fn reclaim(&self) -> Result<bool, git::GitError> {
+    pub(super) async fn reclaim(&self) -> Result<bool, git::GitError> {
         let mine = self.last_made();
         let now = self.tip().await?;
         if now == mine || mine.is_empty() {

@@ -74,8 +74,11 @@ impl Landing {
                 })?;
             let path = wt.path.as_os_str().to_string_lossy().into_owned();
             // One at a time, with the landings: a worktree made while the
-            // branch moves would start from either tip.
+            // branch moves would start from either tip. It starts from the
+            // tip the run's last landing made, never from a commit put on
+            // the branch by something else (that is put back first).
             let _one = self.lock.lock().await;
+            let _ = self.reclaim().await;
             let _ = git::run(&self.repo, &["worktree", "prune"]).await;
             let has_branch = git::run(
                 &self.repo,
@@ -87,9 +90,10 @@ impl Landing {
                 // A run stopped after its worktree went, before it landed.
                 git::ok(&self.repo, &["worktree", "add", &path, &wt.branch]).await?;
             } else {
+                let from = self.last_made();
                 git::ok(
                     &self.repo,
-                    &["worktree", "add", "-b", &wt.branch, &path, &self.branch],
+                    &["worktree", "add", "-b", &wt.branch, &path, &from],
                 )
                 .await?;
             }
