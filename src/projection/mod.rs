@@ -716,10 +716,33 @@ impl RunProjection {
                 .as_deref()
                 .filter(|w| w.starts_with("capacity"))
                 .map(Arc::from);
+            // What it waits on the operator with, and by which signal: a
+            // decision from this view still names what it shows.
+            let asked = s.deciding.as_deref().map(|d| {
+                use crate::kernel::BasisKind;
+                match (&d.question, d.basis.kind) {
+                    (Some(q), _) => {
+                        n.asking = Some(q.what.clone());
+                        n.asked = q.kind;
+                    }
+                    (None, BasisKind::Failure | BasisKind::Escalation) => {
+                        n.settled_seq = Some(d.basis.seq);
+                    }
+                    _ => {}
+                }
+                Asked {
+                    seq: d.basis.seq,
+                    on: d.question.as_ref().and(d.basis.what.clone()),
+                    detail: d.question.as_ref().and_then(|q| q.detail.clone()),
+                }
+            });
             p.counts.add(n.lane, n.skipped());
             let waits = n.capacity_wait.is_some();
             let held = n.held;
             let ix = p.insert(n);
+            if let Some(a) = asked.filter(|_| p.nodes[ix as usize].lane == Lane::AwaitingApproval) {
+                p.asked.insert(ix, a);
+            }
             if waits {
                 p.capacity.waiting.insert(ix);
             }

@@ -32,10 +32,14 @@ fn seen(sig: &Collect, name: &str) -> Option<Basis> {
     p.basis_of(p.ix(&id)?)
 }
 
-/// Every operation's basis as the kernel holds it, against the view's.
+/// Every operation's basis as the kernel holds it, against the view's —
+/// a view folded from the signals, and one resynchronised from a
+/// snapshot (a console that fell behind).
 async fn agree(h: &RunHandle, sig: &Collect) {
     let snap = h.snapshot().await.expect("live");
     let p = view(sig);
+    let mut resynced = RunProjection::default();
+    resynced.resync(&snap);
     for n in &snap.nodes {
         let kernel = n.deciding.as_ref().map(|d| d.basis.clone());
         let shown = p.ix(&n.op_id).and_then(|ix| p.basis_of(ix));
@@ -44,6 +48,8 @@ async fn agree(h: &RunHandle, sig: &Collect) {
             "{}: the kernel and the view disagree",
             n.name
         );
+        let after = resynced.ix(&n.op_id).and_then(|ix| resynced.basis_of(ix));
+        assert_eq!(kernel, after, "{}: a resynchronised view disagrees", n.name);
     }
 }
 
