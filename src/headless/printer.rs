@@ -98,13 +98,9 @@ impl HumanPrinter {
                 base,
                 uncommitted,
             } => {
-                let ws = crate::projection::Workspace {
-                    branch: branch.clone(),
-                    base: base.clone(),
-                    uncommitted: uncommitted.clone(),
-                };
+                let left_out = crate::projection::left_out(base, uncommitted);
                 let base = &base[..base.len().min(12)];
-                match ws.left_out() {
+                match left_out {
                     Some(w) => format!("{t}  work lands on {branch}, made from {base}; {w}"),
                     None => format!("{t}  work lands on {branch}, made from {base}"),
                 }

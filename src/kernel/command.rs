@@ -47,10 +47,8 @@ pub enum Request {
     /// Deny an operation waiting at its approval gate.
     Deny {
         op: String,
-        /// What the decision answers, as the surface showed it
-        /// (`ctl RUN status` lists it): the run refuses it when that is no
-        /// longer what is there (`stale_decision`). Without it the
-        /// decision is made on what is there now, and the answer says so.
+        /// What it answers, as shown (`ctl RUN status` lists it); see
+        /// `approve --on`.
         #[arg(long = "on", value_name = "BASIS")]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on: Option<Basis>,
@@ -67,10 +65,8 @@ pub enum Request {
     /// skipped waits again.
     Retry {
         op: String,
-        /// What the decision answers, as the surface showed it
-        /// (`ctl RUN status` lists it): the run refuses it when that is no
-        /// longer what is there (`stale_decision`). Without it the
-        /// decision is made on what is there now, and the answer says so.
+        /// What it answers, as shown (`ctl RUN status` lists it); see
+        /// `approve --on`.
         #[arg(long = "on", value_name = "BASIS")]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on: Option<Basis>,
@@ -79,10 +75,8 @@ pub enum Request {
     /// refuses it; `approve OP` allows it too).
     Permit {
         op: String,
-        /// What the decision answers, as the surface showed it
-        /// (`ctl RUN status` lists it): the run refuses it when that is no
-        /// longer what is there (`stale_decision`). Without it the
-        /// decision is made on what is there now, and the answer says so.
+        /// What it answers, as shown (`ctl RUN status` lists it); see
+        /// `approve --on`.
         #[arg(long = "on", value_name = "BASIS")]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on: Option<Basis>,
@@ -92,10 +86,8 @@ pub enum Request {
     /// it); `deny OP` leaves it unlanded instead.
     Resolve {
         op: String,
-        /// What the decision answers, as the surface showed it
-        /// (`ctl RUN status` lists it): the run refuses it when that is no
-        /// longer what is there (`stale_decision`). Without it the
-        /// decision is made on what is there now, and the answer says so.
+        /// What it answers, as shown (`ctl RUN status` lists it); see
+        /// `approve --on`.
         #[arg(long = "on", value_name = "BASIS")]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on: Option<Basis>,
@@ -118,10 +110,8 @@ pub enum Request {
     /// in its session with the message.
     Say {
         op: String,
-        /// What the decision answers, as the surface showed it
-        /// (`ctl RUN status` lists it): the run refuses it when that is no
-        /// longer what is there (`stale_decision`). Without it the
-        /// decision is made on what is there now, and the answer says so.
+        /// What it answers, as shown (`ctl RUN status` lists it); see
+        /// `approve --on`.
         #[arg(long = "on", value_name = "BASIS")]
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on: Option<Basis>,

@@ -138,22 +138,29 @@ pub struct Workspace {
 impl Workspace {
     /// `2 uncommitted files are not in the run's base: a.txt, b.txt`.
     pub fn left_out(&self) -> Option<String> {
-        let n = self.uncommitted.len();
-        if n == 0 {
-            return None;
-        }
-        const NAMED: usize = 5;
-        let mut names = self.uncommitted[..n.min(NAMED)].join(", ");
-        if n > NAMED {
-            names.push_str(&format!(" and {} more", n - NAMED));
-        }
-        Some(format!(
-            "{n} uncommitted file{} {} not in the run's base ({}): {names}",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "is" } else { "are" },
-            &self.base[..self.base.len().min(12)]
-        ))
+        left_out(&self.base, &self.uncommitted)
     }
+}
+
+/// What a base (`base`) leaves out of the checkout, in words:
+/// `2 uncommitted files are not in the run's base (5e6f7a8b9c0d): a.txt,
+/// b.txt`; none when nothing was left uncommitted.
+pub fn left_out(base: &str, uncommitted: &[Arc<str>]) -> Option<String> {
+    let n = uncommitted.len();
+    if n == 0 {
+        return None;
+    }
+    const NAMED: usize = 5;
+    let mut names = uncommitted[..n.min(NAMED)].join(", ");
+    if n > NAMED {
+        names.push_str(&format!(" and {} more", n - NAMED));
+    }
+    Some(format!(
+        "{n} uncommitted file{} {} not in the run's base ({}): {names}",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "is" } else { "are" },
+        &base[..base.len().min(12)]
+    ))
 }
 
 /// What the run spent (every attempt's last totals, added) and the caps

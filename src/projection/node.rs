@@ -333,6 +333,12 @@ impl Node {
         }
     }
 
+    /// Whether its work waits for the operator: for review, or clashing as
+    /// it landed (not a call its agent asks about).
+    pub fn waits_with_work(&self) -> bool {
+        self.asking.is_some() && !self.asked.is_permission()
+    }
+
     /// Whether it has an approval gate.
     pub fn gated(&self) -> bool {
         self.op.metadata.approval

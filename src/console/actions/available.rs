@@ -201,11 +201,7 @@ impl App {
                     Lane::Running | Lane::Succeeded => Ok(()),
                     Lane::Failed if !n.skipped() => Ok(()),
                     // Work waiting for review or clashing: sent back.
-                    Lane::AwaitingApproval
-                        if n.asking.is_some() && !n.asked.is_permission() =>
-                    {
-                        Ok(())
-                    }
+                    Lane::AwaitingApproval if n.waits_with_work() => Ok(()),
                     _ => Err(format!(
                         "{} is not running, failed, succeeded or waiting for review: only a running agent can be talked to, and finished or reviewed work sent back",
                         n.name()
@@ -343,9 +339,7 @@ impl App {
     /// Whether the operation named `op` waits with its work for review or
     /// with a conflict: denying it may instead send it back.
     pub fn sends_back(&self, op: &str) -> bool {
-        self.vm
-            .by_name(op)
-            .is_some_and(|n| n.asking.is_some() && !n.asked.is_permission())
+        self.vm.by_name(op).is_some_and(|n| n.waits_with_work())
     }
 
     /// Whether `X` may release this instance now, and if not why, in

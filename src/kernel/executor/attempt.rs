@@ -204,8 +204,10 @@ impl Executor {
         {
             t.stop();
         }
-        // Its questions go with it (the asker is told the attempt ended).
+        // Its questions go with it (the asker is told the attempt ended),
+        // and so does its leave to land.
         self.questions.remove(&ix);
+        self.landing.remove(&ix);
     }
 
     /// The conversation a new attempt continues: the one an attempt before

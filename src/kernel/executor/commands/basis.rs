@@ -165,16 +165,9 @@ impl Executor {
                     _ => kind,
                 }
             }
-            BasisKind::Failure => {
-                let n = &self.graph[ix];
-                let error = n.error();
-                let first = error
-                    .as_deref()
-                    .and_then(|e| e.lines().next())
-                    .unwrap_or("no error given");
-                format!("attempt {} failed: {first}", n.attempt.max(1))
-            }
-            BasisKind::Escalation => "its escalation".into(),
+            BasisKind::Failure | BasisKind::Escalation => self
+                .retried_on(ix)
+                .map_or_else(|| b.kind.words().to_string(), |w| w.to_string()),
         }
     }
 

@@ -192,13 +192,12 @@ impl Executor {
         let n = &self.graph[ix];
         let first = n
             .error()
-            .map(|e| e.lines().next().unwrap_or("").to_string());
+            .and_then(|e| e.lines().next().map(str::to_string))
+            .unwrap_or_else(|| "no error given".into());
         match n.status {
-            NodeStatus::Failed => Some(Arc::from(format!(
-                "attempt {} failed: {}",
-                n.attempt,
-                first.unwrap_or_default()
-            ))),
+            // A gate denied before it ran failed with no attempt.
+            NodeStatus::Failed if n.attempt == 0 => Some(Arc::from(format!("failed: {first}"))),
+            NodeStatus::Failed => Some(Arc::from(format!("attempt {} failed: {first}", n.attempt))),
             NodeStatus::Escalated => Some(Arc::from(format!("attempt {} escalated", n.attempt))),
             NodeStatus::Succeeded => Some(Arc::from(format!("attempt {} succeeded", n.attempt))),
             _ => None,
