@@ -175,7 +175,12 @@ impl Default for ToolSet {
 }
 
 /// `Name`, `Name(glob)` or `*` against a call: the name is exact; in the
-/// glob a `*` matches any run of characters, the rest is literal.
+/// glob a `*` matches any run of characters, the rest is literal. `args`
+/// is the call's whole argument, never a view's cut of it. A shell
+/// command that chains or nests others (`;`, `&`, `|`, a newline, a
+/// backtick, `$(`, `<(`, `>(` anywhere in it, quoted or not) never
+/// matches a glob that names one command: `Bash(echo *)` must not carry
+/// `echo hi; rm -rf ~` to the operator as if it were an echo.
 pub fn ask_matches(pattern: &str, tool: &str, args: &str) -> bool {
     if pattern == "*" {
         return true;
@@ -184,11 +189,24 @@ pub fn ask_matches(pattern: &str, tool: &str, args: &str) -> bool {
         None => pattern == tool,
         Some((name, rest)) => {
             name == tool
-                && rest
-                    .strip_suffix(')')
-                    .is_some_and(|glob| glob_matches(glob, args))
+                && rest.strip_suffix(')').is_some_and(|glob| {
+                    (!SHELL_TOOLS.contains(&tool) || compound(glob) || !compound(args))
+                        && glob_matches(glob, args)
+                })
         }
     }
+}
+
+/// The tools whose argument is a shell command line.
+const SHELL_TOOLS: [&str; 4] = ["Bash", "shell", "exec_command", "run_shell_command"];
+
+/// Whether a shell command line runs more than one command (or reads
+/// another's output): redirections of a descriptor (`2>&1`, `&>`) do not
+/// count.
+fn compound(cmd: &str) -> bool {
+    let plain = cmd.replace(">&", "").replace("&>", "").replace("<&", "");
+    plain.contains([';', '&', '|', '\n', '\r', '`'])
+        || ["$(", "<(", ">("].iter().any(|o| plain.contains(o))
 }
 
 /// Whether `text` is `glob`, where `*` is any run of characters.
@@ -227,6 +245,35 @@ mod ask_tests {
         assert!(!ask_matches("Write(src/*.rs)", "Write", "src/lib.toml"));
         assert!(ask_matches("Bash(ls)", "Bash", "ls"));
         assert!(!ask_matches("Bash(ls", "Bash", "ls"));
+    }
+
+    /// A single command's pattern never carries a chain of commands to the
+    /// operator, however long the harmless head of it.
+    #[test]
+    fn a_compound_shell_command_never_matches_a_single_command_pattern() {
+        let head = format!("echo {}", "a".repeat(400));
+        for tail in [
+            " ; rm -rf DIR",
+            " && rm -rf DIR",
+            " || rm -rf DIR",
+            " | sh",
+            " & rm -rf DIR",
+            "\nrm -rf DIR",
+            " $(rm -rf DIR)",
+            " `rm -rf DIR`",
+            " <(rm -rf DIR)",
+        ] {
+            let cmd = format!("{head}{tail}");
+            assert!(!ask_matches("Bash(echo *)", "Bash", &cmd), "{tail:?}");
+            assert!(!ask_matches("Bash(*)", "Bash", &cmd), "{tail:?}");
+        }
+        // A redirection is one command; a pattern that names a chain
+        // matches it; a tool that is not a shell is not parsed; the tool
+        // named alone asks every call.
+        assert!(ask_matches("Bash(cargo *)", "Bash", "cargo build 2>&1"));
+        assert!(ask_matches("Bash(make && *)", "Bash", "make && make test"));
+        assert!(ask_matches("Write(*)", "Write", "a;b"));
+        assert!(ask_matches("Bash", "Bash", "ls; rm x"));
     }
 }
 

@@ -1,6 +1,7 @@
 //! ADR-011's agent registry: the built-in `sim` and `noop`, and agent CLIs
 //! defined under `[agents.<name>]` (run as subprocesses).
 
+pub mod ancestry;
 pub mod argv;
 pub mod cause;
 pub mod command;

@@ -45,6 +45,44 @@ pub struct Sink<'a> {
     pub price: Option<&'a super::prices::Price>,
 }
 
+/// The events one attempt has added to the run's record, counted by its
+/// stream and by its permission questions alike: a loop of questions is
+/// as much a flood as a loop of output.
+#[derive(Clone, Default)]
+pub struct Rows(Arc<RowsInner>);
+
+#[derive(Default)]
+struct RowsInner {
+    n: std::sync::atomic::AtomicUsize,
+    over: tokio::sync::Notify,
+}
+
+impl Rows {
+    /// Counts `k` more rows: `false` once the attempt is past [`MAX_ROWS`]
+    /// (and its supervisor, waiting in [`Rows::over`], is told).
+    pub fn add(&self, k: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let n = self.0.n.fetch_add(k, Ordering::Relaxed) + k;
+        if n > MAX_ROWS {
+            self.0.over.notify_one();
+            return false;
+        }
+        true
+    }
+
+    /// Returns once a count went past the bound.
+    pub async fn over(&self) {
+        self.0.over.notified().await;
+    }
+
+    /// Why an attempt past the bound is stopped.
+    pub fn flood() -> Flood {
+        Flood(format!(
+            "it would add more than {MAX_ROWS} events to the run's record"
+        ))
+    }
+}
+
 /// Why an attempt was stopped for its output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flood(pub String);
@@ -58,13 +96,22 @@ pub struct Outflow {
     activity_tokens: Option<(f64, Instant)>,
     /// The warning waiting for its repeats: text, count, first seen.
     warning: Option<(String, u64, Instant)>,
-    rows: usize,
+    rows: Rows,
     bytes: usize,
     updates: usize,
     flood: Option<Flood>,
 }
 
 impl Outflow {
+    /// An outflow whose events count in `rows`, with the attempt's
+    /// questions.
+    pub fn counting(rows: Rows) -> Outflow {
+        Outflow {
+            rows,
+            ..Outflow::default()
+        }
+    }
+
     /// Takes what the parser read; sends what is due now.
     pub fn take(&mut self, inv: &Sink, updates: &mut Vec<Update>, now: Instant) {
         for u in updates.drain(..) {
@@ -199,12 +246,9 @@ impl Outflow {
         if self.flood.is_some() {
             return;
         }
-        self.rows += 1;
         self.bytes += bytes;
-        if self.rows > MAX_ROWS {
-            self.flood = Some(Flood(format!(
-                "it would add more than {MAX_ROWS} events to the run's record"
-            )));
+        if !self.rows.add(1) {
+            self.flood = Some(Rows::flood());
         } else if self.bytes > MAX_BYTES {
             self.flood = Some(Flood(format!(
                 "its warnings would add more than {} MiB to the run's record",

@@ -19,14 +19,10 @@
 //! terminal it could type into) is not recognised, and a same-user
 //! process can read the run directory or signal playdeck anyway.
 
+use crate::agents::ancestry::{MAX_DEPTH, descends_from};
 use crate::agents::process::RUN_TAG;
 
-/// The machine's uptime now, in seconds (what `/proc/<pid>/stat`'s start
-/// times are counted from): taken when a connection is accepted.
-pub fn uptime_now() -> Option<f64> {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    Some(t.tv_sec as f64 + t.tv_nsec as f64 / 1e9)
-}
+pub use crate::agents::ancestry::uptime_now;
 
 /// Why the peer `pid`, which connected no later than `accepted` (uptime
 /// seconds), counts as one of this run's agents (`tag` is the run
@@ -38,28 +34,9 @@ pub fn agent_of_this_run(pid: i32, tag: &str, accepted: Option<f64>) -> Option<S
             "the process that connected (pid {pid}) is gone, or its pid names another process now; refused as in doubt (an agent can connect from a child that exits)"
         ))
     };
-    let Some(first) = stat_of(pid) else {
-        return gone();
-    };
-    // A process that started after the connection was accepted is not
-    // the one that connected (its pid was reused).
-    if let Some(at) = accepted
-        && first.started > at + START_SLACK
-    {
-        return gone();
-    }
-    let why = agent_by_tag_or_ancestry(pid, tag);
-    // What was read is of the process that connected only if it is still
-    // there, unchanged.
-    match stat_of(pid) {
-        Some(again) if again.started == first.started => why,
-        _ => gone(),
-    }
+    crate::agents::ancestry::while_the_same(pid, accepted, || agent_by_tag_or_ancestry(pid, tag))
+        .unwrap_or_else(gone)
 }
-
-/// `/proc/<pid>/stat`'s start times count in clock ticks: a process that
-/// started in the same tick as the accept is not taken for a later one.
-const START_SLACK: f64 = 0.05;
 
 fn agent_by_tag_or_ancestry(pid: i32, tag: &str) -> Option<String> {
     let want = format!("{RUN_TAG}={tag}");
@@ -70,21 +47,17 @@ fn agent_by_tag_or_ancestry(pid: i32, tag: &str) -> Option<String> {
     }
     // Its environment can be emptied (`env -i`), its ancestry cannot:
     // every agent process and what it starts descend from playdeck, which
-    // is also the reaper of their orphans.
+    // is also the reaper of their orphans. A walk that cannot finish (a
+    // tree deeper than any a person's shell makes, or a parent it cannot
+    // read) decides nothing: that peer is refused as in doubt.
     let me = std::process::id() as i32;
-    let mut p = pid;
-    for _ in 0..MAX_DEPTH {
-        match stat_of(p).map(|s| s.parent) {
-            Some(parent) if parent == me => {
-                return Some(format!(
-                    "it descends from this run's playdeck process (pid {me})"
-                ));
-            }
-            Some(parent) if parent > 1 => p = parent,
-            _ => break,
-        }
+    match descends_from(pid, me, MAX_DEPTH) {
+        Ok(true) => Some(format!(
+            "it descends from this run's playdeck process (pid {me})"
+        )),
+        Ok(false) => None,
+        Err(why) => Some(why),
     }
-    None
 }
 
 /// Who a peer is, as the run records it: `ctl (ana, pid 5678)` for
@@ -134,9 +107,6 @@ pub fn actor_of(pid: i32, uid: u32) -> String {
     crate::paths::actor(&surface, uid, pid.max(0) as u32)
 }
 
-/// Deeper than any process tree an agent makes.
-const MAX_DEPTH: usize = 128;
-
 /// Whether two paths name the same file (device and inode).
 fn same_file(a: &std::path::Path, b: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -146,32 +116,9 @@ fn same_file(a: &std::path::Path, b: &str) -> bool {
     }
 }
 
-/// A process's parent and start time (uptime seconds).
-struct Stat {
-    parent: i32,
-    started: f64,
-}
-
-/// From `/proc/<pid>/stat` (`pid (comm) state ppid … starttime …`; `comm`
-/// may hold spaces and parentheses, so the last `)` ends it; starttime is
-/// field 22, in clock ticks since boot).
-fn stat_of(pid: i32) -> Option<Stat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the comm: state is field 3, so field N is fields[N - 3].
-    let parent = fields.get(1)?.parse().ok()?;
-    let ticks: u64 = fields.get(19)?.parse().ok()?;
-    let hz = rustix::param::clock_ticks_per_second() as f64;
-    Some(Stat {
-        parent,
-        started: ticks as f64 / hz,
-    })
-}
-
 #[cfg(test)]
 fn parent_of(pid: i32) -> Option<i32> {
-    stat_of(pid).map(|s| s.parent)
+    crate::agents::ancestry::stat_of(pid).map(|s| s.parent)
 }
 
 #[cfg(test)]
@@ -244,6 +191,62 @@ mod tests {
         let parent = parent_of(std::process::id() as i32).unwrap();
         let why = agent_of_this_run(parent, "/nowhere", Some(0.0)).unwrap();
         assert!(why.contains("refused as in doubt"), "{why}");
+    }
+
+    /// An agent that nests its processes deeper than the walk goes, and
+    /// runs the last with an empty environment, is still refused.
+    #[test]
+    fn a_peer_nested_deeper_than_the_walk_is_in_doubt() {
+        let dir = tempfile::tempdir().unwrap();
+        let nest = dir.path().join("nest.sh");
+        std::fs::write(
+            &nest,
+            "#!/bin/sh\nif [ \"$1\" -gt 0 ]; then \"$0\" $(( $1 - 1 )) \"$2\"; else echo $$ > \"$2\"; exec env -i sleep 30; fi\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&nest, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let leaf = dir.path().join("leaf");
+        let mut top = std::process::Command::new(&nest)
+            .arg("140")
+            .arg(&leaf)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(&leaf)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.is_empty())
+            {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the nest never finished"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let deep = descends_from(pid, std::process::id() as i32, 100);
+        let why = agent_of_this_run(pid, "/nowhere", uptime_now());
+        rustix::process::kill_process_group(
+            rustix::process::Pid::from_raw(top.id() as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        top.wait().unwrap();
+        // Past the limit: in doubt; within it: found.
+        assert!(
+            deep.as_ref()
+                .is_err_and(|w| w.contains("refused as in doubt")),
+            "{deep:?}"
+        );
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("descends from this run's playdeck")),
+            "{why:?}"
+        );
     }
 
     /// `argv[0]` is the process's to choose (`exec -a playdeck`): the

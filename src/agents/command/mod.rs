@@ -429,16 +429,21 @@ async fn run_once(
     let asking = tools_for(def, ctx, &params, inv.profile.as_deref())
         .filter(|t| !t.ask.is_empty() && def.stream_format == super::def::StreamFormat::Claude)
         .cloned();
+    let rows = crate::agents::outflow::Rows::default();
     let ask_server = match &asking {
         Some(t) => Some(
-            ask::AskServer::start(t.clone(), inv.events.clone(), cwd.to_path_buf()).map_err(
-                |e| {
-                    AgentFailure::new(
-                        "os_error",
-                        format!("cannot open the socket for permission questions: {e}"),
-                    )
-                },
-            )?,
+            ask::AskServer::start(
+                t.clone(),
+                inv.events.clone(),
+                cwd.to_path_buf(),
+                rows.clone(),
+            )
+            .map_err(|e| {
+                AgentFailure::new(
+                    "os_error",
+                    format!("cannot open the socket for permission questions: {e}"),
+                )
+            })?,
         ),
         None => None,
     };
@@ -557,6 +562,10 @@ async fn run_once(
         )
     })?;
     let mut group = Group::new(child);
+    if let (Some(server), Some(pid)) = (&ask_server, group.child.id()) {
+        // Questions come from this attempt's processes, and no others.
+        server.asked_by(pid as i32);
+    }
     inv.events.emit(AgentEvent::Activity {
         state: ActivityState::Waiting,
         tool: None,
@@ -590,7 +599,7 @@ async fn run_once(
         built.model.as_deref(),
         &mut group,
         logs,
-        turns,
+        supervise::Side { turns, rows },
     )
     .await;
     // What it left behind (a tool that left its group and outlived it) is

@@ -15,6 +15,13 @@ pub(super) enum Killed {
     OutputFlood(crate::agents::outflow::Flood),
 }
 
+/// What the supervisor shares with the attempt's other tasks: the live
+/// input's turns, and the event count its questions add to.
+pub(super) struct Side {
+    pub(super) turns: Option<tokio::sync::mpsc::UnboundedSender<super::live::Turn>>,
+    pub(super) rows: crate::agents::outflow::Rows,
+}
+
 /// How a supervised process ended.
 pub(super) struct Ended {
     pub(super) status: std::io::Result<std::process::ExitStatus>,
@@ -57,8 +64,9 @@ pub(super) async fn supervise(
     model: Option<&str>,
     group: &mut Group,
     mut logs: Logs,
-    turns: Option<tokio::sync::mpsc::UnboundedSender<super::live::Turn>>,
+    side: Side,
 ) -> Ended {
+    let Side { turns, rows } = side;
     let mut stdout = Chunks::new(
         group.child.stdout.take().expect("stdout is piped"),
         Overflow::Fail,
@@ -69,7 +77,7 @@ pub(super) async fn supervise(
     );
     let mut parser = StreamParser::new(def.stream_format);
     let mut updates = Vec::new();
-    let mut outflow = crate::agents::outflow::Outflow::default();
+    let mut outflow = crate::agents::outflow::Outflow::counting(rows.clone());
     let sink = crate::agents::outflow::Sink {
         events: &inv.events,
         name: &inv.name,
@@ -152,6 +160,11 @@ pub(super) async fn supervise(
             }
             _ = sleep_until_opt(outflow.next_due()) => {
                 outflow.send_due(&sink, Instant::now());
+            }
+            // Its permission questions went past the attempt's bound.
+            _ = rows.over(), if live => {
+                killed = Some(Killed::OutputFlood(crate::agents::outflow::Rows::flood()));
+                group.kill();
             }
             _ = sleep_until_opt(deadline), if live => {
                 killed = Some(Killed::Runtime);

@@ -567,13 +567,24 @@ fn cut(mut t: String) -> String {
 /// line, cut.
 pub fn args_of(v: Option<&Value>) -> String {
     const SAY_MAX: usize = 200;
+    let said = whole_args_of(v);
+    let one: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.char_indices().nth(SAY_MAX) {
+        Some((at, _)) => format!("{}…", &one[..at]),
+        None => one,
+    }
+}
+
+/// The one argument that says what a call does, whole: what a pattern
+/// that decides the call is matched on (never the cut form a view shows).
+pub fn whole_args_of(v: Option<&Value>) -> String {
     let Some(v) = v else {
         return String::new();
     };
-    let said = match v {
+    match v {
         Value::String(s) => match serde_json::from_str::<Value>(s) {
             // Some CLIs give the arguments as a JSON string.
-            Ok(inner @ Value::Object(_)) => return args_of(Some(&inner)),
+            Ok(inner @ Value::Object(_)) => whole_args_of(Some(&inner)),
             _ => s.clone(),
         },
         Value::Object(m) if m.is_empty() => String::new(),
@@ -600,10 +611,5 @@ pub fn args_of(v: Option<&Value>) -> String {
         })
         .unwrap_or_else(|| v.to_string()),
         other => other.to_string(),
-    };
-    let one: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one.char_indices().nth(SAY_MAX) {
-        Some((at, _)) => format!("{}…", &one[..at]),
-        None => one,
     }
 }

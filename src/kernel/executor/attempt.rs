@@ -303,6 +303,22 @@ impl Executor {
                 return;
             }
             AgentEvent::Asking(q) => {
+                // One question waits at a time: a second never replaces
+                // the first (whose asker would be denied unseen), it is
+                // refused at once and leaves no record.
+                if self
+                    .questions
+                    .get(&ix)
+                    .is_some_and(|a| a.attempt == attempt)
+                {
+                    q.reply.answer(crate::kernel::agent::Answer {
+                        allow: false,
+                        why: Arc::from(
+                            "another question of this operation waits for the operator; ask again once it is answered",
+                        ),
+                    });
+                    return;
+                }
                 let (tool, kind) = (q.tool.clone(), q.kind);
                 let (on, detail) = (q.on.clone(), q.detail.clone());
                 auto = self.policy_answer(kind);

@@ -567,6 +567,28 @@ mod question_tests {
         rx
     }
 
+    /// A second question while one waits is refused at once and leaves
+    /// no record; the first still waits for the operator.
+    #[test]
+    fn a_second_question_never_replaces_the_one_waiting() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let mut first = ask(&mut ex, a, 1);
+        tape.take();
+        let mut second = ask(&mut ex, a, 2);
+        let no = second.try_recv().unwrap();
+        assert!(
+            !no.allow && no.why.contains("another question"),
+            "{}",
+            no.why
+        );
+        assert!(first.try_recv().is_err(), "the first still waits");
+        assert!(tape.take().is_empty(), "nothing recorded for the second");
+        assert_eq!(ex.questions[&a].q.id, 1);
+    }
+
     #[test]
     fn a_conflict_is_resolved_by_resolve_and_nothing_else_is() {
         let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
