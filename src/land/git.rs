@@ -1,6 +1,15 @@
 //! git, run as a program (never a library): what the user's own git would
 //! do, with their config and identity (a fallback identity where there is
 //! none). Every call names the directory and the command when it fails.
+//!
+//! An agent of the run can write the repository's shared `config`,
+//! `hooks/` and `info/`: what it puts there must not run in playdeck's git
+//! nor change what the operator is shown. So every call runs no hook
+//! (`core.hooksPath=/dev/null`), no fsmonitor and no signing program, and
+//! no filter, diff or merge driver the repository's own config names
+//! (each such key is overridden empty; drivers of the user's global and
+//! system config, git-lfs among them, still work). Diffs shown to the
+//! operator add `--no-textconv --no-ext-diff`.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -37,10 +46,97 @@ const FALLBACK_IDENTITY: [&str; 4] = [
     "user.email=playdeck@localhost",
 ];
 
+/// What every call runs without, whatever the repository's config says.
+const NOTHING_RUNS: [&str; 8] = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "diff.external=",
+];
+
+/// The keys of programs git would run for a path's attributes.
+const DRIVERS: &str = r"^(filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)$";
+
+/// `-c KEY=` for each driver the repository's own config (local or
+/// worktree scope, includes counted) names: reading config runs nothing.
+async fn drivers_off(dir: &Path) -> Vec<String> {
+    let out = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "config",
+            "--show-scope",
+            "--name-only",
+            "-z",
+            "--get-regexp",
+            DRIVERS,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    let Ok(out) = out else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    let mut off = Vec::new();
+    while let (Some(scope), Some(key)) = (fields.next(), fields.next()) {
+        if matches!(scope, "local" | "worktree") {
+            off.push("-c".to_string());
+            off.push(format!("{key}="));
+        }
+    }
+    off
+}
+
+/// An operation's worktree as git is told it: its work tree and its own
+/// git directory (`<common>/worktrees/<id>`), both named, so a worktree
+/// whose `.git` an agent removed or rewrote is never taken for the
+/// repository above it.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'a> {
+    pub work: &'a Path,
+    pub git_dir: &'a Path,
+}
+
 /// Runs `git -C dir ARGS`; any exit code is an answer.
 pub async fn run<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<Output, GitError> {
+    exec(dir, None, args).await
+}
+
+/// Runs git in an operation's worktree; any exit code is an answer.
+pub async fn run_in<S: AsRef<OsStr>>(t: Tree<'_>, args: &[S]) -> Result<Output, GitError> {
+    exec(t.work, Some(t.git_dir), args).await
+}
+
+/// [`ok`] in an operation's worktree.
+pub async fn ok_in<S: AsRef<OsStr>>(t: Tree<'_>, args: &[S]) -> Result<String, GitError> {
+    said(t.work, args, run_in(t, args).await?)
+}
+
+/// [`line`] in an operation's worktree.
+pub async fn line_in<S: AsRef<OsStr>>(t: Tree<'_>, args: &[S]) -> Result<String, GitError> {
+    Ok(first(ok_in(t, args).await?))
+}
+
+async fn exec<S: AsRef<OsStr>>(
+    dir: &Path,
+    git_dir: Option<&Path>,
+    args: &[S],
+) -> Result<Output, GitError> {
     let mut cmd = tokio::process::Command::new("git");
     cmd.arg("-C").arg(dir);
+    if let Some(g) = git_dir {
+        cmd.arg("--git-dir").arg(g).arg("--work-tree").arg(dir);
+    }
+    cmd.args(NOTHING_RUNS)
+        .args(drivers_off(git_dir.unwrap_or(dir)).await);
     if !has_identity(dir) {
         cmd.args(FALLBACK_IDENTITY);
     }
@@ -64,7 +160,10 @@ pub async fn run<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<Output, GitE
 
 /// Runs `git -C dir ARGS`; its stdout, or an error with what it said.
 pub async fn ok<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<String, GitError> {
-    let out = run(dir, args).await?;
+    said(dir, args, run(dir, args).await?)
+}
+
+fn said<S: AsRef<OsStr>>(dir: &Path, args: &[S], out: Output) -> Result<String, GitError> {
     if out.ok() {
         Ok(out.stdout)
     } else {
@@ -79,13 +178,11 @@ pub async fn ok<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<String, GitEr
 
 /// The first line of `git -C dir ARGS`, trimmed.
 pub async fn line<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<String, GitError> {
-    Ok(ok(dir, args)
-        .await?
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string())
+    Ok(first(ok(dir, args).await?))
+}
+
+fn first(out: String) -> String {
+    out.lines().next().unwrap_or("").trim().to_string()
 }
 
 pub fn error<S: AsRef<OsStr>>(dir: &Path, args: &[S], said: &str) -> GitError {
@@ -117,9 +214,9 @@ fn has_identity(dir: &Path) -> bool {
     })
 }
 
-/// The paths git left unmerged in `dir` (a merge or rebase that stopped).
-pub async fn unmerged(dir: &Path) -> Vec<String> {
-    ok(dir, &["diff", "--name-only", "--diff-filter=U", "-z"])
+/// The paths git left unmerged in a worktree (a rebase that stopped).
+pub async fn unmerged(t: Tree<'_>) -> Vec<String> {
+    ok_in(t, &["diff", "--name-only", "--diff-filter=U", "-z"])
         .await
         .map(|s| {
             s.split('\0')

@@ -57,6 +57,14 @@ pub enum Refused {
         last: String,
     },
     #[error(
+        "landing into {branch} would replace files in {dir} that git does not track there ({paths}: ignored or untracked, such as your own .env); nothing was changed. Move them aside first, or land into a branch that is not checked out"
+    )]
+    WouldReplace {
+        branch: String,
+        dir: String,
+        paths: String,
+    },
+    #[error(
         "merging {run} into {branch} clashes in {paths}; nothing was changed (merge it by hand to resolve them)"
     )]
     Clash {
@@ -198,6 +206,36 @@ pub async fn land_into(
         )
         .await?
     };
+    if let Some(dir) = &checked_out {
+        // git's merge refuses to overwrite an untracked file but replaces
+        // an ignored one without a word: an agent that force-added its own
+        // `.env` would overwrite the user's. Every file the landing adds
+        // that is on disk already is refused, named.
+        let added = git::ok(
+            repo,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--diff-filter=A",
+                &ours,
+                &new,
+            ],
+        )
+        .await?;
+        let in_the_way: Vec<&str> = added
+            .split('\0')
+            .filter(|p| !p.is_empty() && std::fs::symlink_metadata(dir.join(p)).is_ok())
+            .collect();
+        if !in_the_way.is_empty() {
+            return Err(Refused::WouldReplace {
+                branch: into.into(),
+                dir: dir.display().to_string(),
+                paths: in_the_way.join(", "),
+            });
+        }
+    }
     match &checked_out {
         // The checkout moves with its branch: git does both, and refuses
         // when a file it would overwrite is in the way.

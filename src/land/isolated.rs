@@ -93,9 +93,13 @@ impl Agent for Isolated {
                 landing.keep_result(&op, &result);
                 result
             };
-            // What an attempt did to the run's branch is seen as it ends,
+            // What an attempt did to the run's branch, the shared
+            // repository and the user's branches is seen as it ends,
             // before anything of it lands.
             let _ = landing.check_branch().await;
+            for said in landing.look_around().await {
+                events.emit(AgentEvent::Warning(Arc::from(format!("{op}: {said}"))));
+            }
             landing
                 .on_its_branch(&wt)
                 .await
@@ -272,7 +276,7 @@ struct Shown {
 impl Landing {
     /// `wt`'s HEAD now.
     async fn head(&self, wt: &super::worktree::OpWorktree) -> Result<String, super::git::GitError> {
-        super::git::line(&wt.path, &["rev-parse", "HEAD"]).await
+        super::git::line_in(wt.tree(), &["rev-parse", "HEAD"]).await
     }
 
     /// `base..tip`: from where `tip` left the run's branch to `tip`.
@@ -287,20 +291,23 @@ impl Landing {
     /// have yet, up to `tip` and no further.
     async fn review_of(&self, wt: &super::worktree::OpWorktree, tip: &str) -> Shown {
         let on = self.range(tip).await;
-        let git = |args: Vec<String>| async move {
-            super::git::ok(&wt.path, &args).await.map_err(|e| e.said)
+        // What the operator is shown is what the commits hold: no program
+        // the repository's attributes name rewrites it.
+        let git = |args: Vec<&str>| {
+            let mut all = vec![args[0], "--no-textconv", "--no-ext-diff"];
+            all.extend(&args[1..]);
+            let all: Vec<String> = all.into_iter().map(String::from).collect();
+            async move { super::git::ok_in(wt.tree(), &all).await.map_err(|e| e.said) }
         };
-        let words = match git(vec!["diff".into(), "--shortstat".into(), on.clone()]).await {
+        let words = match git(vec!["diff", "--shortstat", &on]).await {
             Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
             Ok(_) => "no changes".into(),
             Err(e) => format!("cannot tell what changed: {e}"),
         };
-        let log = git(vec!["log".into(), "--format=%h %s".into(), on.clone()])
+        let log = git(vec!["log", "--format=%h %s", &on])
             .await
             .unwrap_or_default();
-        let stat = git(vec!["diff".into(), "--stat".into(), on.clone()])
-            .await
-            .unwrap_or_default();
+        let stat = git(vec!["diff", "--stat", &on]).await.unwrap_or_default();
         Shown {
             detail: Some(format!(
                 "commits {}:\n{}\n{}",
@@ -315,9 +322,43 @@ impl Landing {
 
     /// Fails an attempt whose agent moved its worktree off its own branch
     /// (`git checkout playdeck/<run>` there would commit on the run's
-    /// branch): nothing of it lands.
+    /// branch), or made it stop being this repository's worktree (`rm
+    /// .git`: git would then find the repository above it, and commit the
+    /// user's checkout): nothing of it lands.
     async fn on_its_branch(&self, wt: &super::worktree::OpWorktree) -> Result<(), String> {
-        let head = super::git::run(&wt.path, &["symbolic-ref", "-q", "HEAD"])
+        let kept = || {
+            format!(
+                "nothing of this attempt lands; the worktree {} is kept",
+                wt.path.display()
+            )
+        };
+        let gitfile = std::fs::read_to_string(wt.path.join(".git")).unwrap_or_default();
+        let points = gitfile
+            .trim()
+            .strip_prefix("gitdir:")
+            .map(|g| std::path::Path::new(g.trim()))
+            .and_then(|g| std::fs::canonicalize(g).ok());
+        if points != std::fs::canonicalize(&wt.git_dir).ok() {
+            return Err(format!(
+                "its agent removed or rewrote its worktree's .git (it must name {}): {}",
+                wt.git_dir.display(),
+                kept()
+            ));
+        }
+        let common = super::git::line_in(
+            wt.tree(),
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if std::fs::canonicalize(&common).ok() != std::fs::canonicalize(&self.common).ok() {
+            return Err(format!(
+                "its worktree's git directory now names another repository ({common}, not {}): {}",
+                self.common.display(),
+                kept()
+            ));
+        }
+        let head = super::git::run_in(wt.tree(), &["symbolic-ref", "-q", "HEAD"])
             .await
             .map_err(|e| e.to_string())?;
         let want = super::refname(&wt.branch);
@@ -329,9 +370,9 @@ impl Landing {
             r => r.trim_start_matches("refs/heads/").to_string(),
         };
         Err(format!(
-            "its agent moved its worktree off its branch {} to {now}: nothing of this attempt lands; the worktree {} is kept",
+            "its agent moved its worktree off its branch {} to {now}: {}",
             wt.branch,
-            wt.path.display()
+            kept()
         ))
     }
 

@@ -16,6 +16,7 @@ pub mod git;
 pub mod into;
 mod isolated;
 mod record;
+mod watch;
 mod worktree;
 
 pub use isolated::Isolated;
@@ -60,6 +61,8 @@ pub struct Landing {
     notices: std::sync::OnceLock<crate::kernel::ExternalSender>,
     /// The repository's top directory (its main worktree).
     pub repo: PathBuf,
+    /// Its common git directory (objects, refs, config, hooks, info).
+    pub common: PathBuf,
     /// `playdeck/<run-id>`.
     pub branch: String,
     pub run_id: String,
@@ -72,6 +75,9 @@ pub struct Landing {
     pub reviewed_profiles: Vec<String>,
     /// One landing at a time: each merges onto the tip the one before left.
     lock: tokio::sync::Mutex<()>,
+    /// What the run last saw of the repository's own ground: the shared
+    /// config, hooks and info, and the user's branch tips.
+    seen: std::sync::Mutex<watch::Seen>,
 }
 
 /// A clash between an operation's work and what landed before it.
@@ -107,6 +113,13 @@ impl Landing {
             return Err(OpenError::OldGit(version));
         }
         let repo = PathBuf::from(git::line(play_dir, &["rev-parse", "--show-toplevel"]).await?);
+        let common = PathBuf::from(
+            git::line(
+                &repo,
+                &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+            )
+            .await?,
+        );
         let branch = branch_for(run_id);
         let have = git::run(
             &repo,
@@ -148,6 +161,7 @@ impl Landing {
         let kept = record::LandingFile::read(&run_dir);
         let landing = Landing {
             repo,
+            common,
             branch,
             run_id: run_id.to_string(),
             worktrees: run_dir.join("work"),
@@ -159,7 +173,9 @@ impl Landing {
             cfg: cfg.clone(),
             reviewed_profiles,
             lock: tokio::sync::Mutex::new(()),
+            seen: std::sync::Mutex::new(watch::Seen::default()),
         };
+        landing.look_around().await;
         let made = match kept {
             Some(k) if have => {
                 let mut m = vec![k.base];
@@ -210,6 +226,9 @@ impl Landing {
                     let Some(l) = me.upgrade() else { return };
                     if l.notices.get().is_some_and(|t| t.is_closed()) {
                         return;
+                    }
+                    for said in l.look_around().await {
+                        l.notice(said);
                     }
                     // A landing in progress moves the branch itself.
                     let Ok(_one) = l.lock.try_lock() else {
@@ -381,10 +400,10 @@ impl Landing {
                 .await?
             }
             LandMode::Rebase => {
-                let out = git::run(&wt.path, &["rebase", &before]).await?;
+                let out = git::run_in(wt.tree(), &["rebase", &before]).await?;
                 if !out.ok() {
-                    let paths = git::unmerged(&wt.path).await;
-                    let _ = git::run(&wt.path, &["rebase", "--abort"]).await;
+                    let paths = git::unmerged(wt.tree()).await;
+                    let _ = git::run_in(wt.tree(), &["rebase", "--abort"]).await;
                     if paths.is_empty() {
                         return Err(git::error(
                             &wt.path,
@@ -394,7 +413,7 @@ impl Landing {
                     }
                     return Ok(Err(Conflict { paths }));
                 }
-                git::line(&wt.path, &["rev-parse", "HEAD"]).await?
+                git::line_in(wt.tree(), &["rev-parse", "HEAD"]).await?
             }
         };
         // Recorded before the branch moves: a tip the run made is never

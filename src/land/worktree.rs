@@ -14,6 +14,38 @@ use super::{Landing, refname};
 pub struct OpWorktree {
     pub path: PathBuf,
     pub branch: String,
+    /// Its own git directory (`<common>/worktrees/<id>`), found from the
+    /// repository's side: what the worktree's `.git` says is the agent's
+    /// to change.
+    pub git_dir: PathBuf,
+}
+
+impl OpWorktree {
+    /// The worktree as git is told it, both directories named.
+    pub fn tree(&self) -> git::Tree<'_> {
+        git::Tree {
+            work: &self.path,
+            git_dir: &self.git_dir,
+        }
+    }
+}
+
+/// The git directory the repository keeps for the worktree at `path`:
+/// the `worktrees/<id>` whose `gitdir` names `path/.git`.
+fn admin_dir_of(common: &Path, path: &Path) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(path).ok()?;
+    std::fs::read_dir(common.join("worktrees"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|admin| {
+            std::fs::read_to_string(admin.join("gitdir")).is_ok_and(|g| {
+                Path::new(g.trim())
+                    .parent()
+                    .and_then(|p| std::fs::canonicalize(p).ok())
+                    .is_some_and(|p| p == want)
+            })
+        })
 }
 
 /// Why an operation's worktree is not ready.
@@ -50,11 +82,13 @@ fn ref_safe(op: &str) -> String {
 }
 
 impl Landing {
-    /// `op`'s worktree and branch (`playdeck/<run>-ops/<op>`).
-    pub fn worktree_of(&self, op: &str) -> OpWorktree {
+    /// `op`'s worktree and branch (`playdeck/<run>-ops/<op>`), its git
+    /// directory not known yet.
+    fn worktree_of(&self, op: &str) -> OpWorktree {
         OpWorktree {
             path: self.worktrees.join(op),
             branch: format!("{}-ops/{}", self.branch, ref_safe(op)),
+            git_dir: PathBuf::new(),
         }
     }
 
@@ -63,9 +97,9 @@ impl Landing {
     /// in `logs/<op>.<attempt>.setup.log`), else as the attempt before left
     /// it. A setup that failed runs again on the next attempt.
     pub async fn prepare(&self, op: &str, attempt: u32) -> Result<OpWorktree, NotReady> {
-        let wt = self.worktree_of(op);
+        let mut wt = self.worktree_of(op);
         let ready = self.worktrees.join(format!(".{op}.ready"));
-        if !wt.path.join(".git").exists() {
+        if admin_dir_of(&self.common, &wt.path).is_none() {
             tokio::fs::create_dir_all(&self.worktrees)
                 .await
                 .map_err(|error| NotReady::Log {
@@ -99,6 +133,15 @@ impl Landing {
             }
             let _ = tokio::fs::remove_file(&ready).await;
         }
+        wt.git_dir = admin_dir_of(&self.common, &wt.path).ok_or_else(|| GitError {
+            dir: self.repo.display().to_string(),
+            args: "worktree add".into(),
+            said: format!(
+                "{} is not a worktree of this repository ({} has no entry for it)",
+                wt.path.display(),
+                self.common.join("worktrees").display()
+            ),
+        })?;
         if !ready.exists() {
             self.include(&wt.path).await?;
             let log = self.logs.join(format!("{op}.{attempt}.setup.log"));
@@ -119,8 +162,20 @@ impl Landing {
         for rel in &self.cfg.include {
             let from = self.repo.join(rel);
             let to = into.join(rel);
-            if !from.exists() || to.exists() {
+            // Anything at the destination, a link included (an earlier
+            // operation can commit `.env -> /tmp/x`), is the worktree's
+            // own: nothing is written through it.
+            if !from.exists() || std::fs::symlink_metadata(&to).is_ok() {
                 continue;
+            }
+            if let Some(link) = linked_parent(into, &to) {
+                return Err(NotReady::Include {
+                    from: from.display().to_string(),
+                    error: std::io::Error::other(format!(
+                        "{} in the worktree is a symbolic link; include never writes through one",
+                        link.display()
+                    )),
+                });
             }
             copy_tree(&from, &to).map_err(|error| NotReady::Include {
                 from: from.display().to_string(),
@@ -142,13 +197,13 @@ impl Landing {
         if !self.cfg.commit {
             return Ok(());
         }
-        git::ok(&wt.path, &["add", "-A"]).await?;
-        let staged = git::run(&wt.path, &["diff", "--cached", "--quiet"]).await?;
+        git::ok_in(wt.tree(), &["add", "-A"]).await?;
+        let staged = git::run_in(wt.tree(), &["diff", "--cached", "--quiet"]).await?;
         if staged.ok() {
             return Ok(());
         }
         let message = format!("{op}: {subject}\n\nPlaydeck-Op: {op}\n");
-        git::ok(&wt.path, &["commit", "-q", "--no-verify", "-m", &message]).await?;
+        git::ok_in(wt.tree(), &["commit", "-q", "--no-verify", "-m", &message]).await?;
         Ok(())
     }
 
@@ -250,19 +305,49 @@ async fn run_all(
 }
 
 /// Copies a file, or a directory and what is in it.
+/// The first directory between `root` and `path` that is a symbolic link.
+fn linked_parent(root: &Path, path: &Path) -> Option<PathBuf> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut at = root.to_path_buf();
+    let mut parts: Vec<_> = rel.components().collect();
+    parts.pop();
+    for c in parts {
+        at.push(c);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// Copies `from` (the user's file or directory) to `to`, a place nothing
+/// is at yet: directories made one level at a time, files created new
+/// (`O_EXCL`, never through a link, `O_NOFOLLOW`) and readable by the
+/// user alone — a secret copied in stays theirs.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
     }
     if from.is_dir() {
-        std::fs::create_dir_all(to)?;
+        std::fs::DirBuilder::new().mode(0o700).create(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
             copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
         Ok(())
     } else {
-        std::fs::copy(from, to).map(|_| ())
+        let mut src = std::fs::File::open(from)?;
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(to)?;
+        std::io::copy(&mut src, &mut dst).map(|_| ())
     }
 }
 

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod adversary;
 mod agents_play;
 mod agents_runner;
 mod budget;

