@@ -131,6 +131,17 @@ pub fn row(dir: &Path) -> RunRow {
         r.workers = st.workers;
         return r;
     }
+    // No answer, yet a process holds the run (stopped by SIGSTOP, busy,
+    // or its socket removed): it is live, not crashed, and never offered
+    // for resume.
+    if let Some((pid, _)) = crate::store::lock::owner_of(dir) {
+        r.live = true;
+        r.state = match crate::store::lock::state_of(pid) {
+            Some('T' | 't') => format!("stopped (pid {pid}): `kill -CONT {pid}` goes on"),
+            _ => format!("not answering (pid {pid} holds it)"),
+        };
+        return r;
+    }
     match last.as_ref().map(|s| &s.kind) {
         Some(SignalKind::RunFinished {
             outcome,

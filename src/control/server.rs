@@ -10,7 +10,7 @@
 //! request line get an error answer. A request from one of the run's own
 //! agent processes is refused (`peer_is_agent`, see [`super::peer`]).
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,11 +154,17 @@ async fn too_many_watchers(write: &mut tokio::net::unix::OwnedWriteHalf, why: St
 /// The socket at `path` in its private directory `dir` (made 0700, the
 /// socket 0600), replacing whatever was there.
 fn bind(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    // A link or a file put in the socket directory's place is the run's
+    // own name taken: removed (never followed, never chmod-ed through),
+    // and the directory made again.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        tracing::warn!(
+            "{} was a link or a file, not the run's socket directory: removed",
+            dir.display()
+        );
+        std::fs::remove_file(dir)?;
+    }
+    crate::files::private_dir(dir)?;
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
@@ -190,8 +196,14 @@ async fn serve(
                 // `rm -rf <run>/ctl` left a live run unreachable (and
                 // listed as crashed): its socket is made again.
                 use std::os::unix::fs::FileTypeExt;
+                // Its directory too: a link in its place could lead
+                // clients to another process's socket.
                 let there = std::fs::symlink_metadata(&path)
-                    .is_ok_and(|m| m.file_type().is_socket());
+                    .is_ok_and(|m| m.file_type().is_socket())
+                    && path
+                        .parent()
+                        .and_then(|d| std::fs::symlink_metadata(d).ok())
+                        .is_some_and(|m| m.is_dir());
                 if !there {
                     match path.parent().map(|dir| bind(dir, &path)) {
                         Some(Ok(l)) => {

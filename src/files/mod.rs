@@ -91,24 +91,89 @@ pub fn not_yours(path: &Path) -> Option<String> {
 }
 
 /// Creates `path` (and missing parents) for the owner only (0700): a run
-/// directory holds agents' prompts, output and results.
+/// directory holds agents' prompts, output and results. What is there
+/// already must be a directory (never a link to one: its mode is set
+/// through the directory itself, so a link planted in its place cannot
+/// have playdeck change another directory) and the user's own — root
+/// included, which never takes over another user's directory.
 pub fn private_dir(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::DirBuilderExt;
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link or not a directory: playdeck uses only a directory of its own there",
+                path.display()
+            ),
+        ),
+        e => io::Error::from(e),
+    })?;
+    let st = rustix::fs::fstat(&fd)?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to another user (uid {}): playdeck uses only a directory of yours",
+                path.display(),
+                st.st_uid
+            ),
+        ));
+    }
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
+    Ok(())
 }
 
-/// Opens `path` for appending, creating it readable by the owner only.
+/// Opens `path` for appending, creating it readable by the owner only;
+/// never through a link planted in its place.
 pub fn append_private(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
+        .map_err(|e| no_link(path, e))
+}
+
+/// A refusal to open through a link, naming it.
+fn no_link(path: &Path, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        return io::Error::new(
+            e.kind(),
+            format!(
+                "{} is a symbolic link: playdeck never writes through one",
+                path.display()
+            ),
+        );
+    }
+    e
+}
+
+/// Opens `path` to write it afresh, creating it readable by the owner
+/// only; never through a link planted in its place (an agent's
+/// `logs/op.1.stdout.log -> ~/.bashrc` would be truncated).
+pub fn create_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| no_link(path, e))
 }
 
 /// fsync of a directory: a rename or a new file in it survives power loss.

@@ -407,19 +407,13 @@ impl<'a> ResultLine<'a> {
 /// what it says after its console has gone is kept. Errors before this
 /// point (a play or directory refused) reach the console that started it.
 fn host_log(dir: &std::path::Path) -> Result<(), crate::session::RunError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join("host.log");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| {
-            crate::session::RunError::Open(std::io::Error::new(
-                e.kind(),
-                format!("cannot write {}: {e}", path.display()),
-            ))
-        })?;
+    let f = crate::files::append_private(&path).map_err(|e| {
+        crate::session::RunError::Open(std::io::Error::new(
+            e.kind(),
+            format!("cannot write {}: {e}", path.display()),
+        ))
+    })?;
     rustix::stdio::dup2_stderr(&f).map_err(|e| crate::session::RunError::Open(e.into()))?;
     Ok(())
 }

@@ -264,11 +264,7 @@ async fn run_all(
     if let Some(parent) = log.parent() {
         std::fs::create_dir_all(parent).map_err(log_err)?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(log_err)?;
+    let mut file = crate::files::append_private(log).map_err(log_err)?;
     for command in commands {
         let _ = writeln!(file, "$ {command}");
         let out = tokio::process::Command::new("sh")

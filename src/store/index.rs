@@ -63,7 +63,7 @@ fn prune(index: &Path, keep: &str) {
         return;
     }
     for id in ids.iter().filter(|id| **id != keep) {
-        let gone = std::fs::read_to_string(index.join(id))
+        let gone = entry(&index.join(id))
             .map(|t| !Path::new(t.trim_end_matches('\n')).is_dir())
             .unwrap_or(true);
         if gone {
@@ -72,12 +72,45 @@ fn prune(index: &Path, keep: &str) {
     }
 }
 
+/// The index directory, when it is the user's own: one another user owns
+/// (or anyone may write) is not read, as `.playdeck` is not.
+fn own_dir() -> Option<PathBuf> {
+    let d = dir()?;
+    match crate::files::not_yours(&d) {
+        Some(why) => {
+            tracing::warn!("the runs index is not read: {why}");
+            None
+        }
+        None => Some(d),
+    }
+}
+
+/// An entry's text: a small regular file of the user's, opened without
+/// blocking and never through a link (a FIFO planted as an entry would
+/// hang whoever reads it).
+fn entry(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW).bits() as i32)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(64 * 1024).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// The run directory recorded for `id`, when it still holds a run.
 pub fn lookup(id: &str) -> Option<PathBuf> {
     if !safe_id(id) {
         return None;
     }
-    let text = std::fs::read_to_string(dir()?.join(id)).ok()?;
+    let text = entry(&own_dir()?.join(id))?;
     let path = PathBuf::from(text.trim_end_matches('\n'));
     path.join("play.toml").is_file().then_some(path)
 }
@@ -85,7 +118,7 @@ pub fn lookup(id: &str) -> Option<PathBuf> {
 /// The run started last (by its `play.toml`, as `latest` in a runs
 /// directory is), of those recorded that still hold a run of the user's.
 pub fn latest() -> Option<PathBuf> {
-    std::fs::read_dir(dir()?)
+    std::fs::read_dir(own_dir()?)
         .ok()?
         .filter_map(Result::ok)
         .filter_map(|e| lookup(&e.file_name().to_string_lossy()))

@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rustix::fs::{FlockOperation, flock};
@@ -67,13 +67,7 @@ impl RunLock {
         }
         // For people (and older tools): who owns it now.
         let path = dir.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| io(&path, e))?;
+        let mut file = crate::files::create_private(&path).map_err(|e| io(&path, e))?;
         writeln!(file, "{}", std::process::id()).map_err(|e| io(&path, e))?;
         Ok(RunLock { _dir: handle })
     }

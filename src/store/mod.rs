@@ -109,6 +109,18 @@ fn claim_dir(path: &Path) -> io::Result<()> {
             ),
         ));
     }
+    // Root reads every directory: it still takes only its own, reached
+    // directly or through a link.
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{shown} belongs to another user (uid {}); a run directory must be yours alone: give a new directory (nothing was changed)",
+                meta.uid()
+            ),
+        ));
+    }
     let names: Vec<String> = fs::read_dir(path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot read {shown}: {e}")))?
         .filter_map(Result::ok)

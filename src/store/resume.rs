@@ -261,10 +261,14 @@ fn check_against_log(
             st.nodes.len()
         ));
     }
-    // Checkpoints older than the counts have none.
-    if st.counts.total() != 0 && st.counts.total() != st.nodes.len() {
+    // The lanes count every operation placed in one; one the run had not
+    // queued yet when it stopped (a large run killed while it queued, and
+    // its resume killed in turn) is listed and in no lane. Checkpoints
+    // older than the counts have none.
+    let placed = st.nodes.iter().filter(|n| n.placed).count();
+    if st.counts.total() != 0 && st.counts.total() != placed {
         return bad(format!(
-            "the checkpoint's lanes count {} operations and it lists {}",
+            "the checkpoint's lanes count {} operations and {placed} of the {} it lists are in a lane",
             st.counts.total(),
             st.nodes.len()
         ));
@@ -322,6 +326,24 @@ fn read_log_by_mark(
             ),
         });
     }
+    // The covered bytes end with the event the checkpoint says it covers:
+    // a checkpoint numbered past them would number the run's next events
+    // past a gap.
+    let covered = last_line_seq(&mut f, mark.bytes).map_err(read_err)?;
+    if covered != Some(cp.state.seq) {
+        return Err(ResumeError::Disagree {
+            checkpoint: cp_path.to_path_buf(),
+            events: path.to_path_buf(),
+            why: format!(
+                "it covers the log up to event {}, but the {} bytes it was written from end at {}",
+                cp.state.seq,
+                mark.bytes,
+                covered.map_or("a line without an event number".to_string(), |s| format!(
+                    "event {s}"
+                ))
+            ),
+        });
+    }
     // The first line names the run.
     let mut first_line = Vec::new();
     std::io::BufReader::new(std::fs::File::open(path).map_err(read_err)?)
@@ -334,6 +356,41 @@ fn read_log_by_mark(
     f.read_to_end(&mut text).map_err(read_err)?;
     let read = read_lines(&text, path, cp.state.seq, cp.state.seq, decoder_after(cp))?;
     Ok(Some(LogRead { first, ..read }))
+}
+
+/// The event number of the line that ends at byte `end` (its newline at
+/// `end - 1`), read backwards a chunk at a time.
+fn last_line_seq(f: &mut std::fs::File, end: u64) -> std::io::Result<Option<u64>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    const CHUNK: u64 = 64 * 1024;
+    let mut line: Vec<u8> = Vec::new();
+    let mut at = end.saturating_sub(1);
+    while at > 0 {
+        let from = at.saturating_sub(CHUNK);
+        let mut buf = vec![0u8; (at - from) as usize];
+        f.seek(SeekFrom::Start(from))?;
+        f.read_exact(&mut buf)?;
+        match buf.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => {
+                buf.drain(..=nl);
+                buf.extend_from_slice(&line);
+                line = buf;
+                break;
+            }
+            None => {
+                buf.extend_from_slice(&line);
+                line = buf;
+                at = from;
+            }
+        }
+    }
+    // `{"v":1,"seq":N,…`: the number after the first `"seq":`.
+    let text = String::from_utf8_lossy(&line[..line.len().min(64)]).into_owned();
+    Ok(text.split_once("\"seq\":").and_then(|(_, rest)| {
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+    }))
 }
 
 /// Event `seq` on line `n` follows event `seen`, or why not.
@@ -862,6 +919,19 @@ mod tests {
             .to_string();
         assert!(
             err.contains(&format!("its first {covered} bytes are not those the checkpoint was written from (their CRC-32 differs)")),
+            "{err}"
+        );
+        // A checkpoint numbered past the bytes it was written from (its
+        // seq moved on, the log as it was): refused, not resumed past a gap.
+        std::fs::write(&path, &text).unwrap();
+        let mut ahead = cp.clone();
+        ahead.state.seq = 54;
+        let err = read_log_by_mark(&path, &ahead, mark, &cp_path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("it covers the log up to event 54, but the")
+                && err.contains("bytes it was written from end at event 4"),
             "{err}"
         );
         // A log shorter than what is covered is read line by line instead.

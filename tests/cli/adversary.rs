@@ -187,3 +187,127 @@ fn landing_into_a_checkout_never_replaces_its_ignored_files() {
     );
     assert!(!d.join("a.txt").exists(), "nothing landed");
 }
+
+/// `playdeck` with `XDG_STATE_HOME` at `state`, in `dir`, given at most
+/// 20 s: its exit code and what it said.
+fn within(state: &Path, dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = common::playdeck()
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("playdeck {args:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), said(&out))
+}
+
+/// A FIFO planted as a runs-index entry hangs nobody; an index directory
+/// another user owns is not read (root included).
+#[test]
+fn the_runs_index_takes_only_the_users_own_regular_files() {
+    let state = tempfile::tempdir().unwrap();
+    let here = tempfile::tempdir().unwrap();
+    let index = state.path().join("playdeck/runs");
+    std::fs::create_dir_all(&index).unwrap();
+    let id = "20261206-000000-abcd";
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(index.join(id))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    for args in [vec!["report", id], vec!["ctl", "latest", "status"]] {
+        let (code, text) = within(state.path(), here.path(), &args);
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+    }
+    std::fs::remove_file(index.join(id)).unwrap();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped the foreign index: giving a directory to another user needs root");
+        return;
+    }
+    // A run's directory, recorded in an index another user owns.
+    let run = here.path().join("r");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("play.toml"), "[play]\nname = \"x\"\n").unwrap();
+    std::fs::write(index.join(id), format!("{}\n", run.display())).unwrap();
+    let nobody = Some(rustix::process::Uid::from_raw(65534));
+    rustix::fs::chown(&index, nobody, None).unwrap();
+    let (code, text) = within(state.path(), here.path(), &["report", id]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains(&format!("no run {id:?}")), "{text}");
+}
+
+/// Root never claims another user's empty directory as a run directory,
+/// named directly or through a link; nothing in it changes.
+#[test]
+fn root_never_claims_another_users_directory() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: giving a directory to another user needs root");
+        return;
+    }
+    let t = repo("", &[op("a", &[], "echo a", "")]);
+    let d = t.path();
+    let theirs = d.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let nobody = Some(rustix::process::Uid::from_raw(65534));
+    rustix::fs::chown(&theirs, nobody, None).unwrap();
+    std::os::unix::fs::symlink(&theirs, d.join("link")).unwrap();
+    for dir in ["theirs", "link"] {
+        let out = common::playdeck()
+            .args(["run", "--headless", "--run-dir", dir, "p.toml"])
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{dir}: {}", said(&out));
+        assert!(
+            said(&out).contains("belongs to another user (uid 65534)"),
+            "{dir}: {}",
+            said(&out)
+        );
+        assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0, "{dir}");
+    }
+}
+
+/// A link an agent plants among the logs is never written through.
+#[test]
+fn a_link_among_the_logs_is_never_written_through() {
+    let victim = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(victim.path(), "keep me\n").unwrap();
+    let v = victim.path().display().to_string();
+    // The first attempt plants the link where its retry's log goes.
+    let script = format!(
+        "if [ ! -e $PLAYDECK_RUN_DIR/planted ]; then touch $PLAYDECK_RUN_DIR/planted; ln -s {v} $PLAYDECK_RUN_DIR/logs/a.2.stdout.log; exit 3; fi"
+    );
+    let t = repo(
+        "[retry]\nattempts = 2\nbackoff = 0.1\non = [\"agent_crash\"]\n",
+        &[op("a", &[], &script, "")],
+    );
+    let d = t.path();
+    let out = run(d);
+    assert_eq!(
+        std::fs::read_to_string(victim.path()).unwrap(),
+        "keep me\n",
+        "{}",
+        said(&out)
+    );
+    let evs = events(d);
+    let failed = crate::landing::of(&evs, "failed", "a");
+    assert!(
+        failed.last().is_some_and(|f| f
+            .to_string()
+            .contains("is a symbolic link: playdeck never writes through one")),
+        "{failed:?}"
+    );
+}

@@ -1131,3 +1131,67 @@ fn a_run_id_resolves_from_any_directory() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains(&format!("no run {id:?}")));
 }
+
+/// Issue 56: a large run killed while it still queues, resumed, and the
+/// resume killed in turn, stays resumable: the operations it had not
+/// queued yet are listed in the checkpoint and in no lane, and that is no
+/// disagreement. Every operation runs once, and the run succeeds.
+#[test]
+fn two_kills_while_a_large_run_queues_leave_it_resumable() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let mut play = String::from(
+        "[play]\nname = \"wide\"\nmax_concurrent = 10000\n[palette]\nroles = [{ role = \"implementer\" }]\n",
+    );
+    for i in 0..20_000 {
+        play.push_str(&format!(
+            "[[operations]]\nid = \"op{i}\"\nrole = \"implementer\"\ninstruction = \"w\"\nagent = \"noop\"\nindependent_root = true\n"
+        ));
+    }
+    std::fs::write(d.join("p.toml"), play).unwrap();
+    let run = d.join("run");
+    let mut first = common::playdeck();
+    first
+        .args(["run", "p.toml", "--headless", "--run-dir", "run"])
+        .current_dir(d)
+        .env("PLAYDECK_FAULT_KILL_AFTER", "12000");
+    assert_eq!(first.output().unwrap().status.code(), None, "killed");
+    let queued = events_cut(&run)
+        .iter()
+        .filter(|e| e["type"] == "queued")
+        .count();
+    assert!(
+        queued > 0 && queued < 20_000,
+        "killed while queueing: {queued}"
+    );
+    let killed = common::playdeck()
+        .args(["resume", "--headless"])
+        .arg(&run)
+        .env("PLAYDECK_FAULT_KILL_AFTER", "10")
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "the resume killed too");
+    let out = common::playdeck()
+        .args(["resume", "--headless"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = events(&run);
+    let completed: std::collections::HashSet<&str> = evs
+        .iter()
+        .filter(|e| e["type"] == "completed")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(completed.len(), 20_000);
+    assert_eq!(
+        evs.iter().filter(|e| e["type"] == "completed").count(),
+        20_000,
+        "nothing ran twice"
+    );
+}

@@ -454,3 +454,74 @@ fn a_removed_control_socket_is_made_again() {
     run.kill().unwrap();
     run.wait().unwrap();
 }
+
+/// Issue 56: `ctl` replaced by a link to another directory (a 1777 one) is
+/// never followed: that directory's mode is unchanged, and the run takes
+/// its own socket directory back. Replaced by a file, the same.
+#[test]
+fn a_link_or_a_file_in_the_sockets_place_is_never_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mut run = start(dir.path(), &chain(2, 60_000));
+    let ctl = dir.path().join("run/ctl");
+    for plant in ["link", "file"] {
+        std::fs::remove_dir_all(&ctl).unwrap();
+        match plant {
+            "link" => std::os::unix::fs::symlink(shared.path(), &ctl).unwrap(),
+            _ => std::fs::write(&ctl, "not a directory").unwrap(),
+        }
+        let status = common::wait_for(
+            "the run to take its socket directory back",
+            Duration::from_secs(20),
+            || {
+                let real = std::fs::symlink_metadata(&ctl).is_ok_and(|m| m.is_dir());
+                let out = common::playdeck()
+                    .args(["ctl", "run", "status"])
+                    .current_dir(dir.path())
+                    .output()
+                    .unwrap();
+                match (real, out.status.success()) {
+                    (true, true) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+                    _ => Err(format!("{plant}: {}", String::from_utf8_lossy(&out.stderr))),
+                }
+            },
+        );
+        assert!(status.contains("running"), "{status}");
+        let mode = std::fs::metadata(shared.path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777;
+        assert_eq!(mode, 0o1777, "{plant}: the link's target was chmod-ed");
+        assert_eq!(
+            std::fs::read_dir(shared.path()).unwrap().count(),
+            0,
+            "{plant}"
+        );
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
+/// Issue 56: a host stopped with SIGSTOP does not answer, and holds its
+/// run: `runs` says it is stopped, never `crashed: resumable`.
+#[test]
+fn a_stopped_host_is_listed_as_stopped_not_crashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = start(dir.path(), &chain(2, 60_000));
+    let pid = rustix::process::Pid::from_raw(run.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    let listed = common::playdeck()
+        .args(["runs", "--dir", "."])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(!listed.contains("crashed"), "{listed}");
+    assert!(listed.contains("stopped (pid"), "{listed}");
+}

@@ -607,7 +607,19 @@ fn run_saying(
     server.reset();
     let run_dir = base.path().join("run");
     let t0 = Instant::now();
-    let out = staged_run(&home, &run_dir, &play_path)
+    // Run as a person does from the play's own directory (`playdeck run
+    // play.toml`): the operation works in `.`, no directory of its own.
+    let here = IN_PLACE.get();
+    let play_arg = if here {
+        Path::new("play.toml")
+    } else {
+        play_path.as_path()
+    };
+    let mut cmd = staged_run(&home, &run_dir, play_arg);
+    if here {
+        cmd.current_dir(&work);
+    }
+    let out = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -930,6 +942,22 @@ fn continues_after_a_429(cli: &Cli) {
 
 #[test]
 fn claude_continues_its_conversation_after_a_429() {
+    continues_after_a_429(&CLAUDE);
+}
+
+thread_local! {
+    /// Whether [`run_saying`] runs the play from its own directory by a
+    /// relative path.
+    static IN_PLACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Issue 56: run from the play's directory (`playdeck run play.toml`, no
+/// worktree), the operation's directory is `.`; claude keeps its sessions
+/// under the absolute directory's name, and a retry must find it there
+/// and continue, not start afresh.
+#[test]
+fn claude_continues_its_conversation_in_the_plays_own_directory() {
+    IN_PLACE.set(true);
     continues_after_a_429(&CLAUDE);
 }
 

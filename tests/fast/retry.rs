@@ -360,3 +360,51 @@ async fn a_hold_never_outlasts_max_wait_and_an_unattended_run_ends() {
         );
     }
 }
+
+/// Issue 56: unattended — stdin closed, nobody to fix a refused key — the
+/// work held on it ends at once, as gates with nobody to approve them
+/// are denied; it does not wait max_wait for nobody.
+#[tokio::test(start_paused = true)]
+async fn with_nobody_to_fix_a_refused_key_its_held_work_ends_at_once() {
+    use playdeck::kernel::control::ApprovalPolicy;
+    let mut b = GraphBuilder::new();
+    b.add_root(op("first", "worker", flaky(1, "auth", None)));
+    b.add_root(op("second", "worker", sim(100)));
+    let cfg = RunConfig {
+        max_concurrent: 1,
+        approvals: ApprovalPolicy::DenyAll {
+            reason: std::sync::Arc::from("no operator: stdin is closed"),
+        },
+        ..RunConfig::default()
+    };
+    let t0 = Instant::now();
+    let (env, sig, agents) = harness(b.build().unwrap(), cfg).run().await;
+    assert_eq!(env.outcome, Outcome::Failed);
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "ended in {:?}, not max_wait",
+        t0.elapsed()
+    );
+    assert_eq!(
+        agents.rec.invocations("second"),
+        0,
+        "never sent to the refused key"
+    );
+    let failed = sig
+        .all()
+        .iter()
+        .find_map(|s| match &s.kind {
+            SignalKind::Failed {
+                node,
+                error,
+                category,
+            } if &*node.name == "second" => Some(format!("{category}: {error}")),
+            _ => None,
+        })
+        .expect("the second failed");
+    assert!(
+        failed.starts_with("auth: not started: agent rec's key was refused")
+            && failed.contains("nobody can fix it"),
+        "{failed}"
+    );
+}

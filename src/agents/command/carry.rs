@@ -126,6 +126,11 @@ fn in_store(
             else {
                 return Ok(());
             };
+            // claude names the directory as its process sees it: whole,
+            // links resolved (a run from the play's directory works in `.`).
+            let cwd = std::fs::canonicalize(cwd)
+                .or_else(|_| std::path::absolute(cwd))
+                .unwrap_or_else(|_| cwd.to_path_buf());
             let slug: String = cwd
                 .display()
                 .to_string()
@@ -241,6 +246,28 @@ mod tests {
         assert!(why.contains("session s-1 is not in its store"), "{why}");
         assert!(why.contains("-srv-other/s-1.jsonl"), "{why}");
         assert_eq!(decide(&def, &inv(None), true, &env, cwd), Carry::None);
+    }
+
+    /// An operation in the play's own directory works in `.`: its
+    /// session is under the slug of the whole directory, as claude named it.
+    #[test]
+    fn claude_finds_a_session_of_a_relative_directory_under_its_whole_name() {
+        let home = tempfile::tempdir().unwrap();
+        let here = std::env::current_dir().unwrap();
+        let slug: String = std::fs::canonicalize(&here)
+            .unwrap()
+            .display()
+            .to_string()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let dir = home.path().join(".claude/projects").join(slug);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s-2.jsonl"), "{}\n").unwrap();
+        let def = AgentDef::new("claude", "claude", StreamFormat::Claude);
+        let env = env_home(home.path());
+        let got = decide(&def, &inv(Some(carry("s-2"))), true, &env, Path::new("."));
+        assert!(matches!(got, Carry::Session { .. }), "{got:?}");
     }
 
     #[test]

@@ -629,19 +629,13 @@ async fn run_once(
 /// Writes a prompt too long for argv where the command line says it is
 /// (owner-only: it may hold context the operator would not publish).
 fn write_prompt_file(built: &BuiltCommand, prompt: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     let Some(path) = &built.prompt_file else {
         return Ok(());
     };
     if let Some(dir) = path.parent() {
         crate::files::private_dir(dir)?;
     }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut f = crate::files::create_private(path)?;
     f.write_all(prompt.as_bytes())
 }
 

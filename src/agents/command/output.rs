@@ -186,15 +186,7 @@ impl Logs {
         }
         // Owner-only, like everything in a run directory: agent output
         // holds code, prompts and whatever the agent printed.
-        let private = |path: &Path| {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(path)
-        };
+        let private = crate::files::create_private;
         private(&dir.join(format!("{base}.command.json")))?
             .write_all(format!("{command:#}\n").as_bytes())?;
         let stdout_path = dir.join(format!("{base}.stdout.log"));

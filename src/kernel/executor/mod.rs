@@ -274,6 +274,7 @@ impl Run {
             workers: None,
             provider_holds: HashMap::default(),
             provider_wait: Vec::new(),
+            provider_refused: Vec::new(),
             cfg,
         };
         Ok((Run { ex }, handle))
@@ -447,6 +448,9 @@ struct Executor {
     provider_holds: HashMap<Arc<str>, Option<tokio::time::Instant>>,
     /// Ready operations a provider hold keeps back, in order.
     provider_wait: Vec<NodeIndex>,
+    /// Agents held on a refused key, and what the provider said: with
+    /// nobody to fix it, their work ends at once instead of waiting.
+    provider_refused: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl Executor {

@@ -42,6 +42,10 @@ impl Executor {
             return;
         }
         self.provider_holds.insert(agent.clone(), until);
+        if category == cause::AUTH {
+            self.provider_refused
+                .push((agent.clone(), Arc::from(message)));
+        }
         let until_unix = wait.and_then(|w| {
             SystemTime::now()
                 .checked_add(w)?
@@ -69,8 +73,41 @@ impl Executor {
             Some(Some(until)) if *until > Instant::now() => {}
             _ => return false,
         }
+        if let Some(f) = self.refused_for_nobody(ix) {
+            self.fail(ix, f);
+            return true;
+        }
         self.provider_wait.push(ix);
         true
+    }
+
+    /// Why `ix` ends now rather than wait: its agent's key was refused and
+    /// nobody is there to fix it and resume (an unattended run: its gates
+    /// are denied the same way).
+    fn refused_for_nobody(&self, ix: NodeIndex) -> Option<super::super::agent::AgentFailure> {
+        use super::super::control::ApprovalPolicy;
+        let ApprovalPolicy::DenyAll { reason } = &self.cfg.approvals else {
+            return None;
+        };
+        let agent = &self.graph[ix].op.metadata.agent;
+        let (_, said) = self.provider_refused.iter().find(|(a, _)| a == agent)?;
+        Some(super::super::agent::AgentFailure::new(
+            cause::AUTH,
+            format!(
+                "not started: agent {agent}'s key was refused ({said}), and nobody can fix it and resume ({reason})"
+            ),
+        ))
+    }
+
+    /// With nobody left to fix a refused key, the work held on it ends.
+    pub(super) fn end_refused_holds(&mut self) {
+        let waiting = std::mem::take(&mut self.provider_wait);
+        for ix in waiting {
+            match self.refused_for_nobody(ix) {
+                Some(f) => self.fail(ix, f),
+                None => self.provider_wait.push(ix),
+            }
+        }
     }
 
     /// The soonest rate-limit hold to end, if one is timed.
@@ -93,6 +130,7 @@ impl Executor {
         }
         for agent in &over {
             self.provider_holds.remove(agent);
+            self.provider_refused.retain(|(a, _)| a != agent);
             self.bus.emit(SignalKind::ProviderReleased {
                 agent: agent.clone(),
             });

@@ -52,6 +52,15 @@ impl Executor {
             Request::Approve { op, on } => self.decide(&op, on, |ex, ix| ex.approve(ix)),
             Request::Deny { op, on, reason } => {
                 let reason = Request::deny_reason(&reason);
+                // A reason reaches the agent when its work is sent back or
+                // retried: what no agent's input can carry is refused here,
+                // not by the operation failing later.
+                if reason.contains('\0') {
+                    return Err(CommandError::BadRequest(
+                        "deny: the reason holds a NUL character, which no agent's input can carry"
+                            .into(),
+                    ));
+                }
                 self.decide(&op, on, |ex, ix| ex.deny(ix, &reason))
             }
             Request::Hold { op } => done(self.hold(&op)),
@@ -644,6 +653,7 @@ impl Executor {
                 self.answer_question(ix, false, Some(&reason));
             }
             self.acting = operator;
+            self.end_refused_holds();
         }
     }
 

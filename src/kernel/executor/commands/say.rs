@@ -567,6 +567,38 @@ mod question_tests {
         rx
     }
 
+    /// A message or a reason holding a NUL is refused at the command,
+    /// and nothing changes: no agent's input can carry it.
+    #[test]
+    fn a_nul_is_refused_at_the_command() {
+        let (mut ex, tape) = executor(&[("a", &[], false)], RunConfig::default());
+        ex.begin();
+        ex.advance();
+        let a = ex.ix("a");
+        let mut rx = ask(&mut ex, a, 1);
+        tape.take();
+        for req in [
+            Request::Say {
+                op: "a".into(),
+                on: None,
+                text: vec!["stop\0now".into()],
+            },
+            Request::Deny {
+                op: "a".into(),
+                on: None,
+                reason: vec!["no\0way".into()],
+            },
+        ] {
+            let err = ex.apply_by(req, Arc::from("ana")).unwrap_err();
+            assert!(
+                matches!(&err, CommandError::BadRequest(w) if w.contains("NUL")),
+                "{err:?}"
+            );
+        }
+        assert!(rx.try_recv().is_err(), "the question still waits");
+        assert!(tape.take().is_empty(), "nothing recorded");
+    }
+
     /// A second question while one waits is refused at once and leaves
     /// no record; the first still waits for the operator.
     #[test]
