@@ -307,6 +307,38 @@ mod decisions {
         s.finish().await;
     }
 
+    /// `a` in a review's diff view whose operation this console no longer
+    /// shows waiting (sent back; its next review not seen here yet) still
+    /// sends the approval of what the view showed: the run refuses it as
+    /// stale, and the console asks again once it shows the op waiting.
+    #[tokio::test(start_paused = true)]
+    async fn approving_from_a_diff_view_the_lanes_have_left_asks_the_run() {
+        use playdeck::console::diffview::DiffView;
+        let mut s = demo(12.0, 120, 36).await;
+        select(&mut s, "impl-schema");
+        let ix = s.app.selected_node().unwrap();
+        assert_ne!(s.app.vm.node(ix).lane, Lane::AwaitingApproval);
+        let mut view = DiffView::new(ix, "impl-schema", "t".into(), "+x");
+        view.basis = Some("review@3:aaaa..bbbb".parse().unwrap());
+        s.app.overlays.push(Overlay::Diff(Box::new(view)));
+        s.press(&keys("a")).await;
+        // The run refuses it, saying what is there now (before, the
+        // console refused the key itself, the run never asked).
+        assert!(
+            status(&s).starts_with(
+                "impl-schema: not decided — you decided on its work waiting for review (event 3)"
+            ),
+            "{}",
+            status(&s)
+        );
+        assert_eq!(s.app.reask.as_deref(), Some("impl-schema"));
+        assert!(
+            !matches!(s.app.overlay(), Some(Overlay::Diff(_))),
+            "the diff view closed"
+        );
+        s.finish().await;
+    }
+
     /// Breakpoints in the console (issue 42): `b` sets one on the selected
     /// operation (and `b` again clears it), `B` lists them and `x` clears
     /// the selected one, `U` runs to a queued operation; the run's pause

@@ -133,6 +133,14 @@ impl App {
                 self.not_replay(a)?;
                 self.still_running()
             }
+            // From a review's diff view: the run judges what it showed,
+            // whatever the lanes show by now.
+            Approve
+                if matches!(top, Some(crate::console::overlay::Overlay::Diff(v)) if v.basis.is_some()) =>
+            {
+                self.not_replay(a)?;
+                self.still_running()
+            }
             Approve | Deny | Hold | Retry => {
                 self.not_replay(a)?;
                 let Some(ix) = self.target_under(top) else {

@@ -142,6 +142,23 @@ impl App {
                 });
                 Vec::new()
             }
+            // From a review's diff view whose operation the lanes no longer
+            // show waiting (sent back, its next review not seen here yet):
+            // the approval is still of what the view showed, and the run
+            // refuses it if that is not what waits — never a key that does
+            // nothing.
+            Action::Approve
+                if self.gate_under(self.overlays.last()).is_none()
+                    && matches!(self.overlays.last(), Some(Overlay::Diff(v)) if v.basis.is_some()) =>
+            {
+                let Some(Overlay::Diff(v)) = self.overlays.pop() else {
+                    return Vec::new();
+                };
+                control(Request::Approve {
+                    op: v.op.clone(),
+                    on: v.basis.clone(),
+                })
+            }
             Action::Approve => {
                 let under = self.target();
                 match self.gate_under(self.overlays.last()) {
@@ -322,6 +339,9 @@ impl App {
                     scroll: ScrollList::text(),
                 });
             }
+            // The run has moved on further than this view: asked once the
+            // view shows it waiting.
+            Request::Approve { op, .. } => self.reask = Some(op),
             Request::Deny { op, reason, .. } if lane(&op) == Some(Lane::AwaitingApproval) => {
                 self.overlays.push(Overlay::Deny {
                     op,

@@ -304,6 +304,9 @@ pub struct App {
     /// retry. A mark belongs to its lane: one that leaves it (a gate
     /// another terminal denied) loses it.
     pub marks: Vec<(u32, Lane)>,
+    /// An approval refused as stale for an operation this view does not
+    /// show waiting yet: asked again once it does.
+    pub reask: Option<String>,
     /// Notes made in the diff view on an operation's work, with the
     /// review they are about: `T` sends them while that review waits.
     pub diff_notes: std::collections::HashMap<u32, (Option<crate::kernel::Basis>, Vec<String>)>,
@@ -431,6 +434,7 @@ impl App {
             touched: false,
             zoomed: false,
             marks: Vec::new(),
+            reask: None,
             diff_notes: Default::default(),
             catch_up_to: None,
             catch_up_since: None,
@@ -568,6 +572,21 @@ impl App {
 
     pub fn fold(&mut self, s: &Signal) {
         self.vm.fold(s);
+        if let Some(op) = &self.reask
+            && self.overlays.is_empty()
+            && self
+                .vm
+                .by_name(op)
+                .is_some_and(|n| n.lane == Lane::AwaitingApproval)
+        {
+            let op = self.reask.take().unwrap_or_default();
+            self.overlays
+                .push(crate::console::overlay::Overlay::ConfirmApprove {
+                    ops: vec![op],
+                    oldest: false,
+                    scroll: crate::console::scroll::ScrollList::text(),
+                });
+        }
         if let crate::kernel::SignalKind::RunPaused { cause: Some(c) } = &s.kind
             && self.replay.is_none()
         {
