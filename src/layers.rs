@@ -16,6 +16,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["play"],
     &["control", "land"],
     &["session"],
+    &["operator"],
     &["headless", "worker", "host", "inspect", "fuzzing"],
     &["console"],
     &["cli"],

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod land;
 #[cfg(test)]
 mod layers;
+pub mod operator;
 pub mod palette;
 pub mod paths;
 pub mod play;

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::{CmdError, Outcome, block_on, need_terminal, stop_requests};
 use crate::cli::ReportFormat;
-use playdeck::console::model::PlayFacts;
 use playdeck::kernel::Signal;
+use playdeck::operator::model::PlayFacts;
 use playdeck::play::Play;
 
 /// A recorded run's directory and signals.

@@ -17,9 +17,9 @@ use ratatui::{TerminalOptions, Viewport};
 
 use super::app::Hooks;
 use super::config::ConsoleConfig;
-use super::model::PlayFacts;
 use super::replay::{Player, Timeline};
 use crate::kernel::Signal;
+use crate::operator::model::PlayFacts;
 
 /// Frames per second of the recording.
 const FPS: f64 = 15.0;

@@ -9,9 +9,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::app::{App, Follow, ReplayBar, ReplayCmd};
-use super::model::{PlayFacts, ViewModel};
 use super::text::group;
 use crate::kernel::{Signal, SignalKind};
+use crate::operator::model::{PlayFacts, ViewModel};
 
 /// Snapshots kept over the whole log: seek cost falls with their number,
 /// memory grows with it.
@@ -148,7 +148,7 @@ pub fn describe(pos: usize, s: &Signal) -> String {
     format!(
         "#{} {}  {what}",
         group(pos),
-        super::words::duration(s.elapsed)
+        crate::operator::words::duration(s.elapsed)
     )
 }
 
@@ -294,8 +294,8 @@ impl Player {
                     if t > end {
                         app.warn(format!(
                             "{} is past the end: the recording ends at {}; showing the end",
-                            super::words::duration(t),
-                            super::words::duration(end)
+                            crate::operator::words::duration(t),
+                            crate::operator::words::duration(end)
                         ));
                     }
                     let pos = self.timeline.pos_at_time(t);

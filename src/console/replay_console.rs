@@ -9,9 +9,9 @@ use std::path::Path;
 use tokio::sync::mpsc;
 
 use super::app::{App, Follow};
-use super::model::PlayFacts;
 use super::replay::{LogTail, Player, Timeline, is_live};
 use crate::kernel::Signal;
+use crate::operator::model::PlayFacts;
 
 /// Opens the console on a recorded run; a live one is followed.
 pub async fn run(

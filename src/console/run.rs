@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::app::{App, Effect, Hooks, Level};
 use super::config::ConsoleConfig;
-use super::model::{PlayFacts, ProfileView};
 use super::pager::{Lend, Shown};
 use super::replay::{LogTail, Player};
 use super::terminal;
 use super::text::group;
 use crate::control::link::{Arrived, Link};
 use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
+use crate::operator::model::{PlayFacts, ProfileView};
 use crate::play::Play;
 use crate::session::{RunError, Session, SessionOptions};
 

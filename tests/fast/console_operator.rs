@@ -1266,7 +1266,7 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
             let t = text(&s.render());
             assert!(s.app.vm.approvals_waiting() >= 10, "{t}");
             assert!(s.app.vm.counts.failed >= 4, "{t}");
-            let col = |lane| s.app.geometry.lane_cols[playdeck::console::model::lane_index(lane)];
+            let col = |lane| s.app.geometry.lane_cols[playdeck::operator::model::lane_index(lane)];
             let (appr, failed) = (col(Lane::AwaitingApproval), col(Lane::Failed));
             // Every visible gate: its whole name and how long it has waited.
             let buf = s.render();
@@ -1291,7 +1291,7 @@ sim = { duration_ms = 100, outcome = "fail", error = "assertion failed: left == 
         let t = text(&s.render());
         assert_eq!(
             s.app.lane_col,
-            playdeck::console::model::lane_index(Lane::AwaitingApproval),
+            playdeck::operator::model::lane_index(Lane::AwaitingApproval),
             "80×24 opens on the gates: {t}"
         );
         assert!(t.contains("cutover-billing-eu-west"), "{t}");

@@ -9,11 +9,11 @@ use crate::common;
 use std::sync::Arc;
 
 use common::*;
-use playdeck::console::model::{PlayFacts, ViewModel};
 use playdeck::console::replay::Timeline;
 use playdeck::kernel::{
     ApprovalPolicy, Condition, GraphBuilder, OpId, RunConfig, Signal, SignalKind,
 };
+use playdeck::operator::model::{PlayFacts, ViewModel};
 use playdeck::projection::RunProjection;
 use proptest::prelude::*;
 use serde_json::json;

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use playdeck::console::app::{App, Hooks, ReplayCmd};
 use playdeck::console::keymap::Keymap;
-use playdeck::console::model::ViewModel;
 use playdeck::console::replay::{Player, Target, Timeline, parse_target};
 use playdeck::console::screenshot::Scene;
 use playdeck::console::theme;
 use playdeck::kernel::Signal;
+use playdeck::operator::model::ViewModel;
 use playdeck::play::Play;
 
 /// The crash tests' play without its approval gate, so it runs to the end
@@ -26,7 +26,7 @@ fn play(dir: &Path) -> Play {
 
 fn fold_to(
     signals: &[Signal],
-    facts: &playdeck::console::model::PlayFacts,
+    facts: &playdeck::operator::model::PlayFacts,
     pos: usize,
 ) -> ViewModel {
     let mut vm = ViewModel::new(facts);
@@ -136,7 +136,7 @@ fn jump_targets() {
 #[test]
 fn control_keys_explain_they_are_disabled_in_a_replay() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    let facts = playdeck::console::model::PlayFacts::default();
+    let facts = playdeck::operator::model::PlayFacts::default();
     let themes = theme::load_all(None).unwrap();
     let mut app = App::new(
         &facts,
@@ -168,7 +168,7 @@ fn control_keys_explain_they_are_disabled_in_a_replay() {
 }
 
 /// A recorded run of the crash play (played to its end), its facts and log.
-async fn recorded() -> (playdeck::console::model::PlayFacts, Vec<Signal>) {
+async fn recorded() -> (playdeck::operator::model::PlayFacts, Vec<Signal>) {
     let dir = tempfile::tempdir().unwrap();
     let play = play(dir.path());
     let facts = playdeck::console::run::facts(&play);
@@ -178,7 +178,7 @@ async fn recorded() -> (playdeck::console::model::PlayFacts, Vec<Signal>) {
     (facts, log)
 }
 
-fn replay_app(facts: &playdeck::console::model::PlayFacts, keymap: Keymap) -> App {
+fn replay_app(facts: &playdeck::operator::model::PlayFacts, keymap: Keymap) -> App {
     let themes = theme::load_all(None).unwrap();
     App::new(facts, themes, 0, keymap, false, Hooks::default())
 }
@@ -350,7 +350,7 @@ async fn a_stopped_log_is_a_snapshot_and_a_growing_one_is_followed() {
 #[test]
 fn in_a_replay_of_a_live_run_a_control_key_names_the_ctl_command() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    let facts = playdeck::console::model::PlayFacts::default();
+    let facts = playdeck::operator::model::PlayFacts::default();
     let mut app = replay_app(&facts, Keymap::defaults());
     app.hooks.resume_name = Some("r7".into());
     let mut player = Player::new(Timeline::new(Vec::new(), facts));

@@ -22,10 +22,10 @@ use super::follow::FollowView;
 use super::keymap::{Action, Mode, Scope, info};
 use super::overlay::{AddForm, Overlay};
 use super::scroll::{Motion, ScrollList};
-use super::words::short_instance;
 use crate::capacity::ReleaseResult;
 use crate::kernel::command::ReleaseSelect;
 use crate::kernel::{Lane, LedgerOutcome, Request};
+use crate::operator::words::short_instance;
 use crate::projection::Instance;
 use crate::vocab::InstanceState;
 

@@ -72,7 +72,7 @@ impl App {
                 Vec::new()
             }
             Action::Left | Action::Right => {
-                use crate::console::model::{COLS, SKIPPED_COL};
+                use crate::operator::model::{COLS, SKIPPED_COL};
                 let step = |c: usize| {
                     if a == Action::Left {
                         (c + COLS - 1) % COLS

@@ -3,7 +3,7 @@
 //! and the pane draws them.
 
 use super::*;
-use crate::console::words::short_time;
+use crate::operator::words::short_time;
 use crate::projection::Instance;
 use crate::vocab::{InstanceState, Lifetime};
 use std::collections::HashMap;

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use ratatui::layout::Rect;
 
 use super::keymap::{Keymap, Mode};
-use super::model::{COLS, PlayFacts, ViewModel, col_lane};
 use super::overlay::Overlay;
 use super::scroll::ScrollList;
 use super::theme::Theme;
 use super::warnings::WarningFold;
 use crate::capacity::ReleaseResult;
 use crate::kernel::{InstructionDecorator, Lane, LedgerOutcome, Request, Signal};
+use crate::operator::model::{COLS, PlayFacts, ViewModel, col_lane};
 use crate::projection::{Instance, StartHold};
 pub use capacity::{CapRow, WAITING_SHOWN};
 pub use inspector::{LIST_MAX, TEXT_MAX};
@@ -789,7 +789,7 @@ impl App {
             return;
         }
         let problems = [Lane::AwaitingApproval, Lane::Failed, Lane::Escalated]
-            .map(crate::console::model::lane_index);
+            .map(crate::operator::model::lane_index);
         if problems.contains(&self.lane_col) && self.lane_len(self.lane_col) > 0 {
             return;
         }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use tui_tree_widget::TreeItem;
 
 use super::App;
-use crate::console::words::duration;
+use crate::operator::words::duration;
 
 /// One line of the tree: its identifier, its text, what is under it.
 pub struct Entry {

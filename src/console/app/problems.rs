@@ -92,11 +92,11 @@ impl App {
             Lane::AwaitingApproval if n.asking.is_some() => format!(
                 "{} ({} so far)",
                 self.asked_words(ix),
-                crate::console::words::duration(self.clock - self.entered(ix)),
+                crate::operator::words::duration(self.clock - self.entered(ix)),
             ),
             Lane::AwaitingApproval => format!(
                 "waits for approval ({} so far){}",
-                crate::console::words::duration(self.clock - self.entered(ix)),
+                crate::operator::words::duration(self.clock - self.entered(ix)),
                 self.vm
                     .failed_deps(ix)
                     .map(|f| format!(" · {}", f.words()))
@@ -258,7 +258,7 @@ impl App {
         match oldest {
             Some(ix) => {
                 self.go_to(ix);
-                let waited = crate::console::words::duration(self.clock - self.entered(ix));
+                let waited = crate::operator::words::duration(self.clock - self.entered(ix));
                 let n = self.vm.lane(Lane::AwaitingApproval).len();
                 self.info(format!(
                     "{} has waited {waited} for approval (the oldest of {n}): a approves, d denies",

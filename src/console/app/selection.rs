@@ -191,7 +191,7 @@ impl App {
 
     /// Every gate the approval lane shows (filter applied), in its order.
     pub fn shown_gates(&self) -> Vec<u32> {
-        let col = crate::console::model::lane_index(Lane::AwaitingApproval);
+        let col = crate::operator::model::lane_index(Lane::AwaitingApproval);
         self.lane_window(col, 0, self.lane_len(col))
     }
 

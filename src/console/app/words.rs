@@ -68,8 +68,8 @@ impl App {
         match self.vm.held_by(ix) {
             Some((by, at)) => format!(
                 "held by {by} at {} ({} ago)",
-                crate::console::words::duration(at),
-                crate::console::words::short_time((self.clock - at).max(0.0))
+                crate::operator::words::duration(at),
+                crate::operator::words::short_time((self.clock - at).max(0.0))
             ),
             None => "held by the operator".into(),
         }

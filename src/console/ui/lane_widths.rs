@@ -5,8 +5,8 @@
 //! left over goes by shares, so a wide screen still fills.
 
 use super::lanes::FOLDED_WIDTH;
-use crate::console::model::COLS;
 use crate::console::text::{Shared, shared_ends, width};
+use crate::operator::model::COLS;
 
 /// What one lane asks of the row of lanes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

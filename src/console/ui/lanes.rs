@@ -3,7 +3,7 @@
 //! first: the name (cut in the middle, keeping its end), then the role,
 //! then the time.
 
-use crate::console::words::short_time;
+use crate::operator::words::short_time;
 use ratatui::Frame;
 use ratatui::layout::Alignment;
 use ratatui::style::{Modifier, Style};
@@ -12,9 +12,9 @@ use ratatui::widgets::Paragraph;
 
 use super::{lane_name, pane_block, selected_style};
 use crate::console::app::{App, Geometry, Pane};
-use crate::console::model::{COLS, SKIPPED_COL, col_lane};
 use crate::console::text::{fit, fit_distinct, group, shared_ends, width};
 use crate::kernel::{ActivityState, Lane};
+use crate::operator::model::{COLS, SKIPPED_COL, col_lane};
 
 /// A lane folded to its title at a narrow screen: `┌ fail 0 ┐`.
 pub const FOLDED_WIDTH: u16 = 10;
@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn titles_stay_recognisable_as_lanes_narrow() {
-        let t = |l, n, room| title_text(crate::console::model::lane_index(l), n, room);
+        let t = |l, n, room| title_text(crate::operator::model::lane_index(l), n, room);
         assert_eq!(t(Lane::AwaitingApproval, 2, 30), "awaiting approval 2");
         assert_eq!(t(Lane::AwaitingApproval, 2, 12), "approval 2");
         assert_eq!(t(Lane::Failed, 0, 6), "fail 0");

@@ -18,9 +18,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::app::{App, Geometry, Measured, Pane};
-use super::model::COLS;
 use super::theme::Theme;
 use crate::kernel::Lane;
+use crate::operator::model::COLS;
 
 pub use super::text::fit;
 
@@ -209,9 +209,9 @@ fn lane_want(
     }
     if len == 0 {
         // Under the cursor, the skipped column still shows.
-        let least = if focused && col == crate::console::model::SKIPPED_COL {
+        let least = if focused && col == crate::operator::model::SKIPPED_COL {
             lanes::FOLDED_WIDTH
-        } else if col == crate::console::model::SKIPPED_COL {
+        } else if col == crate::operator::model::SKIPPED_COL {
             0
         } else {
             // (With a filter, a column more for its `/`.)
@@ -360,7 +360,7 @@ pub fn pane_block<'a>(title: Line<'a>, focused: bool, t: &Theme) -> Block<'a> {
     b
 }
 
-pub use super::words::{duration, short_instance, short_time};
+pub use crate::operator::words::{duration, short_instance, short_time};
 
 pub fn selected_style(t: &Theme) -> Style {
     let s = Style::default().bg(t.selection_bg).fg(t.selection_fg);

@@ -165,7 +165,7 @@ pub fn instruction_words(instruction: &str) -> Option<String> {
         }
         out.push_str(w);
     }
-    let out = crate::console::text::fit(&out, MAX);
+    let out = crate::printable::fit::fit(&out, MAX);
     (!out.is_empty()).then(|| out.to_lowercase())
 }
 
@@ -489,7 +489,7 @@ mod tests {
         let long =
             instruction_words("Instrumentation-heavy-refactoring-of-everything-everywhere now")
                 .unwrap();
-        assert!(crate::console::text::width(&long) <= 32, "{long}");
+        assert!(crate::printable::fit::width(&long) <= 32, "{long}");
     }
 
     #[test]
