@@ -7,7 +7,7 @@
 /// Top-level modules by layer, lowest first. The binary is the top: its
 /// command line (`cli.rs`), its commands (`cmd/`) and `main.rs`.
 pub const LAYERS: &[&[&str]] = &[
-    &["vocab", "printable", "paths", "files"],
+    &["vocab", "printable", "paths", "files", "gitguard"],
     &["kernel"],
     &["agents", "palette", "capacity"],
     &["projection"],

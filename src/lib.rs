@@ -12,6 +12,7 @@ pub mod console;
 pub mod control;
 pub mod files;
 pub mod fuzzing;
+pub mod gitguard;
 pub mod headless;
 pub mod host;
 pub mod inspect;

@@ -37,10 +37,15 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
     // (`failed to read .git/worktrees/…/commondir`): one at a time here.
     static ADDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = ADDS.lock().await;
+    // A checkout runs smudge filters: none an agent configured.
+    let repo_owned = repo.to_path_buf();
+    let guard = tokio::task::spawn_blocking(move || crate::gitguard::guard(&repo_owned))
+        .await
+        .unwrap_or_else(|_| crate::gitguard::NOTHING_RUNS.map(String::from).to_vec());
     let mut wait = LOCK_WAIT;
     let out = loop {
         let out = tokio::process::Command::new("git")
-            .args(NO_HOOKS)
+            .args(&guard)
             .arg("-C")
             .arg(repo)
             .args(["worktree", "add", "-b", branch])
@@ -68,16 +73,6 @@ pub async fn create_worktree(repo: &Path, path: &Path, branch: &str) -> Result<(
 /// Git refuses to touch a repository another git holds a lock of (two
 /// releases at once: deleting a branch locks `packed-refs`); that is
 /// waited out, doubling from this, up to the next.
-/// An instance's worktree is made and removed without running a hook an
-/// agent may have put in the shared repository (post-checkout would run
-/// as the user).
-const NO_HOOKS: [&str; 4] = [
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-];
-
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -92,7 +87,7 @@ fn git_in(repo: &Path, args: &[&std::ffi::OsStr]) -> std::io::Result<std::proces
     let mut wait = LOCK_WAIT;
     loop {
         let out = Command::new("git")
-            .args(NO_HOOKS)
+            .args(crate::gitguard::NOTHING_RUNS)
             .arg("-C")
             .arg(repo)
             .args(args)
@@ -118,7 +113,7 @@ pub fn uncommitted(path: &Path) -> Option<String> {
         return None;
     }
     let out = Command::new("git")
-        .args(NO_HOOKS)
+        .args(crate::gitguard::guard(path))
         .arg("-C")
         .arg(path)
         .args(["status", "--porcelain", "--untracked-files=all"])
@@ -183,7 +178,7 @@ pub fn remove_worktree(
     if !path.exists() {
         // Gone already (a crashed run's orphan): forget its registration.
         let _ = Command::new("git")
-            .args(NO_HOOKS)
+            .args(crate::gitguard::NOTHING_RUNS)
             .arg("-C")
             .arg(repo)
             .args(["worktree", "prune"])
@@ -206,7 +201,7 @@ pub fn remove_worktree(
         let _ = git_in(repo, &["branch".as_ref(), "-d".as_ref(), branch.as_ref()]);
         // Still there: git refused, it holds commits that are not merged.
         branch_kept = Command::new("git")
-            .args(NO_HOOKS)
+            .args(crate::gitguard::NOTHING_RUNS)
             .arg("-C")
             .arg(repo)
             .args(["rev-parse", "--verify", "--quiet"])

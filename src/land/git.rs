@@ -2,14 +2,9 @@
 //! do, with their config and identity (a fallback identity where there is
 //! none). Every call names the directory and the command when it fails.
 //!
-//! An agent of the run can write the repository's shared `config`,
-//! `hooks/` and `info/`: what it puts there must not run in playdeck's git
-//! nor change what the operator is shown. So every call runs no hook
-//! (`core.hooksPath=/dev/null`), no fsmonitor and no signing program, and
-//! no filter, diff or merge driver the repository's own config names
-//! (each such key is overridden empty; drivers of the user's global and
-//! system config, git-lfs among them, still work). Diffs shown to the
-//! operator add `--no-textconv --no-ext-diff`.
+//! Every call carries `gitguard`'s guard: no hook, and no driver the
+//! repository's own config names (an agent of the run can write it).
+//! Diffs shown to the operator add `--no-textconv --no-ext-diff`.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -46,53 +41,20 @@ const FALLBACK_IDENTITY: [&str; 4] = [
     "user.email=playdeck@localhost",
 ];
 
-/// What every call runs without, whatever the repository's config says.
-const NOTHING_RUNS: [&str; 8] = [
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "commit.gpgSign=false",
-    "-c",
-    "diff.external=",
-];
-
-/// The keys of programs git would run for a path's attributes.
-const DRIVERS: &str = r"^(filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)$";
-
-/// `-c KEY=` for each driver the repository's own config (local or
-/// worktree scope, includes counted) names: reading config runs nothing.
+/// `-c KEY=` for each driver the repository's own config names, listed
+/// now (see `gitguard`).
 async fn drivers_off(dir: &Path) -> Vec<String> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args([
-            "config",
-            "--show-scope",
-            "--name-only",
-            "-z",
-            "--get-regexp",
-            DRIVERS,
-        ])
+        .args(crate::gitguard::DRIVERS_LISTED)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await;
-    let Ok(out) = out else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split('\0');
-    let mut off = Vec::new();
-    while let (Some(scope), Some(key)) = (fields.next(), fields.next()) {
-        if matches!(scope, "local" | "worktree") {
-            off.push("-c".to_string());
-            off.push(format!("{key}="));
-        }
-    }
-    off
+    out.map(|o| crate::gitguard::drivers_off(&o.stdout))
+        .unwrap_or_default()
 }
 
 /// An operation's worktree as git is told it: its work tree and its own
@@ -135,7 +97,7 @@ async fn exec<S: AsRef<OsStr>>(
     if let Some(g) = git_dir {
         cmd.arg("--git-dir").arg(g).arg("--work-tree").arg(dir);
     }
-    cmd.args(NOTHING_RUNS)
+    cmd.args(crate::gitguard::NOTHING_RUNS)
         .args(drivers_off(git_dir.unwrap_or(dir)).await);
     if !has_identity(dir) {
         cmd.args(FALLBACK_IDENTITY);
