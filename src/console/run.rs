@@ -23,7 +23,7 @@ use super::terminal;
 use super::text::group;
 use crate::control::link::{Arrived, Link};
 use crate::kernel::{Observed, Outcome, Request, RunHandle, Subscription};
-use crate::operator::model::{PlayFacts, ProfileView};
+use crate::operator::model::PlayFacts;
 use crate::play::Play;
 use crate::session::{RunError, Session, SessionOptions};
 
@@ -37,40 +37,10 @@ pub struct ConsoleOptions {
     pub theme: Option<String>,
 }
 
-/// What the view model needs from the play that signals do not carry.
+/// What the console knows of a play besides its signals (see
+/// [`PlayFacts::of`]).
 pub fn facts(play: &Play) -> PlayFacts {
-    let cfg = &play.palette;
-    PlayFacts {
-        expansion_only: cfg
-            .expansion_only_roles()
-            .into_iter()
-            .map(Arc::from)
-            .collect(),
-        orchestrator_may_expand: cfg.palette.expansion.orchestrator_may_expand,
-        capacity: play.capacity.as_ref().is_some_and(|c| c.enabled),
-        max_nodes: play.capacity.as_ref().map_or(0, |c| c.max_nodes),
-        profiles: play
-            .capacity
-            .as_ref()
-            .map(|c| {
-                c.profiles
-                    .values()
-                    .map(|p| ProfileView {
-                        name: Arc::from(p.name.as_str()),
-                        role: Arc::from(p.role.as_str()),
-                        max_instances: p.max_instances,
-                        pinned: c.reuse_of(p) == crate::capacity::Reuse::Pinned,
-                        worktree: p.workspace_mode == crate::capacity::WorkspaceMode::GitWorktree,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        placed: play
-            .placed()
-            .into_iter()
-            .map(|(id, how)| (Arc::from(id), how))
-            .collect(),
-    }
+    PlayFacts::of(play)
 }
 
 pub fn hooks(session: &Session) -> Hooks {

@@ -18,10 +18,34 @@ pub fn send(run_dir: &Path, req: &Request) -> Result<Reply, Failure> {
     send_within(run_dir, req, ANSWER_TIMEOUT)
 }
 
+/// [`send`] for a paired device (`playdeck web`): the run records the
+/// device as who asked (see [`super::via`]).
+pub fn send_via(run_dir: &Path, req: &Request, via: &super::via::Via) -> Result<Reply, Failure> {
+    let mut v = serde_json::to_value(req).expect("a request serialises");
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "via".into(),
+            serde_json::to_value(via).expect("a device serialises"),
+        );
+    }
+    exchange(run_dir, req, &v.to_string(), ANSWER_TIMEOUT)
+}
+
 /// [`send`], waiting at most `timeout` for the answer.
 pub fn send_within(
     run_dir: &Path,
     req: &Request,
+    timeout: std::time::Duration,
+) -> Result<Reply, Failure> {
+    let line = serde_json::to_string(req).expect("a request serialises");
+    exchange(run_dir, req, &line, timeout)
+}
+
+/// One request line out, one answer line back.
+fn exchange(
+    run_dir: &Path,
+    req: &Request,
+    line: &str,
     timeout: std::time::Duration,
 ) -> Result<Reply, Failure> {
     let path = socket_path(run_dir);
@@ -42,7 +66,6 @@ pub fn send_within(
         std::os::unix::net::UnixStream::connect(&path).map_err(|e| connect_failure(run_dir, &e))?;
     stream.set_read_timeout(Some(timeout)).map_err(io)?;
     stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    let line = serde_json::to_string(req).expect("a request serialises");
     writeln!(stream, "{line}").map_err(io)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).map_err(io)?;

@@ -12,6 +12,7 @@ mod peer;
 mod runs;
 mod server;
 mod stream;
+pub mod via;
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use crate::kernel::{
     Answer, CommandError, Lane, NodeStatus, Request, RunHandle, signal::LaneCounts,
 };
 
-pub use client::send;
+pub use client::{send, send_via};
 pub use codes::ErrorCode;
 pub use runs::resolve_run;
 pub use server::{ControlServer, MAX_REQUEST, SOCKET_DIR, SOCKET_NAME, socket_path};

@@ -426,27 +426,31 @@ async fn connection(
                 format!("the request is not UTF-8 ({e})"),
             )),
             Ok(text) => match serde_json::from_str::<Request>(text.trim()) {
-                Ok(req) => match &agent {
-                    // Reading the run's state is anyone's (the operator's
-                    // own `[notify]` command descends from playdeck too);
-                    // acting on it is not.
-                    Some(_) if super::stream::reads_only(&req) => {
-                        apply(handle, capacity, req, Arc::from(by)).await
-                    }
-                    Some((pid, why)) => {
-                        tracing::warn!(
-                            pid,
-                            "control socket: refused {} from an agent of this run: {why}",
-                            req.name()
-                        );
-                        Err(Failure::new(
-                            ErrorCode::PeerIsAgent,
-                            format!(
-                                "refused: the request comes from pid {pid}, one of this run's agent processes ({why}); agents may not drive their own run — an operator's `playdeck ctl` or `playdeck capacity` can"
-                            ),
-                        ))
-                    }
-                    None => apply(handle, capacity, req, Arc::from(by)).await,
+                Ok(req) => match super::via::on_behalf(text, &by, agent.is_some()) {
+                    Err(f) => Err(f),
+                    Ok(Some(person)) => apply(handle, capacity, req, Arc::from(person)).await,
+                    Ok(None) => match &agent {
+                        // Reading the run's state is anyone's (the operator's
+                        // own `[notify]` command descends from playdeck too);
+                        // acting on it is not.
+                        Some(_) if super::stream::reads_only(&req) => {
+                            apply(handle, capacity, req, Arc::from(by)).await
+                        }
+                        Some((pid, why)) => {
+                            tracing::warn!(
+                                pid,
+                                "control socket: refused {} from an agent of this run: {why}",
+                                req.name()
+                            );
+                            Err(Failure::new(
+                                ErrorCode::PeerIsAgent,
+                                format!(
+                                    "refused: the request comes from pid {pid}, one of this run's agent processes ({why}); agents may not drive their own run — an operator's `playdeck ctl` or `playdeck capacity` can"
+                                ),
+                            ))
+                        }
+                        None => apply(handle, capacity, req, Arc::from(by)).await,
+                    },
                 },
                 Err(e) => Err(Failure::new(
                     ErrorCode::BadRequest,

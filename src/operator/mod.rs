@@ -5,5 +5,7 @@
 //! headless printer, a served page) read the same, so none is a second
 //! copy of another's logic. Below every surface, above the projection.
 
+pub mod log;
 pub mod model;
+pub mod needs;
 pub mod words;

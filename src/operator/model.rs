@@ -121,6 +121,45 @@ pub struct PlayFacts {
 pub const COLS: usize = 8;
 pub const SKIPPED_COL: usize = 7;
 
+impl PlayFacts {
+    /// What the view model needs from the play that signals do not carry.
+    pub fn of(play: &crate::play::Play) -> PlayFacts {
+        let cfg = &play.palette;
+        PlayFacts {
+            expansion_only: cfg
+                .expansion_only_roles()
+                .into_iter()
+                .map(Arc::from)
+                .collect(),
+            orchestrator_may_expand: cfg.palette.expansion.orchestrator_may_expand,
+            capacity: play.capacity.as_ref().is_some_and(|c| c.enabled),
+            max_nodes: play.capacity.as_ref().map_or(0, |c| c.max_nodes),
+            profiles: play
+                .capacity
+                .as_ref()
+                .map(|c| {
+                    c.profiles
+                        .values()
+                        .map(|p| ProfileView {
+                            name: Arc::from(p.name.as_str()),
+                            role: Arc::from(p.role.as_str()),
+                            max_instances: p.max_instances,
+                            pinned: c.reuse_of(p) == crate::capacity::Reuse::Pinned,
+                            worktree: p.workspace_mode
+                                == crate::capacity::WorkspaceMode::GitWorktree,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            placed: play
+                .placed()
+                .into_iter()
+                .map(|(id, how)| (Arc::from(id), how))
+                .collect(),
+        }
+    }
+}
+
 /// The column an operation shows in.
 pub fn col_of(n: &Node) -> usize {
     if n.skipped() {

@@ -13,13 +13,36 @@ use std::path::{Path, PathBuf};
 
 /// Where the entries are; `None` with neither `XDG_STATE_HOME` nor `HOME`.
 pub fn dir() -> Option<PathBuf> {
+    Some(state_dir()?.join("runs"))
+}
+
+/// The user's playdeck state: `$XDG_STATE_HOME/playdeck`, else
+/// `~/.local/state/playdeck` (the runs index, the web page's devices).
+pub fn state_dir() -> Option<PathBuf> {
     let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         Some(s) => PathBuf::from(s),
         None => {
             PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".local/state")
         }
     };
-    Some(base.join("playdeck/runs"))
+    Some(base.join("playdeck"))
+}
+
+/// Every run recorded that still holds a run of the user's: (id, dir).
+pub fn all() -> Vec<(String, PathBuf)> {
+    let Some(rd) = own_dir().and_then(|d| std::fs::read_dir(d).ok()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = rd
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let dir = lookup(&id)?;
+            crate::files::not_yours(&dir).is_none().then_some((id, dir))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Records that run `id` lives in `run_dir`.
