@@ -181,6 +181,9 @@ pub enum Command {
     /// Perform the agent invocations of `[cluster]` runs: take jobs of the
     /// plays given from the NATS server and run their agents here.
     Worker(WorkerArgs),
+    /// The served page: watch runs and answer what needs you from a phone
+    /// or a browser (`web` serves it; `web pair` pairs a device).
+    Web(WebArgs),
     /// Drive a live run through its control socket.
     Ctl {
         /// A run directory, a run id, or `latest`.
@@ -205,6 +208,45 @@ pub enum Command {
         #[arg(long)]
         print: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WebArgs {
+    #[command(subcommand)]
+    pub action: Option<WebAction>,
+    /// Where to listen. Loopback by default; another address is reachable
+    /// from the network without TLS (prefer `ssh -L` or `tailscale serve`).
+    #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// A name the page is reached by besides its address (a `tailscale
+    /// serve` name, an `ssh -L` port): requests naming another Host are
+    /// refused. Repeatable.
+    #[arg(long = "host", value_name = "NAME[:PORT]")]
+    pub hosts: Vec<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum WebAction {
+    /// Pair a device: prints a one-time address (and its QR code), good
+    /// for two minutes.
+    Pair {
+        /// What the device may do: watch (nothing), decide (gates,
+        /// questions, reviews, retries, say), steer (also pause, resume,
+        /// step, cancel, budget, add).
+        #[arg(long, value_enum, default_value_t = playdeck::web::devices::Scope::Decide)]
+        scope: playdeck::web::devices::Scope,
+        /// The device's name in every decision it makes (default: what it
+        /// says when it pairs).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// The paired devices.
+    Devices {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Unpair a device (by id or name); its open pages stop at once.
+    Revoke { device: String },
 }
 
 #[derive(Debug, clap::Args)]

@@ -17,7 +17,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["control", "land"],
     &["session"],
     &["operator"],
-    &["headless", "worker", "host", "inspect", "fuzzing"],
+    &["headless", "worker", "host", "inspect", "fuzzing", "web"],
     &["console"],
     &["cli"],
     &["cmd"],

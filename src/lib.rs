@@ -29,4 +29,5 @@ pub mod projection;
 pub mod session;
 pub mod store;
 pub mod vocab;
+pub mod web;
 pub mod worker;

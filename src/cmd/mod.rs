@@ -34,6 +34,7 @@ mod recorded;
 mod run;
 #[cfg(feature = "screenshot")]
 mod screenshot;
+mod web;
 mod worker;
 
 use std::io::IsTerminal;
@@ -172,6 +173,7 @@ pub fn dispatch(command: Option<Command>) -> Outcome {
         Some(Command::Bridge { run }) => attach::bridge(&run),
         Some(Command::AskMcp { socket }) => ask::ask_mcp(socket),
         Some(Command::Worker(args)) => worker::worker(args),
+        Some(Command::Web(args)) => web::web(args),
         Some(Command::Capacity { action }) => ctl::capacity(action),
         #[cfg(feature = "screenshot")]
         Some(Command::Screenshot(args)) => screenshot::screenshot(args),

@@ -87,10 +87,10 @@ pub fn worker(args: WorkerArgs) -> Outcome {
     })?
 }
 
-/// A worker is a service: what it does and refuses goes to stderr, where
+/// A worker (and `playdeck web`) is a service: what it does and refuses goes to stderr, where
 /// its supervisor (systemd, Kubernetes) keeps it; `PLAYDECK_LOG` filters
 /// (`info` unless it says otherwise).
-fn log_to_stderr() {
+pub(super) fn log_to_stderr() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("PLAYDECK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

@@ -21,3 +21,4 @@ mod projection;
 mod readme_reliability;
 mod replay;
 mod retry;
+mod web;
