@@ -19,3 +19,12 @@ grep -v '^#' screenshots/shots.txt | while IFS='|' read -r name at size theme ke
     --out "screenshots/$name.svg"
   echo "screenshots/$name.svg"
 done
+
+# The served page on a phone (web-*.png): a real headless Chromium through
+# the browser test, which saves the pages it passes where this asks.
+if command -v chromedriver >/dev/null 2>&1; then
+  PLAYDECK_SCREENSHOTS_DIR=screenshots cargo test --quiet --features external --test external browser
+  ls screenshots/web-*.png
+else
+  echo "no chromedriver: screenshots/web-*.png not made (Debian's chromium-driver)" >&2
+fi

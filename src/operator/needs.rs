@@ -100,9 +100,24 @@ pub fn needs(v: &ViewModel) -> Vec<Need> {
         }
     }
     for ix in v.lane(Lane::AwaitingApproval).iter() {
-        let what = match v.failed_deps(ix) {
-            Some(f) => format!("approval gate — {}", f.words()),
-            None => "approval gate".to_string(),
+        let n = v.node(ix);
+        let deps: Vec<String> = n
+            .depends_on
+            .iter()
+            .filter_map(|id| v.find(id))
+            .map(|d| {
+                let mark = if d.status == NodeStatus::Succeeded {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                format!("{} {mark}", d.name())
+            })
+            .collect();
+        let what = match (v.failed_deps(ix), deps.is_empty()) {
+            (Some(f), _) => format!("may {} start? {}", n.name(), f.words()),
+            (None, true) => format!("may {} start?", n.name()),
+            (None, false) => format!("may {} start? after {}", n.name(), deps.join(", ")),
         };
         out.push(of(ix, NeedKind::Gate, what));
     }

@@ -24,6 +24,8 @@ use super::pages;
 /// Views are sent at most this often to one stream: changes between are
 /// one view.
 const VIEW_EVERY: Duration = Duration::from_millis(100);
+/// How often an operation's stream looks at its conversation's log.
+const TURNS_EVERY: Duration = Duration::from_millis(100);
 /// How often a stream checks that its device is still paired.
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the runs list and needs page are read again.
@@ -68,6 +70,19 @@ async fn still_paired(web: &Web, device: &Device) -> bool {
     .unwrap_or(false)
 }
 
+/// The run `id` watched, and the seq its stream starts after (the
+/// browser's `Last-Event-ID` on a reconnection, else the page's `after`).
+async fn opened(
+    web: &Web,
+    id: &str,
+    q: &After,
+    headers: &HeaderMap,
+) -> Option<(Arc<super::watch::Watched>, u64)> {
+    let dir = web.run_dir(id)?;
+    let w = web.watches.get(id, &dir).await;
+    Some((w, last_event_id(headers).or(q.after).unwrap_or(0)))
+}
+
 /// `GET /runs/{id}/events`.
 pub async fn run_events(
     State(web): State<Arc<Web>>,
@@ -76,11 +91,9 @@ pub async fn run_events(
     Query(q): Query<After>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(dir) = web.run_dir(&id) else {
+    let Some((w, after)) = opened(&web, &id, &q, &headers).await else {
         return pages::not_found(Extension(device)).await;
     };
-    let w = web.watches.get(&id, &dir).await;
-    let after = last_event_id(&headers).or(q.after).unwrap_or(0);
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let render = |w: &super::watch::Watched| render_run(w, &device);
@@ -128,18 +141,15 @@ async fn follow_run<F>(
 {
     let mut seq = w.seq();
     let mut check = tokio::time::interval(RECHECK);
-    let mut tick = tokio::time::interval(VIEW_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shown = None;
+    check.tick().await;
+    // Events go out as they come; the view, which costs a render, at most
+    // every VIEW_EVERY (the changes between are one view).
+    let mut last_view: Option<tokio::time::Instant> = None;
+    let mut view_due = true;
     loop {
         let now = *seq.borrow_and_update();
-        if now > after || shown.is_none() {
-            let events = if now > after {
-                w.events_after(after)
-            } else {
-                Vec::new()
-            };
-            for (s, line) in events {
+        if now > after {
+            for (s, line) in w.events_after(after) {
                 if s > now {
                     break;
                 }
@@ -147,19 +157,24 @@ async fn follow_run<F>(
                 if tx.send(Ok(e)).await.is_err() {
                     return;
                 }
-                after = s;
             }
             // A seq that is there but said nothing (the log was read past
             // it) still moves the stream on.
-            after = after.max(now);
-            if shown != Some(now) {
-                let html = render(w);
-                let e = Event::default().event("view").data(&*html);
-                if tx.send(Ok(e)).await.is_err() {
-                    return;
-                }
-                shown = Some(now);
+            after = now;
+            view_due = true;
+        }
+        let wait = last_view.map_or(Duration::ZERO, |t| VIEW_EVERY.saturating_sub(t.elapsed()));
+        if view_due && wait.is_zero() {
+            let html = render(w);
+            if tx
+                .send(Ok(Event::default().event("view").data(&*html)))
+                .await
+                .is_err()
+            {
+                return;
             }
+            last_view = Some(tokio::time::Instant::now());
+            view_due = false;
         }
         if let Some(t) = turns.as_deref_mut()
             && let Some(e) = t()
@@ -168,7 +183,9 @@ async fn follow_run<F>(
             return;
         }
         tokio::select! {
-            _ = tick.tick() => {}
+            r = seq.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(wait), if view_due => {}
+            () = tokio::time::sleep(TURNS_EVERY), if turns.is_some() => {}
             _ = check.tick() => {
                 if !still_paired(web, device).await {
                     let e = Event::default().event("revoked").data("this device was unpaired");
@@ -176,21 +193,7 @@ async fn follow_run<F>(
                     return;
                 }
             }
-            _ = tx.closed() => return,
-        }
-        // Nothing new, and no conversation to look at: wait for the run.
-        if turns.is_none() && *seq.borrow() == after {
-            tokio::select! {
-                r = seq.changed() => if r.is_err() { return },
-                _ = check.tick() => {
-                    if !still_paired(web, device).await {
-                        let e = Event::default().event("revoked").data("this device was unpaired");
-                        let _ = tx.send(Ok(e)).await;
-                        return;
-                    }
-                }
-                _ = tx.closed() => return,
-            }
+            () = tx.closed() => return,
         }
     }
 }
@@ -204,11 +207,9 @@ pub async fn op_events(
     Query(q): Query<After>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(dir) = web.run_dir(&id) else {
+    let Some((w, after)) = opened(&web, &id, &q, &headers).await else {
         return pages::not_found(Extension(device)).await;
     };
-    let w = web.watches.get(&id, &dir).await;
-    let after = last_event_id(&headers).or(q.after).unwrap_or(0);
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let logs = w.dir.join("logs");

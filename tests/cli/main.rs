@@ -27,3 +27,4 @@ mod retry;
 mod screenshots;
 mod streams;
 mod transcripts;
+mod web;

@@ -606,3 +606,24 @@ pub fn binary_for_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
     assert!(status.success(), "install the binary copy: {status}");
     (dir, bin)
 }
+
+/// Child processes killed and reaped when the test ends, passed or not.
+pub struct Reaped(pub Vec<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `playdeck` with a state directory of its own (runs index, web
+/// devices), as no agent: a test's own user.
+pub fn playdeck_in_state(state: &std::path::Path) -> std::process::Command {
+    let mut c = playdeck();
+    c.env("XDG_STATE_HOME", state)
+        .env_remove("PLAYDECK_RUN_DIR");
+    c
+}

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod browser;
 mod cast;
 mod cluster;
 mod console_pty;

@@ -1,0 +1,398 @@
+//! The served page in a real browser: Debian's Chromium, headless, on a
+//! phone-sized window, driven over WebDriver by its ChromeDriver (both
+//! installed by `.ci/run`; without them this test says so and skips). A
+//! device pairs by its one-time address, watches a gate arrive live on
+//! "Needs you", approves it with a tap, and the run's log names the
+//! device. With `PLAYDECK_SCREENSHOTS_DIR` set, the pages it passes are
+//! saved there as PNGs (README: "Screenshots").
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common;
+
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// A phone's viewport (Pixel 7: 412×915 CSS pixels).
+const PHONE: (u32, u32) = (412, 915);
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// One HTTP/1.1 exchange with a JSON body: (status, JSON answer).
+fn http_json(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    // ChromeDriver keeps the connection open: read what its head says.
+    let mut r = BufReader::new(s);
+    let mut status = 0;
+    let mut length = None;
+    let mut chunked = false;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with("HTTP/") {
+            status = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse::<usize>().ok();
+        }
+        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+            chunked = true;
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = length {
+        body.resize(n, 0);
+        r.read_exact(&mut body).unwrap();
+    }
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A WebDriver session on a headless Chromium; the browser and its
+/// driver end with it.
+struct Browser {
+    port: u16,
+    session: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        common::wait_for(
+            "chromedriver",
+            Duration::from_secs(30),
+            || match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            },
+        );
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run",
+                    format!("--user-data-dir={}", profile.path().display()),
+                    format!("--window-size={},{}", PHONE.0, PHONE.1),
+                ],
+                "mobileEmulation": {"deviceMetrics": {"width": PHONE.0, "height": PHONE.1, "pixelRatio": 2.0}}
+            }
+        }}});
+        let (s, v) = http_json(port, "POST", "/session", Some(&caps));
+        assert_eq!(s, 200, "no browser session: {v}");
+        let session = v["value"]["sessionId"].as_str().unwrap().to_string();
+        Browser {
+            port,
+            session,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let full = format!("/session/{}{path}", self.session);
+        let (s, v) = http_json(self.port, method, &full, body.as_ref());
+        assert_eq!(s, 200, "{method} {path}: {v}");
+        v["value"].clone()
+    }
+
+    fn go(&self, url: &str) {
+        self.cmd("POST", "/url", Some(json!({"url": url})));
+    }
+
+    /// The first element `css` matches, waiting for it up to `within`.
+    fn find(&self, css: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let full = format!("/session/{}/element", self.session);
+            let (s, v) = http_json(
+                self.port,
+                "POST",
+                &full,
+                Some(&json!({"using": "css selector", "value": css})),
+            );
+            if s == 200 {
+                return v["value"][ELEMENT]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{v}"))
+                    .to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {css} within {within:?}; the page: {}",
+                self.script("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn click(&self, el: &str) {
+        self.cmd("POST", &format!("/element/{el}/click"), Some(json!({})));
+    }
+
+    fn type_in(&self, el: &str, text: &str) {
+        self.cmd(
+            "POST",
+            &format!("/element/{el}/value"),
+            Some(json!({"text": text})),
+        );
+    }
+
+    fn script(&self, js: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": js, "args": []})),
+        )
+    }
+
+    /// Waits until `js` returns true.
+    fn until(&self, what: &str, js: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.script(js) != Value::Bool(true) {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {within:?}; the page: {}",
+                self.script("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Saves the window as `name`.png where screenshots are asked for.
+    fn screenshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("PLAYDECK_SCREENSHOTS_DIR") else {
+            return;
+        };
+        let b64 = self.cmd("GET", "/screenshot", None);
+        let png = base64(b64.as_str().unwrap());
+        let path = PathBuf::from(dir).join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = http_json(
+            self.port,
+            "DELETE",
+            &format!("/session/{}", self.session),
+            None,
+        );
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Standard base64 (a screenshot's PNG).
+fn base64(text: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let bytes: Vec<u8> = text
+        .bytes()
+        .filter(|b| *b != b'=' && !b.is_ascii_whitespace())
+        .collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &c)| n | (u32::from(val(c)) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+const PLAY: &str = r#"
+[play]
+name = "phone-gate"
+[palette]
+roles = [{ role = "implementer" }, { role = "reviewer" }]
+[[operations]]
+id = "build"
+role = "implementer"
+instruction = "build the release"
+[[operations]]
+id = "ship"
+role = "reviewer"
+instruction = "ship the release"
+depends_on = ["build"]
+approval = true
+"#;
+
+#[test]
+fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
+    if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
+        eprintln!(
+            "skipped: no {CHROMIUM} and {CHROMEDRIVER} (Debian's chromium and chromium-driver; .ci/run installs them)"
+        );
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let state = d.join("state");
+    std::fs::write(d.join("p.toml"), PLAY).unwrap();
+    let mut procs = common::Reaped(Vec::new());
+    let mut server = common::playdeck_in_state(&state)
+        .args(["web", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    procs.0.push(server);
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_string();
+    let out = common::playdeck_in_state(&state)
+        .args(["web", "pair", "--scope", "decide"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let link = said
+        .split_whitespace()
+        .find(|w| w.contains("/pair?code="))
+        .unwrap_or_else(|| panic!("no pairing address in {said}"))
+        .to_string();
+
+    let b = Browser::start();
+    // Pair: the address `web pair` printed, a name, a tap.
+    b.go(&link);
+    let name = b.find("#device-name", Duration::from_secs(20));
+    b.type_in(&name, "pixel-7");
+    b.screenshot("web-pair");
+    b.click(&b.find("form.pair button", Duration::from_secs(5)));
+    b.until(
+        "paired, on the runs page",
+        "return location.pathname === '/' && document.querySelector('nav .device') !== null && document.querySelector('nav .device').textContent.includes('pixel-7')",
+        Duration::from_secs(20),
+    );
+    b.go(&format!("{url}/needs"));
+    b.find("main h1", Duration::from_secs(10));
+    // The run starts only now: its gate arrives on the open page.
+    let run = common::playdeck_in_state(&state)
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/k1",
+            "p.toml",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    procs.0.push(run);
+    let approve = b.find("article.k-gate button.go", Duration::from_secs(60));
+    b.screenshot("web-needs");
+    b.click(&approve);
+    b.until(
+        "the answer said",
+        "return document.getElementById('msg').className === 'ok'",
+        Duration::from_secs(20),
+    );
+    // The run names the device that decided.
+    let events = d.join(".playdeck/runs/k1/events.jsonl");
+    common::wait_for("the approval in the log", Duration::from_secs(30), || {
+        let log = std::fs::read_to_string(&events).unwrap_or_default();
+        let v: Vec<Value> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let by = v.iter().find_map(|e| {
+            (e["type"] == "operator_action"
+                && e["action"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("approve ship")))
+            .then(|| e["by"].as_str().unwrap_or("").to_string())
+        });
+        match by {
+            Some(by)
+                if by.starts_with("web (") && by.contains("device \"pixel-7\", 127.0.0.1)") =>
+            {
+                Ok(())
+            }
+            _ => Err(log),
+        }
+    });
+    // The card leaves without an error once answered.
+    b.until(
+        "the card gone",
+        "return document.querySelector('article.k-gate') === null",
+        Duration::from_secs(30),
+    );
+    b.go(&format!("{url}/runs/k1"));
+    b.until(
+        "the run's lanes",
+        "return document.querySelector('section.lanes') !== null",
+        Duration::from_secs(20),
+    );
+    b.screenshot("web-run");
+    b.go(&format!("{url}/runs/k1/ops/ship"));
+    b.find("#opview h1", Duration::from_secs(20));
+    b.screenshot("web-op");
+}
