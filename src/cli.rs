@@ -215,9 +215,16 @@ pub struct WebArgs {
     #[command(subcommand)]
     pub action: Option<WebAction>,
     /// Where to listen. Loopback by default; another address is reachable
-    /// from the network without TLS (prefer `ssh -L` or `tailscale serve`).
+    /// from the network, so serve it with --tls-cert/--tls-key (or keep
+    /// loopback behind `ssh -L` or `tailscale serve`).
     #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// A name the page is reached by besides its address (a `tailscale
     /// serve` name, an `ssh -L` port): requests naming another Host are
     /// refused. Repeatable.

@@ -22,7 +22,16 @@ pub fn web(args: WebArgs) -> Outcome {
     }
     let store = Store::mine().map_err(|e| CmdError::Failed(format!("web: {e}")))?;
     match args.action {
-        None => serve(store, args.listen, args.hosts),
+        None => {
+            let tls = match (&args.tls_cert, &args.tls_key) {
+                (Some(c), Some(k)) => Some(
+                    playdeck::web::tls::config(c, k)
+                        .map_err(|e| CmdError::Input(format!("web: {e}")))?,
+                ),
+                _ => None,
+            };
+            serve(store, args.listen, args.hosts, tls)
+        }
         Some(WebAction::Pair { scope, name }) => pair(&store, scope, name),
         Some(WebAction::Devices { json }) => devices(&store, json),
         Some(WebAction::Revoke { device }) => {
@@ -41,12 +50,17 @@ pub fn web(args: WebArgs) -> Outcome {
     }
 }
 
-fn serve(store: Store, listen: std::net::SocketAddr, hosts: Vec<String>) -> Outcome {
+fn serve(
+    store: Store,
+    listen: std::net::SocketAddr,
+    hosts: Vec<String>,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ServerConfig>>,
+) -> Outcome {
     super::worker::log_to_stderr();
     store.sweep();
-    if !listen.ip().is_loopback() {
+    if !listen.ip().is_loopback() && tls.is_none() {
         warnln!(
-            "web: warning: listening on {listen} without TLS: anyone on that network sees the page and its cookies in the clear; prefer the loopback default with `ssh -L` or `tailscale serve` (docs/web.md)"
+            "web: warning: listening on {listen} without TLS: anyone on that network sees the page and its cookies in the clear; give --tls-cert and --tls-key, or keep the loopback default behind `ssh -L` or `tailscale serve` (docs/web.md)"
         );
     }
     block_on(true, async move {
@@ -56,16 +70,18 @@ fn serve(store: Store, listen: std::net::SocketAddr, hosts: Vec<String>) -> Outc
         let addr = listener
             .local_addr()
             .map_err(|e| CmdError::Failed(format!("web: {e}")))?;
-        let url = format!("http://{addr}");
+        let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
         let file = store.dir().join(SERVER_FILE);
         let text = serde_json::json!({"url": url, "pid": std::process::id()}).to_string();
         playdeck::files::write_atomic(&file, text.as_bytes())
             .map_err(|e| CmdError::Failed(format!("web: {}: {e}", file.display())))?;
         let hosts = playdeck::web::hosts_for(addr, &hosts);
-        let web = Arc::new(playdeck::web::Web::new(store, hosts));
+        let mut web = playdeck::web::Web::new(store, hosts);
+        web.tls = tls.is_some();
+        let web = Arc::new(web);
         sayln!("playdeck web: serving {url} (pair a device: playdeck web pair)");
         let mut stop = stop_requests();
-        let served = playdeck::web::serve(web, listener, async move {
+        let served = playdeck::web::serve(web, listener, tls, async move {
             let _ = stop.recv().await;
         })
         .await;

@@ -148,8 +148,11 @@ pub async fn pair(
                 d.scope.as_str(),
                 peer.addr
             );
-            let cookie =
-                format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000");
+            // Secure over TLS: the browser never sends it over plain HTTP.
+            let secure = if web.tls { "; Secure" } else { "" };
+            let cookie = format!(
+                "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000{secure}"
+            );
             let mut r = json(
                 StatusCode::OK,
                 serde_json::json!({"ok": true, "device": {"id": d.id, "name": d.name, "scope": d.scope}}),

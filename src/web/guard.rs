@@ -45,6 +45,19 @@ impl
     }
 }
 
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, super::tls::TlsListener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, super::tls::TlsListener>) -> Peer {
+        let addr = *s.remote_addr();
+        Peer {
+            addr,
+            agent: super::peer::agent_behind(addr),
+        }
+    }
+}
+
 /// Failures by address, for the rate limit.
 #[derive(Default)]
 pub struct Failures(Mutex<HashMap<IpAddr, (Instant, u32)>>);

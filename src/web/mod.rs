@@ -18,6 +18,7 @@ pub mod pages;
 pub mod peer;
 pub mod runs;
 pub mod stream;
+pub mod tls;
 pub mod watch;
 
 use std::net::SocketAddr;
@@ -62,6 +63,9 @@ pub struct Web {
     pub commander: Commander,
     /// The runs listed: the user's index (`None`), or these directories.
     pub runs: Option<Vec<PathBuf>>,
+    /// Served over TLS: the device cookie is `Secure`, and writes come
+    /// from an `https` page.
+    pub tls: bool,
 }
 
 impl Web {
@@ -73,6 +77,7 @@ impl Web {
             failures: guard::Failures::default(),
             commander: socket_commander(),
             runs: None,
+            tls: false,
         }
     }
 }
@@ -122,16 +127,33 @@ pub fn router(web: Arc<Web>) -> Router {
         .with_state(web)
 }
 
-/// Serves `web` on `listener` until `stop` resolves.
+/// Serves `web` on `listener` (over TLS with `tls`) until `stop`
+/// resolves.
 pub async fn serve(
     web: Arc<Web>,
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(web).into_make_service_with_connect_info::<guard::Peer>();
+    let app = router(web);
     // Not a graceful shutdown: a page's event stream never ends by itself.
+    let served = async move {
+        match tls {
+            Some(cfg) => {
+                let l = tls::TlsListener::new(listener, cfg)?;
+                axum::serve(l, app.into_make_service_with_connect_info::<guard::Peer>()).await
+            }
+            None => {
+                axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<guard::Peer>(),
+                )
+                .await
+            }
+        }
+    };
     tokio::select! {
-        r = async { axum::serve(listener, app).await } => r,
+        r = served => r,
         () = stop => Ok(()),
     }
 }

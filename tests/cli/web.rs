@@ -196,3 +196,150 @@ fn a_paired_phone_approves_a_gate_and_the_run_names_it() {
     assert!(out.status.success());
     assert_eq!(http(port, "GET", "/", Some(&cookie), None).0, 401);
 }
+
+/// `--tls-cert/--tls-key`: HTTPS with the user's certificate (made here
+/// with openssl, checked by curl against it), the device cookie `Secure`;
+/// a key that is not one is refused naming the file.
+#[test]
+fn https_with_a_certificate_of_ones_own() {
+    for tool in ["openssl", "curl"] {
+        if std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no {tool} (Debian's {tool}; .ci/run installs openssl)");
+            return;
+        }
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let state = d.join("state");
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .args([
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // A key that is no key: refused before anything listens.
+    std::fs::write(d.join("bad.pem"), "not a key\n").unwrap();
+    let out = common::playdeck_in_state(&state)
+        .args([
+            "web",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "cert.pem",
+            "--tls-key",
+            "bad.pem",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--tls-key bad.pem") && err.contains("private key"),
+        "{err}"
+    );
+
+    let mut procs = common::Reaped(Vec::new());
+    let mut server = common::playdeck_in_state(&state)
+        .args([
+            "web",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "cert.pem",
+            "--tls-key",
+            "key.pem",
+        ])
+        .current_dir(d)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    procs.0.push(server);
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("https://"))
+        .unwrap_or_else(|| panic!("no https address in {first:?}"))
+        .to_string();
+    let out = common::playdeck_in_state(&state)
+        .args(["web", "pair"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let code = said
+        .split("code=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no code in {said}"));
+    let curl = |args: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-i", "--cacert", "cert.pem", "--max-time", "20"])
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let paired = curl(&[
+        "-H",
+        &format!("Origin: {url}"),
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        &format!(r#"{{"code":"{code}","name":"laptop"}}"#),
+        &format!("{url}/api/pair"),
+    ]);
+    assert!(paired.starts_with("HTTP/1.1 200"), "{paired}");
+    let cookie = paired
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("no cookie in {paired}"));
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    let token = cookie.split(';').next().unwrap();
+    let page = curl(&["-H", &format!("Cookie: {token}"), &format!("{url}/")]);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    // A write from the plain-http origin of the same host is not this page's.
+    let wrong = curl(&[
+        "-H",
+        &format!("Cookie: {token}"),
+        "-H",
+        &format!("Origin: {}", url.replace("https://", "http://")),
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"cmd":"pause"}"#,
+        &format!("{url}/api/runs/none"),
+    ]);
+    assert!(wrong.starts_with("HTTP/1.1 403"), "{wrong}");
+}
