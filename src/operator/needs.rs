@@ -88,7 +88,13 @@ pub fn needs(v: &ViewModel) -> Vec<Need> {
             since: n.lane_since,
         }
     };
-    for ix in v.lane(Lane::Running).iter() {
+    // A question of a running agent waits in the approval lane too (the
+    // operation is not running while its agent waits for the answer).
+    for ix in v
+        .lane(Lane::AwaitingApproval)
+        .iter()
+        .chain(v.lane(Lane::Running).iter())
+    {
         let n = v.node(ix);
         if let Some(call) = &n.asking {
             let kind = match n.asked {
@@ -96,11 +102,14 @@ pub fn needs(v: &ViewModel) -> Vec<Need> {
                 QuestionKind::Review => NeedKind::Review,
                 QuestionKind::Conflict => NeedKind::Conflict,
             };
-            out.push(of(ix, kind, n.asked.say(call)));
+            // The kind is said apart (a card's heading, a column): what is
+            // asked is the call itself.
+            out.push(of(ix, kind, call.to_string()));
+            continue;
         }
-    }
-    for ix in v.lane(Lane::AwaitingApproval).iter() {
-        let n = v.node(ix);
+        if n.lane != Lane::AwaitingApproval {
+            continue;
+        }
         let deps: Vec<String> = n
             .depends_on
             .iter()

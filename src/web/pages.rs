@@ -22,8 +22,9 @@ use crate::operator::words::duration;
 
 /// Rows shown of one lane; the rest are counted.
 pub const LANE_ROWS: usize = 50;
-/// Turns shown of a conversation in a card.
+/// Turns shown of a conversation in a card, and lines of each.
 const CARD_TURNS: usize = 4;
+const CARD_LINES: usize = 3;
 
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
@@ -263,6 +264,19 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
         j
     };
     let key = format!("{run}-{op}-{}", n.kind.words().replace(' ', "-"));
+    // The agent that runs it, as its attempt recorded (the play's role
+    // may name it rather than the operation).
+    let agent =
+        n.ix.map(|ix| v.node(ix))
+            .filter(|node| node.attempt > 0)
+            .and_then(|node| {
+                let f =
+                    dir.join("logs")
+                        .join(format!("{}.{}.command.json", node.name(), node.attempt));
+                let v: serde_json::Value = serde_json::from_slice(&std::fs::read(f).ok()?).ok()?;
+                v["agent"].as_str().map(str::to_string)
+            })
+            .or_else(|| n.agent.as_deref().map(str::to_string));
     let turns =
         n.ix.map(|ix| v.node(ix))
             .filter(|node| node.attempt > 0)
@@ -286,11 +300,11 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
             p.what { (n.what) }
             p.who {
                 @if let Some(r) = &n.role { "role " (r) }
-                @if let Some(a) = &n.agent { " · agent " (a) }
+                @if let Some(a) = &agent { " · agent " (a) }
                 " · waiting " (duration((v.run.elapsed - n.since).max(0.0)))
             }
             @if let Some(d) = &n.detail { pre.detail { (d) } }
-            @if !turns.is_empty() { ol.turns { @for e in &turns { (turn(e)) } } }
+            @if !turns.is_empty() { ol.turns { @for e in &turns { (turn(&clipped(e, CARD_LINES))) } } }
             div.actions {
                 @if scope >= Scope::Decide {
                     @match n.kind {
@@ -351,6 +365,34 @@ pub fn turn(e: &Entry) -> Markup {
         Entry::Error(t) => html! { li.error { (t) } },
         Entry::Plain(t) => html! { li.plain { (t) } },
         Entry::Stderr(t) => html! { li.stderr { (t) } },
+    }
+}
+
+/// A turn cut to its first `n` lines (a card shows what the agent was
+/// doing, not its whole prompt).
+fn clipped(e: &Entry, n: usize) -> Entry {
+    let cut = |t: &str| first_lines(t, n);
+    match e {
+        Entry::Said(t) => Entry::Said(cut(t)),
+        Entry::Thought(t) => Entry::Thought(cut(t)),
+        Entry::Asked { by, text } => Entry::Asked {
+            by: by.clone(),
+            text: cut(text),
+        },
+        Entry::Error(t) => Entry::Error(cut(t)),
+        Entry::Plain(t) => Entry::Plain(cut(t)),
+        Entry::Stderr(t) => Entry::Stderr(cut(t)),
+        Entry::Call(c) => Entry::Call(crate::agents::transcript::Call {
+            name: c.name.clone(),
+            args: c.args.clone(),
+            outcome: c
+                .outcome
+                .as_ref()
+                .map(|o| crate::agents::transcript::Outcome {
+                    ok: o.ok,
+                    text: cut(&o.text),
+                }),
+        }),
     }
 }
 

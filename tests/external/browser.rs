@@ -277,20 +277,21 @@ depends_on = ["build"]
 approval = true
 "#;
 
-#[test]
-fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
-    if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
-        eprintln!(
+/// Why the browser tests cannot run here, if they cannot.
+fn missing() -> Option<String> {
+    (!Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists()).then(|| {
+        format!(
             "skipped: no {CHROMIUM} and {CHROMEDRIVER} (Debian's chromium and chromium-driver; .ci/run installs them)"
-        );
-        return;
-    }
-    let t = tempfile::tempdir().unwrap();
-    let d = t.path();
-    let state = d.join("state");
-    std::fs::write(d.join("p.toml"), PLAY).unwrap();
+        )
+    })
+}
+
+/// `playdeck web` on a port of its own with the state directory `state`,
+/// and a phone paired with it (`decide`, named pixel-7) on its runs page:
+/// the server (reaped when dropped), its address and the browser.
+fn paired_phone(state: &Path) -> (common::Reaped, String, Browser) {
     let mut procs = common::Reaped(Vec::new());
-    let mut server = common::playdeck_in_state(&state)
+    let mut server = common::playdeck_in_state(state)
         .args(["web", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -306,7 +307,7 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no address in {first:?}"))
         .to_string();
-    let out = common::playdeck_in_state(&state)
+    let out = common::playdeck_in_state(state)
         .args(["web", "pair", "--scope", "decide"])
         .output()
         .unwrap();
@@ -316,7 +317,6 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
         .find(|w| w.contains("/pair?code="))
         .unwrap_or_else(|| panic!("no pairing address in {said}"))
         .to_string();
-
     let b = Browser::start();
     // Pair: the address `web pair` printed, a name, a tap.
     b.go(&link);
@@ -329,6 +329,20 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
         "return location.pathname === '/' && document.querySelector('nav .device') !== null && document.querySelector('nav .device').textContent.includes('pixel-7')",
         Duration::from_secs(20),
     );
+    (procs, url, b)
+}
+
+#[test]
+fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
+    if let Some(why) = missing() {
+        eprintln!("{why}");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let state = d.join("state");
+    std::fs::write(d.join("p.toml"), PLAY).unwrap();
+    let (mut procs, url, b) = paired_phone(&state);
     b.go(&format!("{url}/needs"));
     b.find("main h1", Duration::from_secs(10));
     // The run starts only now: its gate arrives on the open page.
@@ -395,4 +409,82 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
     b.go(&format!("{url}/runs/k1/ops/ship"));
     b.find("#opview h1", Duration::from_secs(20));
     b.screenshot("web-op");
+}
+
+/// The real claude (from the npm registry, against the scripted model on
+/// 127.0.0.1) asks to write a file; the phone sees the call whole on its
+/// card and permits it with a tap; the file is written, and the run
+/// records the device as who allowed it.
+#[test]
+fn a_phone_permits_what_the_real_claude_asks() {
+    if let Some(why) = missing() {
+        eprintln!("{why}");
+        return;
+    }
+    let Some((versions, server)) = crate::realcli::versions_and_server(&crate::realcli::CLAUDE)
+    else {
+        return;
+    };
+    // The newest installed claude is enough: the others' questions are
+    // proven the same through `ctl` (realcli.rs).
+    let (version, exe) = versions.last().unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let state = t.path().join("state");
+    let (procs, url, b) = paired_phone(&state);
+    let answer = move |run: PathBuf, op: String| {
+        let _procs = procs;
+        // The run lives in a HOME of its own: the server learns of it as
+        // a run of this user's, from an index entry.
+        let index = state.join("playdeck/runs");
+        std::fs::create_dir_all(&index).unwrap();
+        std::fs::write(
+            index.join(run.file_name().unwrap()),
+            format!("{}\n", run.display()),
+        )
+        .unwrap();
+        b.go(&format!("{url}/needs"));
+        let events = run.join("events.jsonl");
+        common::wait_for("claude's question", Duration::from_secs(90), || {
+            let log = std::fs::read_to_string(&events).unwrap_or_default();
+            if log.contains("\"permission_asked\"") {
+                Ok(())
+            } else {
+                Err(log)
+            }
+        });
+        let permit = b.find("article.k-permission button.go", Duration::from_secs(20));
+        let card = b.script("return document.querySelector('article.k-permission').innerText");
+        b.screenshot("web-permission");
+        b.click(&permit);
+        b.until(
+            "the answer said",
+            "return document.getElementById('msg').className === 'ok'",
+            Duration::from_secs(20),
+        );
+        (Some(0), format!("{op}: {card}"))
+    };
+    let s = crate::realcli::run_answered(
+        &crate::realcli::CLAUDE,
+        version,
+        exe,
+        "ask-web",
+        &server,
+        Some(Box::new(answer)),
+    );
+    let (_, card) = s.said.clone().unwrap_or_default();
+    assert!(
+        card.contains("hello.txt") && card.contains("hi"),
+        "the card shows the call whole: {card}"
+    );
+    assert_eq!(s.outcome, "succeeded", "claude {version}: {}", s.stdout);
+    assert_eq!(s.asked.len(), 1, "{:?}", s.asked);
+    assert!(s.asked[0].starts_with("Write("), "{:?}", s.asked);
+    assert_eq!(s.answered.len(), 1, "{:?}", s.answered);
+    let (allowed, by) = &s.answered[0];
+    assert!(*allowed, "permitted");
+    assert!(
+        by.starts_with("web (") && by.contains("device \"pixel-7\", 127.0.0.1)"),
+        "who allowed it: {by}"
+    );
+    assert_eq!(s.file.as_deref().map(str::trim), Some("hi"));
 }

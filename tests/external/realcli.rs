@@ -55,7 +55,7 @@ fn installed(cli: &str) -> Vec<(String, PathBuf)> {
 }
 
 /// The scripted model server, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -125,8 +125,8 @@ impl Drop for Server {
 
 /// What one run through playdeck gave the operator.
 #[derive(Debug, Default, Clone)]
-struct Seen {
-    outcome: String,
+pub(crate) struct Seen {
+    pub(crate) outcome: String,
     /// The operation's failure: (category, error).
     failure: Option<(String, String)>,
     /// Retries the policy scheduled: their categories.
@@ -140,20 +140,20 @@ struct Seen {
     sessions: Vec<String>,
     ledger_rows: usize,
     warnings: Vec<String>,
-    file: Option<String>,
+    pub(crate) file: Option<String>,
     /// The last attempt's stdout log.
-    stdout: String,
+    pub(crate) stdout: String,
     /// The last attempt's argv, as `command.json` records it.
     argv: Vec<String>,
     /// The session the last attempt continued (`command.json`).
     continues: Option<String>,
     /// What `ctl say` answered: its exit code and what it printed.
-    said: Option<(Option<i32>, String)>,
+    pub(crate) said: Option<(Option<i32>, String)>,
     /// The operation's result's `summary`.
     summary: Option<String>,
     /// The calls it asked permission for, and the answers: (allowed, by).
-    asked: Vec<String>,
-    answered: Vec<(bool, String)>,
+    pub(crate) asked: Vec<String>,
+    pub(crate) answered: Vec<(bool, String)>,
     secs: f64,
 }
 
@@ -229,7 +229,7 @@ fn say_in_a_tool_call(dir: &Path, op: &str, text: &str, named: bool) -> (Option<
 
 /// How a CLI is set up against the server: its agent table (TOML lines
 /// after `[agents.cli]`), files it needs in HOME or the workspace.
-struct Cli {
+pub(crate) struct Cli {
     name: &'static str,
     format: &'static str,
     subcommand: &'static str,
@@ -312,7 +312,7 @@ fn gemini_setup(home: &Path, _: &Path, _: &Path, _: &str, _: u16) {
     std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
 }
 
-const CLAUDE: Cli = Cli {
+pub(crate) const CLAUDE: Cli = Cli {
     name: "claude",
     format: "claude",
     subcommand: "-p",
@@ -407,7 +407,7 @@ fn instruction(scenario: &str) -> String {
     };
     let what = match scenario {
         "tool" | "tool-readonly" | "limit-after-tool" | "ask-permit" | "ask-deny"
-        | "ask-timeout" | "land" | "review" => {
+        | "ask-timeout" | "ask-web" | "land" | "review" => {
             "Create the file hello.txt containing hi in the current directory."
         }
         "listen" => "Wait for the build, then tell me what you hear.",
@@ -446,13 +446,17 @@ fn run(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) ->
 
 /// What the operator does during a run, through `playdeck ctl`.
 #[derive(Debug, Clone, Copy)]
-enum Act<'a> {
+pub(crate) enum Act<'a> {
     /// `say OP TEXT` once the agent is in a tool call.
     Say(&'a str),
     /// `permit OP` / `deny OP` once it asks.
     Permit,
     Deny,
 }
+
+/// An operator beside the run: called with the run directory and the
+/// operation once the run has started; what it did, as `Seen::said`.
+pub(crate) type Answerer = Box<dyn FnOnce(PathBuf, String) -> (Option<i32>, String) + Send>;
 
 /// [`run`], and with `say`, `playdeck ctl RUN say` to the operation once
 /// its agent is in a tool call (what ctl answered is in `Seen::said`).
@@ -512,6 +516,9 @@ fn stage(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) 
     let turns = if cli.name == "claude" {
         if scenario == "always-tool" {
             ", max_turns = 2"
+        } else if scenario == "ask-web" {
+            // The operator answers from a browser's page: a minute.
+            ", max_turns = 8, ask = [\"Write\"], ask_timeout = 60"
         } else if asks {
             // The writer is left to the operator, who has 3 s to answer.
             ", max_turns = 8, ask = [\"Write\"], ask_timeout = 3"
@@ -588,13 +595,38 @@ fn stage(cli: &Cli, version: &str, exe: &Path, scenario: &str, server: &Server) 
     }
 }
 
-fn run_saying(
+pub(crate) fn run_saying(
     cli: &Cli,
     version: &str,
     exe: &Path,
     scenario: &str,
     server: &Server,
     act: Option<Act<'_>>,
+) -> Seen {
+    let named = cli.name == "opencode" && older(version, "1.1");
+    let answer = act.map(|act| -> Answerer {
+        let act = match act {
+            Act::Say(t) => Some(t.to_string()),
+            Act::Permit => None,
+            Act::Deny => Some(String::new()),
+        };
+        Box::new(move |dir: PathBuf, op: String| match act {
+            Some(t) if !t.is_empty() => say_in_a_tool_call(&dir, &op, &t, named),
+            Some(_) => answer_the_question(&dir, &op, false),
+            None => answer_the_question(&dir, &op, true),
+        })
+    });
+    run_answered(cli, version, exe, scenario, server, answer)
+}
+
+/// [`run_saying`] with any operator beside the run.
+pub(crate) fn run_answered(
+    cli: &Cli,
+    version: &str,
+    exe: &Path,
+    scenario: &str,
+    server: &Server,
+    answer: Option<Answerer>,
 ) -> Seen {
     let Staged {
         base,
@@ -625,19 +657,9 @@ fn run_saying(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let named = cli.name == "opencode" && older(version, "1.1");
-    let said = act.map(|act| {
+    let said = answer.map(|f| {
         let (dir, op) = (run_dir.clone(), scenario.to_string());
-        let act = match act {
-            Act::Say(t) => Some(t.to_string()),
-            Act::Permit => None,
-            Act::Deny => Some(String::new()),
-        };
-        std::thread::spawn(move || match act {
-            Some(t) if !t.is_empty() => say_in_a_tool_call(&dir, &op, &t, named),
-            Some(_) => answer_the_question(&dir, &op, false),
-            None => answer_the_question(&dir, &op, true),
-        })
+        std::thread::spawn(move || f(dir, op))
     });
     let out = out.wait_with_output().unwrap();
     let mut seen = Seen {
@@ -850,7 +872,7 @@ fn check(cli: &str, version: &str, scenario: &str, s: &Seen) -> Result<(), Strin
 
 /// The installed versions of `cli` and a model server for them; `None`
 /// (said) when there is nothing to run or nothing to run it against.
-fn versions_and_server(cli: &Cli) -> Option<(Vec<(String, PathBuf)>, Server)> {
+pub(crate) fn versions_and_server(cli: &Cli) -> Option<(Vec<(String, PathBuf)>, Server)> {
     let versions = installed(cli.name);
     if versions.is_empty() {
         println!(
