@@ -222,8 +222,9 @@ impl Budget {
 }
 
 /// `usd=+5`, `tokens=2000000`, `implementer.usd=+1`: a cap raised by or
-/// set to an amount.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// set to an amount. In JSON it is read either way: as its fields, or as
+/// the words a person types (`"usd=+5"`, what a page's box sends).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CapChange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
@@ -231,6 +232,37 @@ pub struct CapChange {
     pub amount: f64,
     /// `+N`: added to the cap; `N`: the new cap.
     pub relative: bool,
+}
+
+impl<'de> Deserialize<'de> for CapChange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Words(String),
+            Fields {
+                #[serde(default)]
+                role: Option<String>,
+                measure: Measure,
+                amount: f64,
+                relative: bool,
+            },
+        }
+        match Form::deserialize(d)? {
+            Form::Words(w) => w.parse().map_err(serde::de::Error::custom),
+            Form::Fields {
+                role,
+                measure,
+                amount,
+                relative,
+            } => Ok(CapChange {
+                role,
+                measure,
+                amount,
+                relative,
+            }),
+        }
+    }
 }
 
 impl std::fmt::Display for CapChange {
@@ -561,5 +593,16 @@ mod tests {
         let (counted, _) = m.record((0, 1), None, &u(3.5), None);
         assert_eq!(counted.cost_usd, Some(3.5));
         assert_eq!(m.run.0, 3.5);
+    }
+
+    #[test]
+    fn a_cap_change_reads_as_fields_or_as_words() {
+        let words: CapChange = serde_json::from_str(r#""implementer.usd=+5""#).unwrap();
+        let fields: CapChange =
+            serde_json::from_value(serde_json::to_value(&words).unwrap()).unwrap();
+        assert_eq!(words, fields);
+        assert_eq!(words.to_string(), "implementer.usd=+5");
+        let e = serde_json::from_str::<CapChange>(r#""usd=abc""#).unwrap_err();
+        assert!(e.to_string().contains("for example usd=+5"), "{e}");
     }
 }

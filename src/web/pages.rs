@@ -277,6 +277,20 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
                 v["agent"].as_str().map(str::to_string)
             })
             .or_else(|| n.agent.as_deref().map(str::to_string));
+    let mut who = Vec::new();
+    if let Some(r) = &n.role {
+        who.push(format!("role {r}"));
+    }
+    if let Some(a) = &agent {
+        who.push(format!("agent {a}"));
+    }
+    // An operation's wait, from when it entered its lane.
+    if n.ix.is_some() {
+        who.push(format!(
+            "waiting {}",
+            duration((v.run.elapsed - n.since).max(0.0))
+        ));
+    }
     let turns =
         n.ix.map(|ix| v.node(ix))
             .filter(|node| node.attempt > 0)
@@ -298,11 +312,7 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
                 @if let Some(op) = &n.op { " · " a href={ "/runs/" (run) "/ops/" (op) } { strong { (op) } } }
             }
             p.what { (n.what) }
-            p.who {
-                @if let Some(r) = &n.role { "role " (r) }
-                @if let Some(a) = &agent { " · agent " (a) }
-                " · waiting " (duration((v.run.elapsed - n.since).max(0.0)))
-            }
+            @if !who.is_empty() { p.who { (who.join(" · ")) } }
             @if let Some(d) = &n.detail { pre.detail { (d) } }
             @if !turns.is_empty() { ol.turns { @for e in &turns { (turn(&clipped(e, CARD_LINES))) } } }
             div.actions {

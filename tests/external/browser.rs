@@ -287,9 +287,9 @@ fn missing() -> Option<String> {
 }
 
 /// `playdeck web` on a port of its own with the state directory `state`,
-/// and a phone paired with it (`decide`, named pixel-7) on its runs page:
+/// and a phone paired with it (of `scope`, named pixel-7) on its runs page:
 /// the server (reaped when dropped), its address and the browser.
-fn paired_phone(state: &Path) -> (common::Reaped, String, Browser) {
+fn paired_phone(state: &Path, scope: &str) -> (common::Reaped, String, Browser) {
     let mut procs = common::Reaped(Vec::new());
     let mut server = common::playdeck_in_state(state)
         .args(["web", "--listen", "127.0.0.1:0"])
@@ -308,7 +308,7 @@ fn paired_phone(state: &Path) -> (common::Reaped, String, Browser) {
         .unwrap_or_else(|| panic!("no address in {first:?}"))
         .to_string();
     let out = common::playdeck_in_state(state)
-        .args(["web", "pair", "--scope", "decide"])
+        .args(["web", "pair", "--scope", scope])
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -342,7 +342,7 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
     let d = t.path();
     let state = d.join("state");
     std::fs::write(d.join("p.toml"), PLAY).unwrap();
-    let (mut procs, url, b) = paired_phone(&state);
+    let (mut procs, url, b) = paired_phone(&state, "decide");
     b.go(&format!("{url}/needs"));
     b.find("main h1", Duration::from_secs(10));
     // The run starts only now: its gate arrives on the open page.
@@ -430,7 +430,7 @@ fn a_phone_permits_what_the_real_claude_asks() {
     let (version, exe) = versions.last().unwrap();
     let t = tempfile::tempdir().unwrap();
     let state = t.path().join("state");
-    let (procs, url, b) = paired_phone(&state);
+    let (procs, url, b) = paired_phone(&state, "decide");
     let answer = move |run: PathBuf, op: String| {
         let _procs = procs;
         // The run lives in a HOME of its own: the server learns of it as
@@ -487,4 +487,86 @@ fn a_phone_permits_what_the_real_claude_asks() {
         "who allowed it: {by}"
     );
     assert_eq!(s.file.as_deref().map(str::trim), Some("hi"));
+}
+
+/// Who the run's log says did `action` (an `operator_action` whose action
+/// starts so), once it does.
+fn done_by(events: &Path, action: &str) -> String {
+    common::wait_for(action, Duration::from_secs(30), || {
+        let log = std::fs::read_to_string(events).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|e| {
+                (e["type"] == "operator_action"
+                    && e["action"].as_str().is_some_and(|a| a.starts_with(action)))
+                .then(|| e["by"].as_str().unwrap_or("").to_string())
+            })
+            .ok_or(log)
+    })
+}
+
+/// A failure and a spend cap on a phone paired to steer: Retry on the
+/// failure's card, and a raise typed into the cap's card, each recorded
+/// with the device.
+#[test]
+fn a_phone_retries_a_failure_and_raises_a_cap() {
+    if let Some(why) = missing() {
+        eprintln!("{why}");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let state = d.join("state");
+    // The capped play (three operations of 2.50 USD in a chain under a
+    // 5 USD cap), two at a time, with one beside them that fails.
+    let play = format!(
+        "{}[[operations]]\nid = \"flaky\"\nrole = \"implementer\"\ninstruction = \"flaky\"\nindependent_root = true\nsim = {{ duration_ms = 50, outcome = \"fail\" }}\n",
+        include_str!("../plays/spend_cap_5_usd.toml")
+            .replace("max_concurrent = 1", "max_concurrent = 2")
+    );
+    std::fs::write(d.join("p.toml"), play).unwrap();
+    let (mut procs, url, b) = paired_phone(&state, "steer");
+    b.go(&format!("{url}/needs"));
+    b.find("main h1", Duration::from_secs(10));
+    let run = common::playdeck_in_state(&state)
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            ".playdeck/runs/k2",
+            "p.toml",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    procs.0.push(run);
+    let events = d.join(".playdeck/runs/k2/events.jsonl");
+    let who = "device \"pixel-7\", 127.0.0.1)";
+    // The failure: Retry.
+    let retry = b.find("article.k-failure button.go", Duration::from_secs(60));
+    b.click(&retry);
+    b.until(
+        "the retry answered",
+        "return document.getElementById('msg').className === 'ok'",
+        Duration::from_secs(20),
+    );
+    let by = done_by(&events, "retry flaky");
+    assert!(by.starts_with("web (") && by.contains(who), "{by}");
+    // The cap: its numbers are on the card; a raise typed in.
+    let raise_box = b.find("article.k-spendcap input", Duration::from_secs(60));
+    let card = b.script("return document.querySelector('article.k-spendcap').innerText");
+    assert!(card.as_str().is_some_and(|c| c.contains("5.00")), "{card}");
+    b.screenshot("web-spend-cap");
+    b.type_in(&raise_box, "usd=+5");
+    b.click(&b.find("article.k-spendcap button", Duration::from_secs(5)));
+    b.until(
+        "the raise answered",
+        "return document.getElementById('msg').className === 'ok' && document.getElementById('msg').textContent.includes('usd')",
+        Duration::from_secs(20),
+    );
+    let by = done_by(&events, "budget");
+    assert!(by.starts_with("web (") && by.contains(who), "{by}");
 }
