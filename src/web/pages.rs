@@ -284,12 +284,10 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
     if let Some(a) = &agent {
         who.push(format!("agent {a}"));
     }
-    // An operation's wait, from when it entered its lane.
+    // An operation's wait, from when it entered its lane (a run time, so
+    // the card stays the same until what it shows changes).
     if n.ix.is_some() {
-        who.push(format!(
-            "waiting {}",
-            duration((v.run.elapsed - n.since).max(0.0))
-        ));
+        who.push(format!("waiting since {}", duration(n.since)));
     }
     let turns =
         n.ix.map(|ix| v.node(ix))
@@ -305,7 +303,7 @@ pub fn card(run: &str, dir: &std::path::Path, v: &ViewModel, n: &Need, scope: Sc
             .map(|(e, _)| e)
             .unwrap_or_default();
     html! {
-        article.card.(format!("k-{:?}", n.kind).to_lowercase()) data-run=(run) data-basis=[on.as_deref()] {
+        article.card.(format!("k-{:?}", n.kind).to_lowercase()) id=(key) data-run=(run) data-basis=[on.as_deref()] {
             header {
                 span.kind { (n.kind.words()) }
                 a href={ "/runs/" (run) } { (run) }

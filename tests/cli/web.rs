@@ -4,9 +4,8 @@
 //! answer refused as already decided, a process carrying a run's tag
 //! refused whatever token it shows, and a revoked device shut out.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common;
@@ -71,20 +70,7 @@ fn a_paired_phone_approves_a_gate_and_the_run_names_it() {
     std::fs::write(d.join("p.toml"), PLAY).unwrap();
     let mut procs = common::Reaped(Vec::new());
     // The run, waiting at its gate (stdin kept open: headless waits).
-    let run = common::playdeck_in_state(&state)
-        .args([
-            "run",
-            "--headless",
-            "--run-dir",
-            ".playdeck/runs/k1",
-            "p.toml",
-        ])
-        .current_dir(d)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = common::headless_waiting(&state, d, "k1", "p.toml");
     procs.0.push(run);
     let events = d.join(".playdeck/runs/k1/events.jsonl");
     common::wait_for("the gate", Duration::from_secs(60), || {
@@ -96,23 +82,13 @@ fn a_paired_phone_approves_a_gate_and_the_run_names_it() {
         }
     });
     // The server, on a port of its choosing.
-    let mut server = common::playdeck_in_state(&state)
-        .args(["web", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (server, url) = common::web_server(&state, d, &[]);
     procs.0.push(server);
-    let port: u16 = first
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
+    let port: u16 = url
+        .rsplit(':')
+        .next()
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {first:?}"));
+        .unwrap_or_else(|| panic!("no port in {url:?}"));
     let (s, _, _) = http(port, "GET", "/", None, None);
     assert_eq!(s, 401, "nothing without a device");
     // Paired as the user would: `web pair`, then the address it printed.
@@ -267,31 +243,13 @@ fn https_with_a_certificate_of_ones_own() {
     );
 
     let mut procs = common::Reaped(Vec::new());
-    let mut server = common::playdeck_in_state(&state)
-        .args([
-            "web",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            "cert.pem",
-            "--tls-key",
-            "key.pem",
-        ])
-        .current_dir(d)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (server, url) = common::web_server(
+        &state,
+        d,
+        &["--tls-cert", "cert.pem", "--tls-key", "key.pem"],
+    );
     procs.0.push(server);
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("https://"))
-        .unwrap_or_else(|| panic!("no https address in {first:?}"))
-        .to_string();
+    assert!(url.starts_with("https://"), "{url}");
     let out = common::playdeck_in_state(&state)
         .args(["web", "pair"])
         .output()

@@ -627,3 +627,56 @@ pub fn playdeck_in_state(state: &std::path::Path) -> std::process::Command {
         .env_remove("PLAYDECK_RUN_DIR");
     c
 }
+
+/// A headless run of `play` in `dir` (its run directory
+/// `.playdeck/runs/ID`), with the state directory `state`; stdin is kept
+/// open, so it waits for the operator where a person must decide.
+pub fn headless_waiting(
+    state: &std::path::Path,
+    dir: &std::path::Path,
+    id: &str,
+    play: &str,
+) -> std::process::Child {
+    playdeck_in_state(state)
+        .args([
+            "run",
+            "--headless",
+            "--run-dir",
+            &format!(".playdeck/runs/{id}"),
+            play,
+        ])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `playdeck web` with the state directory `state` and `args`, in `dir`:
+/// the server and the address it says it serves.
+pub fn web_server(
+    state: &std::path::Path,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut server = playdeck_in_state(state)
+        .args(["web", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_string();
+    (server, url)
+}

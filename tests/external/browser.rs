@@ -291,22 +291,8 @@ fn missing() -> Option<String> {
 /// the server (reaped when dropped), its address and the browser.
 fn paired_phone(state: &Path, scope: &str) -> (common::Reaped, String, Browser) {
     let mut procs = common::Reaped(Vec::new());
-    let mut server = common::playdeck_in_state(state)
-        .args(["web", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (server, url) = common::web_server(state, &std::env::temp_dir(), &[]);
     procs.0.push(server);
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
     let out = common::playdeck_in_state(state)
         .args(["web", "pair", "--scope", scope])
         .output()
@@ -346,20 +332,7 @@ fn a_phone_pairs_sees_a_gate_arrive_and_approves_it() {
     b.go(&format!("{url}/needs"));
     b.find("main h1", Duration::from_secs(10));
     // The run starts only now: its gate arrives on the open page.
-    let run = common::playdeck_in_state(&state)
-        .args([
-            "run",
-            "--headless",
-            "--run-dir",
-            ".playdeck/runs/k1",
-            "p.toml",
-        ])
-        .current_dir(d)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = common::headless_waiting(&state, d, "k1", "p.toml");
     procs.0.push(run);
     let approve = b.find("article.k-gate button.go", Duration::from_secs(60));
     b.screenshot("web-needs");
@@ -528,20 +501,7 @@ fn a_phone_retries_a_failure_and_raises_a_cap() {
     let (mut procs, url, b) = paired_phone(&state, "steer");
     b.go(&format!("{url}/needs"));
     b.find("main h1", Duration::from_secs(10));
-    let run = common::playdeck_in_state(&state)
-        .args([
-            "run",
-            "--headless",
-            "--run-dir",
-            ".playdeck/runs/k2",
-            "p.toml",
-        ])
-        .current_dir(d)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = common::headless_waiting(&state, d, "k2", "p.toml");
     procs.0.push(run);
     let events = d.join(".playdeck/runs/k2/events.jsonl");
     let who = "device \"pixel-7\", 127.0.0.1)";
@@ -569,4 +529,83 @@ fn a_phone_retries_a_failure_and_raises_a_cap() {
     );
     let by = done_by(&events, "budget");
     assert!(by.starts_with("web (") && by.contains(who), "{by}");
+}
+
+/// A review sent back from a phone with a note: the operation's agent (a
+/// shell that names its conversation and keeps what it is told in
+/// note.txt) hears it, its work comes back for review with the note, and
+/// the run names the device.
+#[test]
+fn a_phone_sends_a_review_back() {
+    if let Some(why) = missing() {
+        eprintln!("{why}");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("repo");
+    std::fs::create_dir_all(&d).unwrap();
+    let state = t.path().join("state");
+    common::git(&d, &["init", "-q", "-b", "main"]);
+    let play = r#"[play]
+name = "phone-review"
+[palette]
+roles = [{ role = "implementer", agent = "sh" }]
+[agents.sh]
+binary = "sh"
+stream_format = "jsonl"
+prompt_via = "stdin"
+[workspace]
+isolation = "worktree"
+[[operations]]
+id = "a"
+role = "implementer"
+agent = "sh"
+review = true
+instruction = '''
+echo '{"type":"session","id":"s-1"}'
+n=$(cat "$PLAYDECK_RUN_DIR/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$PLAYDECK_RUN_DIR/count"
+echo "attempt $n" > a.txt
+echo '{"type":"result","result":{"ok":true}}'
+sed -n '/^The operator says: /,$p' > note.txt <<'REST'
+'''
+"#;
+    std::fs::write(d.join("p.toml"), play).unwrap();
+    std::fs::write(d.join(".gitignore"), ".playdeck/\n").unwrap();
+    common::git(&d, &["add", "."]);
+    common::git(&d, &["commit", "-q", "-m", "the play"]);
+    let (mut procs, url, b) = paired_phone(&state, "decide");
+    let run = common::headless_waiting(&state, &d, "k3", "p.toml");
+    procs.0.push(run);
+    b.go(&format!("{url}/needs"));
+    let note = b.find("article.k-review input", Duration::from_secs(60));
+    b.screenshot("web-review");
+    b.type_in(&note, "use a longer greeting");
+    b.click(&b.find(
+        "article.k-review button[data-words=text]",
+        Duration::from_secs(5),
+    ));
+    b.until(
+        "the send-back answered",
+        "return document.getElementById('msg').className === 'ok'",
+        Duration::from_secs(20),
+    );
+    let events = d.join(".playdeck/runs/k3/events.jsonl");
+    let by = done_by(&events, "say a");
+    assert!(
+        by.starts_with("web (") && by.contains("device \"pixel-7\", 127.0.0.1)"),
+        "{by}"
+    );
+    // Its work comes back for review, with the note it was told.
+    common::wait_for("the second review", Duration::from_secs(60), || {
+        let log = std::fs::read_to_string(&events).unwrap_or_default();
+        let reviews = log
+            .lines()
+            .filter(|l| l.contains("\"permission_asked\"") && l.contains("\"review\""))
+            .count();
+        if reviews >= 2 && log.contains("note.txt") {
+            Ok(())
+        } else {
+            Err(log)
+        }
+    });
 }

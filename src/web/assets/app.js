@@ -11,12 +11,25 @@ function say(text, bad) {
   m.className = bad ? "bad" : "ok";
 }
 
-// Inputs survive a view being replaced: what was typed, and the focus.
+// A view replaced keeps what did not change: a card (an element with an
+// id) whose markup is the same is the very element it was, so a tap on
+// it, its focus and what was typed in it are not lost; the inputs of a
+// card that did change keep what was typed.
 function swap(el, html) {
   const kept = {};
   el.querySelectorAll("input[id]").forEach((i) => { kept[i.id] = i.value; });
   const focus = document.activeElement && document.activeElement.id;
-  el.innerHTML = html;
+  const box = document.createElement("div");
+  box.innerHTML = html;
+  box.querySelectorAll("article[id]").forEach((fresh) => {
+    const old = document.getElementById(fresh.id);
+    if (old && el.contains(old) && old.dataset.html === fresh.outerHTML) {
+      fresh.replaceWith(old);
+    } else {
+      fresh.dataset.html = fresh.outerHTML;
+    }
+  });
+  el.replaceChildren(...box.childNodes);
   for (const id in kept) {
     const i = document.getElementById(id);
     if (i) i.value = kept[id];
@@ -28,6 +41,11 @@ function swap(el, html) {
 }
 
 function listen() {
+  // What each card was rendered as, to know it again in the next view.
+  document.querySelectorAll("article[id]").forEach((a) => {
+    const h = a.outerHTML;
+    a.dataset.html = h;
+  });
   const url = document.body.dataset.stream;
   if (!url) return;
   const es = new EventSource(url);
