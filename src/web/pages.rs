@@ -96,10 +96,12 @@ pub fn not_paired() -> Response {
     (StatusCode::UNAUTHORIZED, body).into_response()
 }
 
-pub async fn not_found(Extension(device): Extension<Device>) -> Response {
+/// Nothing at this address (an open path too: no device is needed to
+/// be told so).
+pub async fn not_found(device: Option<Extension<Device>>) -> Response {
     let body = page(
         "not found",
-        Some(&device),
+        device.as_ref().map(|d| &d.0),
         None,
         html! { h1 { "Nothing here" } p { a href="/" { "All runs" } } },
     );
@@ -421,7 +423,7 @@ pub async fn run_page(
     Path(id): Path<String>,
 ) -> Response {
     let Some(dir) = web.run_dir(&id) else {
-        return not_found(Extension(device)).await;
+        return not_found(Some(Extension(device))).await;
     };
     let w = web.watches.get(&id, &dir).await;
     let view = w.view(|v| run_view(&id, &dir, v, &device));
@@ -469,12 +471,49 @@ pub fn run_view(id: &str, dir: &std::path::Path, v: &ViewModel, device: &Device)
         @if !waiting.is_empty() {
             section.needs {
                 h2 { "Needs you ×" (waiting.len()) }
+                @if device.scope >= Scope::Decide { (retry_all(&waiting)) }
                 @for n in &waiting { (card(id, dir, v, n, device.scope)) }
             }
         }
         section.lanes {
             @for lane in Lane::ALL {
                 (lane_view(id, v, lane))
+            }
+        }
+    }
+}
+
+/// One button for every failure a retry could take up (two or more),
+/// each retried on the basis its card shows.
+fn retry_all(waiting: &[Need]) -> Markup {
+    let failed: Vec<&Need> = waiting
+        .iter()
+        .filter(|n| n.kind == NeedKind::Failure)
+        .collect();
+    if failed.len() < 2 {
+        return html! {};
+    }
+    let cmds: Vec<serde_json::Value> = failed
+        .iter()
+        .map(|n| {
+            let mut j = serde_json::json!({"cmd": "retry", "op": n.op.as_deref().unwrap_or("")});
+            if let Some(b) = &n.basis {
+                j["on"] = serde_json::Value::String(b.to_string());
+            }
+            j
+        })
+        .collect();
+    let names: Vec<&str> = failed.iter().filter_map(|n| n.op.as_deref()).collect();
+    let shown = if names.len() > 5 {
+        format!("{}, … ({} more)", names[..5].join(", "), names.len() - 5)
+    } else {
+        names.join(", ")
+    };
+    html! {
+        div.actions {
+            button.go type="button" data-cmds=(serde_json::Value::Array(cmds).to_string())
+                data-confirm=(format!("Retry all {} failed operations: {shown}?", failed.len())) {
+                "Retry all " (failed.len()) " failures"
             }
         }
     }
@@ -511,7 +550,7 @@ pub async fn op_page(
     Path((id, op)): Path<(String, String)>,
 ) -> Response {
     let Some(dir) = web.run_dir(&id) else {
-        return not_found(Extension(device)).await;
+        return not_found(Some(Extension(device))).await;
     };
     let w = web.watches.get(&id, &dir).await;
     let Some((view, attempt)) = w.view(|v| {
@@ -519,7 +558,7 @@ pub async fn op_page(
         let ix = v.ix(&node.op.op_id)?;
         Some((op_view(&id, &dir, v, ix, &device), node.attempt))
     }) else {
-        return not_found(Extension(device)).await;
+        return not_found(Some(Extension(device))).await;
     };
     let logs = dir.join("logs");
     let entries = tokio::task::spawn_blocking({

@@ -92,7 +92,7 @@ pub async fn run_events(
     headers: HeaderMap,
 ) -> Response {
     let Some((w, after)) = opened(&web, &id, &q, &headers).await else {
-        return pages::not_found(Extension(device)).await;
+        return pages::not_found(Some(Extension(device))).await;
     };
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
@@ -208,7 +208,7 @@ pub async fn op_events(
     headers: HeaderMap,
 ) -> Response {
     let Some((w, after)) = opened(&web, &id, &q, &headers).await else {
-        return pages::not_found(Extension(device)).await;
+        return pages::not_found(Some(Extension(device))).await;
     };
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {

@@ -26,12 +26,22 @@ const HOST: &str = "127.0.0.1:7420";
 /// A run's directory as the demo leaves it at 40 s (gates and an
 /// escalation waiting), copied out of the scene before it ends.
 async fn demo_run(into: &Path) -> PathBuf {
-    let play = playdeck::play::Play::demo();
-    let scene = playdeck::console::screenshot::Scene::at(&play, 40.0, 120, 36, None)
+    run_of(
+        &playdeck::play::Play::demo(),
+        40.0,
+        into,
+        "20261206-120000-demo",
+    )
+    .await
+}
+
+/// A run's directory as `play` leaves it at `at` seconds, named `name`.
+async fn run_of(play: &playdeck::play::Play, at: f64, into: &Path, name: &str) -> PathBuf {
+    let scene = playdeck::console::screenshot::Scene::at(play, at, 120, 36, None)
         .await
         .unwrap();
     let from = scene.session.run_dir.path.clone();
-    let dir = into.join("20261206-120000-demo");
+    let dir = into.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["events.jsonl", "play.toml"] {
         std::fs::copy(from.join(f), dir.join(f)).unwrap();
@@ -167,6 +177,8 @@ async fn nobody_unpaired_foreign_or_an_agent_gets_in() {
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let (s, h, _) = call(&f.web, get("/assets/app.js", None)).await;
     assert_eq!(s, StatusCode::OK);
+    let (s, _, _) = call(&f.web, get("/assets/nothing.js", None)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "an open path that is nothing");
     assert!(
         h[header::CONTENT_TYPE]
             .to_str()
@@ -452,4 +464,66 @@ fn what_an_agent_wrote_is_shown_as_text() {
         assert!(!html.contains("<img"), "{html}");
         assert!(html.contains("&lt;script&gt;"), "{html}");
     }
+}
+
+/// Two failures or more: one button retries every one, each on the basis
+/// its card shows, behind a confirmation that names them.
+#[tokio::test(start_paused = true)]
+async fn every_failure_is_retried_from_one_button() {
+    let play = playdeck::play::Play::from_str(
+        "two.toml",
+        r#"
+[play]
+name = "two failures"
+[palette]
+roles = [{ role = "implementer" }]
+[[operations]]
+id = "x"
+role = "implementer"
+instruction = "x"
+independent_root = true
+sim = { duration_ms = 50, outcome = "fail" }
+[[operations]]
+id = "y"
+role = "implementer"
+instruction = "y"
+independent_root = true
+sim = { duration_ms = 50, outcome = "fail" }
+"#,
+    )
+    .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let run = run_of(&play, 1.0, t.path(), "20261206-130000-two").await;
+    let mut web = Web::new(
+        Store::at(&t.path().join("web")).unwrap(),
+        hosts_for(ADDR.parse().unwrap(), &[]),
+    );
+    web.runs = Some(vec![run]);
+    let web = Arc::new(web);
+    let code = web.store.new_code(Scope::Decide, None).unwrap();
+    let token2 = web.store.pair(&code, None).unwrap().0;
+    let (s, _, page) = call(&web, get("/runs/20261206-130000-two", Some(&token2))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains("Retry all 2 failures"), "{page}");
+    let cmds = page
+        .split("data-cmds=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .replace("&quot;", "\"");
+    let cmds: Vec<serde_json::Value> = serde_json::from_str(&cmds).unwrap();
+    let ops: Vec<&str> = cmds.iter().map(|c| c["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["x", "y"]);
+    assert!(cmds.iter().all(
+        |c| c["cmd"] == "retry" && c["on"].as_str().is_some_and(|o| o.starts_with("failure@"))
+    ));
+    assert!(
+        page.contains("Retry all 2 failed operations: x, y?"),
+        "{page}"
+    );
+    // Not for a device that watches.
+    let code = web.store.new_code(Scope::Watch, None).unwrap();
+    let watch = web.store.pair(&code, None).unwrap().0;
+    let (_, _, page) = call(&web, get("/runs/20261206-130000-two", Some(&watch))).await;
+    assert!(!page.contains("Retry all"), "{page}");
 }

@@ -94,6 +94,30 @@ function runOf() {
   return m ? m[1] : null;
 }
 
+// Several commands from one button (every failure retried), one after
+// another; what each answered, summed up.
+async function commands(button) {
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  const run = runOf();
+  const cmds = JSON.parse(button.dataset.cmds);
+  button.disabled = true;
+  let done = 0;
+  const refused = [];
+  try {
+    for (const cmd of cmds) {
+      const { answer } = await post("/api/runs/" + encodeURIComponent(run), cmd);
+      if (answer.ok) done += 1;
+      else refused.push(cmd.op + ": " + ((answer.error && answer.error.message) || "refused"));
+    }
+  } catch (e) {
+    refused.push("the server did not answer: " + e);
+  } finally {
+    button.disabled = false;
+  }
+  say(cmds[0].cmd + ": " + done + " of " + cmds.length + " done" +
+      (refused.length ? "; " + refused.join("; ") : ""), refused.length > 0);
+}
+
 async function command(button) {
   const cmd = JSON.parse(button.dataset.cmd);
   if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
@@ -146,7 +170,9 @@ async function pair(form) {
 
 document.addEventListener("click", (e) => {
   const b = e.target.closest("button[data-cmd]");
-  if (b) { e.preventDefault(); command(b); }
+  if (b) { e.preventDefault(); command(b); return; }
+  const many = e.target.closest("button[data-cmds]");
+  if (many) { e.preventDefault(); commands(many); }
 });
 document.addEventListener("submit", (e) => {
   const f = e.target.closest("form[data-pair]");
