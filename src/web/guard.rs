@@ -32,12 +32,9 @@ pub struct Peer {
     pub agent: Option<String>,
 }
 
-impl
-    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
-    for Peer
-{
-    fn connect_info(s: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
-        let addr = *s.remote_addr();
+impl Peer {
+    /// The peer at `addr`, looked up once as its connection is accepted.
+    pub fn of(addr: SocketAddr) -> Peer {
         Peer {
             addr,
             agent: super::peer::agent_behind(addr),
@@ -46,15 +43,20 @@ impl
 }
 
 impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
+        Peer::of(*s.remote_addr())
+    }
+}
+
+impl
     axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, super::tls::TlsListener>>
     for Peer
 {
     fn connect_info(s: axum::serve::IncomingStream<'_, super::tls::TlsListener>) -> Peer {
-        let addr = *s.remote_addr();
-        Peer {
-            addr,
-            agent: super::peer::agent_behind(addr),
-        }
+        Peer::of(*s.remote_addr())
     }
 }
 

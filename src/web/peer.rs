@@ -148,40 +148,32 @@ fn holder_of(inode: u64) -> Option<i32> {
 mod tests {
     use super::*;
 
+    /// What `agent_behind` says of a connection from a bash that
+    /// carries the run tag `tag` (none: no tag in its environment).
+    fn verdict_on(tag: Option<&str>) -> Option<String> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut bash = std::process::Command::new("bash");
+        bash.arg("-c")
+            .arg(format!("exec 3<>/dev/tcp/127.0.0.1/{port}; sleep 5"));
+        match tag {
+            Some(t) => bash.env(RUN_TAG, t),
+            None => bash.env_remove(RUN_TAG),
+        };
+        let mut child = bash.spawn().unwrap();
+        let (_s, peer) = l.accept().unwrap();
+        let why = agent_behind(peer);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        why
+    }
+
     #[test]
     fn a_loopback_connection_is_traced_to_its_process() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
         // A child with the run tag connects: it is an agent's.
-        let mut child = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(format!(
-                "exec 3<>/dev/tcp/127.0.0.1/{}; sleep 5",
-                addr.port()
-            ))
-            .env(RUN_TAG, "/tmp/some-run")
-            .spawn()
-            .unwrap();
-        let (_s, peer) = l.accept().unwrap();
-        let why = agent_behind(peer);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let why = why.expect("an agent's connection");
+        let why = verdict_on(Some("/tmp/some-run")).expect("an agent's connection");
         assert!(why.contains(RUN_TAG), "{why}");
         // One without it is a person's.
-        let mut child = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(format!(
-                "exec 3<>/dev/tcp/127.0.0.1/{}; sleep 5",
-                addr.port()
-            ))
-            .env_remove(RUN_TAG)
-            .spawn()
-            .unwrap();
-        let (_s, peer) = l.accept().unwrap();
-        let why = agent_behind(peer);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(why, None);
+        assert_eq!(verdict_on(None), None);
     }
 }

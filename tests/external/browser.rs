@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -154,28 +154,25 @@ impl Browser {
 
     /// The first element `css` matches, waiting for it up to `within`.
     fn find(&self, css: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let full = format!("/session/{}/element", self.session);
-            let (s, v) = http_json(
-                self.port,
-                "POST",
-                &full,
-                Some(&json!({"using": "css selector", "value": css})),
-            );
-            if s == 200 {
-                return v["value"][ELEMENT]
+        let full = format!("/session/{}/element", self.session);
+        let query = json!({"using": "css selector", "value": css});
+        common::wait_for(css, within, || {
+            match http_json(self.port, "POST", &full, Some(&query)) {
+                (200, v) => Ok(v["value"][ELEMENT]
                     .as_str()
                     .unwrap_or_else(|| panic!("{v}"))
-                    .to_string();
+                    .to_string()),
+                _ => Err(self.page_text()),
             }
-            assert!(
-                Instant::now() < deadline,
-                "no {css} within {within:?}; the page: {}",
-                self.script("return document.body.innerText")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        })
+    }
+
+    /// What the page says, for a failure's message.
+    fn page_text(&self) -> String {
+        format!(
+            "the page: {}",
+            self.script("return document.body.innerText")
+        )
     }
 
     fn click(&self, el: &str) {
@@ -200,15 +197,10 @@ impl Browser {
 
     /// Waits until `js` returns true.
     fn until(&self, what: &str, js: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        while self.script(js) != Value::Bool(true) {
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not within {within:?}; the page: {}",
-                self.script("return document.body.innerText")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        common::wait_for(what, within, || match self.script(js) {
+            Value::Bool(true) => Ok(()),
+            _ => Err(self.page_text()),
+        });
     }
 
     /// Saves the window as `name`.png where screenshots are asked for.
